@@ -1,0 +1,1 @@
+//! penguin's context engine.

@@ -1,0 +1,228 @@
+//! A merge point for concurrent producers: any number of [`Producer`]s push, one [`Consumer`]
+//! takes items one at a time in arrival order.
+//!
+//! - A producer is a handle: cloning adds a producer, dropping one removes it.
+//! - The consumer sees end-of-stream only when every producer is gone **and** the queue has
+//!   drained, so "the stream ended" means "every producer finished".
+//! - An optional *enqueue hook* runs for each item at the moment it enters the queue, under the
+//!   queue's lock, so the hook sees exactly the order the consumer will see. penguin's engine
+//!   hands messages to the trace here, which makes "stream order = trace order" hold by
+//!   construction.
+//!
+//! # Slow consumers
+//!
+//! The queue is **unbounded**: a push never waits, and a slow consumer makes memory grow.
+//! This is deliberate. Producers are an LLM stream and running tools; blocking the LLM stream on
+//! the consumer would stall approvals and the model's own connection, and blocking a tool could
+//! change its behaviour. Backpressure belongs where delivery happens (the SSE layer gives each
+//! subscriber a bounded queue and disconnects one that falls behind).
+//!
+//! The crate knows nothing of messages and needs no particular async runtime.
+//!
+//! ```
+//! use futures::StreamExt;
+//! let (producer, mut consumer) = penguin_merge_queue::merge_queue::<u32>();
+//! let other = producer.clone();
+//! producer.push(1);
+//! other.push(2);
+//! drop((producer, other));
+//! futures::executor::block_on(async {
+//!     assert_eq!(consumer.next().await, Some(1));
+//!     assert_eq!(consumer.next().await, Some(2));
+//!     assert_eq!(consumer.next().await, None);
+//! });
+//! ```
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+
+use futures_core::Stream;
+
+type Hook<T> = Box<dyn FnMut(&T) + Send>;
+
+struct State<T> {
+    items: VecDeque<T>,
+    producers: usize,
+    consumer_alive: bool,
+    waker: Option<Waker>,
+    hook: Option<Hook<T>>,
+}
+
+struct Shared<T> {
+    state: Mutex<State<T>>,
+}
+
+impl<T> Shared<T> {
+    fn lock(&self) -> MutexGuard<'_, State<T>> {
+        // A panic inside a hook poisons the lock; the queue's own state is still consistent
+        // (each mutation is a single step), so keep going rather than cascade the panic.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Creates a queue with one producer.
+pub fn merge_queue<T>() -> (Producer<T>, Consumer<T>) {
+    build(None)
+}
+
+/// Creates a queue whose `hook` runs for each item as it enters the queue, in queue order.
+///
+/// The hook runs under the queue's lock: keep it short (hand the item to another queue, bump a
+/// counter) and never push to the same queue from it.
+pub fn merge_queue_with_hook<T>(
+    hook: impl FnMut(&T) + Send + 'static,
+) -> (Producer<T>, Consumer<T>) {
+    build(Some(Box::new(hook)))
+}
+
+fn build<T>(hook: Option<Hook<T>>) -> (Producer<T>, Consumer<T>) {
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State {
+            items: VecDeque::new(),
+            producers: 1,
+            consumer_alive: true,
+            waker: None,
+            hook,
+        }),
+    });
+    (
+        Producer {
+            shared: shared.clone(),
+        },
+        Consumer { shared },
+    )
+}
+
+/// A handle that pushes items. Clone it for each concurrent producer.
+pub struct Producer<T> {
+    shared: Arc<Shared<T>>,
+}
+
+impl<T> Producer<T> {
+    /// Appends `item`, running the hook first. Never waits.
+    ///
+    /// Returns `false` when the consumer is gone: the hook still ran (a sink keeps its record),
+    /// but the item was dropped.
+    pub fn push(&self, item: T) -> bool {
+        let waker = {
+            let mut st = self.shared.lock();
+            if let Some(hook) = st.hook.as_mut() {
+                hook(&item);
+            }
+            if !st.consumer_alive {
+                return false;
+            }
+            st.items.push_back(item);
+            st.waker.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+        true
+    }
+
+    /// True while the consumer exists.
+    pub fn is_consumer_alive(&self) -> bool {
+        self.shared.lock().consumer_alive
+    }
+}
+
+impl<T> Clone for Producer<T> {
+    fn clone(&self) -> Self {
+        self.shared.lock().producers += 1;
+        Producer {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<T> Drop for Producer<T> {
+    fn drop(&mut self) {
+        let waker = {
+            let mut st = self.shared.lock();
+            st.producers -= 1;
+            if st.producers == 0 {
+                st.waker.take()
+            } else {
+                None
+            }
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
+impl<T> fmt::Debug for Producer<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let st = self.shared.lock();
+        f.debug_struct("Producer")
+            .field("producers", &st.producers)
+            .field("queued", &st.items.len())
+            .finish()
+    }
+}
+
+/// The single consumer: a [`Stream`] of items in arrival order.
+pub struct Consumer<T> {
+    shared: Arc<Shared<T>>,
+}
+
+impl<T> Consumer<T> {
+    /// Takes the next item without waiting: `Ok(Some)` an item, `Ok(None)` end-of-stream,
+    /// `Err(())` nothing yet.
+    #[allow(clippy::result_unit_err)]
+    pub fn try_next(&mut self) -> Result<Option<T>, ()> {
+        let mut st = self.shared.lock();
+        match st.items.pop_front() {
+            Some(item) => Ok(Some(item)),
+            None if st.producers == 0 => Ok(None),
+            None => Err(()),
+        }
+    }
+
+    /// Live producers right now.
+    pub fn producers(&self) -> usize {
+        self.shared.lock().producers
+    }
+}
+
+impl<T> Stream for Consumer<T> {
+    type Item = T;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        let mut st = self.shared.lock();
+        if let Some(item) = st.items.pop_front() {
+            return Poll::Ready(Some(item));
+        }
+        if st.producers == 0 {
+            return Poll::Ready(None);
+        }
+        match &st.waker {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            _ => st.waker = Some(cx.waker().clone()),
+        }
+        Poll::Pending
+    }
+}
+
+impl<T> Drop for Consumer<T> {
+    fn drop(&mut self) {
+        let mut st = self.shared.lock();
+        st.consumer_alive = false;
+        st.items.clear();
+    }
+}
+
+impl<T> fmt::Debug for Consumer<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let st = self.shared.lock();
+        f.debug_struct("Consumer")
+            .field("producers", &st.producers)
+            .field("queued", &st.items.len())
+            .finish()
+    }
+}

@@ -1,0 +1,284 @@
+//! Builders (§1.4–§1.6). Each stamps the message when it is built and applies the reference's
+//! defaults: every built text, partial and tool message carries `stop_reason`, and fidelity is
+//! attached only when it has at least one key.
+
+use crate::message::*;
+use crate::Timestamp;
+
+fn model(p: ModelPayload) -> OmniMessage {
+    OmniMessage::new(Body::Model(p))
+}
+
+fn event(p: EventPayload) -> OmniMessage {
+    OmniMessage::new(Body::Event(p))
+}
+
+fn nonempty(f: Option<Fidelity>) -> Option<Fidelity> {
+    f.filter(|f| !f.is_empty())
+}
+
+/// A user text; `sender` is kept only when it is not `User`.
+pub fn user_text(text: impl Into<String>) -> OmniMessage {
+    user_text_from(text, TextSender::User)
+}
+
+/// A user text written by someone other than the user (parent agent, harness, server).
+pub fn user_text_from(text: impl Into<String>, sender: TextSender) -> OmniMessage {
+    model(ModelPayload::Text(Text {
+        role: Role::User,
+        text: text.into(),
+        stop_reason: Some(StopReason::Completed),
+        fidelity: None,
+        sender: (sender != TextSender::User).then_some(sender),
+    }))
+}
+
+/// An assistant text.
+pub fn assistant_text(text: impl Into<String>, stop_reason: StopReason) -> OmniMessage {
+    assistant_text_with(text, stop_reason, None)
+}
+
+/// An assistant text with provider fidelity.
+pub fn assistant_text_with(
+    text: impl Into<String>,
+    stop_reason: StopReason,
+    fidelity: Option<Fidelity>,
+) -> OmniMessage {
+    model(ModelPayload::Text(Text {
+        role: Role::Assistant,
+        text: text.into(),
+        stop_reason: Some(stop_reason),
+        fidelity: nonempty(fidelity),
+        sender: None,
+    }))
+}
+
+/// A complete thinking segment.
+pub fn thinking(
+    text: impl Into<String>,
+    stop_reason: StopReason,
+    fidelity: Option<Fidelity>,
+) -> OmniMessage {
+    model(ModelPayload::Thinking(Thinking {
+        role: Role::Assistant,
+        thinking: text.into(),
+        stop_reason: Some(stop_reason),
+        fidelity: nonempty(fidelity),
+    }))
+}
+
+/// An image given by URL or data URL.
+pub fn image_url(url: impl Into<String>) -> OmniMessage {
+    model(ModelPayload::ImageUrl(ImageUrl {
+        role: Role::User,
+        image_url: url.into(),
+        stop_reason: Some(StopReason::Completed),
+    }))
+}
+
+/// A complete tool call (`arguments` is the JSON string).
+pub fn tool_call(
+    name: impl Into<String>,
+    arguments: impl Into<String>,
+    tool_call_id: impl Into<String>,
+    stop_reason: StopReason,
+    fidelity: Option<Fidelity>,
+) -> OmniMessage {
+    model(ModelPayload::ToolCall(ToolCall {
+        role: Role::Assistant,
+        name: name.into(),
+        arguments: arguments.into(),
+        tool_call_id: tool_call_id.into(),
+        stop_reason: Some(stop_reason),
+        fidelity: nonempty(fidelity),
+    }))
+}
+
+/// A complete tool output.
+pub fn tool_call_output(
+    output: impl Into<String>,
+    tool_call_id: impl Into<String>,
+    stop_reason: StopReason,
+) -> OmniMessage {
+    tool_call_output_with_images(output, tool_call_id, stop_reason, Vec::new())
+}
+
+/// A complete tool output with images (kept only when non-empty).
+pub fn tool_call_output_with_images(
+    output: impl Into<String>,
+    tool_call_id: impl Into<String>,
+    stop_reason: StopReason,
+    images: Vec<String>,
+) -> OmniMessage {
+    model(ModelPayload::ToolCallOutput(ToolCallOutput {
+        role: Role::User,
+        output: output.into(),
+        images: (!images.is_empty()).then_some(images),
+        tool_call_id: tool_call_id.into(),
+        stop_reason: Some(stop_reason),
+    }))
+}
+
+/// A `partial_text` fragment.
+pub fn partial_text(
+    event_type: StreamEventType,
+    text: impl Into<String>,
+    stop_reason: StopReason,
+) -> OmniMessage {
+    model(ModelPayload::PartialText(PartialText {
+        role: Role::Assistant,
+        event_type,
+        text: text.into(),
+        stop_reason: Some(stop_reason),
+    }))
+}
+
+/// A `partial_thinking` fragment.
+pub fn partial_thinking(
+    event_type: StreamEventType,
+    text: impl Into<String>,
+    stop_reason: StopReason,
+) -> OmniMessage {
+    model(ModelPayload::PartialThinking(PartialThinking {
+        role: Role::Assistant,
+        event_type,
+        thinking: text.into(),
+        stop_reason: Some(stop_reason),
+    }))
+}
+
+/// A `partial_tool_call` fragment (`name` is set on start, `""` otherwise).
+pub fn partial_tool_call(
+    event_type: StreamEventType,
+    name: impl Into<String>,
+    arguments: impl Into<String>,
+    tool_call_id: impl Into<String>,
+    stop_reason: StopReason,
+) -> OmniMessage {
+    model(ModelPayload::PartialToolCall(PartialToolCall {
+        role: Role::Assistant,
+        event_type,
+        name: name.into(),
+        arguments: arguments.into(),
+        tool_call_id: tool_call_id.into(),
+        stop_reason: Some(stop_reason),
+    }))
+}
+
+/// A `partial_tool_call_output` fragment.
+pub fn partial_tool_call_output(
+    event_type: StreamEventType,
+    output: impl Into<String>,
+    tool_call_id: impl Into<String>,
+    stop_reason: StopReason,
+) -> OmniMessage {
+    model(ModelPayload::PartialToolCallOutput(PartialToolCallOutput {
+        role: Role::User,
+        event_type,
+        output: output.into(),
+        images: None,
+        tool_call_id: tool_call_id.into(),
+        stop_reason: Some(stop_reason),
+    }))
+}
+
+/// `approval_decision`.
+pub fn approval_decision(
+    decision: ApprovalDecision,
+    tool_call_id: impl Into<String>,
+) -> OmniMessage {
+    event(EventPayload::ApprovalDecision {
+        decision,
+        tool_call_id: tool_call_id.into(),
+    })
+}
+
+/// `abort`; the reference's builder default is `null`.
+pub fn abort(reason: Option<String>) -> OmniMessage {
+    event(EventPayload::Abort { reason })
+}
+
+/// `request_begin`.
+pub fn request_begin() -> OmniMessage {
+    event(EventPayload::RequestBegin)
+}
+
+/// Retry details shared by request_end and compaction_end.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RetryDetail {
+    /// Failure detail.
+    pub error_message: Option<String>,
+    /// 1-based attempt ordinal.
+    pub attempt: Option<u32>,
+    /// Planned backoff (request_end only).
+    pub retry_in_ms: Option<u64>,
+}
+
+/// `request_end`.
+pub fn request_end(status: StopReason, detail: RetryDetail) -> OmniMessage {
+    event(EventPayload::RequestEnd {
+        status,
+        error_message: detail.error_message,
+        attempt: detail.attempt,
+        retry_in_ms: detail.retry_in_ms,
+    })
+}
+
+/// `token_usage`.
+pub fn token_usage(session: TokenCounts, request: TokenCounts) -> OmniMessage {
+    event(EventPayload::TokenUsage { session, request })
+}
+
+/// `compaction_begin`.
+pub fn compaction_begin(
+    reason: CompactionReason,
+    mode: CompactionMode,
+    context: u64,
+    turns: u64,
+) -> OmniMessage {
+    event(EventPayload::CompactionBegin {
+        reason,
+        mode,
+        context,
+        turns,
+    })
+}
+
+/// `compaction_end` (never carries retry_in_ms).
+pub fn compaction_end(
+    reason: CompactionReason,
+    mode: CompactionMode,
+    status: StopReason,
+    detail: RetryDetail,
+) -> OmniMessage {
+    event(EventPayload::CompactionEnd {
+        reason,
+        mode,
+        status,
+        attempt: detail.attempt,
+        error_message: detail.error_message,
+    })
+}
+
+/// `subagent` pointer (Trace only).
+pub fn subagent(session_id: impl Into<String>) -> OmniMessage {
+    event(EventPayload::Subagent {
+        session_id: session_id.into(),
+    })
+}
+
+/// `tool_list_ready`.
+pub fn tool_list_ready(tools: Vec<ToolDefinition>) -> OmniMessage {
+    event(EventPayload::ToolListReady { tools })
+}
+
+/// `session_meta`.
+pub fn session_meta(meta: SessionMeta) -> OmniMessage {
+    OmniMessage::new(Body::SessionMeta(meta))
+}
+
+/// Restamps a message: used by producers that replay prepared messages (scripts).
+pub fn restamped(mut msg: OmniMessage, at: Timestamp) -> OmniMessage {
+    msg.timestamp = at;
+    msg
+}

@@ -1,0 +1,252 @@
+//! Marker blocks and transcript lines (§1.10).
+
+use crate::message::StopReason;
+
+/// Tags whose legacy `<tag>…</tag>` form parsers still accept.
+pub const LEGACY_TAGS: &[&str] = &[
+    "turn_aborted",
+    "turn_retried",
+    "context_summary",
+    "summary",
+    "use_skills",
+    "handoff_from",
+    "scheduled_task",
+    "model_switch_from",
+    "background_task_done",
+];
+
+/// `"[tag]\n" + body + "\n[/tag]"`: the only form producers write.
+///
+/// ```
+/// assert_eq!(penguin_omni_protocol::markers::marker_block("user_steering", "go"), "[user_steering]\ngo\n[/user_steering]");
+/// ```
+pub fn marker_block(tag: &str, body: &str) -> String {
+    format!("[{tag}]\n{body}\n[/{tag}]")
+}
+
+/// The `[turn_aborted]` block of a Case B carry-over.
+pub fn turn_aborted_block(lines: &[String]) -> String {
+    marker_block("turn_aborted", &lines.join("\n"))
+}
+
+/// The `[turn_retried]` block of a reconnect attempt.
+pub fn turn_retried_block(lines: &[String]) -> String {
+    marker_block("turn_retried", &lines.join("\n"))
+}
+
+/// `unwrapSyntheticBlock`: when `text` is entirely one `[turn_aborted]` or `[turn_retried]`
+/// block (either form), returns its inner lines.
+pub fn unwrap_synthetic_block(text: &str) -> Option<Vec<String>> {
+    for tag in ["turn_aborted", "turn_retried"] {
+        for (open, close) in [
+            (format!("[{tag}]"), format!("[/{tag}]")),
+            (format!("<{tag}>"), format!("</{tag}>")),
+        ] {
+            let Some(rest) = text.strip_prefix(&open) else {
+                continue;
+            };
+            let rest = rest.strip_prefix('\n').unwrap_or(rest);
+            // The reference's lazy `([\s\S]*?)\n?\[/tag\]\s*$`: the first closing tag that only
+            // whitespace follows.
+            let mut from = 0;
+            while let Some(found) = rest[from..].find(&close) {
+                let at = from + found;
+                if rest[at + close.len()..].chars().all(char::is_whitespace) {
+                    let inner = &rest[..at];
+                    let inner = inner.strip_suffix('\n').unwrap_or(inner);
+                    return Some(inner.split('\n').map(str::to_owned).collect());
+                }
+                from = at + close.len();
+            }
+        }
+    }
+    None
+}
+
+/// Finds the body of the first `[tag]…[/tag]` (or legacy `<tag>…</tag>`) block in `text`.
+pub fn find_block<'a>(text: &'a str, tag: &str) -> Option<&'a str> {
+    let forms = [
+        (format!("[{tag}]"), format!("[/{tag}]")),
+        (format!("<{tag}>"), format!("</{tag}>")),
+    ];
+    let legacy = LEGACY_TAGS.contains(&tag);
+    for (i, (open, close)) in forms.iter().enumerate() {
+        if i == 1 && !legacy {
+            break;
+        }
+        if let Some(start) = text.find(open.as_str()) {
+            let body_start = start + open.len();
+            if let Some(len) = text[body_start..].find(close.as_str()) {
+                let body = &text[body_start..body_start + len];
+                let body = body.strip_prefix('\n').unwrap_or(body);
+                return Some(body.strip_suffix('\n').unwrap_or(body));
+            }
+        }
+    }
+    None
+}
+
+/// One line of a turn transcript, as it appears inside `[turn_aborted]` and `[turn_retried]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TranscriptLine {
+    /// `  [user_input]TEXT[/user_input]`
+    UserInput(String),
+    /// `  [thinking]TEXT[/thinking]`
+    Thinking(String),
+    /// `  [text]TEXT[/text]`
+    Text(String),
+    /// `  [tool_call name="NAME" id="ID"]ARGS[/tool_call]`
+    ToolCall {
+        /// Tool name.
+        name: String,
+        /// Call id.
+        id: String,
+        /// Argument JSON.
+        arguments: String,
+    },
+    /// `  [tool_call_output id="ID" status="STOP_REASON"]OUTPUT[/tool_call_output]`
+    ToolCallOutput {
+        /// Call id.
+        id: String,
+        /// How it ended.
+        status: StopReason,
+        /// Output text.
+        output: String,
+    },
+}
+
+impl TranscriptLine {
+    /// The line, indented by two spaces.
+    pub fn render(&self) -> String {
+        match self {
+            TranscriptLine::UserInput(t) => format!("  [user_input]{t}[/user_input]"),
+            TranscriptLine::Thinking(t) => format!("  [thinking]{t}[/thinking]"),
+            TranscriptLine::Text(t) => format!("  [text]{t}[/text]"),
+            TranscriptLine::ToolCall {
+                name,
+                id,
+                arguments,
+            } => {
+                format!("  [tool_call name=\"{name}\" id=\"{id}\"]{arguments}[/tool_call]")
+            }
+            TranscriptLine::ToolCallOutput { id, status, output } => {
+                format!("  [tool_call_output id=\"{id}\" status=\"{status}\"]{output}[/tool_call_output]")
+            }
+        }
+    }
+
+    /// Parses a rendered line (leading indentation optional).
+    pub fn parse(line: &str) -> Option<TranscriptLine> {
+        let l = line.trim_start_matches(' ');
+        let simple = |tag: &str| -> Option<String> {
+            l.strip_prefix(&format!("[{tag}]"))?
+                .strip_suffix(&format!("[/{tag}]"))
+                .map(str::to_owned)
+        };
+        if let Some(t) = simple("user_input") {
+            return Some(TranscriptLine::UserInput(t));
+        }
+        if let Some(t) = simple("thinking") {
+            return Some(TranscriptLine::Thinking(t));
+        }
+        if let Some(t) = simple("text") {
+            return Some(TranscriptLine::Text(t));
+        }
+        if let Some(rest) = l.strip_prefix("[tool_call name=\"") {
+            let (name, rest) = rest.split_once("\" id=\"")?;
+            let (id, rest) = rest.split_once("\"]")?;
+            let arguments = rest.strip_suffix("[/tool_call]")?;
+            return Some(TranscriptLine::ToolCall {
+                name: name.into(),
+                id: id.into(),
+                arguments: arguments.into(),
+            });
+        }
+        if let Some(rest) = l.strip_prefix("[tool_call_output id=\"") {
+            let (id, rest) = rest.split_once("\" status=\"")?;
+            let (status, rest) = rest.split_once("\"]")?;
+            let output = rest.strip_suffix("[/tool_call_output]")?;
+            return Some(TranscriptLine::ToolCallOutput {
+                id: id.into(),
+                status: status.parse().ok()?,
+                output: output.into(),
+            });
+        }
+        None
+    }
+}
+
+/// `[attached image: <path|url>]`
+pub fn attached_image_line(path_or_url: &str) -> String {
+    format!("[attached image: {path_or_url}]")
+}
+
+/// `[attached file: <path>]`
+pub fn attached_file_line(path: &str) -> String {
+    format!("[attached file: {path}]")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unwraps_both_forms_and_rejects_trailing_text() {
+        let block = turn_aborted_block(&[
+            "  [user_input]hi[/user_input]".into(),
+            "  [text]x[/text]".into(),
+        ]);
+        assert_eq!(unwrap_synthetic_block(&block).unwrap().len(), 2);
+        assert_eq!(
+            unwrap_synthetic_block("<turn_retried>\n  [text]a[/text]\n</turn_retried>\n").unwrap(),
+            vec!["  [text]a[/text]"]
+        );
+        assert_eq!(
+            unwrap_synthetic_block("[turn_aborted]\nx\n[/turn_aborted] and more"),
+            None
+        );
+        assert_eq!(unwrap_synthetic_block("hello"), None);
+    }
+
+    #[test]
+    fn transcript_lines_round_trip() {
+        let lines = [
+            TranscriptLine::UserInput("explain".into()),
+            TranscriptLine::Thinking("hmm".into()),
+            TranscriptLine::Text("I will".into()),
+            TranscriptLine::ToolCall {
+                name: "read_file".into(),
+                id: "call_a".into(),
+                arguments: "{\"path\":\"a\"}".into(),
+            },
+            TranscriptLine::ToolCallOutput {
+                id: "call_a".into(),
+                status: StopReason::Aborted,
+                output: "x".into(),
+            },
+        ];
+        for l in lines {
+            assert_eq!(TranscriptLine::parse(&l.render()), Some(l));
+        }
+        assert_eq!(
+            TranscriptLine::UserInput("explain the repo".into()).render(),
+            "  [user_input]explain the repo[/user_input]"
+        );
+    }
+
+    #[test]
+    fn finds_blocks() {
+        assert_eq!(
+            find_block("pre [summary]the gist[/summary] post", "summary"),
+            Some("the gist")
+        );
+        assert_eq!(
+            find_block("<summary>\nold\n</summary>", "summary"),
+            Some("old")
+        );
+        assert_eq!(
+            find_block("<user_steering>x</user_steering>", "user_steering"),
+            None
+        );
+    }
+}

@@ -1,0 +1,1 @@
+//! `StreamValidator`: checks a message stream against the seed's guarantees.

@@ -1,0 +1,1 @@
+//! Serving the OmniMessage stream over Server-Sent Events.

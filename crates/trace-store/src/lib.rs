@@ -1,0 +1,1 @@
+//! The Trace: append-only JSONL files, one per model context, and session resume.
