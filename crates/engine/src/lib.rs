@@ -1,1 +1,49 @@
-//! penguin's context engine.
+//! penguin's context engine: the turn loop of the seed's message-flow contract.
+//!
+//! One [`Engine`] holds one conversation. [`Engine::run`] takes the new user input and returns
+//! the run's stream of [`Frame`]s (messages serialized once). Inside a run:
+//!
+//! - every producer (the driver that consumes the LLM stream and runs approvals, and one task
+//!   per approved tool call) pushes into one [`penguin_merge_queue`] queue; the stream is its
+//!   consumer, so the stream is a single total order;
+//! - each message is handed to the [`TraceSink`] at the moment it enters the queue, under the
+//!   queue's order, so stream order = trace order by construction;
+//! - tool calls are approved one at a time while the model stream waits, approved calls run
+//!   concurrently and never block the model stream; outputs are re-fed to the model in call
+//!   order; the next request starts only after every tool settled;
+//! - failed, timed-out and malformed requests climb the reconnect ladder; an interrupt ends the
+//!   run with `abort` as its last message and keeps carry-over for the next run.
+//!
+//! The LLM is the [`Llm`] trait from `penguin-llm-providers`; the Environment (tools) is the
+//! [`Environment`] trait here; the Trace is anything implementing [`TraceSink`].
+
+mod carry;
+mod config;
+mod environment;
+mod run;
+pub mod scripted;
+mod turn;
+
+pub use config::EngineConfig;
+pub use environment::{Approver, Environment, Permission, ToolCallRequest, TraceSink};
+pub use penguin_llm_providers::{
+    CancellationToken, Llm, LlmOutcome, LlmRequest, MessageSink, ThinkingLevel,
+};
+pub use penguin_omni_protocol::Frame;
+pub use run::{
+    Counters, Engine, EngineBusy, InitialState, RunOptions, RunStream, SteerId, Steered,
+};
+
+/// The exact texts the engine produces, in one place so tests and docs can refer to them.
+pub mod texts {
+    /// Synthetic output of a denied call.
+    pub const DENIED_BY_USER: &str = "Tool call denied by user.";
+    /// Synthetic output of a call the command policy forbade.
+    pub const DENIED_BY_POLICY: &str = "Tool call denied by policy.";
+    /// Case A placeholder for a committed call whose tool was interrupted.
+    pub const INTERRUPTED_BY_USER: &str = "[interrupted: tool aborted by user]";
+    /// Abort reason of a user interrupt.
+    pub const ABORTED_BY_USER: &str = "aborted by user";
+    /// Abort reason of an interrupt during reconnect backoff.
+    pub const ABORTED_DURING_BACKOFF: &str = "aborted during reconnect backoff";
+}

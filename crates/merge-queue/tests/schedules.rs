@@ -58,9 +58,9 @@ proptest! {
 
         // The hook saw exactly the consumer's order; per-producer order kept; nothing lost.
         prop_assert_eq!(&*seen.lock().unwrap(), &pulled);
-        for p in 0..n {
+        for (p, count) in counters.iter().enumerate() {
             let mine: Vec<usize> = pulled.iter().filter(|(q, _)| *q == p).map(|(_, i)| *i).collect();
-            prop_assert_eq!(mine, (0..counters[p]).collect::<Vec<_>>());
+            prop_assert_eq!(mine, (0..*count).collect::<Vec<_>>());
         }
     }
 }

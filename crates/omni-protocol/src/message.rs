@@ -474,9 +474,12 @@ impl TokenCounts {
             total: cache_read + cache_write + output,
         }
     }
+}
 
-    /// Field-wise sum.
-    pub fn add(self, o: TokenCounts) -> TokenCounts {
+impl std::ops::Add for TokenCounts {
+    type Output = TokenCounts;
+
+    fn add(self, o: TokenCounts) -> TokenCounts {
         TokenCounts {
             cache_read: self.cache_read + o.cache_read,
             cache_write: self.cache_write + o.cache_write,

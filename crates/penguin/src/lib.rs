@@ -5,3 +5,5 @@ pub use penguin_merge_queue as merge_queue;
 pub use penguin_omni_protocol as omni_protocol;
 pub use penguin_sse_transport as sse_transport;
 pub use penguin_trace_store as trace_store;
+
+pub mod scenario;

@@ -1,0 +1,83 @@
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use penguin_llm_providers::{CancellationToken, MessageSink};
+use penguin_omni_protocol::{ApprovalDecision, Frame, OmniMessage, ToolCall, ToolDefinition};
+
+/// What a tool may do, for approval policies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Permission {
+    /// Reads only.
+    Read,
+    /// Reads and writes.
+    ReadWrite,
+}
+
+/// One approved call handed to the Environment.
+#[derive(Clone)]
+pub struct ToolCallRequest {
+    /// The complete `tool_call` message.
+    pub call: OmniMessage,
+    /// The user's interrupt.
+    pub cancel: CancellationToken,
+    /// The run's approver, so a tool that spawns a child session can pass it on.
+    pub approver: Option<Arc<dyn Approver>>,
+}
+
+impl ToolCallRequest {
+    /// The tool_call payload.
+    pub fn tool_call(&self) -> &ToolCall {
+        match self.call.model() {
+            Some(penguin_omni_protocol::ModelPayload::ToolCall(tc)) => tc,
+            _ => unreachable!("the engine only dispatches tool_call messages"),
+        }
+    }
+}
+
+impl fmt::Debug for ToolCallRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolCallRequest")
+            .field("call", &self.call)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The tools side of the seed: executes approved calls.
+///
+/// Contract: `execute` streams the call's output into `sink` and ends with **exactly one**
+/// complete `tool_call_output` for the call's id. It must not panic; if it does, the engine
+/// answers the call with a `[tool error]` output so pairing still holds. Messages carrying an
+/// `origin` (a child session's stream) are forwarded to the stream and never recorded.
+#[async_trait]
+pub trait Environment: Send + Sync {
+    /// Executes one approved call.
+    async fn execute(&self, request: ToolCallRequest, sink: &mut dyn MessageSink);
+
+    /// The tools offered to the model.
+    fn tools(&self) -> Vec<ToolDefinition>;
+
+    /// What a tool may do; unknown tools are treated as read-write.
+    fn permission(&self, name: &str) -> Permission;
+}
+
+/// Decides whether a tool call may run.
+///
+/// An `Err` is the reference's "the approve callback threw": the engine treats it as deny.
+#[async_trait]
+pub trait Approver: Send + Sync {
+    /// Answers for one complete `tool_call` message (carrying an origin when it comes from a
+    /// child session).
+    async fn approve(&self, call: &OmniMessage) -> Result<ApprovalDecision, String>;
+}
+
+/// Where the engine records the Trace.
+///
+/// `record` is called at the moment a message enters the run's queue, under the queue's
+/// lock, so it must not block: hand the frame to a writer thread or buffer it. The engine
+/// hands over only recordable messages (no partials, no origin-tagged messages). A failing
+/// sink reports its failure its own way and never stops the engine.
+pub trait TraceSink: Send + Sync {
+    /// Records one message.
+    fn record(&self, frame: &Frame);
+}

@@ -1,0 +1,474 @@
+//! The engine handle and the run loop (§2.3, §2.4, §2.8–§2.11).
+
+use std::fmt;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+
+use futures::Stream;
+use penguin_llm_providers::{CancellationToken, Llm, ThinkingLevel};
+use penguin_merge_queue::{merge_queue_with_hook, Consumer, Producer};
+use penguin_omni_protocol::markers::marker_block;
+use penguin_omni_protocol::{
+    build, Frame, ModelPayload, OmniMessage, StopReason, StreamEventType, TokenCounts,
+};
+use tokio::sync::oneshot;
+
+use crate::carry::{build_carry_over, with_retried_turns};
+use crate::config::EngineConfig;
+use crate::environment::{Approver, Environment, TraceSink};
+use crate::texts;
+use crate::turn::{emit, run_turn, TurnParams};
+
+/// Options of one run.
+#[derive(Clone, Default)]
+pub struct RunOptions {
+    /// Decides each tool call; without one every call is denied.
+    pub approver: Option<Arc<dyn Approver>>,
+    /// The user's interrupt. Dropping the run's stream also interrupts the run.
+    pub cancel: CancellationToken,
+    /// Thinking effort for this run's requests.
+    pub thinking_level: Option<ThinkingLevel>,
+}
+
+impl fmt::Debug for RunOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RunOptions")
+            .field("approver", &self.approver.is_some())
+            .field("cancelled", &self.cancel.is_cancelled())
+            .field("thinking_level", &self.thinking_level)
+            .finish()
+    }
+}
+
+/// A run was requested while another is in flight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("a run is already in progress on this engine")]
+pub struct EngineBusy;
+
+/// Identifies a queued steering input, for [`Engine::unsteer`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SteerId(u64);
+
+/// What [`Engine::steer`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Steered {
+    /// No run is in flight; nothing was queued.
+    NotRunning,
+    /// Accepted, but the input had neither an image nor non-blank text, so nothing was queued.
+    Empty,
+    /// Queued; delivered as a `[user_steering]` text after the current turn.
+    Queued(SteerId),
+}
+
+/// Turn and token counters of the current context.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Completed requests in the current context (across runs).
+    pub session_turns: u64,
+    /// `request.total` of the last token_usage.
+    pub last_request_total: u64,
+    /// `session` of the last token_usage.
+    pub session_tokens: TokenCounts,
+}
+
+/// State carried in from a resumed trace.
+#[derive(Clone, Debug, Default)]
+pub struct InitialState {
+    /// Messages the next run sends before its prompt.
+    pub carry_over: Vec<OmniMessage>,
+    /// Counters at the end of the trace.
+    pub counters: Counters,
+}
+
+#[derive(Default)]
+struct State {
+    pending_carry_over: Vec<OmniMessage>,
+    counters: Counters,
+    steering: Vec<(SteerId, Vec<OmniMessage>)>,
+    next_steer_id: u64,
+    task_running: bool,
+    backoff_wake: Option<oneshot::Sender<()>>,
+}
+
+pub(crate) struct Shared {
+    pub(crate) config: EngineConfig,
+    pub(crate) llm: tokio::sync::Mutex<Box<dyn Llm>>,
+    pub(crate) env: Arc<dyn Environment>,
+    trace: Option<Arc<dyn TraceSink>>,
+    state: Mutex<State>,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn observe_token_usage(&self, session: TokenCounts, request: TokenCounts) {
+        let mut st = self.state();
+        st.counters.last_request_total = request.total;
+        st.counters.session_tokens = session;
+        st.counters.session_turns += 1;
+    }
+
+    /// Writes a message to the Trace without streaming it (the prompt, the subagent pointer).
+    pub(crate) fn record_only(&self, msg: OmniMessage) {
+        if let Some(trace) = &self.trace {
+            if msg.is_recordable() {
+                trace.record(&Frame::new(msg));
+            }
+        }
+    }
+}
+
+/// One conversation's context engine. Cheap to clone; clones share the conversation.
+#[derive(Clone)]
+pub struct Engine {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Engine")
+            .field("config", &self.shared.config)
+            .field("counters", &self.counters())
+            .finish()
+    }
+}
+
+impl Engine {
+    /// An engine over `llm` and `env`.
+    pub fn new(llm: Box<dyn Llm>, env: Arc<dyn Environment>, config: EngineConfig) -> Engine {
+        Engine::with_parts(llm, env, config, None, InitialState::default())
+    }
+
+    /// An engine with a Trace and (for resume) an initial state.
+    pub fn with_parts(
+        llm: Box<dyn Llm>,
+        env: Arc<dyn Environment>,
+        config: EngineConfig,
+        trace: Option<Arc<dyn TraceSink>>,
+        initial: InitialState,
+    ) -> Engine {
+        let state = State {
+            pending_carry_over: initial.carry_over,
+            counters: initial.counters,
+            ..State::default()
+        };
+        Engine {
+            shared: Arc::new(Shared {
+                config,
+                llm: tokio::sync::Mutex::new(llm),
+                env,
+                trace,
+                state: Mutex::new(state),
+            }),
+        }
+    }
+
+    /// Starts a run with `new_messages` (the prompt; never echoed on the stream, written to
+    /// the Trace). Must be called inside a tokio runtime.
+    pub fn run(
+        &self,
+        new_messages: Vec<OmniMessage>,
+        options: RunOptions,
+    ) -> Result<RunStream, EngineBusy> {
+        {
+            let mut st = self.shared.state();
+            if st.task_running {
+                return Err(EngineBusy);
+            }
+            st.task_running = true;
+        }
+        let trace = self.shared.trace.clone();
+        let (producer, consumer) = merge_queue_with_hook(move |frame: &Frame| {
+            if let Some(trace) = &trace {
+                if frame.message().is_recordable() {
+                    trace.record(frame);
+                }
+            }
+        });
+        // A child token: dropping the stream interrupts this run without touching the
+        // caller's token.
+        let cancel = options.cancel.child_token();
+        let options = RunOptions {
+            cancel: cancel.clone(),
+            ..options
+        };
+        let shared = self.shared.clone();
+        tokio::spawn(async move {
+            let guard = RunGuard(shared.clone());
+            run_to_completion(&shared, new_messages, options, &producer).await;
+            // The engine is idle before the stream ends, so a caller may start the next run
+            // as soon as it has seen the last message.
+            drop(guard);
+            drop(producer);
+        });
+        Ok(RunStream { consumer, cancel })
+    }
+
+    /// Queues steering input for delivery after the current turn.
+    pub fn steer(&self, input: Vec<OmniMessage>) -> Steered {
+        let mut st = self.shared.state();
+        if !st.task_running {
+            return Steered::NotRunning;
+        }
+        let meaningful = input.iter().any(|m| match m.model() {
+            Some(ModelPayload::ImageUrl(_)) => true,
+            Some(ModelPayload::Text(t)) => !t.text.trim().is_empty(),
+            _ => false,
+        });
+        if !meaningful {
+            return Steered::Empty;
+        }
+        let id = SteerId(st.next_steer_id);
+        st.next_steer_id += 1;
+        st.steering.push((id, input));
+        Steered::Queued(id)
+    }
+
+    /// Removes a queued steering input; false when it was already delivered or dropped.
+    pub fn unsteer(&self, id: SteerId) -> bool {
+        let mut st = self.shared.state();
+        let before = st.steering.len();
+        st.steering.retain(|(i, _)| *i != id);
+        st.steering.len() != before
+    }
+
+    /// Cuts a reconnect backoff short without using up an attempt. False when no wait is in
+    /// progress.
+    pub fn skip_reconnect_wait(&self) -> bool {
+        match self.shared.state().backoff_wake.take() {
+            Some(wake) => wake.send(()).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Turn and token counters.
+    pub fn counters(&self) -> Counters {
+        self.shared.state().counters
+    }
+
+    /// True while a run is in flight.
+    pub fn is_running(&self) -> bool {
+        self.shared.state().task_running
+    }
+
+    /// The carry-over the next run will send before its prompt.
+    pub fn pending_carry_over(&self) -> Vec<OmniMessage> {
+        self.shared.state().pending_carry_over.clone()
+    }
+}
+
+/// Marks the engine idle and drops undelivered steering when a run ends, even by panic.
+struct RunGuard(Arc<Shared>);
+
+impl Drop for RunGuard {
+    fn drop(&mut self) {
+        let mut st = self.0.state();
+        st.task_running = false;
+        st.steering.clear();
+        st.backoff_wake = None;
+    }
+}
+
+/// The stream of one run: every message in merge order, ending when the run and all its
+/// tools are done. Dropping it interrupts the run.
+pub struct RunStream {
+    consumer: Consumer<Frame>,
+    cancel: CancellationToken,
+}
+
+impl fmt::Debug for RunStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RunStream")
+            .field("consumer", &self.consumer)
+            .finish()
+    }
+}
+
+impl Stream for RunStream {
+    type Item = Frame;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Frame>> {
+        Pin::new(&mut self.consumer).poll_next(cx)
+    }
+}
+
+impl Drop for RunStream {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+fn abort(producer: &Producer<Frame>, reason: impl Into<String>) {
+    emit(producer, build::abort(Some(reason.into())));
+}
+
+async fn run_to_completion(
+    shared: &Arc<Shared>,
+    new_messages: Vec<OmniMessage>,
+    options: RunOptions,
+    producer: &Producer<Frame>,
+) {
+    let RunOptions {
+        approver,
+        cancel,
+        thinking_level,
+    } = options;
+    let carry = std::mem::take(&mut shared.state().pending_carry_over);
+    let mut input = carry;
+    // Carry-over is never written: its real messages were written when produced, and its
+    // synthetic ones are never persisted.
+    for msg in &new_messages {
+        shared.record_only(msg.clone());
+    }
+    input.extend(new_messages);
+    if cancel.is_cancelled() {
+        shared.state().pending_carry_over = input;
+        abort(producer, texts::ABORTED_BY_USER);
+        return;
+    }
+    let config = &shared.config;
+    let mut next_input = input;
+    let mut turn_count: i64 = 0;
+    loop {
+        if config.max_turns > 0 && turn_count >= config.max_turns {
+            shared.state().pending_carry_over = next_input;
+            emit_max_turns(producer, config.max_turns);
+            return;
+        }
+        turn_count += 1;
+        let mut failed_turns = Vec::new();
+        let mut attempt_input = next_input.clone();
+        let mut reconnects = 0;
+        let turn = loop {
+            let params = TurnParams {
+                input: attempt_input.clone(),
+                approver: approver.clone(),
+                cancel: &cancel,
+                thinking_level,
+                reconnects,
+            };
+            let turn = run_turn(shared, producer, params).await;
+            let status = turn.outcome.status;
+            // A fired interrupt wins even over a completed stream (Case A: tools were cut).
+            if cancel.is_cancelled() || status == StopReason::Aborted {
+                shared.state().pending_carry_over = build_carry_over(&attempt_input, &turn);
+                abort(producer, texts::ABORTED_BY_USER);
+                return;
+            }
+            if status == StopReason::Auth
+                || (status == StopReason::Failed && turn.outcome.permanent)
+            {
+                shared.state().pending_carry_over = build_carry_over(&attempt_input, &turn);
+                let msg = turn.outcome.error_message.as_deref().unwrap_or("unknown");
+                abort(producer, format!("llm request error: {msg}"));
+                return;
+            }
+            if status == StopReason::Completed {
+                break turn;
+            }
+            let exhausted = match status {
+                StopReason::Malformed => format!(
+                    "malformed response failed after {} retries",
+                    config.max_reconnects
+                ),
+                StopReason::Failed => format!(
+                    "llm request failed after {} retries: {}",
+                    config.max_reconnects,
+                    turn.outcome.error_message.as_deref().unwrap_or("unknown")
+                ),
+                _ => format!("reconnect failed after {} retries", config.max_reconnects),
+            };
+            failed_turns.push(turn);
+            attempt_input = with_retried_turns(&next_input, &failed_turns);
+            if reconnects >= config.max_reconnects {
+                shared.state().pending_carry_over = attempt_input;
+                abort(producer, exhausted);
+                return;
+            }
+            reconnects += 1;
+            if !backoff(shared, reconnects, &cancel).await {
+                shared.state().pending_carry_over = attempt_input;
+                abort(producer, texts::ABORTED_DURING_BACKOFF);
+                return;
+            }
+        };
+        let mid_task = !turn.tool_outputs.is_empty();
+        let injected = deliver_steering(shared, producer);
+        if !mid_task && injected.is_empty() {
+            return;
+        }
+        let mut stashed = std::mem::take(&mut shared.state().pending_carry_over);
+        stashed.extend(turn.tool_outputs);
+        stashed.extend(injected);
+        next_input = stashed;
+        if next_input.is_empty() {
+            return;
+        }
+    }
+}
+
+/// Waits out the n-th reconnect delay. False when the interrupt fired.
+async fn backoff(shared: &Shared, n: u32, cancel: &CancellationToken) -> bool {
+    if cancel.is_cancelled() {
+        return false;
+    }
+    let (wake, woken) = oneshot::channel();
+    shared.state().backoff_wake = Some(wake);
+    let delay = shared.config.reconnect_delay(n);
+    let proceed = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => false,
+        _ = woken => true,
+        _ = tokio::time::sleep(delay) => true,
+    };
+    shared.state().backoff_wake = None;
+    proceed
+}
+
+/// The max-turns notice: an assistant text cut off with stop_reason failed; no abort follows.
+fn emit_max_turns(producer: &Producer<Frame>, max_turns: i64) {
+    let text = format!("[reached max turns ({max_turns}); stopping]");
+    emit(
+        producer,
+        build::partial_text(StreamEventType::Start, "", StopReason::Completed),
+    );
+    emit(
+        producer,
+        build::partial_text(StreamEventType::Delta, text.clone(), StopReason::Completed),
+    );
+    emit(
+        producer,
+        build::partial_text(StreamEventType::Stop, "", StopReason::Failed),
+    );
+    emit(producer, build::assistant_text(text, StopReason::Failed));
+}
+
+/// Drains the steering queue into `[user_steering]` texts (plus any images), each streamed and
+/// written, and returns them for the next input.
+fn deliver_steering(shared: &Shared, producer: &Producer<Frame>) -> Vec<OmniMessage> {
+    let queued = std::mem::take(&mut shared.state().steering);
+    let mut delivered = Vec::new();
+    for (_, input) in queued {
+        let (texts, rest): (Vec<OmniMessage>, Vec<OmniMessage>) = input
+            .into_iter()
+            .partition(|m| matches!(m.model(), Some(ModelPayload::Text(_))));
+        let joined: Vec<&str> = texts
+            .iter()
+            .filter_map(|m| m.model().and_then(ModelPayload::content))
+            .collect();
+        if !joined.is_empty() {
+            delivered.push(build::user_text(marker_block(
+                "user_steering",
+                &joined.join("\n\n"),
+            )));
+        }
+        delivered.extend(rest);
+    }
+    for msg in &delivered {
+        emit(producer, msg.clone());
+    }
+    delivered
+}

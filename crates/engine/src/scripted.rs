@@ -1,0 +1,199 @@
+//! A scripted Environment and approver: the `tools` and `approvals` parts of a scenario file
+//! (`shared/spec/scenario-format.md`).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use penguin_llm_providers::scripted::{parse_steps, play, OpenSegments, Played, ScriptError, Step};
+use penguin_llm_providers::MessageSink;
+use penguin_omni_protocol::{
+    build, ApprovalDecision, ModelPayload, OmniMessage, StopReason, ToolDefinition,
+};
+use serde_json::Value;
+
+use crate::environment::{Approver, Environment, Permission, ToolCallRequest};
+
+/// Plays each tool call's script, keyed by tool_call_id.
+#[derive(Debug, Default, Clone)]
+pub struct ScriptedEnvironment {
+    scripts: HashMap<String, Vec<Step>>,
+}
+
+impl ScriptedEnvironment {
+    /// An environment playing `scripts`.
+    pub fn new(scripts: HashMap<String, Vec<Step>>) -> ScriptedEnvironment {
+        ScriptedEnvironment { scripts }
+    }
+
+    /// Parses a scenario's `tools` object: `{tool_call_id: {stream: [...]}}`.
+    pub fn from_json(tools: &Value) -> Result<ScriptedEnvironment, ScriptError> {
+        let obj = tools
+            .as_object()
+            .ok_or_else(|| ScriptError::new("tools", "expected an object keyed by tool_call_id"))?;
+        let mut scripts = HashMap::new();
+        for (id, script) in obj {
+            let path = format!("tools.{id}");
+            let stream = script
+                .as_object()
+                .ok_or_else(|| ScriptError::new(&path, "expected an object {stream}"))?
+                .get("stream")
+                .ok_or_else(|| ScriptError::new(format!("{path}.stream"), "missing"))?;
+            scripts.insert(id.clone(), parse_steps(stream, &format!("{path}.stream"))?);
+        }
+        Ok(ScriptedEnvironment { scripts })
+    }
+}
+
+#[async_trait]
+impl Environment for ScriptedEnvironment {
+    async fn execute(&self, request: ToolCallRequest, sink: &mut dyn MessageSink) {
+        let id = request.tool_call().tool_call_id.clone();
+        let Some(steps) = self.scripts.get(&id) else {
+            sink.emit(build::tool_call_output(
+                "unscripted tool call",
+                id,
+                StopReason::Failed,
+            ))
+            .await;
+            return;
+        };
+        let mut open = OpenSegments::default();
+        let mut tap = OutputTap {
+            inner: sink,
+            streamed: String::new(),
+        };
+        if play(steps, &request.cancel, &mut open, &mut tap).await == Played::Aborted {
+            if open.is_open("partial_tool_call_output") {
+                for msg in open.close_all(StopReason::Aborted) {
+                    tap.inner.emit(msg).await;
+                }
+            } else {
+                let streamed = std::mem::take(&mut tap.streamed);
+                tap.inner
+                    .emit(build::tool_call_output(streamed, id, StopReason::Aborted))
+                    .await;
+            }
+        }
+    }
+
+    fn tools(&self) -> Vec<ToolDefinition> {
+        Vec::new()
+    }
+
+    fn permission(&self, _name: &str) -> Permission {
+        Permission::ReadWrite
+    }
+}
+
+/// Accumulates the output a scripted tool has streamed, for the aborted close-out.
+struct OutputTap<'a> {
+    inner: &'a mut dyn MessageSink,
+    streamed: String,
+}
+
+#[async_trait]
+impl MessageSink for OutputTap<'_> {
+    async fn emit(&mut self, msg: OmniMessage) {
+        if let Some(ModelPayload::PartialToolCallOutput(p)) = msg.model() {
+            self.streamed.push_str(&p.output);
+        }
+        self.inner.emit(msg).await;
+    }
+}
+
+/// One scripted answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScriptedDecision {
+    /// Answer with this decision.
+    Decide(ApprovalDecision),
+    /// The approver fails (the engine must treat it as deny).
+    Throw,
+}
+
+/// Answers approvals from a scenario's `approvals` object.
+#[derive(Clone, Debug)]
+pub struct ScriptedApprover {
+    default: (ScriptedDecision, Duration),
+    by_id: HashMap<String, (ScriptedDecision, Duration)>,
+}
+
+impl ScriptedApprover {
+    /// Parses `{"default": D, "by_id": {id: D | {"decision": D, "delay_ms": N}}}`.
+    pub fn from_json(approvals: &Value) -> Result<ScriptedApprover, ScriptError> {
+        let obj = approvals
+            .as_object()
+            .ok_or_else(|| ScriptError::new("approvals", "expected an object"))?;
+        let default = match obj.get("default") {
+            None | Some(Value::Null) => (
+                ScriptedDecision::Decide(ApprovalDecision::Deny),
+                Duration::ZERO,
+            ),
+            Some(v) => parse_decision(v, "approvals.default")?,
+        };
+        let mut by_id = HashMap::new();
+        if let Some(map) = obj.get("by_id").filter(|v| !v.is_null()) {
+            let map = map
+                .as_object()
+                .ok_or_else(|| ScriptError::new("approvals.by_id", "expected an object"))?;
+            for (id, v) in map {
+                by_id.insert(
+                    id.clone(),
+                    parse_decision(v, &format!("approvals.by_id.{id}"))?,
+                );
+            }
+        }
+        Ok(ScriptedApprover { default, by_id })
+    }
+}
+
+fn parse_decision(v: &Value, path: &str) -> Result<(ScriptedDecision, Duration), ScriptError> {
+    let (word, delay) = match v {
+        Value::String(s) => (s.as_str(), 0),
+        Value::Object(o) => {
+            let word = o.get("decision").and_then(Value::as_str).ok_or_else(|| {
+                ScriptError::new(format!("{path}.decision"), "missing or not a string")
+            })?;
+            let delay = match o.get("delay_ms") {
+                None => 0,
+                Some(d) => d.as_u64().ok_or_else(|| {
+                    ScriptError::new(
+                        format!("{path}.delay_ms"),
+                        "expected a non-negative integer",
+                    )
+                })?,
+            };
+            (word, delay)
+        }
+        _ => {
+            return Err(ScriptError::new(
+                path,
+                "expected a decision string or {decision, delay_ms}",
+            ))
+        }
+    };
+    let decision = match word {
+        "throw" => ScriptedDecision::Throw,
+        other => ScriptedDecision::Decide(
+            other
+                .parse()
+                .map_err(|e: String| ScriptError::new(path, format!("{e} or throw")))?,
+        ),
+    };
+    Ok((decision, Duration::from_millis(delay)))
+}
+
+#[async_trait]
+impl Approver for ScriptedApprover {
+    async fn approve(&self, call: &OmniMessage) -> Result<ApprovalDecision, String> {
+        let id = call.tool_call_id().unwrap_or_default();
+        let (decision, delay) = self.by_id.get(id).copied().unwrap_or(self.default);
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        match decision {
+            ScriptedDecision::Decide(d) => Ok(d),
+            ScriptedDecision::Throw => Err(format!("scripted approver throws for {id}")),
+        }
+    }
+}

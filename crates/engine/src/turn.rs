@@ -1,0 +1,312 @@
+//! `runTurn`: one LLM request plus the tools it calls (§2.5–§2.7).
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use futures::FutureExt;
+use penguin_llm_providers::{
+    CancellationToken, LlmOutcome, LlmRequest, MessageSink, ThinkingLevel,
+};
+use penguin_merge_queue::Producer;
+use penguin_omni_protocol::build::{self, RetryDetail};
+use penguin_omni_protocol::{
+    ApprovalDecision, Body, EventPayload, Frame, ModelPayload, OmniMessage, StopReason,
+};
+use tokio::task::JoinSet;
+
+use crate::environment::{Approver, ToolCallRequest};
+use crate::run::Shared;
+use crate::texts;
+
+/// What one turn left behind, for the run loop and carry-over.
+#[derive(Debug)]
+pub(crate) struct Turn {
+    /// One output per committed call, in call order (the last collected per id wins).
+    pub tool_outputs: Vec<OmniMessage>,
+    /// Committed tool calls (stop_reason completed), in call order.
+    pub tool_calls: Vec<OmniMessage>,
+    /// Complete thinking and text segments, for transcripts.
+    pub assistant_segments: Vec<OmniMessage>,
+    /// How the request ended.
+    pub outcome: LlmOutcome,
+}
+
+pub(crate) struct TurnParams<'a> {
+    pub input: Vec<OmniMessage>,
+    pub approver: Option<Arc<dyn Approver>>,
+    pub cancel: &'a CancellationToken,
+    pub thinking_level: Option<ThinkingLevel>,
+    pub reconnects: u32,
+}
+
+pub(crate) fn emit(producer: &Producer<Frame>, msg: OmniMessage) {
+    producer.push(Frame::new(msg));
+}
+
+pub(crate) async fn run_turn(
+    shared: &Arc<Shared>,
+    producer: &Producer<Frame>,
+    p: TurnParams<'_>,
+) -> Turn {
+    emit(producer, build::request_begin());
+    let outputs = Arc::new(Mutex::new(Vec::new()));
+    let mut driver = Driver {
+        shared: shared.clone(),
+        producer: producer.clone(),
+        approver: p.approver,
+        cancel: p.cancel.clone(),
+        outputs: outputs.clone(),
+        tools: JoinSet::new(),
+        call_order: Vec::new(),
+        tool_calls: Vec::new(),
+        assistant_segments: Vec::new(),
+    };
+    let request = LlmRequest {
+        new_messages: p.input,
+        cancel: p.cancel.clone(),
+        thinking_level: p.thinking_level,
+    };
+    let outcome = {
+        let mut llm = shared.llm.lock().await;
+        // The trait promises never to panic; a panicking adapter still must not take the run
+        // down with it, so it becomes a failed request like any other error.
+        AssertUnwindSafe(llm.stream_generate(request, &mut driver))
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|panic| {
+                LlmOutcome::with_message(
+                    StopReason::Failed,
+                    format!("llm panicked: {}", panic_text(&panic)),
+                )
+            })
+    };
+    emit(producer, request_end(shared, &outcome, p.reconnects));
+
+    // request_end does not wait for tools; the turn does.
+    while let Some(joined) = driver.tools.join_next().await {
+        if let Err(e) = joined {
+            tracing::error!("tool task failed to join: {e}");
+        }
+    }
+    let collected = std::mem::take(&mut *outputs.lock().expect("outputs lock"));
+    let mut by_id: HashMap<String, OmniMessage> = HashMap::new();
+    for out in collected {
+        if let Some(id) = out.tool_call_id() {
+            by_id.insert(id.to_owned(), out);
+        }
+    }
+    let tool_outputs = driver
+        .call_order
+        .iter()
+        .filter_map(|id| by_id.remove(id))
+        .collect();
+    Turn {
+        tool_outputs,
+        tool_calls: driver.tool_calls,
+        assistant_segments: driver.assistant_segments,
+        outcome,
+    }
+}
+
+/// Stamps `request_end` (§2.7).
+fn request_end(shared: &Shared, outcome: &LlmOutcome, reconnects: u32) -> OmniMessage {
+    let status = outcome.status;
+    let retryable = matches!(
+        status,
+        StopReason::Failed | StopReason::Timeout | StopReason::Malformed
+    );
+    let cap = shared.config.max_reconnects;
+    build::request_end(
+        status,
+        RetryDetail {
+            error_message: outcome.error_message.clone(),
+            attempt: (status != StopReason::Completed || reconnects > 0).then_some(reconnects + 1),
+            retry_in_ms: (retryable && !outcome.permanent && reconnects < cap)
+                .then(|| shared.config.reconnect_delay(reconnects + 1).as_millis() as u64),
+        },
+    )
+}
+
+fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
+/// The driver: consumes the LLM stream, approves calls one at a time, dispatches tools.
+struct Driver {
+    shared: Arc<Shared>,
+    producer: Producer<Frame>,
+    approver: Option<Arc<dyn Approver>>,
+    cancel: CancellationToken,
+    outputs: Arc<Mutex<Vec<OmniMessage>>>,
+    tools: JoinSet<()>,
+    call_order: Vec<String>,
+    tool_calls: Vec<OmniMessage>,
+    assistant_segments: Vec<OmniMessage>,
+}
+
+#[async_trait]
+impl MessageSink for Driver {
+    async fn emit(&mut self, msg: OmniMessage) {
+        emit(&self.producer, msg.clone());
+        match &msg.body {
+            Body::Event(EventPayload::TokenUsage { session, request }) => {
+                self.shared.observe_token_usage(*session, *request);
+            }
+            Body::Model(ModelPayload::Thinking(_) | ModelPayload::Text(_)) if !msg.has_origin() => {
+                self.assistant_segments.push(msg);
+            }
+            Body::Model(ModelPayload::ToolCall(tc)) if !msg.has_origin() => {
+                // A tool_call closed by an interruption is a synthetic closure: never
+                // dispatched, recorded as committed, or answered.
+                if tc.stop_reason.is_some_and(|r| r != StopReason::Completed) {
+                    return;
+                }
+                let id = tc.tool_call_id.clone();
+                self.call_order.push(id.clone());
+                self.tool_calls.push(msg.clone());
+                if self.cancel.is_cancelled() {
+                    return;
+                }
+                let Some(decision) = self.approve(&msg).await else {
+                    return;
+                };
+                if self.cancel.is_cancelled() {
+                    return;
+                }
+                emit(&self.producer, build::approval_decision(decision, &id));
+                match decision {
+                    ApprovalDecision::Allow => self.dispatch(msg),
+                    denied => {
+                        let text = if denied == ApprovalDecision::Forbidden {
+                            texts::DENIED_BY_POLICY
+                        } else {
+                            texts::DENIED_BY_USER
+                        };
+                        let out = build::tool_call_output(text, id, StopReason::Aborted);
+                        emit(&self.producer, out.clone());
+                        self.outputs.lock().expect("outputs lock").push(out);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Driver {
+    /// Asks the approver; `None` when the interrupt fired while waiting (then no
+    /// approval_decision is emitted, as in the reference).
+    async fn approve(&self, call: &OmniMessage) -> Option<ApprovalDecision> {
+        let Some(approver) = self.approver.clone() else {
+            return Some(ApprovalDecision::Deny);
+        };
+        let answer = tokio::select! {
+            biased;
+            _ = self.cancel.cancelled() => return None,
+            answer = AssertUnwindSafe(approver.approve(call)).catch_unwind() => answer,
+        };
+        Some(match answer {
+            Ok(Ok(decision)) => decision,
+            Ok(Err(msg)) => {
+                eprintln!("[penguin] approve callback threw: {msg}; denying.");
+                ApprovalDecision::Deny
+            }
+            Err(panic) => {
+                eprintln!(
+                    "[penguin] approve callback threw: {}; denying.",
+                    panic_text(&panic)
+                );
+                ApprovalDecision::Deny
+            }
+        })
+    }
+
+    /// Starts `executeOne` without waiting for it: the model stream goes on.
+    fn dispatch(&mut self, call: OmniMessage) {
+        let id = call.tool_call_id().unwrap_or_default().to_owned();
+        let request = ToolCallRequest {
+            call,
+            cancel: self.cancel.clone(),
+            approver: self.approver.clone(),
+        };
+        let mut sink = ToolSink {
+            shared: self.shared.clone(),
+            producer: self.producer.clone(),
+            outputs: self.outputs.clone(),
+            tool_call_id: id,
+            answered: false,
+        };
+        let env = self.shared.env.clone();
+        self.tools.spawn(async move {
+            let result = AssertUnwindSafe(env.execute(request, &mut sink))
+                .catch_unwind()
+                .await;
+            if !sink.answered {
+                // The Environment broke its contract; answer the call anyway so pairing holds.
+                let why = match result {
+                    Err(panic) => panic_text(&panic),
+                    Ok(()) => "the environment ended without a tool_call_output".into(),
+                };
+                let out = build::tool_call_output(
+                    format!("[tool error] {why}"),
+                    &sink.tool_call_id,
+                    StopReason::Failed,
+                );
+                sink.collect(out);
+            } else if let Err(panic) = result {
+                tracing::warn!(
+                    "[penguin] environment threw after tool output: {}",
+                    panic_text(&panic)
+                );
+            }
+        });
+    }
+}
+
+/// `executeOne`'s view of one running tool.
+struct ToolSink {
+    shared: Arc<Shared>,
+    producer: Producer<Frame>,
+    outputs: Arc<Mutex<Vec<OmniMessage>>>,
+    tool_call_id: String,
+    answered: bool,
+}
+
+impl ToolSink {
+    fn collect(&mut self, out: OmniMessage) {
+        emit(&self.producer, out.clone());
+        self.outputs.lock().expect("outputs lock").push(out);
+        self.answered = true;
+    }
+}
+
+#[async_trait]
+impl MessageSink for ToolSink {
+    async fn emit(&mut self, msg: OmniMessage) {
+        if msg.has_origin() {
+            // A child session's message: streamed, never recorded, never this call's output.
+            // Its first message (session_meta, one hop) leaves the pointer in our Trace.
+            let pointer = match (&msg.body, msg.origin.as_deref()) {
+                (Body::SessionMeta(_), Some([hop])) => Some(build::subagent(hop.clone())),
+                _ => None,
+            };
+            emit(&self.producer, msg);
+            if let Some(pointer) = pointer {
+                self.shared.record_only(pointer);
+            }
+            return;
+        }
+        let is_output = matches!(msg.model(), Some(ModelPayload::ToolCallOutput(_)));
+        if is_output && msg.tool_call_id() == Some(self.tool_call_id.as_str()) {
+            self.collect(msg);
+        } else {
+            emit(&self.producer, msg);
+        }
+    }
+}
