@@ -1,0 +1,135 @@
+//! Every scenario in `tests/scenarios/` (copies of the reference's conformance scenarios) runs
+//! through the real engine and matches the reference's three observables, compared the way
+//! `shared/tools/compare-scenario.py` compares them.
+
+use std::path::{Path, PathBuf};
+
+use penguin::scenario::{run_scenario_blocking, Scenario};
+use serde_json::Value;
+
+fn normalize(mut v: Value) -> Value {
+    if let Some(obj) = v.as_object_mut() {
+        obj.remove("timestamp");
+        if let Some(Value::Object(p)) = obj.get_mut("payload") {
+            let partial = p
+                .get("type")
+                .and_then(Value::as_str)
+                .is_some_and(|t| t.starts_with("partial_"));
+            if !partial && p.get("stop_reason").and_then(Value::as_str) == Some("completed") {
+                p.remove("stop_reason");
+            }
+        }
+    }
+    v
+}
+
+fn kept(v: &Value) -> bool {
+    let t = v.get("type").and_then(Value::as_str);
+    let pt = v
+        .get("payload")
+        .and_then(|p| p.get("type"))
+        .and_then(Value::as_str);
+    !matches!(t, Some("session_meta" | "trace_rotate")) && pt != Some("tool_list_ready")
+}
+
+fn load(path: &Path, requests: bool) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    lines_to_values(&text, requests)
+}
+
+fn lines_to_values(text: &str, requests: bool) -> Vec<Value> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str::<Value>(l).expect("expected files are JSON lines"))
+        .map(|v| {
+            if requests {
+                let input = v["input"].as_array().cloned().unwrap_or_default();
+                Value::Array(input.into_iter().filter(kept).map(normalize).collect())
+            } else {
+                v
+            }
+        })
+        .filter(|v| requests || kept(v))
+        .map(|v| if requests { v } else { normalize(v) })
+        .collect()
+}
+
+fn scenario_files() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("tests/scenarios exists")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn scenarios_match_the_reference() {
+    let files = scenario_files();
+    assert!(files.len() >= 4, "the reference scenarios are present");
+    for file in files {
+        let name = file.file_stem().unwrap().to_string_lossy().into_owned();
+        let scenario = Scenario::parse(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        let out = run_scenario_blocking(scenario).unwrap();
+        let join = |frames: &[penguin::omni_protocol::Frame]| {
+            frames
+                .iter()
+                .map(|f| format!("{}\n", f.json()))
+                .collect::<String>()
+        };
+        let requests: String = out
+            .requests
+            .iter()
+            .map(|r| format!("{}\n", serde_json::json!({ "input": r })))
+            .collect();
+        let dir = file.parent().unwrap();
+        for (kind, actual, is_req) in [
+            ("stream", join(&out.stream), false),
+            ("trace", join(&out.trace), false),
+            ("req", requests, true),
+        ] {
+            let expected = load(&dir.join(format!("{name}.{kind}.jsonl")), is_req);
+            let actual = lines_to_values(&actual, is_req);
+            assert_eq!(actual.len(), expected.len(), "{name}.{kind}: record count");
+            for (i, (a, e)) in actual.iter().zip(&expected).enumerate() {
+                assert_eq!(a, e, "{name}.{kind}: record {i} differs");
+            }
+        }
+    }
+}
+
+#[test]
+fn invalid_scenarios_name_the_field() {
+    let cases = [
+        ("{not json", "(file)"),
+        (r#"{"runs": []}"#, "llm"),
+        (
+            r#"{"llm": [], "runs": [{"input": [{"type": "model_msg", "payload": {"type": "txt", "role": "user", "text": "hi"}}]}]}"#,
+            "runs[0].input[0].payload.type",
+        ),
+        (
+            r#"{"llm": [], "runs": [{"input": [{"type": "model_msg", "payload": {"type": "text", "role": "user"}}]}]}"#,
+            "runs[0].input[0].payload.text",
+        ),
+        (
+            r#"{"llm": [], "runs": [], "engine": {"max_turns": "many"}}"#,
+            "engine.max_turns",
+        ),
+        (
+            r#"{"llm": [], "runs": [], "approvals": {"default": "maybe"}}"#,
+            "approvals.default",
+        ),
+        (
+            r#"{"llm": [], "runs": [], "tools": {"call_a": {"stream": [{"delay_ms": -1}]}}}"#,
+            "tools.call_a.stream[0].delay_ms",
+        ),
+        (r#"{"llm": [], "runs": [], "colour": 1}"#, "colour"),
+    ];
+    for (text, path) in cases {
+        let err = Scenario::parse(text).expect_err(text);
+        assert_eq!(err.path, path, "{text}: {err}");
+        assert!(!err.message.is_empty());
+    }
+}

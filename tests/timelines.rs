@@ -1,0 +1,146 @@
+//! The seed's timelines as snapshots: each reads like the numbered timeline in
+//! `shared/seed/message-flow.md`, one line per message (a segment's consecutive fragments on
+//! one line).
+
+#[path = "support.rs"]
+mod support;
+
+use penguin::scenario::{run_scenario_blocking, Scenario, ScenarioOutput};
+
+fn run_file(name: &str) -> ScenarioOutput {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios")
+        .join(format!("{name}.json"));
+    run_scenario_blocking(Scenario::parse(&std::fs::read_to_string(path).unwrap()).unwrap())
+        .unwrap()
+}
+
+fn both(out: &ScenarioOutput) -> String {
+    format!(
+        "stream:\n{}\ntrace:\n{}",
+        support::timeline(&out.stream),
+        support::timeline(&out.trace)
+    )
+}
+
+/// The seed's 17-line turn with two tool calls: B finishes first, A lands after request_end.
+#[test]
+fn seed_two_tools() {
+    let out = run_file("seed-two-tools");
+    insta::assert_snapshot!("seed_two_tools", both(&out));
+}
+
+/// A denial: approval_decision(deny) followed at once by the synthetic aborted output.
+#[test]
+fn deny_one() {
+    insta::assert_snapshot!("deny_one", both(&run_file("deny-one")));
+}
+
+/// User interrupt: the open segment is closed, abort is the run's last message, carry-over
+/// reaches only the next request.
+#[test]
+fn interrupt_mid_stream() {
+    let out = run_file("interrupt-mid-stream");
+    let requests: String = out
+        .requests
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            format!(
+                "request {}:\n{}",
+                i + 1,
+                support::timeline(&r.iter().cloned().map(Into::into).collect::<Vec<_>>())
+            )
+        })
+        .collect();
+    insta::assert_snapshot!(
+        "interrupt_mid_stream",
+        format!("{}\n{requests}", both(&out))
+    );
+}
+
+/// Automatic reconnect: request_end(timeout, attempt 1, retry in) then a fresh request_begin;
+/// the [turn_retried] block is model-visible only.
+#[test]
+fn reconnect() {
+    let out = run_file("reconnect-timeout-then-ok");
+    let requests: String = out
+        .requests
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            format!(
+                "request {}:\n{}",
+                i + 1,
+                support::timeline(&r.iter().cloned().map(Into::into).collect::<Vec<_>>())
+            )
+        })
+        .collect();
+    insta::assert_snapshot!("reconnect", format!("{}\n{requests}", both(&out)));
+}
+
+/// max_turns reached: a length notice ends the run (no abort); the unsent tool output is kept
+/// as carry-over for the next run.
+#[test]
+fn max_turns() {
+    let scenario = r#"{
+      "engine": {"max_turns": 1},
+      "approvals": {"default": "allow"},
+      "llm": [
+        {"stream": [
+          {"delay_ms": 1, "message": {"type": "model_msg", "payload": {"type": "tool_call", "role": "assistant", "name": "exec_command", "arguments": "{\"cmd\":\"ls\"}", "tool_call_id": "call_1", "stop_reason": "completed"}}},
+          {"delay_ms": 1, "message": {"type": "event_msg", "payload": {"type": "token_usage", "session": {"cache_read": 0, "cache_write": 10, "output": 5, "total": 15}, "request": {"cache_read": 0, "cache_write": 10, "output": 5, "total": 15}}}}
+        ]},
+        {"stream": [
+          {"delay_ms": 1, "message": {"type": "model_msg", "payload": {"type": "text", "role": "assistant", "text": "Listed.", "stop_reason": "completed"}}},
+          {"delay_ms": 1, "message": {"type": "event_msg", "payload": {"type": "token_usage", "session": {"cache_read": 0, "cache_write": 30, "output": 7, "total": 37}, "request": {"cache_read": 0, "cache_write": 20, "output": 2, "total": 22}}}}
+        ]}
+      ],
+      "tools": {"call_1": {"stream": [{"delay_ms": 5, "message": {"type": "model_msg", "payload": {"type": "tool_call_output", "role": "user", "output": "a b", "tool_call_id": "call_1", "stop_reason": "completed"}}}]}},
+      "runs": [
+        {"input": [{"type": "model_msg", "payload": {"type": "text", "role": "user", "text": "list"}}]},
+        {"input": [{"type": "model_msg", "payload": {"type": "text", "role": "user", "text": "go on"}}]}
+      ]
+    }"#;
+    let out = run_scenario_blocking(Scenario::parse(scenario).unwrap()).unwrap();
+    let requests: String = out
+        .requests
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            format!(
+                "request {}:\n{}",
+                i + 1,
+                support::timeline(&r.iter().cloned().map(Into::into).collect::<Vec<_>>())
+            )
+        })
+        .collect();
+    insta::assert_snapshot!("max_turns", format!("{}\n{requests}", both(&out)));
+}
+
+/// The prompt is written to the Trace, never echoed onto the stream.
+#[test]
+fn prompt_not_echoed() {
+    let out = run_file("seed-two-tools");
+    let prompt = |f: &penguin::omni_protocol::Frame| {
+        f.message().model().is_some_and(|p| {
+            p.role() == penguin::omni_protocol::Role::User && p.type_name() == "text"
+        })
+    };
+    assert!(
+        !out.stream.iter().any(prompt),
+        "the prompt is not on the stream"
+    );
+    assert!(
+        prompt(&out.trace[0]),
+        "the prompt is the trace's first record"
+    );
+    insta::assert_snapshot!(
+        "prompt_not_echoed",
+        format!(
+            "stream starts:\n{}\ntrace starts:\n{}",
+            support::timeline(&out.stream[..1]),
+            support::timeline(&out.trace[..2])
+        )
+    );
+}
