@@ -1,0 +1,333 @@
+//! The reconnect ladder, terminal outcomes, backoff interrupts, steering and the default
+//! approver, each checked on tokio's paused clock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use penguin_engine::scripted::ScriptedEnvironment;
+use penguin_engine::{CancellationToken, Engine, EngineConfig, Frame, RunOptions, Steered};
+use penguin_llm_providers::scripted::{ScriptedModel, ScriptedRequest, Step};
+use penguin_llm_providers::LlmOutcome;
+use penguin_omni_protocol::{build, EventPayload, OmniMessage, StopReason, TokenCounts};
+
+fn usage() -> Step {
+    Step {
+        delay: Duration::from_millis(1),
+        message: build::token_usage(TokenCounts::new(0, 10, 1), TokenCounts::new(0, 10, 1)),
+    }
+}
+
+fn text(t: &str) -> Step {
+    Step {
+        delay: Duration::from_millis(1),
+        message: build::assistant_text(t, StopReason::Completed),
+    }
+}
+
+fn ok(steps: Vec<Step>) -> ScriptedRequest {
+    ScriptedRequest {
+        stream: steps,
+        outcome: LlmOutcome::completed(),
+    }
+}
+
+fn fail(status: StopReason, msg: Option<&str>) -> ScriptedRequest {
+    ScriptedRequest {
+        stream: vec![],
+        outcome: LlmOutcome {
+            status,
+            error_message: msg.map(Into::into),
+            permanent: false,
+        },
+    }
+}
+
+fn engine(requests: Vec<ScriptedRequest>, config: EngineConfig) -> (Engine, ScriptedModel) {
+    let model = ScriptedModel::new(requests);
+    let engine = Engine::new(
+        Box::new(model.clone()),
+        Arc::new(ScriptedEnvironment::default()),
+        config,
+    );
+    (engine, model)
+}
+
+async fn collect(engine: &Engine, options: RunOptions) -> Vec<OmniMessage> {
+    let stream = engine.run(vec![build::user_text("go")], options).unwrap();
+    stream.map(|f: Frame| f.message().clone()).collect().await
+}
+
+fn events(msgs: &[OmniMessage]) -> Vec<String> {
+    msgs.iter()
+        .filter_map(OmniMessage::event)
+        .map(|e| serde_json::to_string(e).unwrap())
+        .collect()
+}
+
+fn quick() -> EngineConfig {
+    EngineConfig {
+        max_reconnects: 2,
+        reconnect_backoff: Duration::from_millis(100),
+        reconnect_backoff_max: Duration::from_millis(150),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn exhaustion_reason_follows_the_last_failure() {
+    for (status, reason) in [
+        (StopReason::Timeout, "reconnect failed after 2 retries"),
+        (
+            StopReason::Malformed,
+            "malformed response failed after 2 retries",
+        ),
+        (
+            StopReason::Failed,
+            "llm request failed after 2 retries: boom",
+        ),
+    ] {
+        let (engine, model) = engine(
+            vec![
+                fail(status, Some("boom")),
+                fail(status, Some("boom")),
+                fail(status, Some("boom")),
+            ],
+            quick(),
+        );
+        let msgs = collect(
+            &engine,
+            RunOptions {
+                approver: None,
+                ..Default::default()
+            },
+        )
+        .await;
+        let ev = events(&msgs);
+        let s = status.as_str();
+        assert_eq!(
+            ev,
+            [
+                r#"{"type":"request_begin"}"#.to_string(),
+                format!(
+                    r#"{{"type":"request_end","status":"{s}","error_message":"boom","attempt":1,"retry_in_ms":100}}"#
+                ),
+                r#"{"type":"request_begin"}"#.to_string(),
+                format!(
+                    r#"{{"type":"request_end","status":"{s}","error_message":"boom","attempt":2,"retry_in_ms":150}}"#
+                ),
+                r#"{"type":"request_begin"}"#.to_string(),
+                format!(
+                    r#"{{"type":"request_end","status":"{s}","error_message":"boom","attempt":3}}"#
+                ),
+                format!(r#"{{"type":"abort","reason":"{reason}"}}"#),
+            ]
+        );
+        assert_eq!(model.requests().len(), 3);
+        // Nothing was streamed by the failed attempts, so the retry input is unchanged.
+        assert!(model.requests().iter().all(|r| r.len() == 1));
+        assert_eq!(
+            engine.pending_carry_over().len(),
+            1,
+            "the unsent prompt is kept"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn auth_and_permanent_failures_stop_at_once() {
+    let (e, model) = engine(
+        vec![fail(StopReason::Auth, Some("bad key")), ok(vec![])],
+        quick(),
+    );
+    let ev = events(&collect(&e, RunOptions::default()).await);
+    assert_eq!(
+        ev.last().unwrap(),
+        r#"{"type":"abort","reason":"llm request error: bad key"}"#
+    );
+    assert_eq!(
+        ev[1],
+        r#"{"type":"request_end","status":"auth","error_message":"bad key","attempt":1}"#
+    );
+    assert_eq!(model.requests().len(), 1);
+
+    let permanent = ScriptedRequest {
+        stream: vec![],
+        outcome: LlmOutcome {
+            status: StopReason::Failed,
+            error_message: None,
+            permanent: true,
+        },
+    };
+    let (e, model) = engine(vec![permanent, ok(vec![])], quick());
+    let ev = events(&collect(&e, RunOptions::default()).await);
+    assert_eq!(
+        ev[1], r#"{"type":"request_end","status":"failed","attempt":1}"#,
+        "no retry_in_ms for a permanent failure"
+    );
+    assert_eq!(
+        ev.last().unwrap(),
+        r#"{"type":"abort","reason":"llm request error: unknown"}"#
+    );
+    assert_eq!(model.requests().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn abort_during_backoff_and_skip_wait() {
+    let config = EngineConfig {
+        reconnect_backoff: Duration::from_secs(10),
+        reconnect_backoff_max: Duration::from_secs(10),
+        ..quick()
+    };
+    let (e, _) = engine(
+        vec![
+            fail(StopReason::Timeout, None),
+            ok(vec![text("hi"), usage()]),
+        ],
+        config.clone(),
+    );
+    let cancel = CancellationToken::new();
+    let c = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        c.cancel();
+    });
+    let ev = events(
+        &collect(
+            &e,
+            RunOptions {
+                cancel,
+                ..Default::default()
+            },
+        )
+        .await,
+    );
+    assert_eq!(
+        ev.last().unwrap(),
+        r#"{"type":"abort","reason":"aborted during reconnect backoff"}"#
+    );
+    assert!(!e.skip_reconnect_wait(), "no wait in progress once idle");
+
+    let (e, _) = engine(
+        vec![
+            fail(StopReason::Timeout, None),
+            ok(vec![text("hi"), usage()]),
+        ],
+        config,
+    );
+    let skipper = e.clone();
+    let started = tokio::time::Instant::now();
+    let waiter = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if skipper.skip_reconnect_wait() {
+                return;
+            }
+        }
+    });
+    let ev = events(&collect(&e, RunOptions::default()).await);
+    waiter.await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the wait was cut short"
+    );
+    assert_eq!(
+        ev.last().unwrap(),
+        r#"{"type":"request_end","status":"completed","attempt":2}"#
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn steering_keeps_the_task_alive_and_is_streamed_and_sent() {
+    let slow = ScriptedRequest {
+        stream: vec![
+            Step {
+                delay: Duration::from_millis(100),
+                ..text("first")
+            },
+            usage(),
+        ],
+        outcome: LlmOutcome::completed(),
+    };
+    let (e, model) = engine(vec![slow, ok(vec![text("second"), usage()])], quick());
+    assert_eq!(e.steer(vec![build::user_text("x")]), Steered::NotRunning);
+    let stream = e
+        .run(vec![build::user_text("go")], RunOptions::default())
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(e.steer(vec![build::user_text("   ")]), Steered::Empty);
+    let Steered::Queued(dropped) = e.steer(vec![build::user_text("not this")]) else {
+        panic!("queued")
+    };
+    assert!(e.unsteer(dropped));
+    assert!(!e.unsteer(dropped));
+    assert!(matches!(
+        e.steer(vec![build::user_text("faster"), build::user_text("please")]),
+        Steered::Queued(_)
+    ));
+    let msgs: Vec<OmniMessage> = stream.map(|f| f.message().clone()).collect().await;
+    let steering = "[user_steering]\nfaster\n\nplease\n[/user_steering]";
+    assert!(
+        msgs.iter()
+            .any(|m| m.model().and_then(|p| p.content()) == Some(steering)),
+        "steering is streamed"
+    );
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[1][0].model().unwrap().content(), Some(steering));
+    assert!(!e.is_running());
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_an_approver_every_call_is_denied() {
+    let call = Step {
+        delay: Duration::from_millis(1),
+        message: build::tool_call("rm", "{}", "call_x", StopReason::Completed, None),
+    };
+    let (e, model) = engine(
+        vec![ok(vec![call, usage()]), ok(vec![text("ok"), usage()])],
+        quick(),
+    );
+    let msgs = collect(&e, RunOptions::default()).await;
+    let denial = msgs
+        .iter()
+        .find(|m| {
+            m.tool_call_id() == Some("call_x")
+                && m.model()
+                    .is_some_and(|p| p.type_name() == "tool_call_output")
+        })
+        .unwrap();
+    assert_eq!(
+        denial.to_json().split_once(",\"type\"").unwrap().1,
+        r#":"model_msg","payload":{"type":"tool_call_output","role":"user","output":"Tool call denied by user.","tool_call_id":"call_x","stop_reason":"aborted"}}"#
+    );
+    assert_eq!(
+        model.requests()[1].len(),
+        1,
+        "the denial is re-fed to the model"
+    );
+    assert!(matches!(
+        msgs.iter().find_map(OmniMessage::event),
+        Some(EventPayload::RequestBegin)
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn aborted_before_start_keeps_the_input() {
+    let (e, model) = engine(vec![ok(vec![text("hi"), usage()])], quick());
+    let cancel = CancellationToken::new();
+    cancel.cancel();
+    let ev = events(
+        &collect(
+            &e,
+            RunOptions {
+                cancel,
+                ..Default::default()
+            },
+        )
+        .await,
+    );
+    assert_eq!(ev, [r#"{"type":"abort","reason":"aborted by user"}"#]);
+    assert!(model.requests().is_empty());
+    assert_eq!(e.pending_carry_over().len(), 1);
+}
