@@ -475,7 +475,9 @@ impl TokenCounts {
         }
     }
 
-    /// Field-wise sum.
+    /// Field-wise sum (the same as the `+` operator).
+    // Part of the public API; the `Add` impl below delegates here.
+    #[allow(clippy::should_implement_trait)]
     pub fn add(self, o: TokenCounts) -> TokenCounts {
         TokenCounts {
             cache_read: self.cache_read + o.cache_read,
@@ -483,6 +485,14 @@ impl TokenCounts {
             output: self.output + o.output,
             total: self.total + o.total,
         }
+    }
+}
+
+impl std::ops::Add for TokenCounts {
+    type Output = TokenCounts;
+
+    fn add(self, o: TokenCounts) -> TokenCounts {
+        TokenCounts::add(self, o)
     }
 }
 
