@@ -62,7 +62,7 @@
 //! | `segment_open` | no segment is open at `request_end` (LLM segments), at the next `request_begin`, at `abort` or at the end of the stream |
 //! | `approval_position` | an `approval_decision` follows its committed `tool_call`, exactly once, and precedes every output of that call |
 //! | `denial_output` | after `deny`/`forbidden`, the driver's next message is the synthetic `tool_call_output` (`stop_reason: aborted`, "Tool call denied by user." / "Tool call denied by policy."), and nothing is dispatched for the call |
-//! | `pairing_missing_output` | every committed `tool_call` has a complete `tool_call_output` before the next `request_begin` of its origin, or by the end of the stream |
+//! | `pairing_missing_output` | every committed `tool_call` has a complete `tool_call_output` before the next `request_begin` of its origin, before an `abort` (unless the abort pre-empted its approval), or by the end of the stream |
 //! | `pairing_duplicate_output` | at most one complete `tool_call_output` per call, and no output fragment after it |
 //! | `pairing_unknown_call` | outputs answer a committed `tool_call` of the same origin (never an uncommitted synthetic closure) |
 //! | `usage_tail` | `token_usage` is the LLM stream's last message: one per request, no LLM-stream message after it, none outside a request (except inside a compaction) |
@@ -82,11 +82,14 @@
 //!   `partial_text` fragments but not its complete text, and yields the compaction request's
 //!   `token_usage` without its (Trace-only) `request_begin`/`request_end`: there, a text stop
 //!   needs no complete and `token_usage` needs no request.
-//! - A committed `tool_call` left unanswered by an interrupted run. The `abort` ends the run and
-//!   the engine answers such calls in the *model context* through carry-over (Case A
-//!   placeholders), which is never streamed. Missing outputs are therefore flagged at the next
-//!   `request_begin` of the same origin (the engine starts a request only once every tool of the
-//!   turn has settled) or at [`StreamValidator::finish`], but not when an `abort` came first.
+//! - A committed `tool_call` that an interrupt caught before its approval (no
+//!   `approval_decision` is emitted then, §2.5): nothing was dispatched, and the engine answers
+//!   it in the *model context* through carry-over (Case A placeholders), which is never
+//!   streamed. A call that did get a decision is still owed its output before the `abort`,
+//!   because the turn, and so the abort, waits for every dispatched tool to settle. Missing
+//!   outputs are flagged at the next `request_begin` of the same origin (a request starts only
+//!   once every tool of the previous one has settled), at the `abort`, or at
+//!   [`StreamValidator::finish`].
 //! - After an `abort`, a new run may emit run-opening messages before its `request_begin`:
 //!   user-role input or notices, `session_meta`, MCP/tool-list events, a compaction, a
 //!   `goal_finished`, or another `abort` (a run whose signal fired before it started).
@@ -359,7 +362,7 @@ impl StreamValidator {
     }
 
     /// Ends the stream: reports open requests, open segments, unmet expectations and committed
-    /// calls without output (unless their run ended with `abort`).
+    /// calls without output.
     pub fn finish(self) -> Vec<Violation> {
         let mut out = Vec::new();
         for (origin, state) in self.origins {
@@ -1056,9 +1059,24 @@ impl OriginState {
             let (rule, detail) = e.unmet("the abort came first");
             cx.flag(rule, detail);
         }
-        // Unanswered calls are answered by carry-over in the model context, never streamed.
-        for call in self.calls.values_mut() {
+        for (id, call) in self.calls.iter_mut() {
+            if call.settled || call.complete_output.is_some() {
+                continue;
+            }
             call.settled = true;
+            // A call the abort caught before its approval was never dispatched; carry-over
+            // answers it in the model context, never on the stream. A decided call was either
+            // answered synthetically or dispatched, and the turn (hence the abort) waits for
+            // every dispatched tool to settle.
+            if let Some((decision, at)) = call.approval {
+                cx.flag(
+                    Rule::PairingMissingOutput,
+                    format!(
+                        "tool_call {id} (message {}, {decision} at message {at}) has no tool_call_output before the abort",
+                        call.at
+                    ),
+                );
+            }
         }
         self.compaction = None;
         self.aborted_at = Some(cx.index);
@@ -1127,7 +1145,7 @@ impl OriginState {
             flag(
                 Rule::PairingMissingOutput,
                 format!(
-                    "tool_call {id} (message {}) has no tool_call_output by the end of the stream, which did not end with abort",
+                    "tool_call {id} (message {}) has no tool_call_output by the end of the stream",
                     call.at
                 ),
             );
