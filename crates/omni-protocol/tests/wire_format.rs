@@ -324,3 +324,67 @@ fn parse_errors_name_the_field() {
     assert!(parse_error("[1]").to_string().contains("object"));
     assert!(parse_error("{").to_string().contains("invalid JSON"));
 }
+
+#[test]
+fn parse_errors_name_nested_and_enum_fields() {
+    const TS: &str = r#""timestamp":"2026-07-18T03:10:22.531Z""#;
+    let cases = [
+        (
+            r#"{"type":"request_end","status":"exploded"}"#,
+            "payload.status",
+        ),
+        (
+            r#"{"type":"approval_decision","decision":"maybe","tool_call_id":"a"}"#,
+            "payload.decision",
+        ),
+        (
+            r#"{"type":"token_usage","session":{"cache_read":1,"cache_write":1,"output":1,"total":3},"request":{"cache_read":1}}"#,
+            "payload.request.cache_write",
+        ),
+        (
+            r#"{"type":"tool_list_ready","tools":[{"name":"a","description":"b"},{"name":"c"}]}"#,
+            "payload.tools[1].description",
+        ),
+        (
+            r#"{"type":"mcp_connect_end","status":"completed","results":[{"server":"s","status":"completed","duration_ms":1}]}"#,
+            "payload.results[0].transport",
+        ),
+        (
+            r#"{"type":"mcp_connect_end","status":"completed","results":[{"server":"s","transport":"stdio","status":"late","duration_ms":1}]}"#,
+            "payload.results[0].status",
+        ),
+        (
+            r#"{"type":"compaction_begin","reason":"context","mode":"summarize","context":"big","turns":1}"#,
+            "payload.context",
+        ),
+        (
+            r#"{"type":"goal_finished","outcome":"complete","rounds":true,"tokens_used":1}"#,
+            "payload.rounds",
+        ),
+    ];
+    for (payload, field) in cases {
+        let json = format!(r#"{{{TS},"type":"event_msg","payload":{payload}}}"#);
+        let err = parse_error(&json);
+        assert_eq!(err.path, field, "{json}: {err}");
+    }
+    let model = [
+        (
+            r#"{"type":"text","role":"robot","text":"x"}"#,
+            "payload.role",
+        ),
+        (r#"{"type":"text","role":"user","text":5}"#, "payload.text"),
+        (
+            r#"{"type":"tool_call_output","role":"user","output":"x","tool_call_id":"a","stop_reason":"meh"}"#,
+            "payload.stop_reason",
+        ),
+        (
+            r#"{"type":"partial_text","role":"assistant","event_type":"middle","text":""}"#,
+            "payload.event_type",
+        ),
+    ];
+    for (payload, field) in model {
+        let json = format!(r#"{{{TS},"type":"model_msg","payload":{payload}}}"#);
+        let err = parse_error(&json);
+        assert_eq!(err.path, field, "{json}: {err}");
+    }
+}
