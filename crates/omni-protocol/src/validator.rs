@@ -82,6 +82,9 @@
 //!   `partial_text` fragments but not its complete text, and yields the compaction request's
 //!   `token_usage` without its (Trace-only) `request_begin`/`request_end`: there, a text stop
 //!   needs no complete and `token_usage` needs no request.
+//! - The Trace of a compaction request holds its `tool_call`s (never approved nor dispatched)
+//!   and the engine's repair `tool_call_output`s for them: calls committed inside a compaction
+//!   need no approval and are owed no output.
 //! - A committed `tool_call` that an interrupt caught before its approval (no
 //!   `approval_decision` is emitted then, §2.5): nothing was dispatched, and the engine answers
 //!   it in the *model context* through carry-over (Case A placeholders), which is never
@@ -471,8 +474,10 @@ struct Call {
     approval: Option<(ApprovalDecision, usize)>,
     first_output: Option<usize>,
     complete_output: Option<usize>,
+    /// Needs no approval: made by a compaction request, whose calls are never dispatched.
+    exempt: bool,
     unapproved_flagged: bool,
-    /// No longer owed an output: flagged as missing, or excused by an abort.
+    /// No longer owed an output: flagged as missing, excused by an abort, or exempt.
     settled: bool,
 }
 
@@ -834,17 +839,30 @@ impl OriginState {
             ModelPayload::ToolCall(tc) => {
                 if matches!(tc.stop_reason, None | Some(StopReason::Completed)) {
                     self.uncommitted.remove(id);
-                    self.calls.insert(
+                    // A compaction request's calls (Trace only) are never approved or
+                    // dispatched; the engine writes a repair output for each instead.
+                    let compaction = self.compaction.is_some();
+                    let earlier = self.calls.insert(
                         id.to_owned(),
                         Call {
                             at: cx.index,
                             approval: None,
                             first_output: None,
                             complete_output: None,
+                            exempt: compaction,
                             unapproved_flagged: false,
-                            settled: false,
+                            settled: compaction,
                         },
                     );
+                    if let Some(c) = earlier.filter(|c| !c.settled && c.complete_output.is_none()) {
+                        cx.flag(
+                            Rule::PairingMissingOutput,
+                            format!(
+                                "tool_call {id} (message {}) is committed again before it got a tool_call_output",
+                                c.at
+                            ),
+                        );
+                    }
                 } else {
                     self.uncommitted.insert(id.to_owned());
                 }
@@ -878,7 +896,8 @@ impl OriginState {
             return;
         };
         match call.approval {
-            None if !call.unapproved_flagged => {
+            None if !call.exempt && !call.unapproved_flagged => {
+                // Flag the first fragment only; the rest of the output adds nothing.
                 call.unapproved_flagged = true;
                 cx.flag(
                     Rule::ApprovalPosition,
@@ -1334,6 +1353,40 @@ mod tests {
             ),
         ];
         assert_eq!(rules(&stream), vec![]);
+    }
+
+    #[test]
+    fn compaction_trace_calls_need_no_approval() {
+        let reason = CompactionReason::Context;
+        let mode = CompactionMode::Summarize;
+        let stream = [
+            build::compaction_begin(reason, mode, 10, 1),
+            build::user_text("summarize"),
+            build::request_begin(),
+            build::tool_call("t", "{}", "a", StopReason::Completed, None),
+            usage(),
+            end(StopReason::Completed),
+            build::tool_call_output(
+                "[tool error] the compaction request expects a summary, not tool calls",
+                "a",
+                StopReason::Failed,
+            ),
+            build::compaction_end(reason, mode, StopReason::Failed, Default::default()),
+        ];
+        assert_eq!(rules(&stream), vec![]);
+        let mut twice = stream.to_vec();
+        twice.insert(7, stream[6].clone());
+        assert_eq!(rules(&twice), vec![Rule::PairingDuplicateOutput]);
+    }
+
+    #[test]
+    fn a_call_committed_twice_without_output_is_missing_its_output() {
+        let call = build::tool_call("t", "{}", "a", StopReason::Completed, None);
+        let stream = [build::request_begin(), call.clone(), call];
+        let found = StreamValidator::validate(&stream);
+        assert!(found
+            .iter()
+            .any(|v| v.rule == Rule::PairingMissingOutput && v.index == Some(2)));
     }
 
     #[test]

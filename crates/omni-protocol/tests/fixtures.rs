@@ -3,7 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use penguin_omni_protocol::validator::{validate_jsonl, Rule, StreamValidator};
+use penguin_omni_protocol::validator::{
+    validate_jsonl, validate_jsonl_with, Rule, StreamValidator, ValidatorConfig,
+};
 use penguin_omni_protocol::OmniMessage;
 
 fn fixtures(suffix: &str) -> Vec<PathBuf> {
@@ -121,4 +123,17 @@ fn parse_errors_are_reported_with_line_numbers_and_skipped() {
     assert_eq!(parse[1].line, Some(3));
     assert_eq!(report.violations.len(), 2, "{report}");
     assert_eq!(report.messages, 28);
+}
+
+#[test]
+fn reference_streams_also_pass_strict_adjacency() {
+    // The reference happens to keep these pairs adjacent in the recorded scenarios; strict mode
+    // must not reject what per-producer mode accepts here.
+    let strict = ValidatorConfig {
+        strict_adjacency: true,
+    };
+    for path in fixtures(".jsonl") {
+        let report = validate_jsonl_with(read(&path).as_bytes(), strict);
+        assert!(report.is_ok(), "{}: {report}", path.display());
+    }
 }
