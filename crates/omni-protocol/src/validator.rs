@@ -4,6 +4,8 @@
 //! of several consecutive runs, or of a Trace) one at a time with [`StreamValidator::push`], then
 //! call [`StreamValidator::finish`] for the end-of-stream checks. Every broken guarantee comes
 //! back as a [`Violation`] naming the 0-based message index and a stable [`Rule`].
+//! [`validate_jsonl`] does the same for a JSON-lines file and adds line numbers. Section numbers
+//! (§2.5, ...) refer to the reference-behaviour spec.
 //!
 //! ```
 //! use penguin_omni_protocol::validator::{Rule, StreamValidator};

@@ -137,3 +137,54 @@ fn reference_streams_also_pass_strict_adjacency() {
         assert!(report.is_ok(), "{}: {report}", path.display());
     }
 }
+
+#[test]
+fn unreadable_lines_are_parse_violations_and_reading_goes_on() {
+    let path = fixtures("reconnect-timeout-then-ok.stream.jsonl").remove(0);
+    let mut bytes = b"\xff\xfe not utf-8\n".to_vec();
+    bytes.extend(read(&path).into_bytes());
+    let report = validate_jsonl(bytes.as_slice());
+    assert_eq!(report.messages, 15, "{report}");
+    assert_eq!(report.lines, 16);
+    let only: Vec<_> = report.violations.iter().collect();
+    assert_eq!(only.len(), 1, "{report}");
+    assert_eq!(only[0].rule, Rule::Parse);
+    assert!(
+        only[0]
+            .to_string()
+            .starts_with("line 1: parse: cannot read line"),
+        "{}",
+        only[0]
+    );
+}
+
+#[test]
+fn report_display_lists_every_violation() {
+    let path = fixtures("deny-one.stream.jsonl").remove(0);
+    let ok = validate_jsonl(read(&path).as_bytes());
+    assert_eq!(ok.to_string(), "ok: 28 messages, no violations");
+
+    // Drop the synthetic denial output (line 14).
+    let text = read(&path);
+    let lines: Vec<&str> = text.lines().collect();
+    let broken: Vec<&str> = lines
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 13)
+        .map(|(_, l)| *l)
+        .collect();
+    let report = validate_jsonl(broken.join("\n").as_bytes());
+    let text = report.to_string();
+    assert!(
+        text.starts_with(&format!(
+            "{} violation(s) in 27 messages:",
+            report.violations.len()
+        )),
+        "{text}"
+    );
+    assert!(text.contains("\n  message 13 (line 14): denial_output: deny for call_2 at message 12 is not followed by its synthetic tool_call_output; got token_usage"), "{text}");
+    assert!(
+        text.contains("pairing_missing_output: tool_call call_2 (message 11)"),
+        "{text}"
+    );
+}
