@@ -17,7 +17,11 @@ fn text() -> impl Strategy<Value = String> {
 }
 
 fn id() -> impl Strategy<Value = String> {
-    "[a-z_0-9]{1,10}"
+    // A few fixed ids make calls, approvals and outputs meet in the validator fuzz below.
+    prop_oneof![
+        1 => "[a-z_0-9]{1,10}",
+        2 => proptest::sample::select(&["call_a", "call_b", "child"][..]).prop_map(str::to_owned),
+    ]
 }
 
 fn json_leaf() -> impl Strategy<Value = Value> {
@@ -498,5 +502,26 @@ proptest! {
             .filter(|v| !matches!(v.rule, validator::Rule::PairingUnknownCall | validator::Rule::ApprovalPosition))
             .collect();
         prop_assert!(found.is_empty(), "{:?}", found);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Arbitrary garbage must produce violations, never a panic, and every violation of a
+    /// pushed message carries that message's index.
+    #[test]
+    fn the_validator_never_panics(messages in vec(message(), 0..40)) {
+        let mut v = validator::StreamValidator::new();
+        for (i, m) in messages.iter().enumerate() {
+            for found in v.push(m) {
+                prop_assert_eq!(found.index, Some(i));
+                prop_assert!(!found.detail.is_empty());
+            }
+        }
+        prop_assert_eq!(v.messages_seen(), messages.len());
+        for found in v.finish() {
+            prop_assert_eq!(found.index, None);
+        }
     }
 }
