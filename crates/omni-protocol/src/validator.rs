@@ -1228,6 +1228,45 @@ mod tests {
     }
 
     #[test]
+    fn strict_adjacency_rejects_what_per_producer_tolerates() {
+        let stream = [
+            build::request_begin(),
+            build::tool_call("t", "{}", "a", StopReason::Completed, None),
+            build::approval_decision(ApprovalDecision::Allow, "a"),
+            build::tool_call("t", "{}", "b", StopReason::Completed, None),
+            build::approval_decision(ApprovalDecision::Deny, "b"),
+            // Tool a lands between the denial and its synthetic output ...
+            build::partial_tool_call_output(Start, "", "a", StopReason::Completed),
+            build::tool_call_output(DENIED_BY_USER, "b", StopReason::Aborted),
+            build::partial_text(Start, "", StopReason::Completed),
+            build::partial_text(Stop, "ok", StopReason::Completed),
+            // ... and between a text stop and its complete.
+            build::partial_tool_call_output(Stop, "x", "a", StopReason::Completed),
+            build::assistant_text("ok", StopReason::Completed),
+            build::tool_call_output("x", "a", StopReason::Completed),
+            usage(),
+            end(StopReason::Completed),
+        ];
+        assert_eq!(rules(&stream), vec![]);
+        let mut strict = StreamValidator::with_config(ValidatorConfig {
+            strict_adjacency: true,
+        });
+        let found: Vec<Rule> = stream
+            .iter()
+            .flat_map(|m| strict.push(m))
+            .map(|v| v.rule)
+            .collect();
+        assert_eq!(
+            found,
+            vec![
+                Rule::DenialOutput,
+                Rule::CompleteAfterStop,
+                Rule::CompleteAfterStop
+            ]
+        );
+    }
+
+    #[test]
     fn tool_call_arguments_may_be_reserialized_json() {
         let stream = [
             build::request_begin(),
