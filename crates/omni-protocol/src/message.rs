@@ -476,6 +476,7 @@ impl TokenCounts {
     }
 }
 
+/// Field-wise sum.
 impl std::ops::Add for TokenCounts {
     type Output = TokenCounts;
 
@@ -871,27 +872,106 @@ fn parse_payload<T: serde::de::DeserializeOwned>(
     if ty == "?" {
         return Err(ParseError::new("payload.type", "missing"));
     }
-    serde_json::from_value(payload).map_err(|e| {
+    // Deserialize from a borrow so the payload is still there to locate the offending field:
+    // serde_json's errors from a `Value` carry no path.
+    T::deserialize(&payload).map_err(|e| {
         let msg = e.to_string();
-        // serde names the field in backticks; lift it into the path so the error reads
-        // `payload.text: missing field` rather than burying it.
-        let field = msg
-            .split('`')
-            .nth(1)
-            .filter(|_| msg.contains("field"))
-            .map(str::to_owned);
-        match field {
-            Some(f) if msg.starts_with("missing field") => ParseError::new(
-                format!("payload.{f}"),
-                format!("missing (payload type {ty:?})"),
-            ),
-            _ if msg.starts_with("unknown variant") && !msg.contains("field") => ParseError::new(
-                "payload.type",
-                format!("unknown payload type {ty:?}: {msg}"),
-            ),
-            _ => ParseError::new("payload", format!("{msg} (payload type {ty:?})")),
+        let quoted = msg.split('`').nth(1).unwrap_or_default();
+        if msg.starts_with("missing field") {
+            let path = missing_field_path(&payload, ty, quoted);
+            return ParseError::new(path, format!("missing (payload type {ty:?})"));
         }
+        if msg.starts_with("unknown variant") {
+            if quoted == ty {
+                return ParseError::new(
+                    "payload.type",
+                    format!("unknown payload type {ty:?}: {msg}"),
+                );
+            }
+            // An enum-valued field (status, role, decision, ...) holds an unknown spelling.
+            if let Some(path) = find_leaf(&payload, "payload", &Value::String(quoted.to_owned())) {
+                return ParseError::new(path, format!("{msg} (payload type {ty:?})"));
+            }
+        }
+        if let Some(path) = invalid_type_leaf(&msg).and_then(|v| find_leaf(&payload, "payload", &v))
+        {
+            return ParseError::new(path, format!("{msg} (payload type {ty:?})"));
+        }
+        ParseError::new("payload", format!("{msg} (payload type {ty:?})"))
     })
+}
+
+/// Where a required field is missing. Nested structs are deserialized while their parent's
+/// fields are read, and a parent reports its own missing fields only afterwards, so a nested
+/// object lacking `field` is the culprit when the payload type has one that declares it.
+fn missing_field_path(payload: &Value, ty: &str, field: &str) -> String {
+    const COUNTS: &[&str] = &["cache_read", "cache_write", "output", "total"];
+    const TOOL: &[&str] = &["name", "description"];
+    const MCP: &[&str] = &["server", "transport", "status", "duration_ms"];
+    let nested: &[(&str, &[&str])] = match ty {
+        "token_usage" => &[("session", COUNTS), ("request", COUNTS)],
+        "tool_list_ready" => &[("tools", TOOL)],
+        "mcp_connect_end" => &[("results", MCP)],
+        _ => &[],
+    };
+    for (key, fields) in nested {
+        if !fields.contains(&field) {
+            continue;
+        }
+        match payload.get(*key) {
+            Some(Value::Object(o)) if !o.contains_key(field) => {
+                return format!("payload.{key}.{field}");
+            }
+            Some(Value::Array(items)) => {
+                if let Some(i) = items
+                    .iter()
+                    .position(|v| v.as_object().is_some_and(|o| !o.contains_key(field)))
+                {
+                    return format!("payload.{key}[{i}].{field}");
+                }
+            }
+            _ => {}
+        }
+    }
+    format!("payload.{field}")
+}
+
+/// The scalar an "invalid type" message quotes (an integer, boolean, string or null).
+fn invalid_type_leaf(msg: &str) -> Option<Value> {
+    let rest = msg.strip_prefix("invalid type: ")?;
+    let rest = &rest[..rest.find(", expected")?];
+    if rest == "null" {
+        return Some(Value::Null);
+    }
+    if let Some(s) = rest.strip_prefix("string ") {
+        return serde_json::from_str::<String>(s).ok().map(Value::String);
+    }
+    let inner = rest.split('`').nth(1)?;
+    match rest.split(' ').next()? {
+        "integer" | "boolean" => serde_json::from_str(inner).ok(),
+        _ => None,
+    }
+}
+
+/// The path of the first leaf equal to `want`, shallowest first.
+fn find_leaf(value: &Value, path: &str, want: &Value) -> Option<String> {
+    let children: Vec<(String, &Value)> = match value {
+        Value::Object(o) => o
+            .iter()
+            .filter(|(k, _)| path != "payload" || k.as_str() != "type")
+            .map(|(k, v)| (format!("{path}.{k}"), v))
+            .collect(),
+        Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (format!("{path}[{i}]"), v))
+            .collect(),
+        _ => return None,
+    };
+    if let Some((p, _)) = children.iter().find(|(_, v)| *v == want) {
+        return Some(p.clone());
+    }
+    children.iter().find_map(|(p, v)| find_leaf(v, p, want))
 }
 
 /// A message that failed to parse, with the path of the offending field.
