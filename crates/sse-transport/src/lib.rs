@@ -1,6 +1,7 @@
 //! Serving the OmniMessage stream over Server-Sent Events.
 
 mod channel;
+mod client;
 mod event;
 mod live_tail;
 mod sse;
@@ -8,6 +9,7 @@ mod sse;
 pub use channel::{
     Channel, ChannelConfig, ChannelHub, LiveSnapshot, ReplayOutcome, SubscriberId, Subscription,
 };
+pub use client::{ClientReducer, ClientState, History, LiveTail, PendingApproval, DEDUP_WINDOW};
 pub use event::{
     ApprovalRequest, Epoch, EventData, EventId, PendingInput, ServerEvent, SessionStatus, SseEvent,
     TaskState, SERVER_EVENT,
