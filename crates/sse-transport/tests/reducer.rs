@@ -188,6 +188,7 @@ fn a_mid_task_client_converges_to_the_from_start_client() {
     sim.emit(build::partial_text(Delta, " the", OK));
     b.pump();
     sim.emit(build::partial_text(Delta, " files.", OK));
+    sim.emit(build::partial_text(Delta, " more", OK).with_origin("kid"));
     // ... then asks for history: the live cursor is taken here, and the text completes (into
     // the trace) before the trace is read.
     let live = sim.live();
@@ -198,8 +199,8 @@ fn a_mid_task_client_converges_to_the_from_start_client() {
         messages: sim.read_trace(),
     };
     sim.emit(build::partial_tool_call(Start, "bash", "", "c1", OK));
-    // " files." (≤ cursor) and the completed text (in history) are still in flight when the
-    // history answer lands.
+    // " files.", the child's " more" (both ≤ cursor, so already in the live tail) and the
+    // completed text (in history) are still in flight when the history answer lands.
     b.r.on_history(history);
     assert!(b.r.is_live());
     b.pump();
@@ -241,7 +242,7 @@ fn a_mid_task_client_converges_to_the_from_start_client() {
     sim.emit(build::partial_tool_call_output(Delta, "a.txt\n", "c1", OK));
     sim.emit(build::partial_text(Delta, "!", OK).with_origin("kid"));
     sim.emit(build::partial_text(Stop, "", OK).with_origin("kid"));
-    sim.emit(build::assistant_text("child says!", OK).with_origin("kid"));
+    sim.emit(build::assistant_text("child says more!", OK).with_origin("kid"));
     sim.emit(build::partial_tool_call_output(Delta, "b.txt\n", "c1", OK));
     sim.emit(build::partial_tool_call_output(Stop, "", "c1", OK));
     sim.emit(build::tool_call_output("a.txt\nb.txt\n", "c1", OK));
@@ -269,7 +270,7 @@ fn a_mid_task_client_converges_to_the_from_start_client() {
     let child_at = rendered.iter().position(OmniMessage::has_origin).unwrap();
     let child = rendered.remove(child_at);
     assert_eq!(child.origin, Some(vec!["kid".to_owned()]));
-    assert_eq!(child.model().unwrap().content(), Some("child says!"));
+    assert_eq!(child.model().unwrap().content(), Some("child says more!"));
     assert_eq!(rendered[child_at].payload_type(), "tool_call_output");
     assert_eq!(rendered, sim.complete_messages());
     assert_eq!(a.r.ignored() + b.r.ignored() + c.r.ignored(), 0);
