@@ -74,7 +74,7 @@ pub struct ClientState {
 
 enum Parsed {
     Message(String, Box<OmniMessage>),
-    Server(ServerEvent),
+    Server(Box<ServerEvent>),
     Unknown,
 }
 
@@ -167,7 +167,7 @@ impl ClientReducer {
         }
         let parsed = match event {
             Some(SERVER_EVENT) => match serde_json::from_str::<ServerEvent>(data) {
-                Ok(ev) => Parsed::Server(ev),
+                Ok(ev) => Parsed::Server(Box::new(ev)),
                 Err(_) => Parsed::Unknown,
             },
             None | Some("message") => match OmniMessage::from_json(data) {
@@ -176,7 +176,7 @@ impl ClientReducer {
             },
             Some(_) => Parsed::Unknown,
         };
-        if matches!(parsed, Parsed::Server(ServerEvent::ResyncRequired)) {
+        if matches!(&parsed, Parsed::Server(ev) if **ev == ServerEvent::ResyncRequired) {
             // Rebuild from fresh history; the connection stays, and what follows (the initial
             // snapshot first) is buffered until that history arrives.
             self.live = false;
@@ -281,7 +281,7 @@ impl ClientReducer {
                     self.messages.push(*msg);
                 }
             }
-            Parsed::Server(ev) => self.apply_server_event(ev),
+            Parsed::Server(ev) => self.apply_server_event(*ev),
             Parsed::Unknown => self.ignored += 1,
         }
     }
