@@ -116,6 +116,12 @@ pub struct ClientReducer {
     ignored: usize,
 }
 
+impl Default for ClientReducer {
+    fn default() -> Self {
+        ClientReducer::new()
+    }
+}
+
 impl std::fmt::Debug for ClientReducer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClientReducer")
@@ -133,7 +139,17 @@ impl ClientReducer {
             // Fragments are never capped on the client: the server's tail cap already bounds
             // what a late joiner receives, and the client must keep everything it streamed.
             fragments: LiveTailTracker::with_cap(usize::MAX, 0),
-            ..ClientReducer::default()
+            messages: Vec::new(),
+            task_state: None,
+            approvals: Vec::new(),
+            title: None,
+            live: false,
+            buffer: Vec::new(),
+            last_epoch: None,
+            cursor: None,
+            dedup: HashSet::new(),
+            dedup_open: false,
+            ignored: 0,
         }
     }
 
