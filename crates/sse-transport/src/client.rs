@@ -98,7 +98,6 @@ struct Buffered {
 /// - complete messages keep being deduplicated in live mode until the first recordable one
 ///   (no origin) that history does not hold: history is a prefix of the recordable stream, so
 ///   nothing after that can be a duplicate.
-#[derive(Default)]
 pub struct ClientReducer {
     messages: Vec<OmniMessage>,
     fragments: LiveTailTracker,
