@@ -1,0 +1,367 @@
+//! Event ids, event payloads and the ServerEvent union (§5.1, §5.3).
+
+use std::fmt;
+use std::sync::Arc;
+
+use penguin_omni_protocol::{Frame, OmniMessage};
+use serde::{Deserialize, Serialize};
+
+/// The `event:` name of every [`ServerEvent`]. OmniMessages use the default event (no name).
+pub const SERVER_EVENT: &str = "server_event";
+
+/// The random part of an event id, fixed when a channel is created.
+///
+/// Written as 8 lowercase hex digits, like the first 8 characters of the reference's UUID.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Epoch(u32);
+
+impl Epoch {
+    /// A fresh random epoch.
+    pub fn random() -> Epoch {
+        Epoch(rand::random())
+    }
+
+    /// A fixed epoch, for tests and for callers that persist epochs.
+    pub fn from_u32(v: u32) -> Epoch {
+        Epoch(v)
+    }
+
+    /// Parses the 8-hex-digit spelling this type writes (lowercase only, as produced).
+    pub fn parse(s: &str) -> Option<Epoch> {
+        if s.len() != 8
+            || !s
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            return None;
+        }
+        u32::from_str_radix(s, 16).ok().map(Epoch)
+    }
+}
+
+impl fmt::Display for Epoch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:08x}", self.0)
+    }
+}
+
+/// An event id, `<epoch>-<seq>`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct EventId {
+    /// The channel's epoch.
+    pub epoch: Epoch,
+    /// Position in the channel, from 1 (0 means "before any event").
+    pub seq: u64,
+}
+
+impl EventId {
+    /// Parses an id the way `replayAfter` does: split at the **last** `-`, separator not at
+    /// index 0, and a non-negative integer seq.
+    ///
+    /// The seq must be plain ASCII digits. The reference uses JavaScript `Number()`, which also
+    /// accepts `""`, whitespace, exponents and hex; no id this crate writes looks like that, so
+    /// such ids are treated as misses.
+    pub fn parse(s: &str) -> Option<EventId> {
+        let (epoch, seq) = split_id(s)?;
+        Some(EventId {
+            epoch: Epoch::parse(epoch)?,
+            seq,
+        })
+    }
+}
+
+/// Splits `<epoch>-<seq>` at the last `-`, returning the raw epoch text and the parsed seq.
+pub(crate) fn split_id(s: &str) -> Option<(&str, u64)> {
+    let dash = s.rfind('-')?;
+    if dash == 0 {
+        return None;
+    }
+    let seq = &s[dash + 1..];
+    if seq.is_empty() || !seq.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((&s[..dash], seq.parse().ok()?))
+}
+
+impl fmt::Display for EventId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.epoch, self.seq)
+    }
+}
+
+/// The `data` of an event: serialized once, shared by every subscriber and the replay buffer.
+///
+/// Cloning is a reference-count bump in both variants. A [`Frame`] is kept as is (rather than
+/// copied into an `Arc<str>`) so the bytes on the wire are the very bytes the Trace writes, which
+/// is what client-side dedup relies on (§5.9, §8 item 18).
+#[derive(Clone)]
+pub enum EventData {
+    /// An OmniMessage, serialized once by its producer.
+    Frame(Frame),
+    /// Any other single-line JSON (server events).
+    Text(Arc<str>),
+}
+
+impl EventData {
+    /// The JSON text.
+    pub fn as_str(&self) -> &str {
+        match self {
+            EventData::Frame(f) => f.json(),
+            EventData::Text(t) => t,
+        }
+    }
+}
+
+impl fmt::Debug for EventData {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq for EventData {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl From<Frame> for EventData {
+    fn from(f: Frame) -> Self {
+        EventData::Frame(f)
+    }
+}
+
+impl From<&Frame> for EventData {
+    fn from(f: &Frame) -> Self {
+        EventData::Frame(f.clone())
+    }
+}
+
+impl From<Arc<str>> for EventData {
+    fn from(t: Arc<str>) -> Self {
+        EventData::Text(t)
+    }
+}
+
+impl From<&ServerEvent> for EventData {
+    fn from(e: &ServerEvent) -> Self {
+        EventData::Text(e.to_json().into())
+    }
+}
+
+/// One numbered event of a channel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SseEvent {
+    /// `<epoch>-<seq>`.
+    pub id: EventId,
+    /// `Some("server_event")` for server events, `None` for OmniMessages.
+    pub event: Option<&'static str>,
+    /// Single-line JSON.
+    pub data: EventData,
+}
+
+/// `task_state.state` and `session_state.state`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    /// No task or compaction running.
+    Idle,
+    /// A task is running.
+    Running,
+    /// A compaction is running.
+    Compacting,
+}
+
+/// A steering message or follow-up waiting to be consumed, as mirrored in `task_state`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingInput {
+    /// Server-assigned id (used to recall it).
+    pub id: String,
+    /// The text.
+    pub text: String,
+    /// Number of attached images.
+    pub images: u32,
+    /// Number of attached files.
+    pub files: u32,
+}
+
+/// The snapshot carried by `task_state`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskState {
+    /// Run state.
+    pub state: SessionStatus,
+    /// Queued follow-ups; the server always sets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued: Option<u32>,
+    /// Present only when non-empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_steering: Option<Vec<PendingInput>>,
+    /// Present only when non-empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_follow_ups: Option<Vec<PendingInput>>,
+}
+
+/// An approval routed to a human.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRequest {
+    /// The full tool_call OmniMessage.
+    pub tool_call: OmniMessage,
+    /// The origin chain of a subagent's call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Vec<String>>,
+}
+
+/// The server's own events, sent as `event: server_event` (§5.3).
+///
+/// Serialized as `{"type": "<snake_case>", ...camelCase fields}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ServerEvent {
+    /// An approval waits for a human.
+    ApprovalRequest(ApprovalRequest),
+    /// The run state; the first snapshot event of a session stream.
+    TaskState(TaskState),
+    /// A session got a title.
+    #[serde(rename_all = "camelCase")]
+    SessionTitle {
+        /// The titled session.
+        session_id: String,
+        /// The title.
+        title: String,
+    },
+    /// A session's run state flipped (user channels).
+    #[serde(rename_all = "camelCase")]
+    SessionState {
+        /// The session.
+        session_id: String,
+        /// Its new state.
+        state: SessionStatus,
+        /// ISO timestamp of its last activity.
+        last_active_at: String,
+        /// Forced true whenever the state is not idle.
+        has_trace: bool,
+    },
+    /// The replay window is gone: refetch history. Unicast only.
+    ResyncRequired,
+    /// The initial event of the user channel.
+    Hello,
+    /// A subagent registered under this session.
+    #[serde(rename_all = "camelCase")]
+    SessionCreated {
+        /// Project of the child.
+        project_id: String,
+        /// Agent of the child.
+        agent_id: String,
+        /// The child session id.
+        session_id: String,
+        /// `subagent`, `schedule`, ...
+        source: String,
+    },
+    /// The project's model credentials changed.
+    CredentialsUpdated,
+}
+
+impl ServerEvent {
+    /// Single-line JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a ServerEvent always serializes")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use penguin_omni_protocol::{build, StopReason};
+
+    #[test]
+    fn ids_parse_at_the_last_dash() {
+        let id = EventId::parse("0000abcd-42").unwrap();
+        assert_eq!(id.epoch, Epoch::from_u32(0xabcd));
+        assert_eq!(id.seq, 42);
+        assert_eq!(id.to_string(), "0000abcd-42");
+        assert_eq!(split_id("a-b-7"), Some(("a-b", 7)));
+        assert_eq!(
+            split_id("abc--1"),
+            Some(("abc-", 1)),
+            "the epoch part then mismatches"
+        );
+        for bad in ["", "-5", "abc", "abc-", "abc-x", "abc-1.5", "abc-+1"] {
+            assert_eq!(split_id(bad), None, "{bad:?}");
+        }
+        assert_eq!(
+            EventId::parse("ABCDEF01-1"),
+            None,
+            "uppercase is not what we write"
+        );
+    }
+
+    #[test]
+    fn server_events_use_snake_case_type_and_camel_case_fields() {
+        let ts = ServerEvent::TaskState(TaskState {
+            state: SessionStatus::Running,
+            queued: Some(0),
+            pending_steering: Some(vec![PendingInput {
+                id: "s1".into(),
+                text: "hurry".into(),
+                images: 0,
+                files: 1,
+            }]),
+            pending_follow_ups: None,
+        });
+        assert_eq!(
+            ts.to_json(),
+            r#"{"type":"task_state","state":"running","queued":0,"pendingSteering":[{"id":"s1","text":"hurry","images":0,"files":1}]}"#
+        );
+        assert_eq!(
+            ServerEvent::ResyncRequired.to_json(),
+            r#"{"type":"resync_required"}"#
+        );
+        assert_eq!(ServerEvent::Hello.to_json(), r#"{"type":"hello"}"#);
+        assert_eq!(
+            ServerEvent::CredentialsUpdated.to_json(),
+            r#"{"type":"credentials_updated"}"#
+        );
+        let st = ServerEvent::SessionState {
+            session_id: "s".into(),
+            state: SessionStatus::Idle,
+            last_active_at: "2026-01-01T00:00:00.000Z".into(),
+            has_trace: true,
+        };
+        assert_eq!(
+            st.to_json(),
+            r#"{"type":"session_state","sessionId":"s","state":"idle","lastActiveAt":"2026-01-01T00:00:00.000Z","hasTrace":true}"#
+        );
+        let created = ServerEvent::SessionCreated {
+            project_id: "p".into(),
+            agent_id: "a".into(),
+            session_id: "c".into(),
+            source: "subagent".into(),
+        };
+        assert_eq!(
+            created.to_json(),
+            r#"{"type":"session_created","projectId":"p","agentId":"a","sessionId":"c","source":"subagent"}"#
+        );
+        let title = ServerEvent::SessionTitle {
+            session_id: "s".into(),
+            title: "t".into(),
+        };
+        assert_eq!(
+            title.to_json(),
+            r#"{"type":"session_title","sessionId":"s","title":"t"}"#
+        );
+
+        let call = build::tool_call("bash", "{}", "c1", StopReason::Completed, None);
+        let req = ServerEvent::ApprovalRequest(ApprovalRequest {
+            tool_call: call.clone(),
+            origin: Some(vec!["child".into()]),
+        });
+        let json = req.to_json();
+        assert!(json.starts_with(r#"{"type":"approval_request","toolCall":{"timestamp":"#));
+        assert!(json.ends_with(r#","origin":["child"]}"#));
+        for ev in [ts, req, st, created, title, ServerEvent::ResyncRequired] {
+            let back: ServerEvent = serde_json::from_str(&ev.to_json()).unwrap();
+            assert_eq!(back, ev);
+        }
+    }
+}

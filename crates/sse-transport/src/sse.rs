@@ -1,0 +1,292 @@
+//! The SSE adapter (§5.2): wire encoding, heartbeat, and an axum response.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::Response;
+use futures_core::Stream;
+use tokio::time::{Instant, Interval, MissedTickBehavior};
+
+use crate::channel::{Channel, Subscription};
+use crate::event::{ServerEvent, SseEvent};
+
+/// The reference's heartbeat interval.
+pub const HEARTBEAT: Duration = Duration::from_secs(20);
+
+/// The heartbeat comment.
+pub const PING: &[u8] = b": ping\n\n";
+
+/// Settings of an SSE response.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SseConfig {
+    /// Time between `: ping` comments (reference: 20 s).
+    pub heartbeat: Duration,
+}
+
+impl Default for SseConfig {
+    fn default() -> Self {
+        SseConfig {
+            heartbeat: HEARTBEAT,
+        }
+    }
+}
+
+/// Appends one event in the reference's field order: `event:` (server events only), `data:`,
+/// `id:`, blank line.
+///
+/// Data is single-line JSON in practice; should it ever contain line breaks, each line gets its
+/// own `data:` field so the event still parses as the same string.
+pub fn encode_event(ev: &SseEvent, out: &mut Vec<u8>) {
+    if let Some(name) = ev.event {
+        out.extend_from_slice(b"event: ");
+        out.extend_from_slice(name.as_bytes());
+        out.push(b'\n');
+    }
+    let data = ev.data.as_str();
+    if data.contains(['\n', '\r']) {
+        for line in data.split("\r\n").flat_map(|l| l.split(['\n', '\r'])) {
+            out.extend_from_slice(b"data: ");
+            out.extend_from_slice(line.as_bytes());
+            out.push(b'\n');
+        }
+    } else {
+        out.extend_from_slice(b"data: ");
+        out.extend_from_slice(data.as_bytes());
+        out.push(b'\n');
+    }
+    out.extend_from_slice(b"id: ");
+    out.extend_from_slice(ev.id.to_string().as_bytes());
+    out.extend_from_slice(b"\n\n");
+}
+
+/// The `Last-Event-ID` header, if present. A present but non-UTF-8 value is returned lossily, so
+/// it still counts as present (and misses), as `!== undefined` does in the reference.
+pub fn last_event_id(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get("last-event-id")
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+}
+
+// Many queued events are written as one chunk: a replay of thousands of events should not cost
+// thousands of writes. Bounded so one chunk never holds a large share of the replay buffer.
+const MAX_CHUNK_EVENTS: usize = 256;
+const MAX_CHUNK_BYTES: usize = 256 * 1024;
+
+/// A subscription encoded as SSE bytes, with heartbeats. Ends when the subscription ends.
+pub struct SseStream {
+    sub: Subscription,
+    period: Duration,
+    // Created on first poll: constructing an `Interval` needs a Tokio timer, and the stream may
+    // be built outside the runtime.
+    heartbeat: Option<Interval>,
+}
+
+impl std::fmt::Debug for SseStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SseStream")
+            .field("sub", &self.sub)
+            .field("period", &self.period)
+            .finish()
+    }
+}
+
+impl SseStream {
+    /// Encodes `sub`, pinging every `heartbeat`.
+    pub fn new(sub: Subscription, heartbeat: Duration) -> SseStream {
+        SseStream {
+            sub,
+            period: heartbeat,
+            heartbeat: None,
+        }
+    }
+
+    /// The underlying subscription.
+    pub fn subscription(&self) -> &Subscription {
+        &self.sub
+    }
+}
+
+impl Stream for SseStream {
+    type Item = Result<Bytes, Infallible>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        let mut buf = Vec::new();
+        let mut n = 0;
+        while n < MAX_CHUNK_EVENTS && buf.len() < MAX_CHUNK_BYTES {
+            match Pin::new(&mut this.sub).poll_next(cx) {
+                Poll::Ready(Some(ev)) => {
+                    encode_event(&ev, &mut buf);
+                    n += 1;
+                }
+                Poll::Ready(None) if n == 0 => return Poll::Ready(None),
+                // Flush what we have; the end is seen again on the next poll.
+                Poll::Ready(None) | Poll::Pending => break,
+            }
+        }
+        if n > 0 {
+            return Poll::Ready(Some(Ok(Bytes::from(buf))));
+        }
+        let period = this.period;
+        let hb = this.heartbeat.get_or_insert_with(|| {
+            let mut iv = tokio::time::interval_at(Instant::now() + period, period);
+            iv.set_missed_tick_behavior(MissedTickBehavior::Delay);
+            iv
+        });
+        match hb.poll_tick(cx) {
+            Poll::Ready(_) => Poll::Ready(Some(Ok(Bytes::from_static(PING)))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// Opens a stream on `channel` in the reference's setup order (subscribe; replay or
+/// `resync_required`; the initial events; then live, with heartbeats).
+///
+/// `initial` runs under the channel lock (see [`Channel::connect`]) so the snapshot it builds
+/// cannot be overtaken by a concurrent publish.
+pub fn open_stream(
+    channel: &Arc<Channel>,
+    last_event_id: Option<&str>,
+    initial: impl FnOnce() -> Vec<ServerEvent>,
+    config: &SseConfig,
+) -> SseStream {
+    SseStream::new(channel.connect(last_event_id, initial), config.heartbeat)
+}
+
+/// Wraps an [`SseStream`] in a `text/event-stream` response with `Cache-Control: no-cache` and
+/// `X-Accel-Buffering: no`.
+pub fn into_response(stream: SseStream) -> Response {
+    let mut res = Response::new(Body::from_stream(stream));
+    *res.status_mut() = StatusCode::OK;
+    let h = res.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    res
+}
+
+/// A complete SSE response for a channel: [`open_stream`] + [`into_response`].
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use axum::{extract::State, http::HeaderMap, routing::get, Router};
+/// use penguin_sse_transport::{sse_response, last_event_id, Channel, ChannelConfig, ServerEvent, SseConfig};
+///
+/// async fn stream(State(ch): State<Arc<Channel>>, headers: HeaderMap) -> axum::response::Response {
+///     sse_response(&ch, last_event_id(&headers).as_deref(), vec![ServerEvent::Hello], &SseConfig::default())
+/// }
+/// let app: Router = Router::new().route("/stream", get(stream)).with_state(Channel::new(ChannelConfig::default()));
+/// ```
+pub fn sse_response(
+    channel: &Arc<Channel>,
+    last_event_id: Option<&str>,
+    initial: Vec<ServerEvent>,
+    config: &SseConfig,
+) -> Response {
+    into_response(open_stream(channel, last_event_id, || initial, config))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::channel::ChannelConfig;
+    use crate::event::{Epoch, EventData, EventId, SERVER_EVENT};
+    use futures::StreamExt;
+
+    #[test]
+    fn wire_format_matches_the_reference_field_order() {
+        let mut out = Vec::new();
+        let id = EventId {
+            epoch: Epoch::from_u32(0xab),
+            seq: 7,
+        };
+        encode_event(
+            &SseEvent {
+                id,
+                event: Some(SERVER_EVENT),
+                data: EventData::Text(r#"{"type":"hello"}"#.into()),
+            },
+            &mut out,
+        );
+        encode_event(
+            &SseEvent {
+                id,
+                event: None,
+                data: EventData::Text("{}".into()),
+            },
+            &mut out,
+        );
+        encode_event(
+            &SseEvent {
+                id,
+                event: None,
+                data: EventData::Text("a\nb\r\nc".into()),
+            },
+            &mut out,
+        );
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "event: server_event\ndata: {\"type\":\"hello\"}\nid: 000000ab-7\n\n\
+             data: {}\nid: 000000ab-7\n\n\
+             data: a\ndata: b\ndata: c\nid: 000000ab-7\n\n"
+        );
+    }
+
+    #[test]
+    fn last_event_id_header_presence_is_what_counts() {
+        let mut h = HeaderMap::new();
+        assert_eq!(last_event_id(&h), None);
+        h.insert("Last-Event-ID", HeaderValue::from_static(""));
+        assert_eq!(last_event_id(&h).as_deref(), Some(""));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn heartbeat_fires_on_the_configured_period_only_when_idle() {
+        let ch = Channel::with_epoch(Epoch::from_u32(1), ChannelConfig::default());
+        let cfg = SseConfig {
+            heartbeat: Duration::from_secs(20),
+        };
+        let mut s = open_stream(&ch, None, || vec![ServerEvent::Hello], &cfg);
+        let first = s.next().await.unwrap().unwrap();
+        assert!(first.starts_with(b"event: server_event\n"));
+        let start = Instant::now();
+        // Paused time: the runtime jumps straight to the next timer, so this observes exactly
+        // when the ping is due.
+        let ping = s.next().await.unwrap().unwrap();
+        assert_eq!(&ping[..], PING);
+        assert_eq!(start.elapsed(), Duration::from_secs(20));
+        ch.publish(EventData::Text("{}".into()), None);
+        assert_eq!(
+            &s.next().await.unwrap().unwrap()[..],
+            b"data: {}\nid: 00000001-2\n\n"
+        );
+        let ping = s.next().await.unwrap().unwrap();
+        assert_eq!(&ping[..], PING);
+        assert_eq!(start.elapsed(), Duration::from_secs(40));
+    }
+
+    #[tokio::test]
+    async fn queued_events_are_batched_and_the_stream_ends_when_closed() {
+        let ch = Channel::with_epoch(Epoch::from_u32(1), ChannelConfig::default());
+        for _ in 0..3 {
+            ch.publish(EventData::Text("{}".into()), None);
+        }
+        let mut s = open_stream(&ch, Some("00000001-0"), Vec::new, &SseConfig::default());
+        let chunk = s.next().await.unwrap().unwrap();
+        assert_eq!(
+            &chunk[..],
+            b"data: {}\nid: 00000001-1\n\ndata: {}\nid: 00000001-2\n\ndata: {}\nid: 00000001-3\n\n"
+        );
+        ch.close();
+        assert!(s.next().await.is_none());
+    }
+}
