@@ -46,6 +46,19 @@
 //! `cargo bench -p penguin-trace-store` (the `trace_bench` target, plain `std::time::Instant`;
 //! it also times resuming a 100,000-record trace and reports its peak RSS).
 //!
+//! One run on the development VM (2 shared cores, virtio disk; records of a realistic turn mix,
+//! ~285 bytes on average, timed from the first `record` to the end of `flush`):
+//!
+//! | policy | records/s on disk | `record()` calls/s |
+//! |---|---|---|
+//! | `Never` | ~630,000 | ~2.9 M |
+//! | `AtCommit` (one fsync per 9-record turn) | ~24,000 | ~2.6 M |
+//! | `EveryRecord` | ~4,200 | ~4.4 M |
+//!
+//! `record()` stays in the microseconds whatever the policy: the fsync cost lands on the writer
+//! thread, not on the caller. Resuming a 100,000-record (28 MB) trace took ~0.5 s (0.39 s reading
+//! and parsing, 0.11 s replay) with a peak RSS of ~103 MB.
+//!
 //! ## Failures
 //!
 //! A failed append (disk full, permission denied, missing directory) is logged as

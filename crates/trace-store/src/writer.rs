@@ -19,10 +19,12 @@ use crate::paths::{local_date_dir, trace_file_path, TraceLocation};
 /// so a *process* crash (panic, SIGKILL, OOM kill) loses nothing that was appended: the data is in
 /// the kernel's page cache. The policies differ only for a *machine* crash or power loss.
 ///
-/// Costs (measured by `cargo bench -p penguin-trace-store`; see the crate docs): an `fsync` on a
-/// typical SSD costs from tens of microseconds up to several milliseconds, so `EveryRecord` caps
-/// throughput at a few hundred to a few thousand records per second, while `AtCommit` pays it
-/// about once per model request, which is negligible next to the request itself.
+/// Costs (measured by `cargo bench -p penguin-trace-store`; see the crate docs): an `fsync` costs
+/// from tens of microseconds up to several milliseconds depending on the disk (about 0.24 ms on
+/// the development VM), so `EveryRecord` caps throughput at a few hundred to a few thousand
+/// records per second, while `AtCommit` pays it about once per model request, which is
+/// negligible next to the request itself. The cost is paid on the writer thread; callers of
+/// [`Writer::record`] never wait for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Durability {
     /// Never fsync. A power loss can lose anything the OS had not written back yet (typically up
@@ -123,7 +125,8 @@ struct Counters {
 /// threads, the order in which they reached the channel).
 ///
 /// Dropping the last clone drains the queue and joins the thread, so nothing queued is lost on an
-/// orderly shutdown.
+/// orderly shutdown. That drop therefore waits for the pending appends; drop the last clone
+/// outside latency-sensitive code (or call [`flush`](Writer::flush) first to bound the wait).
 #[derive(Clone, Debug)]
 pub struct Writer {
     shared: Arc<Shared>,
