@@ -1,5 +1,6 @@
 //! Reading traces (§3.4): tolerant by default, strict for imports.
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use penguin_omni_protocol::OmniMessage;
@@ -68,54 +69,101 @@ pub(crate) fn parse_line(bytes: &[u8]) -> Result<OmniMessage, String> {
     OmniMessage::from_json(text).map_err(|e| e.to_string())
 }
 
+/// Classifies lines one at a time. A malformed line is held back until another non-empty line
+/// arrives, because only then is it known not to be the last one (a crash artifact).
+struct LineSink<'a> {
+    mode: ReadMode,
+    source: &'a Path,
+    out: TraceRead,
+    held: Option<SkippedLine>,
+}
+
+impl<'a> LineSink<'a> {
+    fn new(mode: ReadMode, source: &'a Path) -> Self {
+        LineSink {
+            mode,
+            source,
+            out: TraceRead::default(),
+            held: None,
+        }
+    }
+
+    fn push(&mut self, number: usize, bytes: &[u8]) -> Result<(), TraceError> {
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(());
+        }
+        if let Some(prev) = self.held.take() {
+            if self.mode == ReadMode::Strict {
+                return Err(TraceError::Malformed {
+                    path: self.source.to_path_buf(),
+                    line: prev.line,
+                    message: prev.error,
+                });
+            }
+            self.out.skipped.push(prev);
+        }
+        match parse_line(bytes) {
+            Ok(m) => {
+                self.out.messages.push(m);
+                self.out.line_numbers.push(number);
+            }
+            Err(error) => {
+                self.held = Some(SkippedLine {
+                    line: number,
+                    error,
+                })
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> TraceRead {
+        self.out.torn_tail = self.held;
+        self.out
+    }
+}
+
 /// Parses trace content (`parseTraceLines`). `source` only names the file in errors.
 pub fn parse_trace_lines(
     content: &[u8],
     mode: ReadMode,
     source: &Path,
 ) -> Result<TraceRead, TraceError> {
-    let lines = raw_lines(content);
-    let last = lines.len().saturating_sub(1);
-    let mut out = TraceRead {
-        messages: Vec::with_capacity(lines.len()),
-        line_numbers: Vec::with_capacity(lines.len()),
-        ..TraceRead::default()
-    };
-    for (i, line) in lines.iter().enumerate() {
-        match parse_line(line.bytes) {
-            Ok(m) => {
-                out.messages.push(m);
-                out.line_numbers.push(line.number);
-            }
-            Err(error) if i == last => {
-                out.torn_tail = Some(SkippedLine {
-                    line: line.number,
-                    error,
-                })
-            }
-            Err(message) if mode == ReadMode::Strict => {
-                return Err(TraceError::Malformed {
-                    path: source.to_path_buf(),
-                    line: line.number,
-                    message,
-                })
-            }
-            Err(error) => out.skipped.push(SkippedLine {
-                line: line.number,
-                error,
-            }),
-        }
+    let mut sink = LineSink::new(mode, source);
+    for (i, line) in content.split(|&b| b == b'\n').enumerate() {
+        sink.push(i + 1, line)?;
     }
-    Ok(out)
+    Ok(sink.finish())
 }
 
-/// Reads and parses a trace file.
+/// Reads and parses a trace file, one line at a time (memory is bounded by the records, not the
+/// file).
 ///
 /// In tolerant mode, skipped middle lines are logged once (`tracing::warn!`), in the reference's
 /// words: `[trace] skipped K malformed line(s) [l1, l2, …] in <path>`.
 pub fn read_trace(path: &Path, mode: ReadMode) -> Result<TraceRead, TraceError> {
-    let content = std::fs::read(path).map_err(|e| TraceError::io(path, e))?;
-    let read = parse_trace_lines(&content, mode, path)?;
+    let file = std::fs::File::open(path).map_err(|e| TraceError::io(path, e))?;
+    let mut reader = BufReader::with_capacity(1 << 16, file);
+    let mut sink = LineSink::new(mode, path);
+    let mut line = Vec::new();
+    let mut number = 0;
+    loop {
+        line.clear();
+        let n = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| TraceError::io(path, e))?;
+        if n == 0 {
+            break;
+        }
+        number += 1;
+        let bytes = line.strip_suffix(b"\n").unwrap_or(&line);
+        sink.push(number, bytes)?;
+        if line.capacity() > 1 << 20 {
+            // Do not keep a multi-megabyte record's buffer for the rest of the file.
+            line = Vec::new();
+        }
+    }
+    let read = sink.finish();
     if !read.skipped.is_empty() {
         tracing::warn!("{}", skipped_diagnostic(&read.skipped, path));
     }
