@@ -46,18 +46,20 @@
 //! `cargo bench -p penguin-trace-store` (the `trace_bench` target, plain `std::time::Instant`;
 //! it also times resuming a 100,000-record trace and reports its peak RSS).
 //!
-//! One run on the development VM (2 shared cores, virtio disk; records of a realistic turn mix,
-//! ~285 bytes on average, timed from the first `record` to the end of `flush`):
+//! Two runs on the development VM (2 cores and a virtio disk shared with other builds, so fsync
+//! latency is noisy; records of a realistic turn mix, ~285 bytes on average, timed from the
+//! first `record` to the end of `flush`):
 //!
 //! | policy | records/s on disk | `record()` calls/s |
 //! |---|---|---|
-//! | `Never` | ~630,000 | ~2.9 M |
-//! | `AtCommit` (one fsync per 9-record turn) | ~24,000 | ~2.6 M |
-//! | `EveryRecord` | ~4,200 | ~4.4 M |
+//! | `Never` | 490,000 – 630,000 | 2.5 – 2.9 M |
+//! | `AtCommit` (one fsync per 9-record turn) | 2,700 – 24,000 | 1.2 – 2.6 M |
+//! | `EveryRecord` | 4,100 – 4,400 | 4.2 – 4.4 M |
 //!
-//! `record()` stays in the microseconds whatever the policy: the fsync cost lands on the writer
-//! thread, not on the caller. Resuming a 100,000-record (28 MB) trace took ~0.5 s (0.39 s reading
-//! and parsing, 0.11 s replay) with a peak RSS of ~103 MB.
+//! `record()` stays in the microseconds whatever the policy (its rare multi-millisecond
+//! outliers are scheduler preemption on the shared cores): the fsync cost lands on the writer
+//! thread, not on the caller. Resuming a 100,000-record (28 MB) trace took 0.3 – 0.5 s
+//! (reading and parsing about three quarters of it) with a peak RSS of ~100 MB.
 //!
 //! ## Failures
 //!
