@@ -1,0 +1,267 @@
+//! `penguin trace check`: structural checks of a trace file.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use penguin_omni_protocol::{Body, EventPayload, ModelPayload, StopReason};
+
+use crate::reader::{parse_line, raw_lines};
+
+/// How serious a [`Problem`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    /// Expected after a crash (torn last line, request or tool still open at the end).
+    Warning,
+    /// The file breaks an invariant the writer guarantees.
+    Error,
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        })
+    }
+}
+
+/// One finding, printed as `file:line: severity: message`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// The trace file.
+    pub path: PathBuf,
+    /// 1-based line, when the problem is about one line.
+    pub line: Option<usize>,
+    /// Warning or error.
+    pub severity: Severity,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(l) => write!(
+                f,
+                "{}:{l}: {}: {}",
+                self.path.display(),
+                self.severity,
+                self.message
+            ),
+            None => write!(
+                f,
+                "{}: {}: {}",
+                self.path.display(),
+                self.severity,
+                self.message
+            ),
+        }
+    }
+}
+
+struct CallInfo {
+    line: usize,
+    /// The request that produced it completed.
+    committed: bool,
+    answers: Vec<usize>,
+    /// A request_begin followed the commit, so the engine had waited for every output.
+    superseded: bool,
+    /// An abort came between the commit and the next request: a call still awaiting approval
+    /// never runs, and its placeholder lives only in the carry-over, which is never written.
+    aborted: bool,
+}
+
+/// Checks one trace file; an empty result means it is sound.
+///
+/// - every line parses (a torn **last** line is a warning: a crash artifact);
+/// - only recordable messages (no partials, no origin-tagged records);
+/// - `request_begin`/`request_end` alternate (a request still open at the end is a warning);
+/// - every committed `tool_call` is answered exactly once by a `tool_call_output` after it
+///   (missing outputs of the last turn are a warning: the process may have died with tools
+///   running).
+pub fn check_trace(path: &Path) -> Vec<Problem> {
+    let problem = |line: Option<usize>, severity, message: String| Problem {
+        path: path.to_path_buf(),
+        line,
+        severity,
+        message,
+    };
+    let content = match std::fs::read(path) {
+        Ok(c) => c,
+        Err(e) => return vec![problem(None, Severity::Error, format!("cannot read: {e}"))],
+    };
+    let mut problems = Vec::new();
+    let lines = raw_lines(&content);
+    let last = lines.len().saturating_sub(1);
+
+    let mut open_request: Option<usize> = None;
+    let mut request_calls: Vec<String> = Vec::new();
+    let mut calls: HashMap<String, CallInfo> = HashMap::new();
+    let mut call_order: Vec<String> = Vec::new();
+    // Committed calls whose turn has not been followed by a new request yet.
+    let mut awaiting: Vec<String> = Vec::new();
+
+    for (i, raw) in lines.iter().enumerate() {
+        let n = raw.number;
+        let msg = match parse_line(raw.bytes) {
+            Ok(m) => m,
+            Err(e) if i == last => {
+                problems.push(problem(
+                    Some(n),
+                    Severity::Warning,
+                    format!(
+                        "torn last line (a write cut short by a crash; resume ignores it): {e}"
+                    ),
+                ));
+                continue;
+            }
+            Err(e) => {
+                problems.push(problem(
+                    Some(n),
+                    Severity::Error,
+                    format!("malformed record: {e}"),
+                ));
+                continue;
+            }
+        };
+        if msg.has_origin() {
+            problems.push(problem(
+                Some(n),
+                Severity::Error,
+                format!(
+                    "{} carries an origin; child-session messages belong in the child's trace",
+                    msg.payload_type()
+                ),
+            ));
+            continue;
+        }
+        if msg.is_partial() {
+            problems.push(problem(
+                Some(n),
+                Severity::Error,
+                format!(
+                    "{} is a streaming fragment; partials are never recorded",
+                    msg.payload_type()
+                ),
+            ));
+            continue;
+        }
+        match &msg.body {
+            Body::Event(EventPayload::RequestBegin) => {
+                if let Some(open) = open_request {
+                    problems.push(problem(
+                        Some(n),
+                        Severity::Error,
+                        format!("request_begin while the request begun at line {open} has no request_end"),
+                    ));
+                }
+                for id in awaiting.drain(..) {
+                    if let Some(c) = calls.get_mut(&id) {
+                        c.superseded = true;
+                    }
+                }
+                open_request = Some(n);
+                request_calls.clear();
+            }
+            Body::Event(EventPayload::RequestEnd { status, .. }) => {
+                if open_request.take().is_none() {
+                    problems.push(problem(
+                        Some(n),
+                        Severity::Error,
+                        "request_end without a request_begin".into(),
+                    ));
+                } else if *status == StopReason::Completed {
+                    for id in request_calls.drain(..) {
+                        if let Some(c) = calls.get_mut(&id) {
+                            c.committed = true;
+                            awaiting.push(id);
+                        }
+                    }
+                }
+                request_calls.clear();
+            }
+            Body::Event(EventPayload::Abort { .. }) => {
+                for id in &awaiting {
+                    if let Some(c) = calls.get_mut(id) {
+                        c.aborted = true;
+                    }
+                }
+            }
+            Body::Model(ModelPayload::ToolCall(tc)) => {
+                let completed = tc.stop_reason.is_none_or(|s| s == StopReason::Completed);
+                if calls.contains_key(&tc.tool_call_id) {
+                    problems.push(problem(
+                        Some(n),
+                        Severity::Error,
+                        format!("tool_call id {:?} is used twice", tc.tool_call_id),
+                    ));
+                } else {
+                    calls.insert(
+                        tc.tool_call_id.clone(),
+                        CallInfo {
+                            line: n,
+                            committed: false,
+                            answers: Vec::new(),
+                            superseded: false,
+                            aborted: false,
+                        },
+                    );
+                    call_order.push(tc.tool_call_id.clone());
+                    if completed && open_request.is_some() {
+                        request_calls.push(tc.tool_call_id.clone());
+                    }
+                }
+            }
+            Body::Model(ModelPayload::ToolCallOutput(o)) => match calls.get_mut(&o.tool_call_id) {
+                Some(c) => c.answers.push(n),
+                None => problems.push(problem(
+                    Some(n),
+                    Severity::Warning,
+                    format!(
+                        "tool_call_output for {:?}, which no earlier tool_call in this file made",
+                        o.tool_call_id
+                    ),
+                )),
+            },
+            _ => {}
+        }
+    }
+    if let Some(open) = open_request {
+        problems.push(problem(
+            Some(open),
+            Severity::Warning,
+            "request never ended (the process stopped mid-request; resume drops it)".into(),
+        ));
+    }
+    for id in &call_order {
+        let c = &calls[id];
+        if !c.committed {
+            continue;
+        }
+        match c.answers.len() {
+            1 => {}
+            0 if !c.superseded || c.aborted => problems.push(problem(
+                Some(c.line),
+                Severity::Warning,
+                format!("tool_call {id:?} has no output (the run ended or the process stopped first; resume adds a placeholder)"),
+            )),
+            0 => problems.push(problem(
+                Some(c.line),
+                Severity::Error,
+                format!("committed tool_call {id:?} has no tool_call_output"),
+            )),
+            k => problems.push(problem(
+                Some(c.answers[1]),
+                Severity::Error,
+                format!(
+                    "committed tool_call {id:?} (line {}) is answered {k} times (lines {})",
+                    c.line,
+                    c.answers.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")
+                ),
+            )),
+        }
+    }
+    problems.sort_by_key(|p| (p.line.unwrap_or(0), p.severity));
+    problems
+}

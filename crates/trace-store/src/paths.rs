@@ -1,0 +1,236 @@
+//! Where traces live (§3.1) and how sessions are named and found.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::error::TraceError;
+use crate::reader::{read_trace, ReadMode};
+
+/// The data root: `$PENGUIN_HOME`, or `~/.penguin/data` when it is unset or empty.
+///
+/// Falls back to a relative `.penguin/data` only when no home directory is known, so a
+/// misconfigured environment still writes somewhere visible rather than failing.
+pub fn data_root() -> PathBuf {
+    if let Some(home) = std::env::var_os("PENGUIN_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(home);
+    }
+    let home = std::env::var_os("HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    home.join(".penguin").join("data")
+}
+
+/// The traces of one agent: `<root>/<project>/agents/<agent>/traces`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceLocation {
+    /// The data root (see [`data_root`]).
+    pub root: PathBuf,
+    /// Project name.
+    pub project: String,
+    /// Agent id.
+    pub agent: String,
+}
+
+impl TraceLocation {
+    /// A location under an explicit root.
+    pub fn new(
+        root: impl Into<PathBuf>,
+        project: impl Into<String>,
+        agent: impl Into<String>,
+    ) -> Self {
+        TraceLocation {
+            root: root.into(),
+            project: project.into(),
+            agent: agent.into(),
+        }
+    }
+
+    /// A location under [`data_root`].
+    pub fn from_env(project: impl Into<String>, agent: impl Into<String>) -> Self {
+        TraceLocation::new(data_root(), project, agent)
+    }
+
+    /// `<root>/<project>/agents/<agent>/traces`.
+    pub fn traces_dir(&self) -> PathBuf {
+        self.root
+            .join(&self.project)
+            .join("agents")
+            .join(&self.agent)
+            .join("traces")
+    }
+
+    /// The file of `session_id` at `index` in the date directory `date_dir` (`yyyy-mm-dd`).
+    pub fn trace_file(&self, date_dir: &str, session_id: &str, index: u32) -> PathBuf {
+        trace_file_path(&self.traces_dir(), date_dir, session_id, index)
+    }
+}
+
+/// `<traces_dir>/<date_dir>/<session_id>_<NNN>.jsonl`.
+pub fn trace_file_path(traces_dir: &Path, date_dir: &str, session_id: &str, index: u32) -> PathBuf {
+    traces_dir
+        .join(date_dir)
+        .join(trace_file_name(session_id, index))
+}
+
+/// `<session_id>_<NNN>.jsonl`, the index zero-padded to three digits.
+pub fn trace_file_name(session_id: &str, index: u32) -> String {
+    format!("{session_id}_{index:03}.jsonl")
+}
+
+/// Today's local date as a date-directory name, `yyyy-mm-dd`.
+pub fn local_date_dir() -> String {
+    chrono::Local::now().format("%Y-%m-%d").to_string()
+}
+
+/// A fresh session id, `session-YYYY-MM-DD-HH-mm-ss-<8hex>`, in local time.
+pub fn new_session_id() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    // RandomState is seeded from the OS once per process and perturbed per instance; mixing in
+    // the clock, pid and a counter keeps ids distinct across processes started in the same second
+    // without pulling in a random-number crate.
+    let mut h = RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    h.write_u32(std::process::id());
+    h.write_u128(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    let hex = h.finish() as u32;
+    format!(
+        "session-{}-{hex:08x}",
+        chrono::Local::now().format("%Y-%m-%d-%H-%M-%S")
+    )
+}
+
+/// A trace file found on disk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocatedTrace {
+    /// The file.
+    pub path: PathBuf,
+    /// Its date directory name (`yyyy-mm-dd`).
+    pub date_dir: String,
+    /// Its index (`NNN`).
+    pub index: u32,
+}
+
+/// Splits `<id>_<NNN>.jsonl` into `(id, index)`. Three or more digits are accepted so an index
+/// past 999 (which `{:03}` renders with four digits) is still found.
+fn parse_file_name(name: &str) -> Option<(&str, u32)> {
+    let stem = name.strip_suffix(".jsonl")?;
+    let (id, digits) = stem.rsplit_once('_')?;
+    if id.is_empty() || digits.len() < 3 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((id, digits.parse().ok()?))
+}
+
+fn sorted_entries(dir: &Path, want_dirs: bool) -> Result<Vec<(String, PathBuf)>, TraceError> {
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(TraceError::io(dir, e)),
+    };
+    let mut out = Vec::new();
+    for entry in rd {
+        let entry = entry.map_err(|e| TraceError::io(dir, e))?;
+        let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
+        if is_dir != want_dirs {
+            continue;
+        }
+        if let Some(name) = entry.file_name().to_str() {
+            out.push((name.to_owned(), entry.path()));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The highest-index file of `session_id` across every date directory (`findLatestTraceFile`).
+pub fn find_latest_trace_file(
+    traces_dir: &Path,
+    session_id: &str,
+) -> Result<Option<LocatedTrace>, TraceError> {
+    let mut best: Option<LocatedTrace> = None;
+    for (date_dir, dir_path) in sorted_entries(traces_dir, true)? {
+        for (name, path) in sorted_entries(&dir_path, false)? {
+            let Some((id, index)) = parse_file_name(&name) else {
+                continue;
+            };
+            if id == session_id && best.as_ref().is_none_or(|b| index > b.index) {
+                best = Some(LocatedTrace {
+                    path,
+                    date_dir: date_dir.clone(),
+                    index,
+                });
+            }
+        }
+    }
+    Ok(best)
+}
+
+/// The session of the newest trace file holding at least one record besides session_meta
+/// (`latestSessionId`): date directories newest first, files in descending name order.
+pub fn latest_session_id(traces_dir: &Path) -> Result<Option<String>, TraceError> {
+    for (_, dir_path) in sorted_entries(traces_dir, true)?.into_iter().rev() {
+        for (name, path) in sorted_entries(&dir_path, false)?.into_iter().rev() {
+            let Some((id, _)) = parse_file_name(&name) else {
+                continue;
+            };
+            let read = read_trace(&path, ReadMode::Tolerant)?;
+            if read.messages.iter().any(|m| !m.is_session_meta()) {
+                return Ok(Some(id.to_owned()));
+            }
+        }
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_round_trip() {
+        assert_eq!(trace_file_name("session-x", 7), "session-x_007.jsonl");
+        assert_eq!(
+            parse_file_name("session-x_007.jsonl"),
+            Some(("session-x", 7))
+        );
+        assert_eq!(parse_file_name("a_b_1000.jsonl"), Some(("a_b", 1000)));
+        assert_eq!(parse_file_name("session-x_07.jsonl"), None);
+        assert_eq!(parse_file_name("session-x_007.json"), None);
+        assert_eq!(parse_file_name("_007.jsonl"), None);
+    }
+
+    #[test]
+    fn session_ids_have_the_reference_shape() {
+        let a = new_session_id();
+        let b = new_session_id();
+        assert_ne!(a, b);
+        // session-YYYY-MM-DD-HH-mm-ss-xxxxxxxx
+        assert_eq!(a.len(), "session-2026-07-18-03-10-22-0123abcd".len(), "{a}");
+        let hex = a.rsplit('-').next().unwrap();
+        assert!(
+            hex.len() == 8 && hex.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{a}"
+        );
+        let fields: Vec<&str> = a.split('-').collect();
+        assert_eq!(fields.len(), 8, "{a}");
+        assert_eq!(fields[0], "session");
+    }
+
+    #[test]
+    fn layout() {
+        let loc = TraceLocation::new("/r", "proj", "ag");
+        assert_eq!(
+            loc.trace_file("2026-07-18", "s", 1),
+            PathBuf::from("/r/proj/agents/ag/traces/2026-07-18/s_001.jsonl")
+        );
+    }
+}

@@ -1,0 +1,602 @@
+//! The append-only trace writer (§3.3).
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use penguin_omni_protocol::{EventPayload, Frame, OmniMessage};
+
+use crate::error::TraceError;
+use crate::paths::{local_date_dir, trace_file_path, TraceLocation};
+
+/// When the writer asks the OS to put records on stable storage (`fsync`).
+///
+/// Every policy appends each record with one `write(2)` as soon as the writer thread reaches it,
+/// so a *process* crash (panic, SIGKILL, OOM kill) loses nothing that was appended: the data is in
+/// the kernel's page cache. The policies differ only for a *machine* crash or power loss.
+///
+/// Costs (measured by `cargo bench -p penguin-trace-store`; see the crate docs): an `fsync` costs
+/// from tens of microseconds up to several milliseconds depending on the disk (about 0.24 ms on
+/// the development VM), so `EveryRecord` caps throughput at a few hundred to a few thousand
+/// records per second, while `AtCommit` pays it about once per model request, which is
+/// negligible next to the request itself. The cost is paid on the writer thread; callers of
+/// [`Writer::record`] never wait for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Never fsync. A power loss can lose anything the OS had not written back yet (typically up
+    /// to ~30 s). Fastest; fine for tests and throwaway sessions.
+    Never,
+    /// fsync after each `request_end` and `abort`, and after `compaction_end` (a completed one
+    /// closes the context that resume rebuilds from). A committed turn survives a power loss;
+    /// only the in-flight turn's records can be lost, and resume drops an uncommitted turn anyway.
+    #[default]
+    AtCommit,
+    /// fsync after every record. Nothing acknowledged by the writer thread is ever lost, at the
+    /// price of one fsync per record.
+    EveryRecord,
+}
+
+impl Durability {
+    fn syncs_after(self, msg: &OmniMessage) -> bool {
+        match self {
+            Durability::Never => false,
+            Durability::EveryRecord => true,
+            Durability::AtCommit => matches!(
+                msg.event(),
+                Some(
+                    EventPayload::RequestEnd { .. }
+                        | EventPayload::Abort { .. }
+                        | EventPayload::CompactionEnd { .. }
+                )
+            ),
+        }
+    }
+}
+
+/// Everything a [`Writer`] needs to know.
+#[derive(Clone, Debug)]
+pub struct WriterConfig {
+    /// `<root>/<project>/agents/<agent>/traces`.
+    pub traces_dir: PathBuf,
+    /// The session whose files are written.
+    pub session_id: String,
+    /// The date directory (`yyyy-mm-dd`). Fixed for the Writer's lifetime: rotated files stay
+    /// next to the first one.
+    pub date_dir: String,
+    /// The first file index (`NNN`); 1 for a new session, the located index on resume.
+    pub start_index: u32,
+    /// The fsync policy.
+    pub durability: Durability,
+}
+
+impl WriterConfig {
+    /// A new session: today's local date, index 1, [`Durability::AtCommit`].
+    pub fn new(traces_dir: impl Into<PathBuf>, session_id: impl Into<String>) -> Self {
+        WriterConfig {
+            traces_dir: traces_dir.into(),
+            session_id: session_id.into(),
+            date_dir: local_date_dir(),
+            start_index: 1,
+            durability: Durability::default(),
+        }
+    }
+
+    /// Sets the date directory.
+    pub fn date_dir(mut self, date_dir: impl Into<String>) -> Self {
+        self.date_dir = date_dir.into();
+        self
+    }
+
+    /// Sets the first index.
+    pub fn start_index(mut self, index: u32) -> Self {
+        self.start_index = index;
+        self
+    }
+
+    /// Sets the fsync policy.
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+}
+
+enum Command {
+    Record(Frame),
+    Rotate,
+    Flush(Sender<io::Result<()>>),
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    failed_writes: AtomicU64,
+    failed_syncs: AtomicU64,
+    written: AtomicU64,
+}
+
+/// The append-only writer of one session's trace.
+///
+/// Cheap to clone (all clones share one writer thread) and `Send + Sync`. Records are appended by
+/// a dedicated thread fed through a channel, so [`record`](Writer::record) never blocks on I/O
+/// and may be called while holding a lock; record order is call order (for calls from different
+/// threads, the order in which they reached the channel).
+///
+/// Dropping the last clone drains the queue and joins the thread, so nothing queued is lost on an
+/// orderly shutdown. That drop therefore waits for the pending appends; drop the last clone
+/// outside latency-sensitive code (or call [`flush`](Writer::flush) first to bound the wait).
+#[derive(Clone, Debug)]
+pub struct Writer {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    tx: Option<Sender<Command>>,
+    thread: Option<JoinHandle<()>>,
+    counters: Arc<Counters>,
+    index: AtomicU32,
+    traces_dir: PathBuf,
+    date_dir: String,
+    session_id: String,
+    durability: Durability,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // Closing the channel lets the thread finish what is queued and exit.
+        drop(self.tx.take());
+        if let Some(t) = self.thread.take() {
+            if t.join().is_err() {
+                tracing::warn!("[trace] writer thread panicked");
+            }
+        }
+    }
+}
+
+impl Writer {
+    /// A writer for a new session under `location`, today's date, index 1.
+    pub fn create(
+        location: &TraceLocation,
+        session_id: &str,
+        durability: Durability,
+    ) -> Result<Writer, TraceError> {
+        Writer::open(WriterConfig::new(location.traces_dir(), session_id).durability(durability))
+    }
+
+    /// A writer for an explicit configuration. Nothing touches the disk until the first record.
+    pub fn open(config: WriterConfig) -> Result<Writer, TraceError> {
+        let (tx, rx) = mpsc::channel();
+        let counters = Arc::new(Counters::default());
+        let worker = Worker {
+            traces_dir: config.traces_dir.clone(),
+            date_dir: config.date_dir.clone(),
+            session_id: config.session_id.clone(),
+            index: config.start_index,
+            durability: config.durability,
+            file: None,
+            probed_index: None,
+            torn: false,
+            dirty: false,
+            buf: Vec::new(),
+            counters: counters.clone(),
+        };
+        let thread = std::thread::Builder::new()
+            .name(format!("trace-writer-{}", config.session_id))
+            .spawn(move || worker.run(rx))
+            .map_err(TraceError::Spawn)?;
+        Ok(Writer {
+            shared: Arc::new(Shared {
+                tx: Some(tx),
+                thread: Some(thread),
+                counters,
+                index: AtomicU32::new(config.start_index),
+                traces_dir: config.traces_dir,
+                date_dir: config.date_dir,
+                session_id: config.session_id,
+                durability: config.durability,
+            }),
+        })
+    }
+
+    fn send(&self, cmd: Command) -> bool {
+        self.shared
+            .tx
+            .as_ref()
+            .is_some_and(|tx| tx.send(cmd).is_ok())
+    }
+
+    /// Queues `frame` for appending, if it is recordable (§3.2); returns whether it was queued.
+    ///
+    /// Never blocks on I/O: the frame (a reference-counted handle) is handed to the writer
+    /// thread. A later write failure is logged and counted, never returned here.
+    pub fn record(&self, frame: &Frame) -> bool {
+        if !frame.message().is_recordable() {
+            return false;
+        }
+        let queued = self.send(Command::Record(frame.clone()));
+        if !queued {
+            self.shared
+                .counters
+                .failed_writes
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::warn!("[trace] write failed: the writer thread has stopped");
+        }
+        queued
+    }
+
+    /// [`record`](Writer::record) for a message that has no frame yet.
+    pub fn record_message(&self, msg: OmniMessage) -> bool {
+        self.record(&Frame::new(msg))
+    }
+
+    /// Queues a rotation: records queued after this call go to the file at `index + 1`.
+    /// Nothing is created until a record arrives, so a rotation followed by nothing leaves no
+    /// empty file.
+    pub fn rotate(&self) {
+        self.shared.index.fetch_add(1, Ordering::SeqCst);
+        if !self.send(Command::Rotate) {
+            tracing::warn!("[trace] rotate failed: the writer thread has stopped");
+        }
+    }
+
+    /// Blocks until everything queued before this call has been appended and, unless the policy
+    /// is [`Durability::Never`], fsynced.
+    ///
+    /// Returns an error only when the fsync failed or the writer thread is gone; failed appends
+    /// are reported through [`failed_writes`](Writer::failed_writes).
+    pub fn flush(&self) -> io::Result<()> {
+        self.flush_handle().wait()
+    }
+
+    /// Queues a flush and returns at once; the handle completes when [`flush`](Writer::flush)
+    /// would have returned. An async caller can wait on it from a blocking task, or poll
+    /// [`FlushHandle::try_wait`].
+    pub fn flush_handle(&self) -> FlushHandle {
+        let (tx, rx) = mpsc::channel();
+        // When the send fails the sender is dropped with the command, so the handle reports the
+        // stopped thread instead of hanging.
+        self.send(Command::Flush(tx));
+        FlushHandle { rx }
+    }
+
+    /// Records that could not be appended (queue closed, open or write error) so far.
+    pub fn failed_writes(&self) -> u64 {
+        self.shared.counters.failed_writes.load(Ordering::Relaxed)
+    }
+
+    /// fsyncs that failed so far (the records were appended but may not survive a power loss).
+    pub fn failed_syncs(&self) -> u64 {
+        self.shared.counters.failed_syncs.load(Ordering::Relaxed)
+    }
+
+    /// Records appended so far.
+    pub fn written(&self) -> u64 {
+        self.shared.counters.written.load(Ordering::Relaxed)
+    }
+
+    /// The index that records queued now go to.
+    pub fn index(&self) -> u32 {
+        self.shared.index.load(Ordering::SeqCst)
+    }
+
+    /// The file that records queued now go to.
+    pub fn current_path(&self) -> PathBuf {
+        trace_file_path(
+            &self.shared.traces_dir,
+            &self.shared.date_dir,
+            &self.shared.session_id,
+            self.index(),
+        )
+    }
+
+    /// The session id.
+    pub fn session_id(&self) -> &str {
+        &self.shared.session_id
+    }
+
+    /// The date directory name.
+    pub fn date_dir(&self) -> &str {
+        &self.shared.date_dir
+    }
+
+    /// The fsync policy.
+    pub fn durability(&self) -> Durability {
+        self.shared.durability
+    }
+}
+
+/// A pending flush (see [`Writer::flush_handle`]).
+#[derive(Debug)]
+pub struct FlushHandle {
+    rx: Receiver<io::Result<()>>,
+}
+
+impl FlushHandle {
+    /// Blocks until the flush completed.
+    pub fn wait(self) -> io::Result<()> {
+        self.rx.recv().unwrap_or_else(|_| Err(stopped()))
+    }
+
+    /// `None` while the flush is still queued.
+    pub fn try_wait(&self) -> Option<io::Result<()>> {
+        match self.rx.try_recv() {
+            Ok(r) => Some(r),
+            Err(mpsc::TryRecvError::Empty) => None,
+            Err(mpsc::TryRecvError::Disconnected) => Some(Err(stopped())),
+        }
+    }
+
+    /// The underlying channel, for callers that select over several receivers.
+    pub fn into_receiver(self) -> Receiver<io::Result<()>> {
+        self.rx
+    }
+}
+
+fn stopped() -> io::Error {
+    io::Error::other("the trace writer thread has stopped")
+}
+
+/// Appends `buf` with as few `write(2)` calls as the OS allows (one, unless it writes short).
+///
+/// On failure returns how many bytes did land, so the caller knows whether the file now ends in
+/// a partial line.
+pub(crate) fn append_all(w: &mut impl Write, buf: &[u8]) -> Result<(), (usize, io::Error)> {
+    let mut done = 0;
+    while done < buf.len() {
+        match w.write(&buf[done..]) {
+            Ok(0) => {
+                return Err((
+                    done,
+                    io::Error::new(
+                        io::ErrorKind::WriteZero,
+                        format!(
+                            "Trace append made no progress at byte {done} of {}",
+                            buf.len()
+                        ),
+                    ),
+                ))
+            }
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err((done, e)),
+        }
+    }
+    Ok(())
+}
+
+/// A file is torn when it is non-empty and does not end in `\n`. Missing counts as clean.
+fn probe_torn(path: &Path) -> io::Result<bool> {
+    let mut f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    if f.metadata()?.len() == 0 {
+        return Ok(false);
+    }
+    f.seek(SeekFrom::End(-1))?;
+    let mut last = [0u8];
+    f.read_exact(&mut last)?;
+    Ok(last[0] != b'\n')
+}
+
+struct Worker {
+    traces_dir: PathBuf,
+    date_dir: String,
+    session_id: String,
+    index: u32,
+    durability: Durability,
+    /// The O_APPEND handle of `index`. The reference reopens per record; keeping it open halves
+    /// the syscalls, and O_APPEND still makes every write land at the current end of file.
+    file: Option<File>,
+    probed_index: Option<u32>,
+    /// The file may end in a partial line: prefix the next record with `\n`.
+    torn: bool,
+    /// Bytes appended since the last fsync.
+    dirty: bool,
+    buf: Vec<u8>,
+    counters: Arc<Counters>,
+}
+
+impl Worker {
+    fn run(mut self, rx: Receiver<Command>) {
+        for cmd in rx {
+            match cmd {
+                Command::Record(frame) => self.append(&frame),
+                Command::Rotate => {
+                    // A failed sync is already logged and counted; rotation goes ahead regardless.
+                    let _ = self.sync_if_dirty();
+                    self.file = None;
+                    self.index += 1;
+                }
+                Command::Flush(ack) => {
+                    let r = self.sync_if_dirty();
+                    // The flusher may have given up waiting; nothing to do then.
+                    let _ = ack.send(r);
+                }
+            }
+        }
+        // Logged and counted inside; nobody is left to report it to.
+        let _ = self.sync_if_dirty();
+    }
+
+    fn path(&self) -> PathBuf {
+        trace_file_path(
+            &self.traces_dir,
+            &self.date_dir,
+            &self.session_id,
+            self.index,
+        )
+    }
+
+    fn open_current(&mut self) -> io::Result<()> {
+        let path = self.path();
+        let dir = path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir)?;
+        if self.probed_index != Some(self.index) {
+            if probe_torn(&path)? {
+                self.torn = true;
+            }
+            self.probed_index = Some(self.index);
+        }
+        let existed = path.exists();
+        let file = OpenOptions::new().create(true).append(true).open(&path)?;
+        if !existed && self.durability != Durability::Never {
+            // A new file's directory entry must be durable too, or an fsynced record could
+            // vanish with its file after a power loss.
+            if let Err(e) = File::open(dir).and_then(|d| d.sync_all()) {
+                self.counters.failed_syncs.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!("[trace] fsync failed: {}: {e}", dir.display());
+            }
+        }
+        self.file = Some(file);
+        Ok(())
+    }
+
+    fn append(&mut self, frame: &Frame) {
+        if let Err(e) = self.try_append(frame) {
+            self.counters.failed_writes.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!("[trace] write failed: {}: {e}", self.path().display());
+            // Reopen next time: the handle may be the cause (file replaced, fd invalidated).
+            self.file = None;
+        }
+    }
+
+    fn try_append(&mut self, frame: &Frame) -> io::Result<()> {
+        if self.file.is_none() {
+            self.open_current()?;
+        }
+        let json = frame.json().as_bytes();
+        self.buf.clear();
+        self.buf.reserve(json.len() + 2);
+        if self.torn {
+            self.buf.push(b'\n');
+        }
+        self.buf.extend_from_slice(json);
+        self.buf.push(b'\n');
+        let file = self.file.as_mut().expect("opened above");
+        if let Err((landed, e)) = append_all(file, &self.buf) {
+            if landed > 0 {
+                self.torn = true;
+                self.dirty = true;
+            }
+            return Err(e);
+        }
+        self.torn = false;
+        self.dirty = true;
+        self.counters.written.fetch_add(1, Ordering::Relaxed);
+        if self.durability.syncs_after(frame.message()) {
+            // Logged and counted inside; the record itself did land.
+            let _ = self.sync_if_dirty();
+        }
+        // A multi-megabyte record should not pin its buffer for the rest of the session.
+        if self.buf.capacity() > 1 << 20 {
+            self.buf = Vec::new();
+        }
+        Ok(())
+    }
+
+    fn sync_if_dirty(&mut self) -> io::Result<()> {
+        if !self.dirty || self.durability == Durability::Never {
+            return Ok(());
+        }
+        let Some(file) = self.file.as_ref() else {
+            return Ok(());
+        };
+        match file.sync_data() {
+            Ok(()) => {
+                self.dirty = false;
+                Ok(())
+            }
+            Err(e) => {
+                self.counters.failed_syncs.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!("[trace] fsync failed: {}: {e}", self.path().display());
+                Err(e)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use penguin_omni_protocol::{build, StopReason};
+
+    /// Accepts `limit` bytes in chunks of `chunk`, then fails.
+    struct Flaky {
+        out: Vec<u8>,
+        chunk: usize,
+        limit: usize,
+    }
+
+    impl Write for Flaky {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            let room = self.limit - self.out.len();
+            if room == 0 {
+                return Err(io::Error::new(io::ErrorKind::StorageFull, "disk full"));
+            }
+            let n = b.len().min(self.chunk).min(room);
+            self.out.extend_from_slice(&b[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn short_writes_loop_and_failures_report_landed_bytes() {
+        let mut w = Flaky {
+            out: vec![],
+            chunk: 3,
+            limit: 100,
+        };
+        append_all(&mut w, b"0123456789").unwrap();
+        assert_eq!(w.out, b"0123456789");
+
+        let mut w = Flaky {
+            out: vec![],
+            chunk: 4,
+            limit: 6,
+        };
+        let (landed, e) = append_all(&mut w, b"0123456789").unwrap_err();
+        assert_eq!(landed, 6);
+        assert_eq!(e.kind(), io::ErrorKind::StorageFull);
+
+        struct Zero;
+        impl Write for Zero {
+            fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+                Ok(0)
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let (landed, e) = append_all(&mut Zero, b"abc").unwrap_err();
+        assert_eq!(landed, 0);
+        assert_eq!(
+            e.to_string(),
+            "Trace append made no progress at byte 0 of 3"
+        );
+    }
+
+    #[test]
+    fn commit_points() {
+        let end = build::request_end(StopReason::Completed, Default::default());
+        let text = build::user_text("x");
+        assert!(Durability::AtCommit.syncs_after(&end));
+        assert!(Durability::AtCommit.syncs_after(&build::abort(Some("x".into()))));
+        assert!(!Durability::AtCommit.syncs_after(&text));
+        assert!(!Durability::Never.syncs_after(&end));
+        assert!(Durability::EveryRecord.syncs_after(&text));
+    }
+
+    #[test]
+    fn writer_is_send_sync_clone() {
+        fn check<T: Send + Sync + Clone + 'static>() {}
+        check::<Writer>();
+    }
+}
