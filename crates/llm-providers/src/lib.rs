@@ -15,7 +15,25 @@ use async_trait::async_trait;
 use penguin_omni_protocol::{OmniMessage, StopReason, TokenCounts};
 pub use tokio_util::sync::CancellationToken;
 
+#[cfg(feature = "http")]
+pub mod http;
+#[cfg(feature = "openai-chat")]
+pub mod openai_chat;
 pub mod scripted;
+pub mod sse;
+pub mod testing;
+pub mod translate;
+pub mod wire;
+
+#[cfg(feature = "http")]
+pub use http::HttpModel;
+#[cfg(feature = "openai-chat")]
+pub use openai_chat::OpenAiChat;
+pub use translate::{
+    strip_suffix, usage_to_token_counts, ContentItem, EventTranslator, ToolCallIdAllocator,
+    UniEvent, Usage,
+};
+pub use wire::{ModelConfig, StreamDecoder, WireError, WireProtocol, WireRequest};
 
 /// Where a producer (a model request, a tool) puts the messages it streams.
 ///
