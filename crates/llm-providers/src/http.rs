@@ -178,7 +178,7 @@ impl<P: WireProtocol> HttpModel<P> {
                 Waited::Ready(None) => {
                     let r = decoder.finish(&mut events);
                     out.translate(translator, &mut events).await;
-                    return r.err().map(wire_outcome);
+                    return r.err().map(WireError::into_outcome);
                 }
                 Waited::Ready(Some(Err(e))) => Err(e),
                 Waited::Ready(Some(Ok(bytes))) => Ok(bytes),
@@ -192,7 +192,7 @@ impl<P: WireProtocol> HttpModel<P> {
             }
             out.translate(translator, &mut events).await;
             if let Err(e) = result {
-                return Some(wire_outcome(e));
+                return Some(e.into_outcome());
             }
         }
     }
@@ -288,13 +288,6 @@ async fn wait<F: Future>(
             Some(v) => Waited::Ready(v),
             None => Waited::IdleTimeout,
         },
-    }
-}
-
-fn wire_outcome(e: WireError) -> LlmOutcome {
-    match e {
-        WireError::Malformed(m) => LlmOutcome::with_message(StopReason::Malformed, m),
-        WireError::Provider { status, message } => LlmOutcome::with_message(status, message),
     }
 }
 

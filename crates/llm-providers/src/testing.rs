@@ -6,8 +6,57 @@
 
 use std::collections::BTreeMap;
 
-use penguin_omni_protocol::{EventPayload, ModelPayload, OmniMessage, StreamEventType};
+use penguin_omni_protocol::{build, EventPayload, ModelPayload, OmniMessage, StreamEventType};
 use serde_json::Value;
+
+use crate::translate::{EventTranslator, ToolCallIdAllocator};
+use crate::wire::StreamDecoder;
+use crate::LlmOutcome;
+
+/// What the HTTP shell yields for a response body that arrived as `chunks`, without any I/O:
+/// decode and translate each chunk, then on a clean end `finish()` plus `token_usage`
+/// (session = this request), or on a decoder error `finish_interrupted` with its status.
+///
+/// This is the harness for fixture tests: a recorded body in, the exact message stream and
+/// outcome out.
+pub fn replay<D: StreamDecoder>(
+    mut decoder: D,
+    chunks: &[&[u8]],
+    ids: ToolCallIdAllocator,
+) -> (Vec<OmniMessage>, LlmOutcome) {
+    let mut translator = EventTranslator::new(ids);
+    let mut out = Vec::new();
+    let mut events = Vec::new();
+    let mut result = Ok(());
+    for chunk in chunks {
+        result = decoder.feed(chunk, &mut events);
+        for e in events.drain(..) {
+            out.extend(translator.translate(e));
+        }
+        if result.is_err() {
+            break;
+        }
+    }
+    if result.is_ok() {
+        result = decoder.finish(&mut events);
+        for e in events.drain(..) {
+            out.extend(translator.translate(e));
+        }
+    }
+    match result {
+        Ok(()) => {
+            out.extend(translator.finish());
+            let request = translator.request_tokens();
+            out.push(build::token_usage(request, request));
+            (out, LlmOutcome::completed())
+        }
+        Err(e) => {
+            let outcome = e.into_outcome();
+            out.extend(translator.finish_interrupted(outcome.status));
+            (out, outcome)
+        }
+    }
+}
 
 /// A message's JSON without its `timestamp`, keeping key order, so streams can be compared
 /// exactly while builders stamp the wall clock.

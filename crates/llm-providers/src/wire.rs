@@ -12,7 +12,7 @@ use penguin_omni_protocol::{OmniMessage, Role, StopReason, ToolDefinition};
 use serde_json::Value;
 
 use crate::translate::UniEvent;
-use crate::ThinkingLevel;
+use crate::{LlmOutcome, ThinkingLevel};
 
 /// Default idle timeout between upstream events (§6.5: `requestTimeoutMs` = 120000).
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -102,6 +102,16 @@ pub enum WireError {
         /// The provider's error text.
         message: String,
     },
+}
+
+impl WireError {
+    /// The request outcome this error gives: `malformed`, or the provider error's class.
+    pub fn into_outcome(self) -> LlmOutcome {
+        match self {
+            WireError::Malformed(m) => LlmOutcome::with_message(StopReason::Malformed, m),
+            WireError::Provider { status, message } => LlmOutcome::with_message(status, message),
+        }
+    }
 }
 
 /// Turns one response body into [`UniEvent`]s. One decoder per request.
