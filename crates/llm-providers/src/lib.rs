@@ -75,6 +75,8 @@ use async_trait::async_trait;
 use penguin_omni_protocol::{OmniMessage, StopReason, TokenCounts};
 pub use tokio_util::sync::CancellationToken;
 
+#[cfg(feature = "anthropic-messages")]
+pub mod anthropic_messages;
 #[cfg(feature = "http")]
 pub mod http;
 #[cfg(feature = "openai-chat")]
@@ -85,6 +87,8 @@ pub mod testing;
 pub mod translate;
 pub mod wire;
 
+#[cfg(feature = "anthropic-messages")]
+pub use anthropic_messages::AnthropicMessages;
 #[cfg(feature = "http")]
 pub use http::HttpModel;
 #[cfg(feature = "openai-chat")]

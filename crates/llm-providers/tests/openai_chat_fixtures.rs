@@ -6,14 +6,11 @@
 use penguin_llm_providers::openai_chat::OpenAiChatDecoder;
 use penguin_llm_providers::testing::{check_discipline, replay, without_timestamps};
 use penguin_llm_providers::{LlmOutcome, ToolCallIdAllocator};
-use penguin_omni_protocol::{
-    build, Fidelity, OmniMessage, StopReason, StreamEventType, TokenCounts,
-};
+use penguin_omni_protocol::{Fidelity, StopReason};
 use proptest::prelude::*;
 use serde_json::json;
 
 use StopReason::{Completed, Failed};
-use StreamEventType::{Delta, Start, Stop};
 
 const FIXTURES: [&str; 5] = [
     "text_only.sse",
@@ -23,13 +20,8 @@ const FIXTURES: [&str; 5] = [
     "length_vllm_reasoning.sse",
 ];
 
-fn fixture(name: &str) -> Vec<u8> {
-    let path = format!(
-        "{}/tests/fixtures/openai_chat/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read fixture {path}: {e}"))
-}
+mod common;
+use common::*;
 
 fn run_chunks(name: &str, chunks: &[&[u8]]) -> (Vec<String>, LlmOutcome) {
     let (msgs, outcome) = replay(
@@ -42,67 +34,12 @@ fn run_chunks(name: &str, chunks: &[&[u8]]) -> (Vec<String>, LlmOutcome) {
 }
 
 fn run(name: &str) -> (Vec<String>, LlmOutcome) {
-    let body = fixture(name);
+    let body = fixture("openai_chat", name);
     run_chunks(name, &[&body])
 }
 
 fn reasoning_field(field: &str) -> Option<Fidelity> {
-    let mut f = Fidelity::new();
-    f.insert("reasoning_field".into(), json!(field));
-    Some(f)
-}
-
-fn text_segment(deltas: &[&str], reason: StopReason) -> Vec<OmniMessage> {
-    let mut v = vec![build::partial_text(Start, "", Completed)];
-    v.extend(
-        deltas
-            .iter()
-            .map(|d| build::partial_text(Delta, *d, Completed)),
-    );
-    v.push(build::partial_text(Stop, "", reason));
-    v.push(build::assistant_text(deltas.concat(), reason));
-    v
-}
-
-fn thinking_segment(deltas: &[&str], fidelity: Option<Fidelity>) -> Vec<OmniMessage> {
-    let mut v = vec![build::partial_thinking(Start, "", Completed)];
-    v.extend(
-        deltas
-            .iter()
-            .map(|d| build::partial_thinking(Delta, *d, Completed)),
-    );
-    v.push(build::partial_thinking(Stop, "", Completed));
-    v.push(build::thinking(deltas.concat(), Completed, fidelity));
-    v
-}
-
-fn tool_start(name: &str, id: &str, deltas: &[&str]) -> Vec<OmniMessage> {
-    let mut v = vec![build::partial_tool_call(Start, name, "", id, Completed)];
-    v.extend(tool_deltas(id, deltas));
-    v
-}
-
-fn tool_deltas(id: &str, deltas: &[&str]) -> Vec<OmniMessage> {
-    deltas
-        .iter()
-        .map(|d| build::partial_tool_call(Delta, "", *d, id, Completed))
-        .collect()
-}
-
-fn tool_end(name: &str, arguments: &str, id: &str) -> Vec<OmniMessage> {
-    vec![
-        build::partial_tool_call(Stop, "", "", id, Completed),
-        build::tool_call(name, arguments, id, Completed, None),
-    ]
-}
-
-fn usage(cache_read: u64, cache_write: u64, output: u64) -> Vec<OmniMessage> {
-    let c = TokenCounts::new(cache_read, cache_write, output);
-    vec![build::token_usage(c, c)]
-}
-
-fn expect(parts: Vec<Vec<OmniMessage>>) -> Vec<String> {
-    without_timestamps(&parts.concat())
+    fidelity(json!({"reasoning_field": field}))
 }
 
 #[test]
@@ -148,8 +85,18 @@ fn two_parallel_tool_calls_keyed_by_index() {
                 &["{\"lo", "cation", "\": \"Bo", "gotá, ", "Colombia\"}"]
             ),
             // Completed at finish_reason, in index order, arguments re-serialized compactly.
-            tool_end("get_weather", r#"{"location":"Paris, France"}"#, a),
-            tool_end("get_weather", r#"{"location":"Bogotá, Colombia"}"#, b),
+            tool_end(
+                "get_weather",
+                r#"{"location":"Paris, France"}"#,
+                a,
+                Completed
+            ),
+            tool_end(
+                "get_weather",
+                r#"{"location":"Bogotá, Colombia"}"#,
+                b,
+                Completed
+            ),
             usage(0, 82, 51),
         ])
     );
@@ -167,6 +114,7 @@ fn llamacpp_reasoning_content_then_text() {
                     "Okay", ",", " the", " user", " asks", " for", " the", " capital", " of",
                     " France", "."
                 ],
+                Completed,
                 reasoning_field("reasoning_content"),
             ),
             text_segment(
@@ -188,10 +136,11 @@ fn llamacpp_tool_call_after_reasoning() {
         expect(vec![
             thinking_segment(
                 &["I", " should", " list", " the", " files", "."],
+                Completed,
                 reasoning_field("reasoning_content"),
             ),
             tool_start("list_files", id, &["{\"path\":", "\".\"}"]),
-            tool_end("list_files", r#"{"path":"."}"#, id),
+            tool_end("list_files", r#"{"path":"."}"#, id, Completed),
             usage(0, 388, 31),
         ])
     );
@@ -204,7 +153,11 @@ fn length_finish_fails_the_segment_but_the_request_completes() {
     assert_eq!(
         got,
         expect(vec![
-            thinking_segment(&["Count", "ing", " slowly"], reasoning_field("reasoning")),
+            thinking_segment(
+                &["Count", "ing", " slowly"],
+                Completed,
+                reasoning_field("reasoning")
+            ),
             text_segment(&["1, 2, 3", ", 4, 5", ", 6"], Failed),
             // 16 completion tokens of which 9 reasoning: output stays 16.
             usage(0, 20, 16),
@@ -215,7 +168,7 @@ fn length_finish_fails_the_segment_but_the_request_completes() {
 #[test]
 fn byte_at_a_time_gives_the_same_stream() {
     for name in FIXTURES {
-        let body = fixture(name);
+        let body = fixture("openai_chat", name);
         let bytes: Vec<&[u8]> = body.chunks(1).collect();
         assert_eq!(run_chunks(name, &bytes), run(name), "{name}");
     }
@@ -224,7 +177,7 @@ fn byte_at_a_time_gives_the_same_stream() {
 #[test]
 fn truncating_any_fixture_before_its_finish_is_malformed_and_closes_everything() {
     for name in FIXTURES {
-        let body = fixture(name);
+        let body = fixture("openai_chat", name);
         let text = String::from_utf8(body.clone()).unwrap();
         let finish = text
             .find("\"finish_reason\":\"")
@@ -260,7 +213,7 @@ proptest! {
         cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..24),
     ) {
         let name = FIXTURES[which];
-        let body = fixture(name);
+        let body = fixture("openai_chat", name);
         let mut points: Vec<usize> = cuts.iter().map(|i| i.index(body.len() + 1)).collect();
         points.sort_unstable();
         let mut chunks = Vec::new();
