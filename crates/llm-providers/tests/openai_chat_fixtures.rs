@@ -3,6 +3,8 @@
 //! Each expected stream is written out with the protocol's builders and compared as JSON
 //! without timestamps, so every key, value and message boundary is checked.
 
+#![cfg(feature = "openai-chat")]
+
 use penguin_llm_providers::openai_chat::OpenAiChatDecoder;
 use penguin_llm_providers::testing::{check_discipline, replay, without_timestamps};
 use penguin_llm_providers::{LlmOutcome, ToolCallIdAllocator};
