@@ -399,9 +399,11 @@ impl AnthropicDecoder {
                             fidelity: None,
                         });
                     }
-                    (Some("input_json_delta"), _) => return Err(WireError::Malformed(format!(
+                    (Some("input_json_delta"), _) => {
+                        return Err(WireError::Malformed(format!(
                         "input_json_delta for block {index}, which is not an open tool_use block"
-                    ))),
+                    )))
+                    }
                     // citations_delta and future delta types carry nothing we stream.
                     _ => {}
                 }

@@ -16,7 +16,7 @@
 //!      classifies failures (§6.5), closes open segments on any non-completed outcome, yields
 //!      `token_usage` last, and commits the turn to the protocol's history only on completion.
 //!
-//! Features: `openai-chat` (default), `anthropic-messages`, `http` (default), `rustls`
+//! Features: `openai-chat` (default), `anthropic-messages`, `gemini`, `http` (default), `rustls`
 //! (default; TLS for `https` base URLs).
 //!
 //! This crate depends only on `omni-protocol`, so adapters can be written and tested without
@@ -77,6 +77,8 @@ pub use tokio_util::sync::CancellationToken;
 
 #[cfg(feature = "anthropic-messages")]
 pub mod anthropic_messages;
+#[cfg(feature = "gemini")]
+pub mod gemini;
 #[cfg(feature = "http")]
 pub mod http;
 #[cfg(feature = "openai-chat")]
@@ -89,6 +91,8 @@ pub mod wire;
 
 #[cfg(feature = "anthropic-messages")]
 pub use anthropic_messages::AnthropicMessages;
+#[cfg(feature = "gemini")]
+pub use gemini::Gemini;
 #[cfg(feature = "http")]
 pub use http::HttpModel;
 #[cfg(feature = "openai-chat")]
