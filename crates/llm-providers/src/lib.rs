@@ -5,9 +5,69 @@
 //!   [`LlmOutcome`]. It never panics or returns an error across the boundary: every failure is
 //!   an outcome.
 //! - [`scripted::ScriptedModel`]: plays a scenario file's `llm` script.
+//! - Real providers, split in three layers:
+//!   1. a **wire decoder** ([`wire::StreamDecoder`]): response bytes in, arbitrarily chunked,
+//!      provider-neutral [`translate::UniEvent`]s out. Pure.
+//!   2. the **translator** ([`translate::EventTranslator`]): UniEvents in, OmniMessages out,
+//!      with the reference's segmentation, flush order and stop reasons (§6.2–§6.4). Pure and
+//!      shared by every provider.
+//!   3. the **HTTP shell** ([`http::HttpModel`], feature `http`): sends the request a
+//!      [`wire::WireProtocol`] builds, enforces the idle timeout and the user's interrupt,
+//!      classifies failures (§6.5), closes open segments on any non-completed outcome, yields
+//!      `token_usage` last, and commits the turn to the protocol's history only on completion.
+//!
+//! Features: `openai-chat` (default), `anthropic-messages`, `gemini`, `http` (default), `rustls`
+//! (default; TLS for `https` base URLs).
 //!
 //! This crate depends only on `omni-protocol`, so adapters can be written and tested without
 //! the engine.
+//!
+//! # How to add an adapter
+//!
+//! An adapter is a protocol type and a decoder type, both pure; no HTTP code is needed.
+//! [`openai_chat`] is the worked example.
+//!
+//! 1. **Module and feature.** Add `src/<protocol>.rs` behind a cargo feature of the same name
+//!    (`[features] my-proto = []`), and a `#[cfg(feature = "my-proto")] pub mod` line here.
+//! 2. **Decoder.** Implement [`wire::StreamDecoder`]. Feed the bytes through
+//!    [`sse::SseDecoder`] (it already handles any chunk split, split UTF-8 and `\r\n`), parse
+//!    each event's JSON, and push [`translate::UniEvent`]s:
+//!    - text and reasoning as [`translate::ContentItem::Text`] / `Thinking`, putting wire data
+//!      that must be replayed (signatures, encrypted reasoning, `phase`, which field the
+//!      reasoning came in) into `fidelity`. The translator decides segment boundaries from
+//!      fidelity (a `signature` or a changed `phase` starts a new segment; a changed thinking
+//!      fidelity closes the block), so set it the way §6.2 describes and nothing more;
+//!    - tool call argument fragments as `PartialToolCall` (the id may come only on the first
+//!      fragment), then a `ToolCall` with the parsed arguments as soon as the call is complete:
+//!      the complete message is what lets approval start while the model still streams. A
+//!      provider without call ids passes the function name as the id; the shared
+//!      [`translate::ToolCallIdAllocator`] makes it session-unique;
+//!    - usage as a cumulative [`translate::Usage`] snapshot, split into cached / uncached
+//!      prompt and thinking / response tokens (check whether the provider's prompt count
+//!      includes the cached tokens, and its output count the reasoning ones);
+//!    - the finish reason normalized to `stop`, `tool_call`, `length`, `content_filter`
+//!      (anything not `stop`/`tool_call` fails the last segment, but the request completes).
+//!
+//!    Errors are [`wire::WireError`]: `Malformed` for bad bytes and for a body that ends before
+//!    the protocol's terminal event (`finish` must check this), `Provider` for an error event
+//!    inside a 200 stream, classified with [`wire::classify_error`]. Push the events decoded
+//!    before an error into `out` before returning it, so output never depends on chunking.
+//! 3. **Protocol.** Implement [`wire::WireProtocol`]: `build_request` returns the path,
+//!    authentication headers and JSON body (system prompt, committed history, the new messages,
+//!    tools only when non-empty, max tokens only when > 0, the thinking level mapped to the
+//!    provider's knob); `commit` appends a completed turn (input, then the complete reply
+//!    messages, fidelity replayed verbatim, tool call ids through [`translate::strip_suffix`]);
+//!    `set_history` rebuilds the history on resume.
+//! 4. **Fixtures.** Put recorded (or documentation-faithful) response bodies under
+//!    `tests/fixtures/<protocol>/`, and write a test per fixture that runs it through
+//!    [`testing::replay`] and compares [`testing::without_timestamps`] with the expected
+//!    stream written out with `penguin_omni_protocol::build`. Check
+//!    [`testing::check_discipline`] on every output, and add a proptest that any split of each
+//!    fixture gives the same messages (`tests/openai_chat_fixtures.rs` has all three; copy it).
+//!    Cover a cut-off stream (malformed), an error event, and a length finish.
+//! 5. **Use it.** `HttpModel::new(config, MyProtocol::new(), session_ids)` is a working
+//!    [`Llm`]; the HTTP faults (`tests/http_faults.rs`) are protocol-independent and need no
+//!    repetition.
 
 use std::fmt;
 
@@ -15,7 +75,33 @@ use async_trait::async_trait;
 use penguin_omni_protocol::{OmniMessage, StopReason, TokenCounts};
 pub use tokio_util::sync::CancellationToken;
 
+#[cfg(feature = "anthropic-messages")]
+pub mod anthropic_messages;
+#[cfg(feature = "gemini")]
+pub mod gemini;
+#[cfg(feature = "http")]
+pub mod http;
+#[cfg(feature = "openai-chat")]
+pub mod openai_chat;
 pub mod scripted;
+pub mod sse;
+pub mod testing;
+pub mod translate;
+pub mod wire;
+
+#[cfg(feature = "anthropic-messages")]
+pub use anthropic_messages::AnthropicMessages;
+#[cfg(feature = "gemini")]
+pub use gemini::Gemini;
+#[cfg(feature = "http")]
+pub use http::HttpModel;
+#[cfg(feature = "openai-chat")]
+pub use openai_chat::OpenAiChat;
+pub use translate::{
+    strip_suffix, usage_to_token_counts, ContentItem, EventTranslator, ToolCallIdAllocator,
+    UniEvent, Usage,
+};
+pub use wire::{ModelConfig, StreamDecoder, WireError, WireProtocol, WireRequest};
 
 /// Where a producer (a model request, a tool) puts the messages it streams.
 ///

@@ -1,0 +1,606 @@
+//! Anthropic Messages (`POST {base}/v1/messages`, streamed).
+//!
+//! Wire → [`UniEvent`] mapping:
+//! - `message_start.message.usage` and `message_delta.usage` update one running usage:
+//!   `cache_read_input_tokens` → cached; `input_tokens + cache_creation_input_tokens` → the
+//!   uncached prompt; `output_tokens` → response (Anthropic does not split out thinking);
+//! - a `thinking` block's `thinking_delta`s → thinking with no fidelity, and its
+//!   `signature_delta` → an empty thinking item with fidelity `{"signature": …}`, which closes
+//!   the block (§6.2's Claude rule); a `redacted_thinking` block → an empty thinking item with
+//!   fidelity `{"redacted_thinking": <data>}`;
+//! - a `text` block's `text_delta`s → text;
+//! - a `tool_use` block: its start → the call's first fragment (id, name), `input_json_delta`s
+//!   → argument fragments, its `content_block_stop` → the complete call with parsed input;
+//! - `message_delta.delta.stop_reason` normalized: `end_turn`/`stop_sequence` → `stop`,
+//!   `tool_use` → `tool_call`, `max_tokens` → `length`, `refusal` → `content_filter`;
+//! - `error` → a provider error classified by its `error.type`; `message_stop` ends the stream.
+//!
+//! A body that ends before `message_stop` is cut off ([`WireError::Malformed`]).
+
+use std::collections::HashMap;
+
+use penguin_omni_protocol::{Fidelity, ModelPayload, OmniMessage, Role};
+use serde_json::{json, Map, Value};
+
+use crate::sse::SseDecoder;
+use crate::translate::{strip_suffix, ContentItem, UniEvent, Usage};
+use crate::wire::{
+    classify_error, provider_error, ModelConfig, StreamDecoder, WireError, WireProtocol,
+    WireRequest,
+};
+use crate::ThinkingLevel;
+
+/// The `anthropic-version` header value.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// `max_tokens` is mandatory on this API; used when the configuration leaves it at 0.
+pub const DEFAULT_MAX_TOKENS: u64 = 8192;
+
+/// The Anthropic Messages protocol: builds requests and keeps the committed history.
+#[derive(Clone, Debug, Default)]
+pub struct AnthropicMessages {
+    history: Vec<Value>,
+}
+
+impl AnthropicMessages {
+    /// A protocol with an empty history.
+    pub fn new() -> AnthropicMessages {
+        AnthropicMessages::default()
+    }
+
+    /// The committed history as wire messages.
+    pub fn history(&self) -> &[Value] {
+        &self.history
+    }
+}
+
+/// The extended-thinking budget for a level; `None` leaves thinking off.
+pub fn thinking_budget(level: ThinkingLevel) -> Option<u64> {
+    match level {
+        ThinkingLevel::None => None,
+        ThinkingLevel::Low => Some(2048),
+        ThinkingLevel::Medium => Some(8192),
+        ThinkingLevel::High => Some(16384),
+        ThinkingLevel::Xhigh => Some(32768),
+        ThinkingLevel::Max => Some(63999),
+    }
+}
+
+/// The API's smallest accepted thinking budget.
+const MIN_THINKING_BUDGET: u64 = 1024;
+
+impl WireProtocol for AnthropicMessages {
+    type Decoder = AnthropicDecoder;
+
+    fn build_request(
+        &self,
+        config: &ModelConfig,
+        new_messages: &[OmniMessage],
+        thinking_level: Option<ThinkingLevel>,
+    ) -> WireRequest {
+        let max_tokens = if config.max_output_tokens > 0 {
+            config.max_output_tokens
+        } else {
+            DEFAULT_MAX_TOKENS
+        };
+        let mut messages = self.history.clone();
+        messages.extend(to_wire_messages(new_messages));
+        let mut body = Map::new();
+        body.insert("model".into(), json!(config.model_id));
+        body.insert("max_tokens".into(), json!(max_tokens));
+        if !config.system_prompt.is_empty() {
+            body.insert("system".into(), json!(config.system_prompt));
+        }
+        body.insert("messages".into(), Value::Array(messages));
+        if !config.tools.is_empty() {
+            let tools: Vec<Value> = config
+                .tools
+                .iter()
+                .map(|t| {
+                    json!({
+                        "name": t.name,
+                        "description": t.description,
+                        "input_schema": t.parameters.clone().unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+                    })
+                })
+                .collect();
+            body.insert("tools".into(), Value::Array(tools));
+        }
+        // The budget must stay below max_tokens; a level that cannot fit the minimum budget
+        // leaves thinking off rather than sending a request the API rejects.
+        if let Some(budget) = thinking_level
+            .and_then(thinking_budget)
+            .map(|b| b.min(max_tokens.saturating_sub(1)))
+            .filter(|b| *b >= MIN_THINKING_BUDGET)
+        {
+            body.insert(
+                "thinking".into(),
+                json!({"type": "enabled", "budget_tokens": budget}),
+            );
+        }
+        body.insert("stream".into(), json!(true));
+        let mut headers = vec![("anthropic-version".to_owned(), ANTHROPIC_VERSION.to_owned())];
+        if let Some(key) = config.api_key.as_deref().filter(|k| !k.is_empty()) {
+            headers.push(("x-api-key".to_owned(), key.to_owned()));
+            headers.push(("authorization".to_owned(), format!("Bearer {key}")));
+        }
+        WireRequest {
+            path: "/v1/messages".into(),
+            headers,
+            body: Value::Object(body),
+        }
+    }
+
+    fn decoder(&self) -> AnthropicDecoder {
+        AnthropicDecoder::default()
+    }
+
+    fn commit(&mut self, new_messages: &[OmniMessage], reply: &[OmniMessage]) {
+        self.history.extend(to_wire_messages(new_messages));
+        self.history.extend(to_wire_messages(reply));
+    }
+
+    fn set_history(&mut self, history: &[OmniMessage]) {
+        self.history = to_wire_messages(history);
+    }
+}
+
+/// Converts complete model messages to Messages-API turns, one per run of a role.
+///
+/// User turns put `tool_result` blocks first (the API requires them right after the
+/// `tool_use` turn), then texts and images. Assistant turns keep block order; thinking goes
+/// back only with its signature (or as `redacted_thinking`), because the API rejects
+/// unsigned thinking. Empty turns are dropped: the API merges consecutive same-role turns.
+pub fn to_wire_messages(msgs: &[OmniMessage]) -> Vec<Value> {
+    let payloads: Vec<&ModelPayload> = msgs
+        .iter()
+        .filter_map(OmniMessage::model)
+        .filter(|p| !p.is_partial())
+        .collect();
+    let mut out = Vec::new();
+    for group in payloads.chunk_by(|a, b| a.role() == b.role()) {
+        let (role, blocks) = match group[0].role() {
+            Role::User => ("user", user_blocks(group)),
+            Role::Assistant => ("assistant", assistant_blocks(group)),
+        };
+        if !blocks.is_empty() {
+            out.push(json!({"role": role, "content": blocks}));
+        }
+    }
+    out
+}
+
+fn image_block(url: &str) -> Value {
+    match url
+        .strip_prefix("data:")
+        .and_then(|rest| rest.split_once(";base64,"))
+    {
+        Some((media_type, data)) => {
+            json!({"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}})
+        }
+        None => json!({"type": "image", "source": {"type": "url", "url": url}}),
+    }
+}
+
+fn user_blocks(group: &[&ModelPayload]) -> Vec<Value> {
+    let mut results = Vec::new();
+    let mut rest = Vec::new();
+    for p in group {
+        match p {
+            ModelPayload::ToolCallOutput(o) => {
+                let content = match &o.images {
+                    Some(images) if !images.is_empty() => {
+                        let mut parts = vec![json!({"type": "text", "text": o.output})];
+                        parts.extend(images.iter().map(|u| image_block(u)));
+                        Value::Array(parts)
+                    }
+                    _ => json!(o.output),
+                };
+                results.push(json!({
+                    "type": "tool_result",
+                    "tool_use_id": strip_suffix(&o.tool_call_id),
+                    "content": content,
+                }));
+            }
+            ModelPayload::Text(t) if !t.text.is_empty() => {
+                rest.push(json!({"type": "text", "text": t.text}))
+            }
+            ModelPayload::ImageUrl(i) => rest.push(image_block(&i.image_url)),
+            ModelPayload::InlineData(d) if d.mime_type.starts_with("image/") => rest.push(
+                json!({"type": "image", "source": {"type": "base64", "media_type": d.mime_type, "data": d.data}}),
+            ),
+            _ => {}
+        }
+    }
+    results.extend(rest);
+    results
+}
+
+fn assistant_blocks(group: &[&ModelPayload]) -> Vec<Value> {
+    let mut blocks = Vec::new();
+    for p in group {
+        match p {
+            ModelPayload::Thinking(t) => {
+                let fidelity = t.fidelity.as_ref();
+                if let Some(data) = fidelity.and_then(|f| f.get("redacted_thinking")) {
+                    blocks.push(json!({"type": "redacted_thinking", "data": data}));
+                } else if let Some(sig) = fidelity.and_then(|f| f.get("signature")) {
+                    blocks.push(
+                        json!({"type": "thinking", "thinking": t.thinking, "signature": sig}),
+                    );
+                }
+            }
+            ModelPayload::Text(t) if !t.text.is_empty() => {
+                blocks.push(json!({"type": "text", "text": t.text}))
+            }
+            ModelPayload::ToolCall(c) => {
+                let input = match serde_json::from_str::<Value>(&c.arguments) {
+                    Ok(v @ Value::Object(_)) => v,
+                    _ => json!({}),
+                };
+                blocks.push(json!({
+                    "type": "tool_use",
+                    "id": strip_suffix(&c.tool_call_id),
+                    "name": c.name,
+                    "input": input,
+                }));
+            }
+            _ => {}
+        }
+    }
+    blocks
+}
+
+#[derive(Debug)]
+enum Block {
+    Text,
+    Thinking,
+    ToolUse {
+        id: String,
+        name: String,
+        input: String,
+    },
+    Other,
+}
+
+/// Decodes a Messages SSE body. See the module docs for the mapping.
+#[derive(Debug, Default)]
+pub struct AnthropicDecoder {
+    sse: SseDecoder,
+    blocks: HashMap<u64, Block>,
+    input_tokens: u64,
+    cache_read: u64,
+    cache_creation: u64,
+    output_tokens: u64,
+    events: usize,
+    stopped: bool,
+}
+
+impl AnthropicDecoder {
+    fn usage(&mut self, usage: &Value) -> Usage {
+        let set = |key: &str, field: &mut u64| {
+            if let Some(n) = usage.get(key).and_then(Value::as_u64) {
+                *field = n;
+            }
+        };
+        set("input_tokens", &mut self.input_tokens);
+        set("cache_read_input_tokens", &mut self.cache_read);
+        set("cache_creation_input_tokens", &mut self.cache_creation);
+        set("output_tokens", &mut self.output_tokens);
+        Usage {
+            cached_tokens: self.cache_read,
+            prompt_tokens: self.input_tokens + self.cache_creation,
+            thoughts_tokens: 0,
+            response_tokens: self.output_tokens,
+        }
+    }
+
+    fn data(&mut self, data: &str, out: &mut Vec<UniEvent>) -> Result<(), WireError> {
+        if self.stopped {
+            return Ok(());
+        }
+        let event: Value = serde_json::from_str(data).map_err(|e| {
+            WireError::Malformed(format!(
+                "Messages event {} is not valid JSON ({e}): {}",
+                self.events + 1,
+                data.chars().take(200).collect::<String>()
+            ))
+        })?;
+        self.events += 1;
+        let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
+        let index = event.get("index").and_then(Value::as_u64).unwrap_or(0);
+        let mut ev = UniEvent::default();
+        match kind {
+            "message_start" => {
+                if let Some(u) = event.pointer("/message/usage") {
+                    ev.usage = Some(self.usage(u));
+                }
+            }
+            "content_block_start" => {
+                let block = event.get("content_block").unwrap_or(&Value::Null);
+                let state = match block.get("type").and_then(Value::as_str) {
+                    Some("text") => {
+                        let text = block.get("text").and_then(Value::as_str).unwrap_or("");
+                        if !text.is_empty() {
+                            ev.content_items.push(ContentItem::Text {
+                                text: text.to_owned(),
+                                fidelity: None,
+                            });
+                        }
+                        Block::Text
+                    }
+                    Some("thinking") => Block::Thinking,
+                    Some("redacted_thinking") => {
+                        let mut f = Fidelity::new();
+                        f.insert(
+                            "redacted_thinking".into(),
+                            block.get("data").cloned().unwrap_or(Value::Null),
+                        );
+                        ev.content_items.push(ContentItem::Thinking {
+                            thinking: String::new(),
+                            fidelity: Some(f),
+                        });
+                        Block::Other
+                    }
+                    Some("tool_use") => {
+                        let id = block.get("id").and_then(Value::as_str).unwrap_or("");
+                        let name = block.get("name").and_then(Value::as_str).unwrap_or("");
+                        if id.is_empty() || name.is_empty() {
+                            return Err(WireError::Malformed(format!(
+                                "tool_use block {index} has no id or name: {block}"
+                            )));
+                        }
+                        ev.content_items.push(ContentItem::PartialToolCall {
+                            tool_call_id: Some(id.to_owned()),
+                            name: Some(name.to_owned()),
+                            arguments: String::new(),
+                            fidelity: None,
+                        });
+                        Block::ToolUse {
+                            id: id.to_owned(),
+                            name: name.to_owned(),
+                            input: String::new(),
+                        }
+                    }
+                    _ => Block::Other,
+                };
+                self.blocks.insert(index, state);
+            }
+            "content_block_delta" => {
+                let delta = event.get("delta").unwrap_or(&Value::Null);
+                let str_of = |k: &str| delta.get(k).and_then(Value::as_str).unwrap_or("");
+                match (
+                    delta.get("type").and_then(Value::as_str),
+                    self.blocks.get_mut(&index),
+                ) {
+                    (Some("text_delta"), _) => ev.content_items.push(ContentItem::Text {
+                        text: str_of("text").to_owned(),
+                        fidelity: None,
+                    }),
+                    (Some("thinking_delta"), _) => ev.content_items.push(ContentItem::Thinking {
+                        thinking: str_of("thinking").to_owned(),
+                        fidelity: None,
+                    }),
+                    (Some("signature_delta"), _) => {
+                        let mut f = Fidelity::new();
+                        f.insert("signature".into(), json!(str_of("signature")));
+                        ev.content_items.push(ContentItem::Thinking {
+                            thinking: String::new(),
+                            fidelity: Some(f),
+                        });
+                    }
+                    (Some("input_json_delta"), Some(Block::ToolUse { id, input, .. })) => {
+                        let fragment = str_of("partial_json");
+                        input.push_str(fragment);
+                        ev.content_items.push(ContentItem::PartialToolCall {
+                            tool_call_id: Some(id.clone()),
+                            name: None,
+                            arguments: fragment.to_owned(),
+                            fidelity: None,
+                        });
+                    }
+                    (Some("input_json_delta"), _) => {
+                        return Err(WireError::Malformed(format!(
+                        "input_json_delta for block {index}, which is not an open tool_use block"
+                    )))
+                    }
+                    // citations_delta and future delta types carry nothing we stream.
+                    _ => {}
+                }
+            }
+            "content_block_stop" => {
+                if let Some(Block::ToolUse { id, name, input }) = self.blocks.remove(&index) {
+                    let arguments = if input.trim().is_empty() {
+                        Value::Null
+                    } else {
+                        serde_json::from_str(&input).map_err(|e| {
+                            WireError::Malformed(format!(
+                                "input of tool_use {name} ({id}) is not valid JSON ({e}): {input}"
+                            ))
+                        })?
+                    };
+                    ev.content_items.push(ContentItem::ToolCall {
+                        tool_call_id: id,
+                        name,
+                        arguments,
+                        fidelity: None,
+                    });
+                }
+            }
+            "message_delta" => {
+                if let Some(reason) = event.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    ev.finish_reason = Some(normalize_stop_reason(reason).to_owned());
+                }
+                if let Some(u) = event.get("usage") {
+                    ev.usage = Some(self.usage(u));
+                }
+            }
+            "message_stop" => self.stopped = true,
+            "error" => {
+                let (message, codes) = provider_error(&event)
+                    .unwrap_or_else(|| (format!("provider error: {event}"), Vec::new()));
+                let codes: Vec<&str> = codes.iter().map(String::as_str).collect();
+                return Err(WireError::Provider {
+                    status: classify_error(None, &codes, &message),
+                    message,
+                });
+            }
+            // ping and event types added later.
+            _ => {}
+        }
+        if ev != UniEvent::default() {
+            out.push(ev);
+        }
+        Ok(())
+    }
+}
+
+impl StreamDecoder for AnthropicDecoder {
+    fn feed(&mut self, chunk: &[u8], out: &mut Vec<UniEvent>) -> Result<(), WireError> {
+        let events = self
+            .sse
+            .feed(chunk)
+            .map_err(|e| WireError::Malformed(e.to_string()))?;
+        for e in events {
+            self.data(&e.data, out)?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, out: &mut Vec<UniEvent>) -> Result<(), WireError> {
+        let events = self
+            .sse
+            .finish()
+            .map_err(|e| WireError::Malformed(e.to_string()))?;
+        for e in events {
+            self.data(&e.data, out)?;
+        }
+        if self.events == 0 {
+            return Err(WireError::Malformed(
+                "Streaming response yielded no events".into(),
+            ));
+        }
+        if !self.stopped {
+            return Err(WireError::Malformed(format!(
+                "Last event must carry the end of the message: the stream ended after {} event(s) without message_stop",
+                self.events
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn normalize_stop_reason(reason: &str) -> &str {
+    match reason {
+        "end_turn" | "stop_sequence" => "stop",
+        "tool_use" => "tool_call",
+        "max_tokens" => "length",
+        "refusal" => "content_filter",
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use penguin_omni_protocol::{build, StopReason, ToolDefinition};
+
+    #[test]
+    fn request_has_required_max_tokens_thinking_budget_and_auth_headers() {
+        let mut config = ModelConfig::new("https://api.anthropic.com", "claude-sonnet-4-5");
+        config.api_key = Some("sk-ant".into());
+        config.system_prompt = "sys".into();
+        config.tools = vec![ToolDefinition {
+            name: "read".into(),
+            description: "Reads".into(),
+            parameters: None,
+        }];
+        let mut p = AnthropicMessages::new();
+        let mut sig = Fidelity::new();
+        sig.insert("signature".into(), json!("EqQB"));
+        p.commit(
+            &[build::user_text("hi")],
+            &[
+                build::thinking("plan", StopReason::Completed, Some(sig)),
+                build::thinking("unsigned", StopReason::Completed, None),
+                build::tool_call(
+                    "read",
+                    "{\"p\":1}",
+                    "toolu_1#2",
+                    StopReason::Completed,
+                    None,
+                ),
+            ],
+        );
+        let req = p.build_request(
+            &config,
+            &[build::tool_call_output(
+                "ok",
+                "toolu_1#2",
+                StopReason::Completed,
+            )],
+            Some(ThinkingLevel::High),
+        );
+        assert_eq!(req.path, "/v1/messages");
+        assert_eq!(
+            req.headers,
+            [
+                ("anthropic-version".to_owned(), "2023-06-01".to_owned()),
+                ("x-api-key".to_owned(), "sk-ant".to_owned()),
+                ("authorization".to_owned(), "Bearer sk-ant".to_owned()),
+            ]
+        );
+        assert_eq!(
+            req.body,
+            json!({
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 8192,
+                "system": "sys",
+                "messages": [
+                    {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                    {"role": "assistant", "content": [
+                        {"type": "thinking", "thinking": "plan", "signature": "EqQB"},
+                        {"type": "tool_use", "id": "toolu_1", "name": "read", "input": {"p": 1}}
+                    ]},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]}
+                ],
+                "tools": [{"name": "read", "description": "Reads", "input_schema": {"type": "object", "properties": {}}}],
+                "thinking": {"type": "enabled", "budget_tokens": 8191},
+                "stream": true
+            })
+        );
+    }
+
+    #[test]
+    fn a_budget_that_cannot_fit_leaves_thinking_off() {
+        let mut config = ModelConfig::new("x", "m");
+        config.max_output_tokens = 1000;
+        let req = AnthropicMessages::new().build_request(
+            &config,
+            &[build::user_text("a")],
+            Some(ThinkingLevel::Low),
+        );
+        assert!(req.body.get("thinking").is_none());
+        assert_eq!(req.body["max_tokens"], json!(1000));
+    }
+
+    #[test]
+    fn images_become_base64_or_url_sources() {
+        assert_eq!(
+            image_block("data:image/png;base64,AAAA"),
+            json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}})
+        );
+        assert_eq!(
+            image_block("https://x/y.png"),
+            json!({"type": "image", "source": {"type": "url", "url": "https://x/y.png"}})
+        );
+    }
+
+    #[test]
+    fn stop_reasons_normalize() {
+        assert_eq!(normalize_stop_reason("end_turn"), "stop");
+        assert_eq!(normalize_stop_reason("tool_use"), "tool_call");
+        assert_eq!(normalize_stop_reason("max_tokens"), "length");
+        assert_eq!(normalize_stop_reason("pause_turn"), "pause_turn");
+    }
+}

@@ -1,0 +1,319 @@
+//! The HTTP shell: drives a [`WireProtocol`] over reqwest and implements [`Llm`] (§6.5).
+//!
+//! Everything protocol-specific is in the protocol and its decoder; this file only moves
+//! bytes, watches the clock and the user's interrupt, and classifies failures:
+//!
+//! | what happened | outcome |
+//! |---|---|
+//! | `request.cancel` fired (before or during the request) | `aborted` |
+//! | no upstream bytes for the idle timeout | `timeout`, no message |
+//! | HTTP 401 (or an auth error code) | `auth` |
+//! | HTTP 408, 429, 5xx; connection refused/reset/dropped | `timeout` |
+//! | other 4xx (403 included) | `failed` |
+//! | bad JSON, bad UTF-8, a stream cut off before its terminal event | `malformed` |
+//! | an error event inside an HTTP 200 stream | classified from its code and text |
+//!
+//! Every non-completed outcome closes the open segments with its status first
+//! ([`EventTranslator::finish_interrupted`]). There are no retries: the engine owns the retry
+//! ladder.
+
+use std::fmt;
+use std::future::Future;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use penguin_omni_protocol::{build, OmniMessage, StopReason, TokenCounts};
+
+use crate::translate::{EventTranslator, ToolCallIdAllocator, UniEvent};
+use crate::wire::{
+    check_input, classify_error, http_error_message, ModelConfig, StreamDecoder, WireError,
+    WireProtocol,
+};
+use crate::{CancellationToken, Llm, LlmOutcome, LlmRequest, MessageSink};
+
+/// The HTTP client could not be built (normally a TLS backend problem).
+#[derive(Debug, thiserror::Error)]
+#[error("could not build the HTTP client: {0}")]
+pub struct ClientError(String);
+
+/// A model reached over HTTP with streaming responses.
+pub struct HttpModel<P: WireProtocol> {
+    config: ModelConfig,
+    protocol: P,
+    client: reqwest::Client,
+    ids: ToolCallIdAllocator,
+    session: TokenCounts,
+}
+
+impl<P: WireProtocol> fmt::Debug for HttpModel<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpModel")
+            .field("config", &self.config)
+            .field("protocol", &self.protocol)
+            .field("session", &self.session)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<P: WireProtocol> HttpModel<P> {
+    /// A model speaking `protocol` with `config`, allocating tool call ids from the session's
+    /// shared allocator.
+    pub fn new(
+        config: ModelConfig,
+        protocol: P,
+        ids: ToolCallIdAllocator,
+    ) -> Result<HttpModel<P>, ClientError> {
+        // No overall request timeout: a long generation is fine as long as bytes keep coming,
+        // which the idle timeout watches.
+        let client = reqwest::Client::builder()
+            .build()
+            .map_err(|e| ClientError(describe_error(&e)))?;
+        Ok(HttpModel {
+            config,
+            protocol,
+            client,
+            ids,
+            session: TokenCounts::default(),
+        })
+    }
+
+    /// Seeds the session's cumulative token counts (after compaction or on resume).
+    pub fn with_session_tokens(mut self, session: TokenCounts) -> HttpModel<P> {
+        self.session = session;
+        self
+    }
+
+    /// Replaces the conversation history (resume): registers every tool call id with the
+    /// allocator so new ids never collide with old ones, then hands the history to the
+    /// protocol.
+    pub fn set_history(&mut self, history: &[OmniMessage]) {
+        for msg in history {
+            if let Some(id) = msg.model().and_then(|p| p.tool_call_id()) {
+                self.ids.register(id);
+            }
+        }
+        self.protocol.set_history(history);
+    }
+
+    /// The protocol, for inspecting its history.
+    pub fn protocol(&self) -> &P {
+        &self.protocol
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// Sends the request and feeds the response through the translator. Returns `None` when
+    /// the stream completed, or the outcome that interrupted it.
+    async fn exchange(
+        &self,
+        request: &LlmRequest,
+        translator: &mut EventTranslator,
+        out: &mut Emitter<'_>,
+    ) -> Option<LlmOutcome> {
+        let thinking = request.thinking_level.or(self.config.thinking_level);
+        let wire = self
+            .protocol
+            .build_request(&self.config, &request.new_messages, thinking);
+        let url = format!(
+            "{}{}",
+            self.config.base_url.trim_end_matches('/'),
+            wire.path
+        );
+        let body = match serde_json::to_vec(&wire.body) {
+            Ok(b) => b,
+            Err(e) => {
+                return Some(LlmOutcome::with_message(
+                    StopReason::Failed,
+                    format!("could not serialize the request body: {e}"),
+                ))
+            }
+        };
+        let mut builder = self
+            .client
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "text/event-stream");
+        for (name, value) in wire.headers.iter().chain(&self.config.extra_headers) {
+            builder = builder.header(name.as_str(), value.as_str());
+        }
+        let cancel = &request.cancel;
+        let idle = self.config.idle_timeout.filter(|d| !d.is_zero());
+
+        let response = match wait(cancel, idle, builder.body(body).send()).await {
+            Waited::Ready(Ok(r)) => r,
+            Waited::Ready(Err(e)) => return Some(transport_outcome(&e)),
+            Waited::Cancelled => return Some(LlmOutcome::new(StopReason::Aborted)),
+            Waited::IdleTimeout => return Some(LlmOutcome::new(StopReason::Timeout)),
+        };
+        let status = response.status();
+        if !status.is_success() {
+            let text = match wait(cancel, idle, response.text()).await {
+                Waited::Ready(t) => t.unwrap_or_default(),
+                Waited::Cancelled => return Some(LlmOutcome::new(StopReason::Aborted)),
+                // The status already says what went wrong; a slow error body adds nothing.
+                Waited::IdleTimeout => String::new(),
+            };
+            let (message, codes) =
+                http_error_message(status.as_u16(), status.canonical_reason(), &text);
+            let codes: Vec<&str> = codes.iter().map(String::as_str).collect();
+            let stop = classify_error(Some(status.as_u16()), &codes, &message);
+            return Some(LlmOutcome::with_message(stop, message));
+        }
+
+        let mut decoder = self.protocol.decoder();
+        let mut stream = response.bytes_stream();
+        let mut events = Vec::new();
+        loop {
+            // Checked before every pull so an interrupt is never stuck behind a live stream.
+            if cancel.is_cancelled() {
+                return Some(LlmOutcome::new(StopReason::Aborted));
+            }
+            let result = match wait(cancel, idle, stream.next()).await {
+                Waited::Cancelled => return Some(LlmOutcome::new(StopReason::Aborted)),
+                Waited::IdleTimeout => return Some(LlmOutcome::new(StopReason::Timeout)),
+                Waited::Ready(None) => {
+                    let r = decoder.finish(&mut events);
+                    out.translate(translator, &mut events).await;
+                    return r.err().map(WireError::into_outcome);
+                }
+                Waited::Ready(Some(Err(e))) => Err(e),
+                Waited::Ready(Some(Ok(bytes))) => Ok(bytes),
+            };
+            let result = match result {
+                Ok(bytes) => decoder.feed(&bytes, &mut events),
+                Err(e) => return Some(transport_outcome(&e)),
+            };
+            if cancel.is_cancelled() {
+                return Some(LlmOutcome::new(StopReason::Aborted));
+            }
+            out.translate(translator, &mut events).await;
+            if let Err(e) = result {
+                return Some(e.into_outcome());
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl<P: WireProtocol> Llm for HttpModel<P> {
+    async fn stream_generate(
+        &mut self,
+        request: LlmRequest,
+        sink: &mut dyn MessageSink,
+    ) -> LlmOutcome {
+        if request.cancel.is_cancelled() {
+            return LlmOutcome::new(StopReason::Aborted);
+        }
+        if let Err(message) = check_input(&request.new_messages) {
+            return LlmOutcome::with_message(StopReason::Failed, message);
+        }
+        let mut translator = EventTranslator::new(self.ids.clone());
+        let mut out = Emitter {
+            sink,
+            reply: Vec::new(),
+        };
+        let interrupted = self.exchange(&request, &mut translator, &mut out).await;
+        if let Some(outcome) = interrupted {
+            out.emit_all(translator.finish_interrupted(outcome.status))
+                .await;
+            return outcome;
+        }
+        out.emit_all(translator.finish()).await;
+        let request_tokens = translator.request_tokens();
+        self.session = self.session.add(request_tokens);
+        self.protocol.commit(&request.new_messages, &out.reply);
+        out.sink
+            .emit(build::token_usage(self.session, request_tokens))
+            .await;
+        LlmOutcome::completed()
+    }
+
+    fn session_tokens(&self) -> TokenCounts {
+        self.session
+    }
+}
+
+/// Forwards messages to the sink and keeps the complete ones: they are the turn committed to
+/// history if the stream completes.
+struct Emitter<'a> {
+    sink: &'a mut dyn MessageSink,
+    reply: Vec<OmniMessage>,
+}
+
+impl Emitter<'_> {
+    async fn emit_all(&mut self, msgs: Vec<OmniMessage>) {
+        for msg in msgs {
+            if msg.is_complete_model() {
+                self.reply.push(msg.clone());
+            }
+            self.sink.emit(msg).await;
+        }
+    }
+
+    async fn translate(&mut self, translator: &mut EventTranslator, events: &mut Vec<UniEvent>) {
+        for event in events.drain(..) {
+            let msgs = translator.translate(event);
+            self.emit_all(msgs).await;
+        }
+    }
+}
+
+enum Waited<T> {
+    Ready(T),
+    Cancelled,
+    IdleTimeout,
+}
+
+/// Awaits `fut` unless the user interrupts or `idle` passes first. The timer covers only this
+/// wait, so time spent by the consumer between waits never counts.
+async fn wait<F: Future>(
+    cancel: &CancellationToken,
+    idle: Option<Duration>,
+    fut: F,
+) -> Waited<F::Output> {
+    let timed = async {
+        match idle {
+            Some(d) => tokio::time::timeout(d, fut).await.ok(),
+            None => Some(fut.await),
+        }
+    };
+    tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Waited::Cancelled,
+        r = timed => match r {
+            Some(v) => Waited::Ready(v),
+            None => Waited::IdleTimeout,
+        },
+    }
+}
+
+/// A reqwest failure: a bad URL or request is `failed`; anything on the wire (refused,
+/// reset, dropped mid-body) is transport-shaped, so `timeout`.
+fn transport_outcome(e: &reqwest::Error) -> LlmOutcome {
+    let message = describe_error(e);
+    let status = if e.is_builder() {
+        StopReason::Failed
+    } else {
+        StopReason::Timeout
+    };
+    LlmOutcome::with_message(status, message)
+}
+
+/// Joins the messages along the `source` chain with `": "`, dropping repeats, so a bare
+/// "error sending request" says why (`…: tcp connect error: Connection refused`).
+pub fn describe_error(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut current = Some(e);
+    while let Some(err) = current {
+        let text = err.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        current = err.source();
+    }
+    parts.join(": ")
+}

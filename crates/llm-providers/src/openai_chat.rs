@@ -1,0 +1,714 @@
+//! OpenAI Chat Completions (`POST {base}/chat/completions`, streamed), as spoken by OpenAI,
+//! llama.cpp's server, vLLM, Ollama, OpenRouter and most local servers.
+//!
+//! Wire → [`UniEvent`] mapping (one chunk, choice 0):
+//! - `delta.reasoning_content` or `delta.reasoning` → thinking, with fidelity
+//!   `{"reasoning_field": "<the field>"}` on every delta so the block stays one segment and the
+//!   reasoning goes back under the same field;
+//! - `delta.content` → text;
+//! - `delta.tool_calls[]`, keyed by `index` (id and name come on the first fragment) → argument
+//!   fragments; when `finish_reason` arrives every call is completed with its parsed arguments
+//!   (unparsable arguments make the stream malformed, as the reference's gateway does);
+//! - `finish_reason` normalized (`tool_calls`/`function_call` → `tool_call`);
+//! - `usage` (with `stream_options.include_usage`, on the last chunk): `prompt_tokens` includes
+//!   the cached ones and `completion_tokens` the reasoning ones, so both are split out;
+//! - `data: {"error": …}` → a provider error; `data: [DONE]` ends the stream.
+//!
+//! A body that ends before any `finish_reason` is cut off ([`WireError::Malformed`]).
+
+use penguin_omni_protocol::{Fidelity, ModelPayload, OmniMessage, Role, StopReason};
+use serde_json::{json, Map, Value};
+
+use crate::sse::SseDecoder;
+use crate::translate::{strip_suffix, ContentItem, UniEvent, Usage};
+use crate::wire::{
+    classify_error, provider_error, ModelConfig, StreamDecoder, WireError, WireProtocol,
+    WireRequest,
+};
+use crate::ThinkingLevel;
+
+/// The reasoning field used when replaying thinking that carries no `reasoning_field`.
+const DEFAULT_REASONING_FIELD: &str = "reasoning_content";
+
+/// The Chat Completions protocol: builds requests and keeps the committed history.
+#[derive(Clone, Debug, Default)]
+pub struct OpenAiChat {
+    history: Vec<Value>,
+}
+
+impl OpenAiChat {
+    /// A protocol with an empty history.
+    pub fn new() -> OpenAiChat {
+        OpenAiChat::default()
+    }
+
+    /// The committed history as wire messages (without the system prompt).
+    pub fn history(&self) -> &[Value] {
+        &self.history
+    }
+}
+
+/// The `reasoning_effort` value for a thinking level. `max` has no Chat Completions
+/// counterpart beyond `xhigh`, so it maps there.
+pub fn reasoning_effort(level: ThinkingLevel) -> &'static str {
+    match level {
+        ThinkingLevel::None => "none",
+        ThinkingLevel::Low => "low",
+        ThinkingLevel::Medium => "medium",
+        ThinkingLevel::High => "high",
+        ThinkingLevel::Xhigh | ThinkingLevel::Max => "xhigh",
+    }
+}
+
+impl WireProtocol for OpenAiChat {
+    type Decoder = OpenAiChatDecoder;
+
+    fn build_request(
+        &self,
+        config: &ModelConfig,
+        new_messages: &[OmniMessage],
+        thinking_level: Option<ThinkingLevel>,
+    ) -> WireRequest {
+        let mut messages = Vec::with_capacity(self.history.len() + new_messages.len() + 1);
+        if !config.system_prompt.is_empty() {
+            messages.push(json!({"role": "system", "content": config.system_prompt}));
+        }
+        messages.extend(self.history.iter().cloned());
+        messages.extend(to_wire_messages(new_messages));
+        let mut body = Map::new();
+        body.insert("model".into(), json!(config.model_id));
+        body.insert("messages".into(), Value::Array(messages));
+        body.insert("stream".into(), json!(true));
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+        if !config.tools.is_empty() {
+            let tools: Vec<Value> = config
+                .tools
+                .iter()
+                .map(|t| {
+                    let mut function = Map::new();
+                    function.insert("name".into(), json!(t.name));
+                    function.insert("description".into(), json!(t.description));
+                    if let Some(p) = &t.parameters {
+                        function.insert("parameters".into(), p.clone());
+                    }
+                    json!({"type": "function", "function": function})
+                })
+                .collect();
+            body.insert("tools".into(), Value::Array(tools));
+        }
+        if config.max_output_tokens > 0 {
+            body.insert("max_tokens".into(), json!(config.max_output_tokens));
+        }
+        if let Some(level) = thinking_level {
+            body.insert("reasoning_effort".into(), json!(reasoning_effort(level)));
+        }
+        let mut headers = Vec::new();
+        if let Some(key) = config.api_key.as_deref().filter(|k| !k.is_empty()) {
+            headers.push(("authorization".to_owned(), format!("Bearer {key}")));
+        }
+        WireRequest {
+            path: "/chat/completions".into(),
+            headers,
+            body: Value::Object(body),
+        }
+    }
+
+    fn decoder(&self) -> OpenAiChatDecoder {
+        OpenAiChatDecoder::default()
+    }
+
+    fn commit(&mut self, new_messages: &[OmniMessage], reply: &[OmniMessage]) {
+        self.history.extend(to_wire_messages(new_messages));
+        let reply_messages = to_wire_messages(reply);
+        if reply_messages.is_empty() {
+            // Keep user/assistant alternation even when the model said nothing.
+            self.history
+                .push(json!({"role": "assistant", "content": ""}));
+        }
+        self.history.extend(reply_messages);
+    }
+
+    fn set_history(&mut self, history: &[OmniMessage]) {
+        self.history = to_wire_messages(history);
+    }
+}
+
+/// Converts complete model messages to Chat Completions messages, grouping consecutive
+/// messages of one role.
+///
+/// - A user group becomes one `tool` message per tool output (first, since they must follow
+///   the assistant's `tool_calls`), then one `user` message with the texts and images
+///   (a plain string when it is a single text).
+/// - An assistant group becomes one `assistant` message: texts joined, thinking under its
+///   recorded `reasoning_field`, tool calls with their provider ids (suffix stripped).
+pub fn to_wire_messages(msgs: &[OmniMessage]) -> Vec<Value> {
+    let mut out = Vec::new();
+    let payloads: Vec<&ModelPayload> = msgs
+        .iter()
+        .filter_map(OmniMessage::model)
+        .filter(|p| !p.is_partial())
+        .collect();
+    for group in payloads.chunk_by(|a, b| a.role() == b.role()) {
+        match group[0].role() {
+            Role::User => user_messages(group, &mut out),
+            Role::Assistant => out.push(assistant_message(group)),
+        }
+    }
+    out
+}
+
+fn user_messages(group: &[&ModelPayload], out: &mut Vec<Value>) {
+    let mut parts = Vec::new();
+    for p in group {
+        match p {
+            ModelPayload::Text(t) => parts.push(json!({"type": "text", "text": t.text})),
+            ModelPayload::ImageUrl(i) => {
+                parts.push(json!({"type": "image_url", "image_url": {"url": i.image_url}}))
+            }
+            ModelPayload::InlineData(d) if d.mime_type.starts_with("image/") => parts.push(
+                json!({"type": "image_url", "image_url": {"url": format!("data:{};base64,{}", d.mime_type, d.data)}}),
+            ),
+            ModelPayload::ToolCallOutput(o) => {
+                out.push(json!({
+                    "role": "tool",
+                    "tool_call_id": strip_suffix(&o.tool_call_id),
+                    "content": o.output,
+                }));
+                // Tool messages are text-only on most servers; images ride in the user turn.
+                for url in o.images.iter().flatten() {
+                    parts.push(json!({"type": "image_url", "image_url": {"url": url}}));
+                }
+            }
+            _ => {}
+        }
+    }
+    let content = match parts.as_slice() {
+        [] => return,
+        [single] if single["type"] == "text" => single["text"].clone(),
+        _ => Value::Array(parts),
+    };
+    out.push(json!({"role": "user", "content": content}));
+}
+
+fn assistant_message(group: &[&ModelPayload]) -> Value {
+    let mut text = String::new();
+    let mut reasoning = String::new();
+    let mut reasoning_field = DEFAULT_REASONING_FIELD.to_owned();
+    let mut tool_calls = Vec::new();
+    for p in group {
+        match p {
+            ModelPayload::Text(t) => text.push_str(&t.text),
+            ModelPayload::Thinking(t) => {
+                reasoning.push_str(&t.thinking);
+                if let Some(field) = t
+                    .fidelity
+                    .as_ref()
+                    .and_then(|f| f.get("reasoning_field"))
+                    .and_then(Value::as_str)
+                {
+                    reasoning_field = field.to_owned();
+                }
+            }
+            ModelPayload::ToolCall(c) => tool_calls.push(json!({
+                "id": strip_suffix(&c.tool_call_id),
+                "type": "function",
+                "function": {"name": c.name, "arguments": normalized_arguments(&c.arguments)},
+            })),
+            _ => {}
+        }
+    }
+    let mut msg = Map::new();
+    msg.insert("role".into(), json!("assistant"));
+    msg.insert(
+        "content".into(),
+        if text.is_empty() && !tool_calls.is_empty() {
+            Value::Null
+        } else {
+            Value::String(text)
+        },
+    );
+    if !reasoning.is_empty() {
+        msg.insert(reasoning_field, Value::String(reasoning));
+    }
+    if !tool_calls.is_empty() {
+        msg.insert("tool_calls".into(), Value::Array(tool_calls));
+    }
+    Value::Object(msg)
+}
+
+/// §6.1: arguments go back as a JSON object; `""` and non-objects become `{}`.
+fn normalized_arguments(arguments: &str) -> String {
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(v @ Value::Object(_)) => v.to_string(),
+        _ => "{}".to_owned(),
+    }
+}
+
+#[derive(Debug)]
+struct ToolCallState {
+    index: u64,
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+/// Decodes a Chat Completions SSE body. See the module docs for the mapping.
+#[derive(Debug, Default)]
+pub struct OpenAiChatDecoder {
+    sse: SseDecoder,
+    tool_calls: Vec<ToolCallState>,
+    chunks: usize,
+    finish_seen: bool,
+    done: bool,
+}
+
+impl OpenAiChatDecoder {
+    fn data(&mut self, data: &str, out: &mut Vec<UniEvent>) -> Result<(), WireError> {
+        if self.done {
+            return Ok(());
+        }
+        if data.trim() == "[DONE]" {
+            self.done = true;
+            return Ok(());
+        }
+        let chunk: Value = serde_json::from_str(data).map_err(|e| {
+            WireError::Malformed(format!(
+                "chat completion chunk {} is not valid JSON ({e}): {}",
+                self.chunks + 1,
+                preview(data)
+            ))
+        })?;
+        self.chunks += 1;
+        if chunk.get("error").is_some_and(|e| !e.is_null()) {
+            return Err(in_stream_error(&chunk));
+        }
+        let mut event = UniEvent::default();
+        if let Some(choice) = chunk
+            .get("choices")
+            .and_then(Value::as_array)
+            .and_then(|c| {
+                c.iter()
+                    .find(|c| c.get("index").and_then(Value::as_u64).unwrap_or(0) == 0)
+            })
+        {
+            if let Some(delta) = choice.get("delta").filter(|d| d.is_object()) {
+                self.delta(delta, &mut event.content_items)?;
+            }
+            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+                self.complete_tool_calls(&mut event.content_items)?;
+                self.finish_seen = true;
+                event.finish_reason = Some(normalize_finish_reason(reason).to_owned());
+            }
+        }
+        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+            event.usage = Some(parse_usage(usage));
+        }
+        if event != UniEvent::default() {
+            out.push(event);
+        }
+        Ok(())
+    }
+
+    fn delta(&mut self, delta: &Value, items: &mut Vec<ContentItem>) -> Result<(), WireError> {
+        for field in ["reasoning_content", "reasoning"] {
+            if let Some(text) = delta
+                .get(field)
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+            {
+                let mut fidelity = Fidelity::new();
+                fidelity.insert("reasoning_field".into(), json!(field));
+                items.push(ContentItem::Thinking {
+                    thinking: text.to_owned(),
+                    fidelity: Some(fidelity),
+                });
+                // Servers that send both carry the same text twice.
+                break;
+            }
+        }
+        if let Some(text) = delta
+            .get("content")
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+        {
+            items.push(ContentItem::Text {
+                text: text.to_owned(),
+                fidelity: None,
+            });
+        }
+        for call in delta
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            self.tool_call_fragment(call, items)?;
+        }
+        Ok(())
+    }
+
+    fn tool_call_fragment(
+        &mut self,
+        call: &Value,
+        items: &mut Vec<ContentItem>,
+    ) -> Result<(), WireError> {
+        // Some servers omit `index` when they send one call per chunk in full.
+        let index = call
+            .get("index")
+            .and_then(Value::as_u64)
+            .unwrap_or(self.tool_calls.len() as u64);
+        let function = call.get("function");
+        let name = function
+            .and_then(|f| f.get("name"))
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty());
+        let arguments = function
+            .and_then(|f| f.get("arguments"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let id = call
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|i| !i.is_empty());
+        let state = match self.tool_calls.iter().position(|t| t.index == index) {
+            Some(i) => &mut self.tool_calls[i],
+            None => {
+                let Some(name) = name else {
+                    return Err(WireError::Malformed(format!(
+                        "tool call at index {index} starts without a function name"
+                    )));
+                };
+                self.tool_calls.push(ToolCallState {
+                    index,
+                    // Servers that send no ids still need one to pair the output with.
+                    id: id.map_or_else(|| format!("call_{index}"), str::to_owned),
+                    name: name.to_owned(),
+                    arguments: String::new(),
+                });
+                self.tool_calls.last_mut().expect("just pushed")
+            }
+        };
+        state.arguments.push_str(arguments);
+        items.push(ContentItem::PartialToolCall {
+            tool_call_id: Some(state.id.clone()),
+            name: Some(state.name.clone()),
+            arguments: arguments.to_owned(),
+            fidelity: None,
+        });
+        Ok(())
+    }
+
+    fn complete_tool_calls(&mut self, items: &mut Vec<ContentItem>) -> Result<(), WireError> {
+        for call in self.tool_calls.drain(..) {
+            let arguments = if call.arguments.trim().is_empty() {
+                Value::Null
+            } else {
+                serde_json::from_str(&call.arguments).map_err(|e| {
+                    WireError::Malformed(format!(
+                        "arguments of tool call {} ({}) are not valid JSON ({e}): {}",
+                        call.name,
+                        call.id,
+                        preview(&call.arguments)
+                    ))
+                })?
+            };
+            items.push(ContentItem::ToolCall {
+                tool_call_id: call.id,
+                name: call.name,
+                arguments,
+                fidelity: None,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl StreamDecoder for OpenAiChatDecoder {
+    fn feed(&mut self, chunk: &[u8], out: &mut Vec<UniEvent>) -> Result<(), WireError> {
+        let events = self
+            .sse
+            .feed(chunk)
+            .map_err(|e| WireError::Malformed(e.to_string()))?;
+        for e in events {
+            self.data(&e.data, out)?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, out: &mut Vec<UniEvent>) -> Result<(), WireError> {
+        let events = self
+            .sse
+            .finish()
+            .map_err(|e| WireError::Malformed(e.to_string()))?;
+        for e in events {
+            self.data(&e.data, out)?;
+        }
+        if self.chunks == 0 {
+            return Err(WireError::Malformed(
+                "Streaming response yielded no events".into(),
+            ));
+        }
+        if !self.finish_seen {
+            return Err(WireError::Malformed(format!(
+                "Last event must carry a finish_reason: the stream ended after {} chunk(s) {} one",
+                self.chunks,
+                if self.done {
+                    "with [DONE] but without"
+                } else {
+                    "without"
+                }
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn normalize_finish_reason(reason: &str) -> &str {
+    match reason {
+        "tool_calls" | "function_call" => "tool_call",
+        other => other,
+    }
+}
+
+fn parse_usage(usage: &Value) -> Usage {
+    let n = |v: Option<&Value>| v.and_then(Value::as_u64).unwrap_or(0);
+    let prompt = n(usage.get("prompt_tokens"));
+    let completion = n(usage.get("completion_tokens"));
+    let cached = n(usage.pointer("/prompt_tokens_details/cached_tokens"));
+    let reasoning = n(usage.pointer("/completion_tokens_details/reasoning_tokens"));
+    Usage {
+        cached_tokens: cached,
+        prompt_tokens: prompt.saturating_sub(cached),
+        thoughts_tokens: reasoning,
+        response_tokens: completion.saturating_sub(reasoning),
+    }
+}
+
+fn in_stream_error(chunk: &Value) -> WireError {
+    let (message, codes) = provider_error(chunk)
+        .unwrap_or_else(|| (format!("provider error: {}", chunk["error"]), Vec::new()));
+    // llama.cpp puts the HTTP status it would have sent in a numeric `code`.
+    let status = chunk
+        .pointer("/error/code")
+        .and_then(Value::as_u64)
+        .and_then(|c| u16::try_from(c).ok())
+        .filter(|c| (400..600).contains(c));
+    let code_refs: Vec<&str> = codes.iter().map(String::as_str).collect();
+    let status = match classify_error(status, &code_refs, &message) {
+        // The stream did start, so a completed classification cannot happen; keep the type
+        // total anyway.
+        StopReason::Completed => StopReason::Failed,
+        s => s,
+    };
+    WireError::Provider { status, message }
+}
+
+fn preview(s: &str) -> String {
+    const MAX: usize = 200;
+    if s.chars().count() <= MAX {
+        s.to_owned()
+    } else {
+        format!("{}…", s.chars().take(MAX).collect::<String>())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use penguin_omni_protocol::{build, ToolDefinition};
+
+    fn decode(body: &str) -> (Vec<UniEvent>, Result<(), WireError>) {
+        let mut d = OpenAiChatDecoder::default();
+        let mut out = Vec::new();
+        let r = d
+            .feed(body.as_bytes(), &mut out)
+            .and_then(|()| d.finish(&mut out));
+        (out, r)
+    }
+
+    #[test]
+    fn usage_splits_cached_and_reasoning_tokens() {
+        let u = parse_usage(&json!({
+            "prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150,
+            "prompt_tokens_details": {"cached_tokens": 30},
+            "completion_tokens_details": {"reasoning_tokens": 20}
+        }));
+        assert_eq!(
+            u,
+            Usage {
+                cached_tokens: 30,
+                prompt_tokens: 70,
+                thoughts_tokens: 20,
+                response_tokens: 30
+            }
+        );
+    }
+
+    #[test]
+    fn done_without_finish_reason_is_malformed() {
+        let (_, r) = decode(
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n",
+        );
+        assert_eq!(
+            r,
+            Err(WireError::Malformed(
+                "Last event must carry a finish_reason: the stream ended after 1 chunk(s) with [DONE] but without one".into()
+            ))
+        );
+        assert_eq!(
+            decode("").1,
+            Err(WireError::Malformed(
+                "Streaming response yielded no events".into()
+            ))
+        );
+    }
+
+    #[test]
+    fn bad_tool_arguments_are_malformed_and_name_the_call() {
+        let (_, r) = decode(concat!(
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_9\",\"function\":{\"name\":\"f\",\"arguments\":\"{oops\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n"
+        ));
+        let Err(WireError::Malformed(msg)) = r else {
+            panic!("expected malformed, got {r:?}")
+        };
+        assert!(
+            msg.starts_with("arguments of tool call f (call_9) are not valid JSON"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn fragment_without_a_name_for_a_new_index_is_malformed() {
+        let (_, r) = decode("data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":3,\"function\":{\"arguments\":\"{}\"}}]}}]}\n\n");
+        assert_eq!(
+            r,
+            Err(WireError::Malformed(
+                "tool call at index 3 starts without a function name".into()
+            ))
+        );
+    }
+
+    #[test]
+    fn in_stream_errors_are_classified() {
+        let (_, r) = decode("data: {\"error\":{\"code\":500,\"message\":\"slot unavailable\",\"type\":\"server_error\"}}\n\n");
+        assert_eq!(
+            r,
+            Err(WireError::Provider {
+                status: StopReason::Timeout,
+                message: "slot unavailable".into()
+            })
+        );
+        let (_, r) = decode("data: {\"error\":{\"message\":\"context length exceeded\",\"type\":\"invalid_request_error\"}}\n\n");
+        assert_eq!(
+            r,
+            Err(WireError::Provider {
+                status: StopReason::Failed,
+                message: "context length exceeded".into()
+            })
+        );
+    }
+
+    #[test]
+    fn request_body_has_history_tools_limits_and_effort() {
+        let mut chat = OpenAiChat::new();
+        let mut config = ModelConfig::new("http://x/v1", "m1");
+        config.system_prompt = "be brief".into();
+        config.api_key = Some("sk-test".into());
+        config.max_output_tokens = 256;
+        config.tools = vec![ToolDefinition {
+            name: "read".into(),
+            description: "Reads a file".into(),
+            parameters: Some(json!({"type": "object", "properties": {"path": {"type": "string"}}})),
+        }];
+        let mut think_fid = Fidelity::new();
+        think_fid.insert("reasoning_field".into(), json!("reasoning"));
+        chat.commit(
+            &[build::user_text("read a")],
+            &[
+                build::thinking("plan", StopReason::Completed, Some(think_fid)),
+                build::tool_call(
+                    "read",
+                    r#"{"path":"a"}"#,
+                    "call_1#2",
+                    StopReason::Completed,
+                    None,
+                ),
+            ],
+        );
+        let req = chat.build_request(
+            &config,
+            &[build::tool_call_output(
+                "contents",
+                "call_1#2",
+                StopReason::Completed,
+            )],
+            Some(ThinkingLevel::High),
+        );
+        assert_eq!(req.path, "/chat/completions");
+        assert_eq!(
+            req.headers,
+            [("authorization".to_owned(), "Bearer sk-test".to_owned())]
+        );
+        assert_eq!(
+            req.body,
+            json!({
+                "model": "m1",
+                "messages": [
+                    {"role": "system", "content": "be brief"},
+                    {"role": "user", "content": "read a"},
+                    {"role": "assistant", "content": null, "reasoning": "plan", "tool_calls": [
+                        {"id": "call_1", "type": "function", "function": {"name": "read", "arguments": "{\"path\":\"a\"}"}}
+                    ]},
+                    {"role": "tool", "tool_call_id": "call_1", "content": "contents"}
+                ],
+                "stream": true,
+                "stream_options": {"include_usage": true},
+                "tools": [{"type": "function", "function": {"name": "read", "description": "Reads a file", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}],
+                "max_tokens": 256,
+                "reasoning_effort": "high"
+            })
+        );
+    }
+
+    #[test]
+    fn minimal_request_omits_optional_fields_and_builds_user_parts() {
+        let chat = OpenAiChat::new();
+        let config = ModelConfig::new("http://x/v1", "m");
+        let req = chat.build_request(
+            &config,
+            &[
+                build::user_text("look"),
+                build::image_url("data:image/png;base64,AAAA"),
+            ],
+            None,
+        );
+        assert!(req.headers.is_empty());
+        assert_eq!(
+            req.body,
+            json!({
+                "model": "m",
+                "messages": [{"role": "user", "content": [
+                    {"type": "text", "text": "look"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+                ]}],
+                "stream": true,
+                "stream_options": {"include_usage": true}
+            })
+        );
+    }
+
+    #[test]
+    fn replayed_arguments_are_normalized_to_objects() {
+        assert_eq!(normalized_arguments(""), "{}");
+        assert_eq!(normalized_arguments("[1]"), "{}");
+        assert_eq!(normalized_arguments("{\"a\": 1}"), "{\"a\":1}");
+    }
+
+    #[test]
+    fn effort_levels_map_to_reasoning_effort() {
+        assert_eq!(reasoning_effort(ThinkingLevel::None), "none");
+        assert_eq!(reasoning_effort(ThinkingLevel::Medium), "medium");
+        assert_eq!(reasoning_effort(ThinkingLevel::Max), "xhigh");
+    }
+}

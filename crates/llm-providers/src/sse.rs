@@ -1,0 +1,216 @@
+//! A Server-Sent Events decoder that accepts the body in arbitrary chunks.
+//!
+//! Bytes are buffered until a whole line is present, and only whole lines are decoded as
+//! UTF-8, so a multi-byte character or a `\r\n` split across two chunks decodes the same as if
+//! it had arrived in one piece. Lines end with `\n`, `\r\n` or a lone `\r` (the SSE grammar).
+
+/// One dispatched event: the `event:` name (if any) and the `data:` lines joined with `\n`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SseEvent {
+    /// The `event:` field; `None` means the default `message` type.
+    pub event: Option<String>,
+    /// The data lines joined with `\n`.
+    pub data: String,
+}
+
+/// A line of the body that is not valid UTF-8.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("SSE line {line} is not valid UTF-8: {source}")]
+pub struct SseError {
+    /// 1-based line number in the body.
+    pub line: usize,
+    /// The decoding error.
+    pub source: std::str::Utf8Error,
+}
+
+/// Incremental SSE decoder: [`feed`](SseDecoder::feed) chunks, then
+/// [`finish`](SseDecoder::finish) at the end of the body.
+#[derive(Debug, Default)]
+pub struct SseDecoder {
+    buffer: Vec<u8>,
+    /// A `\r` ended the previous line; a `\n` at the start of the next chunk belongs to it.
+    after_cr: bool,
+    lines_seen: usize,
+    event: Option<String>,
+    data: Vec<String>,
+    has_data: bool,
+}
+
+impl SseDecoder {
+    /// A decoder at the start of a body.
+    pub fn new() -> SseDecoder {
+        SseDecoder::default()
+    }
+
+    /// Consumes a chunk and returns the events it completed.
+    pub fn feed(&mut self, chunk: &[u8]) -> Result<Vec<SseEvent>, SseError> {
+        let mut events = Vec::new();
+        let mut rest = chunk;
+        // An empty chunk says nothing about whether the `\n` of a split `\r\n` is coming.
+        if self.after_cr && !rest.is_empty() {
+            self.after_cr = false;
+            if let Some(stripped) = rest.strip_prefix(b"\n") {
+                rest = stripped;
+            }
+        }
+        while let Some(pos) = rest.iter().position(|&b| b == b'\n' || b == b'\r') {
+            self.buffer.extend_from_slice(&rest[..pos]);
+            let terminator = rest[pos];
+            rest = &rest[pos + 1..];
+            if terminator == b'\r' {
+                match rest.first() {
+                    Some(b'\n') => rest = &rest[1..],
+                    Some(_) => {}
+                    None => self.after_cr = true,
+                }
+            }
+            let line = std::mem::take(&mut self.buffer);
+            self.line(&line, &mut events)?;
+        }
+        self.buffer.extend_from_slice(rest);
+        Ok(events)
+    }
+
+    /// Ends the body. An unterminated last line is taken as a line, and a pending event is
+    /// dispatched, because servers commonly omit the final blank line after `[DONE]`; a body
+    /// truncated mid-line then fails in the JSON parser rather than vanishing here.
+    pub fn finish(&mut self) -> Result<Vec<SseEvent>, SseError> {
+        let mut events = Vec::new();
+        if !self.buffer.is_empty() {
+            let line = std::mem::take(&mut self.buffer);
+            self.line(&line, &mut events)?;
+        }
+        self.dispatch(&mut events);
+        Ok(events)
+    }
+
+    fn line(&mut self, bytes: &[u8], events: &mut Vec<SseEvent>) -> Result<(), SseError> {
+        self.lines_seen += 1;
+        let line = std::str::from_utf8(bytes).map_err(|source| SseError {
+            line: self.lines_seen,
+            source,
+        })?;
+        if line.is_empty() {
+            self.dispatch(events);
+            return Ok(());
+        }
+        if line.starts_with(':') {
+            return Ok(());
+        }
+        let (field, value) = match line.split_once(':') {
+            Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
+            None => (line, ""),
+        };
+        match field {
+            "event" => self.event = Some(value.to_owned()),
+            "data" => {
+                self.data.push(value.to_owned());
+                self.has_data = true;
+            }
+            // `id` and `retry` only matter for reconnection, which a model request never does.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn dispatch(&mut self, events: &mut Vec<SseEvent>) {
+        let event = self.event.take();
+        if !self.has_data {
+            return;
+        }
+        self.has_data = false;
+        events.push(SseEvent {
+            event,
+            data: std::mem::take(&mut self.data).join("\n"),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn all(chunks: &[&[u8]]) -> Vec<SseEvent> {
+        let mut d = SseDecoder::new();
+        let mut out = Vec::new();
+        for c in chunks {
+            out.extend(d.feed(c).unwrap());
+        }
+        out.extend(d.finish().unwrap());
+        out
+    }
+
+    fn ev(event: Option<&str>, data: &str) -> SseEvent {
+        SseEvent {
+            event: event.map(Into::into),
+            data: data.into(),
+        }
+    }
+
+    #[test]
+    fn parses_fields_comments_and_multiline_data() {
+        let body =
+            b": keep-alive\n\nevent: ping\ndata: {}\n\ndata: a\ndata:b\nid: 7\nretry: 10\n\n";
+        assert_eq!(all(&[body]), [ev(Some("ping"), "{}"), ev(None, "a\nb")]);
+    }
+
+    #[test]
+    fn crlf_and_lone_cr_end_lines() {
+        assert_eq!(
+            all(&[b"data: x\r\n\r\ndata: y\r\rdata: z\n\n"]),
+            [ev(None, "x"), ev(None, "y"), ev(None, "z")]
+        );
+    }
+
+    #[test]
+    fn crlf_split_between_chunks_is_one_terminator() {
+        assert_eq!(
+            all(&[b"data: x\r", b"", b"\n\r", b"\ndata: y\r\n\r\n"]),
+            [ev(None, "x"), ev(None, "y")]
+        );
+    }
+
+    #[test]
+    fn split_utf8_is_reassembled() {
+        let body = "data: héllo — 世界\n\n".as_bytes();
+        for i in 0..body.len() {
+            assert_eq!(
+                all(&[&body[..i], &body[i..]]),
+                [ev(None, "héllo — 世界")],
+                "split at {i}"
+            );
+        }
+    }
+
+    #[test]
+    fn unterminated_last_event_is_dispatched_at_finish() {
+        assert_eq!(all(&[b"data: [DONE]"]), [ev(None, "[DONE]")]);
+    }
+
+    #[test]
+    fn invalid_utf8_names_the_line() {
+        let mut d = SseDecoder::new();
+        let err = d.feed(b"data: ok\n\ndata: \xff\n").unwrap_err();
+        assert_eq!(err.line, 3);
+        assert!(err.to_string().starts_with("SSE line 3 is not valid UTF-8"));
+    }
+
+    proptest! {
+        #[test]
+        fn any_chunking_gives_the_same_events(cuts in proptest::collection::vec(0usize..200, 0..12)) {
+            let body = "event: a\r\ndata: {\"t\":\"é✓\"}\r\n\r\n: c\ndata: 1\ndata: 2\n\rdata: z\r\r".as_bytes();
+            let whole = all(&[body]);
+            let mut points: Vec<usize> = cuts.into_iter().map(|c| c % (body.len() + 1)).collect();
+            points.sort_unstable();
+            let mut chunks = Vec::new();
+            let mut prev = 0;
+            for p in points {
+                chunks.push(&body[prev..p]);
+                prev = p;
+            }
+            chunks.push(&body[prev..]);
+            prop_assert_eq!(all(&chunks), whole);
+        }
+    }
+}

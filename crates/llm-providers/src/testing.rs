@@ -1,0 +1,202 @@
+//! Helpers for adapter tests: timestamp-free views of a message stream and a checker for the
+//! streaming discipline of §1.8.
+//!
+//! They live in the library (not behind `cfg(test)`) so integration tests and adapters in
+//! other crates can use the same checks.
+
+use std::collections::BTreeMap;
+
+use penguin_omni_protocol::{build, EventPayload, ModelPayload, OmniMessage, StreamEventType};
+use serde_json::Value;
+
+use crate::translate::{EventTranslator, ToolCallIdAllocator};
+use crate::wire::StreamDecoder;
+use crate::LlmOutcome;
+
+/// What the HTTP shell yields for a response body that arrived as `chunks`, without any I/O:
+/// decode and translate each chunk, then on a clean end `finish()` plus `token_usage`
+/// (session = this request), or on a decoder error `finish_interrupted` with its status.
+///
+/// This is the harness for fixture tests: a recorded body in, the exact message stream and
+/// outcome out.
+pub fn replay<D: StreamDecoder>(
+    mut decoder: D,
+    chunks: &[&[u8]],
+    ids: ToolCallIdAllocator,
+) -> (Vec<OmniMessage>, LlmOutcome) {
+    let mut translator = EventTranslator::new(ids);
+    let mut out = Vec::new();
+    let mut events = Vec::new();
+    let mut result = Ok(());
+    for chunk in chunks {
+        result = decoder.feed(chunk, &mut events);
+        for e in events.drain(..) {
+            out.extend(translator.translate(e));
+        }
+        if result.is_err() {
+            break;
+        }
+    }
+    if result.is_ok() {
+        result = decoder.finish(&mut events);
+        for e in events.drain(..) {
+            out.extend(translator.translate(e));
+        }
+    }
+    match result {
+        Ok(()) => {
+            out.extend(translator.finish());
+            let request = translator.request_tokens();
+            out.push(build::token_usage(request, request));
+            (out, LlmOutcome::completed())
+        }
+        Err(e) => {
+            let outcome = e.into_outcome();
+            out.extend(translator.finish_interrupted(outcome.status));
+            (out, outcome)
+        }
+    }
+}
+
+/// A message's JSON without its `timestamp`, keeping key order, so streams can be compared
+/// exactly while builders stamp the wall clock.
+pub fn without_timestamp(msg: &OmniMessage) -> String {
+    let mut value: Value = serde_json::from_str(&msg.to_json()).expect("a message is valid JSON");
+    if let Value::Object(map) = &mut value {
+        map.shift_remove("timestamp");
+    }
+    value.to_string()
+}
+
+/// [`without_timestamp`] of every message.
+pub fn without_timestamps(msgs: &[OmniMessage]) -> Vec<String> {
+    msgs.iter().map(without_timestamp).collect()
+}
+
+/// A compact one-line view for readable assertions:
+/// `partial_text/delta "Hel"`, `text "Hello" completed`, `tool_call f(call_1) {"a":1} completed`,
+/// `token_usage 10/20/5=35 session 35` (cache_read/cache_write/output=total).
+pub fn describe(msg: &OmniMessage) -> String {
+    if let Some(EventPayload::TokenUsage { session, request }) = msg.event() {
+        return format!(
+            "token_usage {}/{}/{}={} session {}",
+            request.cache_read, request.cache_write, request.output, request.total, session.total
+        );
+    }
+    let Some(p) = msg.model() else {
+        return msg.payload_type().to_owned();
+    };
+    let reason = p.stop_reason().map(|r| r.as_str()).unwrap_or("-");
+    match p {
+        ModelPayload::PartialToolCall(c) => match c.event_type {
+            StreamEventType::Start => {
+                format!("partial_tool_call/start {}({})", c.name, c.tool_call_id)
+            }
+            StreamEventType::Delta => format!("partial_tool_call/delta {:?}", c.arguments),
+            StreamEventType::Stop => format!("partial_tool_call/stop {reason}"),
+        },
+        ModelPayload::ToolCall(c) => {
+            format!(
+                "tool_call {}({}) {} {reason}",
+                c.name, c.tool_call_id, c.arguments
+            )
+        }
+        _ if p.is_partial() => {
+            let (event, content) = p.partial_parts().expect("partial payload");
+            match event {
+                StreamEventType::Start => format!("{}/start", p.type_name()),
+                StreamEventType::Delta => format!("{}/delta {content:?}", p.type_name()),
+                StreamEventType::Stop => format!("{}/stop {reason}", p.type_name()),
+            }
+        }
+        _ => format!("{} {:?} {reason}", p.type_name(), p.content().unwrap_or("")),
+    }
+}
+
+/// [`describe`] of every message.
+pub fn describe_all(msgs: &[OmniMessage]) -> Vec<String> {
+    msgs.iter().map(describe).collect()
+}
+
+/// Checks the streaming discipline of a whole request's output:
+/// - each segment, keyed by `(payload.type, tool_call_id)`, goes `start → delta* → stop`;
+/// - the complete message of the same kind follows its stop immediately;
+/// - concatenated deltas equal the complete content (tool calls excepted: their complete
+///   arguments may be the provider's object re-serialized);
+/// - every stop fragment has the same stop reason as the complete message that follows it;
+/// - nothing is left open, and `token_usage`, if present, is last.
+///
+/// Returns a description of the first violation.
+pub fn check_discipline(msgs: &[OmniMessage]) -> Result<(), String> {
+    let mut open: BTreeMap<(String, String), String> = BTreeMap::new();
+    let mut expect_complete: Option<(usize, String, String, Option<String>)> = None;
+    for (i, msg) in msgs.iter().enumerate() {
+        if let Some(EventPayload::TokenUsage { .. }) = msg.event() {
+            if i + 1 != msgs.len() {
+                return Err(format!("message {i}: token_usage is not the last message"));
+            }
+        }
+        let Some(p) = msg.model() else { continue };
+        if let Some((at, kind, content, reason)) = expect_complete.take() {
+            let complete_kind = kind.trim_start_matches("partial_");
+            if p.type_name() != complete_kind {
+                return Err(format!(
+                    "message {i}: expected the complete {complete_kind} after the stop at {at}, got {}",
+                    p.type_name()
+                ));
+            }
+            let got_reason = p.stop_reason().map(|r| r.as_str().to_owned());
+            if got_reason != reason {
+                return Err(format!(
+                    "message {i}: complete {complete_kind} has stop_reason {got_reason:?}, its stop fragment {reason:?}"
+                ));
+            }
+            if complete_kind != "tool_call" && p.content() != Some(content.as_str()) {
+                return Err(format!(
+                    "message {i}: complete {complete_kind} content {:?} differs from the deltas {content:?}",
+                    p.content().unwrap_or("")
+                ));
+            }
+            continue;
+        }
+        if !p.is_partial() {
+            continue;
+        }
+        let (event, content) = p.partial_parts().expect("partial payload");
+        let key = (
+            p.type_name().to_owned(),
+            p.tool_call_id().unwrap_or("").to_owned(),
+        );
+        match event {
+            StreamEventType::Start => {
+                if open.insert(key.clone(), String::new()).is_some() {
+                    return Err(format!("message {i}: {key:?} started twice"));
+                }
+            }
+            StreamEventType::Delta => match open.get_mut(&key) {
+                Some(buffer) => buffer.push_str(content),
+                None => return Err(format!("message {i}: delta for {key:?} without a start")),
+            },
+            StreamEventType::Stop => match open.remove(&key) {
+                Some(buffer) => {
+                    expect_complete = Some((
+                        i,
+                        key.0,
+                        buffer,
+                        p.stop_reason().map(|r| r.as_str().to_owned()),
+                    ))
+                }
+                None => return Err(format!("message {i}: stop for {key:?} without a start")),
+            },
+        }
+    }
+    if let Some((at, kind, _, _)) = expect_complete {
+        return Err(format!(
+            "the stop of {kind} at {at} is not followed by its complete message"
+        ));
+    }
+    if let Some((key, _)) = open.into_iter().next() {
+        return Err(format!("segment {key:?} was never closed"));
+    }
+    Ok(())
+}

@@ -1,0 +1,1000 @@
+//! The provider-neutral middle of every adapter (§6.2–§6.4 of the reference behaviour).
+//!
+//! A wire decoder turns provider bytes into [`UniEvent`]s; the [`EventTranslator`] turns those
+//! into OmniMessages with the reference's exact segmentation. The translator is pure: no I/O,
+//! no clock beyond the builders' timestamps, no async. Every rule of §6.2 is enforced here, so
+//! an adapter only has to say *what* the provider sent, never *how* to stream it.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use penguin_omni_protocol::{
+    build, Fidelity, OmniMessage, StopReason, StreamEventType, TokenCounts,
+};
+use serde_json::Value;
+
+/// One piece of model output as a provider reports it, before segmentation.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ContentItem {
+    /// Visible text. `fidelity` carries wire data such as `phase` or a `signature`.
+    Text {
+        /// The text fragment (may be empty when the item only carries fidelity).
+        text: String,
+        /// Provider wire data.
+        fidelity: Option<Fidelity>,
+    },
+    /// Reasoning text. `fidelity` carries e.g. `{"reasoning_field": "reasoning_content"}` or a
+    /// Claude `{"signature": ...}` (which arrives as an empty-text item closing the block).
+    Thinking {
+        /// The reasoning fragment (may be empty).
+        thinking: String,
+        /// Provider wire data.
+        fidelity: Option<Fidelity>,
+    },
+    /// An argument fragment of a streamed tool call. The id may be present only on the first
+    /// fragment; later fragments without one belong to the call most recently named.
+    PartialToolCall {
+        /// The provider's call id (first fragment, usually).
+        tool_call_id: Option<String>,
+        /// The tool name (first fragment, usually).
+        name: Option<String>,
+        /// A raw JSON text fragment.
+        arguments: String,
+        /// Provider wire data.
+        fidelity: Option<Fidelity>,
+    },
+    /// A finished tool call with parsed arguments. Emitted at once, so approval can start
+    /// while the model is still streaming.
+    ToolCall {
+        /// The provider's call id; an empty id makes the item ignored.
+        tool_call_id: String,
+        /// The tool name.
+        name: String,
+        /// Parsed arguments; `null` counts as `{}`.
+        arguments: Value,
+        /// Provider wire data.
+        fidelity: Option<Fidelity>,
+    },
+}
+
+/// Token usage as a provider snapshot, already split the reference's way.
+///
+/// Adapters must convert: OpenAI's `prompt_tokens` *includes* cached tokens, so
+/// `prompt_tokens` here is the uncached remainder; `completion_tokens` includes reasoning, so
+/// `response_tokens` is the remainder after `thoughts_tokens`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Prompt tokens served from the cache.
+    pub cached_tokens: u64,
+    /// Uncached prompt tokens.
+    pub prompt_tokens: u64,
+    /// Reasoning tokens.
+    pub thoughts_tokens: u64,
+    /// Visible output tokens (text and tool calls).
+    pub response_tokens: u64,
+}
+
+/// One provider event: content, optionally a usage snapshot and a finish reason.
+///
+/// Finish reasons are normalized by the adapter to `stop`, `tool_call`, `length`,
+/// `content_filter`, or passed through verbatim when unknown; only `stop` and `tool_call`
+/// count as a normal end.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct UniEvent {
+    /// Content items, in wire order.
+    pub content_items: Vec<ContentItem>,
+    /// The latest cumulative usage snapshot.
+    pub usage: Option<Usage>,
+    /// The normalized finish reason.
+    pub finish_reason: Option<String>,
+}
+
+impl UniEvent {
+    /// An event holding one content item.
+    pub fn item(item: ContentItem) -> UniEvent {
+        UniEvent {
+            content_items: vec![item],
+            ..UniEvent::default()
+        }
+    }
+}
+
+/// `usageToTokenCounts` (§6.3): `cache_write` is the uncached prompt, `output` is thinking plus
+/// response, `total` the sum of all three.
+pub fn usage_to_token_counts(usage: &Usage) -> TokenCounts {
+    TokenCounts::new(
+        usage.cached_tokens,
+        usage.prompt_tokens,
+        usage.thoughts_tokens + usage.response_tokens,
+    )
+}
+
+/// Hands out session-unique tool call ids (§6.4).
+///
+/// Clones share one set of used ids: the session keeps one allocator and passes clones to
+/// every model it builds (including the ones rebuilt after compaction), so a provider that
+/// reuses ids (Gemini names calls by function name) still yields unique ids session-wide.
+#[derive(Clone, Debug, Default)]
+pub struct ToolCallIdAllocator {
+    used: Arc<Mutex<HashSet<String>>>,
+}
+
+impl ToolCallIdAllocator {
+    /// An allocator with no id used yet.
+    pub fn new() -> ToolCallIdAllocator {
+        ToolCallIdAllocator::default()
+    }
+
+    /// Returns `id` if it is unused, otherwise the first unused `id#n` for n = 2, 3, ….
+    /// The result is marked used either way.
+    pub fn allocate(&self, id: &str) -> String {
+        let mut used = self.used.lock().unwrap_or_else(PoisonError::into_inner);
+        let chosen = if used.contains(id) {
+            (2u64..)
+                .map(|n| format!("{id}#{n}"))
+                .find(|candidate| !used.contains(candidate))
+                .unwrap_or_else(|| unreachable!("the u64 range outlasts any set"))
+        } else {
+            id.to_owned()
+        };
+        used.insert(chosen.clone());
+        chosen
+    }
+
+    /// Marks an id seen in a resumed history as used.
+    pub fn register(&self, id: &str) {
+        self.used
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id.to_owned());
+    }
+}
+
+/// `stripToolCallIdSuffix`: removes one trailing `#<digits>`, giving back the provider's id.
+pub fn strip_suffix(id: &str) -> &str {
+    match id.rfind('#') {
+        Some(pos) if pos + 1 < id.len() && id[pos + 1..].bytes().all(|b| b.is_ascii_digit()) => {
+            &id[..pos]
+        }
+        _ => id,
+    }
+}
+
+/// Maps a normalized finish reason to the stop reason of the last segments.
+pub fn finish_reason_to_stop_reason(finish_reason: Option<&str>) -> StopReason {
+    match finish_reason {
+        None | Some("stop") | Some("tool_call") => StopReason::Completed,
+        Some(_) => StopReason::Failed,
+    }
+}
+
+#[derive(Debug, Default)]
+struct Segment {
+    buffer: String,
+    started: bool,
+    fidelity: Fidelity,
+}
+
+#[derive(Debug)]
+struct ToolAccumulator {
+    id: String,
+    name: String,
+    fidelity: Option<Fidelity>,
+    arguments: String,
+    complete_arguments: Option<String>,
+    started: bool,
+    emitted: bool,
+}
+
+/// The §6.2 state machine for one request: feed it [`UniEvent`]s, then call exactly one of
+/// [`finish`](EventTranslator::finish) or
+/// [`finish_interrupted`](EventTranslator::finish_interrupted).
+#[derive(Debug)]
+pub struct EventTranslator {
+    allocator: ToolCallIdAllocator,
+    text: Segment,
+    thinking: Segment,
+    tools: Vec<ToolAccumulator>,
+    /// Provider key → index into `tools` of the newest accumulator with that key.
+    by_key: HashMap<String, usize>,
+    active_key: Option<String>,
+    finish_reason: Option<String>,
+    usage: Option<Usage>,
+}
+
+impl EventTranslator {
+    /// A translator for one request, allocating call ids from the session's allocator.
+    pub fn new(allocator: ToolCallIdAllocator) -> EventTranslator {
+        EventTranslator {
+            allocator,
+            text: Segment::default(),
+            thinking: Segment::default(),
+            tools: Vec::new(),
+            by_key: HashMap::new(),
+            active_key: None,
+            finish_reason: None,
+            usage: None,
+        }
+    }
+
+    /// The last non-null finish reason seen.
+    pub fn finish_reason(&self) -> Option<&str> {
+        self.finish_reason.as_deref()
+    }
+
+    /// The request's token counts from the latest usage snapshot (zero when none arrived).
+    pub fn request_tokens(&self) -> TokenCounts {
+        self.usage
+            .as_ref()
+            .map(usage_to_token_counts)
+            .unwrap_or_default()
+    }
+
+    /// Translates one event into the messages to yield, in order.
+    pub fn translate(&mut self, event: UniEvent) -> Vec<OmniMessage> {
+        if let Some(reason) = event.finish_reason {
+            self.finish_reason = Some(reason);
+        }
+        if let Some(usage) = event.usage {
+            // Snapshots are cumulative: the latest replaces, never adds.
+            self.usage = Some(usage);
+        }
+        let mut out = Vec::new();
+        for item in event.content_items {
+            match item {
+                ContentItem::Text { text, fidelity } => self.on_text(text, fidelity, &mut out),
+                ContentItem::Thinking { thinking, fidelity } => {
+                    self.on_thinking(thinking, fidelity, &mut out)
+                }
+                ContentItem::PartialToolCall {
+                    tool_call_id,
+                    name,
+                    arguments,
+                    fidelity,
+                } => self.on_partial_tool_call(tool_call_id, name, arguments, fidelity, &mut out),
+                ContentItem::ToolCall {
+                    tool_call_id,
+                    name,
+                    arguments,
+                    fidelity,
+                } => self.on_tool_call(tool_call_id, name, arguments, fidelity, &mut out),
+            }
+        }
+        out
+    }
+
+    /// Normal end: closes thinking and text with the stop reason the finish reason gives, then
+    /// emits (as completed) every tool call whose complete item never arrived, in first-seen
+    /// order. The caller yields `token_usage` afterwards.
+    pub fn finish(&mut self) -> Vec<OmniMessage> {
+        let reason = finish_reason_to_stop_reason(self.finish_reason.as_deref());
+        let mut out = Vec::new();
+        self.flush_thinking(reason, &mut out);
+        self.flush_text(reason, &mut out);
+        self.flush_tools(StopReason::Completed, &mut out);
+        out
+    }
+
+    /// Interrupted end: closes every open segment and every unemitted tool call with `reason`.
+    /// Those tool calls are never dispatched; they exist so no fragment stays open.
+    pub fn finish_interrupted(&mut self, reason: StopReason) -> Vec<OmniMessage> {
+        let mut out = Vec::new();
+        self.flush_thinking(reason, &mut out);
+        self.flush_text(reason, &mut out);
+        self.flush_tools(reason, &mut out);
+        out
+    }
+
+    fn on_text(&mut self, text: String, fidelity: Option<Fidelity>, out: &mut Vec<OmniMessage>) {
+        let item_fidelity = fidelity.filter(|f| !f.is_empty());
+        let signed = self.text.fidelity.contains_key("signature");
+        let item_phase = item_fidelity
+            .as_ref()
+            .and_then(|f| f.get("phase"))
+            .filter(|p| !p.is_null());
+        let phase_changed =
+            item_phase.is_some_and(|p| self.text.fidelity.get("phase").is_none_or(|cur| cur != p));
+        if (signed && (!text.is_empty() || item_fidelity.is_some())) || phase_changed {
+            self.flush_thinking(StopReason::Completed, out);
+            self.flush_text(StopReason::Completed, out);
+        }
+        if let Some(f) = item_fidelity {
+            self.text.fidelity.extend(f);
+        }
+        if text.is_empty() {
+            return;
+        }
+        self.flush_thinking(StopReason::Completed, out);
+        if !self.text.started {
+            self.text.started = true;
+            out.push(build::partial_text(
+                StreamEventType::Start,
+                "",
+                StopReason::Completed,
+            ));
+        }
+        self.text.buffer.push_str(&text);
+        out.push(build::partial_text(
+            StreamEventType::Delta,
+            text,
+            StopReason::Completed,
+        ));
+    }
+
+    fn on_thinking(
+        &mut self,
+        thinking: String,
+        fidelity: Option<Fidelity>,
+        out: &mut Vec<OmniMessage>,
+    ) {
+        let item_fidelity = fidelity.filter(|f| !f.is_empty());
+        let empty = Fidelity::new();
+        if !self.thinking.fidelity.is_empty()
+            && self.thinking.fidelity != *item_fidelity.as_ref().unwrap_or(&empty)
+            && (!thinking.is_empty() || item_fidelity.is_some())
+        {
+            self.flush_thinking(StopReason::Completed, out);
+        }
+        if let Some(f) = item_fidelity {
+            self.thinking.fidelity = f;
+        }
+        if thinking.is_empty() {
+            return;
+        }
+        self.flush_text(StopReason::Completed, out);
+        if !self.thinking.started {
+            self.thinking.started = true;
+            out.push(build::partial_thinking(
+                StreamEventType::Start,
+                "",
+                StopReason::Completed,
+            ));
+        }
+        self.thinking.buffer.push_str(&thinking);
+        out.push(build::partial_thinking(
+            StreamEventType::Delta,
+            thinking,
+            StopReason::Completed,
+        ));
+    }
+
+    fn on_partial_tool_call(
+        &mut self,
+        tool_call_id: Option<String>,
+        name: Option<String>,
+        arguments: String,
+        fidelity: Option<Fidelity>,
+        out: &mut Vec<OmniMessage>,
+    ) {
+        let item_id = tool_call_id.filter(|id| !id.is_empty());
+        let Some(key) = item_id.clone().or_else(|| self.active_key.clone()) else {
+            return;
+        };
+        if item_id.is_some() {
+            self.active_key = Some(key.clone());
+        }
+        // An emitted accumulator is finished: fragments after its complete item would break
+        // start → delta* → stop, so they open a new call instead.
+        let index = match self.by_key.get(&key) {
+            Some(&i) if !self.tools[i].emitted => i,
+            _ => self.new_accumulator(&key),
+        };
+        let acc = &mut self.tools[index];
+        if let Some(name) = name.filter(|n| !n.is_empty()) {
+            acc.name = name;
+        }
+        if let Some(f) = fidelity.filter(|f| !f.is_empty()) {
+            acc.fidelity = Some(f);
+        }
+        if !self.tools[index].started {
+            self.flush_thinking(StopReason::Completed, out);
+            self.flush_text(StopReason::Completed, out);
+            let acc = &mut self.tools[index];
+            acc.started = true;
+            out.push(build::partial_tool_call(
+                StreamEventType::Start,
+                acc.name.clone(),
+                "",
+                acc.id.clone(),
+                StopReason::Completed,
+            ));
+        }
+        if !arguments.is_empty() {
+            let acc = &mut self.tools[index];
+            acc.arguments.push_str(&arguments);
+            out.push(build::partial_tool_call(
+                StreamEventType::Delta,
+                "",
+                arguments,
+                acc.id.clone(),
+                StopReason::Completed,
+            ));
+        }
+    }
+
+    fn on_tool_call(
+        &mut self,
+        tool_call_id: String,
+        name: String,
+        arguments: Value,
+        fidelity: Option<Fidelity>,
+        out: &mut Vec<OmniMessage>,
+    ) {
+        if tool_call_id.is_empty() {
+            return;
+        }
+        self.flush_thinking(StopReason::Completed, out);
+        self.flush_text(StopReason::Completed, out);
+        // A repeated id whose call was already emitted is a new call (providers that use the
+        // function name as the id), so it gets a fresh `#n` id.
+        let index = match self.by_key.get(&tool_call_id) {
+            Some(&i) if !self.tools[i].emitted => i,
+            _ => self.new_accumulator(&tool_call_id),
+        };
+        let arguments = if arguments.is_null() {
+            Value::Object(Default::default())
+        } else {
+            arguments
+        };
+        let acc = &mut self.tools[index];
+        if !name.is_empty() {
+            acc.name = name;
+        }
+        acc.complete_arguments = Some(arguments.to_string());
+        if let Some(f) = fidelity.filter(|f| !f.is_empty()) {
+            acc.fidelity = Some(f);
+        }
+        Self::emit_tool(acc, StopReason::Completed, out);
+        if self.active_key.as_deref() == Some(tool_call_id.as_str()) {
+            self.active_key = None;
+        }
+    }
+
+    fn new_accumulator(&mut self, key: &str) -> usize {
+        let id = self.allocator.allocate(key);
+        self.tools.push(ToolAccumulator {
+            id,
+            name: String::new(),
+            fidelity: None,
+            arguments: String::new(),
+            complete_arguments: None,
+            started: false,
+            emitted: false,
+        });
+        let index = self.tools.len() - 1;
+        self.by_key.insert(key.to_owned(), index);
+        index
+    }
+
+    fn emit_tool(acc: &mut ToolAccumulator, reason: StopReason, out: &mut Vec<OmniMessage>) {
+        if acc.started {
+            out.push(build::partial_tool_call(
+                StreamEventType::Stop,
+                "",
+                "",
+                acc.id.clone(),
+                reason,
+            ));
+        }
+        let arguments = acc
+            .complete_arguments
+            .clone()
+            .unwrap_or_else(|| acc.arguments.clone());
+        out.push(build::tool_call(
+            acc.name.clone(),
+            arguments,
+            acc.id.clone(),
+            reason,
+            acc.fidelity.clone(),
+        ));
+        acc.emitted = true;
+    }
+
+    fn flush_tools(&mut self, reason: StopReason, out: &mut Vec<OmniMessage>) {
+        for acc in self.tools.iter_mut().filter(|a| !a.emitted) {
+            Self::emit_tool(acc, reason, out);
+        }
+        self.active_key = None;
+    }
+
+    fn flush_text(&mut self, reason: StopReason, out: &mut Vec<OmniMessage>) {
+        let seg = std::mem::take(&mut self.text);
+        if seg.started {
+            out.push(build::partial_text(StreamEventType::Stop, "", reason));
+        }
+        if !seg.buffer.is_empty() || !seg.fidelity.is_empty() {
+            out.push(build::assistant_text_with(
+                seg.buffer,
+                reason,
+                Some(seg.fidelity),
+            ));
+        }
+    }
+
+    fn flush_thinking(&mut self, reason: StopReason, out: &mut Vec<OmniMessage>) {
+        let seg = std::mem::take(&mut self.thinking);
+        if seg.started {
+            out.push(build::partial_thinking(StreamEventType::Stop, "", reason));
+        }
+        if !seg.buffer.is_empty() || !seg.fidelity.is_empty() {
+            out.push(build::thinking(seg.buffer, reason, Some(seg.fidelity)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{check_discipline, describe_all, without_timestamps};
+    use serde_json::json;
+
+    fn fid(v: Value) -> Option<Fidelity> {
+        match v {
+            Value::Object(m) => Some(m),
+            _ => panic!("fidelity must be an object"),
+        }
+    }
+
+    fn text(t: &str) -> ContentItem {
+        ContentItem::Text {
+            text: t.into(),
+            fidelity: None,
+        }
+    }
+
+    fn text_f(t: &str, f: Value) -> ContentItem {
+        ContentItem::Text {
+            text: t.into(),
+            fidelity: fid(f),
+        }
+    }
+
+    fn think(t: &str) -> ContentItem {
+        ContentItem::Thinking {
+            thinking: t.into(),
+            fidelity: None,
+        }
+    }
+
+    fn think_f(t: &str, f: Value) -> ContentItem {
+        ContentItem::Thinking {
+            thinking: t.into(),
+            fidelity: fid(f),
+        }
+    }
+
+    fn ptc(id: Option<&str>, name: Option<&str>, args: &str) -> ContentItem {
+        ContentItem::PartialToolCall {
+            tool_call_id: id.map(Into::into),
+            name: name.map(Into::into),
+            arguments: args.into(),
+            fidelity: None,
+        }
+    }
+
+    fn tc(id: &str, name: &str, args: Value) -> ContentItem {
+        ContentItem::ToolCall {
+            tool_call_id: id.into(),
+            name: name.into(),
+            arguments: args,
+            fidelity: None,
+        }
+    }
+
+    /// Runs items (one event each), then `finish()`, checking the discipline.
+    fn run(items: Vec<ContentItem>, finish_reason: Option<&str>) -> Vec<String> {
+        let mut t = EventTranslator::new(ToolCallIdAllocator::new());
+        let mut out = Vec::new();
+        for item in items {
+            out.extend(t.translate(UniEvent::item(item)));
+        }
+        out.extend(t.translate(UniEvent {
+            finish_reason: finish_reason.map(Into::into),
+            ..UniEvent::default()
+        }));
+        out.extend(t.finish());
+        check_discipline(&out).unwrap();
+        describe_all(&out)
+    }
+
+    #[test]
+    fn text_streams_as_one_segment_with_exact_json() {
+        let mut t = EventTranslator::new(ToolCallIdAllocator::new());
+        let mut out = t.translate(UniEvent::item(text("Hel")));
+        out.extend(t.translate(UniEvent::item(text("lo"))));
+        out.extend(t.finish());
+        assert_eq!(
+            without_timestamps(&out),
+            [
+                r#"{"type":"model_msg","payload":{"type":"partial_text","role":"assistant","event_type":"start","text":"","stop_reason":"completed"}}"#,
+                r#"{"type":"model_msg","payload":{"type":"partial_text","role":"assistant","event_type":"delta","text":"Hel","stop_reason":"completed"}}"#,
+                r#"{"type":"model_msg","payload":{"type":"partial_text","role":"assistant","event_type":"delta","text":"lo","stop_reason":"completed"}}"#,
+                r#"{"type":"model_msg","payload":{"type":"partial_text","role":"assistant","event_type":"stop","text":"","stop_reason":"completed"}}"#,
+                r#"{"type":"model_msg","payload":{"type":"text","role":"assistant","text":"Hello","stop_reason":"completed"}}"#,
+            ]
+        );
+    }
+
+    #[test]
+    fn thinking_then_text_flushes_thinking_first() {
+        assert_eq!(
+            run(vec![think("hmm"), text("hi")], Some("stop")),
+            [
+                "partial_thinking/start",
+                "partial_thinking/delta \"hmm\"",
+                "partial_thinking/stop completed",
+                "thinking \"hmm\" completed",
+                "partial_text/start",
+                "partial_text/delta \"hi\"",
+                "partial_text/stop completed",
+                "text \"hi\" completed",
+            ]
+        );
+    }
+
+    #[test]
+    fn text_then_thinking_flushes_text() {
+        assert_eq!(
+            run(vec![text("a"), think("b"), text("c")], None),
+            [
+                "partial_text/start",
+                "partial_text/delta \"a\"",
+                "partial_text/stop completed",
+                "text \"a\" completed",
+                "partial_thinking/start",
+                "partial_thinking/delta \"b\"",
+                "partial_thinking/stop completed",
+                "thinking \"b\" completed",
+                "partial_text/start",
+                "partial_text/delta \"c\"",
+                "partial_text/stop completed",
+                "text \"c\" completed",
+            ]
+        );
+    }
+
+    #[test]
+    fn length_finish_fails_the_last_segment() {
+        assert_eq!(
+            run(vec![text("cut")], Some("length")),
+            [
+                "partial_text/start",
+                "partial_text/delta \"cut\"",
+                "partial_text/stop failed",
+                "text \"cut\" failed",
+            ]
+        );
+        for reason in [None, Some("stop"), Some("tool_call")] {
+            assert_eq!(finish_reason_to_stop_reason(reason), StopReason::Completed);
+        }
+        assert_eq!(
+            finish_reason_to_stop_reason(Some("content_filter")),
+            StopReason::Failed
+        );
+    }
+
+    #[test]
+    fn same_reasoning_field_keeps_one_thinking_block() {
+        let f = json!({"reasoning_field": "reasoning_content"});
+        let mut t = EventTranslator::new(ToolCallIdAllocator::new());
+        let mut out = t.translate(UniEvent::item(think_f("a", f.clone())));
+        out.extend(t.translate(UniEvent::item(think_f("b", f.clone()))));
+        out.extend(t.finish());
+        check_discipline(&out).unwrap();
+        let last = without_timestamps(&out).pop().unwrap();
+        assert_eq!(
+            last,
+            r#"{"type":"model_msg","payload":{"type":"thinking","role":"assistant","thinking":"ab","stop_reason":"completed","fidelity":{"reasoning_field":"reasoning_content"}}}"#
+        );
+        assert_eq!(out.len(), 5);
+    }
+
+    #[test]
+    fn claude_signature_closes_the_thinking_block() {
+        // Deltas carry no fidelity; the block ends with an empty-text {signature} item, so the
+        // next thinking content starts a new block.
+        let mut t = EventTranslator::new(ToolCallIdAllocator::new());
+        let mut out = Vec::new();
+        for item in [
+            think("one"),
+            think_f("", json!({"signature": "sig1"})),
+            think("two"),
+            think_f("", json!({"signature": "sig2"})),
+        ] {
+            out.extend(t.translate(UniEvent::item(item)));
+        }
+        out.extend(t.finish());
+        check_discipline(&out).unwrap();
+        let completes: Vec<_> = without_timestamps(&out)
+            .into_iter()
+            .filter(|j| j.contains(r#""type":"thinking""#))
+            .collect();
+        assert_eq!(
+            completes,
+            [
+                r#"{"type":"model_msg","payload":{"type":"thinking","role":"assistant","thinking":"one","stop_reason":"completed","fidelity":{"signature":"sig1"}}}"#,
+                r#"{"type":"model_msg","payload":{"type":"thinking","role":"assistant","thinking":"two","stop_reason":"completed","fidelity":{"signature":"sig2"}}}"#,
+            ]
+        );
+    }
+
+    #[test]
+    fn encrypted_reasoning_with_no_text_still_yields_a_complete_thinking() {
+        assert_eq!(
+            run(vec![think_f("", json!({"encrypted_content": "xyz"}))], None),
+            ["thinking \"\" completed"]
+        );
+    }
+
+    #[test]
+    fn text_signature_forces_a_new_segment() {
+        assert_eq!(
+            run(
+                vec![text("a"), text_f("", json!({"signature": "s"})), text("b"),],
+                None
+            ),
+            [
+                "partial_text/start",
+                "partial_text/delta \"a\"",
+                "partial_text/stop completed",
+                "text \"a\" completed",
+                "partial_text/start",
+                "partial_text/delta \"b\"",
+                "partial_text/stop completed",
+                "text \"b\" completed",
+            ]
+        );
+    }
+
+    #[test]
+    fn phase_change_forces_a_new_segment_and_a_phase_marker_alone_opens_one() {
+        let mut t = EventTranslator::new(ToolCallIdAllocator::new());
+        let mut out = Vec::new();
+        for item in [
+            text_f("", json!({"phase": "commentary"})),
+            text("note"),
+            text_f("", json!({"phase": "commentary"})),
+            text("more"),
+            text_f("", json!({"phase": "final_answer"})),
+        ] {
+            out.extend(t.translate(UniEvent::item(item)));
+        }
+        out.extend(t.finish());
+        check_discipline(&out).unwrap();
+        let completes: Vec<_> = without_timestamps(&out)
+            .into_iter()
+            .filter(|j| j.contains(r#""type":"text""#))
+            .collect();
+        // Same phase: one segment; the final_answer marker opens a segment with no text.
+        assert_eq!(
+            completes,
+            [
+                r#"{"type":"model_msg","payload":{"type":"text","role":"assistant","text":"notemore","stop_reason":"completed","fidelity":{"phase":"commentary"}}}"#,
+                r#"{"type":"model_msg","payload":{"type":"text","role":"assistant","text":"","stop_reason":"completed","fidelity":{"phase":"final_answer"}}}"#,
+            ]
+        );
+    }
+
+    #[test]
+    fn streamed_tool_call_completes_with_the_complete_item() {
+        assert_eq!(
+            run(
+                vec![
+                    text("Let me look."),
+                    ptc(Some("call_1"), Some("read"), ""),
+                    ptc(None, None, "{\"path\":"),
+                    ptc(None, None, " \"a\"}"),
+                    tc("call_1", "read", json!({"path": "a"})),
+                ],
+                Some("tool_call")
+            ),
+            [
+                "partial_text/start",
+                "partial_text/delta \"Let me look.\"",
+                "partial_text/stop completed",
+                "text \"Let me look.\" completed",
+                "partial_tool_call/start read(call_1)",
+                "partial_tool_call/delta \"{\\\"path\\\":\"",
+                "partial_tool_call/delta \" \\\"a\\\"}\"",
+                "partial_tool_call/stop completed",
+                "tool_call read(call_1) {\"path\":\"a\"} completed",
+            ]
+        );
+    }
+
+    #[test]
+    fn partial_tool_call_without_any_id_is_skipped() {
+        assert_eq!(
+            run(vec![ptc(None, Some("x"), "{}")], None),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn tool_call_without_id_is_skipped() {
+        assert_eq!(
+            run(vec![tc("", "x", json!({}))], None),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn complete_tool_call_without_partials_emits_only_the_complete_message() {
+        assert_eq!(
+            run(vec![tc("fn", "lookup", Value::Null)], None),
+            ["tool_call lookup(fn) {} completed"]
+        );
+    }
+
+    #[test]
+    fn repeated_provider_id_is_a_new_call_with_a_suffix() {
+        assert_eq!(
+            run(
+                vec![
+                    tc("search", "search", json!({"q": 1})),
+                    tc("search", "search", json!({"q": 2})),
+                ],
+                None
+            ),
+            [
+                "tool_call search(search) {\"q\":1} completed",
+                "tool_call search(search#2) {\"q\":2} completed",
+            ]
+        );
+    }
+
+    #[test]
+    fn unfinished_tool_calls_are_emitted_at_finish_in_first_seen_order() {
+        assert_eq!(
+            run(
+                vec![
+                    ptc(Some("a"), Some("f"), "{\"x\":"),
+                    ptc(Some("b"), Some("g"), "{}"),
+                    ptc(Some("a"), None, "1}"),
+                ],
+                Some("tool_call")
+            ),
+            [
+                "partial_tool_call/start f(a)",
+                "partial_tool_call/delta \"{\\\"x\\\":\"",
+                "partial_tool_call/start g(b)",
+                "partial_tool_call/delta \"{}\"",
+                "partial_tool_call/delta \"1}\"",
+                "partial_tool_call/stop completed",
+                "tool_call f(a) {\"x\":1} completed",
+                "partial_tool_call/stop completed",
+                "tool_call g(b) {} completed",
+            ]
+        );
+    }
+
+    #[test]
+    fn thinking_after_a_tool_call_opens_a_new_segment() {
+        assert_eq!(
+            run(
+                vec![think("first"), tc("c1", "f", json!({})), think("second"),],
+                None
+            ),
+            [
+                "partial_thinking/start",
+                "partial_thinking/delta \"first\"",
+                "partial_thinking/stop completed",
+                "thinking \"first\" completed",
+                "tool_call f(c1) {} completed",
+                "partial_thinking/start",
+                "partial_thinking/delta \"second\"",
+                "partial_thinking/stop completed",
+                "thinking \"second\" completed",
+            ]
+        );
+    }
+
+    #[test]
+    fn interrupted_closes_everything_with_the_reason() {
+        let mut t = EventTranslator::new(ToolCallIdAllocator::new());
+        let mut out = Vec::new();
+        for item in [text("par"), ptc(Some("c"), Some("f"), "{\"a\"")] {
+            out.extend(t.translate(UniEvent::item(item)));
+        }
+        out.extend(t.translate(UniEvent::item(think("late"))));
+        out.extend(t.finish_interrupted(StopReason::Timeout));
+        check_discipline(&out).unwrap();
+        assert_eq!(
+            describe_all(&out),
+            [
+                "partial_text/start",
+                "partial_text/delta \"par\"",
+                "partial_text/stop completed",
+                "text \"par\" completed",
+                "partial_tool_call/start f(c)",
+                "partial_tool_call/delta \"{\\\"a\\\"\"",
+                "partial_thinking/start",
+                "partial_thinking/delta \"late\"",
+                "partial_thinking/stop timeout",
+                "thinking \"late\" timeout",
+                "partial_tool_call/stop timeout",
+                "tool_call f(c) {\"a\" timeout",
+            ]
+        );
+    }
+
+    #[test]
+    fn usage_snapshots_replace_rather_than_add() {
+        let mut t = EventTranslator::new(ToolCallIdAllocator::new());
+        for n in [5, 9] {
+            t.translate(UniEvent {
+                usage: Some(Usage {
+                    cached_tokens: 1,
+                    prompt_tokens: 10,
+                    thoughts_tokens: 2,
+                    response_tokens: n,
+                }),
+                ..UniEvent::default()
+            });
+        }
+        assert_eq!(t.request_tokens(), TokenCounts::new(1, 10, 11));
+        assert_eq!(t.request_tokens().total, 22);
+    }
+
+    #[test]
+    fn finish_reason_is_remembered_across_events() {
+        let mut t = EventTranslator::new(ToolCallIdAllocator::new());
+        t.translate(UniEvent {
+            finish_reason: Some("length".into()),
+            ..UniEvent::default()
+        });
+        t.translate(UniEvent::item(text("x")));
+        assert_eq!(t.finish_reason(), Some("length"));
+    }
+
+    #[test]
+    fn usage_to_token_counts_treats_missing_as_zero() {
+        assert_eq!(
+            usage_to_token_counts(&Usage::default()),
+            TokenCounts::default()
+        );
+        let c = usage_to_token_counts(&Usage {
+            cached_tokens: 3,
+            prompt_tokens: 4,
+            thoughts_tokens: 5,
+            response_tokens: 6,
+        });
+        assert_eq!(
+            (c.cache_read, c.cache_write, c.output, c.total),
+            (3, 4, 11, 18)
+        );
+    }
+
+    #[test]
+    fn allocator_suffixes_reused_ids_and_is_shared_by_clones() {
+        let a = ToolCallIdAllocator::new();
+        let b = a.clone();
+        assert_eq!(a.allocate("call_1"), "call_1");
+        assert_eq!(b.allocate("call_1"), "call_1#2");
+        a.register("f#3");
+        assert_eq!(a.allocate("f"), "f");
+        assert_eq!(a.allocate("f"), "f#2");
+        assert_eq!(b.allocate("f"), "f#4");
+    }
+
+    #[test]
+    fn allocator_is_shared_across_translators() {
+        let ids = ToolCallIdAllocator::new();
+        let mut first = EventTranslator::new(ids.clone());
+        let mut second = EventTranslator::new(ids);
+        let a = describe_all(&first.translate(UniEvent::item(tc("get", "get", json!({})))));
+        let b = describe_all(&second.translate(UniEvent::item(tc("get", "get", json!({})))));
+        assert_eq!(a, ["tool_call get(get) {} completed"]);
+        assert_eq!(b, ["tool_call get(get#2) {} completed"]);
+    }
+
+    #[test]
+    fn strip_suffix_removes_only_a_numeric_suffix() {
+        assert_eq!(strip_suffix("call_1"), "call_1");
+        assert_eq!(strip_suffix("f#2"), "f");
+        assert_eq!(strip_suffix("f#12"), "f");
+        assert_eq!(strip_suffix("f#"), "f#");
+        assert_eq!(strip_suffix("f#x"), "f#x");
+        assert_eq!(strip_suffix("a#1#2"), "a#1");
+    }
+}

@@ -1,0 +1,381 @@
+//! What a wire protocol adapter implements, and the provider-neutral pieces every adapter
+//! shares: the model configuration, input validation (§6.1) and error classification (§6.5).
+//!
+//! An adapter is two pure parts: a [`WireProtocol`] (request bodies and the committed history)
+//! and a [`StreamDecoder`] (response bytes in, [`UniEvent`]s out). The HTTP shell in
+//! `http.rs` drives them; nothing here does I/O.
+
+use std::fmt;
+use std::time::Duration;
+
+use penguin_omni_protocol::{OmniMessage, Role, StopReason, ToolDefinition};
+use serde_json::Value;
+
+use crate::translate::UniEvent;
+use crate::{LlmOutcome, ThinkingLevel};
+
+/// Default idle timeout between upstream events (§6.5: `requestTimeoutMs` = 120000).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Everything needed to talk to one model. Built once per session (and again after compaction).
+#[derive(Clone)]
+pub struct ModelConfig {
+    /// Base URL, e.g. `https://api.openai.com/v1` or `http://127.0.0.1:8080/v1`; the protocol's
+    /// path (`/chat/completions`) is appended.
+    pub base_url: String,
+    /// The API key value (the caller resolves it from the configured environment variable).
+    pub api_key: Option<String>,
+    /// The upstream model id.
+    pub model_id: String,
+    /// The fully assembled system prompt; omitted from the request when empty.
+    pub system_prompt: String,
+    /// Tools offered to the model; omitted from the request when empty (vLLM rejects `[]`).
+    pub tools: Vec<ToolDefinition>,
+    /// Maximum output tokens; 0 leaves it to the provider.
+    pub max_output_tokens: u64,
+    /// Thinking level used when a request does not ask for one.
+    pub thinking_level: Option<ThinkingLevel>,
+    /// Extra HTTP headers sent with every request.
+    pub extra_headers: Vec<(String, String)>,
+    /// Idle timeout between upstream events; `None` disables it.
+    pub idle_timeout: Option<Duration>,
+}
+
+impl ModelConfig {
+    /// A configuration with no key, prompt, tools or limits, and the default idle timeout.
+    pub fn new(base_url: impl Into<String>, model_id: impl Into<String>) -> ModelConfig {
+        ModelConfig {
+            base_url: base_url.into(),
+            api_key: None,
+            model_id: model_id.into(),
+            system_prompt: String::new(),
+            tools: Vec::new(),
+            max_output_tokens: 0,
+            thinking_level: None,
+            extra_headers: Vec::new(),
+            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
+        }
+    }
+}
+
+impl fmt::Debug for ModelConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The key must never reach a log line.
+        f.debug_struct("ModelConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("model_id", &self.model_id)
+            .field("system_prompt_chars", &self.system_prompt.len())
+            .field("tools", &self.tools.len())
+            .field("max_output_tokens", &self.max_output_tokens)
+            .field("thinking_level", &self.thinking_level)
+            .field("extra_headers", &self.extra_headers.len())
+            .field("idle_timeout", &self.idle_timeout)
+            .finish()
+    }
+}
+
+/// An HTTP request an adapter wants sent: always a `POST` of a JSON body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WireRequest {
+    /// Path appended to the base URL, e.g. `/chat/completions`.
+    pub path: String,
+    /// Protocol headers (authentication, versions); the shell adds `content-type`,
+    /// `accept` and the configured extra headers.
+    pub headers: Vec<(String, String)>,
+    /// The JSON body.
+    pub body: Value,
+}
+
+/// Why a response body could not be turned into events.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    /// The bytes are not what the protocol says (bad JSON, bad UTF-8, a stream that ended
+    /// before its terminal event, unparsable tool arguments).
+    #[error("{0}")]
+    Malformed(String),
+    /// The provider reported an error inside a successful (HTTP 200) stream.
+    #[error("{message}")]
+    Provider {
+        /// The classified stop reason.
+        status: StopReason,
+        /// The provider's error text.
+        message: String,
+    },
+}
+
+impl WireError {
+    /// The request outcome this error gives: `malformed`, or the provider error's class.
+    pub fn into_outcome(self) -> LlmOutcome {
+        match self {
+            WireError::Malformed(m) => LlmOutcome::with_message(StopReason::Malformed, m),
+            WireError::Provider { status, message } => LlmOutcome::with_message(status, message),
+        }
+    }
+}
+
+/// Turns one response body into [`UniEvent`]s. One decoder per request.
+pub trait StreamDecoder: Send + fmt::Debug {
+    /// Consumes a chunk of the body (any size, split anywhere), pushing the events it
+    /// completed onto `out`. On error, the events before the bad one are already in `out`, so
+    /// the output up to a fault does not depend on how the body was chunked.
+    fn feed(&mut self, chunk: &[u8], out: &mut Vec<UniEvent>) -> Result<(), WireError>;
+
+    /// The body ended cleanly: pushes the last events, or fails with
+    /// [`WireError::Malformed`] when the protocol's terminal event never came (a cut-off
+    /// stream).
+    fn finish(&mut self, out: &mut Vec<UniEvent>) -> Result<(), WireError>;
+}
+
+/// A wire protocol: request building plus the conversation history the provider needs.
+///
+/// The provider side is stateless, so the adapter keeps the history and resends it. A turn
+/// enters the history only through [`commit`](WireProtocol::commit), which the shell calls
+/// once a stream completed, so a failed attempt never leaves a partial turn behind.
+pub trait WireProtocol: Send + Sync + fmt::Debug {
+    /// The decoder for this protocol's response stream.
+    type Decoder: StreamDecoder;
+
+    /// Builds the request for `new_messages` (already validated: non-empty, one role) on top
+    /// of the committed history.
+    fn build_request(
+        &self,
+        config: &ModelConfig,
+        new_messages: &[OmniMessage],
+        thinking_level: Option<ThinkingLevel>,
+    ) -> WireRequest;
+
+    /// A fresh decoder for one response.
+    fn decoder(&self) -> Self::Decoder;
+
+    /// Appends a completed turn: the request's input, then the complete messages the model
+    /// produced (fidelity included, replayed verbatim next time).
+    fn commit(&mut self, new_messages: &[OmniMessage], reply: &[OmniMessage]);
+
+    /// Replaces the history (resume). Messages are complete model messages in trace order.
+    fn set_history(&mut self, history: &[OmniMessage]);
+}
+
+/// §6.1's input check: at least one message, all complete model messages of one role.
+/// The error text is the reference's.
+pub fn check_input(new_messages: &[OmniMessage]) -> Result<Role, String> {
+    let mut roles = new_messages.iter().map(|m| match m.model() {
+        Some(p) if !p.is_partial() => Ok(p.role()),
+        _ => Err(format!(
+            "streamGenerate accepts only complete model messages, got {}",
+            m.payload_type()
+        )),
+    });
+    let first = roles
+        .next()
+        .ok_or_else(|| "streamGenerate requires at least one input message".to_owned())??;
+    for role in roles {
+        let role = role?;
+        if role != first {
+            return Err(format!(
+                "streamGenerate does not accept mixed roles: {first} and {role}"
+            ));
+        }
+    }
+    Ok(first)
+}
+
+/// §6.5's classification of a provider error:
+/// 401 or an auth code → `auth`; 408, 429, 5xx, or a transient code/text → `timeout`;
+/// anything else → `failed`. `codes` are the error's `code`/`type` strings, when known.
+pub fn classify_error(http_status: Option<u16>, codes: &[&str], message: &str) -> StopReason {
+    const AUTH_CODES: [&str; 3] = ["invalid_api_key", "authentication_error", "unauthorized"];
+    // Error types providers put in HTTP-200 error events for overload and rate limits, which
+    // the HTTP-status path would have classified as 429/5xx.
+    const TRANSIENT_CODES: [&str; 6] = [
+        "rate_limit_error",
+        "rate_limit_exceeded",
+        "overloaded_error",
+        "server_error",
+        "api_error",
+        "timeout",
+    ];
+    if http_status == Some(401) || codes.iter().any(|c| AUTH_CODES.contains(c)) {
+        return StopReason::Auth;
+    }
+    match http_status {
+        Some(408 | 429 | 500..=599) => return StopReason::Timeout,
+        Some(400..=499) => return StopReason::Failed,
+        _ => {}
+    }
+    if codes.iter().any(|c| TRANSIENT_CODES.contains(c)) || is_transient_text(message) {
+        StopReason::Timeout
+    } else {
+        StopReason::Failed
+    }
+}
+
+/// The reference's text test for transport-shaped errors.
+pub fn is_transient_text(message: &str) -> bool {
+    const NEEDLES: [&str; 16] = [
+        "timeout",
+        "timed out",
+        "network",
+        "socket hang up",
+        "econnreset",
+        "connection reset",
+        "other side closed",
+        "fetch failed",
+        "too many requests",
+        "rate limit",
+        "temporarily unavailable",
+        "503",
+        "502",
+        "504",
+        "overloaded",
+        "connection refused",
+    ];
+    let lower = message.to_lowercase();
+    NEEDLES.iter().any(|n| lower.contains(n))
+        || (lower.contains("terminated")
+            && ["socket", "connection", "closed"]
+                .iter()
+                .any(|n| lower.contains(n)))
+}
+
+/// The error text and codes of a provider error object, as found in HTTP error bodies and
+/// in-stream error events: `{"error": {"message", "type", "code"}}`, `{"error": "text"}`,
+/// `{"message": ...}` or `{"detail": ...}`.
+pub fn provider_error(value: &Value) -> Option<(String, Vec<String>)> {
+    let inner = value.get("error").unwrap_or(value);
+    let message = match inner {
+        Value::String(s) => Some(s.clone()),
+        Value::Object(o) => o
+            .get("message")
+            .or_else(|| o.get("detail"))
+            .and_then(|m| m.as_str().map(str::to_owned)),
+        _ => None,
+    }?;
+    let mut codes = Vec::new();
+    for source in [Some(inner), value.get("error").and_then(|e| e.get("error"))]
+        .into_iter()
+        .flatten()
+    {
+        for key in ["type", "code", "status"] {
+            if let Some(Value::String(s)) = source.get(key) {
+                codes.push(s.clone());
+            }
+        }
+    }
+    Some((message, codes))
+}
+
+/// The message for a non-2xx response: `"<status> <provider text>"`, where the text comes
+/// from the JSON error body when there is one, else the raw body, else the status phrase.
+pub fn http_error_message(status: u16, reason: Option<&str>, body: &str) -> (String, Vec<String>) {
+    let parsed = serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|v| provider_error(&v));
+    let (text, codes) = match parsed {
+        Some(p) => p,
+        None => {
+            let trimmed = body.trim();
+            let text = if trimmed.is_empty() {
+                reason.unwrap_or("error").to_owned()
+            } else {
+                // A proxy's HTML error page can be huge; the start says what happened.
+                trimmed.chars().take(500).collect()
+            };
+            (text, Vec::new())
+        }
+    };
+    (format!("{status} {text}"), codes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use penguin_omni_protocol::build;
+    use serde_json::json;
+
+    #[test]
+    fn input_must_be_nonempty_complete_and_single_role() {
+        assert_eq!(
+            check_input(&[]),
+            Err("streamGenerate requires at least one input message".into())
+        );
+        assert_eq!(check_input(&[build::user_text("a")]), Ok(Role::User));
+        assert_eq!(
+            check_input(&[
+                build::user_text("a"),
+                build::assistant_text("b", StopReason::Completed)
+            ]),
+            Err("streamGenerate does not accept mixed roles: user and assistant".into())
+        );
+        assert!(check_input(&[build::request_begin()])
+            .unwrap_err()
+            .contains("request_begin"));
+    }
+
+    #[test]
+    fn http_statuses_classify_like_the_reference() {
+        assert_eq!(classify_error(Some(401), &[], "x"), StopReason::Auth);
+        assert_eq!(
+            classify_error(Some(403), &[], "forbidden"),
+            StopReason::Failed
+        );
+        assert_eq!(classify_error(Some(404), &[], "nope"), StopReason::Failed);
+        assert_eq!(classify_error(Some(408), &[], ""), StopReason::Timeout);
+        assert_eq!(classify_error(Some(429), &[], ""), StopReason::Timeout);
+        assert_eq!(classify_error(Some(500), &[], ""), StopReason::Timeout);
+        assert_eq!(classify_error(Some(503), &[], ""), StopReason::Timeout);
+        // A 400 whose text mentions a rate limit is still a plain 4xx.
+        assert_eq!(
+            classify_error(Some(400), &[], "rate limit"),
+            StopReason::Failed
+        );
+        assert_eq!(
+            classify_error(Some(400), &["invalid_api_key"], ""),
+            StopReason::Auth
+        );
+    }
+
+    #[test]
+    fn in_stream_errors_classify_by_code_then_text() {
+        assert_eq!(
+            classify_error(None, &["authentication_error"], ""),
+            StopReason::Auth
+        );
+        assert_eq!(
+            classify_error(None, &["overloaded_error"], "Overloaded"),
+            StopReason::Timeout
+        );
+        assert_eq!(
+            classify_error(None, &[], "terminated: other side closed"),
+            StopReason::Timeout
+        );
+        assert_eq!(
+            classify_error(None, &["invalid_request_error"], "context too long"),
+            StopReason::Failed
+        );
+    }
+
+    #[test]
+    fn error_bodies_give_the_provider_text() {
+        let body = json!({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"}}).to_string();
+        let (msg, codes) = http_error_message(401, Some("Unauthorized"), &body);
+        assert_eq!(msg, "401 Incorrect API key provided");
+        assert_eq!(codes, ["invalid_request_error", "invalid_api_key"]);
+        assert_eq!(
+            http_error_message(502, Some("Bad Gateway"), "").0,
+            "502 Bad Gateway"
+        );
+        assert_eq!(
+            http_error_message(500, None, "upstream exploded").0,
+            "500 upstream exploded"
+        );
+        assert_eq!(
+            http_error_message(400, None, r#"{"error":"bad model"}"#).0,
+            "400 bad model"
+        );
+        assert_eq!(
+            http_error_message(422, None, r#"{"detail":"missing field"}"#).0,
+            "422 missing field"
+        );
+    }
+}

@@ -1,0 +1,152 @@
+//! Anthropic Messages fixtures, written from the documented streaming format: exact
+//! OmniMessage streams, outcomes, and split invariance.
+
+#![cfg(feature = "anthropic-messages")]
+
+use penguin_llm_providers::anthropic_messages::AnthropicDecoder;
+use penguin_llm_providers::testing::{check_discipline, replay, without_timestamps};
+use penguin_llm_providers::{LlmOutcome, ToolCallIdAllocator};
+use penguin_omni_protocol::StopReason::{self, Completed, Failed, Timeout};
+use proptest::prelude::*;
+use serde_json::json;
+
+mod common;
+use common::*;
+
+const FIXTURES: [&str; 4] = [
+    "text_only.sse",
+    "thinking_tool_use.sse",
+    "max_tokens.sse",
+    "overloaded_error.sse",
+];
+
+fn run_chunks(name: &str, chunks: &[&[u8]]) -> (Vec<String>, LlmOutcome) {
+    let (msgs, outcome) = replay(
+        AnthropicDecoder::default(),
+        chunks,
+        ToolCallIdAllocator::new(),
+    );
+    check_discipline(&msgs).unwrap_or_else(|e| panic!("{name}: {e}"));
+    (without_timestamps(&msgs), outcome)
+}
+
+fn run(name: &str) -> (Vec<String>, LlmOutcome) {
+    let body = fixture("anthropic_messages", name);
+    run_chunks(name, &[&body])
+}
+
+#[test]
+fn text_only() {
+    let (got, outcome) = run("text_only.sse");
+    assert_eq!(outcome, LlmOutcome::completed());
+    assert_eq!(
+        got,
+        expect(vec![
+            text_segment(&["Hello", "!", " How can I", " help?"], Completed),
+            usage(0, 25, 15),
+        ])
+    );
+}
+
+#[test]
+fn signed_thinking_text_and_tool_use() {
+    let (got, outcome) = run("thinking_tool_use.sse");
+    assert_eq!(outcome, LlmOutcome::completed());
+    let id = "toolu_01T1x1fJ34qAmk2tNTrN7Up6";
+    assert_eq!(
+        got,
+        expect(vec![
+            // The signature item closes the block and lands in its fidelity.
+            thinking_segment(
+                &[
+                    "The user wants",
+                    " the weather in Paris.",
+                    " I'll call get_weather."
+                ],
+                Completed,
+                fidelity(
+                    json!({"signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds"})
+                ),
+            ),
+            text_segment(&["Let me check the weather."], Completed),
+            // The empty first input_json_delta yields no delta fragment.
+            tool_start(
+                "get_weather",
+                id,
+                &[
+                    "{\"location\":",
+                    " \"Paris, Fr",
+                    "ance\", \"unit\": \"c",
+                    "elsius\"}"
+                ],
+            ),
+            tool_end(
+                "get_weather",
+                r#"{"location":"Paris, France","unit":"celsius"}"#,
+                id,
+                Completed,
+            ),
+            // 2048 cache reads; 472 input + 1200 cache writes uncached; 89 output.
+            usage(2048, 1672, 89),
+        ])
+    );
+}
+
+#[test]
+fn max_tokens_fails_the_segment_but_completes() {
+    let (got, outcome) = run("max_tokens.sse");
+    assert_eq!(outcome, LlmOutcome::completed());
+    assert_eq!(
+        got,
+        expect(vec![
+            text_segment(&["Once upon", " a time"], Failed),
+            usage(0, 25, 4)
+        ])
+    );
+}
+
+#[test]
+fn overloaded_error_event_is_a_timeout_that_closes_the_text() {
+    let (got, outcome) = run("overloaded_error.sse");
+    assert_eq!(outcome, LlmOutcome::with_message(Timeout, "Overloaded"));
+    assert_eq!(got, expect(vec![text_segment(&["Partial"], Timeout)]));
+}
+
+#[test]
+fn cut_before_message_stop_is_malformed() {
+    let body = fixture("anthropic_messages", "thinking_tool_use.sse");
+    let text = String::from_utf8(body.clone()).unwrap();
+    let cut = text.find("event: message_delta").unwrap();
+    let (msgs, outcome) = replay(
+        AnthropicDecoder::default(),
+        &[&body[..cut]],
+        ToolCallIdAllocator::new(),
+    );
+    assert_eq!(outcome.status, StopReason::Malformed);
+    assert_eq!(
+        outcome.error_message.as_deref(),
+        Some("Last event must carry the end of the message: the stream ended after 17 event(s) without message_stop")
+    );
+    check_discipline(&msgs).unwrap();
+}
+
+#[test]
+fn byte_at_a_time_gives_the_same_stream() {
+    for name in FIXTURES {
+        let body = fixture("anthropic_messages", name);
+        let bytes: Vec<&[u8]> = body.chunks(1).collect();
+        assert_eq!(run_chunks(name, &bytes), run(name), "{name}");
+    }
+}
+
+proptest! {
+    #[test]
+    fn any_split_gives_the_same_messages(
+        which in 0..FIXTURES.len(),
+        cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..24),
+    ) {
+        let name = FIXTURES[which];
+        let body = fixture("anthropic_messages", name);
+        prop_assert_eq!(run_chunks(name, &split(&body, &cuts)), run(name));
+    }
+}

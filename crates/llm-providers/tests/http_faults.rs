@@ -1,0 +1,653 @@
+//! The HTTP shell against a local server that plays canned responses: the happy path, history
+//! and token bookkeeping, and every fault of §6.5. Each fault must give the right outcome and
+//! close every segment it opened before returning.
+
+#![cfg(all(feature = "http", feature = "openai-chat"))]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use penguin_llm_providers::testing::{check_discipline, describe_all, replay};
+use penguin_llm_providers::{
+    openai_chat::OpenAiChatDecoder, CancellationToken, HttpModel, Llm, LlmOutcome, LlmRequest,
+    MessageSink, ModelConfig, OpenAiChat, ToolCallIdAllocator,
+};
+use penguin_omni_protocol::{build, OmniMessage, StopReason, TokenCounts};
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// One step of a canned response body.
+#[derive(Clone, Debug)]
+enum Step {
+    /// Write these bytes as one HTTP chunk.
+    Chunk(Vec<u8>),
+    /// Wait before the next step.
+    Sleep(Duration),
+    /// Drop the connection without finishing the chunked body.
+    Drop,
+}
+
+#[derive(Clone, Debug)]
+enum Canned {
+    /// `200 text/event-stream`, chunked, then the steps; a clean end unless a `Drop` step.
+    Stream(Vec<Step>),
+    /// A complete non-streaming response.
+    Status(u16, &'static str, String),
+}
+
+#[derive(Clone, Debug)]
+struct Seen {
+    path: String,
+    headers: Vec<(String, String)>,
+    body: Value,
+}
+
+/// A tiny HTTP/1.1 server: one canned response per connection, in order.
+struct Server {
+    base_url: String,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Server {
+    async fn start(responses: Vec<Canned>) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        tokio::spawn(async move {
+            for canned in responses {
+                let Ok((mut socket, _)) = listener.accept().await else {
+                    return;
+                };
+                let Some(request) = read_request(&mut socket).await else {
+                    continue;
+                };
+                log.lock().unwrap().push(request);
+                // A client that went away mid-response is part of some tests.
+                let _ = respond(&mut socket, canned).await;
+            }
+        });
+        Server {
+            base_url: format!("http://{addr}/v1"),
+            seen,
+        }
+    }
+
+    fn requests(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+async fn read_request(socket: &mut TcpStream) -> Option<Seen> {
+    let mut buf = Vec::new();
+    let mut tmp = [0u8; 4096];
+    let head_end = loop {
+        let n = socket.read(&mut tmp).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&tmp[..n]);
+        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break p + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+    let mut lines = head.split("\r\n");
+    let path = lines.next()?.split(' ').nth(1)?.to_owned();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(": "))
+        .map(|(k, v)| (k.to_ascii_lowercase(), v.to_owned()))
+        .collect();
+    let length: usize = headers
+        .iter()
+        .find(|(k, _)| k == "content-length")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    while buf.len() < head_end + length {
+        let n = socket.read(&mut tmp).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&tmp[..n]);
+    }
+    let body = serde_json::from_slice(&buf[head_end..head_end + length]).unwrap_or(Value::Null);
+    Some(Seen {
+        path,
+        headers,
+        body,
+    })
+}
+
+async fn respond(socket: &mut TcpStream, canned: Canned) -> std::io::Result<()> {
+    match canned {
+        Canned::Status(code, reason, body) => {
+            let head = format!(
+                "HTTP/1.1 {code} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            socket.write_all(head.as_bytes()).await?;
+            socket.write_all(body.as_bytes()).await?;
+        }
+        Canned::Stream(steps) => {
+            socket
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n")
+                .await?;
+            for step in steps {
+                match step {
+                    Step::Chunk(bytes) => {
+                        socket
+                            .write_all(format!("{:x}\r\n", bytes.len()).as_bytes())
+                            .await?;
+                        socket.write_all(&bytes).await?;
+                        socket.write_all(b"\r\n").await?;
+                        socket.flush().await?;
+                    }
+                    Step::Sleep(d) => tokio::time::sleep(d).await,
+                    Step::Drop => return Ok(()),
+                }
+            }
+            socket.write_all(b"0\r\n\r\n").await?;
+        }
+    }
+    socket.shutdown().await
+}
+
+fn data(chunk: Value) -> Step {
+    Step::Chunk(format!("data: {chunk}\n\n").into_bytes())
+}
+
+fn content(text: &str) -> Step {
+    data(json!({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]}))
+}
+
+fn reasoning(text: &str) -> Step {
+    data(
+        json!({"choices": [{"index": 0, "delta": {"reasoning_content": text}, "finish_reason": null}]}),
+    )
+}
+
+fn tool_fragment(id: Option<&str>, name: Option<&str>, args: &str) -> Step {
+    let mut call = json!({"index": 0, "type": "function", "function": {"arguments": args}});
+    if let Some(id) = id {
+        call["id"] = json!(id);
+    }
+    if let Some(name) = name {
+        call["function"]["name"] = json!(name);
+    }
+    data(json!({"choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": null}]}))
+}
+
+fn finish(reason: &str, prompt: u64, completion: u64) -> Step {
+    data(json!({
+        "choices": [{"index": 0, "delta": {}, "finish_reason": reason}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    }))
+}
+
+fn done() -> Step {
+    Step::Chunk(b"data: [DONE]\n\n".to_vec())
+}
+
+fn model(server: &Server) -> HttpModel<OpenAiChat> {
+    let mut config = ModelConfig::new(&server.base_url, "test-model");
+    config.api_key = Some("sk-test".into());
+    config.system_prompt = "You are terse.".into();
+    config.idle_timeout = Some(Duration::from_millis(200));
+    config.extra_headers = vec![("x-trace".into(), "fault-tests".into())];
+    HttpModel::new(config, OpenAiChat::new(), ToolCallIdAllocator::new()).unwrap()
+}
+
+fn request(text: &str) -> LlmRequest {
+    LlmRequest {
+        new_messages: vec![build::user_text(text)],
+        cancel: CancellationToken::new(),
+        thinking_level: None,
+    }
+}
+
+async fn generate(model: &mut HttpModel<OpenAiChat>, req: LlmRequest) -> (Vec<String>, LlmOutcome) {
+    let mut out: Vec<OmniMessage> = Vec::new();
+    let outcome = model.stream_generate(req, &mut out).await;
+    check_discipline(&out).unwrap_or_else(|e| panic!("discipline: {e}\n{:#?}", describe_all(&out)));
+    if outcome.status != StopReason::Completed {
+        assert!(
+            out.iter().all(|m| m.event().is_none()),
+            "token_usage is yielded only on completion"
+        );
+    }
+    (describe_all(&out), outcome)
+}
+
+#[tokio::test]
+async fn completed_stream_matches_the_pure_replay_and_commits_history() {
+    let steps = vec![
+        reasoning("Think"),
+        Step::Sleep(Duration::from_millis(20)),
+        reasoning("ing."),
+        content("Hi"),
+        content(" there"),
+        finish("stop", 10, 4),
+        done(),
+    ];
+    let body: Vec<u8> = steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Chunk(b) => Some(b.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    let second = vec![content("Again"), finish("stop", 20, 1), done()];
+    let server = Server::start(vec![Canned::Stream(steps), Canned::Stream(second)]).await;
+    let mut model = model(&server);
+
+    let (got, outcome) = generate(&mut model, request("hello")).await;
+    assert_eq!(outcome, LlmOutcome::completed());
+    let (expected, _) = replay(
+        OpenAiChatDecoder::default(),
+        &[&body],
+        ToolCallIdAllocator::new(),
+    );
+    assert_eq!(got, describe_all(&expected));
+    assert_eq!(got.last().unwrap(), "token_usage 0/10/4=14 session 14");
+
+    let (got, _) = generate(&mut model, request("again")).await;
+    assert_eq!(got.last().unwrap(), "token_usage 0/20/1=21 session 35");
+    assert_eq!(model.session_tokens(), TokenCounts::new(0, 30, 5));
+
+    let seen = server.requests();
+    assert_eq!(seen[0].path, "/v1/chat/completions");
+    let header = |name: &str| {
+        seen[0]
+            .headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(header("authorization").as_deref(), Some("Bearer sk-test"));
+    assert_eq!(header("x-trace").as_deref(), Some("fault-tests"));
+    assert_eq!(header("accept").as_deref(), Some("text/event-stream"));
+    assert_eq!(
+        seen[1].body["messages"],
+        json!([
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "hello"},
+            {"role": "assistant", "content": "Hi there", "reasoning_content": "Thinking."},
+            {"role": "user", "content": "again"}
+        ])
+    );
+    assert_eq!(seen[1].body["stream"], json!(true));
+    assert_eq!(
+        seen[1].body["stream_options"],
+        json!({"include_usage": true})
+    );
+}
+
+#[tokio::test]
+async fn failed_attempt_leaves_no_turn_in_history() {
+    let server = Server::start(vec![
+        Canned::Stream(vec![content("partial"), Step::Drop]),
+        Canned::Stream(vec![content("ok"), finish("stop", 1, 1), done()]),
+    ])
+    .await;
+    let mut model = model(&server);
+    let (_, outcome) = generate(&mut model, request("q")).await;
+    assert_eq!(outcome.status, StopReason::Timeout);
+    let (_, outcome) = generate(&mut model, request("q")).await;
+    assert_eq!(outcome, LlmOutcome::completed());
+    let seen = server.requests();
+    assert_eq!(seen[1].body["messages"], seen[0].body["messages"]);
+    assert_eq!(model.protocol().history().len(), 2);
+}
+
+#[tokio::test]
+async fn connection_dropped_mid_stream_is_a_timeout_and_closes_segments() {
+    let server = Server::start(vec![Canned::Stream(vec![
+        content("Hel"),
+        tool_fragment(Some("call_1"), Some("read"), "{\"pa"),
+        Step::Drop,
+    ])])
+    .await;
+    let (got, outcome) = generate(&mut model(&server), request("x")).await;
+    assert_eq!(outcome.status, StopReason::Timeout);
+    let message = outcome.error_message.as_deref().unwrap_or("");
+    assert!(message.contains("connection"), "{outcome:?}");
+    assert_eq!(
+        got,
+        [
+            "partial_text/start",
+            "partial_text/delta \"Hel\"",
+            "partial_text/stop completed",
+            "text \"Hel\" completed",
+            "partial_tool_call/start read(call_1)",
+            "partial_tool_call/delta \"{\\\"pa\"",
+            "partial_tool_call/stop timeout",
+            "tool_call read(call_1) {\"pa timeout",
+        ]
+    );
+}
+
+async fn status_outcome(code: u16, reason: &'static str, body: &str) -> LlmOutcome {
+    let server = Server::start(vec![Canned::Status(code, reason, body.to_owned())]).await;
+    let (got, outcome) = generate(&mut model(&server), request("x")).await;
+    assert!(got.is_empty(), "an HTTP error yields nothing: {got:?}");
+    outcome
+}
+
+#[tokio::test]
+async fn http_401_is_auth_with_the_provider_text() {
+    let body = json!({"error": {"message": "Incorrect API key provided: sk-test.", "type": "invalid_request_error", "param": null, "code": "invalid_api_key"}});
+    assert_eq!(
+        status_outcome(401, "Unauthorized", &body.to_string()).await,
+        LlmOutcome::with_message(StopReason::Auth, "401 Incorrect API key provided: sk-test.")
+    );
+}
+
+#[tokio::test]
+async fn http_403_is_failed_not_auth() {
+    let body = json!({"error": {"message": "Project does not have access to model", "type": "invalid_request_error", "code": "model_not_found"}});
+    assert_eq!(
+        status_outcome(403, "Forbidden", &body.to_string()).await,
+        LlmOutcome::with_message(
+            StopReason::Failed,
+            "403 Project does not have access to model"
+        )
+    );
+}
+
+#[tokio::test]
+async fn http_429_is_timeout() {
+    let body = json!({"error": {"message": "Rate limit reached for requests", "type": "requests", "code": "rate_limit_exceeded"}});
+    assert_eq!(
+        status_outcome(429, "Too Many Requests", &body.to_string()).await,
+        LlmOutcome::with_message(StopReason::Timeout, "429 Rate limit reached for requests")
+    );
+}
+
+#[tokio::test]
+async fn http_500_without_a_json_body_is_timeout_with_the_raw_text() {
+    assert_eq!(
+        status_outcome(500, "Internal Server Error", "upstream connect error").await,
+        LlmOutcome::with_message(StopReason::Timeout, "500 upstream connect error")
+    );
+}
+
+#[tokio::test]
+async fn malformed_json_line_is_malformed_and_closes_segments() {
+    let server = Server::start(vec![Canned::Stream(vec![
+        reasoning("hmm"),
+        Step::Chunk(b"data: {\"choices\": [oops\n\n".to_vec()),
+        content("never"),
+    ])])
+    .await;
+    let (got, outcome) = generate(&mut model(&server), request("x")).await;
+    assert_eq!(outcome.status, StopReason::Malformed);
+    let message = outcome.error_message.unwrap();
+    assert!(
+        message.starts_with("chat completion chunk 2 is not valid JSON"),
+        "{message}"
+    );
+    assert_eq!(
+        got,
+        [
+            "partial_thinking/start",
+            "partial_thinking/delta \"hmm\"",
+            "partial_thinking/stop malformed",
+            "thinking \"hmm\" malformed",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn stream_ending_without_finish_or_done_is_malformed() {
+    let server = Server::start(vec![Canned::Stream(vec![content("cut")])]).await;
+    let (got, outcome) = generate(&mut model(&server), request("x")).await;
+    assert_eq!(
+        outcome,
+        LlmOutcome::with_message(
+            StopReason::Malformed,
+            "Last event must carry a finish_reason: the stream ended after 1 chunk(s) without one"
+        )
+    );
+    assert_eq!(
+        &got[2..],
+        ["partial_text/stop malformed", "text \"cut\" malformed"]
+    );
+}
+
+#[tokio::test]
+async fn finish_reason_without_done_still_completes() {
+    let server = Server::start(vec![Canned::Stream(vec![
+        content("ok"),
+        finish("stop", 3, 1),
+    ])])
+    .await;
+    let (got, outcome) = generate(&mut model(&server), request("x")).await;
+    assert_eq!(outcome, LlmOutcome::completed());
+    assert_eq!(got.last().unwrap(), "token_usage 0/3/1=4 session 4");
+}
+
+#[tokio::test]
+async fn stall_longer_than_the_idle_timeout_is_a_timeout_without_message() {
+    let server = Server::start(vec![Canned::Stream(vec![
+        content("wait"),
+        Step::Sleep(Duration::from_millis(1500)),
+        content("too late"),
+        finish("stop", 1, 1),
+        done(),
+    ])])
+    .await;
+    let started = std::time::Instant::now();
+    let (got, outcome) = generate(&mut model(&server), request("x")).await;
+    assert_eq!(outcome, LlmOutcome::new(StopReason::Timeout));
+    assert!(
+        started.elapsed() < Duration::from_millis(1200),
+        "gave up at the idle timeout"
+    );
+    assert_eq!(
+        &got[2..],
+        ["partial_text/stop timeout", "text \"wait\" timeout"]
+    );
+}
+
+#[tokio::test]
+async fn headers_that_never_come_are_a_timeout() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let holder = tokio::spawn(async move {
+        let (socket, _) = listener.accept().await.unwrap();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        drop(socket);
+    });
+    let mut config = ModelConfig::new(format!("http://{addr}/v1"), "m");
+    config.idle_timeout = Some(Duration::from_millis(200));
+    let mut model = HttpModel::new(config, OpenAiChat::new(), ToolCallIdAllocator::new()).unwrap();
+    let (got, outcome) = generate(&mut model, request("x")).await;
+    assert_eq!(outcome, LlmOutcome::new(StopReason::Timeout));
+    assert!(got.is_empty());
+    holder.abort();
+}
+
+#[tokio::test]
+async fn a_slow_consumer_does_not_count_toward_the_idle_timeout() {
+    /// Takes longer per message than the idle timeout.
+    struct SlowSink(Vec<OmniMessage>);
+    #[async_trait]
+    impl MessageSink for SlowSink {
+        async fn emit(&mut self, msg: OmniMessage) {
+            tokio::time::sleep(Duration::from_millis(120)).await;
+            self.0.push(msg);
+        }
+    }
+    let server = Server::start(vec![Canned::Stream(vec![
+        content("a"),
+        content("b"),
+        content("c"),
+        finish("stop", 1, 3),
+        done(),
+    ])])
+    .await;
+    let mut model = model(&server);
+    let mut sink = SlowSink(Vec::new());
+    let outcome = model.stream_generate(request("x"), &mut sink).await;
+    assert_eq!(outcome, LlmOutcome::completed());
+    check_discipline(&sink.0).unwrap();
+}
+
+#[tokio::test]
+async fn error_event_after_http_200_is_classified() {
+    let server = Server::start(vec![
+        Canned::Stream(vec![
+            content("Par"),
+            data(json!({"error": {"message": "The server had an error while processing your request.", "type": "server_error", "code": null}})),
+        ]),
+        Canned::Stream(vec![data(
+            json!({"error": {"message": "This model's maximum context length is 8192 tokens.", "type": "invalid_request_error", "code": "context_length_exceeded"}}),
+        )]),
+    ])
+    .await;
+    let mut model = model(&server);
+    let (got, outcome) = generate(&mut model, request("x")).await;
+    assert_eq!(
+        outcome,
+        LlmOutcome::with_message(
+            StopReason::Timeout,
+            "The server had an error while processing your request."
+        )
+    );
+    assert_eq!(
+        &got[2..],
+        ["partial_text/stop timeout", "text \"Par\" timeout"]
+    );
+    let (got, outcome) = generate(&mut model, request("x")).await;
+    assert_eq!(
+        outcome,
+        LlmOutcome::with_message(
+            StopReason::Failed,
+            "This model's maximum context length is 8192 tokens."
+        )
+    );
+    assert!(got.is_empty());
+}
+
+#[tokio::test]
+async fn user_interrupt_mid_stream_is_aborted_and_closes_segments() {
+    let server = Server::start(vec![Canned::Stream(vec![
+        tool_fragment(Some("call_7"), Some("write"), "{\"x\":"),
+        Step::Sleep(Duration::from_millis(150)),
+        tool_fragment(None, None, "1}"),
+        finish("tool_calls", 1, 1),
+        done(),
+    ])])
+    .await;
+    let mut model = model(&server);
+    let req = request("x");
+    let cancel = req.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        cancel.cancel();
+    });
+    let (got, outcome) = generate(&mut model, req).await;
+    assert_eq!(outcome, LlmOutcome::new(StopReason::Aborted));
+    assert_eq!(
+        got,
+        [
+            "partial_tool_call/start write(call_7)",
+            "partial_tool_call/delta \"{\\\"x\\\":\"",
+            "partial_tool_call/stop aborted",
+            "tool_call write(call_7) {\"x\": aborted",
+        ]
+    );
+    assert!(model.protocol().history().is_empty());
+}
+
+#[tokio::test]
+async fn already_cancelled_request_sends_nothing() {
+    let server = Server::start(vec![]).await;
+    let mut model = model(&server);
+    let req = request("x");
+    req.cancel.cancel();
+    let (got, outcome) = generate(&mut model, req).await;
+    assert_eq!(outcome, LlmOutcome::new(StopReason::Aborted));
+    assert!(got.is_empty());
+    assert!(server.requests().is_empty());
+}
+
+#[tokio::test]
+async fn connection_refused_is_a_timeout_naming_the_cause() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let config = ModelConfig::new(format!("http://{addr}/v1"), "m");
+    let mut model = HttpModel::new(config, OpenAiChat::new(), ToolCallIdAllocator::new()).unwrap();
+    let (_, outcome) = generate(&mut model, request("x")).await;
+    assert_eq!(outcome.status, StopReason::Timeout);
+    let message = outcome.error_message.unwrap();
+    assert!(message.to_lowercase().contains("connect"), "{message}");
+}
+
+#[tokio::test]
+async fn invalid_input_fails_before_any_io() {
+    let server = Server::start(vec![]).await;
+    let mut model = model(&server);
+    let req = LlmRequest {
+        new_messages: vec![
+            build::user_text("a"),
+            build::assistant_text("b", StopReason::Completed),
+        ],
+        cancel: CancellationToken::new(),
+        thinking_level: None,
+    };
+    let (_, outcome) = generate(&mut model, req).await;
+    assert_eq!(
+        outcome,
+        LlmOutcome::with_message(
+            StopReason::Failed,
+            "streamGenerate does not accept mixed roles: user and assistant"
+        )
+    );
+    let (_, outcome) = generate(
+        &mut model,
+        LlmRequest {
+            new_messages: vec![],
+            cancel: CancellationToken::new(),
+            thinking_level: None,
+        },
+    )
+    .await;
+    assert_eq!(
+        outcome.error_message.as_deref(),
+        Some("streamGenerate requires at least one input message")
+    );
+    assert!(server.requests().is_empty());
+}
+
+#[tokio::test]
+async fn resumed_history_reserves_tool_call_ids() {
+    let server = Server::start(vec![Canned::Stream(vec![
+        tool_fragment(Some("call_1"), Some("read"), "{}"),
+        finish("tool_calls", 1, 1),
+        done(),
+    ])])
+    .await;
+    let mut model = model(&server);
+    model.set_history(&[
+        build::user_text("earlier"),
+        build::tool_call("read", "{}", "call_1", StopReason::Completed, None),
+        build::tool_call_output("done", "call_1", StopReason::Completed),
+    ]);
+    let (got, outcome) = generate(&mut model, request("again")).await;
+    assert_eq!(outcome, LlmOutcome::completed());
+    assert!(
+        got.contains(&"tool_call read(call_1#2) {} completed".to_owned()),
+        "{got:#?}"
+    );
+    let messages = &server.requests()[0].body["messages"];
+    assert_eq!(messages[2]["tool_calls"][0]["id"], json!("call_1"));
+    assert_eq!(
+        messages[3],
+        json!({"role": "tool", "tool_call_id": "call_1", "content": "done"})
+    );
+}

@@ -1,0 +1,230 @@
+//! Chat Completions fixtures: recorded-style SSE bodies in, exact OmniMessage streams out.
+//!
+//! Each expected stream is written out with the protocol's builders and compared as JSON
+//! without timestamps, so every key, value and message boundary is checked.
+
+#![cfg(feature = "openai-chat")]
+
+use penguin_llm_providers::openai_chat::OpenAiChatDecoder;
+use penguin_llm_providers::testing::{check_discipline, replay, without_timestamps};
+use penguin_llm_providers::{LlmOutcome, ToolCallIdAllocator};
+use penguin_omni_protocol::{Fidelity, StopReason};
+use proptest::prelude::*;
+use serde_json::json;
+
+use StopReason::{Completed, Failed};
+
+const FIXTURES: [&str; 5] = [
+    "text_only.sse",
+    "tool_calls_parallel.sse",
+    "llamacpp_reasoning.sse",
+    "llamacpp_tool_call.sse",
+    "length_vllm_reasoning.sse",
+];
+
+mod common;
+use common::*;
+
+fn run_chunks(name: &str, chunks: &[&[u8]]) -> (Vec<String>, LlmOutcome) {
+    let (msgs, outcome) = replay(
+        OpenAiChatDecoder::default(),
+        chunks,
+        ToolCallIdAllocator::new(),
+    );
+    check_discipline(&msgs).unwrap_or_else(|e| panic!("{name}: {e}"));
+    (without_timestamps(&msgs), outcome)
+}
+
+fn run(name: &str) -> (Vec<String>, LlmOutcome) {
+    let body = fixture("openai_chat", name);
+    run_chunks(name, &[&body])
+}
+
+fn reasoning_field(field: &str) -> Option<Fidelity> {
+    fidelity(json!({"reasoning_field": field}))
+}
+
+#[test]
+fn text_only_with_cached_prompt_tokens() {
+    let (got, outcome) = run("text_only.sse");
+    assert_eq!(outcome, LlmOutcome::completed());
+    assert_eq!(
+        got,
+        expect(vec![
+            text_segment(
+                &["Hello", "!", " How", " can", " I", " help", " you", " today", "? 👋"],
+                Completed
+            ),
+            // prompt 1117 of which 1024 cached; 12 completion tokens.
+            usage(1024, 93, 12),
+        ])
+    );
+    assert_eq!(
+        got[got.len() - 2],
+        r#"{"type":"model_msg","payload":{"type":"text","role":"assistant","text":"Hello! How can I help you today? 👋","stop_reason":"completed"}}"#
+    );
+}
+
+#[test]
+fn two_parallel_tool_calls_keyed_by_index() {
+    let (got, outcome) = run("tool_calls_parallel.sse");
+    assert_eq!(outcome, LlmOutcome::completed());
+    let (a, b) = (
+        "call_DdmO9pD3xa9XTPNJ32zg2hcA",
+        "call_ABTdPpG5ni9tY2lPn9TbVHgO",
+    );
+    assert_eq!(
+        got,
+        expect(vec![
+            tool_start(
+                "get_weather",
+                a,
+                &["{\"lo", "cation", "\": \"Pa", "ris, F", "rance\"}"]
+            ),
+            tool_start(
+                "get_weather",
+                b,
+                &["{\"lo", "cation", "\": \"Bo", "gotá, ", "Colombia\"}"]
+            ),
+            // Completed at finish_reason, in index order, arguments re-serialized compactly.
+            tool_end(
+                "get_weather",
+                r#"{"location":"Paris, France"}"#,
+                a,
+                Completed
+            ),
+            tool_end(
+                "get_weather",
+                r#"{"location":"Bogotá, Colombia"}"#,
+                b,
+                Completed
+            ),
+            usage(0, 82, 51),
+        ])
+    );
+}
+
+#[test]
+fn llamacpp_reasoning_content_then_text() {
+    let (got, outcome) = run("llamacpp_reasoning.sse");
+    assert_eq!(outcome, LlmOutcome::completed());
+    assert_eq!(
+        got,
+        expect(vec![
+            thinking_segment(
+                &[
+                    "Okay", ",", " the", " user", " asks", " for", " the", " capital", " of",
+                    " France", "."
+                ],
+                Completed,
+                reasoning_field("reasoning_content"),
+            ),
+            text_segment(
+                &["The", " capital", " of", " France", " is", " **", "Paris", "**."],
+                Completed
+            ),
+            usage(0, 14, 27),
+        ])
+    );
+}
+
+#[test]
+fn llamacpp_tool_call_after_reasoning() {
+    let (got, outcome) = run("llamacpp_tool_call.sse");
+    assert_eq!(outcome, LlmOutcome::completed());
+    let id = "Kp2xV9mQ4sT7wZ1bN6cR8dF3hJ5lY0aE";
+    assert_eq!(
+        got,
+        expect(vec![
+            thinking_segment(
+                &["I", " should", " list", " the", " files", "."],
+                Completed,
+                reasoning_field("reasoning_content"),
+            ),
+            tool_start("list_files", id, &["{\"path\":", "\".\"}"]),
+            tool_end("list_files", r#"{"path":"."}"#, id, Completed),
+            usage(0, 388, 31),
+        ])
+    );
+}
+
+#[test]
+fn length_finish_fails_the_segment_but_the_request_completes() {
+    let (got, outcome) = run("length_vllm_reasoning.sse");
+    assert_eq!(outcome, LlmOutcome::completed());
+    assert_eq!(
+        got,
+        expect(vec![
+            thinking_segment(
+                &["Count", "ing", " slowly"],
+                Completed,
+                reasoning_field("reasoning")
+            ),
+            text_segment(&["1, 2, 3", ", 4, 5", ", 6"], Failed),
+            // 16 completion tokens of which 9 reasoning: output stays 16.
+            usage(0, 20, 16),
+        ])
+    );
+}
+
+#[test]
+fn byte_at_a_time_gives_the_same_stream() {
+    for name in FIXTURES {
+        let body = fixture("openai_chat", name);
+        let bytes: Vec<&[u8]> = body.chunks(1).collect();
+        assert_eq!(run_chunks(name, &bytes), run(name), "{name}");
+    }
+}
+
+#[test]
+fn truncating_any_fixture_before_its_finish_is_malformed_and_closes_everything() {
+    for name in FIXTURES {
+        let body = fixture("openai_chat", name);
+        let text = String::from_utf8(body.clone()).unwrap();
+        let finish = text
+            .find("\"finish_reason\":\"")
+            .unwrap_or_else(|| panic!("{name} has a finish"));
+        // Cut right before the line holding the first non-null finish_reason.
+        let cut = text[..finish].rfind("data: ").unwrap();
+        let (msgs, outcome) = replay(
+            OpenAiChatDecoder::default(),
+            &[&body[..cut]],
+            ToolCallIdAllocator::new(),
+        );
+        assert_eq!(outcome.status, StopReason::Malformed, "{name}");
+        assert!(
+            outcome
+                .error_message
+                .as_deref()
+                .unwrap()
+                .starts_with("Last event must carry a finish_reason"),
+            "{name}: {outcome:?}"
+        );
+        check_discipline(&msgs).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(
+            msgs.iter().all(|m| m.event().is_none()),
+            "{name}: no token_usage when malformed"
+        );
+    }
+}
+
+proptest! {
+    #[test]
+    fn any_split_gives_the_same_messages(
+        which in 0..FIXTURES.len(),
+        cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..24),
+    ) {
+        let name = FIXTURES[which];
+        let body = fixture("openai_chat", name);
+        let mut points: Vec<usize> = cuts.iter().map(|i| i.index(body.len() + 1)).collect();
+        points.sort_unstable();
+        let mut chunks = Vec::new();
+        let mut prev = 0;
+        for p in points {
+            chunks.push(&body[prev..p]);
+            prev = p;
+        }
+        chunks.push(&body[prev..]);
+        prop_assert_eq!(run_chunks(name, &chunks), run(name));
+    }
+}
