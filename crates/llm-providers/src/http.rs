@@ -224,7 +224,7 @@ impl<P: WireProtocol> Llm for HttpModel<P> {
         }
         out.emit_all(translator.finish()).await;
         let request_tokens = translator.request_tokens();
-        self.session = self.session.add(request_tokens);
+        self.session = self.session + request_tokens;
         self.protocol.commit(&request.new_messages, &out.reply);
         out.sink
             .emit(build::token_usage(self.session, request_tokens))
