@@ -3,6 +3,7 @@
 //! points and steering, all on tokio's paused clock.
 //!
 //! For every generated session:
+//! - the StreamValidator finds no violation of the seed's guarantees;
 //! - the trace equals, run by run, the prompt followed by the stream minus partials and
 //!   origin-tagged messages;
 //! - each request's tool outputs are in call order;
@@ -14,6 +15,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use penguin::engine::{CancellationToken, Engine, InitialState, RunOptions};
+use penguin::omni_protocol::validator::StreamValidator;
 use penguin::omni_protocol::{EventPayload, Frame, ModelPayload, OmniMessage, StopReason};
 use penguin::scenario::{MemoryTrace, Scenario};
 use proptest::prelude::*;
@@ -304,12 +306,17 @@ fn is_output(m: &OmniMessage) -> bool {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     #[test]
     fn engine_keeps_the_seed_guarantees(g in gen()) {
         let file = scenario(&g);
         let obs = execute(Scenario::parse(&file.to_string()).unwrap());
+
+        // The whole multi-run stream keeps every guarantee of the seed.
+        let stream: Vec<&OmniMessage> = obs.runs.iter().flat_map(|(_, f)| f.iter().map(Frame::message)).collect();
+        let violations = StreamValidator::validate(stream.iter().copied());
+        prop_assert!(violations.is_empty(), "validator: {}", violations.iter().map(|v| v.to_string()).collect::<Vec<_>>().join("\n"));
 
         // Stream order = trace order: per run, the prompt, then the recordable stream.
         let mut expected_trace = Vec::new();

@@ -5,6 +5,7 @@
 #[path = "support.rs"]
 mod support;
 
+use penguin::omni_protocol::validator::StreamValidator;
 use penguin::scenario::{run_scenario_blocking, Scenario, ScenarioOutput};
 
 fn run_file(name: &str) -> ScenarioOutput {
@@ -16,6 +17,8 @@ fn run_file(name: &str) -> ScenarioOutput {
 }
 
 fn both(out: &ScenarioOutput) -> String {
+    let violations = StreamValidator::validate(out.stream.iter().map(|f| f.message()));
+    assert!(violations.is_empty(), "{violations:?}");
     format!(
         "stream:\n{}\ntrace:\n{}",
         support::timeline(&out.stream),

@@ -155,9 +155,15 @@ struct Segment {
     name: String,
     tool_call_id: String,
     content: String,
+    /// The stop fragment was yielded (with this reason) and the complete message is still owed.
+    stopped: Option<StopReason>,
 }
 
-/// The `partial_*` segments a producer has opened and not yet stopped, in opening order.
+/// The `partial_*` segments a producer has opened and not yet completed, in opening order.
+///
+/// A segment stays tracked after its stop fragment until its complete message is yielded, so
+/// an interrupt that lands between the two still produces the complete message: the stream
+/// keeps "complete right after stop" even when a script is cut at that point.
 #[derive(Debug, Default)]
 pub struct OpenSegments {
     open: Vec<Segment>,
@@ -166,16 +172,29 @@ pub struct OpenSegments {
 impl OpenSegments {
     /// Tracks a message the producer has just yielded.
     pub fn observe(&mut self, msg: &OmniMessage) {
-        let Some(p) = msg.model().filter(|p| p.is_partial()) else {
+        let Some(p) = msg.model() else {
             return;
         };
+        if !p.is_partial() {
+            // A complete message settles the oldest stopped segment of its kind.
+            let id = p.tool_call_id().unwrap_or("");
+            let settles = |s: &Segment| {
+                s.stopped.is_some()
+                    && partial_to_complete(s.kind) == Some(p.type_name())
+                    && s.tool_call_id == id
+            };
+            if let Some(i) = self.open.iter().position(settles) {
+                self.open.remove(i);
+            }
+            return;
+        }
         let (event, content) = p.partial_parts().expect("partial");
         let kind = p.type_name();
         let id = p.tool_call_id().unwrap_or("");
         let pos = self
             .open
             .iter()
-            .position(|s| s.kind == kind && s.tool_call_id == id);
+            .position(|s| s.kind == kind && s.tool_call_id == id && s.stopped.is_none());
         match (event, pos) {
             (StreamEventType::Start, _) => {
                 if let Some(i) = pos {
@@ -190,36 +209,34 @@ impl OpenSegments {
                     name,
                     tool_call_id: id.to_owned(),
                     content: content.to_owned(),
+                    stopped: None,
                 });
             }
             (StreamEventType::Delta, Some(i)) => self.open[i].content.push_str(content),
             (StreamEventType::Stop, Some(i)) => {
-                self.open.remove(i);
+                self.open[i].content.push_str(content);
+                self.open[i].stopped = Some(p.stop_reason().unwrap_or(StopReason::Completed));
             }
             _ => {}
         }
     }
 
-    /// True when a segment of `kind` (a `partial_*` type) is open.
+    /// True when a segment of `kind` (a `partial_*` type) has started and not stopped.
     pub fn is_open(&self, kind: &str) -> bool {
-        self.open.iter().any(|s| s.kind == kind)
-    }
-
-    /// Everything streamed so far into open segments of `kind`.
-    pub fn content_of(&self, kind: &str) -> String {
         self.open
             .iter()
-            .filter(|s| s.kind == kind)
-            .map(|s| s.content.as_str())
-            .collect()
+            .any(|s| s.kind == kind && s.stopped.is_none())
     }
 
     /// Closes every open segment in opening order: a stop fragment with empty content and
     /// `reason`, then the complete message holding what the segment streamed, with `reason`.
+    /// A segment already stopped only gets its owed complete message, with its stop's reason.
     pub fn close_all(&mut self, reason: StopReason) -> Vec<OmniMessage> {
         use StreamEventType::Stop;
         let mut out = Vec::new();
         for s in self.open.drain(..) {
+            let stopped = s.stopped;
+            let reason = stopped.unwrap_or(reason);
             let (stop, complete) = match s.kind {
                 "partial_text" => (
                     build::partial_text(Stop, "", reason),
@@ -238,10 +255,22 @@ impl OpenSegments {
                     build::tool_call_output(s.content, s.tool_call_id, reason),
                 ),
             };
-            out.push(stop);
+            if stopped.is_none() {
+                out.push(stop);
+            }
             out.push(complete);
         }
         out
+    }
+}
+
+fn partial_to_complete(kind: &str) -> Option<&'static str> {
+    match kind {
+        "partial_text" => Some("text"),
+        "partial_thinking" => Some("thinking"),
+        "partial_tool_call" => Some("tool_call"),
+        "partial_tool_call_output" => Some("tool_call_output"),
+        _ => None,
     }
 }
 
@@ -461,6 +490,43 @@ mod tests {
             ]
         );
         assert_eq!(out[3].model().unwrap().content(), Some("Hel"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn abort_between_stop_and_complete_still_yields_the_complete() {
+        let steps = json!([
+            {"delay_ms": 1, "message": {"type": "model_msg", "payload": {"type": "partial_text", "role": "assistant", "event_type": "start", "text": "", "stop_reason": "completed"}}},
+            {"delay_ms": 1, "message": {"type": "model_msg", "payload": {"type": "partial_text", "role": "assistant", "event_type": "delta", "text": "Hi", "stop_reason": "completed"}}},
+            {"delay_ms": 1, "message": {"type": "model_msg", "payload": {"type": "partial_text", "role": "assistant", "event_type": "stop", "text": "", "stop_reason": "completed"}}},
+            {"delay_ms": 100, "message": {"type": "model_msg", "payload": {"type": "text", "role": "assistant", "text": "Hi", "stop_reason": "completed"}}}
+        ]);
+        let mut model = ScriptedModel::from_json(&json!([{ "stream": steps }])).unwrap();
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let c = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            c.cancel();
+        });
+        let mut out = Vec::new();
+        let req = LlmRequest {
+            new_messages: vec![],
+            cancel,
+            thinking_level: None,
+        };
+        assert_eq!(
+            model.stream_generate(req, &mut out).await.status,
+            StopReason::Aborted
+        );
+        assert_eq!(
+            types(&out),
+            [
+                "partial_text:completed",
+                "partial_text:completed",
+                "partial_text:completed",
+                "text:completed"
+            ]
+        );
+        assert_eq!(out[3].model().unwrap().content(), Some("Hi"));
     }
 
     #[tokio::test]
