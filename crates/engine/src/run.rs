@@ -79,11 +79,19 @@ pub struct InitialState {
     pub carry_over: Vec<OmniMessage>,
     /// Counters at the end of the trace.
     pub counters: Counters,
+    /// A `[context_summary]` user text from a compacted context: written first and sent first
+    /// by the next run.
+    pub pending_summary: Option<OmniMessage>,
+    /// Trace-only records owed after the next run's input (the session's `tool_list_ready`,
+    /// MCP connect events): written once, in order, right after that input.
+    pub bootstrap_records: Vec<OmniMessage>,
 }
 
 #[derive(Default)]
 struct State {
     pending_carry_over: Vec<OmniMessage>,
+    pending_bootstrap: Vec<OmniMessage>,
+    pending_summary: Option<OmniMessage>,
     counters: Counters,
     steering: Vec<(SteerId, Vec<OmniMessage>)>,
     next_steer_id: u64,
@@ -152,6 +160,8 @@ impl Engine {
     ) -> Engine {
         let state = State {
             pending_carry_over: initial.carry_over,
+            pending_bootstrap: initial.bootstrap_records,
+            pending_summary: initial.pending_summary,
             counters: initial.counters,
             ..State::default()
         };
@@ -316,11 +326,18 @@ async fn run_to_completion(
         cancel,
         thinking_level,
     } = options;
-    let carry = std::mem::take(&mut shared.state().pending_carry_over);
-    let mut input = carry;
+    let (summary, carry, bootstrap) = {
+        let mut st = shared.state();
+        (
+            st.pending_summary.take(),
+            std::mem::take(&mut st.pending_carry_over),
+            std::mem::take(&mut st.pending_bootstrap),
+        )
+    };
+    let mut input: Vec<OmniMessage> = summary.iter().cloned().chain(carry).collect();
     // Carry-over is never written: its real messages were written when produced, and its
     // synthetic ones are never persisted.
-    for msg in &new_messages {
+    for msg in summary.iter().chain(&new_messages).chain(&bootstrap) {
         shared.record_only(msg.clone());
     }
     input.extend(new_messages);

@@ -6,4 +6,7 @@ pub use penguin_omni_protocol as omni_protocol;
 pub use penguin_sse_transport as sse_transport;
 pub use penguin_trace_store as trace_store;
 
+pub mod config;
+pub mod models;
 pub mod scenario;
+pub mod session;

@@ -1,0 +1,345 @@
+//! Configuration: `config.toml` under the data root, environment variables, and flags.
+//!
+//! Precedence is flags > environment > file > defaults. With nothing configured the `demo`
+//! model is used, so penguin runs offline on a fresh machine. Keys are never stored: a model
+//! names the environment variable that holds its key.
+//!
+//! ```toml
+//! default_model = "local"
+//!
+//! [models.local]
+//! protocol = "openai-chat"            # openai-chat | anthropic-messages | gemini | demo
+//! base_url = "http://127.0.0.1:8080/v1"
+//! model = "smollm2"
+//! api_key_env = "LOCAL_KEY"           # optional; each protocol has a default variable
+//! max_output_tokens = 2048            # optional
+//! context_window = 8192               # optional
+//! thinking_level = "low"              # optional: none, low, medium, high, xhigh, max
+//! idle_timeout_ms = 120000            # optional
+//! headers = { "X-Team" = "penguin" }  # optional
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::models::{ModelSpec, Protocol};
+
+/// The parsed `config.toml`.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The model used when no flag or variable names one.
+    pub default_model: Option<String>,
+    /// Named models.
+    #[serde(default)]
+    pub models: BTreeMap<String, ModelEntry>,
+}
+
+/// One named model in `config.toml`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ModelEntry {
+    /// Wire protocol.
+    pub protocol: String,
+    /// Base URL; each protocol has a default.
+    pub base_url: Option<String>,
+    /// Upstream model id.
+    pub model: String,
+    /// Environment variable holding the key.
+    pub api_key_env: Option<String>,
+    /// Output token cap.
+    pub max_output_tokens: Option<u64>,
+    /// Context window.
+    pub context_window: Option<u64>,
+    /// Default thinking effort.
+    pub thinking_level: Option<String>,
+    /// Idle timeout between upstream events, in ms.
+    pub idle_timeout_ms: Option<u64>,
+    /// Extra request headers.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+}
+
+/// Configuration that cannot be used, naming what is wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file exists but cannot be read or parsed.
+    #[error("{path}: {message}")]
+    File {
+        /// The config file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A value is not valid.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// `<data root>/config.toml`.
+pub fn config_path(root: &Path) -> PathBuf {
+    root.join("config.toml")
+}
+
+impl Config {
+    /// Reads `config.toml` under `root`; a missing file is an empty configuration.
+    pub fn load(root: &Path) -> Result<Config, ConfigError> {
+        let path = config_path(root);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Config::parse(&text).map_err(|message| ConfigError::File { path, message }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
+            Err(e) => Err(ConfigError::File {
+                path,
+                message: e.to_string(),
+            }),
+        }
+    }
+
+    /// Parses a config file's text.
+    pub fn parse(text: &str) -> Result<Config, String> {
+        toml::from_str(text).map_err(|e| e.to_string().trim().replace('\n', " "))
+    }
+}
+
+/// The model choice given on the command line.
+#[derive(Clone, Debug, Default)]
+pub struct ModelFlags {
+    /// `--model`: a configured name, or the model id when `--provider` is given.
+    pub model: Option<String>,
+    /// `--provider`: a protocol for an ad-hoc model.
+    pub provider: Option<String>,
+    /// `--base-url`.
+    pub base_url: Option<String>,
+    /// `--api-key-env`.
+    pub api_key_env: Option<String>,
+}
+
+/// The default base URL of each protocol.
+pub fn default_base_url(protocol: Protocol) -> &'static str {
+    match protocol {
+        Protocol::OpenaiChat => "https://api.openai.com/v1",
+        Protocol::AnthropicMessages => "https://api.anthropic.com",
+        Protocol::Gemini => "https://generativelanguage.googleapis.com/v1beta",
+        Protocol::Demo => "",
+    }
+}
+
+fn adhoc(
+    provider: &str,
+    model: Option<String>,
+    base_url: Option<String>,
+    key_env: Option<String>,
+) -> Result<ModelSpec, ConfigError> {
+    let protocol: Protocol = provider.parse().map_err(ConfigError::Invalid)?;
+    if protocol == Protocol::Demo {
+        return Ok(ModelSpec::demo());
+    }
+    let model_id = model.ok_or_else(|| {
+        ConfigError::Invalid(format!("--provider {provider} needs --model MODEL_ID"))
+    })?;
+    Ok(ModelSpec {
+        protocol,
+        base_url: base_url.unwrap_or_else(|| default_base_url(protocol).to_owned()),
+        model_id,
+        api_key_env: key_env,
+        ..ModelSpec::demo()
+    })
+}
+
+fn named(config: &Config, name: &str) -> Result<ModelSpec, ConfigError> {
+    if name == "demo" && !config.models.contains_key("demo") {
+        return Ok(ModelSpec::demo());
+    }
+    let entry = config.models.get(name).ok_or_else(|| {
+        let known: Vec<&str> = config.models.keys().map(String::as_str).collect();
+        ConfigError::Invalid(format!(
+            "no model named {name:?} (configured: {}; plus the built-in demo)",
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
+        ))
+    })?;
+    let at = |field: &str| format!("models.{name}.{field}");
+    let protocol: Protocol = entry
+        .protocol
+        .parse()
+        .map_err(|e| ConfigError::Invalid(format!("{}: {e}", at("protocol"))))?;
+    Ok(ModelSpec {
+        protocol,
+        base_url: entry
+            .base_url
+            .clone()
+            .unwrap_or_else(|| default_base_url(protocol).to_owned()),
+        model_id: entry.model.clone(),
+        api_key_env: entry.api_key_env.clone(),
+        max_output_tokens: entry.max_output_tokens.unwrap_or(0),
+        context_window: entry.context_window,
+        thinking_level: entry
+            .thinking_level
+            .as_deref()
+            .map(str::parse)
+            .transpose()
+            .map_err(|e| ConfigError::Invalid(format!("{}: {e}", at("thinking_level"))))?,
+        headers: entry
+            .headers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        idle_timeout: entry.idle_timeout_ms.map(Duration::from_millis),
+    })
+}
+
+/// Picks the model: flags, then `PENGUIN_MODEL` / `PENGUIN_PROVIDER` (+ `PENGUIN_BASE_URL`,
+/// `PENGUIN_MODEL_ID`, `PENGUIN_API_KEY_ENV`), then the file's `default_model`, then `demo`.
+/// `env` is a lookup so tests need not touch the process environment.
+pub fn resolve_model(
+    config: &Config,
+    flags: &ModelFlags,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<ModelSpec, ConfigError> {
+    if let Some(provider) = &flags.provider {
+        return adhoc(
+            provider,
+            flags.model.clone(),
+            flags.base_url.clone(),
+            flags.api_key_env.clone(),
+        );
+    }
+    if let Some(name) = &flags.model {
+        return named(config, name);
+    }
+    if let Some(provider) = env("PENGUIN_PROVIDER") {
+        return adhoc(
+            &provider,
+            env("PENGUIN_MODEL_ID"),
+            env("PENGUIN_BASE_URL"),
+            env("PENGUIN_API_KEY_ENV"),
+        );
+    }
+    if let Some(name) = env("PENGUIN_MODEL") {
+        return named(config, &name);
+    }
+    match &config.default_model {
+        Some(name) => named(config, name),
+        None => Ok(ModelSpec::demo()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> Config {
+        Config::parse(
+            r#"
+            default_model = "local"
+            [models.local]
+            protocol = "openai-chat"
+            base_url = "http://127.0.0.1:8080/v1"
+            model = "smollm2"
+            thinking_level = "low"
+            [models.claude]
+            protocol = "anthropic-messages"
+            model = "claude-x"
+            headers = { "X-Team" = "penguin" }
+            "#,
+        )
+        .unwrap()
+    }
+
+    fn none(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn precedence_is_flags_env_file_default() {
+        let c = cfg();
+        assert_eq!(
+            resolve_model(&Config::default(), &ModelFlags::default(), none).unwrap(),
+            ModelSpec::demo()
+        );
+        assert_eq!(
+            resolve_model(&c, &ModelFlags::default(), none)
+                .unwrap()
+                .model_id,
+            "smollm2"
+        );
+        let env = |k: &str| (k == "PENGUIN_MODEL").then(|| "claude".to_string());
+        let from_env = resolve_model(&c, &ModelFlags::default(), env).unwrap();
+        assert_eq!(
+            (from_env.protocol, from_env.base_url.as_str()),
+            (Protocol::AnthropicMessages, "https://api.anthropic.com")
+        );
+        assert_eq!(
+            from_env.headers,
+            [("X-Team".to_string(), "penguin".to_string())]
+        );
+        let flags = ModelFlags {
+            model: Some("local".into()),
+            ..Default::default()
+        };
+        assert_eq!(resolve_model(&c, &flags, env).unwrap().model_id, "smollm2");
+        let flags = ModelFlags {
+            provider: Some("gemini".into()),
+            model: Some("g-1".into()),
+            ..Default::default()
+        };
+        let spec = resolve_model(&c, &flags, env).unwrap();
+        assert_eq!(
+            (spec.protocol, spec.model_id.as_str()),
+            (Protocol::Gemini, "g-1")
+        );
+    }
+
+    #[test]
+    fn errors_name_what_is_wrong() {
+        let c = cfg();
+        let err = resolve_model(
+            &c,
+            &ModelFlags {
+                model: Some("gpt".into()),
+                ..Default::default()
+            },
+            none,
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("no model named \"gpt\" (configured: claude, local"),
+            "{err}"
+        );
+        let err = resolve_model(
+            &c,
+            &ModelFlags {
+                provider: Some("openai-chat".into()),
+                ..Default::default()
+            },
+            none,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("needs --model"), "{err}");
+        let err = resolve_model(
+            &c,
+            &ModelFlags {
+                provider: Some("bard".into()),
+                ..Default::default()
+            },
+            none,
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("unknown provider protocol \"bard\""),
+            "{err}"
+        );
+        assert!(Config::parse("[models.x]\nprotocol = 1")
+            .unwrap_err()
+            .contains("protocol"));
+        assert!(Config::parse("colour = 1").unwrap_err().contains("colour"));
+    }
+}

@@ -1,0 +1,325 @@
+//! Choosing and building the LLM: provider protocols, model specs, and the offline demo model.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use penguin_llm_providers::http::HttpModel;
+use penguin_llm_providers::scripted::{play, OpenSegments, Played, Step};
+use penguin_llm_providers::translate::ToolCallIdAllocator;
+use penguin_llm_providers::wire::ModelConfig;
+use penguin_llm_providers::{Llm, LlmOutcome, LlmRequest, MessageSink, ThinkingLevel};
+use penguin_omni_protocol::{
+    build, ModelPayload, OmniMessage, StopReason, StreamEventType, TokenCounts, ToolDefinition,
+};
+
+/// A wire protocol penguin can speak, or a built-in model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Protocol {
+    /// OpenAI Chat Completions, and every OpenAI-compatible server (llama.cpp, vLLM, Ollama, ...).
+    OpenaiChat,
+    /// Anthropic Messages.
+    AnthropicMessages,
+    /// Google Gemini `streamGenerateContent`.
+    Gemini,
+    /// The built-in offline demo model.
+    Demo,
+}
+
+impl Protocol {
+    /// The spelling used in flags, config files and `session_meta.provider`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::OpenaiChat => "openai-chat",
+            Protocol::AnthropicMessages => "anthropic-messages",
+            Protocol::Gemini => "gemini",
+            Protocol::Demo => "demo",
+        }
+    }
+}
+
+impl fmt::Display for Protocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Protocol {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "openai-chat" | "openai" => Protocol::OpenaiChat,
+            "anthropic-messages" | "anthropic" => Protocol::AnthropicMessages,
+            "gemini" => Protocol::Gemini,
+            "demo" => Protocol::Demo,
+            other => {
+                return Err(format!(
+                    "unknown provider protocol {other:?} (expected openai-chat, anthropic-messages, gemini or demo)"
+                ))
+            }
+        })
+    }
+}
+
+/// Everything needed to talk to one model. Keys are never stored here, only the name of the
+/// environment variable holding one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelSpec {
+    /// Wire protocol.
+    pub protocol: Protocol,
+    /// Base URL (the protocol's path is appended).
+    pub base_url: String,
+    /// Upstream model id.
+    pub model_id: String,
+    /// Environment variable holding the API key.
+    pub api_key_env: Option<String>,
+    /// Output token cap; 0 means the provider's default.
+    pub max_output_tokens: u64,
+    /// Context window, when known.
+    pub context_window: Option<u64>,
+    /// Default thinking effort.
+    pub thinking_level: Option<ThinkingLevel>,
+    /// Extra request headers.
+    pub headers: Vec<(String, String)>,
+    /// Idle timeout between upstream events.
+    pub idle_timeout: Option<Duration>,
+}
+
+impl ModelSpec {
+    /// The offline demo model.
+    pub fn demo() -> ModelSpec {
+        ModelSpec {
+            protocol: Protocol::Demo,
+            base_url: String::new(),
+            model_id: "demo".into(),
+            api_key_env: None,
+            max_output_tokens: 0,
+            context_window: None,
+            thinking_level: None,
+            headers: Vec::new(),
+            idle_timeout: None,
+        }
+    }
+
+    /// The default API key variable of each protocol.
+    pub fn default_key_env(protocol: Protocol) -> Option<&'static str> {
+        match protocol {
+            Protocol::OpenaiChat => Some("OPENAI_API_KEY"),
+            Protocol::AnthropicMessages => Some("ANTHROPIC_API_KEY"),
+            Protocol::Gemini => Some("GEMINI_API_KEY"),
+            Protocol::Demo => None,
+        }
+    }
+}
+
+/// A model could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    /// The HTTP client could not be created.
+    #[error("cannot create the HTTP client for {model}: {message}")]
+    Client {
+        /// Model id.
+        model: String,
+        /// Why.
+        message: String,
+    },
+}
+
+/// What a model is built with besides its spec.
+#[derive(Debug, Clone, Default)]
+pub struct ModelContext {
+    /// The session's system prompt.
+    pub system_prompt: String,
+    /// The tools offered.
+    pub tools: Vec<ToolDefinition>,
+    /// Committed history (on resume).
+    pub history: Vec<OmniMessage>,
+    /// Cumulative token counts (on resume).
+    pub session_tokens: TokenCounts,
+}
+
+/// Builds the LLM for `spec`. The API key is read from its environment variable here and
+/// nowhere else.
+pub fn build_llm(spec: &ModelSpec, cx: ModelContext) -> Result<Box<dyn Llm>, ModelError> {
+    if spec.protocol == Protocol::Demo {
+        return Ok(Box::new(DemoModel::default()));
+    }
+    let key_env = spec
+        .api_key_env
+        .clone()
+        .or_else(|| ModelSpec::default_key_env(spec.protocol).map(str::to_owned));
+    let mut config = ModelConfig::new(&spec.base_url, &spec.model_id);
+    config.api_key = key_env
+        .and_then(|var| std::env::var(var).ok())
+        .filter(|k| !k.is_empty());
+    config.system_prompt = cx.system_prompt;
+    config.tools = cx.tools;
+    config.max_output_tokens = spec.max_output_tokens;
+    config.thinking_level = spec.thinking_level;
+    config.extra_headers = spec.headers.clone();
+    if spec.idle_timeout.is_some() {
+        config.idle_timeout = spec.idle_timeout;
+    }
+    let ids = ToolCallIdAllocator::new();
+    let client_err = |e: penguin_llm_providers::http::ClientError| ModelError::Client {
+        model: spec.model_id.clone(),
+        message: e.to_string(),
+    };
+    macro_rules! http {
+        ($proto:expr) => {{
+            let mut m = HttpModel::new(config, $proto, ids)
+                .map_err(client_err)?
+                .with_session_tokens(cx.session_tokens);
+            m.set_history(&cx.history);
+            Box::new(m) as Box<dyn Llm>
+        }};
+    }
+    Ok(match spec.protocol {
+        Protocol::OpenaiChat => http!(penguin_llm_providers::openai_chat::OpenAiChat::new()),
+        Protocol::AnthropicMessages => {
+            http!(penguin_llm_providers::anthropic_messages::AnthropicMessages::new())
+        }
+        Protocol::Gemini => http!(penguin_llm_providers::gemini::Gemini::new()),
+        Protocol::Demo => unreachable!("handled above"),
+    })
+}
+
+/// penguin's offline demo model: it looks at the workspace with `exec_command`, then reports
+/// what it found. It exists so a fresh machine can run a real tool-using session with nothing
+/// configured; every reply says it is the demo.
+#[derive(Debug, Default)]
+pub struct DemoModel {
+    session: TokenCounts,
+    calls: u32,
+}
+
+const DEMO_INTRO: &str = "I am penguin's demo model (no model is configured). I will list the workspace with a tool call so you can see a full turn: approval, tool output, and my reply.";
+
+fn words(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    for ch in text.chars() {
+        cur.push(ch);
+        if ch == ' ' {
+            out.push(std::mem::take(&mut cur));
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+fn step(ms: u64, message: OmniMessage) -> Step {
+    Step {
+        delay: Duration::from_millis(ms),
+        message,
+    }
+}
+
+fn text_steps(text: &str, steps: &mut Vec<Step>) {
+    use StreamEventType::*;
+    steps.push(step(
+        30,
+        build::partial_text(Start, "", StopReason::Completed),
+    ));
+    for w in words(text) {
+        steps.push(step(
+            12,
+            build::partial_text(Delta, w, StopReason::Completed),
+        ));
+    }
+    steps.push(step(
+        5,
+        build::partial_text(Stop, "", StopReason::Completed),
+    ));
+    steps.push(step(0, build::assistant_text(text, StopReason::Completed)));
+}
+
+fn approx_tokens(msgs: &[OmniMessage]) -> u64 {
+    let chars: usize = msgs
+        .iter()
+        .filter_map(|m| m.model().and_then(ModelPayload::content))
+        .map(str::len)
+        .sum();
+    (chars as u64).div_ceil(4) + 20
+}
+
+#[async_trait]
+impl Llm for DemoModel {
+    async fn stream_generate(
+        &mut self,
+        request: LlmRequest,
+        sink: &mut dyn MessageSink,
+    ) -> LlmOutcome {
+        use StreamEventType::*;
+        let outputs: Vec<&penguin_omni_protocol::ToolCallOutput> = request
+            .new_messages
+            .iter()
+            .filter_map(|m| match m.model() {
+                Some(ModelPayload::ToolCallOutput(o)) => Some(o),
+                _ => None,
+            })
+            .collect();
+        let mut steps = Vec::new();
+        let reply;
+        if outputs.is_empty() {
+            text_steps(DEMO_INTRO, &mut steps);
+            self.calls += 1;
+            let id = format!("demo_call_{}", self.calls);
+            let args = r#"{"cmd":"ls -la"}"#;
+            steps.push(step(
+                20,
+                build::partial_tool_call(Start, "exec_command", "", &id, StopReason::Completed),
+            ));
+            steps.push(step(
+                10,
+                build::partial_tool_call(Delta, "", args, &id, StopReason::Completed),
+            ));
+            steps.push(step(
+                5,
+                build::partial_tool_call(Stop, "", "", &id, StopReason::Completed),
+            ));
+            steps.push(step(
+                0,
+                build::tool_call("exec_command", args, &id, StopReason::Completed, None),
+            ));
+            reply = DEMO_INTRO.len() + args.len();
+        } else {
+            let out = outputs[0];
+            let text = if out.stop_reason == Some(StopReason::Aborted) {
+                "The listing was not approved or was interrupted, so I stopped there. That is the whole demo: configure a real model (see the README) to do real work.".to_string()
+            } else {
+                let entries = out
+                    .output
+                    .lines()
+                    .filter(|l| !l.starts_with("total ") && !l.trim().is_empty())
+                    .count();
+                format!("The workspace listing has {entries} entries. That is the whole demo: configure a real model (see the README) and penguin will run the same loop with it.")
+            };
+            text_steps(&text, &mut steps);
+            reply = text.len();
+        }
+        let mut open = OpenSegments::default();
+        if play(&steps, &request.cancel, &mut open, sink).await == Played::Aborted {
+            for m in open.close_all(StopReason::Aborted) {
+                sink.emit(m).await;
+            }
+            return LlmOutcome::new(StopReason::Aborted);
+        }
+        let req = TokenCounts::new(
+            0,
+            approx_tokens(&request.new_messages),
+            (reply as u64).div_ceil(4),
+        );
+        self.session = self.session + req;
+        sink.emit(build::token_usage(self.session, req)).await;
+        LlmOutcome::completed()
+    }
+
+    fn session_tokens(&self) -> TokenCounts {
+        self.session
+    }
+}

@@ -1,0 +1,262 @@
+//! Sessions: an engine, its Trace, and the session's invariants (`session_meta`).
+//!
+//! A session's first run (in each process that loads it) yields `tool_list_ready` before
+//! anything else and writes `session_meta` to the Trace before anything else; the engine writes
+//! the prompt, then the owed `tool_list_ready`, then the turn.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use futures::stream::{self, BoxStream, StreamExt};
+use penguin_engine::{
+    Counters, Engine, EngineBusy, EngineConfig, Environment, InitialState, Llm, RunOptions,
+    TraceSink,
+};
+use penguin_omni_protocol::{build, ContextWindow, Frame, OmniMessage, SessionMeta};
+use penguin_trace_store::{
+    new_session_id, resume_session, Durability, Resumed, TraceError, TraceLocation, Writer,
+};
+
+/// The trace-store writer as the engine's trace sink.
+#[derive(Clone, Debug)]
+pub struct WriterSink(pub Writer);
+
+impl TraceSink for WriterSink {
+    fn record(&self, frame: &Frame) {
+        self.0.record(frame);
+    }
+}
+
+/// What a new session is made of.
+#[derive(Clone, Debug)]
+pub struct SessionSpec {
+    /// Where traces live (data root, project, agent).
+    pub location: TraceLocation,
+    /// Provider group recorded in `session_meta.provider`.
+    pub provider: String,
+    /// Upstream model id.
+    pub model_id: String,
+    /// The model's context window, when known.
+    pub context_window: Option<u64>,
+    /// The fully assembled system prompt.
+    pub system_prompt: String,
+    /// The workspace the tools act on.
+    pub workspace: PathBuf,
+    /// `subagent` or `schedule`; `None` for a user-created session.
+    pub source: Option<String>,
+    /// When the Trace is fsynced.
+    pub durability: Durability,
+    /// Engine settings.
+    pub engine: EngineConfig,
+}
+
+/// A session could not be created or resumed.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The Trace could not be opened or read.
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    /// The workspace of a resumed session is gone.
+    #[error("the session's workspace {0} no longer exists")]
+    WorkspaceMissing(String),
+    /// Building the model failed.
+    #[error("{0}")]
+    Model(String),
+}
+
+/// One session: a conversation with its Trace.
+pub struct Session {
+    id: String,
+    meta: OmniMessage,
+    tool_list: OmniMessage,
+    engine: Engine,
+    writer: Writer,
+    meta_written: bool,
+    announced: bool,
+}
+
+impl fmt::Debug for Session {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.id)
+            .field("engine", &self.engine)
+            .finish()
+    }
+}
+
+fn agent_state_dir(location: &TraceLocation) -> String {
+    location
+        .root
+        .join(&location.project)
+        .join("agents")
+        .join(&location.agent)
+        .join("agent_state")
+        .display()
+        .to_string()
+}
+
+impl Session {
+    /// Creates a new session. Nothing is written until the first run.
+    pub fn create(
+        spec: SessionSpec,
+        llm: Box<dyn Llm>,
+        env: Arc<dyn Environment>,
+    ) -> Result<Session, SessionError> {
+        let id = new_session_id();
+        let writer = Writer::create(&spec.location, &id, spec.durability)?;
+        let meta = build::session_meta(SessionMeta {
+            session_id: id.clone(),
+            provider: spec.provider,
+            model_id: spec.model_id,
+            model_context_window: spec.context_window.map_or(
+                ContextWindow::Other("unknown".into()),
+                ContextWindow::Tokens,
+            ),
+            system_prompt: spec.system_prompt,
+            agent_state: agent_state_dir(&spec.location),
+            workspace: absolute(&spec.workspace),
+            source: spec.source,
+        });
+        let tool_list = build::tool_list_ready(env.tools());
+        let initial = InitialState {
+            bootstrap_records: vec![tool_list.clone()],
+            ..InitialState::default()
+        };
+        let engine = Engine::with_parts(
+            llm,
+            env,
+            spec.engine,
+            Some(Arc::new(WriterSink(writer.clone()))),
+            initial,
+        );
+        Ok(Session {
+            id,
+            meta,
+            tool_list,
+            engine,
+            writer,
+            meta_written: false,
+            announced: false,
+        })
+    }
+
+    /// Reads a session's newest trace file and what resuming it gives, without building
+    /// anything: the caller picks the model from `resumed.meta` and then calls
+    /// [`Session::resume`].
+    pub fn load(
+        location: &TraceLocation,
+        session_id: &str,
+        durability: Durability,
+    ) -> Result<(Resumed, Writer), SessionError> {
+        let r = resume_session(location, session_id, durability)?;
+        if let Some(meta) = &r.resumed.meta {
+            if !Path::new(&meta.workspace).is_dir() {
+                return Err(SessionError::WorkspaceMissing(meta.workspace.clone()));
+            }
+        }
+        Ok((r.resumed, r.writer))
+    }
+
+    /// Continues a loaded session: appends to the same trace file; the next run sends the
+    /// rebuilt carry-over before its prompt.
+    pub fn resume(
+        resumed: Resumed,
+        writer: Writer,
+        engine_config: EngineConfig,
+        llm: Box<dyn Llm>,
+        env: Arc<dyn Environment>,
+    ) -> Result<Session, SessionError> {
+        let meta_payload = resumed
+            .meta
+            .clone()
+            .ok_or_else(|| TraceError::MissingMeta {
+                path: writer.current_path(),
+            })?;
+        let meta = build::session_meta(meta_payload);
+        if resumed.context_closed {
+            // The old file holds a finished context; the new one starts with the session's
+            // invariants, as a rotation does.
+            writer.rotate();
+            writer.record_message(meta.clone());
+        }
+        let tool_list = build::tool_list_ready(env.tools());
+        let initial = InitialState {
+            carry_over: resumed.carry_over,
+            pending_summary: resumed.pending_summary,
+            counters: Counters {
+                session_turns: resumed.session_turns,
+                last_request_total: resumed.last_request_total,
+                session_tokens: resumed.session_tokens,
+            },
+            bootstrap_records: vec![tool_list.clone()],
+        };
+        let engine = Engine::with_parts(
+            llm,
+            env,
+            engine_config,
+            Some(Arc::new(WriterSink(writer.clone()))),
+            initial,
+        );
+        let id = meta
+            .session_meta()
+            .map(|m| m.session_id.clone())
+            .unwrap_or_default();
+        Ok(Session {
+            id,
+            meta,
+            tool_list,
+            engine,
+            writer,
+            meta_written: true,
+            announced: false,
+        })
+    }
+
+    /// Starts a run. The first run of this load yields `tool_list_ready` first.
+    pub fn run(
+        &mut self,
+        input: Vec<OmniMessage>,
+        options: RunOptions,
+    ) -> Result<BoxStream<'static, Frame>, EngineBusy> {
+        if !self.meta_written {
+            self.writer.record_message(self.meta.clone());
+            self.meta_written = true;
+        }
+        let stream = self.engine.run(input, options)?;
+        let head: Vec<Frame> = if self.announced {
+            Vec::new()
+        } else {
+            vec![Frame::new(self.tool_list.clone())]
+        };
+        self.announced = true;
+        Ok(stream::iter(head).chain(stream).boxed())
+    }
+
+    /// The session id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The session's `session_meta` message.
+    pub fn meta(&self) -> &OmniMessage {
+        &self.meta
+    }
+
+    /// The engine: steer, skip a reconnect wait, read counters.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The Trace writer (flush, failure counters).
+    pub fn writer(&self) -> &Writer {
+        &self.writer
+    }
+}
+
+fn absolute(p: &Path) -> String {
+    std::fs::canonicalize(p)
+        .unwrap_or_else(|_| p.to_path_buf())
+        .display()
+        .to_string()
+}
