@@ -264,8 +264,7 @@ impl Llm for DemoModel {
             })
             .collect();
         let mut steps = Vec::new();
-        let reply;
-        if outputs.is_empty() {
+        let reply = if outputs.is_empty() {
             text_steps(DEMO_INTRO, &mut steps);
             self.calls += 1;
             let id = format!("demo_call_{}", self.calls);
@@ -300,8 +299,8 @@ impl Llm for DemoModel {
                 format!("The workspace listing has {entries} entries. That is the whole demo: configure a real model (see the README) and penguin will run the same loop with it.")
             };
             text_steps(&text, &mut steps);
-            reply = text.len();
-        }
+            text.len()
+        };
         let mut open = OpenSegments::default();
         if play(&steps, &request.cancel, &mut open, sink).await == Played::Aborted {
             for m in open.close_all(StopReason::Aborted) {
