@@ -285,7 +285,7 @@ impl Llm for DemoModel {
                 0,
                 build::tool_call("exec_command", args, &id, StopReason::Completed, None),
             ));
-            reply = DEMO_INTRO.len() + args.len();
+            DEMO_INTRO.len() + args.len()
         } else {
             let out = outputs[0];
             let text = if out.stop_reason == Some(StopReason::Aborted) {
