@@ -10,3 +10,6 @@ pub mod config;
 pub mod models;
 pub mod scenario;
 pub mod session;
+pub mod agent;
+pub mod render;
+pub mod console;

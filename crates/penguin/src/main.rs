@@ -1,29 +1,119 @@
 //! The `penguin` command.
 
-use std::io::Write;
-use std::path::PathBuf;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
+use futures::StreamExt;
+use penguin::agent::{Agent, SessionModel};
+use penguin::config::{resolve_model, ModelFlags};
+use penguin::console::{stdout_is_terminal, AllowAll, Console, TerminalApprover};
+use penguin::engine::{Approver, CancellationToken, Environment, RunOptions, ThinkingLevel};
+use penguin::models::{ModelSpec, Protocol};
+use penguin::omni_protocol::{build, validator::validate_jsonl, Frame, OmniMessage};
+use penguin::render::{status_text, Renderer};
 use penguin::scenario::{run_scenario_blocking, Scenario};
+use penguin::session::Session;
+use penguin::tools::{BuiltinTools, ToolsConfig};
+use penguin::trace_store::{check_trace, Severity};
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "penguin",
-    version,
-    about = "An agent harness: one ordered stream between you, a model and its tools."
-)]
+#[command(name = "penguin", version, about = "An agent harness: one ordered stream between you, a model and its tools.")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
 }
 
+#[derive(Args, Debug, Clone, Default)]
+struct ModelArgs {
+    /// A configured model name, or the model id when --provider is given.
+    #[arg(long)]
+    model: Option<String>,
+    /// Provider protocol for an ad-hoc model: openai-chat, anthropic-messages, gemini, demo, or
+    /// scripted (with --scenario).
+    #[arg(long)]
+    provider: Option<String>,
+    /// Base URL of the provider (e.g. http://127.0.0.1:8080/v1 for a local llama.cpp server).
+    #[arg(long)]
+    base_url: Option<String>,
+    /// Environment variable holding the API key.
+    #[arg(long)]
+    api_key_env: Option<String>,
+    /// Scenario file for --provider scripted: the model and tools play its scripts.
+    #[arg(long)]
+    scenario: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone, Default)]
+struct TaskArgs {
+    /// Allow every tool call without asking.
+    #[arg(long, short = 'y')]
+    yes: bool,
+    /// Print the raw stream as JSON lines instead of rendering it.
+    #[arg(long)]
+    jsonl: bool,
+    /// Thinking effort: none, low, medium, high, xhigh, max.
+    #[arg(long)]
+    thinking: Option<ThinkingLevel>,
+}
+
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Run one task in a new session and render it live.
+    Run {
+        /// The prompt (read from stdin when absent and stdin is not a terminal).
+        prompt: Option<String>,
+        #[command(flatten)]
+        model: ModelArgs,
+        #[command(flatten)]
+        task: TaskArgs,
+        /// The workspace the tools act on (default: the current directory).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+    },
+    /// A conversation over one session (`/quit` to leave).
+    Chat {
+        #[command(flatten)]
+        model: ModelArgs,
+        #[command(flatten)]
+        task: TaskArgs,
+        /// The workspace the tools act on (default: the current directory).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+        /// Continue this session instead of starting a new one.
+        #[arg(long)]
+        resume: Option<String>,
+    },
+    /// Continue a session: run PROMPT in it, or open a chat when no prompt is given.
+    Resume {
+        /// The session id (see `penguin sessions`).
+        session_id: String,
+        /// The prompt.
+        prompt: Option<String>,
+        #[command(flatten)]
+        model: ModelArgs,
+        #[command(flatten)]
+        task: TaskArgs,
+    },
+    /// List sessions, newest first.
+    Sessions,
     /// Scenario files: a scripted model and tools driving the real engine.
     Scenario {
         #[command(subcommand)]
         command: ScenarioCommand,
+    },
+    /// Check a JSONL stream against the seed's ordering guarantees.
+    CheckStream {
+        /// The stream file (one OmniMessage per line).
+        file: PathBuf,
+    },
+    /// Trace files.
+    Trace {
+        #[command(subcommand)]
+        command: TraceCommand,
     },
 }
 
@@ -42,17 +132,27 @@ enum ScenarioCommand {
     },
 }
 
+#[derive(Subcommand, Debug)]
+enum TraceCommand {
+    /// Check trace files: every line parses, only recordable messages, requests balanced,
+    /// every committed tool call answered once.
+    Check {
+        /// Trace files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Scenario {
-            command:
-                ScenarioCommand::Run {
-                    scenario,
-                    trace,
-                    requests,
-                },
-        } => scenario_run(scenario, trace, requests),
+        Command::Scenario { command: ScenarioCommand::Run { scenario, trace, requests } } => scenario_run(scenario, trace, requests),
+        Command::CheckStream { file } => check_stream(&file),
+        Command::Trace { command: TraceCommand::Check { files } } => trace_check(&files),
+        Command::Sessions => sessions(),
+        Command::Run { prompt, model, task, workspace } => with_runtime(run(prompt, model, task, workspace)),
+        Command::Chat { model, task, workspace, resume } => with_runtime(chat(model, task, workspace, resume)),
+        Command::Resume { session_id, prompt, model, task } => with_runtime(resume(session_id, prompt, model, task)),
     };
     match result {
         Ok(code) => code,
@@ -63,37 +163,321 @@ fn main() -> ExitCode {
     }
 }
 
-fn scenario_run(
-    path: PathBuf,
-    trace: Option<PathBuf>,
-    requests: Option<PathBuf>,
-) -> Result<ExitCode, String> {
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let scenario =
-        Scenario::parse(&text).map_err(|e| format!("invalid scenario {}: {e}", path.display()))?;
-    let out =
-        run_scenario_blocking(scenario).map_err(|e| format!("cannot start the runtime: {e}"))?;
+fn with_runtime(fut: impl std::future::Future<Output = Result<ExitCode, String>>) -> Result<ExitCode, String> {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| format!("cannot start the runtime: {e}"))?;
+    rt.block_on(fut)
+}
+
+fn scenario_run(path: PathBuf, trace: Option<PathBuf>, requests: Option<PathBuf>) -> Result<ExitCode, String> {
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let scenario = Scenario::parse(&text).map_err(|e| format!("invalid scenario {}: {e}", path.display()))?;
+    let out = run_scenario_blocking(scenario).map_err(|e| format!("cannot start the runtime: {e}"))?;
     let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
     for frame in &out.stream {
         writeln!(stdout, "{}", frame.json()).map_err(|e| format!("stdout: {e}"))?;
     }
     stdout.flush().map_err(|e| format!("stdout: {e}"))?;
     if let Some(p) = trace {
-        let body: String = out
-            .trace
-            .iter()
-            .map(|f| format!("{}\n", f.json()))
-            .collect();
+        let body: String = out.trace.iter().map(|f| format!("{}\n", f.json())).collect();
         std::fs::write(&p, body).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
     }
     if let Some(p) = requests {
-        let body: String = out
-            .requests
-            .iter()
-            .map(|input| format!("{}\n", serde_json::json!({ "input": input })))
-            .collect();
+        let body: String = out.requests.iter().map(|input| format!("{}\n", serde_json::json!({ "input": input }))).collect();
         std::fs::write(&p, body).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn check_stream(path: &Path) -> Result<ExitCode, String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let report = validate_jsonl(std::io::BufReader::new(file));
+    for v in &report.violations {
+        println!("{}: {v}", path.display());
+    }
+    if report.is_ok() {
+        println!("{}: ok, {} messages", path.display(), report.messages);
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Ok(ExitCode::FAILURE)
+    }
+}
+
+fn trace_check(files: &[PathBuf]) -> Result<ExitCode, String> {
+    let mut failed = false;
+    for f in files {
+        let problems = check_trace(f);
+        for p in &problems {
+            println!("{p}");
+            failed |= p.severity == Severity::Error;
+        }
+        if problems.is_empty() {
+            println!("{}: ok", f.display());
+        }
+    }
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+fn sessions() -> Result<ExitCode, String> {
+    let agent = Agent::from_env().map_err(|e| e.to_string())?;
+    let list = agent.sessions().map_err(|e| format!("cannot list {}: {e}", agent.location.traces_dir().display()))?;
+    if list.is_empty() {
+        println!("no sessions yet under {}", agent.location.traces_dir().display());
+    }
+    for s in list {
+        println!("{}  {}  {:<28}  {:<22}  {}", s.id, s.created, s.model, s.state, s.title);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What a session is built from: a model plus tools, or a scenario's scripts.
+enum Source {
+    Model(ModelSpec),
+    Scenario(Box<Scenario>),
+}
+
+fn pick_source(agent: &Agent, args: &ModelArgs) -> Result<Source, String> {
+    if args.provider.as_deref() == Some("scripted") {
+        let path = args.scenario.as_ref().ok_or("--provider scripted needs --scenario FILE")?;
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let scenario = Scenario::parse(&text).map_err(|e| format!("invalid scenario {}: {e}", path.display()))?;
+        return Ok(Source::Scenario(Box::new(scenario)));
+    }
+    let flags = ModelFlags { model: args.model.clone(), provider: args.provider.clone(), base_url: args.base_url.clone(), api_key_env: args.api_key_env.clone() };
+    resolve_model(&agent.config, &flags, |k| std::env::var(k).ok()).map(Source::Model).map_err(|e| e.to_string())
+}
+
+fn workspace_tools(workspace: &Path) -> Result<Arc<dyn Environment>, String> {
+    BuiltinTools::new(workspace, ToolsConfig::default())
+        .map(|t| Arc::new(t) as Arc<dyn Environment>)
+        .map_err(|e| format!("workspace {}: {e}", workspace.display()))
+}
+
+fn new_session(agent: &Agent, source: Source, workspace: &Path) -> Result<Session, String> {
+    match source {
+        Source::Model(spec) => {
+            if spec.protocol == Protocol::Demo {
+                eprintln!("penguin: no model configured; using the built-in demo model (see the README to configure one)");
+            }
+            agent.create_session(&spec, workspace, workspace_tools(workspace)?, None, None).map_err(|e| e.to_string())
+        }
+        Source::Scenario(s) => agent
+            .create_session_with(
+                SessionModel { llm: Box::new(s.llm), provider: "scripted".into(), model_id: "scenario".into(), context_window: None },
+                workspace,
+                Arc::new(s.tools),
+                None,
+                None,
+            )
+            .map_err(|e| e.to_string()),
+    }
+}
+
+fn approver(task: &TaskArgs, console: &Console) -> Arc<dyn Approver> {
+    if task.yes {
+        Arc::new(AllowAll)
+    } else {
+        Arc::new(TerminalApprover::new(console.clone()))
+    }
+}
+
+/// Runs one task in `session`, rendering it (or printing JSON lines). Ctrl-C interrupts the
+/// task; a second Ctrl-C exits at once.
+async fn run_task(session: &mut Session, input: Vec<OmniMessage>, task: &TaskArgs, approver: Arc<dyn Approver>) -> Result<bool, String> {
+    let cancel = CancellationToken::new();
+    let interrupt = cancel.clone();
+    let ctrl_c = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("\ninterrupting (Ctrl-C again to exit)");
+            interrupt.cancel();
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        }
+    });
+    let options = RunOptions { approver: Some(approver), cancel, thinking_level: task.thinking };
+    let mut stream = session.run(input, options).map_err(|e| e.to_string())?;
+    let ok = if task.jsonl {
+        let mut out = std::io::stdout();
+        let mut ok = true;
+        while let Some(frame) = stream.next().await {
+            ok = ok && !is_failure(&frame);
+            writeln!(out, "{}", frame.json()).map_err(|e| format!("stdout: {e}"))?;
+        }
+        ok
+    } else {
+        render(&mut stream).await?
+    };
+    ctrl_c.abort();
+    if let Err(e) = session.writer().flush() {
+        eprintln!("penguin: the trace could not be synced: {e}");
+    }
+    let failed = session.writer().failed_writes();
+    if failed > 0 {
+        eprintln!("penguin: {failed} trace record(s) could not be written (see the log above)");
+    }
+    Ok(ok)
+}
+
+fn is_failure(frame: &Frame) -> bool {
+    use penguin::omni_protocol::{EventPayload, StopReason};
+    !frame.message().has_origin()
+        && matches!(frame.message().event(), Some(EventPayload::Abort { .. }) | Some(EventPayload::RequestEnd { status: StopReason::Auth | StopReason::Aborted, .. }))
+}
+
+async fn render(stream: &mut futures::stream::BoxStream<'static, Frame>) -> Result<bool, String> {
+    let tty = stdout_is_terminal();
+    let status_on = tty && std::io::stderr().is_terminal();
+    let mut r = Renderer::new(std::io::stdout(), tty);
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(120));
+    let mut since = Instant::now();
+    let mut shown = false;
+    let mut last_waiting = r.waiting().clone();
+    loop {
+        tokio::select! {
+            frame = stream.next() => {
+                let Some(frame) = frame else { break };
+                if shown {
+                    eprint!("\r\x1b[2K");
+                    shown = false;
+                }
+                r.frame(&frame).map_err(|e| format!("stdout: {e}"))?;
+                if *r.waiting() != last_waiting {
+                    last_waiting = r.waiting().clone();
+                    since = Instant::now();
+                }
+            }
+            _ = tick.tick(), if status_on => {
+                if let Some(text) = status_text(r.waiting(), since.elapsed().as_millis() as u64) {
+                    eprint!("\r\x1b[2K\x1b[2m{text}\x1b[0m");
+                    shown = true;
+                }
+            }
+        }
+    }
+    if shown {
+        eprint!("\r\x1b[2K");
+    }
+    Ok(r.summary().succeeded())
+}
+
+fn read_prompt(prompt: Option<String>) -> Result<String, String> {
+    match prompt {
+        Some(p) => Ok(p),
+        None if !std::io::stdin().is_terminal() => {
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| format!("stdin: {e}"))?;
+            Ok(s.trim().to_owned())
+        }
+        None => Ok("Look around the workspace and tell me what it is.".to_owned()),
+    }
+}
+
+fn workspace_dir(workspace: Option<PathBuf>) -> Result<PathBuf, String> {
+    let dir = match workspace {
+        Some(w) => w,
+        None => std::env::current_dir().map_err(|e| format!("current directory: {e}"))?,
+    };
+    if !dir.is_dir() {
+        return Err(format!("workspace {} is not a directory", dir.display()));
+    }
+    Ok(dir)
+}
+
+async fn run(prompt: Option<String>, model: ModelArgs, task: TaskArgs, workspace: Option<PathBuf>) -> Result<ExitCode, String> {
+    let agent = Agent::from_env().map_err(|e| e.to_string())?;
+    let workspace = workspace_dir(workspace)?;
+    // Read a piped prompt before the console takes stdin over for approvals.
+    let prompt = read_prompt(prompt)?;
+    let mut session = new_session(&agent, pick_source(&agent, &model)?, &workspace)?;
+    if !task.jsonl {
+        eprintln!("\x1b[2msession {}\x1b[0m", session.id());
+    }
+    let console = Console::stdin();
+    let ok = run_task(&mut session, vec![build::user_text(prompt)], &task, approver(&task, &console)).await?;
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn model_for_resume(agent: &Agent, args: &ModelArgs, meta: &penguin::omni_protocol::SessionMeta) -> Result<ModelSpec, penguin::config::ConfigError> {
+    if args.provider.is_some() || args.model.is_some() {
+        let flags = ModelFlags { model: args.model.clone(), provider: args.provider.clone(), base_url: args.base_url.clone(), api_key_env: args.api_key_env.clone() };
+        return resolve_model(&agent.config, &flags, |k| std::env::var(k).ok());
+    }
+    if meta.provider == "demo" {
+        return Ok(ModelSpec::demo());
+    }
+    // The configured model the session was made with.
+    let found = agent.config.models.iter().find(|(_, m)| m.model == meta.model_id && m.protocol == meta.provider).map(|(name, _)| name.clone());
+    match found {
+        Some(name) => resolve_model(&agent.config, &ModelFlags { model: Some(name), ..Default::default() }, |_| None),
+        None => Err(penguin::config::ConfigError::Invalid(format!(
+            "the session used {}/{}, which is not configured; pass --model or --provider",
+            meta.provider, meta.model_id
+        ))),
+    }
+}
+
+fn open_session(agent: &Agent, id: &str, model: &ModelArgs) -> Result<Session, String> {
+    if model.provider.as_deref() == Some("scripted") {
+        let Source::Scenario(s) = pick_source(agent, model)? else { unreachable!("scripted gives a scenario") };
+        let s = *s;
+        return agent
+            .resume_session_with(id, Box::new(s.llm), Arc::new(s.tools))
+            .map_err(|e| e.to_string());
+    }
+    agent
+        .resume_session(id, |meta| model_for_resume(agent, model, meta), |w| {
+            workspace_tools(w).unwrap_or_else(|e| {
+                eprintln!("penguin: {e}; tools are unavailable");
+                Arc::new(penguin::engine::scripted::ScriptedEnvironment::default())
+            })
+        })
+        .map_err(|e| e.to_string())
+}
+
+async fn resume(id: String, prompt: Option<String>, model: ModelArgs, task: TaskArgs) -> Result<ExitCode, String> {
+    let agent = Agent::from_env().map_err(|e| e.to_string())?;
+    let mut session = open_session(&agent, &id, &model)?;
+    let Some(prompt) = prompt else {
+        return repl(session, task).await;
+    };
+    let console = Console::stdin();
+    let ok = run_task(&mut session, vec![build::user_text(prompt)], &task, approver(&task, &console)).await?;
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+async fn chat(model: ModelArgs, task: TaskArgs, workspace: Option<PathBuf>, resume_id: Option<String>) -> Result<ExitCode, String> {
+    let agent = Agent::from_env().map_err(|e| e.to_string())?;
+    let session = match resume_id {
+        Some(id) => open_session(&agent, &id, &model)?,
+        None => new_session(&agent, pick_source(&agent, &model)?, &workspace_dir(workspace)?)?,
+    };
+    repl(session, task).await
+}
+
+async fn repl(mut session: Session, task: TaskArgs) -> Result<ExitCode, String> {
+    let console = Console::stdin();
+    let approver = approver(&task, &console);
+    eprintln!("session {} — /quit to leave, /abort to drop what an interrupted task left over, Ctrl-C interrupts a task", session.id());
+    loop {
+        eprint!("› ");
+        let _ = std::io::stderr().flush();
+        let Some(line) = console.read_line().await else { break };
+        let line = line.trim();
+        match line {
+            "" => continue,
+            "/quit" | "/exit" => break,
+            "/compact" => {
+                eprintln!("compaction is not available yet in this version of penguin");
+                continue;
+            }
+            "/abort" => {
+                eprintln!("nothing is running; an interrupted task's carry-over is sent with your next message");
+                continue;
+            }
+            _ => {}
+        }
+        run_task(&mut session, vec![build::user_text(line)], &task, approver.clone()).await?;
+    }
+    eprintln!("resume with: penguin resume {}", session.id());
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,237 @@
+//! The agent: where sessions live (data root, project, agent) and how they are created,
+//! listed and resumed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use penguin_engine::{EngineConfig, Environment, Llm};
+use penguin_omni_protocol::{EventPayload, ModelPayload, OmniMessage, Role, SessionMeta, StopReason};
+use penguin_trace_store::{data_root, read_trace, Durability, ReadMode, TraceLocation};
+
+use crate::config::{Config, ConfigError};
+use crate::models::{build_llm, ModelContext, ModelSpec};
+use crate::session::{Session, SessionError, SessionSpec};
+
+/// The system prompt of sessions that do not bring their own.
+pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a capable software agent working in the user's workspace through penguin. \
+Use the tools to inspect and change files and to run commands; prefer small, verifiable steps, and say plainly what you did.";
+
+/// Where an agent's sessions live and how they are configured.
+#[derive(Clone, Debug)]
+pub struct Agent {
+    /// Data root, project and agent name.
+    pub location: TraceLocation,
+    /// The parsed `config.toml`.
+    pub config: Config,
+    /// When traces are fsynced.
+    pub durability: Durability,
+    /// Engine settings for new and resumed sessions.
+    pub engine: EngineConfig,
+}
+
+/// A built model with what `session_meta` records about it.
+pub struct SessionModel {
+    /// The model.
+    pub llm: Box<dyn Llm>,
+    /// Provider group (`session_meta.provider`).
+    pub provider: String,
+    /// Upstream model id.
+    pub model_id: String,
+    /// Context window, when known.
+    pub context_window: Option<u64>,
+}
+
+impl std::fmt::Debug for SessionModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionModel").field("provider", &self.provider).field("model_id", &self.model_id).finish()
+    }
+}
+
+/// One line of `penguin sessions`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SessionSummary {
+    /// Session id.
+    pub id: String,
+    /// When it was created (from the id's timestamp part, local time).
+    pub created: String,
+    /// `provider/model_id`.
+    pub model: String,
+    /// The first user text, shortened.
+    pub title: String,
+    /// How the last run ended: `completed`, `aborted`, `failed`, `running or interrupted`, `empty`.
+    pub state: String,
+    /// Trace files (one per model context).
+    pub files: Vec<PathBuf>,
+}
+
+impl Agent {
+    /// The default agent under `PENGUIN_HOME` (or `~/.penguin/data`), project `default`,
+    /// agent `penguin`, with `config.toml` loaded.
+    pub fn from_env() -> Result<Agent, ConfigError> {
+        Agent::at(data_root())
+    }
+
+    /// The default project and agent under `root`.
+    pub fn at(root: PathBuf) -> Result<Agent, ConfigError> {
+        let config = Config::load(&root)?;
+        Ok(Agent {
+            location: TraceLocation::new(root, "default", "penguin"),
+            config,
+            durability: Durability::default(),
+            engine: EngineConfig::default(),
+        })
+    }
+
+    /// Creates a session with `model` acting on `workspace` through `env`.
+    pub fn create_session(
+        &self,
+        model: &ModelSpec,
+        workspace: &Path,
+        env: Arc<dyn Environment>,
+        system_prompt: Option<String>,
+        source: Option<String>,
+    ) -> Result<Session, SessionError> {
+        let system_prompt = system_prompt.unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_owned());
+        let cx = ModelContext { system_prompt: system_prompt.clone(), tools: env.tools(), ..ModelContext::default() };
+        let llm = build_llm(model, cx).map_err(|e| SessionError::Model(e.to_string()))?;
+        let model = SessionModel {
+            llm,
+            provider: model.protocol.as_str().to_owned(),
+            model_id: model.model_id.clone(),
+            context_window: model.context_window,
+        };
+        self.create_session_with(model, workspace, env, Some(system_prompt), source)
+    }
+
+    /// Creates a session around an already-built model (a scripted one, a custom adapter).
+    pub fn create_session_with(
+        &self,
+        model: SessionModel,
+        workspace: &Path,
+        env: Arc<dyn Environment>,
+        system_prompt: Option<String>,
+        source: Option<String>,
+    ) -> Result<Session, SessionError> {
+        let spec = SessionSpec {
+            location: self.location.clone(),
+            provider: model.provider,
+            model_id: model.model_id,
+            context_window: model.context_window,
+            system_prompt: system_prompt.unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_owned()),
+            workspace: workspace.to_path_buf(),
+            source,
+            durability: self.durability,
+            engine: self.engine.clone(),
+        };
+        Session::create(spec, model.llm, env)
+    }
+
+    /// Resumes a session around an already-built model and environment.
+    pub fn resume_session_with(&self, id: &str, llm: Box<dyn Llm>, env: Arc<dyn Environment>) -> Result<Session, SessionError> {
+        let (resumed, writer) = Session::load(&self.location, id, self.durability)?;
+        Session::resume(resumed, writer, self.engine.clone(), llm, env)
+    }
+
+    /// Resumes a session by id. `pick_model` maps the session's recorded provider and model to
+    /// a spec (normally: the configured model with that id, or flags); `make_env` builds the
+    /// tools for the recorded workspace.
+    pub fn resume_session(
+        &self,
+        id: &str,
+        pick_model: impl FnOnce(&SessionMeta) -> Result<ModelSpec, ConfigError>,
+        make_env: impl FnOnce(&Path) -> Arc<dyn Environment>,
+    ) -> Result<Session, SessionError> {
+        let (resumed, writer) = Session::load(&self.location, id, self.durability)?;
+        let meta = resumed.meta.clone().expect("load guarantees a session_meta");
+        let model = pick_model(&meta).map_err(|e| SessionError::Model(e.to_string()))?;
+        let env = make_env(Path::new(&meta.workspace));
+        let cx = ModelContext {
+            system_prompt: meta.system_prompt.clone(),
+            tools: env.tools(),
+            history: resumed.history.clone(),
+            session_tokens: resumed.session_tokens,
+        };
+        let llm = build_llm(&model, cx).map_err(|e| SessionError::Model(e.to_string()))?;
+        Session::resume(resumed, writer, self.engine.clone(), llm, env)
+    }
+
+    /// Every session with a trace, newest first.
+    pub fn sessions(&self) -> std::io::Result<Vec<SessionSummary>> {
+        let dir = self.location.traces_dir();
+        let mut files: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+        let dates = match std::fs::read_dir(&dir) {
+            Ok(d) => d,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        for date in dates {
+            let date = date?.path();
+            if !date.is_dir() {
+                continue;
+            }
+            for f in std::fs::read_dir(&date)? {
+                let path = f?.path();
+                let Some(name) = path.file_name().and_then(|n| n.to_str()) else { continue };
+                if let Some((id, _)) = name.strip_suffix(".jsonl").and_then(|n| n.rsplit_once('_')) {
+                    files.entry(id.to_owned()).or_default().push(path.clone());
+                }
+            }
+        }
+        let mut out: Vec<SessionSummary> = files.into_iter().map(|(id, mut paths)| summarize(id, {
+            paths.sort();
+            paths
+        })).collect();
+        out.sort_by(|a, b| b.id.cmp(&a.id));
+        Ok(out)
+    }
+}
+
+fn summarize(id: String, files: Vec<PathBuf>) -> SessionSummary {
+    let read = |p: &PathBuf| read_trace(p, ReadMode::Tolerant).map(|r| r.messages).unwrap_or_default();
+    let first = files.first().map(read).unwrap_or_default();
+    let last = if files.len() > 1 { files.last().map(read).unwrap_or_default() } else { first.clone() };
+    let meta = first.iter().find_map(OmniMessage::session_meta);
+    let title = first
+        .iter()
+        .filter(|m| !m.has_origin())
+        .find_map(|m| match m.model() {
+            Some(ModelPayload::Text(t)) if t.role == Role::User => Some(t.text.clone()),
+            _ => None,
+        })
+        .map(|t| {
+            let one = t.split_whitespace().collect::<Vec<_>>().join(" ");
+            if one.chars().count() > 60 {
+                format!("{}…", one.chars().take(59).collect::<String>())
+            } else {
+                one
+            }
+        })
+        .unwrap_or_default();
+    let state = last
+        .iter()
+        .rev()
+        .find_map(|m| match m.event() {
+            Some(EventPayload::Abort { .. }) => Some("aborted"),
+            Some(EventPayload::RequestEnd { status: StopReason::Completed, .. }) => Some("completed"),
+            Some(EventPayload::RequestEnd { .. }) => Some("failed"),
+            Some(EventPayload::RequestBegin) => Some("running or interrupted"),
+            _ => None,
+        })
+        .unwrap_or("empty")
+        .to_owned();
+    // session-YYYY-MM-DD-HH-mm-ss-xxxxxxxx
+    let created = id
+        .strip_prefix("session-")
+        .and_then(|rest| rest.get(..19))
+        .map(|t| format!("{} {}", &t[..10], t[11..].replace('-', ":")))
+        .unwrap_or_default();
+    SessionSummary {
+        model: meta.map(|m| format!("{}/{}", m.provider, m.model_id)).unwrap_or_default(),
+        id,
+        created,
+        title,
+        state,
+        files,
+    }
+}

@@ -1,0 +1,321 @@
+//! Rendering a run's stream for a person: streaming text, dimmed thinking, one line per tool
+//! call with its status, retries and aborts.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+use penguin_omni_protocol::{ApprovalDecision, Body, EventPayload, Frame, ModelPayload, StopReason, StreamEventType};
+
+const DIM: &str = "\x1b[2m";
+const BOLD: &str = "\x1b[1m";
+const RED: &str = "\x1b[31m";
+const GREEN: &str = "\x1b[32m";
+const YELLOW: &str = "\x1b[33m";
+const RESET: &str = "\x1b[0m";
+
+/// What the renderer knows about the run so far (for exit codes and the status line).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunSummary {
+    /// The abort reason, when the run was aborted.
+    pub aborted: Option<String>,
+    /// The status of the last `request_end`.
+    pub last_status: Option<StopReason>,
+    /// Tool calls seen.
+    pub tool_calls: usize,
+}
+
+impl RunSummary {
+    /// True when the run ended normally.
+    pub fn succeeded(&self) -> bool {
+        self.aborted.is_none() && self.last_status == Some(StopReason::Completed)
+    }
+}
+
+/// What the status line should say while nothing is streaming.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Waiting {
+    /// Nothing to show.
+    Nothing,
+    /// A request is open and no model output has arrived yet.
+    FirstToken,
+    /// Backing off before reconnect attempt `attempt`, for `retry_in_ms`.
+    Backoff {
+        /// The attempt that failed.
+        attempt: u32,
+        /// The planned wait.
+        retry_in_ms: u64,
+    },
+    /// Tools are still running.
+    Tools(usize),
+}
+
+/// Renders frames as they arrive.
+#[derive(Debug)]
+pub struct Renderer<W: Write> {
+    out: W,
+    color: bool,
+    names: HashMap<String, String>,
+    streaming: Option<&'static str>,
+    at_line_start: bool,
+    running_tools: usize,
+    waiting: Waiting,
+    summary: RunSummary,
+}
+
+impl<W: Write> Renderer<W> {
+    /// A renderer writing to `out`; `color` enables ANSI styling.
+    pub fn new(out: W, color: bool) -> Renderer<W> {
+        Renderer {
+            out,
+            color,
+            names: HashMap::new(),
+            streaming: None,
+            at_line_start: true,
+            running_tools: 0,
+            waiting: Waiting::Nothing,
+            summary: RunSummary::default(),
+        }
+    }
+
+    /// The run so far.
+    pub fn summary(&self) -> &RunSummary {
+        &self.summary
+    }
+
+    /// What a status line should show now.
+    pub fn waiting(&self) -> &Waiting {
+        &self.waiting
+    }
+
+    /// The writer.
+    pub fn into_inner(self) -> W {
+        self.out
+    }
+
+    fn style(&self, code: &'static str) -> &'static str {
+        if self.color {
+            code
+        } else {
+            ""
+        }
+    }
+
+    fn line(&mut self, text: &str) -> io::Result<()> {
+        if !self.at_line_start {
+            writeln!(self.out)?;
+        }
+        writeln!(self.out, "{text}")?;
+        self.at_line_start = true;
+        Ok(())
+    }
+
+    fn raw(&mut self, text: &str) -> io::Result<()> {
+        if text.is_empty() {
+            return Ok(());
+        }
+        write!(self.out, "{text}")?;
+        self.at_line_start = text.ends_with('\n');
+        Ok(())
+    }
+
+    /// Renders one frame.
+    pub fn frame(&mut self, frame: &Frame) -> io::Result<()> {
+        let msg = frame.message();
+        let child = msg.origin.as_ref().map(|o| format!("[{}] ", short_id(o.last().map(String::as_str).unwrap_or(""))));
+        let (dim, bold, red, green, yellow, reset) =
+            (self.style(DIM), self.style(BOLD), self.style(RED), self.style(GREEN), self.style(YELLOW), self.style(RESET));
+        match &msg.body {
+            Body::Model(p) => {
+                if child.is_none() && matches!(p, ModelPayload::PartialText(_) | ModelPayload::PartialThinking(_) | ModelPayload::Text(_) | ModelPayload::Thinking(_) | ModelPayload::PartialToolCall(_) | ModelPayload::ToolCall(_)) {
+                    self.waiting = Waiting::Nothing;
+                }
+                match p {
+                    ModelPayload::PartialText(t) if child.is_none() => self.stream_part("text", t.event_type, &t.text, "", "")?,
+                    ModelPayload::PartialThinking(t) if child.is_none() => self.stream_part("thinking", t.event_type, &t.thinking, dim, reset)?,
+                    ModelPayload::Text(t) if t.role == penguin_omni_protocol::Role::Assistant => {
+                        if let Some(c) = &child {
+                            self.line(&format!("{dim}{c}{}{reset}", t.text.trim_end()))?;
+                        } else if self.streaming.take() != Some("text") {
+                            // A model that sends only complete messages.
+                            self.line(t.text.trim_end())?;
+                        }
+                        if t.stop_reason == Some(StopReason::Failed) && child.is_none() {
+                            self.line(&format!("{yellow}(cut off){reset}"))?;
+                        }
+                    }
+                    ModelPayload::Thinking(t) => {
+                        if child.is_none() && self.streaming.take() != Some("thinking") && !t.thinking.is_empty() {
+                            self.line(&format!("{dim}{}{reset}", t.thinking.trim_end()))?;
+                        }
+                    }
+                    ModelPayload::ToolCall(c) => {
+                        self.streaming = None;
+                        if c.stop_reason.is_none_or(|r| r == StopReason::Completed) {
+                            self.names.insert(c.tool_call_id.clone(), c.name.clone());
+                            self.summary.tool_calls += 1;
+                            let prefix = child.clone().unwrap_or_default();
+                            self.line(&format!("{bold}{prefix}⚙ {}{reset} {dim}{}{reset}", c.name, clip(&c.arguments, 100)))?;
+                        }
+                    }
+                    ModelPayload::ToolCallOutput(o) => {
+                        let name = self.names.get(&o.tool_call_id).cloned().unwrap_or_else(|| o.tool_call_id.clone());
+                        let (mark, color) = match o.stop_reason {
+                            None | Some(StopReason::Completed) => ("✓", green),
+                            Some(StopReason::Aborted) => ("⏹", yellow),
+                            _ => ("✗", red),
+                        };
+                        let lines = o.output.lines().count();
+                        let first = o.output.lines().next().unwrap_or("");
+                        let more = if lines > 1 { format!(" {dim}(+{} lines){reset}", lines - 1) } else { String::new() };
+                        let prefix = child.clone().unwrap_or_default();
+                        self.line(&format!("  {color}{prefix}{mark} {name}{reset}: {}{more}", clip(first, 100)))?;
+                        if child.is_none() {
+                            self.running_tools = self.running_tools.saturating_sub(1);
+                            self.waiting = if self.running_tools > 0 { Waiting::Tools(self.running_tools) } else { Waiting::Nothing };
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            Body::Event(e) if child.is_none() => match e {
+                EventPayload::RequestBegin => self.waiting = Waiting::FirstToken,
+                EventPayload::ApprovalDecision { decision, tool_call_id } => {
+                    let name = self.names.get(tool_call_id).cloned().unwrap_or_default();
+                    match decision {
+                        ApprovalDecision::Allow => self.running_tools += 1,
+                        ApprovalDecision::Deny => self.line(&format!("  {yellow}✗ {name} denied{reset}"))?,
+                        ApprovalDecision::Forbidden => self.line(&format!("  {red}✗ {name} forbidden by policy{reset}"))?,
+                    }
+                }
+                EventPayload::RequestEnd { status, error_message, attempt, retry_in_ms } => {
+                    self.summary.last_status = Some(*status);
+                    self.waiting = if self.running_tools > 0 { Waiting::Tools(self.running_tools) } else { Waiting::Nothing };
+                    if *status != StopReason::Completed && *status != StopReason::Aborted {
+                        let detail = error_message.as_deref().map(|m| format!(": {m}")).unwrap_or_default();
+                        self.line(&format!("{yellow}request {status} (attempt {}){detail}{reset}", attempt.unwrap_or(1)))?;
+                        if let Some(ms) = retry_in_ms {
+                            self.waiting = Waiting::Backoff { attempt: attempt.unwrap_or(1), retry_in_ms: *ms };
+                        }
+                    }
+                }
+                EventPayload::Abort { reason } => {
+                    self.waiting = Waiting::Nothing;
+                    let reason = reason.clone().unwrap_or_default();
+                    self.line(&format!("{red}⏹ aborted: {reason}{reset}"))?;
+                    self.summary.aborted = Some(reason);
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+        self.out.flush()
+    }
+
+    fn stream_part(&mut self, kind: &'static str, event: StreamEventType, content: &str, pre: &str, post: &str) -> io::Result<()> {
+        match event {
+            StreamEventType::Start => {
+                if !self.at_line_start {
+                    writeln!(self.out)?;
+                    self.at_line_start = true;
+                }
+                self.streaming = Some(kind);
+                self.raw(&format!("{pre}{content}{post}"))?;
+            }
+            StreamEventType::Delta => self.raw(&format!("{pre}{content}{post}"))?,
+            StreamEventType::Stop => {
+                if !self.at_line_start {
+                    writeln!(self.out)?;
+                    self.at_line_start = true;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn short_id(id: &str) -> &str {
+    let n = id.len();
+    &id[n.saturating_sub(8)..]
+}
+
+fn clip(s: &str, max: usize) -> String {
+    let one: String = s.chars().map(|c| if c == '\n' { ' ' } else { c }).collect();
+    if one.chars().count() > max {
+        format!("{}…", one.chars().take(max - 1).collect::<String>())
+    } else {
+        one
+    }
+}
+
+/// The status-line text for `waiting`, `elapsed_ms` after it began.
+pub fn status_text(waiting: &Waiting, elapsed_ms: u64) -> Option<String> {
+    const SPIN: [&str; 4] = ["⠋", "⠙", "⠸", "⠴"];
+    let spin = SPIN[(elapsed_ms / 120) as usize % SPIN.len()];
+    match waiting {
+        Waiting::Nothing => None,
+        Waiting::FirstToken => Some(format!("{spin} waiting for the model… {:.1}s", elapsed_ms as f64 / 1000.0)),
+        Waiting::Backoff { attempt, retry_in_ms } => {
+            let left = retry_in_ms.saturating_sub(elapsed_ms);
+            Some(format!("{spin} reconnecting: attempt {} in {:.1}s", attempt + 1, left as f64 / 1000.0))
+        }
+        Waiting::Tools(n) => Some(format!("{spin} {n} tool(s) running… {:.1}s", elapsed_ms as f64 / 1000.0)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use penguin_omni_protocol::build;
+
+    fn render(msgs: Vec<penguin_omni_protocol::OmniMessage>) -> (String, RunSummary) {
+        let mut r = Renderer::new(Vec::new(), false);
+        for m in msgs {
+            r.frame(&Frame::new(m)).unwrap();
+        }
+        let summary = r.summary().clone();
+        (String::from_utf8(r.into_inner()).unwrap(), summary)
+    }
+
+    #[test]
+    fn streams_text_and_lists_tools_with_status() {
+        use StreamEventType::*;
+        let ok = StopReason::Completed;
+        let (text, summary) = render(vec![
+            build::request_begin(),
+            build::partial_text(Start, "", ok),
+            build::partial_text(Delta, "Hello ", ok),
+            build::partial_text(Delta, "there.", ok),
+            build::partial_text(Stop, "", ok),
+            build::assistant_text("Hello there.", ok),
+            build::tool_call("exec_command", "{\"cmd\":\"ls\"}", "c1", ok, None),
+            build::approval_decision(ApprovalDecision::Allow, "c1"),
+            build::tool_call("exec_command", "{\"cmd\":\"rm\"}", "c2", ok, None),
+            build::approval_decision(ApprovalDecision::Deny, "c2"),
+            build::tool_call_output("Tool call denied by user.", "c2", StopReason::Aborted),
+            build::token_usage(Default::default(), Default::default()),
+            build::request_end(ok, Default::default()),
+            build::tool_call_output("a\nb\nc", "c1", ok),
+        ]);
+        assert_eq!(
+            text,
+            "Hello there.\n⚙ exec_command {\"cmd\":\"ls\"}\n⚙ exec_command {\"cmd\":\"rm\"}\n  ✗ exec_command denied\n  ⏹ exec_command: Tool call denied by user.\n  ✓ exec_command: a (+2 lines)\n"
+        );
+        assert!(summary.succeeded());
+        assert_eq!(summary.tool_calls, 2);
+    }
+
+    #[test]
+    fn retries_and_aborts_are_visible() {
+        let detail = build::RetryDetail { error_message: Some("boom".into()), attempt: Some(1), retry_in_ms: Some(2000) };
+        let mut r = Renderer::new(Vec::new(), false);
+        r.frame(&Frame::new(build::request_begin())).unwrap();
+        assert_eq!(r.waiting(), &Waiting::FirstToken);
+        r.frame(&Frame::new(build::request_end(StopReason::Timeout, detail))).unwrap();
+        assert_eq!(r.waiting(), &Waiting::Backoff { attempt: 1, retry_in_ms: 2000 });
+        assert_eq!(status_text(r.waiting(), 500).unwrap()[4..].to_string(), "reconnecting: attempt 2 in 1.5s");
+        r.frame(&Frame::new(build::abort(Some("aborted during reconnect backoff".into())))).unwrap();
+        assert!(!r.summary().succeeded());
+        let out = String::from_utf8(r.into_inner()).unwrap();
+        assert_eq!(out, "request timeout (attempt 1): boom\n⏹ aborted: aborted during reconnect backoff\n");
+    }
+}
