@@ -7,3 +7,4 @@ pub use penguin_sse_transport as sse_transport;
 pub use penguin_trace_store as trace_store;
 
 pub mod scenario;
+pub mod tools;
