@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use penguin_engine::{EngineConfig, Environment, Llm};
-use penguin_omni_protocol::{EventPayload, ModelPayload, OmniMessage, Role, SessionMeta, StopReason};
+use penguin_omni_protocol::{
+    EventPayload, ModelPayload, OmniMessage, Role, SessionMeta, StopReason,
+};
 use penguin_trace_store::{data_root, read_trace, Durability, ReadMode, TraceLocation};
 
 use crate::config::{Config, ConfigError};
@@ -44,7 +46,10 @@ pub struct SessionModel {
 
 impl std::fmt::Debug for SessionModel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SessionModel").field("provider", &self.provider).field("model_id", &self.model_id).finish()
+        f.debug_struct("SessionModel")
+            .field("provider", &self.provider)
+            .field("model_id", &self.model_id)
+            .finish()
     }
 }
 
@@ -93,7 +98,11 @@ impl Agent {
         source: Option<String>,
     ) -> Result<Session, SessionError> {
         let system_prompt = system_prompt.unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_owned());
-        let cx = ModelContext { system_prompt: system_prompt.clone(), tools: env.tools(), ..ModelContext::default() };
+        let cx = ModelContext {
+            system_prompt: system_prompt.clone(),
+            tools: env.tools(),
+            ..ModelContext::default()
+        };
         let llm = build_llm(model, cx).map_err(|e| SessionError::Model(e.to_string()))?;
         let model = SessionModel {
             llm,
@@ -128,7 +137,12 @@ impl Agent {
     }
 
     /// Resumes a session around an already-built model and environment.
-    pub fn resume_session_with(&self, id: &str, llm: Box<dyn Llm>, env: Arc<dyn Environment>) -> Result<Session, SessionError> {
+    pub fn resume_session_with(
+        &self,
+        id: &str,
+        llm: Box<dyn Llm>,
+        env: Arc<dyn Environment>,
+    ) -> Result<Session, SessionError> {
         let (resumed, writer) = Session::load(&self.location, id, self.durability)?;
         Session::resume(resumed, writer, self.engine.clone(), llm, env)
     }
@@ -143,7 +157,10 @@ impl Agent {
         make_env: impl FnOnce(&Path) -> Arc<dyn Environment>,
     ) -> Result<Session, SessionError> {
         let (resumed, writer) = Session::load(&self.location, id, self.durability)?;
-        let meta = resumed.meta.clone().expect("load guarantees a session_meta");
+        let meta = resumed
+            .meta
+            .clone()
+            .expect("load guarantees a session_meta");
         let model = pick_model(&meta).map_err(|e| SessionError::Model(e.to_string()))?;
         let env = make_env(Path::new(&meta.workspace));
         let cx = ModelContext {
@@ -172,25 +189,41 @@ impl Agent {
             }
             for f in std::fs::read_dir(&date)? {
                 let path = f?.path();
-                let Some(name) = path.file_name().and_then(|n| n.to_str()) else { continue };
-                if let Some((id, _)) = name.strip_suffix(".jsonl").and_then(|n| n.rsplit_once('_')) {
+                let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+                    continue;
+                };
+                if let Some((id, _)) = name.strip_suffix(".jsonl").and_then(|n| n.rsplit_once('_'))
+                {
                     files.entry(id.to_owned()).or_default().push(path.clone());
                 }
             }
         }
-        let mut out: Vec<SessionSummary> = files.into_iter().map(|(id, mut paths)| summarize(id, {
-            paths.sort();
-            paths
-        })).collect();
+        let mut out: Vec<SessionSummary> = files
+            .into_iter()
+            .map(|(id, mut paths)| {
+                summarize(id, {
+                    paths.sort();
+                    paths
+                })
+            })
+            .collect();
         out.sort_by(|a, b| b.id.cmp(&a.id));
         Ok(out)
     }
 }
 
 fn summarize(id: String, files: Vec<PathBuf>) -> SessionSummary {
-    let read = |p: &PathBuf| read_trace(p, ReadMode::Tolerant).map(|r| r.messages).unwrap_or_default();
+    let read = |p: &PathBuf| {
+        read_trace(p, ReadMode::Tolerant)
+            .map(|r| r.messages)
+            .unwrap_or_default()
+    };
     let first = files.first().map(read).unwrap_or_default();
-    let last = if files.len() > 1 { files.last().map(read).unwrap_or_default() } else { first.clone() };
+    let last = if files.len() > 1 {
+        files.last().map(read).unwrap_or_default()
+    } else {
+        first.clone()
+    };
     let meta = first.iter().find_map(OmniMessage::session_meta);
     let title = first
         .iter()
@@ -213,7 +246,10 @@ fn summarize(id: String, files: Vec<PathBuf>) -> SessionSummary {
         .rev()
         .find_map(|m| match m.event() {
             Some(EventPayload::Abort { .. }) => Some("aborted"),
-            Some(EventPayload::RequestEnd { status: StopReason::Completed, .. }) => Some("completed"),
+            Some(EventPayload::RequestEnd {
+                status: StopReason::Completed,
+                ..
+            }) => Some("completed"),
             Some(EventPayload::RequestEnd { .. }) => Some("failed"),
             Some(EventPayload::RequestBegin) => Some("running or interrupted"),
             _ => None,
@@ -227,7 +263,9 @@ fn summarize(id: String, files: Vec<PathBuf>) -> SessionSummary {
         .map(|t| format!("{} {}", &t[..10], t[11..].replace('-', ":")))
         .unwrap_or_default();
     SessionSummary {
-        model: meta.map(|m| format!("{}/{}", m.provider, m.model_id)).unwrap_or_default(),
+        model: meta
+            .map(|m| format!("{}/{}", m.provider, m.model_id))
+            .unwrap_or_default(),
         id,
         created,
         title,

@@ -29,7 +29,9 @@ impl Console {
                 }
             }
         });
-        Console { lines: Arc::new(Mutex::new(rx)) }
+        Console {
+            lines: Arc::new(Mutex::new(rx)),
+        }
     }
 
     /// A console fed from a list (tests).
@@ -38,7 +40,9 @@ impl Console {
         for l in lines {
             let _ = tx.send(l);
         }
-        Console { lines: Arc::new(Mutex::new(rx)) }
+        Console {
+            lines: Arc::new(Mutex::new(rx)),
+        }
     }
 
     /// The next line, or `None` at end of input.
@@ -68,7 +72,10 @@ pub struct TerminalApprover {
 impl TerminalApprover {
     /// An approver reading answers from `console`.
     pub fn new(console: Console) -> TerminalApprover {
-        TerminalApprover { console, always: AtomicBool::new(false) }
+        TerminalApprover {
+            console,
+            always: AtomicBool::new(false),
+        }
     }
 }
 
@@ -78,7 +85,11 @@ pub fn approval_prompt(call: &OmniMessage) -> String {
         Some(ModelPayload::ToolCall(c)) => (c.name.as_str(), c.arguments.as_str()),
         _ => ("?", ""),
     };
-    let from = call.origin.as_ref().map(|o| format!(" (from subagent {})", o.join("/"))).unwrap_or_default();
+    let from = call
+        .origin
+        .as_ref()
+        .map(|o| format!(" (from subagent {})", o.join("/")))
+        .unwrap_or_default();
     format!("Allow {name} {args}{from}? [y]es / [n]o / [a]lways: ")
 }
 
@@ -92,14 +103,21 @@ impl Approver for TerminalApprover {
         let _ = write!(err, "{}", approval_prompt(call));
         let _ = err.flush();
         let answer = self.console.read_line().await;
-        Ok(match answer.as_deref().map(str::trim).map(str::to_ascii_lowercase).as_deref() {
-            Some("y" | "yes") => ApprovalDecision::Allow,
-            Some("a" | "always") => {
-                self.always.store(true, Ordering::Relaxed);
-                ApprovalDecision::Allow
-            }
-            _ => ApprovalDecision::Deny,
-        })
+        Ok(
+            match answer
+                .as_deref()
+                .map(str::trim)
+                .map(str::to_ascii_lowercase)
+                .as_deref()
+            {
+                Some("y" | "yes") => ApprovalDecision::Allow,
+                Some("a" | "always") => {
+                    self.always.store(true, Ordering::Relaxed);
+                    ApprovalDecision::Allow
+                }
+                _ => ApprovalDecision::Deny,
+            },
+        )
     }
 }
 
@@ -124,6 +142,9 @@ mod tests {
         // No input left, but "always" answers without asking.
         assert_eq!(approver.approve(&call).await, Ok(ApprovalDecision::Allow));
         let denied_at_eof = TerminalApprover::new(Console::from_lines(vec![]));
-        assert_eq!(denied_at_eof.approve(&call).await, Ok(ApprovalDecision::Deny));
+        assert_eq!(
+            denied_at_eof.approve(&call).await,
+            Ok(ApprovalDecision::Deny)
+        );
     }
 }

@@ -6,10 +6,11 @@ pub use penguin_omni_protocol as omni_protocol;
 pub use penguin_sse_transport as sse_transport;
 pub use penguin_trace_store as trace_store;
 
+pub mod agent;
 pub mod config;
+pub mod console;
 pub mod models;
+pub mod render;
 pub mod scenario;
 pub mod session;
-pub mod agent;
-pub mod render;
-pub mod console;
+pub mod tools;

@@ -21,7 +21,11 @@ use penguin::tools::{BuiltinTools, ToolsConfig};
 use penguin::trace_store::{check_trace, Severity};
 
 #[derive(Parser, Debug)]
-#[command(name = "penguin", version, about = "An agent harness: one ordered stream between you, a model and its tools.")]
+#[command(
+    name = "penguin",
+    version,
+    about = "An agent harness: one ordered stream between you, a model and its tools."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -146,13 +150,37 @@ enum TraceCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Scenario { command: ScenarioCommand::Run { scenario, trace, requests } } => scenario_run(scenario, trace, requests),
+        Command::Scenario {
+            command:
+                ScenarioCommand::Run {
+                    scenario,
+                    trace,
+                    requests,
+                },
+        } => scenario_run(scenario, trace, requests),
         Command::CheckStream { file } => check_stream(&file),
-        Command::Trace { command: TraceCommand::Check { files } } => trace_check(&files),
+        Command::Trace {
+            command: TraceCommand::Check { files },
+        } => trace_check(&files),
         Command::Sessions => sessions(),
-        Command::Run { prompt, model, task, workspace } => with_runtime(run(prompt, model, task, workspace)),
-        Command::Chat { model, task, workspace, resume } => with_runtime(chat(model, task, workspace, resume)),
-        Command::Resume { session_id, prompt, model, task } => with_runtime(resume(session_id, prompt, model, task)),
+        Command::Run {
+            prompt,
+            model,
+            task,
+            workspace,
+        } => with_runtime(run(prompt, model, task, workspace)),
+        Command::Chat {
+            model,
+            task,
+            workspace,
+            resume,
+        } => with_runtime(chat(model, task, workspace, resume)),
+        Command::Resume {
+            session_id,
+            prompt,
+            model,
+            task,
+        } => with_runtime(resume(session_id, prompt, model, task)),
     };
     match result {
         Ok(code) => code,
@@ -163,33 +191,54 @@ fn main() -> ExitCode {
     }
 }
 
-fn with_runtime(fut: impl std::future::Future<Output = Result<ExitCode, String>>) -> Result<ExitCode, String> {
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| format!("cannot start the runtime: {e}"))?;
+fn with_runtime(
+    fut: impl std::future::Future<Output = Result<ExitCode, String>>,
+) -> Result<ExitCode, String> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
     rt.block_on(fut)
 }
 
-fn scenario_run(path: PathBuf, trace: Option<PathBuf>, requests: Option<PathBuf>) -> Result<ExitCode, String> {
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let scenario = Scenario::parse(&text).map_err(|e| format!("invalid scenario {}: {e}", path.display()))?;
-    let out = run_scenario_blocking(scenario).map_err(|e| format!("cannot start the runtime: {e}"))?;
+fn scenario_run(
+    path: PathBuf,
+    trace: Option<PathBuf>,
+    requests: Option<PathBuf>,
+) -> Result<ExitCode, String> {
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let scenario =
+        Scenario::parse(&text).map_err(|e| format!("invalid scenario {}: {e}", path.display()))?;
+    let out =
+        run_scenario_blocking(scenario).map_err(|e| format!("cannot start the runtime: {e}"))?;
     let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
     for frame in &out.stream {
         writeln!(stdout, "{}", frame.json()).map_err(|e| format!("stdout: {e}"))?;
     }
     stdout.flush().map_err(|e| format!("stdout: {e}"))?;
     if let Some(p) = trace {
-        let body: String = out.trace.iter().map(|f| format!("{}\n", f.json())).collect();
+        let body: String = out
+            .trace
+            .iter()
+            .map(|f| format!("{}\n", f.json()))
+            .collect();
         std::fs::write(&p, body).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
     }
     if let Some(p) = requests {
-        let body: String = out.requests.iter().map(|input| format!("{}\n", serde_json::json!({ "input": input }))).collect();
+        let body: String = out
+            .requests
+            .iter()
+            .map(|input| format!("{}\n", serde_json::json!({ "input": input })))
+            .collect();
         std::fs::write(&p, body).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
 fn check_stream(path: &Path) -> Result<ExitCode, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let file =
+        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let report = validate_jsonl(std::io::BufReader::new(file));
     for v in &report.violations {
         println!("{}: {v}", path.display());
@@ -214,17 +263,29 @@ fn trace_check(files: &[PathBuf]) -> Result<ExitCode, String> {
             println!("{}: ok", f.display());
         }
     }
-    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn sessions() -> Result<ExitCode, String> {
     let agent = Agent::from_env().map_err(|e| e.to_string())?;
-    let list = agent.sessions().map_err(|e| format!("cannot list {}: {e}", agent.location.traces_dir().display()))?;
+    let list = agent
+        .sessions()
+        .map_err(|e| format!("cannot list {}: {e}", agent.location.traces_dir().display()))?;
     if list.is_empty() {
-        println!("no sessions yet under {}", agent.location.traces_dir().display());
+        println!(
+            "no sessions yet under {}",
+            agent.location.traces_dir().display()
+        );
     }
     for s in list {
-        println!("{}  {}  {:<28}  {:<22}  {}", s.id, s.created, s.model, s.state, s.title);
+        println!(
+            "{}  {}  {:<28}  {:<22}  {}",
+            s.id, s.created, s.model, s.state, s.title
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -237,13 +298,25 @@ enum Source {
 
 fn pick_source(agent: &Agent, args: &ModelArgs) -> Result<Source, String> {
     if args.provider.as_deref() == Some("scripted") {
-        let path = args.scenario.as_ref().ok_or("--provider scripted needs --scenario FILE")?;
-        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let scenario = Scenario::parse(&text).map_err(|e| format!("invalid scenario {}: {e}", path.display()))?;
+        let path = args
+            .scenario
+            .as_ref()
+            .ok_or("--provider scripted needs --scenario FILE")?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let scenario = Scenario::parse(&text)
+            .map_err(|e| format!("invalid scenario {}: {e}", path.display()))?;
         return Ok(Source::Scenario(Box::new(scenario)));
     }
-    let flags = ModelFlags { model: args.model.clone(), provider: args.provider.clone(), base_url: args.base_url.clone(), api_key_env: args.api_key_env.clone() };
-    resolve_model(&agent.config, &flags, |k| std::env::var(k).ok()).map(Source::Model).map_err(|e| e.to_string())
+    let flags = ModelFlags {
+        model: args.model.clone(),
+        provider: args.provider.clone(),
+        base_url: args.base_url.clone(),
+        api_key_env: args.api_key_env.clone(),
+    };
+    resolve_model(&agent.config, &flags, |k| std::env::var(k).ok())
+        .map(Source::Model)
+        .map_err(|e| e.to_string())
 }
 
 fn workspace_tools(workspace: &Path) -> Result<Arc<dyn Environment>, String> {
@@ -258,11 +331,18 @@ fn new_session(agent: &Agent, source: Source, workspace: &Path) -> Result<Sessio
             if spec.protocol == Protocol::Demo {
                 eprintln!("penguin: no model configured; using the built-in demo model (see the README to configure one)");
             }
-            agent.create_session(&spec, workspace, workspace_tools(workspace)?, None, None).map_err(|e| e.to_string())
+            agent
+                .create_session(&spec, workspace, workspace_tools(workspace)?, None, None)
+                .map_err(|e| e.to_string())
         }
         Source::Scenario(s) => agent
             .create_session_with(
-                SessionModel { llm: Box::new(s.llm), provider: "scripted".into(), model_id: "scenario".into(), context_window: None },
+                SessionModel {
+                    llm: Box::new(s.llm),
+                    provider: "scripted".into(),
+                    model_id: "scenario".into(),
+                    context_window: None,
+                },
                 workspace,
                 Arc::new(s.tools),
                 None,
@@ -282,7 +362,12 @@ fn approver(task: &TaskArgs, console: &Console) -> Arc<dyn Approver> {
 
 /// Runs one task in `session`, rendering it (or printing JSON lines). Ctrl-C interrupts the
 /// task; a second Ctrl-C exits at once.
-async fn run_task(session: &mut Session, input: Vec<OmniMessage>, task: &TaskArgs, approver: Arc<dyn Approver>) -> Result<bool, String> {
+async fn run_task(
+    session: &mut Session,
+    input: Vec<OmniMessage>,
+    task: &TaskArgs,
+    approver: Arc<dyn Approver>,
+) -> Result<bool, String> {
     let cancel = CancellationToken::new();
     let interrupt = cancel.clone();
     let ctrl_c = tokio::spawn(async move {
@@ -294,7 +379,11 @@ async fn run_task(session: &mut Session, input: Vec<OmniMessage>, task: &TaskArg
             }
         }
     });
-    let options = RunOptions { approver: Some(approver), cancel, thinking_level: task.thinking };
+    let options = RunOptions {
+        approver: Some(approver),
+        cancel,
+        thinking_level: task.thinking,
+    };
     let mut stream = session.run(input, options).map_err(|e| e.to_string())?;
     let ok = if task.jsonl {
         let mut out = std::io::stdout();
@@ -321,7 +410,14 @@ async fn run_task(session: &mut Session, input: Vec<OmniMessage>, task: &TaskArg
 fn is_failure(frame: &Frame) -> bool {
     use penguin::omni_protocol::{EventPayload, StopReason};
     !frame.message().has_origin()
-        && matches!(frame.message().event(), Some(EventPayload::Abort { .. }) | Some(EventPayload::RequestEnd { status: StopReason::Auth | StopReason::Aborted, .. }))
+        && matches!(
+            frame.message().event(),
+            Some(EventPayload::Abort { .. })
+                | Some(EventPayload::RequestEnd {
+                    status: StopReason::Auth | StopReason::Aborted,
+                    ..
+                })
+        )
 }
 
 async fn render(stream: &mut futures::stream::BoxStream<'static, Frame>) -> Result<bool, String> {
@@ -365,7 +461,8 @@ fn read_prompt(prompt: Option<String>) -> Result<String, String> {
         Some(p) => Ok(p),
         None if !std::io::stdin().is_terminal() => {
             let mut s = String::new();
-            std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| format!("stdin: {e}"))?;
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+                .map_err(|e| format!("stdin: {e}"))?;
             Ok(s.trim().to_owned())
         }
         None => Ok("Look around the workspace and tell me what it is.".to_owned()),
@@ -383,7 +480,12 @@ fn workspace_dir(workspace: Option<PathBuf>) -> Result<PathBuf, String> {
     Ok(dir)
 }
 
-async fn run(prompt: Option<String>, model: ModelArgs, task: TaskArgs, workspace: Option<PathBuf>) -> Result<ExitCode, String> {
+async fn run(
+    prompt: Option<String>,
+    model: ModelArgs,
+    task: TaskArgs,
+    workspace: Option<PathBuf>,
+) -> Result<ExitCode, String> {
     let agent = Agent::from_env().map_err(|e| e.to_string())?;
     let workspace = workspace_dir(workspace)?;
     // Read a piped prompt before the console takes stdin over for approvals.
@@ -393,22 +495,53 @@ async fn run(prompt: Option<String>, model: ModelArgs, task: TaskArgs, workspace
         eprintln!("\x1b[2msession {}\x1b[0m", session.id());
     }
     let console = Console::stdin();
-    let ok = run_task(&mut session, vec![build::user_text(prompt)], &task, approver(&task, &console)).await?;
-    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    let ok = run_task(
+        &mut session,
+        vec![build::user_text(prompt)],
+        &task,
+        approver(&task, &console),
+    )
+    .await?;
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
-fn model_for_resume(agent: &Agent, args: &ModelArgs, meta: &penguin::omni_protocol::SessionMeta) -> Result<ModelSpec, penguin::config::ConfigError> {
+fn model_for_resume(
+    agent: &Agent,
+    args: &ModelArgs,
+    meta: &penguin::omni_protocol::SessionMeta,
+) -> Result<ModelSpec, penguin::config::ConfigError> {
     if args.provider.is_some() || args.model.is_some() {
-        let flags = ModelFlags { model: args.model.clone(), provider: args.provider.clone(), base_url: args.base_url.clone(), api_key_env: args.api_key_env.clone() };
+        let flags = ModelFlags {
+            model: args.model.clone(),
+            provider: args.provider.clone(),
+            base_url: args.base_url.clone(),
+            api_key_env: args.api_key_env.clone(),
+        };
         return resolve_model(&agent.config, &flags, |k| std::env::var(k).ok());
     }
     if meta.provider == "demo" {
         return Ok(ModelSpec::demo());
     }
     // The configured model the session was made with.
-    let found = agent.config.models.iter().find(|(_, m)| m.model == meta.model_id && m.protocol == meta.provider).map(|(name, _)| name.clone());
+    let found = agent
+        .config
+        .models
+        .iter()
+        .find(|(_, m)| m.model == meta.model_id && m.protocol == meta.provider)
+        .map(|(name, _)| name.clone());
     match found {
-        Some(name) => resolve_model(&agent.config, &ModelFlags { model: Some(name), ..Default::default() }, |_| None),
+        Some(name) => resolve_model(
+            &agent.config,
+            &ModelFlags {
+                model: Some(name),
+                ..Default::default()
+            },
+            |_| None,
+        ),
         None => Err(penguin::config::ConfigError::Invalid(format!(
             "the session used {}/{}, which is not configured; pass --model or --provider",
             meta.provider, meta.model_id
@@ -418,38 +551,68 @@ fn model_for_resume(agent: &Agent, args: &ModelArgs, meta: &penguin::omni_protoc
 
 fn open_session(agent: &Agent, id: &str, model: &ModelArgs) -> Result<Session, String> {
     if model.provider.as_deref() == Some("scripted") {
-        let Source::Scenario(s) = pick_source(agent, model)? else { unreachable!("scripted gives a scenario") };
+        let Source::Scenario(s) = pick_source(agent, model)? else {
+            unreachable!("scripted gives a scenario")
+        };
         let s = *s;
         return agent
             .resume_session_with(id, Box::new(s.llm), Arc::new(s.tools))
             .map_err(|e| e.to_string());
     }
     agent
-        .resume_session(id, |meta| model_for_resume(agent, model, meta), |w| {
-            workspace_tools(w).unwrap_or_else(|e| {
-                eprintln!("penguin: {e}; tools are unavailable");
-                Arc::new(penguin::engine::scripted::ScriptedEnvironment::default())
-            })
-        })
+        .resume_session(
+            id,
+            |meta| model_for_resume(agent, model, meta),
+            |w| {
+                workspace_tools(w).unwrap_or_else(|e| {
+                    eprintln!("penguin: {e}; tools are unavailable");
+                    Arc::new(penguin::engine::scripted::ScriptedEnvironment::default())
+                })
+            },
+        )
         .map_err(|e| e.to_string())
 }
 
-async fn resume(id: String, prompt: Option<String>, model: ModelArgs, task: TaskArgs) -> Result<ExitCode, String> {
+async fn resume(
+    id: String,
+    prompt: Option<String>,
+    model: ModelArgs,
+    task: TaskArgs,
+) -> Result<ExitCode, String> {
     let agent = Agent::from_env().map_err(|e| e.to_string())?;
     let mut session = open_session(&agent, &id, &model)?;
     let Some(prompt) = prompt else {
         return repl(session, task).await;
     };
     let console = Console::stdin();
-    let ok = run_task(&mut session, vec![build::user_text(prompt)], &task, approver(&task, &console)).await?;
-    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    let ok = run_task(
+        &mut session,
+        vec![build::user_text(prompt)],
+        &task,
+        approver(&task, &console),
+    )
+    .await?;
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
-async fn chat(model: ModelArgs, task: TaskArgs, workspace: Option<PathBuf>, resume_id: Option<String>) -> Result<ExitCode, String> {
+async fn chat(
+    model: ModelArgs,
+    task: TaskArgs,
+    workspace: Option<PathBuf>,
+    resume_id: Option<String>,
+) -> Result<ExitCode, String> {
     let agent = Agent::from_env().map_err(|e| e.to_string())?;
     let session = match resume_id {
         Some(id) => open_session(&agent, &id, &model)?,
-        None => new_session(&agent, pick_source(&agent, &model)?, &workspace_dir(workspace)?)?,
+        None => new_session(
+            &agent,
+            pick_source(&agent, &model)?,
+            &workspace_dir(workspace)?,
+        )?,
     };
     repl(session, task).await
 }
@@ -461,7 +624,9 @@ async fn repl(mut session: Session, task: TaskArgs) -> Result<ExitCode, String> 
     loop {
         eprint!("› ");
         let _ = std::io::stderr().flush();
-        let Some(line) = console.read_line().await else { break };
+        let Some(line) = console.read_line().await else {
+            break;
+        };
         let line = line.trim();
         match line {
             "" => continue,
@@ -476,7 +641,13 @@ async fn repl(mut session: Session, task: TaskArgs) -> Result<ExitCode, String> 
             }
             _ => {}
         }
-        run_task(&mut session, vec![build::user_text(line)], &task, approver.clone()).await?;
+        run_task(
+            &mut session,
+            vec![build::user_text(line)],
+            &task,
+            approver.clone(),
+        )
+        .await?;
     }
     eprintln!("resume with: penguin resume {}", session.id());
     Ok(ExitCode::SUCCESS)

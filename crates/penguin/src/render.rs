@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use penguin_omni_protocol::{ApprovalDecision, Body, EventPayload, Frame, ModelPayload, StopReason, StreamEventType};
+use penguin_omni_protocol::{
+    ApprovalDecision, Body, EventPayload, Frame, ModelPayload, StopReason, StreamEventType,
+};
 
 const DIM: &str = "\x1b[2m";
 const BOLD: &str = "\x1b[1m";
@@ -121,17 +123,42 @@ impl<W: Write> Renderer<W> {
     /// Renders one frame.
     pub fn frame(&mut self, frame: &Frame) -> io::Result<()> {
         let msg = frame.message();
-        let child = msg.origin.as_ref().map(|o| format!("[{}] ", short_id(o.last().map(String::as_str).unwrap_or(""))));
-        let (dim, bold, red, green, yellow, reset) =
-            (self.style(DIM), self.style(BOLD), self.style(RED), self.style(GREEN), self.style(YELLOW), self.style(RESET));
+        let child = msg.origin.as_ref().map(|o| {
+            format!(
+                "[{}] ",
+                short_id(o.last().map(String::as_str).unwrap_or(""))
+            )
+        });
+        let (dim, bold, red, green, yellow, reset) = (
+            self.style(DIM),
+            self.style(BOLD),
+            self.style(RED),
+            self.style(GREEN),
+            self.style(YELLOW),
+            self.style(RESET),
+        );
         match &msg.body {
             Body::Model(p) => {
-                if child.is_none() && matches!(p, ModelPayload::PartialText(_) | ModelPayload::PartialThinking(_) | ModelPayload::Text(_) | ModelPayload::Thinking(_) | ModelPayload::PartialToolCall(_) | ModelPayload::ToolCall(_)) {
+                if child.is_none()
+                    && matches!(
+                        p,
+                        ModelPayload::PartialText(_)
+                            | ModelPayload::PartialThinking(_)
+                            | ModelPayload::Text(_)
+                            | ModelPayload::Thinking(_)
+                            | ModelPayload::PartialToolCall(_)
+                            | ModelPayload::ToolCall(_)
+                    )
+                {
                     self.waiting = Waiting::Nothing;
                 }
                 match p {
-                    ModelPayload::PartialText(t) if child.is_none() => self.stream_part("text", t.event_type, &t.text, "", "")?,
-                    ModelPayload::PartialThinking(t) if child.is_none() => self.stream_part("thinking", t.event_type, &t.thinking, dim, reset)?,
+                    ModelPayload::PartialText(t) if child.is_none() => {
+                        self.stream_part("text", t.event_type, &t.text, "", "")?
+                    }
+                    ModelPayload::PartialThinking(t) if child.is_none() => {
+                        self.stream_part("thinking", t.event_type, &t.thinking, dim, reset)?
+                    }
                     ModelPayload::Text(t) if t.role == penguin_omni_protocol::Role::Assistant => {
                         if let Some(c) = &child {
                             self.line(&format!("{dim}{c}{}{reset}", t.text.trim_end()))?;
@@ -144,7 +171,10 @@ impl<W: Write> Renderer<W> {
                         }
                     }
                     ModelPayload::Thinking(t) => {
-                        if child.is_none() && self.streaming.take() != Some("thinking") && !t.thinking.is_empty() {
+                        if child.is_none()
+                            && self.streaming.take() != Some("thinking")
+                            && !t.thinking.is_empty()
+                        {
                             self.line(&format!("{dim}{}{reset}", t.thinking.trim_end()))?;
                         }
                     }
@@ -154,11 +184,19 @@ impl<W: Write> Renderer<W> {
                             self.names.insert(c.tool_call_id.clone(), c.name.clone());
                             self.summary.tool_calls += 1;
                             let prefix = child.clone().unwrap_or_default();
-                            self.line(&format!("{bold}{prefix}⚙ {}{reset} {dim}{}{reset}", c.name, clip(&c.arguments, 100)))?;
+                            self.line(&format!(
+                                "{bold}{prefix}⚙ {}{reset} {dim}{}{reset}",
+                                c.name,
+                                clip(&c.arguments, 100)
+                            ))?;
                         }
                     }
                     ModelPayload::ToolCallOutput(o) => {
-                        let name = self.names.get(&o.tool_call_id).cloned().unwrap_or_else(|| o.tool_call_id.clone());
+                        let name = self
+                            .names
+                            .get(&o.tool_call_id)
+                            .cloned()
+                            .unwrap_or_else(|| o.tool_call_id.clone());
                         let (mark, color) = match o.stop_reason {
                             None | Some(StopReason::Completed) => ("✓", green),
                             Some(StopReason::Aborted) => ("⏹", yellow),
@@ -166,12 +204,23 @@ impl<W: Write> Renderer<W> {
                         };
                         let lines = o.output.lines().count();
                         let first = o.output.lines().next().unwrap_or("");
-                        let more = if lines > 1 { format!(" {dim}(+{} lines){reset}", lines - 1) } else { String::new() };
+                        let more = if lines > 1 {
+                            format!(" {dim}(+{} lines){reset}", lines - 1)
+                        } else {
+                            String::new()
+                        };
                         let prefix = child.clone().unwrap_or_default();
-                        self.line(&format!("  {color}{prefix}{mark} {name}{reset}: {}{more}", clip(first, 100)))?;
+                        self.line(&format!(
+                            "  {color}{prefix}{mark} {name}{reset}: {}{more}",
+                            clip(first, 100)
+                        ))?;
                         if child.is_none() {
                             self.running_tools = self.running_tools.saturating_sub(1);
-                            self.waiting = if self.running_tools > 0 { Waiting::Tools(self.running_tools) } else { Waiting::Nothing };
+                            self.waiting = if self.running_tools > 0 {
+                                Waiting::Tools(self.running_tools)
+                            } else {
+                                Waiting::Nothing
+                            };
                         }
                     }
                     _ => {}
@@ -179,22 +228,47 @@ impl<W: Write> Renderer<W> {
             }
             Body::Event(e) if child.is_none() => match e {
                 EventPayload::RequestBegin => self.waiting = Waiting::FirstToken,
-                EventPayload::ApprovalDecision { decision, tool_call_id } => {
+                EventPayload::ApprovalDecision {
+                    decision,
+                    tool_call_id,
+                } => {
                     let name = self.names.get(tool_call_id).cloned().unwrap_or_default();
                     match decision {
                         ApprovalDecision::Allow => self.running_tools += 1,
-                        ApprovalDecision::Deny => self.line(&format!("  {yellow}✗ {name} denied{reset}"))?,
-                        ApprovalDecision::Forbidden => self.line(&format!("  {red}✗ {name} forbidden by policy{reset}"))?,
+                        ApprovalDecision::Deny => {
+                            self.line(&format!("  {yellow}✗ {name} denied{reset}"))?
+                        }
+                        ApprovalDecision::Forbidden => {
+                            self.line(&format!("  {red}✗ {name} forbidden by policy{reset}"))?
+                        }
                     }
                 }
-                EventPayload::RequestEnd { status, error_message, attempt, retry_in_ms } => {
+                EventPayload::RequestEnd {
+                    status,
+                    error_message,
+                    attempt,
+                    retry_in_ms,
+                } => {
                     self.summary.last_status = Some(*status);
-                    self.waiting = if self.running_tools > 0 { Waiting::Tools(self.running_tools) } else { Waiting::Nothing };
+                    self.waiting = if self.running_tools > 0 {
+                        Waiting::Tools(self.running_tools)
+                    } else {
+                        Waiting::Nothing
+                    };
                     if *status != StopReason::Completed && *status != StopReason::Aborted {
-                        let detail = error_message.as_deref().map(|m| format!(": {m}")).unwrap_or_default();
-                        self.line(&format!("{yellow}request {status} (attempt {}){detail}{reset}", attempt.unwrap_or(1)))?;
+                        let detail = error_message
+                            .as_deref()
+                            .map(|m| format!(": {m}"))
+                            .unwrap_or_default();
+                        self.line(&format!(
+                            "{yellow}request {status} (attempt {}){detail}{reset}",
+                            attempt.unwrap_or(1)
+                        ))?;
                         if let Some(ms) = retry_in_ms {
-                            self.waiting = Waiting::Backoff { attempt: attempt.unwrap_or(1), retry_in_ms: *ms };
+                            self.waiting = Waiting::Backoff {
+                                attempt: attempt.unwrap_or(1),
+                                retry_in_ms: *ms,
+                            };
                         }
                     }
                 }
@@ -211,7 +285,14 @@ impl<W: Write> Renderer<W> {
         self.out.flush()
     }
 
-    fn stream_part(&mut self, kind: &'static str, event: StreamEventType, content: &str, pre: &str, post: &str) -> io::Result<()> {
+    fn stream_part(
+        &mut self,
+        kind: &'static str,
+        event: StreamEventType,
+        content: &str,
+        pre: &str,
+        post: &str,
+    ) -> io::Result<()> {
         match event {
             StreamEventType::Start => {
                 if !self.at_line_start {
@@ -253,12 +334,25 @@ pub fn status_text(waiting: &Waiting, elapsed_ms: u64) -> Option<String> {
     let spin = SPIN[(elapsed_ms / 120) as usize % SPIN.len()];
     match waiting {
         Waiting::Nothing => None,
-        Waiting::FirstToken => Some(format!("{spin} waiting for the model… {:.1}s", elapsed_ms as f64 / 1000.0)),
-        Waiting::Backoff { attempt, retry_in_ms } => {
+        Waiting::FirstToken => Some(format!(
+            "{spin} waiting for the model… {:.1}s",
+            elapsed_ms as f64 / 1000.0
+        )),
+        Waiting::Backoff {
+            attempt,
+            retry_in_ms,
+        } => {
             let left = retry_in_ms.saturating_sub(elapsed_ms);
-            Some(format!("{spin} reconnecting: attempt {} in {:.1}s", attempt + 1, left as f64 / 1000.0))
+            Some(format!(
+                "{spin} reconnecting: attempt {} in {:.1}s",
+                attempt + 1,
+                left as f64 / 1000.0
+            ))
         }
-        Waiting::Tools(n) => Some(format!("{spin} {n} tool(s) running… {:.1}s", elapsed_ms as f64 / 1000.0)),
+        Waiting::Tools(n) => Some(format!(
+            "{spin} {n} tool(s) running… {:.1}s",
+            elapsed_ms as f64 / 1000.0
+        )),
     }
 }
 
@@ -306,16 +400,36 @@ mod tests {
 
     #[test]
     fn retries_and_aborts_are_visible() {
-        let detail = build::RetryDetail { error_message: Some("boom".into()), attempt: Some(1), retry_in_ms: Some(2000) };
+        let detail = build::RetryDetail {
+            error_message: Some("boom".into()),
+            attempt: Some(1),
+            retry_in_ms: Some(2000),
+        };
         let mut r = Renderer::new(Vec::new(), false);
         r.frame(&Frame::new(build::request_begin())).unwrap();
         assert_eq!(r.waiting(), &Waiting::FirstToken);
-        r.frame(&Frame::new(build::request_end(StopReason::Timeout, detail))).unwrap();
-        assert_eq!(r.waiting(), &Waiting::Backoff { attempt: 1, retry_in_ms: 2000 });
-        assert_eq!(status_text(r.waiting(), 500).unwrap()[4..].to_string(), "reconnecting: attempt 2 in 1.5s");
-        r.frame(&Frame::new(build::abort(Some("aborted during reconnect backoff".into())))).unwrap();
+        r.frame(&Frame::new(build::request_end(StopReason::Timeout, detail)))
+            .unwrap();
+        assert_eq!(
+            r.waiting(),
+            &Waiting::Backoff {
+                attempt: 1,
+                retry_in_ms: 2000
+            }
+        );
+        assert_eq!(
+            status_text(r.waiting(), 500).unwrap()[4..].to_string(),
+            "reconnecting: attempt 2 in 1.5s"
+        );
+        r.frame(&Frame::new(build::abort(Some(
+            "aborted during reconnect backoff".into(),
+        ))))
+        .unwrap();
         assert!(!r.summary().succeeded());
         let out = String::from_utf8(r.into_inner()).unwrap();
-        assert_eq!(out, "request timeout (attempt 1): boom\n⏹ aborted: aborted during reconnect backoff\n");
+        assert_eq!(
+            out,
+            "request timeout (attempt 1): boom\n⏹ aborted: aborted during reconnect backoff\n"
+        );
     }
 }

@@ -1,0 +1,298 @@
+//! Built-in tools: an [`Environment`] that runs shell commands and reads, writes and edits
+//! files inside one workspace directory.
+//!
+//! # Close-out rules (reference §2.16)
+//!
+//! Every call, whatever happens, streams exactly this shape for its `tool_call_id`:
+//! `partial_tool_call_output` start → delta* → stop(stop reason) → one complete
+//! `tool_call_output`. The complete output is never empty, and the concatenated delta
+//! `output`s equal it. The wrapper guarantees this independently of the tool:
+//!
+//! - **Unknown or disabled tool**: one delta `Unknown tool: NAME`, stop(failed), complete.
+//! - **Unparseable arguments**: the same three messages with the reference's explanation
+//!   (see [`notes::empty_arguments`] and [`notes::invalid_arguments`]).
+//! - **Streaming and the cap**: a tool's chunk is forwarded as a delta while the content stays
+//!   within `max_output_chars` (counted in Unicode scalar values). The chunk that crosses the
+//!   cap is not forwarded: its head that still fits is kept and sent in the *compensation
+//!   delta* at close-out, and everything after it is cut (head-keeping truncation).
+//! - **Archive**: when output is truncated, the full output is written to
+//!   `.penguin/archive/<millis>-<seq>-<id>.txt` under the workspace (when
+//!   [`ToolsConfig::archive_truncated`] is on), and the note
+//!   `[output archived: .penguin/archive/…]` (workspace-relative, so `read_file` can open it)
+//!   or `[output archive failed: <errno name>]` follows the truncation note.
+//! - **Notes**, each on its own line after the content, in order: `[output truncated:
+//!   exceeded N chars]` plus the archive line; the tool's own note (`exec_command` writes
+//!   `[exit code: N]` for a non-zero exit, `[exit signal: N]` when the shell died of a signal it
+//!   did not get from us); one of `[interrupted: tool aborted by user]`, `[tool timeout:
+//!   exceeded Nms]` or `[tool error] <msg>`; `[no output]` when nothing else was produced.
+//! - **Stop reason**, first match wins: `aborted` (the user's token fired, or the tool itself
+//!   reported aborted without a timeout), `failed` (timeout), `failed` (the tool returned an
+//!   error or panicked), the tool's own stop reason (`exec_command`: `failed` for a non-zero
+//!   exit), `completed`.
+//! - **Final emission**: compensation delta (if the streamed prefix is shorter than the kept
+//!   content), note delta (`"\n" + notes`, or just the notes when the content is empty),
+//!   images delta (only when completed), stop, complete output (`content + "\n" + notes`).
+//!
+//! Interrupt and timeout stop a tool by dropping its future: `exec_command` then kills its
+//! whole process group with SIGKILL. A command's background jobs do not outlive the call
+//! either: once the shell exits its group is killed and the remaining pipe contents are read
+//! for at most half a second, so a process that keeps the pipe open cannot hang the call.
+
+mod contract;
+mod exec;
+mod files;
+pub mod notes;
+mod path;
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use penguin_engine::{Environment, MessageSink, Permission, ToolCallRequest};
+use penguin_omni_protocol::{build, ModelPayload, StopReason, ToolDefinition};
+use serde_json::json;
+
+use contract::{Limits, Tool};
+use exec::ExecCommand;
+use files::{FileOp, FileTool};
+
+pub use contract::ARCHIVE_DIR;
+
+/// The reference's default output cap, in chars.
+pub const DEFAULT_MAX_OUTPUT_CHARS: i64 = 16_000;
+
+/// The reference's default per-call timeout.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// One built-in tool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BuiltinTool {
+    /// `exec_command {cmd, timeout_ms?}`: `sh -c cmd` in the workspace.
+    ExecCommand,
+    /// `read_file {path, start_line?, end_line?}`.
+    ReadFile,
+    /// `write_file {path, content}`.
+    WriteFile,
+    /// `edit_file {path, old_string, new_string, replace_all?}`.
+    EditFile,
+}
+
+impl BuiltinTool {
+    /// Every built-in tool, in the order they are offered.
+    pub const ALL: [BuiltinTool; 4] = [
+        BuiltinTool::ExecCommand,
+        BuiltinTool::ReadFile,
+        BuiltinTool::WriteFile,
+        BuiltinTool::EditFile,
+    ];
+
+    /// The name the model calls it by.
+    pub fn name(self) -> &'static str {
+        match self {
+            BuiltinTool::ExecCommand => "exec_command",
+            BuiltinTool::ReadFile => "read_file",
+            BuiltinTool::WriteFile => "write_file",
+            BuiltinTool::EditFile => "edit_file",
+        }
+    }
+
+    /// The tool called `name`, if any.
+    pub fn from_name(name: &str) -> Option<BuiltinTool> {
+        BuiltinTool::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// `Read` for `read_file`, `ReadWrite` for the others.
+    pub fn permission(self) -> Permission {
+        match self {
+            BuiltinTool::ReadFile => Permission::Read,
+            _ => Permission::ReadWrite,
+        }
+    }
+
+    /// The definition offered to the model, with the JSON Schema of its arguments.
+    pub fn definition(self) -> ToolDefinition {
+        let (description, parameters) = match self {
+            BuiltinTool::ExecCommand => (
+                "Run a shell command (sh -c) in the workspace directory. stdout and stderr are \
+                 returned interleaved; a non-zero exit is reported as [exit code: N]. Background \
+                 processes are killed when the command exits.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "cmd": {"type": "string", "description": "The shell command."},
+                        "timeout_ms": {
+                            "type": "integer",
+                            "minimum": 1,
+                            "description": "Timeout for this command in milliseconds, replacing the default."
+                        }
+                    },
+                    "required": ["cmd"],
+                    "additionalProperties": false
+                }),
+            ),
+            BuiltinTool::ReadFile => (
+                "Read a UTF-8 text file in the workspace, optionally only lines start_line..=end_line (1-based, inclusive).",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string", "description": "Path relative to the workspace root."},
+                        "start_line": {"type": "integer", "minimum": 1, "description": "First line to return (1-based)."},
+                        "end_line": {"type": "integer", "minimum": 1, "description": "Last line to return (inclusive)."}
+                    },
+                    "required": ["path"],
+                    "additionalProperties": false
+                }),
+            ),
+            BuiltinTool::WriteFile => (
+                "Write a file in the workspace, creating parent directories and replacing any existing content.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string", "description": "Path relative to the workspace root."},
+                        "content": {"type": "string", "description": "The complete new content."}
+                    },
+                    "required": ["path", "content"],
+                    "additionalProperties": false
+                }),
+            ),
+            BuiltinTool::EditFile => (
+                "Replace an exact string in a workspace file. old_string must occur exactly once unless replace_all is true.",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string", "description": "Path relative to the workspace root."},
+                        "old_string": {"type": "string", "description": "The exact text to replace."},
+                        "new_string": {"type": "string", "description": "The replacement text."},
+                        "replace_all": {"type": "boolean", "description": "Replace every occurrence.", "default": false}
+                    },
+                    "required": ["path", "old_string", "new_string"],
+                    "additionalProperties": false
+                }),
+            ),
+        };
+        ToolDefinition {
+            name: self.name().to_owned(),
+            description: description.to_owned(),
+            parameters: Some(parameters),
+        }
+    }
+}
+
+/// Limits and the set of enabled tools.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolsConfig {
+    /// Output cap in chars (Unicode scalar values); `<= 0` means no cap.
+    pub max_output_chars: i64,
+    /// Per-call timeout; `None` or zero means none. `exec_command`'s `timeout_ms` replaces it
+    /// for that call.
+    pub timeout: Option<Duration>,
+    /// The tools offered; calls to any other name get `Unknown tool: NAME`.
+    pub enabled: Vec<BuiltinTool>,
+    /// Write the full output of truncated calls under [`ARCHIVE_DIR`] in the workspace.
+    pub archive_truncated: bool,
+}
+
+impl Default for ToolsConfig {
+    fn default() -> ToolsConfig {
+        ToolsConfig {
+            max_output_chars: DEFAULT_MAX_OUTPUT_CHARS,
+            timeout: Some(DEFAULT_TIMEOUT),
+            enabled: BuiltinTool::ALL.to_vec(),
+            archive_truncated: true,
+        }
+    }
+}
+
+/// The built-in tools, confined to one workspace directory.
+#[derive(Clone, Debug)]
+pub struct BuiltinTools {
+    root: PathBuf,
+    config: ToolsConfig,
+}
+
+impl BuiltinTools {
+    /// Tools working in `root`, which must exist; it is canonicalized here so every later
+    /// confinement check compares against the real location.
+    pub fn new(root: impl AsRef<Path>, config: ToolsConfig) -> io::Result<BuiltinTools> {
+        let root = std::fs::canonicalize(root)?;
+        if !root.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotADirectory,
+                format!("{} is not a directory", root.display()),
+            ));
+        }
+        Ok(BuiltinTools { root, config })
+    }
+
+    /// The canonical workspace root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ToolsConfig {
+        &self.config
+    }
+
+    fn limits(&self) -> Limits {
+        Limits {
+            max_output_chars: usize::try_from(self.config.max_output_chars)
+                .ok()
+                .filter(|n| *n > 0),
+            timeout: self.config.timeout.filter(|t| !t.is_zero()),
+            archive_root: self.config.archive_truncated.then(|| self.root.clone()),
+        }
+    }
+
+    fn bind(&self, name: &str) -> Option<Box<dyn Tool>> {
+        let tool = BuiltinTool::from_name(name).filter(|t| self.config.enabled.contains(t))?;
+        let root = self.root.clone();
+        Some(match tool {
+            BuiltinTool::ExecCommand => Box::new(ExecCommand { root }),
+            BuiltinTool::ReadFile => Box::new(FileTool {
+                op: FileOp::Read,
+                root,
+            }),
+            BuiltinTool::WriteFile => Box::new(FileTool {
+                op: FileOp::Write,
+                root,
+            }),
+            BuiltinTool::EditFile => Box::new(FileTool {
+                op: FileOp::Edit,
+                root,
+            }),
+        })
+    }
+}
+
+#[async_trait]
+impl Environment for BuiltinTools {
+    async fn execute(&self, request: ToolCallRequest, sink: &mut dyn MessageSink) {
+        let Some(ModelPayload::ToolCall(call)) = request.call.model() else {
+            // The engine only dispatches tool calls; answer anything else rather than panic.
+            let id = request.call.tool_call_id().unwrap_or_default().to_owned();
+            sink.emit(build::tool_call_output(
+                notes::tool_error("not a tool_call message"),
+                id,
+                StopReason::Failed,
+            ))
+            .await;
+            return;
+        };
+        let tool = self.bind(&call.name);
+        contract::execute(tool.as_deref(), call, &request.cancel, &self.limits(), sink).await;
+    }
+
+    fn tools(&self) -> Vec<ToolDefinition> {
+        BuiltinTool::ALL
+            .into_iter()
+            .filter(|t| self.config.enabled.contains(t))
+            .map(BuiltinTool::definition)
+            .collect()
+    }
+
+    fn permission(&self, name: &str) -> Permission {
+        BuiltinTool::from_name(name).map_or(Permission::ReadWrite, BuiltinTool::permission)
+    }
+}

@@ -1,0 +1,66 @@
+//! The exact note texts the built-in tools write after a call's content (§2.16 step 6).
+//!
+//! Each note sits on its own line after the content, in this order: truncation (with its
+//! archive line), the tool's own note, the interruption/timeout/error note, and `[no output]`.
+
+/// Written when the call produced neither content nor any other note.
+pub const NO_OUTPUT: &str = "[no output]";
+
+/// Written when the user's interrupt stopped the tool (stop reason `aborted`).
+pub const INTERRUPTED: &str = "[interrupted: tool aborted by user]";
+
+/// `[output truncated: exceeded N chars]`, `N` being the configured cap.
+pub fn truncated(max_chars: usize) -> String {
+    format!("[output truncated: exceeded {max_chars} chars]")
+}
+
+/// `[output archived: <path>]`, `path` relative to the workspace root.
+pub fn archived(path: &str) -> String {
+    format!("[output archived: {path}]")
+}
+
+/// `[output archive failed: <code>]`, `code` being an errno name such as `EACCES` when the
+/// OS reported one, otherwise the I/O error kind.
+pub fn archive_failed(code: &str) -> String {
+    format!("[output archive failed: {code}]")
+}
+
+/// `[tool timeout: exceeded Nms]`.
+pub fn timeout(ms: u128) -> String {
+    format!("[tool timeout: exceeded {ms}ms]")
+}
+
+/// `[tool error] <msg>`: the tool failed (refused a path, bad arguments, I/O error, panic).
+pub fn tool_error(msg: &str) -> String {
+    format!("[tool error] {msg}")
+}
+
+/// `exec_command`'s note for a non-zero exit: `[exit code: N]`.
+pub fn exit_code(code: i32) -> String {
+    format!("[exit code: {code}]")
+}
+
+/// `exec_command`'s note when the shell was killed by a signal it did not get from us:
+/// `[exit signal: N]`.
+pub fn exit_signal(signal: i32) -> String {
+    format!("[exit signal: {signal}]")
+}
+
+/// The explanation for a call whose `arguments` field is empty (§2.16 step 2).
+pub fn empty_arguments(tool: &str) -> String {
+    format!(
+        "Tool call \"{tool}\" failed: the arguments field is empty. Re-issue the call with a complete JSON object."
+    )
+}
+
+/// The explanation for a call whose `arguments` are not valid JSON (§2.16 step 2).
+pub fn invalid_arguments(tool: &str, err: &str) -> String {
+    format!(
+        "Tool call \"{tool}\" failed: the arguments are not valid JSON ({err}). Re-issue the call with one complete, valid JSON object."
+    )
+}
+
+/// The whole output of a call to a tool this environment does not offer.
+pub fn unknown_tool(name: &str) -> String {
+    format!("Unknown tool: {name}")
+}
