@@ -492,7 +492,11 @@ async fn run(
     let prompt = read_prompt(prompt)?;
     let mut session = new_session(&agent, pick_source(&agent, &model)?, &workspace)?;
     if !task.jsonl {
-        eprintln!("\x1b[2msession {}\x1b[0m", session.id());
+        if std::io::stderr().is_terminal() {
+            eprintln!("\x1b[2msession {}\x1b[0m", session.id());
+        } else {
+            eprintln!("session {}", session.id());
+        }
     }
     let console = Console::stdin();
     let ok = run_task(
@@ -620,7 +624,10 @@ async fn chat(
 async fn repl(mut session: Session, task: TaskArgs) -> Result<ExitCode, String> {
     let console = Console::stdin();
     let approver = approver(&task, &console);
-    eprintln!("session {} — /quit to leave, /abort to drop what an interrupted task left over, Ctrl-C interrupts a task", session.id());
+    eprintln!(
+        "session {} — /quit to leave; Ctrl-C interrupts a running task",
+        session.id()
+    );
     loop {
         eprint!("› ");
         let _ = std::io::stderr().flush();
@@ -636,7 +643,7 @@ async fn repl(mut session: Session, task: TaskArgs) -> Result<ExitCode, String> 
                 continue;
             }
             "/abort" => {
-                eprintln!("nothing is running; an interrupted task's carry-over is sent with your next message");
+                eprintln!("nothing is running (Ctrl-C interrupts a running task; what it left unfinished goes with your next message)");
                 continue;
             }
             _ => {}

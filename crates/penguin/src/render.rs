@@ -170,13 +170,13 @@ impl<W: Write> Renderer<W> {
                             self.line(&format!("{yellow}(cut off){reset}"))?;
                         }
                     }
-                    ModelPayload::Thinking(t) => {
+                    ModelPayload::Thinking(t)
                         if child.is_none()
                             && self.streaming.take() != Some("thinking")
-                            && !t.thinking.is_empty()
-                        {
-                            self.line(&format!("{dim}{}{reset}", t.thinking.trim_end()))?;
-                        }
+                            && !t.thinking.is_empty() =>
+                    {
+                        // A model that sends only complete messages.
+                        self.line(&format!("{dim}{}{reset}", t.thinking.trim_end()))?;
                     }
                     ModelPayload::ToolCall(c) => {
                         self.streaming = None;

@@ -1,0 +1,186 @@
+//! The `penguin` binary end to end: scripted sessions with real traces, the stream checker,
+//! the trace checker, and the interactive renderer in a pseudo-terminal.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use penguin::omni_protocol::validator::validate_jsonl;
+use penguin::omni_protocol::OmniMessage;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_penguin"))
+}
+
+fn scenario(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/scenarios")
+        .join(format!("{name}.json"))
+}
+
+fn run_with_input(mut cmd: Command, stdin: &str) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("penguin starts");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn traces(home: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![home.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "jsonl") {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn scripted_run_jsonl_passes_the_validator_and_writes_a_real_trace() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let mut cmd = bin();
+    cmd.env("PENGUIN_HOME", home.path())
+        .args([
+            "run",
+            "--jsonl",
+            "--yes",
+            "--provider",
+            "scripted",
+            "--scenario",
+        ])
+        .arg(scenario("seed-two-tools"))
+        .arg("--workspace")
+        .arg(ws.path())
+        .arg("Read a.txt and b.txt");
+    let out = run_with_input(cmd, "");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = validate_jsonl(&out.stdout[..]);
+    assert!(report.is_ok(), "{report}");
+    let first = OmniMessage::from_json(
+        std::str::from_utf8(&out.stdout)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        first.payload_type(),
+        "tool_list_ready",
+        "a session's first run announces its tools"
+    );
+
+    let files = traces(home.path());
+    assert_eq!(files.len(), 1);
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    let kinds: Vec<String> = text
+        .lines()
+        .map(|l| OmniMessage::from_json(l).unwrap().payload_type().to_owned())
+        .collect();
+    assert_eq!(
+        kinds[..4],
+        ["session_meta", "text", "tool_list_ready", "request_begin"]
+    );
+    let check = bin()
+        .args(["trace", "check"])
+        .arg(&files[0])
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+}
+
+#[test]
+fn invalid_scenarios_fail_with_one_line_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, r#"{"llm": [], "runs": [{"input": [{"type": "model_msg", "payload": {"type": "text", "role": "robot", "text": "hi"}}]}]}"#).unwrap();
+    let out = bin().args(["scenario", "run"]).arg(&bad).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("runs[0].input[0].payload.role"), "{err}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn check_stream_and_trace_check_report_problems() {
+    let dir = tempfile::tempdir().unwrap();
+    let stream = dir.path().join("s.jsonl");
+    let begin = r#"{"timestamp":"2026-11-29T14:57:32.333Z","type":"event_msg","payload":{"type":"request_begin"}}"#;
+    let end = r#"{"timestamp":"2026-11-29T14:57:32.334Z","type":"event_msg","payload":{"type":"request_end","status":"completed"}}"#;
+    std::fs::write(&stream, format!("{begin}\n{end}\n")).unwrap();
+    let out = bin().arg("check-stream").arg(&stream).output().unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("request_end_usage"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    let trace = dir.path().join("t.jsonl");
+    std::fs::write(&trace, format!("{begin}\n{}", &end[..40])).unwrap();
+    let out = bin().args(["trace", "check"]).arg(&trace).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "a torn last line is only a warning: {text}"
+    );
+    assert!(text.contains("warning"), "{text}");
+}
+
+#[test]
+fn approval_prompt_in_a_terminal_answered_no_gives_the_denial() {
+    if Command::new("script").arg("--version").output().is_err() {
+        panic!("util-linux `script` is required for the pseudo-terminal test");
+    }
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let cmdline = format!(
+        "{} run --provider scripted --scenario {} --workspace {} 'list then delete'",
+        env!("CARGO_BIN_EXE_penguin"),
+        scenario("deny-one").display(),
+        ws.path().display()
+    );
+    let mut cmd = Command::new("script");
+    cmd.env("PENGUIN_HOME", home.path())
+        .args(["-qec", &cmdline, "/dev/null"]);
+    let out = run_with_input(cmd, "y\nn\n");
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{screen}");
+    assert!(
+        screen.contains("Allow exec_command {\"cmd\":\"ls\"}? [y]es / [n]o / [a]lways"),
+        "{screen}"
+    );
+    assert!(screen.contains("exec_command denied"), "{screen}");
+    assert!(screen.contains("Tool call denied by user."), "{screen}");
+    assert!(
+        screen.contains("Listed; the delete was refused."),
+        "{screen}"
+    );
+    let trace = std::fs::read_to_string(&traces(home.path())[0]).unwrap();
+    assert!(trace.contains(r#""decision":"deny","tool_call_id":"call_2""#));
+}
