@@ -14,3 +14,4 @@ pub mod render;
 pub mod scenario;
 pub mod session;
 pub mod tools;
+pub mod subagent;
