@@ -187,7 +187,7 @@ async fn exec_output_is_not_capped_when_the_cap_is_off() {
 
 #[tokio::test]
 async fn exec_times_out_and_kills_the_command() {
-    let (_dir, tools) = workspace(ToolsConfig {
+    let (dir, tools) = workspace(ToolsConfig {
         timeout: Some(Duration::from_millis(300)),
         ..ToolsConfig::default()
     });
@@ -195,7 +195,7 @@ async fn exec_times_out_and_kills_the_command() {
     let (out, stop) = call(
         &tools,
         "exec_command",
-        json!({"cmd": "echo begun; sleep 5"}),
+        json!({"cmd": "sleep 5 & echo $! > bg.pid; echo begun; wait"}),
     )
     .await;
     assert!(
@@ -205,6 +205,13 @@ async fn exec_times_out_and_kills_the_command() {
     );
     assert_eq!(out, "begun\n\n[tool timeout: exceeded 300ms]");
     assert_eq!(stop, StopReason::Failed);
+    let bg = read_pid(dir.path(), "bg.pid").expect("bg pid");
+    wait_for(
+        "the timed-out command to die",
+        Duration::from_secs(5),
+        || is_dead(bg),
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -581,4 +588,36 @@ async fn paths_outside_the_workspace_are_refused() {
             "{path}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_process_that_left_the_group_cannot_hang_the_call() {
+    if std::process::Command::new("setsid")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("setsid is not installed; skipping");
+        return;
+    }
+    let (dir, tools) = workspace(ToolsConfig::default());
+    let started = Instant::now();
+    // The escaped sleep keeps stdout open in a session of its own, out of the group's reach.
+    let (out, stop) = call(
+        &tools,
+        "exec_command",
+        json!({"cmd": "setsid sleep 30 & echo $! > esc.pid; echo done"}),
+    )
+    .await;
+    let escaped = read_pid(dir.path(), "esc.pid").expect("escaped pid");
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(escaped).unwrap()),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!((out.as_str(), stop), ("done\n", StopReason::Completed));
 }
