@@ -26,6 +26,10 @@ const DRAIN_GRACE: Duration = Duration::from_millis(500);
 struct Args {
     cmd: String,
     #[serde(default)]
+    #[expect(
+        dead_code,
+        reason = "parsed only to reject a malformed value; the wrapper applies it"
+    )]
     timeout_ms: Option<u64>,
 }
 
@@ -107,12 +111,11 @@ impl Tool for ExecCommand {
     }
 
     async fn run(&self, args: Value, out: Output) -> ToolResult {
-        let args: Args = serde_json::from_value(args)
+        let Args { cmd, .. } = serde_json::from_value(args)
             .map_err(|e| format!("invalid arguments for exec_command: {e}"))?;
-        let _ = args.timeout_ms; // applied by the wrapper through timeout_override
         let mut child = Command::new("sh")
             .arg("-c")
-            .arg(&args.cmd)
+            .arg(&cmd)
             .current_dir(&self.root)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -176,7 +179,7 @@ impl Tool for ExecCommand {
                 images: Vec::new(),
             },
             (None, None) => ToolOutcome {
-                note: Some("[exit status unknown]".to_owned()),
+                note: Some(notes::EXIT_STATUS_UNKNOWN.to_owned()),
                 stop: Some(StopReason::Failed),
                 images: Vec::new(),
             },

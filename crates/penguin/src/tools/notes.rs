@@ -46,6 +46,9 @@ pub fn exit_signal(signal: i32) -> String {
     format!("[exit signal: {signal}]")
 }
 
+/// `exec_command`'s note when the OS reported neither an exit code nor a signal.
+pub const EXIT_STATUS_UNKNOWN: &str = "[exit status unknown]";
+
 /// The explanation for a call whose `arguments` field is empty (§2.16 step 2).
 pub fn empty_arguments(tool: &str) -> String {
     format!(
