@@ -13,5 +13,5 @@ pub mod models;
 pub mod render;
 pub mod scenario;
 pub mod session;
-pub mod tools;
 pub mod subagent;
+pub mod tools;

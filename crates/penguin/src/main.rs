@@ -17,6 +17,7 @@ use penguin::omni_protocol::{build, validator::validate_jsonl, Frame, OmniMessag
 use penguin::render::{status_text, Renderer};
 use penguin::scenario::{run_scenario_blocking, Scenario};
 use penguin::session::Session;
+use penguin::subagent::{SubagentEnvironment, SubagentSpawner};
 use penguin::tools::{BuiltinTools, ToolsConfig};
 use penguin::trace_store::{check_trace, Severity};
 
@@ -325,6 +326,34 @@ fn workspace_tools(workspace: &Path) -> Result<Arc<dyn Environment>, String> {
         .map_err(|e| format!("workspace {}: {e}", workspace.display()))
 }
 
+/// The built-in tools plus `run_subagent`, whose children use the same model and the same
+/// tools (without `run_subagent`: depth limit 1).
+fn session_tools(
+    agent: &Agent,
+    spec: &ModelSpec,
+    workspace: &Path,
+) -> Result<Arc<dyn Environment>, String> {
+    let tools = workspace_tools(workspace)?;
+    let (agent, spec, ws, child_tools) = (
+        agent.clone(),
+        spec.clone(),
+        workspace.to_path_buf(),
+        tools.clone(),
+    );
+    let spawner: Arc<dyn SubagentSpawner> = Arc::new(move || {
+        agent
+            .create_session(
+                &spec,
+                &ws,
+                child_tools.clone(),
+                None,
+                Some("subagent".into()),
+            )
+            .map_err(|e| e.to_string())
+    });
+    Ok(Arc::new(SubagentEnvironment::new(tools, spawner)))
+}
+
 fn new_session(agent: &Agent, source: Source, workspace: &Path) -> Result<Session, String> {
     match source {
         Source::Model(spec) => {
@@ -332,7 +361,13 @@ fn new_session(agent: &Agent, source: Source, workspace: &Path) -> Result<Sessio
                 eprintln!("penguin: no model configured; using the built-in demo model (see the README to configure one)");
             }
             agent
-                .create_session(&spec, workspace, workspace_tools(workspace)?, None, None)
+                .create_session(
+                    &spec,
+                    workspace,
+                    session_tools(agent, &spec, workspace)?,
+                    None,
+                    None,
+                )
                 .map_err(|e| e.to_string())
         }
         Source::Scenario(s) => agent
@@ -563,12 +598,20 @@ fn open_session(agent: &Agent, id: &str, model: &ModelArgs) -> Result<Session, S
             .resume_session_with(id, Box::new(s.llm), Arc::new(s.tools))
             .map_err(|e| e.to_string());
     }
+    // The model is picked from the session's record before the tools are built, because
+    // run_subagent children use the same model.
+    let picked: std::cell::RefCell<Option<ModelSpec>> = std::cell::RefCell::new(None);
     agent
         .resume_session(
             id,
-            |meta| model_for_resume(agent, model, meta),
+            |meta| {
+                let spec = model_for_resume(agent, model, meta)?;
+                *picked.borrow_mut() = Some(spec.clone());
+                Ok(spec)
+            },
             |w| {
-                workspace_tools(w).unwrap_or_else(|e| {
+                let spec = picked.borrow().clone().unwrap_or_else(ModelSpec::demo);
+                session_tools(agent, &spec, w).unwrap_or_else(|e| {
                     eprintln!("penguin: {e}; tools are unavailable");
                     Arc::new(penguin::engine::scripted::ScriptedEnvironment::default())
                 })

@@ -18,7 +18,8 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use penguin_engine::{Approver, Environment, MessageSink, Permission, RunOptions, ToolCallRequest};
 use penguin_omni_protocol::{
-    build, ApprovalDecision, EventPayload, ModelPayload, OmniMessage, Role, StopReason, StreamEventType, TextSender, ToolDefinition,
+    build, ApprovalDecision, EventPayload, ModelPayload, OmniMessage, Role, StopReason,
+    StreamEventType, TextSender, ToolDefinition,
 };
 
 use crate::session::Session;
@@ -47,13 +48,17 @@ pub struct SubagentEnvironment {
 
 impl fmt::Debug for SubagentEnvironment {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SubagentEnvironment").finish_non_exhaustive()
+        f.debug_struct("SubagentEnvironment")
+            .finish_non_exhaustive()
     }
 }
 
 impl SubagentEnvironment {
     /// `inner`'s tools plus `run_subagent`, spawning children with `spawner`.
-    pub fn new(inner: Arc<dyn Environment>, spawner: Arc<dyn SubagentSpawner>) -> SubagentEnvironment {
+    pub fn new(
+        inner: Arc<dyn Environment>,
+        spawner: Arc<dyn SubagentSpawner>,
+    ) -> SubagentEnvironment {
         SubagentEnvironment { inner, spawner }
     }
 
@@ -96,7 +101,13 @@ impl Environment for SubagentEnvironment {
             return self.inner.execute(request, sink).await;
         }
         let id = call.tool_call_id.clone();
-        sink.emit(build::partial_tool_call_output(StreamEventType::Start, "", &id, StopReason::Completed)).await;
+        sink.emit(build::partial_tool_call_output(
+            StreamEventType::Start,
+            "",
+            &id,
+            StopReason::Completed,
+        ))
+        .await;
         let prompt = serde_json::from_str::<serde_json::Value>(&call.arguments)
             .ok()
             .and_then(|v| v.get("prompt").and_then(|p| p.as_str()).map(str::to_owned))
@@ -107,17 +118,43 @@ impl Environment for SubagentEnvironment {
         };
         let mut child = match self.spawner.spawn() {
             Ok(c) => c,
-            Err(e) => return close(sink, &id, "", &format!("[subagent error: {e}]"), StopReason::Failed).await,
+            Err(e) => {
+                return close(
+                    sink,
+                    &id,
+                    "",
+                    &format!("[subagent error: {e}]"),
+                    StopReason::Failed,
+                )
+                .await
+            }
         };
         let hop = child.id().to_owned();
-        sink.emit(child.meta().clone().with_origin(hop.clone())).await;
+        sink.emit(child.meta().clone().with_origin(hop.clone()))
+            .await;
         let input = build::user_text_from(prompt, TextSender::ParentAgent);
         sink.emit(input.clone().with_origin(hop.clone())).await;
-        let approver: Arc<dyn Approver> = Arc::new(InheritedApprover { parent: request.approver.clone(), hop: hop.clone() });
-        let options = RunOptions { approver: Some(approver), cancel: request.cancel.child_token(), thinking_level: None };
+        let approver: Arc<dyn Approver> = Arc::new(InheritedApprover {
+            parent: request.approver.clone(),
+            hop: hop.clone(),
+        });
+        let options = RunOptions {
+            approver: Some(approver),
+            cancel: request.cancel.child_token(),
+            thinking_level: None,
+        };
         let mut stream = match child.run(vec![input], options) {
             Ok(s) => s,
-            Err(e) => return close(sink, &id, "", &format!("[subagent error: {e}]"), StopReason::Failed).await,
+            Err(e) => {
+                return close(
+                    sink,
+                    &id,
+                    "",
+                    &format!("[subagent error: {e}]"),
+                    StopReason::Failed,
+                )
+                .await
+            }
         };
         let mut answer = String::new();
         let mut segments = 0usize;
@@ -127,17 +164,31 @@ impl Environment for SubagentEnvironment {
             let direct = !msg.has_origin();
             if direct {
                 match &msg.body {
-                    penguin_omni_protocol::Body::Model(ModelPayload::PartialText(t)) if t.role == Role::Assistant => {
+                    penguin_omni_protocol::Body::Model(ModelPayload::PartialText(t))
+                        if t.role == Role::Assistant =>
+                    {
                         match t.event_type {
                             StreamEventType::Start if segments > 0 && !answer.is_empty() => {
                                 // Separate the child's answers across turns so the output reads
                                 // as text; emitted as a delta so deltas still equal the output.
                                 answer.push_str("\n\n");
-                                sink.emit(build::partial_tool_call_output(StreamEventType::Delta, "\n\n", &id, StopReason::Completed)).await;
+                                sink.emit(build::partial_tool_call_output(
+                                    StreamEventType::Delta,
+                                    "\n\n",
+                                    &id,
+                                    StopReason::Completed,
+                                ))
+                                .await;
                             }
                             StreamEventType::Delta if !t.text.is_empty() => {
                                 answer.push_str(&t.text);
-                                sink.emit(build::partial_tool_call_output(StreamEventType::Delta, &t.text, &id, StopReason::Completed)).await;
+                                sink.emit(build::partial_tool_call_output(
+                                    StreamEventType::Delta,
+                                    &t.text,
+                                    &id,
+                                    StopReason::Completed,
+                                ))
+                                .await;
                             }
                             StreamEventType::Stop => segments += 1,
                             _ => {}
@@ -155,9 +206,15 @@ impl Environment for SubagentEnvironment {
             tracing::warn!("subagent {hop}: trace flush failed: {e}");
         }
         let (note, status) = match aborted {
-            Some(_) if request.cancel.is_cancelled() => ("[interrupted: tool aborted by user]".to_owned(), StopReason::Aborted),
+            Some(_) if request.cancel.is_cancelled() => (
+                "[interrupted: tool aborted by user]".to_owned(),
+                StopReason::Aborted,
+            ),
             Some(reason) => (format!("[subagent aborted: {reason}]"), StopReason::Failed),
-            None if answer.is_empty() => ("[subagent finished without a text answer]".to_owned(), StopReason::Completed),
+            None if answer.is_empty() => (
+                "[subagent finished without a text answer]".to_owned(),
+                StopReason::Completed,
+            ),
             None => (String::new(), StopReason::Completed),
         };
         close(sink, &id, &answer, &note, status).await;
@@ -180,13 +237,35 @@ impl Environment for SubagentEnvironment {
 }
 
 /// Ends the output: the note delta, stop, then the complete output (content + "\n" + note).
-async fn close(sink: &mut dyn MessageSink, id: &str, content: &str, note: &str, status: StopReason) {
+async fn close(
+    sink: &mut dyn MessageSink,
+    id: &str,
+    content: &str,
+    note: &str,
+    status: StopReason,
+) {
     let mut output = content.to_owned();
     if !note.is_empty() {
-        let delta = if content.is_empty() { note.to_owned() } else { format!("\n{note}") };
+        let delta = if content.is_empty() {
+            note.to_owned()
+        } else {
+            format!("\n{note}")
+        };
         output.push_str(&delta);
-        sink.emit(build::partial_tool_call_output(StreamEventType::Delta, delta, id, StopReason::Completed)).await;
+        sink.emit(build::partial_tool_call_output(
+            StreamEventType::Delta,
+            delta,
+            id,
+            StopReason::Completed,
+        ))
+        .await;
     }
-    sink.emit(build::partial_tool_call_output(StreamEventType::Stop, "", id, status)).await;
+    sink.emit(build::partial_tool_call_output(
+        StreamEventType::Stop,
+        "",
+        id,
+        status,
+    ))
+    .await;
     sink.emit(build::tool_call_output(output, id, status)).await;
 }
