@@ -168,7 +168,7 @@ async fn subagent_messages_are_forwarded_with_origin_and_only_the_pointer_is_rec
             _ => None,
         })
         .collect();
-    assert_eq!(pointers, [child_id.clone()]);
+    assert_eq!(pointers, std::slice::from_ref(&child_id));
     let child_trace = read_trace(child_file, ReadMode::Strict).unwrap().messages;
     assert_eq!(child_trace[0].session_meta().unwrap().session_id, child_id);
     assert!(child_trace
