@@ -9,4 +9,5 @@ pub use penguin_trace_store as trace_store;
 pub mod config;
 pub mod models;
 pub mod scenario;
+pub mod server;
 pub mod session;
