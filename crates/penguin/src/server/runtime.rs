@@ -9,7 +9,7 @@
 //!   `publish → channel` and `channel → runtime/approvals` cannot deadlock;
 //! - none of these std mutexes is held across an `.await`.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -91,6 +91,8 @@ struct PendingApproval {
     tool_call_id: String,
     call: OmniMessage,
     tx: oneshot::Sender<ApprovalDecision>,
+    // Whether its approval_request has been published (see `Entry::published_calls`).
+    announced: bool,
 }
 
 /// Calls waiting for a human, in registration order, keyed by tool_call_id only (§5.6).
@@ -100,7 +102,12 @@ struct Approvals {
 }
 
 impl Approvals {
-    fn register(&self, call: OmniMessage, id: String) -> oneshot::Receiver<ApprovalDecision> {
+    fn register(
+        &self,
+        call: OmniMessage,
+        id: String,
+        announced: bool,
+    ) -> oneshot::Receiver<ApprovalDecision> {
         let (tx, rx) = oneshot::channel();
         let mut p = lock(&self.pending);
         if let Some(pos) = p.iter().position(|a| a.tool_call_id == id) {
@@ -111,6 +118,7 @@ impl Approvals {
             tool_call_id: id,
             call,
             tx,
+            announced,
         });
         rx
     }
@@ -133,8 +141,24 @@ impl Approvals {
         }
     }
 
+    /// The announced requests, in registration order.
     fn requests(&self) -> Vec<OmniMessage> {
-        lock(&self.pending).iter().map(|a| a.call.clone()).collect()
+        lock(&self.pending)
+            .iter()
+            .filter(|a| a.announced)
+            .map(|a| a.call.clone())
+            .collect()
+    }
+
+    /// Marks the request for `id` announced; returns its call if it was registered and not
+    /// announced yet.
+    fn announce(&self, id: &str) -> Option<OmniMessage> {
+        let mut p = lock(&self.pending);
+        let a = p
+            .iter_mut()
+            .find(|a| a.tool_call_id == id && !a.announced)?;
+        a.announced = true;
+        Some(a.call.clone())
     }
 }
 
@@ -183,6 +207,11 @@ pub(crate) struct Entry {
     approvals: Approvals,
     publish: Mutex<()>,
     status_tx: watch::Sender<SessionStatus>,
+    // Tool calls of the current run already published on the channel. The engine asks for
+    // approval as soon as a call enters its queue, which can be before the drive has published
+    // that call; the approval_request is held back until then, so clients always see a call
+    // before its request.
+    published_calls: Mutex<HashSet<String>>,
 }
 
 impl Entry {
@@ -213,12 +242,7 @@ impl Entry {
     /// approval in registration order. Runs under the channel lock.
     pub(crate) fn snapshot_events(&self) -> Vec<ServerEvent> {
         let mut out = vec![ServerEvent::TaskState(self.rt().task_state())];
-        out.extend(self.approvals.requests().into_iter().map(|call| {
-            ServerEvent::ApprovalRequest(ApprovalRequest {
-                origin: call.origin.clone(),
-                tool_call: call,
-            })
-        }));
+        out.extend(self.approvals.requests().into_iter().map(approval_request));
         out
     }
 }
@@ -304,6 +328,7 @@ impl Sessions {
             approvals: Approvals::default(),
             publish: Mutex::new(()),
             status_tx: watch::Sender::new(SessionStatus::Idle),
+            published_calls: Mutex::new(HashSet::new()),
         });
         lock(&self.entries).insert(entry.id.clone(), entry.clone());
         entry
@@ -505,6 +530,7 @@ impl Sessions {
             rt.last_active_at = now_iso();
             rt.has_trace = true;
         }
+        lock(&entry.published_calls).clear();
         // The engine never echoes its input: the server is the one that shows it.
         let channel = self.cfg.hub.get(&entry.id);
         for f in &frames {
@@ -546,7 +572,16 @@ impl Sessions {
                 let mut rt = entry.rt();
                 observe(&mut rt, frame.message())
             };
-            self.cfg.hub.get(&entry.id).publish_message(&frame);
+            let channel = self.cfg.hub.get(&entry.id);
+            channel.publish_message(&frame);
+            if let Some(ModelPayload::ToolCall(tc)) = frame.message().model() {
+                if !frame.message().has_origin() {
+                    lock(&entry.published_calls).insert(tc.tool_call_id.clone());
+                }
+                if let Some(call) = entry.approvals.announce(&tc.tool_call_id) {
+                    channel.publish_server_event(&approval_request(call));
+                }
+            }
             if steering_delivered {
                 let ts = entry.rt().task_state();
                 self.cfg
@@ -784,6 +819,13 @@ fn observe(rt: &mut Runtime, msg: &OmniMessage) -> bool {
     }
 }
 
+fn approval_request(call: OmniMessage) -> ServerEvent {
+    ServerEvent::ApprovalRequest(ApprovalRequest {
+        origin: call.origin.clone(),
+        tool_call: call,
+    })
+}
+
 fn random_id() -> String {
     let b: [u8; 16] = rand::random();
     b.iter().map(|x| format!("{x:02x}")).collect()
@@ -821,15 +863,17 @@ impl Approver for ServerApprover {
             // Registered and announced under the publish lock, so an abort (which denies under
             // the same lock) cannot slip in between.
             let _p = lock(&self.entry.publish);
-            let rx = self.entry.approvals.register(call.clone(), id);
-            self.sessions
-                .cfg
-                .hub
-                .get(&self.entry.id)
-                .publish_server_event(&ServerEvent::ApprovalRequest(ApprovalRequest {
-                    tool_call: call.clone(),
-                    origin: call.origin.clone(),
-                }));
+            // A subagent's call (with an origin) is not on this session's own stream order
+            // the same way; announce it at once.
+            let shown = call.has_origin() || lock(&self.entry.published_calls).contains(&id);
+            let rx = self.entry.approvals.register(call.clone(), id, shown);
+            if shown {
+                self.sessions
+                    .cfg
+                    .hub
+                    .get(&self.entry.id)
+                    .publish_server_event(&approval_request(call.clone()));
+            }
             rx
         };
         // No timeout: a human may take as long as they like; an abort or the end of the run
