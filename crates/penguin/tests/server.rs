@@ -889,7 +889,7 @@ async fn sessions_are_listed_and_deleted_and_the_user_channel_reports_them() {
     assert_eq!(msgs[0]["type"], "session_meta");
     assert_eq!(
         msgs[0]["tracePosition"],
-        json!({"fileIndex": 0, "ordinal": 0})
+        json!({"fileIndex": 1, "ordinal": 0})
     );
     assert!(h.get("live").is_none());
     let tail = srv
