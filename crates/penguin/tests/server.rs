@@ -119,6 +119,7 @@ fn scenario(pause_ms: u64) -> String {
 
 struct TestServer {
     base: String,
+    data_root: std::path::PathBuf,
     http: reqwest::Client,
     state: AppState,
     _dir: tempfile::TempDir,
@@ -148,6 +149,7 @@ async fn start_with(pause_ms: u64, tweak: impl FnOnce(&mut ServeOptions)) -> Tes
     });
     TestServer {
         base: format!("http://{addr}"),
+        data_root: opts.data_root.clone(),
         http: reqwest::Client::new(),
         state,
         _dir: dir,
@@ -908,4 +910,73 @@ async fn sessions_are_listed_and_deleted_and_the_user_channel_reports_them() {
     assert_eq!(srv.get(&format!("/api/sessions/{id}")).await.status, 404);
     let r = srv.get("/api/sessions").await;
     assert_eq!(r.body["sessions"], json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approval_modes_are_read_at_each_call() {
+    let srv = start(0).await;
+
+    // deny-all: denied without asking.
+    let id = srv.create("deny-all").await;
+    let mut s = srv.stream(&id, None).await;
+    s.next().await;
+    assert_eq!(srv.task(&id, "x").await.status, 202);
+    let evs = s.until(|e| e.is_state("idle")).await;
+    assert!(!kinds(&evs).contains(&"approval_request".to_string()));
+    let d = evs
+        .iter()
+        .find(|e| e.kind() == "approval_decision")
+        .unwrap();
+    assert_eq!(d.json()["payload"]["decision"], "deny");
+
+    // read-only: scripted tools are read-write, so the call is asked.
+    let id = srv.create("read-only").await;
+    let mut s = srv.stream(&id, None).await;
+    s.next().await;
+    assert_eq!(srv.task(&id, "x").await.status, 202);
+    let evs = s.until(|e| e.kind() == "approval_request").await;
+    let at = kinds(&evs).iter().position(|k| k == "tool_call").unwrap();
+    assert_eq!(at, evs.len() - 2, "the request follows its call");
+    let r = srv
+        .post(
+            &format!("/api/sessions/{id}/approvals/call_1"),
+            json!({"decision": "allow"}),
+        )
+        .await;
+    assert_eq!(r.status, 204);
+    s.until(|e| e.is_state("idle")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_server_serves_and_resumes_sessions_from_their_traces() {
+    let first = start(0).await;
+    let id = first.create("allow-all").await;
+    let mut s = first.stream(&id, None).await;
+    s.next().await;
+    assert_eq!(first.task(&id, "before restart").await.status, 202);
+    s.until(|e| e.is_state("idle")).await;
+    let before = first.history(&id).await;
+
+    let root = first.data_root.clone();
+    let second = start_with(0, |o| o.data_root = root).await;
+    let r = second.get("/api/sessions").await;
+    let listed = &r.body["sessions"][0];
+    assert_eq!(listed["id"], id.as_str());
+    assert_eq!(listed["provider"], "scripted");
+    assert_eq!(second.history(&id).await, before);
+
+    let mut s = second.stream(&id, None).await;
+    assert!(s.next().await.is_state("idle"));
+    assert_eq!(second.task(&id, "after restart").await.status, 202);
+    let run = s.until(|e| e.is_state("idle")).await;
+    assert!(kinds(&run).contains(&"request_end".to_string()));
+    let after = second.history(&id).await;
+    let inputs: Vec<&str> = after["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["payload"]["type"] == "text" && m["payload"]["role"] == "user")
+        .map(|m| m["payload"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(inputs, ["before restart", "after restart"]);
 }
