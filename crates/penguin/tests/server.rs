@@ -12,7 +12,7 @@ use std::time::Duration;
 use axum::body::Bytes;
 use futures::{Stream, StreamExt};
 use penguin::server::{router, AppState, ScenarioFactory, ServeOptions};
-use penguin::sse_transport::{ChannelConfig, ClientReducer, History};
+use penguin::sse_transport::{ChannelConfig, ClientReducer, History, SseConfig};
 use serde_json::{json, Value};
 
 const TOKEN: &str = "test-token-0123456789";
@@ -426,7 +426,10 @@ async fn an_evicted_last_event_id_gets_resync_required_first() {
         o.channel = ChannelConfig {
             max_events: 4,
             ..ChannelConfig::default()
-        }
+        };
+        o.sse = SseConfig {
+            heartbeat: Duration::from_millis(50),
+        };
     })
     .await;
     let id = srv.create("allow-all").await;
@@ -456,6 +459,24 @@ async fn an_evicted_last_event_id_gets_resync_required_first() {
     let mut fresh = srv.stream(&id, Some(&snap.id)).await;
     let ev = fresh.next().await;
     assert!(ev.is_state("idle"), "{ev:?}");
+
+    // Once nobody listens, the idle session's channel is reclaimed by a sweep; a client coming
+    // back with an id of the old epoch must resync. The server notices closed connections at
+    // its next heartbeat (50 ms here), so wait, bounded, for the sweep to find none.
+    drop((s, back, other, fresh));
+    let reclaimed = within(async {
+        loop {
+            if srv.state.sweep_channels(Duration::ZERO).contains(&id) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(reclaimed);
+    let mut back = srv.stream(&id, Some(&snap.id)).await;
+    assert_eq!(back.next().await.kind(), "resync_required");
+    assert!(back.next().await.is_state("idle"));
 }
 
 async fn feed(reducer: &mut ClientReducer, ev: &Ev) {

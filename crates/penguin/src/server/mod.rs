@@ -171,7 +171,20 @@ impl AppState {
     pub fn shutdown(&self) {
         self.sessions.shutdown();
     }
+
+    /// Reclaims the channels of idle sessions with no subscriber that have been quiet for
+    /// `idle_after` (the reference sweeps every 60 s with 30 minutes); a client reconnecting to
+    /// a reclaimed channel gets `resync_required`. Returns the reclaimed channel keys.
+    pub fn sweep_channels(&self, idle_after: std::time::Duration) -> Vec<String> {
+        self.sessions.sweep_channels(idle_after)
+    }
 }
+
+/// How often [`serve`] sweeps idle channels.
+pub const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// How long a channel must be quiet before [`serve`] reclaims it.
+pub const CHANNEL_IDLE_AFTER: std::time::Duration = std::time::Duration::from_secs(30 * 60);
 
 /// Every route, behind the token check. Unknown routes answer 404 JSON.
 pub fn router(state: AppState) -> Router {
@@ -229,7 +242,18 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
     }
     let state = AppState::new(&opts, token.value);
     let app = router(state.clone());
-    axum::serve(listener, app)
+    let sweeper = {
+        let state = state.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(SWEEP_EVERY);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                state.sweep_channels(CHANNEL_IDLE_AFTER);
+            }
+        })
+    };
+    let served = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             // Without a Ctrl-C handler the server simply runs until killed.
             if tokio::signal::ctrl_c().await.is_ok() {
@@ -238,6 +262,8 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
                 std::future::pending::<()>().await;
             }
         })
-        .await?;
+        .await;
+    sweeper.abort();
+    served?;
     Ok(())
 }

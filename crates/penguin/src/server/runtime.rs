@@ -781,6 +781,18 @@ impl Sessions {
         }
     }
 
+    /// Reclaims channels nobody listens to whose session is idle and that have been quiet
+    /// for `idle_after` (§5.1 ChannelHub sweep). Returns the reclaimed keys.
+    pub(crate) fn sweep_channels(&self, idle_after: Duration) -> Vec<String> {
+        self.cfg
+            .hub
+            .sweep(std::time::Instant::now(), idle_after, |key| {
+                lock(&self.entries)
+                    .get(key)
+                    .is_some_and(|e| e.rt().status != SessionStatus::Idle)
+            })
+    }
+
     /// Interrupts every task and ends every stream (server shutdown).
     pub(crate) fn shutdown(&self) {
         for e in self.loaded() {
