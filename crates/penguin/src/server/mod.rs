@@ -204,6 +204,14 @@ pub fn router(state: AppState) -> Router {
         .route(&format!("{s}/stream"), get(routes::stream))
         .route(&format!("{s}/tasks"), post(routes::create_task))
         .route(&format!("{s}/steer"), post(routes::steer))
+        .route(
+            &format!("{s}/steer/{{item}}"),
+            axum::routing::delete(routes::unsteer),
+        )
+        .route(
+            &format!("{s}/follow-ups/{{item}}"),
+            axum::routing::delete(routes::remove_follow_up),
+        )
         .route(&format!("{s}/approvals/{{call}}"), post(routes::approve))
         .route(&format!("{s}/abort"), post(routes::abort))
         .route(&format!("{s}/retry-now"), post(routes::retry_now))

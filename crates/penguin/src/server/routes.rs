@@ -448,3 +448,31 @@ pub(crate) async fn compact(
         "compaction is not available: the engine does not implement context compaction yet",
     ))
 }
+
+fn recalled(p: &penguin_sse_transport::PendingInput, thinking: Option<ThinkingLevel>) -> Value {
+    let mut v = json!({"text": p.text, "images": p.images, "files": p.files});
+    if let Some(t) = thinking {
+        v["thinkingLevel"] = serde_json::to_value(t).unwrap_or(Value::Null);
+    }
+    v
+}
+
+pub(crate) async fn unsteer(
+    State(app): State<AppState>,
+    p: Result<Path<(String, String)>, PathRejection>,
+) -> ApiResult {
+    let Path((id, steer)) = p.map_err(|e| ApiError::bad_request("invalid_path", e.body_text()))?;
+    let e = app.sessions.get(&id).await?;
+    let mirror = app.sessions.unsteer(&e, &steer)?;
+    Ok(json_response(StatusCode::OK, &recalled(&mirror, None)))
+}
+
+pub(crate) async fn remove_follow_up(
+    State(app): State<AppState>,
+    p: Result<Path<(String, String)>, PathRejection>,
+) -> ApiResult {
+    let Path((id, fid)) = p.map_err(|e| ApiError::bad_request("invalid_path", e.body_text()))?;
+    let e = app.sessions.get(&id).await?;
+    let (mirror, thinking) = app.sessions.remove_follow_up(&e, &fid)?;
+    Ok(json_response(StatusCode::OK, &recalled(&mirror, thinking)))
+}

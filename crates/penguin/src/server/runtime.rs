@@ -18,7 +18,8 @@ use async_trait::async_trait;
 use futures::stream::BoxStream;
 use futures::StreamExt;
 use penguin_engine::{
-    Approver, CancellationToken, Environment, Permission, RunOptions, Steered, ThinkingLevel,
+    Approver, CancellationToken, Environment, Permission, RunOptions, SteerId, Steered,
+    ThinkingLevel,
 };
 use penguin_omni_protocol::{
     ApprovalDecision, Frame, ModelPayload, OmniMessage, Role, SessionMeta,
@@ -176,7 +177,7 @@ struct Runtime {
     pending_inputs: Vec<Frame>,
     pending_bootstrap: Vec<Frame>,
     follow_ups: VecDeque<FollowUp>,
-    steering: VecDeque<PendingInput>,
+    steering: VecDeque<(PendingInput, SteerId)>,
     approval_mode: ApprovalMode,
     title: Option<String>,
     created_at: String,
@@ -191,7 +192,7 @@ impl Runtime {
         TaskState {
             state: self.status,
             queued: Some(u32::try_from(self.follow_ups.len()).unwrap_or(u32::MAX)),
-            pending_steering: list(self.steering.iter().cloned().collect()),
+            pending_steering: list(self.steering.iter().map(|(p, _)| p.clone()).collect()),
             pending_follow_ups: list(self.follow_ups.iter().map(|f| f.mirror.clone()).collect()),
         }
     }
@@ -654,16 +655,19 @@ impl Sessions {
             .engine()
             .steer(vec![penguin_omni_protocol::build::user_text(text.clone())]);
         match steered {
-            Steered::Queued(_) => {
+            Steered::Queued(steer_id) => {
                 let id = random_id();
                 let ts = {
                     let mut rt = entry.rt();
-                    rt.steering.push_back(PendingInput {
-                        id: id.clone(),
-                        text,
-                        images: 0,
-                        files: 0,
-                    });
+                    rt.steering.push_back((
+                        PendingInput {
+                            id: id.clone(),
+                            text,
+                            images: 0,
+                            files: 0,
+                        },
+                        steer_id,
+                    ));
                     rt.task_state()
                 };
                 self.cfg
@@ -678,6 +682,70 @@ impl Sessions {
                 "no task is running in this session",
             )),
         }
+    }
+
+    /// `DELETE /steer/:steerId`: recalls a steering input not delivered yet.
+    pub(crate) fn unsteer(&self, entry: &Entry, id: &str) -> Result<PendingInput, ApiError> {
+        let _p = lock(&entry.publish);
+        let not_pending = || {
+            ApiError::conflict(
+                "not_pending",
+                format!("steering {id:?} is not pending (already delivered, or unknown)"),
+            )
+        };
+        let (mirror, steer_id) = {
+            let rt = entry.rt();
+            let (p, s) = rt
+                .steering
+                .iter()
+                .find(|(p, _)| p.id == id)
+                .ok_or_else(not_pending)?;
+            (p.clone(), *s)
+        };
+        if !lock(&entry.session).engine().unsteer(steer_id) {
+            return Err(not_pending());
+        }
+        let ts = {
+            let mut rt = entry.rt();
+            rt.steering.retain(|(p, _)| p.id != id);
+            rt.task_state()
+        };
+        self.cfg
+            .hub
+            .get(&entry.id)
+            .publish_server_event(&ServerEvent::TaskState(ts));
+        Ok(mirror)
+    }
+
+    /// `DELETE /follow-ups/:id`: removes a queued follow-up; returns its mirror and thinking
+    /// level.
+    pub(crate) fn remove_follow_up(
+        &self,
+        entry: &Entry,
+        id: &str,
+    ) -> Result<(PendingInput, Option<ThinkingLevel>), ApiError> {
+        let _p = lock(&entry.publish);
+        let (removed, ts) = {
+            let mut rt = entry.rt();
+            let pos = rt
+                .follow_ups
+                .iter()
+                .position(|f| f.mirror.id == id)
+                .ok_or_else(|| {
+                    ApiError::conflict(
+                        "not_pending",
+                        format!("follow-up {id:?} is not queued (already started, or unknown)"),
+                    )
+                })?;
+            let f = rt.follow_ups.remove(pos);
+            (f, rt.task_state())
+        };
+        self.cfg
+            .hub
+            .get(&entry.id)
+            .publish_server_event(&ServerEvent::TaskState(ts));
+        let f = removed.ok_or_else(|| ApiError::internal("follow-up vanished under its lock"))?;
+        Ok((f.mirror, f.thinking))
     }
 
     /// `POST /retry-now`: whether a reconnect wait was cut short.
