@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use penguin_engine::{
     Approver, CancellationToken, Environment, Permission, RunOptions, SteerId, Steered,
     ThinkingLevel,
@@ -29,6 +29,7 @@ use penguin_sse_transport::{
 };
 use penguin_trace_store::{Durability, TraceLocation};
 use serde_json::{json, Value};
+use std::panic::AssertUnwindSafe;
 use tokio::sync::{oneshot, watch};
 
 use super::error::ApiError;
@@ -550,7 +551,21 @@ impl Sessions {
         let started = lock(&entry.session).run(input, options);
         match started {
             Ok(stream) => {
-                tokio::spawn(self.clone().drive(entry.clone(), stream));
+                let (sessions, entry) = (self.clone(), entry.clone());
+                tokio::spawn(async move {
+                    // Whatever happens while pumping, the session must settle back to idle
+                    // (or it would refuse every later task).
+                    let pumped = AssertUnwindSafe(sessions.pump(&entry, stream))
+                        .catch_unwind()
+                        .await;
+                    if pumped.is_err() {
+                        tracing::error!(
+                            "[server] the drive of session {} panicked; settling it",
+                            entry.id
+                        );
+                    }
+                    sessions.settle(&entry);
+                });
                 Ok(())
             }
             Err(busy) => {
@@ -565,8 +580,8 @@ impl Sessions {
         }
     }
 
-    /// Publishes every frame of a run, then settles the session (§5.5 drive + finally).
-    async fn drive(self: Arc<Self>, entry: Arc<Entry>, mut stream: BoxStream<'static, Frame>) {
+    /// Publishes every frame of a run (§5.5 drive).
+    async fn pump(&self, entry: &Entry, mut stream: BoxStream<'static, Frame>) {
         while let Some(frame) = stream.next().await {
             let _p = lock(&entry.publish);
             let steering_delivered = {
@@ -591,6 +606,11 @@ impl Sessions {
                     .publish_server_event(&ServerEvent::TaskState(ts));
             }
         }
+    }
+
+    /// The end of a run (§5.5 drive `finally`): clear the live tail, deny what is still
+    /// pending, go idle, announce it, and start the next follow-up.
+    fn settle(self: &Arc<Self>, entry: &Arc<Entry>) {
         {
             let _p = lock(&entry.publish);
             self.cfg.hub.get(&entry.id).clear_live_tail();
@@ -602,9 +622,9 @@ impl Sessions {
                 rt.steering.clear();
                 rt.last_active_at = now_iso();
             }
-            self.publish_state_locked(&entry);
+            self.publish_state_locked(entry);
         }
-        self.start_next_follow_up(&entry);
+        self.start_next_follow_up(entry);
     }
 
     fn start_next_follow_up(self: &Arc<Self>, entry: &Arc<Entry>) {
@@ -959,5 +979,55 @@ impl Approver for ServerApprover {
         // No timeout: a human may take as long as they like; an abort or the end of the run
         // denies.
         Ok(rx.await.unwrap_or(ApprovalDecision::Deny))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use penguin_omni_protocol::{build, StopReason};
+
+    fn call(id: &str) -> OmniMessage {
+        build::tool_call("bash", "{}", id, StopReason::Completed, None)
+    }
+
+    #[test]
+    fn approvals_resolve_once_and_re_registering_denies_the_old_wait() {
+        let a = Approvals::default();
+        let mut old = a.register(call("c1"), "c1".into(), false);
+        assert!(a.requests().is_empty(), "not announced yet");
+        assert_eq!(
+            a.announce("c1")
+                .and_then(|c| c.tool_call_id().map(str::to_owned)),
+            Some("c1".into())
+        );
+        assert!(a.announce("c1").is_none(), "announced once");
+        let mut new = a.register(call("c1"), "c1".into(), true);
+        assert_eq!(old.try_recv(), Ok(ApprovalDecision::Deny));
+        let mut other = a.register(call("c2"), "c2".into(), true);
+        assert_eq!(a.requests().len(), 2);
+        assert!(a.resolve("c1", ApprovalDecision::Allow));
+        assert!(!a.resolve("c1", ApprovalDecision::Allow), "only once");
+        assert_eq!(new.try_recv(), Ok(ApprovalDecision::Allow));
+        a.deny_all();
+        assert_eq!(other.try_recv(), Ok(ApprovalDecision::Deny));
+        assert!(a.requests().is_empty());
+    }
+
+    #[test]
+    fn modes_and_ids_parse_strictly() {
+        for m in [
+            ApprovalMode::AllowAll,
+            ApprovalMode::DenyAll,
+            ApprovalMode::ReadOnly,
+            ApprovalMode::AlwaysAsk,
+        ] {
+            assert_eq!(ApprovalMode::parse(m.as_str()), Some(m));
+        }
+        assert_eq!(ApprovalMode::parse("Allow-All"), None);
+        assert!(valid_session_id("session-2026-01-01-00-00-00-0123abcd"));
+        for bad in ["", "..", "a/b", "a\\b", "a.b", "%2e%2e", &"x".repeat(129)] {
+            assert!(!valid_session_id(bad), "{bad:?}");
+        }
     }
 }
