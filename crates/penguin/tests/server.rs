@@ -1056,3 +1056,54 @@ async fn a_restarted_server_serves_and_resumes_sessions_from_their_traces() {
         .collect();
     assert_eq!(inputs, ["before restart", "after restart"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_model_runs_behind_a_model_factory() {
+    use penguin::engine::scripted::ScriptedEnvironment;
+    use penguin::engine::{EngineConfig, Environment};
+    use penguin::models::ModelSpec;
+    use penguin::server::ModelFactory;
+
+    let dir = tempfile::tempdir().unwrap();
+    let factory = ModelFactory {
+        spec: ModelSpec::demo(),
+        system_prompt: "You are a test.".into(),
+        default_workspace: dir.path().to_path_buf(),
+        engine: EngineConfig::default(),
+        environment: Arc::new(|_: &std::path::Path| {
+            Arc::new(ScriptedEnvironment::default()) as Arc<dyn Environment>
+        }),
+    };
+    let root = dir.path().join("data");
+    let mut opts = ServeOptions::new(Arc::new(factory));
+    opts.data_root = root;
+    let state = AppState::new(&opts, TOKEN);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = router(state.clone());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let srv = TestServer {
+        base: format!("http://{addr}"),
+        data_root: opts.data_root.clone(),
+        http: reqwest::Client::new(),
+        state,
+        _dir: dir,
+    };
+
+    let r = srv
+        .post("/api/sessions", json!({"provider": "openai-chat"}))
+        .await;
+    assert_eq!(r.status, 400, "a provider this server does not serve");
+    let id = srv.create("allow-all").await;
+    let r = srv.get(&format!("/api/sessions/{id}")).await;
+    assert_eq!(r.body["session"]["provider"], "demo");
+    let mut s = srv.stream(&id, None).await;
+    s.next().await;
+    assert_eq!(srv.task(&id, "hi").await.status, 202);
+    let run = s.until(|e| e.is_state("idle")).await;
+    let k = kinds(&run);
+    assert!(k.contains(&"tool_call".to_string()), "{k:?}");
+    assert_eq!(k.iter().filter(|x| *x == "request_end").count(), 2, "{k:?}");
+}

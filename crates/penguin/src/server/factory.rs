@@ -8,6 +8,7 @@ use penguin_engine::{EngineConfig, Environment, Llm};
 use penguin_omni_protocol::SessionMeta;
 use penguin_trace_store::{Durability, Resumed, TraceLocation};
 
+use crate::models::{build_llm, ModelContext, ModelSpec};
 use crate::scenario::Scenario;
 use crate::session::SessionSpec;
 
@@ -171,6 +172,115 @@ impl SessionFactory for ScenarioFactory {
             engine: sc.engine,
             llm: Box::new(sc.llm),
             env: Arc::new(sc.tools),
+        })
+    }
+}
+
+/// Builds the tools of a session acting on a workspace.
+pub type EnvironmentBuilder = Arc<dyn Fn(&Path) -> Arc<dyn Environment> + Send + Sync>;
+
+/// Serves one configured model ([`ModelSpec`], e.g. from `config::resolve_model`) with the tools
+/// an [`EnvironmentBuilder`] gives for each session's workspace.
+#[derive(Clone)]
+pub struct ModelFactory {
+    /// The model every session uses (`model` in a request overrides its id).
+    pub spec: ModelSpec,
+    /// The system prompt of new sessions.
+    pub system_prompt: String,
+    /// The workspace of sessions created without one.
+    pub default_workspace: PathBuf,
+    /// Engine settings.
+    pub engine: EngineConfig,
+    /// The tools for a workspace.
+    pub environment: EnvironmentBuilder,
+}
+
+impl std::fmt::Debug for ModelFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelFactory")
+            .field("spec", &self.spec)
+            .field("default_workspace", &self.default_workspace)
+            .field("engine", &self.engine)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionFactory for ModelFactory {
+    fn create(&self, req: &CreateSession) -> Result<SessionParts, String> {
+        if let Some(p) = req.provider.as_deref() {
+            if p != self.spec.protocol.as_str() {
+                return Err(format!(
+                    "provider: this server is configured for {:?}, not {p:?}",
+                    self.spec.protocol.as_str()
+                ));
+            }
+        }
+        let mut spec = self.spec.clone();
+        if let Some(m) = &req.model {
+            spec.model_id = m.clone();
+        }
+        let workspace = req
+            .workspace
+            .clone()
+            .unwrap_or_else(|| self.default_workspace.clone());
+        if !workspace.is_dir() {
+            return Err(format!(
+                "workspace: {} is not an existing directory",
+                workspace.display()
+            ));
+        }
+        let env = (self.environment)(&workspace);
+        let llm = build_llm(
+            &spec,
+            ModelContext {
+                system_prompt: self.system_prompt.clone(),
+                tools: env.tools(),
+                ..ModelContext::default()
+            },
+        )
+        .map_err(|e| format!("model: {e}"))?;
+        Ok(SessionParts {
+            spec: SessionSpec {
+                location: req.location.clone(),
+                provider: spec.protocol.as_str().into(),
+                model_id: spec.model_id.clone(),
+                context_window: spec.context_window,
+                system_prompt: self.system_prompt.clone(),
+                workspace,
+                source: None,
+                durability: req.durability,
+                engine: self.engine.clone(),
+            },
+            llm,
+            env,
+        })
+    }
+
+    fn resume(&self, meta: &SessionMeta, resumed: &Resumed) -> Result<ResumeParts, String> {
+        let mut spec = self.spec.clone();
+        if meta.provider != spec.protocol.as_str() {
+            return Err(format!(
+                "the session was recorded with provider {:?}; this server serves {:?}",
+                meta.provider,
+                spec.protocol.as_str()
+            ));
+        }
+        spec.model_id = meta.model_id.clone();
+        let env = (self.environment)(Path::new(&meta.workspace));
+        let llm = build_llm(
+            &spec,
+            ModelContext {
+                system_prompt: meta.system_prompt.clone(),
+                tools: env.tools(),
+                history: resumed.history.clone(),
+                session_tokens: resumed.session_tokens,
+            },
+        )
+        .map_err(|e| format!("model: {e}"))?;
+        Ok(ResumeParts {
+            engine: self.engine.clone(),
+            llm,
+            env,
         })
     }
 }

@@ -36,7 +36,10 @@ use penguin_trace_store::{Durability, TraceLocation};
 
 pub use auth::{constant_time_eq, resolve_token, Token, TOKEN_FILE};
 pub use error::ApiError;
-pub use factory::{CreateSession, ResumeParts, ScenarioFactory, SessionFactory, SessionParts};
+pub use factory::{
+    CreateSession, EnvironmentBuilder, ModelFactory, ResumeParts, ScenarioFactory, SessionFactory,
+    SessionParts,
+};
 pub use runtime::{valid_session_id, ApprovalMode, USER_CHANNEL};
 
 use runtime::{RuntimeConfig, Sessions};
