@@ -12,6 +12,7 @@ pub mod console;
 pub mod models;
 pub mod render;
 pub mod scenario;
+pub mod server;
 pub mod session;
 pub mod subagent;
 pub mod tools;

@@ -1,0 +1,221 @@
+//! Bearer-token authentication and the on-disk server token.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use axum::http::{header, HeaderMap, Uri};
+
+/// The token file under the data root.
+pub const TOKEN_FILE: &str = "server-token";
+
+/// The server's token and whether this start generated it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token {
+    /// The secret.
+    pub value: String,
+    /// True when it was generated (and written) by this start: print it once.
+    pub generated: bool,
+    /// Where it is stored; `None` when it came from the environment.
+    pub path: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never log the secret itself.
+        f.debug_struct("Token")
+            .field("generated", &self.generated)
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The token: `explicit` (e.g. `PENGUIN_TOKEN`) when set and non-empty, else the content of
+/// `<data_root>/server-token`, generated on first start with mode 0600.
+///
+/// The file is written under a temporary name and hard-linked into place, so a reader never sees
+/// a half-written token and two servers starting at once agree on one token.
+pub fn resolve_token(explicit: Option<&str>, data_root: &Path) -> Result<Token, String> {
+    if let Some(t) = explicit.map(str::trim).filter(|t| !t.is_empty()) {
+        return Ok(Token {
+            value: t.to_owned(),
+            generated: false,
+            path: None,
+        });
+    }
+    let path = data_root.join(TOKEN_FILE);
+    if let Some(value) = read_token(&path)? {
+        return Ok(Token {
+            value,
+            generated: false,
+            path: Some(path),
+        });
+    }
+    std::fs::create_dir_all(data_root)
+        .map_err(|e| format!("cannot create the data root {}: {e}", data_root.display()))?;
+    let bytes: [u8; 32] = rand::random();
+    let value: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let tmp = data_root.join(format!(".{TOKEN_FILE}.{:08x}", rand::random::<u32>()));
+    let write = || -> std::io::Result<()> {
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            opts.mode(0o600);
+        }
+        let mut f = opts.open(&tmp)?;
+        f.write_all(value.as_bytes())?;
+        f.write_all(b"\n")?;
+        f.sync_all()
+    };
+    let written = write();
+    let linked = written.and_then(|()| std::fs::hard_link(&tmp, &path));
+    let _ = std::fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => Ok(Token {
+            value,
+            generated: true,
+            path: Some(path),
+        }),
+        // Another server won the race: use its token.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => match read_token(&path)? {
+            Some(value) => Ok(Token {
+                value,
+                generated: false,
+                path: Some(path),
+            }),
+            None => Err(format!("{} exists but is empty", path.display())),
+        },
+        Err(e) => Err(format!("cannot write {}: {e}", path.display())),
+    }
+}
+
+fn read_token(path: &Path) -> Result<Option<String>, String> {
+    match std::fs::read_to_string(path) {
+        Ok(s) => {
+            let t = s.trim();
+            if t.is_empty() {
+                Err(format!(
+                    "{} is empty: delete it to generate a new token",
+                    path.display()
+                ))
+            } else {
+                Ok(Some(t.to_owned()))
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}
+
+/// Equality whose time does not depend on where the inputs differ (only on their lengths).
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The credential a request presents: `Authorization: Bearer <token>`, or for SSE streams
+/// (EventSource cannot set headers) the `access_token` query parameter.
+pub fn presented_token(headers: &HeaderMap, uri: &Uri, allow_query: bool) -> Option<String> {
+    if let Some(v) = headers.get(header::AUTHORIZATION) {
+        let v = v.to_str().ok()?;
+        let (scheme, rest) = v.split_once(' ')?;
+        if scheme.eq_ignore_ascii_case("bearer") {
+            return Some(rest.trim().to_owned());
+        }
+        return None;
+    }
+    if !allow_query {
+        return None;
+    }
+    uri.query()?.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=')?;
+        (k == "access_token").then(|| percent_decode(v))
+    })
+}
+
+/// Decodes `%XX` escapes and `+`; malformed escapes are kept literally (they then fail the
+/// comparison, which is the right outcome for a malformed token).
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' if i + 2 < b.len() => {
+                let hex = std::str::from_utf8(&b[i + 1..i + 3])
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok());
+                match hex {
+                    Some(v) => {
+                        out.push(v);
+                        i += 3;
+                    }
+                    None => {
+                        out.push(b'%');
+                        i += 1;
+                    }
+                }
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_compare_exactly() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"abcd"));
+    }
+
+    #[test]
+    fn query_tokens_are_percent_decoded() {
+        assert_eq!(percent_decode("a%2Bb+c"), "a+b c");
+        assert_eq!(percent_decode("x%2"), "x%2");
+        assert_eq!(percent_decode("%zz"), "%zz");
+        let uri: Uri = "/s?x=1&access_token=t%31".parse().unwrap();
+        assert_eq!(
+            presented_token(&HeaderMap::new(), &uri, true).as_deref(),
+            Some("t1")
+        );
+        assert_eq!(presented_token(&HeaderMap::new(), &uri, false), None);
+    }
+
+    #[test]
+    fn the_token_file_is_generated_once_with_mode_0600() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = resolve_token(None, dir.path()).unwrap();
+        assert!(first.generated);
+        assert_eq!(first.value.len(), 64);
+        let again = resolve_token(None, dir.path()).unwrap();
+        assert!(!again.generated);
+        assert_eq!(again.value, first.value);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.path().join(TOKEN_FILE))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        let env = resolve_token(Some(" from-env "), dir.path()).unwrap();
+        assert_eq!(env.value, "from-env");
+        assert!(!env.generated && env.path.is_none());
+    }
+}

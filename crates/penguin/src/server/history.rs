@@ -1,0 +1,191 @@
+//! Reading a session's history from its trace files (§5.7).
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+/// How many trailing history messages a pending hold is compared against.
+pub const PENDING_WINDOW: usize = 50;
+
+/// One trace file of a session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceFile {
+    /// The file.
+    pub path: PathBuf,
+    /// Its `NNN`.
+    pub index: u32,
+}
+
+/// Every trace file of `session_id` under `traces_dir`, in index order (one per context).
+pub fn trace_files(traces_dir: &Path, session_id: &str) -> std::io::Result<Vec<TraceFile>> {
+    let mut out = Vec::new();
+    let dates = match std::fs::read_dir(traces_dir) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(e),
+    };
+    let prefix = format!("{session_id}_");
+    for date in dates {
+        let date = date?;
+        if !date.file_type()?.is_dir() {
+            continue;
+        }
+        for f in std::fs::read_dir(date.path())? {
+            let f = f?;
+            let name = f.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let Some(digits) = name
+                .strip_prefix(&prefix)
+                .and_then(|r| r.strip_suffix(".jsonl"))
+            else {
+                continue;
+            };
+            if digits.len() < 3 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                continue;
+            }
+            if let Ok(index) = digits.parse() {
+                out.push(TraceFile {
+                    path: f.path(),
+                    index,
+                });
+            }
+        }
+    }
+    out.sort_by_key(|f| f.index);
+    Ok(out)
+}
+
+/// The session ids with trace files under `traces_dir`.
+pub fn session_ids(traces_dir: &Path) -> std::io::Result<Vec<String>> {
+    let mut ids = HashSet::new();
+    let dates = match std::fs::read_dir(traces_dir) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    for date in dates {
+        let date = date?;
+        if !date.file_type()?.is_dir() {
+            continue;
+        }
+        for f in std::fs::read_dir(date.path())? {
+            let name = f?.file_name();
+            let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else {
+                continue;
+            };
+            if let Some((id, digits)) = stem.rsplit_once('_') {
+                if digits.len() >= 3 && digits.bytes().all(|b| b.is_ascii_digit()) {
+                    ids.insert(id.to_owned());
+                }
+            }
+        }
+    }
+    let mut v: Vec<String> = ids.into_iter().collect();
+    v.sort_by(|a, b| b.cmp(a));
+    Ok(v)
+}
+
+/// The first record of a file (a session's `session_meta`), if it parses.
+pub fn first_record(path: &Path) -> Option<Value> {
+    let f = std::fs::File::open(path).ok()?;
+    let mut line = String::new();
+    BufReader::new(f).read_line(&mut line).ok()?;
+    serde_json::from_str(&line).ok()
+}
+
+/// Every record of every file, in order, each with `tracePosition: {fileIndex, ordinal}`.
+///
+/// Records are kept as parsed JSON (key order preserved) rather than re-encoded from typed
+/// messages, so with `tracePosition` removed they are byte-identical to what was streamed: the
+/// client's dedup depends on it. Unparseable lines (a torn tail) are skipped.
+pub fn read_history(files: &[TraceFile]) -> std::io::Result<Vec<Value>> {
+    let mut out = Vec::new();
+    for file in files {
+        let f = match std::fs::File::open(&file.path) {
+            Ok(f) => f,
+            // Deleted between listing and reading.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        let mut ordinal = 0u64;
+        for line in BufReader::new(f).split(b'\n') {
+            let line = line?;
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let Ok(Value::Object(mut obj)) = serde_json::from_slice::<Value>(&line) else {
+                continue;
+            };
+            obj.insert(
+                "tracePosition".into(),
+                json!({"fileIndex": file.index, "ordinal": ordinal}),
+            );
+            ordinal += 1;
+            out.push(Value::Object(obj));
+        }
+    }
+    Ok(out)
+}
+
+/// Appends each pending message that the last [`PENDING_WINDOW`] history messages do not hold
+/// (compared by JSON without `tracePosition`).
+pub fn append_missing(messages: &mut Vec<Value>, pending: impl IntoIterator<Item = String>) {
+    let start = messages.len().saturating_sub(PENDING_WINDOW);
+    let mut seen: HashSet<String> = messages[start..]
+        .iter()
+        .map(|m| {
+            let mut m = m.clone();
+            if let Value::Object(o) = &mut m {
+                o.shift_remove("tracePosition");
+            }
+            m.to_string()
+        })
+        .collect();
+    for json in pending {
+        if seen.contains(&json) {
+            continue;
+        }
+        if let Ok(v) = serde_json::from_str::<Value>(&json) {
+            messages.push(v);
+            seen.insert(json);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_are_found_across_dates_in_index_order_and_read_with_positions() {
+        let dir = tempfile::tempdir().unwrap();
+        let d1 = dir.path().join("2026-01-01");
+        let d2 = dir.path().join("2026-01-02");
+        std::fs::create_dir_all(&d1).unwrap();
+        std::fs::create_dir_all(&d2).unwrap();
+        std::fs::write(d2.join("s-1_001.jsonl"), "{\"b\":1}\n").unwrap();
+        std::fs::write(d1.join("s-1_000.jsonl"), "{\"z\":1,\"a\":2}\n{torn").unwrap();
+        std::fs::write(d1.join("s-10_000.jsonl"), "{}\n").unwrap();
+        std::fs::write(d1.join("s-1_00.jsonl"), "{}\n").unwrap();
+        let files = trace_files(dir.path(), "s-1").unwrap();
+        assert_eq!(files.iter().map(|f| f.index).collect::<Vec<_>>(), [0, 1]);
+        let h = read_history(&files).unwrap();
+        assert_eq!(
+            serde_json::to_string(&h).unwrap(),
+            r#"[{"z":1,"a":2,"tracePosition":{"fileIndex":0,"ordinal":0}},{"b":1,"tracePosition":{"fileIndex":1,"ordinal":0}}]"#
+        );
+        let mut ids = session_ids(dir.path()).unwrap();
+        ids.sort();
+        assert_eq!(ids, ["s-1", "s-10"]);
+
+        let mut msgs = h;
+        append_missing(
+            &mut msgs,
+            ["{\"b\":1}".to_string(), "{\"c\":3}".to_string()],
+        );
+        assert_eq!(msgs.len(), 3);
+        assert_eq!(msgs[2], json!({"c": 3}));
+    }
+}

@@ -1,0 +1,280 @@
+//! The HTTP server behind `penguin serve` (reference §5.4–§5.8).
+//!
+//! - Sessions are hosted in memory once created (or loaded from their trace on first use after
+//!   a restart). Each running task is driven by its own tokio task, which publishes every frame
+//!   to the session's SSE channel with the very bytes the Trace records.
+//! - Every request needs `Authorization: Bearer <token>` (streams also take `?access_token=`).
+//! - Models and tools come from a [`SessionFactory`]; [`ScenarioFactory`] plays a scenario file.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use penguin::server::{serve, ScenarioFactory, ServeOptions};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let factory = ScenarioFactory::from_file("tests/scenarios/seed-two-tools.json")?;
+//! let mut opts = ServeOptions::new(Arc::new(factory));
+//! opts.port = 8787;
+//! serve(opts).await?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod auth;
+mod error;
+mod factory;
+mod history;
+mod routes;
+mod runtime;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::routing::{get, post};
+use axum::Router;
+use penguin_sse_transport::{ChannelConfig, ChannelHub, SseConfig};
+use penguin_trace_store::{Durability, TraceLocation};
+
+pub use auth::{constant_time_eq, resolve_token, Token, TOKEN_FILE};
+pub use error::ApiError;
+pub use factory::{
+    CreateSession, EnvironmentBuilder, ModelFactory, ResumeParts, ScenarioFactory, SessionFactory,
+    SessionParts,
+};
+pub use runtime::{valid_session_id, ApprovalMode, USER_CHANNEL};
+
+use runtime::{RuntimeConfig, Sessions};
+
+/// The default request-body cap: 1 MiB.
+pub const DEFAULT_MAX_BODY: usize = 1024 * 1024;
+
+/// How to run the server.
+#[derive(Clone)]
+pub struct ServeOptions {
+    /// Interface to bind (default `127.0.0.1`).
+    pub host: String,
+    /// Port to bind (default 8787; 0 picks a free one).
+    pub port: u16,
+    /// Data root: traces live under `<data_root>/<project>/agents/<agent>/traces`, the token in
+    /// `<data_root>/server-token`.
+    pub data_root: PathBuf,
+    /// Project name of the trace location (default `default`).
+    pub project: String,
+    /// Agent id of the trace location (default `default`).
+    pub agent: String,
+    /// The token; `None` reads or generates `<data_root>/server-token`.
+    /// [`ServeOptions::new`] fills it from `PENGUIN_TOKEN`.
+    pub token: Option<String>,
+    /// Builds each session's model and tools.
+    pub factory: Arc<dyn SessionFactory>,
+    /// Replay-buffer and subscriber limits of every channel.
+    pub channel: ChannelConfig,
+    /// Heartbeat of SSE responses.
+    pub sse: SseConfig,
+    /// Trace durability of new and resumed sessions.
+    pub durability: Durability,
+    /// Largest accepted request body, in bytes.
+    pub max_body_bytes: usize,
+}
+
+impl std::fmt::Debug for ServeOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServeOptions")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("data_root", &self.data_root)
+            .field("project", &self.project)
+            .field("agent", &self.agent)
+            .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .field("channel", &self.channel)
+            .field("durability", &self.durability)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServeOptions {
+    /// Defaults: `127.0.0.1:8787`, the data root of [`penguin_trace_store::data_root`], project
+    /// and agent `default`, the token from `PENGUIN_TOKEN` when set and non-empty.
+    pub fn new(factory: Arc<dyn SessionFactory>) -> ServeOptions {
+        ServeOptions {
+            host: "127.0.0.1".into(),
+            port: 8787,
+            data_root: penguin_trace_store::data_root(),
+            project: "default".into(),
+            agent: "default".into(),
+            token: std::env::var("PENGUIN_TOKEN")
+                .ok()
+                .filter(|t| !t.is_empty()),
+            factory,
+            channel: ChannelConfig::default(),
+            sse: SseConfig::default(),
+            durability: Durability::AtCommit,
+            max_body_bytes: DEFAULT_MAX_BODY,
+        }
+    }
+}
+
+/// The server could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The token could not be read or generated.
+    #[error("server token: {0}")]
+    Token(String),
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// `host:port`.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The accept loop failed.
+    #[error("server error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Shared state of the routes. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    sessions: Arc<Sessions>,
+    token: Arc<str>,
+    sse: SseConfig,
+    max_body: usize,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState")
+            .field("sessions", &self.sessions.loaded().len())
+            .field("max_body", &self.max_body)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AppState {
+    /// State for [`router`]: `token` is the one requests must present (see [`resolve_token`]);
+    /// `opts.token`, `host` and `port` are not used here.
+    pub fn new(opts: &ServeOptions, token: impl Into<String>) -> AppState {
+        let token: String = token.into();
+        AppState {
+            sessions: Arc::new(Sessions::new(RuntimeConfig {
+                factory: opts.factory.clone(),
+                location: TraceLocation::new(&opts.data_root, &opts.project, &opts.agent),
+                durability: opts.durability,
+                hub: ChannelHub::new(opts.channel.clone()),
+            })),
+            token: token.into(),
+            sse: opts.sse.clone(),
+            max_body: opts.max_body_bytes,
+        }
+    }
+
+    /// Interrupts every running task (pending approvals are denied) and ends every stream, so
+    /// a graceful shutdown does not wait on open SSE connections.
+    pub fn shutdown(&self) {
+        self.sessions.shutdown();
+    }
+
+    /// Reclaims the channels of idle sessions with no subscriber that have been quiet for
+    /// `idle_after` (the reference sweeps every 60 s with 30 minutes); a client reconnecting to
+    /// a reclaimed channel gets `resync_required`. Returns the reclaimed channel keys.
+    pub fn sweep_channels(&self, idle_after: std::time::Duration) -> Vec<String> {
+        self.sessions.sweep_channels(idle_after)
+    }
+}
+
+/// How often [`serve`] sweeps idle channels.
+pub const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// How long a channel must be quiet before [`serve`] reclaims it.
+pub const CHANNEL_IDLE_AFTER: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+
+/// Every route, behind the token check. Unknown routes answer 404 JSON.
+pub fn router(state: AppState) -> Router {
+    let s = "/api/sessions/{id}";
+    Router::new()
+        .route(
+            "/api/sessions",
+            post(routes::create_session).get(routes::list_sessions),
+        )
+        .route(
+            s,
+            get(routes::get_session)
+                .patch(routes::patch_session)
+                .delete(routes::delete_session),
+        )
+        .route(&format!("{s}/messages"), get(routes::messages))
+        .route(&format!("{s}/stream"), get(routes::stream))
+        .route(&format!("{s}/tasks"), post(routes::create_task))
+        .route(&format!("{s}/steer"), post(routes::steer))
+        .route(
+            &format!("{s}/steer/{{item}}"),
+            axum::routing::delete(routes::unsteer),
+        )
+        .route(
+            &format!("{s}/follow-ups/{{item}}"),
+            axum::routing::delete(routes::remove_follow_up),
+        )
+        .route(&format!("{s}/approvals/{{call}}"), post(routes::approve))
+        .route(&format!("{s}/abort"), post(routes::abort))
+        .route(&format!("{s}/retry-now"), post(routes::retry_now))
+        .route(&format!("{s}/compact"), post(routes::compact))
+        .route("/api/events", get(routes::events))
+        .fallback(routes::not_found)
+        .method_not_allowed_fallback(routes::method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            routes::auth,
+        ))
+        .with_state(state)
+}
+
+/// Binds `host:port`, prints the URL (and the token when this start generated it), and serves
+/// until Ctrl-C.
+pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
+    let token = resolve_token(opts.token.as_deref(), &opts.data_root).map_err(ServeError::Token)?;
+    let addr = format!("{}:{}", opts.host, opts.port);
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: addr.clone(),
+            source,
+        })?;
+    let local = listener.local_addr()?;
+    println!("penguin server listening on http://{local}");
+    match (&token.path, token.generated) {
+        (Some(path), true) => println!(
+            "generated an access token (saved to {}): {}",
+            path.display(),
+            token.value
+        ),
+        (Some(path), false) => println!("access token: read from {}", path.display()),
+        (None, _) => println!("access token: from PENGUIN_TOKEN"),
+    }
+    let state = AppState::new(&opts, token.value);
+    let app = router(state.clone());
+    let sweeper = {
+        let state = state.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(SWEEP_EVERY);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                state.sweep_channels(CHANNEL_IDLE_AFTER);
+            }
+        })
+    };
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            // Without a Ctrl-C handler the server simply runs until killed.
+            if tokio::signal::ctrl_c().await.is_ok() {
+                state.shutdown();
+            } else {
+                std::future::pending::<()>().await;
+            }
+        })
+        .await;
+    sweeper.abort();
+    served?;
+    Ok(())
+}

@@ -1,0 +1,478 @@
+//! The HTTP routes (§5.4–§5.8).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use penguin_engine::ThinkingLevel;
+use penguin_omni_protocol::{build, ApprovalDecision, OmniMessage};
+use penguin_sse_transport::{into_response, last_event_id, open_stream, LiveTail, ServerEvent};
+use serde_json::{json, Map, Value};
+
+use super::auth::{constant_time_eq, presented_token};
+use super::error::{json_response, kind, opt_bool, opt_str, read_object, ApiError};
+use super::history::{append_missing, first_record, read_history, session_ids, trace_files};
+use super::runtime::{ApprovalMode, Entry, USER_CHANNEL};
+use super::AppState;
+
+type ApiResult = Result<Response, ApiError>;
+
+fn path_id(p: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    p.map(|Path(id)| id)
+        .map_err(|e| ApiError::bad_request("invalid_path", e.body_text()))
+}
+
+async fn entry(
+    app: &AppState,
+    p: Result<Path<String>, PathRejection>,
+) -> Result<Arc<Entry>, ApiError> {
+    let id = path_id(p)?;
+    app.sessions.get(&id).await
+}
+
+/// Every request must present the token (§5.8); streams may pass it as `?access_token=`.
+pub(crate) async fn auth(State(app): State<AppState>, req: Request, next: Next) -> Response {
+    let path = req.uri().path();
+    let allow_query = path.ends_with("/stream") || path == "/api/events";
+    match presented_token(req.headers(), req.uri(), allow_query) {
+        Some(t) if constant_time_eq(t.as_bytes(), app.token.as_bytes()) => next.run(req).await,
+        Some(_) => ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "the bearer token is not this server's token",
+        )
+        .into_response(),
+        None => ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "missing credentials: send Authorization: Bearer <token>",
+        )
+        .into_response(),
+    }
+}
+
+pub(crate) async fn not_found(method: Method, uri: Uri) -> Response {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!("no route for {method} {}", uri.path()),
+    )
+    .into_response()
+}
+
+pub(crate) async fn method_not_allowed(method: Method, uri: Uri) -> Response {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{method} is not allowed on {}", uri.path()),
+    )
+    .into_response()
+}
+
+fn parse_mode(obj: &Map<String, Value>) -> Result<Option<ApprovalMode>, ApiError> {
+    match opt_str(obj, "approvalMode")? {
+        None => Ok(None),
+        Some(s) => ApprovalMode::parse(s).map(Some).ok_or_else(|| {
+            ApiError::field(
+                "approvalMode",
+                &format!("allow-all, deny-all, read-only or always-ask, got {s:?}"),
+            )
+        }),
+    }
+}
+
+pub(crate) async fn create_session(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    let obj = read_object(&headers, body, app.max_body).await?;
+    let provider = opt_str(&obj, "provider")?.map(str::to_owned);
+    let model = opt_str(&obj, "model")?.map(str::to_owned);
+    let workspace = opt_str(&obj, "workspace")?.map(PathBuf::from);
+    let mode = parse_mode(&obj)?;
+    let entry = app.sessions.create(provider, model, workspace, mode)?;
+    Ok(json_response(
+        StatusCode::CREATED,
+        &json!({"session": entry.to_json()}),
+    ))
+}
+
+pub(crate) async fn list_sessions(State(app): State<AppState>) -> ApiResult {
+    let mut out: Vec<Value> = app.sessions.loaded().iter().map(|e| e.to_json()).collect();
+    let traces = app.sessions.cfg.location.traces_dir();
+    // Sessions on disk that this process has not loaded: described from their session_meta
+    // without resuming them (resuming writes to the trace).
+    let ids = session_ids(&traces)
+        .map_err(|e| ApiError::internal(format!("cannot list {}: {e}", traces.display())))?;
+    for id in ids {
+        if app.sessions.is_loaded(&id) {
+            continue;
+        }
+        let meta = trace_files(&traces, &id)
+            .ok()
+            .and_then(|f| f.first().and_then(|f| first_record(&f.path)));
+        let p = meta.as_ref().and_then(|m| m.get("payload"));
+        let field = |k: &str| p.and_then(|p| p.get(k)).cloned().unwrap_or(Value::Null);
+        out.push(json!({
+            "id": id,
+            "title": null,
+            "approvalMode": ApprovalMode::default().as_str(),
+            "state": "idle",
+            "queued": 0,
+            "provider": field("provider"),
+            "model": field("model_id"),
+            "workspace": field("workspace"),
+            "source": field("source"),
+            "createdAt": meta.as_ref().and_then(|m| m.get("timestamp")).cloned().unwrap_or(Value::Null),
+            "lastActiveAt": null,
+            "hasTrace": true,
+        }));
+    }
+    Ok(json_response(StatusCode::OK, &json!({"sessions": out})))
+}
+
+pub(crate) async fn get_session(
+    State(app): State<AppState>,
+    p: Result<Path<String>, PathRejection>,
+) -> ApiResult {
+    let e = entry(&app, p).await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({"session": e.to_json()}),
+    ))
+}
+
+pub(crate) async fn patch_session(
+    State(app): State<AppState>,
+    p: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    let e = entry(&app, p).await?;
+    let obj = read_object(&headers, body, app.max_body).await?;
+    let mode = parse_mode(&obj)?;
+    let title = opt_str(&obj, "title")?.map(str::to_owned);
+    app.sessions.update(&e, mode, title);
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({"session": e.to_json()}),
+    ))
+}
+
+pub(crate) async fn delete_session(
+    State(app): State<AppState>,
+    p: Result<Path<String>, PathRejection>,
+) -> ApiResult {
+    let e = entry(&app, p).await?;
+    app.sessions.delete(&e).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+fn parse_query(uri: &Uri) -> Result<Option<usize>, ApiError> {
+    let mut tail = None;
+    for pair in uri
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter(|p| !p.is_empty())
+    {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        match k {
+            "tailLimit" => {
+                let n = v.parse::<usize>().map_err(|_| {
+                    ApiError::bad_request(
+                        "invalid_query",
+                        format!("tailLimit: expected a non-negative integer, got {v:?}"),
+                    )
+                })?;
+                tail = Some(n);
+            }
+            "before" | "limit" => {
+                return Err(ApiError::bad_request(
+                    "invalid_query",
+                    format!("{k}: paging backwards is not supported by this server; use tailLimit or no query"),
+                ))
+            }
+            // The stream's token parameter may be reused on every URL by a client.
+            "access_token" => {}
+            other => {
+                return Err(ApiError::bad_request(
+                    "invalid_query",
+                    format!("unknown query parameter {other:?}"),
+                ))
+            }
+        }
+    }
+    Ok(tail)
+}
+
+pub(crate) async fn messages(
+    State(app): State<AppState>,
+    p: Result<Path<String>, PathRejection>,
+    uri: Uri,
+) -> ApiResult {
+    let e = entry(&app, p).await?;
+    let tail = parse_query(&uri)?;
+    // Captured before the trace is read: every event up to the live cursor is then either in
+    // the trace, in the fragments, or in the pending holds.
+    let snap = app.sessions.history_snapshot(&e);
+    if let Some(flush) = snap.flush {
+        let flushed = tokio::task::spawn_blocking(move || flush.wait()).await;
+        if let Ok(Err(err)) = flushed {
+            tracing::warn!("[server] trace flush before /messages failed: {err}");
+        }
+    }
+    let traces = app.sessions.cfg.location.traces_dir();
+    let id = e.id.clone();
+    let read = tokio::task::spawn_blocking(move || {
+        let files = trace_files(&traces, &id)?;
+        read_history(&files)
+    })
+    .await
+    .map_err(|err| ApiError::internal(format!("history reader failed: {err}")))?
+    .map_err(|err| ApiError::internal(format!("cannot read the session's trace: {err}")))?;
+    let mut msgs = read;
+    append_missing(&mut msgs, snap.pending.iter().map(|f| f.json().to_owned()));
+    if let Some(n) = tail {
+        let start = msgs.len().saturating_sub(n);
+        msgs.drain(..start);
+    }
+    let mut body = json!({"messages": msgs});
+    if let Some(live) = snap.live {
+        body["live"] = serde_json::to_value(LiveTail::from(live))
+            .map_err(|err| ApiError::internal(format!("cannot encode the live tail: {err}")))?;
+    }
+    Ok(json_response(StatusCode::OK, &body))
+}
+
+pub(crate) async fn stream(
+    State(app): State<AppState>,
+    p: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+) -> ApiResult {
+    let e = entry(&app, p).await?;
+    let channel = app.sessions.cfg.hub.get(&e.id);
+    let last = last_event_id(&headers);
+    let s = open_stream(&channel, last.as_deref(), || e.snapshot_events(), &app.sse);
+    Ok(into_response(s))
+}
+
+pub(crate) async fn events(State(app): State<AppState>, headers: HeaderMap) -> ApiResult {
+    let channel = app.sessions.cfg.hub.get(USER_CHANNEL);
+    let last = last_event_id(&headers);
+    let s = open_stream(
+        &channel,
+        last.as_deref(),
+        || vec![ServerEvent::Hello],
+        &app.sse,
+    );
+    Ok(into_response(s))
+}
+
+/// The parsed `input` of a task: messages, the text for the follow-up mirror, image count.
+fn parse_input(v: Option<&Value>) -> Result<(Vec<OmniMessage>, String, u32), ApiError> {
+    let items = match v {
+        Some(Value::Array(a)) => a,
+        Some(other) => {
+            return Err(ApiError::field(
+                "input",
+                &format!("an array of input parts, got {}", kind(other)),
+            ))
+        }
+        None => {
+            return Err(ApiError::field(
+                "input",
+                "an array of input parts (missing)",
+            ))
+        }
+    };
+    let mut msgs = Vec::new();
+    let mut texts = Vec::new();
+    let mut images = 0u32;
+    for (i, item) in items.iter().enumerate() {
+        let at = format!("input[{i}]");
+        let obj = item
+            .as_object()
+            .ok_or_else(|| ApiError::field(&at, &format!("an object, got {}", kind(item))))?;
+        match opt_str(obj, "type")
+            .map_err(|_| ApiError::field(&format!("{at}.type"), "a string"))?
+        {
+            Some("text") => {
+                let text = opt_str(obj, "text")
+                    .map_err(|_| ApiError::field(&format!("{at}.text"), "a string"))?
+                    .ok_or_else(|| ApiError::field(&format!("{at}.text"), "a string (missing)"))?;
+                texts.push(text.to_owned());
+                msgs.push(build::user_text(text));
+            }
+            Some("image_url") => {
+                let url = opt_str(obj, "imageUrl")
+                    .map_err(|_| ApiError::field(&format!("{at}.imageUrl"), "a string"))?
+                    .filter(|u| !u.is_empty())
+                    .ok_or_else(|| {
+                        ApiError::field(&format!("{at}.imageUrl"), "a non-empty string")
+                    })?;
+                images += 1;
+                msgs.push(build::image_url(url));
+            }
+            Some(other) => {
+                return Err(ApiError::field(
+                    &format!("{at}.type"),
+                    &format!("\"text\" or \"image_url\", got {other:?}"),
+                ))
+            }
+            None => return Err(ApiError::field(&format!("{at}.type"), "a string (missing)")),
+        }
+    }
+    let meaningful = images > 0 || texts.iter().any(|t| !t.trim().is_empty());
+    if !meaningful {
+        return Err(ApiError::bad_request(
+            "empty_input",
+            "input: needs non-blank text or an image",
+        ));
+    }
+    Ok((msgs, texts.join("\n\n"), images))
+}
+
+pub(crate) async fn create_task(
+    State(app): State<AppState>,
+    p: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    let e = entry(&app, p).await?;
+    let obj = read_object(&headers, body, app.max_body).await?;
+    let (input, text, images) = parse_input(obj.get("input"))?;
+    let thinking =
+        match opt_str(&obj, "thinkingLevel")? {
+            None => None,
+            Some(s) => Some(s.parse::<ThinkingLevel>().map_err(|m| {
+                ApiError::field("thinkingLevel", &format!("a thinking level ({m})"))
+            })?),
+        };
+    let queue = opt_bool(&obj, "queueIfBusy")?.unwrap_or(false);
+    let queued = app
+        .sessions
+        .submit(&e, input, thinking, queue, text, images)?;
+    Ok(json_response(
+        StatusCode::ACCEPTED,
+        &json!({"sessionId": e.id, "queued": queued}),
+    ))
+}
+
+pub(crate) async fn steer(
+    State(app): State<AppState>,
+    p: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    let e = entry(&app, p).await?;
+    let obj = read_object(&headers, body, app.max_body).await?;
+    let text = opt_str(&obj, "text")?
+        .filter(|t| !t.trim().is_empty())
+        .ok_or_else(|| ApiError::field("text", "non-blank text"))?
+        .to_owned();
+    let id = app.sessions.steer(&e, text)?;
+    Ok(json_response(StatusCode::ACCEPTED, &json!({"id": id})))
+}
+
+pub(crate) async fn approve(
+    State(app): State<AppState>,
+    p: Result<Path<(String, String)>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    let Path((id, call)) = p.map_err(|e| ApiError::bad_request("invalid_path", e.body_text()))?;
+    let e = app.sessions.get(&id).await?;
+    let obj = read_object(&headers, body, app.max_body).await?;
+    let decision = match opt_str(&obj, "decision")? {
+        Some("allow") => ApprovalDecision::Allow,
+        Some("deny") => ApprovalDecision::Deny,
+        Some(other) => {
+            return Err(ApiError::field(
+                "decision",
+                &format!("\"allow\" or \"deny\", got {other:?}"),
+            ))
+        }
+        None => {
+            return Err(ApiError::field(
+                "decision",
+                "\"allow\" or \"deny\" (missing)",
+            ))
+        }
+    };
+    if app.sessions.decide(&e, &call, decision) {
+        Ok(StatusCode::NO_CONTENT.into_response())
+    } else {
+        Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "approval_not_found",
+            format!("no pending approval for tool call {call:?}"),
+        ))
+    }
+}
+
+pub(crate) async fn abort(
+    State(app): State<AppState>,
+    p: Result<Path<String>, PathRejection>,
+) -> ApiResult {
+    let e = entry(&app, p).await?;
+    Ok(if app.sessions.abort(&e) {
+        StatusCode::ACCEPTED.into_response()
+    } else {
+        StatusCode::NO_CONTENT.into_response()
+    })
+}
+
+pub(crate) async fn retry_now(
+    State(app): State<AppState>,
+    p: Result<Path<String>, PathRejection>,
+) -> ApiResult {
+    let e = entry(&app, p).await?;
+    let skipped = app.sessions.retry_now(&e);
+    Ok(json_response(StatusCode::OK, &json!({"skipped": skipped})))
+}
+
+pub(crate) async fn compact(
+    State(app): State<AppState>,
+    p: Result<Path<String>, PathRejection>,
+) -> ApiResult {
+    let _e = entry(&app, p).await?;
+    Err(ApiError::conflict(
+        "compaction_not_configured",
+        "compaction is not available: the engine does not implement context compaction yet",
+    ))
+}
+
+fn recalled(p: &penguin_sse_transport::PendingInput, thinking: Option<ThinkingLevel>) -> Value {
+    let mut v = json!({"text": p.text, "images": p.images, "files": p.files});
+    if let Some(t) = thinking {
+        v["thinkingLevel"] = serde_json::to_value(t).unwrap_or(Value::Null);
+    }
+    v
+}
+
+pub(crate) async fn unsteer(
+    State(app): State<AppState>,
+    p: Result<Path<(String, String)>, PathRejection>,
+) -> ApiResult {
+    let Path((id, steer)) = p.map_err(|e| ApiError::bad_request("invalid_path", e.body_text()))?;
+    let e = app.sessions.get(&id).await?;
+    let mirror = app.sessions.unsteer(&e, &steer)?;
+    Ok(json_response(StatusCode::OK, &recalled(&mirror, None)))
+}
+
+pub(crate) async fn remove_follow_up(
+    State(app): State<AppState>,
+    p: Result<Path<(String, String)>, PathRejection>,
+) -> ApiResult {
+    let Path((id, fid)) = p.map_err(|e| ApiError::bad_request("invalid_path", e.body_text()))?;
+    let e = app.sessions.get(&id).await?;
+    let (mirror, thinking) = app.sessions.remove_follow_up(&e, &fid)?;
+    Ok(json_response(StatusCode::OK, &recalled(&mirror, thinking)))
+}

@@ -1,0 +1,1109 @@
+//! The `penguin serve` HTTP server over real sockets: a scenario-scripted model and tools, a
+//! reqwest client, and SSE parsed by hand.
+//!
+//! Mid-task points are made deterministic by gating the run on an `always-ask` approval, and
+//! every wait is for a specific event with a bounded timeout.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use futures::{Stream, StreamExt};
+use penguin::server::{router, AppState, ScenarioFactory, ServeOptions};
+use penguin::sse_transport::{ChannelConfig, ClientReducer, History, SseConfig};
+use serde_json::{json, Value};
+
+const TOKEN: &str = "test-token-0123456789";
+const WAIT: Duration = Duration::from_secs(15);
+
+// ---------------------------------------------------------------------------------------------
+// Scenario
+
+fn model(payload: Value) -> Value {
+    json!({"type": "model_msg", "payload": payload})
+}
+
+fn step(delay_ms: u64, message: Value) -> Value {
+    json!({"delay_ms": delay_ms, "message": message})
+}
+
+fn partial_text(event: &str, text: &str) -> Value {
+    model(
+        json!({"type": "partial_text", "role": "assistant", "event_type": event, "text": text, "stop_reason": "completed"}),
+    )
+}
+
+fn text_steps(text: &str) -> Vec<Value> {
+    vec![
+        step(5, partial_text("start", "")),
+        step(5, partial_text("delta", text)),
+        step(5, partial_text("stop", "")),
+        step(
+            2,
+            model(
+                json!({"type": "text", "role": "assistant", "text": text, "stop_reason": "completed"}),
+            ),
+        ),
+    ]
+}
+
+fn usage(total: u64) -> Value {
+    let c = json!({"cache_read": 0, "cache_write": 0, "output": 5, "total": total});
+    json!({"type": "event_msg", "payload": {"type": "token_usage", "session": c, "request": c}})
+}
+
+/// Request 1 streams text (pausing `pause_ms` inside it) and calls `read_file` as `call_1`;
+/// request 2 answers "Done."; requests 3 and 4 (follow-up runs) answer plain text.
+fn scenario(pause_ms: u64) -> String {
+    let call = |event: &str, name: &str, args: &str| {
+        model(
+            json!({"type": "partial_tool_call", "role": "assistant", "event_type": event, "name": name, "arguments": args, "tool_call_id": "call_1", "stop_reason": "completed"}),
+        )
+    };
+    let first = vec![
+        step(5, partial_text("start", "")),
+        step(5, partial_text("delta", "Hello")),
+        step(pause_ms, partial_text("delta", " there")),
+        step(5, partial_text("stop", "")),
+        step(
+            2,
+            model(
+                json!({"type": "text", "role": "assistant", "text": "Hello there", "stop_reason": "completed"}),
+            ),
+        ),
+        step(5, call("start", "read_file", "")),
+        step(5, call("delta", "", "{\"path\":\"a.txt\"}")),
+        step(5, call("stop", "", "")),
+        step(
+            2,
+            model(
+                json!({"type": "tool_call", "role": "assistant", "name": "read_file", "arguments": "{\"path\":\"a.txt\"}", "tool_call_id": "call_1", "stop_reason": "completed"}),
+            ),
+        ),
+        step(5, usage(100)),
+    ];
+    let out = |event: &str, text: &str| {
+        model(
+            json!({"type": "partial_tool_call_output", "role": "user", "event_type": event, "output": text, "tool_call_id": "call_1", "stop_reason": "completed"}),
+        )
+    };
+    let tool = vec![
+        step(5, out("start", "")),
+        step(5, out("delta", "alpha")),
+        step(5, out("stop", "")),
+        step(
+            2,
+            model(
+                json!({"type": "tool_call_output", "role": "user", "output": "alpha", "tool_call_id": "call_1", "stop_reason": "completed"}),
+            ),
+        ),
+    ];
+    let plain = |text: &str, total: u64| {
+        let mut s = text_steps(text);
+        s.push(step(2, usage(total)));
+        json!({"stream": s})
+    };
+    json!({
+        "description": "server test",
+        "llm": [{"stream": first}, plain("Done.", 200), plain("Again.", 300), plain("Once more.", 400)],
+        "tools": {"call_1": {"stream": tool}},
+        "runs": []
+    })
+    .to_string()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Server and client
+
+struct TestServer {
+    base: String,
+    data_root: std::path::PathBuf,
+    http: reqwest::Client,
+    state: AppState,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.state.shutdown();
+    }
+}
+
+async fn start_with(pause_ms: u64, tweak: impl FnOnce(&mut ServeOptions)) -> TestServer {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let factory = ScenarioFactory::from_text(&scenario(pause_ms), "test.json", &workspace).unwrap();
+    let mut opts = ServeOptions::new(Arc::new(factory));
+    opts.data_root = dir.path().join("data");
+    opts.token = Some(TOKEN.into());
+    tweak(&mut opts);
+    let state = AppState::new(&opts, TOKEN);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = router(state.clone());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    TestServer {
+        base: format!("http://{addr}"),
+        data_root: opts.data_root.clone(),
+        http: reqwest::Client::new(),
+        state,
+        _dir: dir,
+    }
+}
+
+async fn start(pause_ms: u64) -> TestServer {
+    start_with(pause_ms, |_| {}).await
+}
+
+struct Reply {
+    status: u16,
+    body: Value,
+}
+
+impl TestServer {
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Reply {
+        let mut req = self.http.request(method, self.url(path)).bearer_auth(TOKEN);
+        if let Some(b) = body {
+            req = req
+                .header("content-type", "application/json")
+                .body(b.to_string());
+        }
+        let res = tokio::time::timeout(WAIT, req.send())
+            .await
+            .expect("request timed out")
+            .unwrap();
+        let status = res.status().as_u16();
+        let text = res.text().await.unwrap();
+        let body = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("non-JSON body {text:?}: {e}"))
+        };
+        Reply { status, body }
+    }
+
+    async fn get(&self, path: &str) -> Reply {
+        self.call(reqwest::Method::GET, path, None).await
+    }
+
+    async fn post(&self, path: &str, body: Value) -> Reply {
+        self.call(reqwest::Method::POST, path, Some(body)).await
+    }
+
+    async fn create(&self, mode: &str) -> String {
+        let r = self
+            .post("/api/sessions", json!({"approvalMode": mode}))
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+        r.body["session"]["id"].as_str().unwrap().to_owned()
+    }
+
+    async fn task(&self, id: &str, text: &str) -> Reply {
+        self.post(
+            &format!("/api/sessions/{id}/tasks"),
+            json!({"input": [{"type": "text", "text": text}]}),
+        )
+        .await
+    }
+
+    async fn stream(&self, id: &str, last_event_id: Option<&str>) -> Sse {
+        self.sse(&format!("/api/sessions/{id}/stream"), last_event_id)
+            .await
+    }
+
+    async fn sse(&self, path: &str, last_event_id: Option<&str>) -> Sse {
+        let mut req = self.http.get(self.url(path)).bearer_auth(TOKEN);
+        if let Some(l) = last_event_id {
+            req = req.header("last-event-id", l);
+        }
+        let res = tokio::time::timeout(WAIT, req.send())
+            .await
+            .expect("stream request timed out")
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 200);
+        assert_eq!(
+            res.headers()["content-type"].to_str().unwrap(),
+            "text/event-stream"
+        );
+        Sse {
+            body: Box::pin(res.bytes_stream()),
+            buf: Vec::new(),
+        }
+    }
+
+    async fn history(&self, id: &str) -> Value {
+        let r = self.get(&format!("/api/sessions/{id}/messages")).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.body
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct Ev {
+    id: String,
+    event: Option<String>,
+    data: String,
+}
+
+impl Ev {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.data).unwrap()
+    }
+
+    /// The `type` of a server event, or the payload type of an OmniMessage.
+    fn kind(&self) -> String {
+        let v = self.json();
+        match self.event.as_deref() {
+            Some("server_event") => v["type"].as_str().unwrap().to_owned(),
+            _ => v["payload"]["type"].as_str().unwrap().to_owned(),
+        }
+    }
+
+    fn is_state(&self, state: &str) -> bool {
+        self.kind() == "task_state" && self.json()["state"] == state
+    }
+
+    fn seq(&self) -> u64 {
+        self.id.rsplit_once('-').unwrap().1.parse().unwrap()
+    }
+}
+
+type ByteStream = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
+
+struct Sse {
+    body: ByteStream,
+    buf: Vec<u8>,
+}
+
+impl Sse {
+    /// The next event (heartbeat comments skipped); panics after [`WAIT`].
+    async fn next(&mut self) -> Ev {
+        within(async {
+            loop {
+                if let Some(pos) = self.buf.windows(2).position(|w| w == b"\n\n") {
+                    let block: Vec<u8> = self.buf.drain(..pos + 2).collect();
+                    let text = String::from_utf8(block).unwrap();
+                    let mut ev = Ev {
+                        id: String::new(),
+                        event: None,
+                        data: String::new(),
+                    };
+                    let mut any = false;
+                    for line in text.lines() {
+                        if let Some(v) = line.strip_prefix("data: ") {
+                            ev.data.push_str(v);
+                            any = true;
+                        } else if let Some(v) = line.strip_prefix("event: ") {
+                            ev.event = Some(v.to_owned());
+                        } else if let Some(v) = line.strip_prefix("id: ") {
+                            ev.id = v.to_owned();
+                        }
+                    }
+                    if any {
+                        return ev;
+                    }
+                    continue;
+                }
+                match self.body.next().await {
+                    Some(Ok(chunk)) => self.buf.extend_from_slice(&chunk),
+                    Some(Err(e)) => panic!("stream failed: {e}"),
+                    None => panic!("stream ended"),
+                }
+            }
+        })
+        .await
+    }
+
+    /// Events up to and including the first one matching `pred`.
+    async fn until(&mut self, pred: impl Fn(&Ev) -> bool) -> Vec<Ev> {
+        let mut out = Vec::new();
+        loop {
+            let ev = self.next().await;
+            let done = pred(&ev);
+            out.push(ev);
+            if done {
+                return out;
+            }
+        }
+    }
+}
+
+async fn within<T>(f: impl Future<Output = T>) -> T {
+    tokio::time::timeout(WAIT, f)
+        .await
+        .expect("timed out waiting for the server")
+}
+
+fn kinds(evs: &[Ev]) -> Vec<String> {
+    evs.iter().map(Ev::kind).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconnect_with_last_event_id_gets_exactly_the_gap_then_snapshot_then_live() {
+    let srv = start(0).await;
+    let id = srv.create("always-ask").await;
+    let mut watcher = srv.stream(&id, None).await;
+    let first = watcher.next().await;
+    assert!(first.is_state("idle"), "{first:?}");
+    let mut client = srv.stream(&id, None).await;
+    assert!(client.next().await.is_state("idle"));
+
+    assert_eq!(srv.task(&id, "read a.txt").await.status, 202);
+    // The server publishes the input itself, before task_state(running).
+    let seen = client.until(|e| e.kind() == "request_begin").await;
+    assert_eq!(
+        kinds(&seen),
+        ["text", "task_state", "tool_list_ready", "request_begin"]
+    );
+    assert_eq!(seen[0].json()["payload"]["text"], "read a.txt");
+    assert!(seen[1].is_state("running"));
+    let last_seen = seen.last().unwrap().id.clone();
+    drop(client);
+
+    // The run goes on without that client until it waits for the approval.
+    let all = watcher.until(|e| e.kind() == "approval_request").await;
+    let gap: Vec<Ev> = all
+        .iter()
+        .skip_while(|e| e.id != last_seen)
+        .skip(1)
+        .cloned()
+        .collect();
+    assert!(
+        gap.len() > 5,
+        "the gap holds the streamed text and the call"
+    );
+
+    let mut back = srv.stream(&id, Some(&last_seen)).await;
+    let mut replay = Vec::new();
+    for _ in 0..gap.len() {
+        replay.push(back.next().await);
+    }
+    assert_eq!(replay, gap, "exactly the missing events, in order");
+    let snap = back.next().await;
+    assert!(snap.is_state("running"), "{snap:?}");
+    assert!(snap.seq() > gap.last().unwrap().seq());
+    let pending = back.next().await;
+    assert_eq!(pending.kind(), "approval_request", "resent while pending");
+    assert_eq!(
+        pending.json()["toolCall"]["payload"]["tool_call_id"],
+        "call_1"
+    );
+
+    let r = srv
+        .post(
+            &format!("/api/sessions/{id}/approvals/call_1"),
+            json!({"decision": "allow"}),
+        )
+        .await;
+    assert_eq!(r.status, 204, "{}", r.body);
+    let live = back.until(|e| e.is_state("idle")).await;
+    let reference = watcher.until(|e| e.is_state("idle")).await;
+    assert_eq!(
+        live, reference,
+        "live events match the uninterrupted client"
+    );
+    let k = kinds(&live);
+    assert_eq!(k[0], "approval_decision");
+    assert!(k.contains(&"tool_call_output".to_string()));
+    assert!(live.windows(2).all(|w| w[0].seq() < w[1].seq()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evicted_last_event_id_gets_resync_required_first() {
+    let srv = start_with(0, |o| {
+        o.channel = ChannelConfig {
+            max_events: 4,
+            ..ChannelConfig::default()
+        };
+        o.sse = SseConfig {
+            heartbeat: Duration::from_millis(50),
+        };
+    })
+    .await;
+    let id = srv.create("allow-all").await;
+    let mut s = srv.stream(&id, None).await;
+    let first = s.next().await;
+    assert!(
+        first.is_state("idle"),
+        "a fresh connection starts with task_state"
+    );
+    assert_eq!(srv.task(&id, "go").await.status, 202);
+    let early = s.next().await;
+    assert_eq!(early.kind(), "text");
+    s.until(|e| e.is_state("idle")).await;
+
+    let mut back = srv.stream(&id, Some(&early.id)).await;
+    let ev = back.next().await;
+    assert_eq!(ev.event.as_deref(), Some("server_event"));
+    assert_eq!(ev.kind(), "resync_required");
+    let snap = back.next().await;
+    assert!(snap.is_state("idle"), "{snap:?}");
+
+    // An id from another epoch (a restarted server) misses too.
+    let mut other = srv.stream(&id, Some("00000000-3")).await;
+    assert_eq!(other.next().await.kind(), "resync_required");
+
+    // Still in the window: the last event id replays nothing and gets the snapshot.
+    let mut fresh = srv.stream(&id, Some(&snap.id)).await;
+    let ev = fresh.next().await;
+    assert!(ev.is_state("idle"), "{ev:?}");
+
+    // Once nobody listens, the idle session's channel is reclaimed by a sweep; a client coming
+    // back with an id of the old epoch must resync. The server notices closed connections at
+    // its next heartbeat (50 ms here), so wait, bounded, for the sweep to find none.
+    drop((s, back, other, fresh));
+    let reclaimed = within(async {
+        loop {
+            if srv.state.sweep_channels(Duration::ZERO).contains(&id) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(reclaimed);
+    let mut back = srv.stream(&id, Some(&snap.id)).await;
+    assert_eq!(back.next().await.kind(), "resync_required");
+    assert!(back.next().await.is_state("idle"));
+}
+
+async fn feed(reducer: &mut ClientReducer, ev: &Ev) {
+    reducer.on_event(Some(&ev.id), ev.event.as_deref(), &ev.data);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_joining_mid_task_converges_to_the_watchers_state() {
+    // A 400 ms pause inside the streamed text gives the late client an open fragment to join.
+    let srv = start(400).await;
+    let id = srv.create("always-ask").await;
+
+    let mut w_stream = srv.stream(&id, None).await;
+    let mut watcher = ClientReducer::new();
+    let ev = w_stream.next().await;
+    feed(&mut watcher, &ev).await;
+    let h: History = serde_json::from_value(srv.history(&id).await).unwrap();
+    assert!(h.messages.is_empty() && h.live.is_none());
+    watcher.on_history(h);
+
+    assert_eq!(srv.task(&id, "hello").await.status, 202);
+    for ev in w_stream
+        .until(|e| e.json()["payload"]["text"] == "Hello")
+        .await
+    {
+        feed(&mut watcher, &ev).await;
+    }
+
+    // Connect first, then fetch history, then fold in the buffered events.
+    let mut l_stream = srv.stream(&id, None).await;
+    let mut late = ClientReducer::new();
+    let snap = l_stream.next().await;
+    assert!(snap.is_state("running"));
+    feed(&mut late, &snap).await;
+    let body = srv.history(&id).await;
+    assert!(
+        body["live"].is_object(),
+        "live is present while running: {body}"
+    );
+    let texts: Vec<&Value> = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["payload"]["type"] == "text")
+        .collect();
+    assert_eq!(texts.len(), 1, "the input appears once: {body}");
+    let h: History = serde_json::from_value(body).unwrap();
+    late.on_history(h);
+
+    // Let the run reach its approval, approve it, and follow both clients to the end.
+    for ev in w_stream.until(|e| e.kind() == "approval_request").await {
+        feed(&mut watcher, &ev).await;
+    }
+    let r = srv
+        .post(
+            &format!("/api/sessions/{id}/approvals/call_1"),
+            json!({"decision": "allow"}),
+        )
+        .await;
+    assert_eq!(r.status, 204);
+    for ev in w_stream.until(|e| e.is_state("idle")).await {
+        feed(&mut watcher, &ev).await;
+    }
+    for ev in l_stream.until(|e| e.is_state("idle")).await {
+        feed(&mut late, &ev).await;
+    }
+
+    // session_meta is never streamed (it lives in the trace and the history API): the watcher
+    // fetched its history before anything was written, so only the late client has it.
+    let (a, mut b) = (watcher.state(), late.state());
+    assert_eq!(b.messages[0].payload_type(), "session_meta");
+    b.messages.remove(0);
+    assert_eq!(a, b, "the late client ends exactly where the watcher does");
+    let kinds_seen: Vec<&str> = a.messages.iter().map(|m| m.payload_type()).collect();
+    assert_eq!(
+        kinds_seen,
+        [
+            "text",
+            "tool_list_ready",
+            "request_begin",
+            "text",
+            "tool_call",
+            "approval_decision",
+            "token_usage",
+            "request_end",
+            "tool_call_output",
+            "request_begin",
+            "text",
+            "token_usage",
+            "request_end"
+        ],
+        "{kinds_seen:?}"
+    );
+    assert!(a.fragments.is_empty());
+
+    // And a third client that arrives after the end gets the same transcript from history.
+    let mut after = ClientReducer::new();
+    let mut s = srv.stream(&id, None).await;
+    feed(&mut after, &s.next().await).await;
+    after.on_history(serde_json::from_value(srv.history(&id).await).unwrap());
+    let mut transcript = after.state().messages;
+    assert_eq!(transcript.remove(0).payload_type(), "session_meta");
+    assert_eq!(transcript, a.messages);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_ask_approvals_are_resent_decided_and_aborted_cleanly() {
+    let srv = start(0).await;
+    let id = srv.create("always-ask").await;
+    let mut s = srv.stream(&id, None).await;
+    s.next().await;
+    assert_eq!(srv.task(&id, "first").await.status, 202);
+    let evs = s.until(|e| e.kind() == "approval_request").await;
+    assert_eq!(
+        evs.last().unwrap().json()["toolCall"]["payload"]["name"],
+        "read_file"
+    );
+
+    // A fresh connection while pending: task_state first, then the pending request.
+    let mut s2 = srv.stream(&id, None).await;
+    assert!(s2.next().await.is_state("running"));
+    assert_eq!(s2.next().await.kind(), "approval_request");
+
+    let path = format!("/api/sessions/{id}/approvals/call_9");
+    let r = srv.post(&path, json!({"decision": "allow"})).await;
+    assert_eq!(r.status, 404);
+    assert_eq!(r.body["error"]["code"], "approval_not_found");
+    let path = format!("/api/sessions/{id}/approvals/call_1");
+    let r = srv.post(&path, json!({"decision": "maybe"})).await;
+    assert_eq!(r.status, 400);
+    assert!(r.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("decision"));
+
+    // Deny over HTTP: the engine records the denial.
+    assert_eq!(
+        srv.post(&path, json!({"decision": "deny"})).await.status,
+        204
+    );
+    let rest = s.until(|e| e.is_state("idle")).await;
+    let decision = rest
+        .iter()
+        .find(|e| e.kind() == "approval_decision")
+        .unwrap();
+    assert_eq!(decision.json()["payload"]["decision"], "deny");
+
+    // Abort while an approval is pending: no approval_decision, an abort, then idle.
+    let id2 = srv.create("always-ask").await;
+    let mut t = srv.stream(&id2, None).await;
+    t.next().await;
+    assert_eq!(srv.task(&id2, "second").await.status, 202);
+    t.until(|e| e.kind() == "approval_request").await;
+    let r = srv
+        .post(&format!("/api/sessions/{id2}/abort"), json!({}))
+        .await;
+    assert_eq!(r.status, 202);
+    let end = t.until(|e| e.is_state("idle")).await;
+    let k = kinds(&end);
+    assert!(!k.contains(&"approval_decision".to_string()), "{k:?}");
+    assert!(k.contains(&"abort".to_string()), "{k:?}");
+    let abort_at = k.iter().position(|x| x == "abort").unwrap();
+    assert_eq!(
+        abort_at,
+        k.len() - 2,
+        "abort is the run's last message: {k:?}"
+    );
+    let r = srv
+        .post(&format!("/api/sessions/{id2}/abort"), json!({}))
+        .await;
+    assert_eq!(r.status, 204, "idle: nothing to abort");
+    let r = srv
+        .post(&path.replace(&id, &id2), json!({"decision": "allow"}))
+        .await;
+    assert_eq!(r.status, 404, "the aborted approval is gone");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn busy_sessions_refuse_or_queue_and_follow_ups_start_in_order() {
+    let srv = start(0).await;
+    let id = srv.create("always-ask").await;
+    let mut s = srv.stream(&id, None).await;
+    s.next().await;
+    assert_eq!(srv.task(&id, "one").await.status, 202);
+    s.until(|e| e.kind() == "approval_request").await;
+
+    let r = srv.task(&id, "two").await;
+    assert_eq!(r.status, 409);
+    assert_eq!(r.body["error"]["code"], "task_in_progress");
+
+    let r = srv
+        .post(
+            &format!("/api/sessions/{id}/tasks"),
+            json!({"input": [{"type": "text", "text": "later"}], "queueIfBusy": true}),
+        )
+        .await;
+    assert_eq!(r.status, 202);
+    assert_eq!(r.body, json!({"sessionId": id, "queued": true}));
+    let ts = s.next().await;
+    assert_eq!(ts.json()["queued"], 1);
+    assert_eq!(ts.json()["pendingFollowUps"][0]["text"], "later");
+
+    // Steering is accepted while running and mirrored in task_state.
+    let r = srv
+        .post(
+            &format!("/api/sessions/{id}/steer"),
+            json!({"text": "hurry"}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let ts = s.next().await;
+    assert_eq!(ts.json()["pendingSteering"][0]["text"], "hurry");
+
+    // A second steering input and a second follow-up, both recalled before they are used.
+    let r = srv
+        .post(
+            &format!("/api/sessions/{id}/steer"),
+            json!({"text": "recall me"}),
+        )
+        .await;
+    let steer_id = r.body["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        s.next().await.json()["pendingSteering"][1]["text"],
+        "recall me"
+    );
+    let path = format!("/api/sessions/{id}/steer/{steer_id}");
+    let r = srv.call(reqwest::Method::DELETE, &path, None).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        r.body,
+        json!({"text": "recall me", "images": 0, "files": 0})
+    );
+    let ts = s.next().await.json();
+    assert_eq!(ts["pendingSteering"].as_array().unwrap().len(), 1);
+    let r = srv.call(reqwest::Method::DELETE, &path, None).await;
+    assert_eq!(r.status, 409);
+    assert_eq!(r.body["error"]["code"], "not_pending");
+    let r = srv
+        .post(
+            &format!("/api/sessions/{id}/tasks"),
+            json!({"input": [{"type": "text", "text": "never"}], "queueIfBusy": true, "thinkingLevel": "low"}),
+        )
+        .await;
+    assert_eq!(r.body["queued"], true);
+    let ts = s.next().await.json();
+    assert_eq!(ts["queued"], 2);
+    let fid = ts["pendingFollowUps"][1]["id"].as_str().unwrap().to_owned();
+    let r = srv
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/api/sessions/{id}/follow-ups/{fid}"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        r.body,
+        json!({"text": "never", "images": 0, "files": 0, "thinkingLevel": "low"})
+    );
+    assert_eq!(s.next().await.json()["queued"], 1);
+
+    // PATCH takes effect at the next approval; this one is still asked.
+    let r = srv
+        .call(
+            reqwest::Method::PATCH,
+            &format!("/api/sessions/{id}"),
+            Some(json!({"approvalMode": "allow-all", "title": "T"})),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["session"]["approvalMode"], "allow-all");
+    assert_eq!(s.next().await.kind(), "session_title");
+    let path = format!("/api/sessions/{id}/approvals/call_1");
+    assert_eq!(
+        srv.post(&path, json!({"decision": "allow"})).await.status,
+        204
+    );
+    let first_run = s.until(|e| e.is_state("idle")).await;
+    let steered = first_run.iter().find(|e| {
+        e.kind() == "text"
+            && e.json()["payload"]["text"]
+                .as_str()
+                .unwrap()
+                .starts_with("[user_steering]")
+    });
+    assert_eq!(
+        steered.map(|e| e.json()["payload"]["text"].clone()),
+        Some(json!("[user_steering]\nhurry\n[/user_steering]")),
+        "{:?}",
+        kinds(&first_run)
+    );
+    // The follow-up starts by itself: its input, then running, then its own run.
+    let next = s.until(|e| e.is_state("running")).await;
+    assert_eq!(next[0].json()["payload"]["text"], "later");
+    assert_eq!(next.last().unwrap().json()["queued"], 0);
+    s.until(|e| e.is_state("idle")).await;
+
+    let r = srv
+        .post(
+            &format!("/api/sessions/{id}/steer"),
+            json!({"text": "late"}),
+        )
+        .await;
+    assert_eq!(r.status, 409);
+    assert_eq!(r.body["error"]["code"], "not_running");
+    let r = srv
+        .post(&format!("/api/sessions/{id}/retry-now"), json!({}))
+        .await;
+    assert_eq!((r.status, r.body.clone()), (200, json!({"skipped": false})));
+    let r = srv
+        .post(&format!("/api/sessions/{id}/compact"), json!({}))
+        .await;
+    assert_eq!(r.status, 409);
+    assert_eq!(r.body["error"]["code"], "compaction_not_configured");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_json_errors_naming_the_problem() {
+    // A small body cap, so the oversize request below fits the socket buffers and the client
+    // finishes sending before the server answers and closes.
+    let srv = start_with(0, |o| o.max_body_bytes = 4096).await;
+    let id = srv.create("allow-all").await;
+
+    // Authentication.
+    let res = srv.http.get(srv.url("/api/sessions")).send().await.unwrap();
+    assert_eq!(res.status().as_u16(), 401);
+    let body: Value = serde_json::from_str(&res.text().await.unwrap()).unwrap();
+    assert_eq!(body["error"]["code"], "unauthorized");
+    let res = srv
+        .http
+        .get(srv.url("/api/sessions"))
+        .bearer_auth("wrong")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 401);
+    let res = srv
+        .http
+        .get(srv.url(&format!("/api/sessions/{id}/stream?access_token={TOKEN}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 200, "streams accept ?access_token=");
+    drop(res);
+    let res = srv
+        .http
+        .get(srv.url(&format!("/api/sessions?access_token={TOKEN}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        res.status().as_u16(),
+        401,
+        "only streams take the query token"
+    );
+
+    // Unknown things.
+    let r = srv.get("/api/sessions/session-nope").await;
+    assert_eq!(r.status, 404);
+    assert_eq!(r.body["error"]["code"], "session_not_found");
+    let r = srv.task("session-nope", "x").await;
+    assert_eq!(r.status, 404);
+    let r = srv.get("/api/nothing").await;
+    assert_eq!(r.status, 404);
+    assert_eq!(r.body["error"]["code"], "not_found");
+    let r = srv.get("/api/sessions/..%2F..%2Fetc").await;
+    assert_eq!(r.status, 400);
+    assert_eq!(r.body["error"]["code"], "invalid_session_id");
+    let r = srv
+        .call(reqwest::Method::PUT, &format!("/api/sessions/{id}"), None)
+        .await;
+    assert_eq!(r.status, 405);
+
+    // Bodies.
+    let tasks = srv.url(&format!("/api/sessions/{id}/tasks"));
+    let raw = |body: &'static str, ct: &'static str| {
+        srv.http
+            .post(&tasks)
+            .bearer_auth(TOKEN)
+            .header("content-type", ct)
+            .body(body)
+            .send()
+    };
+    let res = raw("{\"input\": [", "application/json").await.unwrap();
+    assert_eq!(res.status().as_u16(), 400);
+    let body: Value = serde_json::from_str(&res.text().await.unwrap()).unwrap();
+    assert_eq!(body["error"]["code"], "invalid_json");
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("line 1"));
+    let res = raw("{\"input\": []}", "text/plain").await.unwrap();
+    assert_eq!(res.status().as_u16(), 415);
+    let res = raw("[1]", "application/json").await.unwrap();
+    assert_eq!(res.status().as_u16(), 400);
+    let big = format!("{{\"input\": \"{}\"}}", "x".repeat(8 * 1024));
+    let res = srv
+        .http
+        .post(&tasks)
+        .bearer_auth(TOKEN)
+        .header("content-type", "application/json")
+        .body(big)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 413);
+    let body: Value = serde_json::from_str(&res.text().await.unwrap()).unwrap();
+    assert_eq!(body["error"]["code"], "payload_too_large");
+
+    for (body, field) in [
+        (json!({"input": "hi"}), "input"),
+        (
+            json!({"input": [{"type": "text", "text": 5}]}),
+            "input[0].text",
+        ),
+        (json!({"input": [{"type": "video"}]}), "input[0].type"),
+        (
+            json!({"input": [{"type": "text", "text": "x"}], "queueIfBusy": "yes"}),
+            "queueIfBusy",
+        ),
+        (
+            json!({"input": [{"type": "text", "text": "x"}], "thinkingLevel": "huge"}),
+            "thinkingLevel",
+        ),
+    ] {
+        let r = srv.post(&format!("/api/sessions/{id}/tasks"), body).await;
+        assert_eq!(r.status, 400, "{}", r.body);
+        let msg = r.body["error"]["message"].as_str().unwrap();
+        assert!(msg.starts_with(field), "{field}: {msg}");
+    }
+    let r = srv
+        .post("/api/sessions", json!({"approvalMode": "sometimes"}))
+        .await;
+    assert_eq!(r.status, 400);
+    assert!(r.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("approvalMode"));
+    let r = srv
+        .post("/api/sessions", json!({"workspace": "/does/not/exist"}))
+        .await;
+    assert_eq!(r.status, 400);
+    assert_eq!(r.body["error"]["code"], "invalid_request");
+
+    // The session still works after all that.
+    let mut s = srv.stream(&id, None).await;
+    s.next().await;
+    assert_eq!(srv.task(&id, "fine").await.status, 202);
+    s.until(|e| e.is_state("idle")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_are_listed_and_deleted_and_the_user_channel_reports_them() {
+    let srv = start(0).await;
+    let mut user = srv.sse("/api/events", None).await;
+    assert_eq!(user.next().await.kind(), "hello");
+    let id = srv.create("allow-all").await;
+    let created = user.next().await;
+    assert_eq!(created.kind(), "session_created");
+    assert_eq!(created.json()["sessionId"], id.as_str());
+
+    let mut s = srv.stream(&id, None).await;
+    s.next().await;
+    assert_eq!(srv.task(&id, "go").await.status, 202);
+    let running = user.next().await;
+    assert_eq!(running.kind(), "session_state");
+    assert_eq!(running.json()["state"], "running");
+    assert_eq!(running.json()["hasTrace"], true);
+    s.until(|e| e.is_state("idle")).await;
+    let idle = user.next().await;
+    assert_eq!(idle.json()["state"], "idle");
+
+    let r = srv.get("/api/sessions").await;
+    assert_eq!(r.status, 200);
+    let ids: Vec<&str> = r.body["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [id.as_str()]);
+    let r = srv.get(&format!("/api/sessions/{id}")).await;
+    assert_eq!(r.body["session"]["state"], "idle");
+    assert_eq!(r.body["session"]["provider"], "scripted");
+
+    let h = srv.history(&id).await;
+    let msgs = h["messages"].as_array().unwrap();
+    assert_eq!(msgs[0]["type"], "session_meta");
+    assert_eq!(
+        msgs[0]["tracePosition"],
+        json!({"fileIndex": 1, "ordinal": 0})
+    );
+    assert!(h.get("live").is_none());
+    let tail = srv
+        .get(&format!("/api/sessions/{id}/messages?tailLimit=2"))
+        .await;
+    assert_eq!(tail.body["messages"].as_array().unwrap().len(), 2);
+
+    let r = srv
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/api/sessions/{id}"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 204);
+    assert_eq!(srv.get(&format!("/api/sessions/{id}")).await.status, 404);
+    let r = srv.get("/api/sessions").await;
+    assert_eq!(r.body["sessions"], json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approval_modes_are_read_at_each_call() {
+    let srv = start(0).await;
+
+    // deny-all: denied without asking.
+    let id = srv.create("deny-all").await;
+    let mut s = srv.stream(&id, None).await;
+    s.next().await;
+    assert_eq!(srv.task(&id, "x").await.status, 202);
+    let evs = s.until(|e| e.is_state("idle")).await;
+    assert!(!kinds(&evs).contains(&"approval_request".to_string()));
+    let d = evs
+        .iter()
+        .find(|e| e.kind() == "approval_decision")
+        .unwrap();
+    assert_eq!(d.json()["payload"]["decision"], "deny");
+
+    // read-only: scripted tools are read-write, so the call is asked.
+    let id = srv.create("read-only").await;
+    let mut s = srv.stream(&id, None).await;
+    s.next().await;
+    assert_eq!(srv.task(&id, "x").await.status, 202);
+    let evs = s.until(|e| e.kind() == "approval_request").await;
+    let at = kinds(&evs).iter().position(|k| k == "tool_call").unwrap();
+    assert_eq!(at, evs.len() - 2, "the request follows its call");
+    let r = srv
+        .post(
+            &format!("/api/sessions/{id}/approvals/call_1"),
+            json!({"decision": "allow"}),
+        )
+        .await;
+    assert_eq!(r.status, 204);
+    s.until(|e| e.is_state("idle")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_server_serves_and_resumes_sessions_from_their_traces() {
+    let first = start(0).await;
+    let id = first.create("allow-all").await;
+    let mut s = first.stream(&id, None).await;
+    s.next().await;
+    assert_eq!(first.task(&id, "before restart").await.status, 202);
+    s.until(|e| e.is_state("idle")).await;
+    let before = first.history(&id).await;
+
+    let root = first.data_root.clone();
+    let second = start_with(0, |o| o.data_root = root).await;
+    let r = second.get("/api/sessions").await;
+    let listed = &r.body["sessions"][0];
+    assert_eq!(listed["id"], id.as_str());
+    assert_eq!(listed["provider"], "scripted");
+    assert_eq!(second.history(&id).await, before);
+
+    let mut s = second.stream(&id, None).await;
+    assert!(s.next().await.is_state("idle"));
+    assert_eq!(second.task(&id, "after restart").await.status, 202);
+    let run = s.until(|e| e.is_state("idle")).await;
+    assert!(kinds(&run).contains(&"request_end".to_string()));
+    let after = second.history(&id).await;
+    let inputs: Vec<&str> = after["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["payload"]["type"] == "text" && m["payload"]["role"] == "user")
+        .map(|m| m["payload"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(inputs, ["before restart", "after restart"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_model_runs_behind_a_model_factory() {
+    use penguin::engine::scripted::ScriptedEnvironment;
+    use penguin::engine::{EngineConfig, Environment};
+    use penguin::models::ModelSpec;
+    use penguin::server::ModelFactory;
+
+    let dir = tempfile::tempdir().unwrap();
+    let factory = ModelFactory {
+        spec: ModelSpec::demo(),
+        system_prompt: "You are a test.".into(),
+        default_workspace: dir.path().to_path_buf(),
+        engine: EngineConfig::default(),
+        environment: Arc::new(|_: &std::path::Path| {
+            Arc::new(ScriptedEnvironment::default()) as Arc<dyn Environment>
+        }),
+    };
+    let root = dir.path().join("data");
+    let mut opts = ServeOptions::new(Arc::new(factory));
+    opts.data_root = root;
+    let state = AppState::new(&opts, TOKEN);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = router(state.clone());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let srv = TestServer {
+        base: format!("http://{addr}"),
+        data_root: opts.data_root.clone(),
+        http: reqwest::Client::new(),
+        state,
+        _dir: dir,
+    };
+
+    let r = srv
+        .post("/api/sessions", json!({"provider": "openai-chat"}))
+        .await;
+    assert_eq!(r.status, 400, "a provider this server does not serve");
+    let id = srv.create("allow-all").await;
+    let r = srv.get(&format!("/api/sessions/{id}")).await;
+    assert_eq!(r.body["session"]["provider"], "demo");
+    let mut s = srv.stream(&id, None).await;
+    s.next().await;
+    assert_eq!(srv.task(&id, "hi").await.status, 202);
+    let run = s.until(|e| e.is_state("idle")).await;
+    let k = kinds(&run);
+    assert!(k.contains(&"tool_call".to_string()), "{k:?}");
+    assert_eq!(k.iter().filter(|x| *x == "request_end").count(), 2, "{k:?}");
+}
