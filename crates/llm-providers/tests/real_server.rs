@@ -346,3 +346,17 @@ async fn anthropic_messages_against_llamacpp() {
     )
     .await;
 }
+
+#[cfg(feature = "openai-responses")]
+#[tokio::test]
+async fn openai_responses_against_llamacpp() {
+    let Some(url) = server() else { return };
+    exercise(
+        "openai-responses",
+        format!("{url}/v1"),
+        penguin_llm_providers::OpenAiResponses::new(),
+        |p| p.history().len(),
+        "openai_responses",
+    )
+    .await;
+}
