@@ -3,7 +3,8 @@
 //! bytes a real server sends are checked on every `cargo test`, server or not.
 //!
 //! Every recording answers "What color is the sky?" under a 24-token limit, so each is also a
-//! real `length` cut-off: the text segment fails, the request completes.
+//! real `length` cut-off: the text segment fails, the request completes. The `/v1/responses`
+//! recording is replayed with the other Responses fixtures in `tests/openai_responses_fixtures.rs`.
 
 use penguin_llm_providers::testing::{check_discipline, replay, without_timestamps};
 use penguin_llm_providers::wire::StreamDecoder;
