@@ -1,4 +1,4 @@
-//! Project automation: `cargo xtask ci`, `cargo xtask bench`.
+//! Project automation: `cargo xtask ci`, `cargo xtask e2e`, `cargo xtask bench`.
 //!
 //! Each step prints the command it runs and the first failure stops everything.
 
@@ -11,9 +11,10 @@ fn main() -> ExitCode {
     let root = project_root();
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(&root),
+        Some("e2e") => e2e(&root),
         Some("bench") => bench(&root),
         _ => {
-            eprintln!("usage: cargo xtask <ci|bench>\n  ci     formatting, clippy, tests, docs and the scenario check\n  bench  the benchmarks");
+            eprintln!("usage: cargo xtask <ci|e2e|bench>\n  ci     formatting, clippy, tests, the real-model e2e, docs and the scenario check\n  e2e    only the real-model end-to-end tests (starts and stops a local llama.cpp server)\n  bench  the benchmarks");
             return ExitCode::from(2);
         }
     };
@@ -79,6 +80,8 @@ fn ci(root: &Path) -> Result<(), String> {
     test.args(["test", "--workspace", "--all-features"]);
     run(root, "tests", test)?;
 
+    e2e(root)?;
+
     let mut doc = cargo();
     doc.args(["doc", "--workspace", "--no-deps", "--all-features"])
         .env("RUSTDOCFLAGS", "-D warnings");
@@ -101,6 +104,75 @@ fn ci(root: &Path) -> Result<(), String> {
         total.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// Stops the model server when dropped, so a failed or panicking step still stops it.
+struct ModelServer<'a> {
+    root: &'a Path,
+}
+
+impl Drop for ModelServer<'_> {
+    fn drop(&mut self) {
+        let stopped = Command::new(python())
+            .args(["scripts/model-server.py", "stop"])
+            .current_dir(self.root)
+            .status();
+        if !matches!(stopped, Ok(s) if s.success()) {
+            eprintln!(
+                "xtask: could not stop the model server ({stopped:?}); see target/model-server/pid"
+            );
+        }
+    }
+}
+
+fn python() -> String {
+    std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+/// A real llama.cpp server (SmolLM2-135M through the `xllamacpp` wheel, set up by
+/// `scripts/model-server.py` in `target/model-venv`) driven by every adapter it speaks.
+fn e2e(root: &Path) -> Result<(), String> {
+    let label = "e2e model server";
+    // The script bounds its own wait for /health; 180 s covers a cold pip download too.
+    let mut start = Command::new(python());
+    start
+        .args(["scripts/model-server.py", "start", "--timeout", "180"])
+        .current_dir(root)
+        .stderr(std::process::Stdio::inherit());
+    println!("\n==> {label}: {}", format!("{start:?}").replace('"', ""));
+    let began = Instant::now();
+    let output = start
+        .output()
+        .map_err(|e| format!("{label}: cannot start: {e}"))?;
+    // From here on the server may be running, whatever the exit status says.
+    let _server = ModelServer { root };
+    if !output.status.success() {
+        return Err(format!("{label} failed ({})", output.status));
+    }
+    let url = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .last()
+        .unwrap_or("")
+        .trim()
+        .to_owned();
+    if !url.starts_with("http://") {
+        return Err(format!("{label}: expected a base URL, got {url:?}"));
+    }
+    println!(
+        "<== {label}: {url} in {:.1}s",
+        began.elapsed().as_secs_f64()
+    );
+    let mut test = cargo();
+    test.args([
+        "test",
+        "-p",
+        "penguin-llm-providers",
+        "--all-features",
+        "--test",
+        "real_server",
+    ])
+    .env("PENGUIN_MODEL_SERVER", &url);
+    run(root, "e2e tests", test)
 }
 
 fn bench(root: &Path) -> Result<(), String> {

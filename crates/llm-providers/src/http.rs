@@ -143,7 +143,15 @@ impl<P: WireProtocol> HttpModel<P> {
         let cancel = &request.cancel;
         let idle = self.config.idle_timeout.filter(|d| !d.is_zero());
 
-        let response = match wait(cancel, idle, builder.body(body).send()).await {
+        let builder = builder.body(body);
+        let resend = builder.try_clone();
+        let mut sent = wait(cancel, idle, builder.send()).await;
+        if let (Waited::Ready(Err(e)), Some(resend)) = (&sent, resend) {
+            if is_stale_connection(e) {
+                sent = wait(cancel, idle, resend.send()).await;
+            }
+        }
+        let response = match sent {
             Waited::Ready(Ok(r)) => r,
             Waited::Ready(Err(e)) => return Some(transport_outcome(&e)),
             Waited::Cancelled => return Some(LlmOutcome::new(StopReason::Aborted)),
@@ -289,6 +297,20 @@ async fn wait<F: Future>(
             None => Waited::IdleTimeout,
         },
     }
+}
+
+/// The request went out on a pooled keep-alive connection that the server had already
+/// closed, so the server never saw it and no response byte came back.
+///
+/// llama.cpp's server does this after every streamed response while still advertising
+/// `Keep-Alive`; curl resends transparently, hyper does not resend a `POST`. Resending once on
+/// a fresh connection is safe for exactly this error (nothing was processed) and keeps a
+/// routine connection reuse from surfacing as a `timeout` the engine would retry visibly.
+/// hyper reports it only through its error text (`IncompleteMessage`), hence the match on it.
+fn is_stale_connection(e: &reqwest::Error) -> bool {
+    e.is_request()
+        && e.status().is_none()
+        && describe_error(e).contains("connection closed before message completed")
 }
 
 /// A reqwest failure: a bad URL or request is `failed`; anything on the wire (refused,

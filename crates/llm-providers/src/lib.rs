@@ -16,8 +16,8 @@
 //!      classifies failures (§6.5), closes open segments on any non-completed outcome, yields
 //!      `token_usage` last, and commits the turn to the protocol's history only on completion.
 //!
-//! Features: `openai-chat` (default), `anthropic-messages`, `gemini`, `http` (default), `rustls`
-//! (default; TLS for `https` base URLs).
+//! Features: `openai-chat` (default), `openai-responses`, `anthropic-messages`, `gemini`, `http`
+//! (default), `rustls` (default; TLS for `https` base URLs).
 //!
 //! This crate depends only on `omni-protocol`, so adapters can be written and tested without
 //! the engine.
@@ -83,6 +83,8 @@ pub mod gemini;
 pub mod http;
 #[cfg(feature = "openai-chat")]
 pub mod openai_chat;
+#[cfg(feature = "openai-responses")]
+pub mod openai_responses;
 pub mod scripted;
 pub mod sse;
 pub mod testing;
@@ -97,6 +99,8 @@ pub use gemini::Gemini;
 pub use http::HttpModel;
 #[cfg(feature = "openai-chat")]
 pub use openai_chat::OpenAiChat;
+#[cfg(feature = "openai-responses")]
+pub use openai_responses::OpenAiResponses;
 pub use translate::{
     strip_suffix, usage_to_token_counts, ContentItem, EventTranslator, ToolCallIdAllocator,
     UniEvent, Usage,

@@ -35,6 +35,9 @@ enum Canned {
     Stream(Vec<Step>),
     /// A complete non-streaming response.
     Status(u16, &'static str, String),
+    /// Like `Stream` but offering keep-alive, then closing the connection as soon as the
+    /// client sends its next request on it: llama.cpp's behaviour after a streamed reply.
+    StreamThenCloseIdle(Vec<Step>),
 }
 
 #[derive(Clone, Debug)]
@@ -65,6 +68,13 @@ impl Server {
                     continue;
                 };
                 log.lock().unwrap().push(request);
+                if let Canned::StreamThenCloseIdle(steps) = canned {
+                    if write_stream(&mut socket, false, steps).await.is_ok() {
+                        // The reused connection's request is read and never answered.
+                        let _ = read_request(&mut socket).await;
+                    }
+                    continue;
+                }
                 // A client that went away mid-response is part of some tests.
                 let _ = respond(&mut socket, canned).await;
             }
@@ -130,28 +140,39 @@ async fn respond(socket: &mut TcpStream, canned: Canned) -> std::io::Result<()> 
             socket.write_all(head.as_bytes()).await?;
             socket.write_all(body.as_bytes()).await?;
         }
-        Canned::Stream(steps) => {
-            socket
-                .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n")
-                .await?;
-            for step in steps {
-                match step {
-                    Step::Chunk(bytes) => {
-                        socket
-                            .write_all(format!("{:x}\r\n", bytes.len()).as_bytes())
-                            .await?;
-                        socket.write_all(&bytes).await?;
-                        socket.write_all(b"\r\n").await?;
-                        socket.flush().await?;
-                    }
-                    Step::Sleep(d) => tokio::time::sleep(d).await,
-                    Step::Drop => return Ok(()),
-                }
-            }
-            socket.write_all(b"0\r\n\r\n").await?;
+        Canned::Stream(steps) | Canned::StreamThenCloseIdle(steps) => {
+            write_stream(socket, true, steps).await?;
         }
     }
     socket.shutdown().await
+}
+
+/// Writes a chunked `200 text/event-stream` response; a `Drop` step stops before its end.
+async fn write_stream(
+    socket: &mut TcpStream,
+    close: bool,
+    steps: Vec<Step>,
+) -> std::io::Result<()> {
+    let connection = if close { "close" } else { "keep-alive" };
+    socket
+        .write_all(format!("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\nconnection: {connection}\r\n\r\n").as_bytes())
+        .await?;
+    for step in steps {
+        match step {
+            Step::Chunk(bytes) => {
+                socket
+                    .write_all(format!("{:x}\r\n", bytes.len()).as_bytes())
+                    .await?;
+                socket.write_all(&bytes).await?;
+                socket.write_all(b"\r\n").await?;
+                socket.flush().await?;
+            }
+            Step::Sleep(d) => tokio::time::sleep(d).await,
+            Step::Drop => return Ok(()),
+        }
+    }
+    socket.write_all(b"0\r\n\r\n").await?;
+    socket.flush().await
 }
 
 fn data(chunk: Value) -> Step {
@@ -649,5 +670,45 @@ async fn resumed_history_reserves_tool_call_ids() {
     assert_eq!(
         messages[3],
         json!({"role": "tool", "tool_call_id": "call_1", "content": "done"})
+    );
+}
+
+#[tokio::test]
+async fn a_reused_connection_the_server_closed_is_resent_once() {
+    let server = Server::start(vec![
+        Canned::StreamThenCloseIdle(vec![content("one"), finish("stop", 5, 1), done()]),
+        Canned::Stream(vec![content("two"), finish("stop", 9, 1), done()]),
+    ])
+    .await;
+    let mut m = model(&server);
+    let (first, outcome) = generate(&mut m, request("a")).await;
+    assert_eq!(outcome, LlmOutcome::completed());
+    assert!(
+        first.contains(&"text \"one\" completed".to_owned()),
+        "{first:?}"
+    );
+    // The second request first goes out on the pooled connection, which the server closes
+    // unanswered; it must come back from a fresh connection, not as a timeout.
+    let (second, outcome) = generate(&mut m, request("b")).await;
+    assert_eq!(outcome, LlmOutcome::completed(), "{second:?}");
+    assert!(
+        second.contains(&"text \"two\" completed".to_owned()),
+        "{second:?}"
+    );
+    let bodies: Vec<Value> = server.requests().into_iter().map(|r| r.body).collect();
+    assert_eq!(
+        bodies.len(),
+        2,
+        "the unanswered request is not logged as served"
+    );
+    // The resent request is the whole second request, committed first turn included.
+    assert_eq!(
+        bodies[1]["messages"],
+        json!([
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "a"},
+            {"role": "assistant", "content": "one"},
+            {"role": "user", "content": "b"}
+        ])
     );
 }

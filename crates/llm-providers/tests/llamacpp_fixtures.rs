@@ -1,0 +1,133 @@
+//! Bodies recorded from a real llama.cpp server (SmolLM2-135M-Instruct through `xllamacpp`,
+//! greedy sampling) by `tests/real_server.rs` with `PENGUIN_RECORD_FIXTURES=1`, so the exact
+//! bytes a real server sends are checked on every `cargo test`, server or not.
+//!
+//! Every recording answers "What color is the sky?" under a 24-token limit, so each is also a
+//! real `length` cut-off: the text segment fails, the request completes. The `/v1/responses`
+//! recording is replayed with the other Responses fixtures in `tests/openai_responses_fixtures.rs`.
+
+use penguin_llm_providers::testing::{check_discipline, replay, without_timestamps};
+use penguin_llm_providers::wire::StreamDecoder;
+use penguin_llm_providers::{LlmOutcome, ToolCallIdAllocator};
+use proptest::prelude::*;
+
+mod common;
+use common::*;
+
+use penguin_omni_protocol::StopReason::Failed;
+
+/// The reply every recording holds, as the server tokenized it.
+const SKY: [&str; 24] = [
+    "The",
+    " sky",
+    " is",
+    " often",
+    " described",
+    " as",
+    " a",
+    " deep",
+    " shade",
+    " of",
+    " blue",
+    ",",
+    " but",
+    " in",
+    " reality",
+    ",",
+    " the",
+    " sky",
+    " can",
+    " be",
+    " a",
+    " range",
+    " of",
+    " colors",
+];
+
+fn run_chunks<D: StreamDecoder>(
+    decoder: D,
+    name: &str,
+    chunks: &[&[u8]],
+) -> (Vec<String>, LlmOutcome) {
+    let (msgs, outcome) = replay(decoder, chunks, ToolCallIdAllocator::new());
+    check_discipline(&msgs).unwrap_or_else(|e| panic!("{name}: {e}"));
+    (without_timestamps(&msgs), outcome)
+}
+
+/// Whole body, then any split of it, must give `expected`.
+fn check_all_splits<D: StreamDecoder>(
+    make: fn() -> D,
+    dir: &str,
+    name: &str,
+    expected: &[String],
+    cuts: &[proptest::sample::Index],
+) -> Result<(), TestCaseError> {
+    let body = fixture(dir, name);
+    let (got, outcome) = run_chunks(make(), name, &split(&body, cuts));
+    prop_assert_eq!(outcome, LlmOutcome::completed());
+    prop_assert_eq!(got, expected);
+    Ok(())
+}
+
+#[cfg(feature = "openai-chat")]
+mod openai_chat {
+    use super::*;
+    use penguin_llm_providers::openai_chat::OpenAiChatDecoder;
+
+    pub fn expected() -> Vec<String> {
+        expect(vec![
+            text_segment(&SKY, Failed),
+            // prompt_tokens 29 of which 28 cached; 24 completion tokens.
+            usage(28, 1, 24),
+        ])
+    }
+
+    #[test]
+    fn llamacpp_text_cut_off_by_length() {
+        let body = fixture("openai_chat", "llamacpp_smollm2_text.sse");
+        let (got, outcome) = run_chunks(OpenAiChatDecoder::default(), "chat", &[&body]);
+        assert_eq!(outcome, LlmOutcome::completed());
+        assert_eq!(got, expected());
+    }
+
+    proptest! {
+        #[test]
+        fn any_split_gives_the_same_messages(
+            cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..24),
+        ) {
+            check_all_splits(OpenAiChatDecoder::default, "openai_chat", "llamacpp_smollm2_text.sse", &expected(), &cuts)?;
+        }
+    }
+}
+
+#[cfg(feature = "anthropic-messages")]
+mod anthropic_messages {
+    use super::*;
+    use penguin_llm_providers::anthropic_messages::AnthropicDecoder;
+
+    pub fn expected() -> Vec<String> {
+        expect(vec![
+            text_segment(&SKY, Failed),
+            // llama.cpp reports Anthropic-style: input_tokens 12 uncached beside
+            // cache_read_input_tokens 17; output_tokens 24 from message_delta.
+            usage(17, 12, 24),
+        ])
+    }
+
+    #[test]
+    fn llamacpp_text_cut_off_by_max_tokens() {
+        let body = fixture("anthropic_messages", "llamacpp_smollm2_text.sse");
+        let (got, outcome) = run_chunks(AnthropicDecoder::default(), "messages", &[&body]);
+        assert_eq!(outcome, LlmOutcome::completed());
+        assert_eq!(got, expected());
+    }
+
+    proptest! {
+        #[test]
+        fn any_split_gives_the_same_messages(
+            cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..24),
+        ) {
+            check_all_splits(AnthropicDecoder::default, "anthropic_messages", "llamacpp_smollm2_text.sse", &expected(), &cuts)?;
+        }
+    }
+}
