@@ -8,7 +8,7 @@
 //! default_model = "local"
 //!
 //! [models.local]
-//! protocol = "openai-chat"            # openai-chat | anthropic-messages | gemini | demo
+//! protocol = "openai-chat"            # openai-chat | openai-responses | anthropic-messages | gemini | demo
 //! base_url = "http://127.0.0.1:8080/v1"
 //! model = "smollm2"
 //! api_key_env = "LOCAL_KEY"           # optional; each protocol has a default variable
@@ -120,7 +120,7 @@ pub struct ModelFlags {
 /// The default base URL of each protocol.
 pub fn default_base_url(protocol: Protocol) -> &'static str {
     match protocol {
-        Protocol::OpenaiChat => "https://api.openai.com/v1",
+        Protocol::OpenaiChat | Protocol::OpenaiResponses => "https://api.openai.com/v1",
         Protocol::AnthropicMessages => "https://api.anthropic.com",
         Protocol::Gemini => "https://generativelanguage.googleapis.com/v1beta",
         Protocol::Demo => "",

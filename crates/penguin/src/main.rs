@@ -105,6 +105,20 @@ enum Command {
     },
     /// List sessions, newest first.
     Sessions,
+    /// Serve sessions over HTTP + SSE (every request needs `Authorization: Bearer <token>`).
+    Serve {
+        /// Address to bind.
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+        /// Port to bind.
+        #[arg(long, default_value_t = 7364)]
+        port: u16,
+        #[command(flatten)]
+        model: ModelArgs,
+        /// The workspace of sessions created without one (default: the current directory).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+    },
     /// Scenario files: a scripted model and tools driving the real engine.
     Scenario {
         #[command(subcommand)]
@@ -164,6 +178,12 @@ fn main() -> ExitCode {
             command: TraceCommand::Check { files },
         } => trace_check(&files),
         Command::Sessions => sessions(),
+        Command::Serve {
+            host,
+            port,
+            model,
+            workspace,
+        } => serve(host, port, model, workspace),
         Command::Run {
             prompt,
             model,
@@ -289,6 +309,57 @@ fn sessions() -> Result<ExitCode, String> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn serve(
+    host: String,
+    port: u16,
+    model: ModelArgs,
+    workspace: Option<PathBuf>,
+) -> Result<ExitCode, String> {
+    use penguin::server::{ModelFactory, ScenarioFactory, ServeOptions, SessionFactory};
+    let agent = Agent::from_env().map_err(|e| e.to_string())?;
+    let workspace = workspace_dir(workspace)?;
+    let factory: Arc<dyn SessionFactory> = match pick_source(&agent, &model)? {
+        Source::Scenario(_) => {
+            let path = model
+                .scenario
+                .as_ref()
+                .ok_or("--provider scripted needs --scenario FILE")?;
+            Arc::new(ScenarioFactory::from_file(path)?.with_workspace(workspace))
+        }
+        Source::Model(spec) => {
+            if spec.protocol == Protocol::Demo {
+                eprintln!("penguin: no model configured; sessions use the built-in demo model");
+            }
+            let tools_agent = agent.clone();
+            let tools_spec = spec.clone();
+            Arc::new(ModelFactory {
+                spec,
+                system_prompt: penguin::agent::DEFAULT_SYSTEM_PROMPT.to_owned(),
+                default_workspace: workspace,
+                engine: agent.engine.clone(),
+                environment: Arc::new(move |ws: &Path| {
+                    session_tools(&tools_agent, &tools_spec, ws).unwrap_or_else(|e| {
+                        eprintln!("penguin: {e}; tools are unavailable");
+                        Arc::new(penguin::engine::scripted::ScriptedEnvironment::default())
+                    })
+                }),
+            })
+        }
+    };
+    let mut opts = ServeOptions::new(factory);
+    opts.host = host;
+    opts.port = port;
+    opts.data_root = agent.location.root.clone();
+    opts.project = agent.location.project.clone();
+    opts.agent = agent.location.agent.clone();
+    with_runtime(async move {
+        penguin::server::serve(opts)
+            .await
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(|e| e.to_string())
+    })
 }
 
 /// What a session is built from: a model plus tools, or a scenario's scripts.

@@ -20,6 +20,8 @@ use penguin_omni_protocol::{
 pub enum Protocol {
     /// OpenAI Chat Completions, and every OpenAI-compatible server (llama.cpp, vLLM, Ollama, ...).
     OpenaiChat,
+    /// OpenAI Responses API.
+    OpenaiResponses,
     /// Anthropic Messages.
     AnthropicMessages,
     /// Google Gemini `streamGenerateContent`.
@@ -33,6 +35,7 @@ impl Protocol {
     pub fn as_str(self) -> &'static str {
         match self {
             Protocol::OpenaiChat => "openai-chat",
+            Protocol::OpenaiResponses => "openai-responses",
             Protocol::AnthropicMessages => "anthropic-messages",
             Protocol::Gemini => "gemini",
             Protocol::Demo => "demo",
@@ -51,12 +54,13 @@ impl FromStr for Protocol {
     fn from_str(s: &str) -> Result<Self, String> {
         Ok(match s {
             "openai-chat" | "openai" => Protocol::OpenaiChat,
+            "openai-responses" => Protocol::OpenaiResponses,
             "anthropic-messages" | "anthropic" => Protocol::AnthropicMessages,
             "gemini" => Protocol::Gemini,
             "demo" => Protocol::Demo,
             other => {
                 return Err(format!(
-                    "unknown provider protocol {other:?} (expected openai-chat, anthropic-messages, gemini or demo)"
+                    "unknown provider protocol {other:?} (expected openai-chat, openai-responses, anthropic-messages, gemini or demo)"
                 ))
             }
         })
@@ -106,7 +110,7 @@ impl ModelSpec {
     /// The default API key variable of each protocol.
     pub fn default_key_env(protocol: Protocol) -> Option<&'static str> {
         match protocol {
-            Protocol::OpenaiChat => Some("OPENAI_API_KEY"),
+            Protocol::OpenaiChat | Protocol::OpenaiResponses => Some("OPENAI_API_KEY"),
             Protocol::AnthropicMessages => Some("ANTHROPIC_API_KEY"),
             Protocol::Gemini => Some("GEMINI_API_KEY"),
             Protocol::Demo => None,
@@ -178,6 +182,9 @@ pub fn build_llm(spec: &ModelSpec, cx: ModelContext) -> Result<Box<dyn Llm>, Mod
     }
     Ok(match spec.protocol {
         Protocol::OpenaiChat => http!(penguin_llm_providers::openai_chat::OpenAiChat::new()),
+        Protocol::OpenaiResponses => {
+            http!(penguin_llm_providers::openai_responses::OpenAiResponses::new())
+        }
         Protocol::AnthropicMessages => {
             http!(penguin_llm_providers::anthropic_messages::AnthropicMessages::new())
         }

@@ -13,7 +13,7 @@
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let factory = ScenarioFactory::from_file("tests/scenarios/seed-two-tools.json")?;
 //! let mut opts = ServeOptions::new(Arc::new(factory));
-//! opts.port = 8787;
+//! opts.port = 7364;
 //! serve(opts).await?;
 //! # Ok(())
 //! # }
@@ -52,7 +52,7 @@ pub const DEFAULT_MAX_BODY: usize = 1024 * 1024;
 pub struct ServeOptions {
     /// Interface to bind (default `127.0.0.1`).
     pub host: String,
-    /// Port to bind (default 8787; 0 picks a free one).
+    /// Port to bind (default 7364; 0 picks a free one).
     pub port: u16,
     /// Data root: traces live under `<data_root>/<project>/agents/<agent>/traces`, the token in
     /// `<data_root>/server-token`.
@@ -93,12 +93,12 @@ impl std::fmt::Debug for ServeOptions {
 }
 
 impl ServeOptions {
-    /// Defaults: `127.0.0.1:8787`, the data root of [`penguin_trace_store::data_root`], project
+    /// Defaults: `127.0.0.1:7364`, the data root of [`penguin_trace_store::data_root`], project
     /// and agent `default`, the token from `PENGUIN_TOKEN` when set and non-empty.
     pub fn new(factory: Arc<dyn SessionFactory>) -> ServeOptions {
         ServeOptions {
             host: "127.0.0.1".into(),
-            port: 8787,
+            port: 7364,
             data_root: penguin_trace_store::data_root(),
             project: "default".into(),
             agent: "default".into(),
