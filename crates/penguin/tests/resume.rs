@@ -149,7 +149,7 @@ async fn an_interrupted_session_resumes_with_its_carry_over_first() {
     let trace = read_trace(&first_file, ReadMode::Strict).unwrap().messages;
     assert_eq!(trace.iter().filter(|m| m.is_session_meta()).count(), 1);
     assert_eq!(
-        content(trace.last().map(|m| m).unwrap()),
+        content(trace.last().unwrap()),
         "",
         "the file ends with request_end"
     );
