@@ -146,7 +146,8 @@ pub use reader::{
     TraceRead,
 };
 pub use resume::{
-    extract_summary, placeholder, resume_session, resume_trace, DanglingCompaction, Resumed,
+    placeholder, resume_session, resume_trace, DanglingCompaction, Resumed,
     ResumedSession, PLACEHOLDER_OUTPUT,
 };
 pub use writer::{Durability, FlushHandle, Writer, WriterConfig};
+pub use penguin_omni_protocol::markers::extract_summary;

@@ -1,5 +1,6 @@
 //! Session resume (§3.5, §3.6).
 
+use penguin_omni_protocol::markers::extract_summary;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use penguin_omni_protocol::markers::marker_block;
@@ -54,73 +55,6 @@ pub struct Resumed {
 /// The resume placeholder for a call whose output never reached the trace.
 pub fn placeholder(tool_call_id: &str) -> OmniMessage {
     build::tool_call_output(PLACEHOLDER_OUTPUT, tool_call_id, StopReason::Aborted)
-}
-
-const SUMMARY_TAGS: [&str; 4] = ["[summary]", "[/summary]", "<summary>", "</summary>"];
-
-fn strip_summary_tags(s: &str) -> String {
-    let mut out = s.to_owned();
-    for tag in SUMMARY_TAGS {
-        out = out.replace(tag, "");
-    }
-    out
-}
-
-/// Non-overlapping `open…close` pairs, each closed by the nearest `close` (a lazy match).
-/// Returns `(block_start, block_end, content_start, content_end)`.
-fn pairs(text: &str, open: &str, close: &str) -> Vec<(usize, usize, usize, usize)> {
-    let mut out = Vec::new();
-    let mut from = 0;
-    while let Some(o) = text[from..].find(open) {
-        let content_start = from + o + open.len();
-        let Some(c) = text[content_start..].find(close) else {
-            break;
-        };
-        let content_end = content_start + c;
-        let block_end = content_end + close.len();
-        out.push((from + o, block_end, content_start, content_end));
-        from = block_end;
-    }
-    out
-}
-
-/// The summary in a compaction reply (§2.12 extraction ladder). Empty means unusable.
-///
-/// 1. The first `[summary]…[/summary]` pair, then the first `<summary>…</summary>` pair, whose
-///    content is non-empty once stray summary tags are removed and it is trimmed.
-/// 2. Otherwise the whole text with every summary block and stray tag removed, trimmed (so text
-///    without tags comes back whole).
-///
-/// ```
-/// use penguin_trace_store::extract_summary;
-/// assert_eq!(extract_summary("Sure.\n[summary]\nthe gist\n[/summary]"), "the gist");
-/// assert_eq!(extract_summary("[summary] [/summary]<summary>old</summary>"), "old");
-/// assert_eq!(extract_summary("  no tags at all "), "no tags at all");
-/// assert_eq!(extract_summary("[summary][/summary]"), "");
-/// ```
-pub fn extract_summary(text: &str) -> String {
-    let forms = [("[summary]", "[/summary]"), ("<summary>", "</summary>")];
-    for (open, close) in forms {
-        for (_, _, cs, ce) in pairs(text, open, close) {
-            let s = strip_summary_tags(&text[cs..ce]);
-            let s = s.trim();
-            if !s.is_empty() {
-                return s.to_owned();
-            }
-        }
-    }
-    let mut rest = text.to_owned();
-    for (open, close) in forms {
-        let mut kept = String::with_capacity(rest.len());
-        let mut at = 0;
-        for (bs, be, _, _) in pairs(&rest, open, close) {
-            kept.push_str(&rest[at..bs]);
-            at = be;
-        }
-        kept.push_str(&rest[at..]);
-        rest = kept;
-    }
-    strip_summary_tags(&rest).trim().to_owned()
 }
 
 fn output_id(m: &OmniMessage) -> Option<&str> {
