@@ -80,4 +80,8 @@ pub trait Approver: Send + Sync {
 pub trait TraceSink: Send + Sync {
     /// Records one message.
     fn record(&self, frame: &Frame);
+
+    /// Starts the next file: the context so far was compacted. Later records go to the new
+    /// file; a record is never split. Sinks without files ignore it.
+    fn rotate(&self) {}
 }

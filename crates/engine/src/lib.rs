@@ -18,20 +18,22 @@
 //! [`Environment`] trait here; the Trace is anything implementing [`TraceSink`].
 
 mod carry;
+mod compaction;
 mod config;
 mod environment;
 mod run;
 pub mod scripted;
 mod turn;
 
-pub use config::EngineConfig;
+pub use compaction::Compactability;
+pub use config::{CompactionConfig, EngineConfig, DEFAULT_COMPACTION_PROMPT};
 pub use environment::{Approver, Environment, Permission, ToolCallRequest, TraceSink};
 pub use penguin_llm_providers::{
     CancellationToken, Llm, LlmOutcome, LlmRequest, MessageSink, ThinkingLevel,
 };
 pub use penguin_omni_protocol::Frame;
 pub use run::{
-    Counters, Engine, EngineBusy, InitialState, RunOptions, RunStream, SteerId, Steered,
+    Counters, Engine, EngineBusy, InitialState, LlmFactory, RunOptions, RunStream, SteerId, Steered,
 };
 
 /// The exact texts the engine produces, in one place so tests and docs can refer to them.
@@ -44,6 +46,15 @@ pub mod texts {
     pub const INTERRUPTED_BY_USER: &str = "[interrupted: tool aborted by user]";
     /// Abort reason of a user interrupt.
     pub const ABORTED_BY_USER: &str = "aborted by user";
+    /// Abort reason of an interrupt during a mid-task compaction.
+    pub const ABORTED_DURING_COMPACTION: &str = "aborted during compaction";
+    /// Abort reason of a failed mid-task compaction.
+    pub const COMPACTION_FAILED: &str = "compaction failed";
+    /// Repair output for a tool call made by a compaction request.
+    pub const COMPACTION_TOOL_REPAIR: &str =
+        "[tool error] the compaction request expects a summary, not tool calls";
+    /// Sent before a compaction retry after an unusable reply.
+    pub const SUMMARY_RETRY_GUIDANCE: &str = "Your previous reply was not a usable summary. Reply again with text only, no tool calls, in exactly this format and nothing after it:\n\n[summary]put the summary text here...[/summary]";
     /// Abort reason of an interrupt during reconnect backoff.
     pub const ABORTED_DURING_BACKOFF: &str = "aborted during reconnect backoff";
 }

@@ -15,10 +15,11 @@ use penguin_omni_protocol::{
 use tokio::sync::oneshot;
 
 use crate::carry::{build_carry_over, with_retried_turns};
+use crate::compaction::{self, Compactability};
 use crate::config::EngineConfig;
 use crate::environment::{Approver, Environment, TraceSink};
 use crate::texts;
-use crate::turn::{emit, run_turn, TurnParams};
+use crate::turn::{emit, run_turn, Item, TurnParams};
 
 /// Options of one run.
 #[derive(Clone, Default)]
@@ -85,18 +86,25 @@ pub struct InitialState {
     /// Trace-only records owed after the next run's input (the session's `tool_list_ready`,
     /// MCP connect events): written once, in order, right after that input.
     pub bootstrap_records: Vec<OmniMessage>,
+    /// The trace's last file holds a finished (compacted) context: the first write starts the
+    /// next file.
+    pub pending_trace_rotation: bool,
+    /// The context was just compacted (nothing has run in it yet).
+    pub from_compaction: bool,
 }
 
 #[derive(Default)]
-struct State {
-    pending_carry_over: Vec<OmniMessage>,
-    pending_bootstrap: Vec<OmniMessage>,
-    pending_summary: Option<OmniMessage>,
-    counters: Counters,
-    steering: Vec<(SteerId, Vec<OmniMessage>)>,
-    next_steer_id: u64,
-    task_running: bool,
-    backoff_wake: Option<oneshot::Sender<()>>,
+pub(crate) struct State {
+    pub(crate) pending_carry_over: Vec<OmniMessage>,
+    pub(crate) pending_bootstrap: Vec<OmniMessage>,
+    pub(crate) pending_summary: Option<OmniMessage>,
+    pub(crate) counters: Counters,
+    pub(crate) steering: Vec<(SteerId, Vec<OmniMessage>)>,
+    pub(crate) next_steer_id: u64,
+    pub(crate) task_running: bool,
+    pub(crate) backoff_wake: Option<oneshot::Sender<()>>,
+    pub(crate) from_compaction: bool,
+    pub(crate) create_llm: Option<LlmFactory>,
 }
 
 pub(crate) struct Shared {
@@ -105,7 +113,19 @@ pub(crate) struct Shared {
     pub(crate) env: Arc<dyn Environment>,
     trace: Option<Arc<dyn TraceSink>>,
     state: Mutex<State>,
+    head: Mutex<Head>,
 }
+
+/// What a rotated trace file starts with, and whether the next write rotates.
+#[derive(Default)]
+pub(crate) struct Head {
+    pub(crate) pending_rotation: bool,
+    session_meta: Option<OmniMessage>,
+    tool_list: Option<OmniMessage>,
+}
+
+/// Builds the model of a new context from the session's cumulative token counts.
+pub type LlmFactory = Arc<dyn Fn(TokenCounts) -> Box<dyn Llm> + Send + Sync>;
 
 impl Shared {
     fn state(&self) -> MutexGuard<'_, State> {
@@ -119,13 +139,37 @@ impl Shared {
         st.counters.session_turns += 1;
     }
 
-    /// Writes a message to the Trace without streaming it (the prompt, the subagent pointer).
-    pub(crate) fn record_only(&self, msg: OmniMessage) {
-        if let Some(trace) = &self.trace {
-            if msg.is_recordable() {
-                trace.record(&Frame::new(msg));
+    pub(crate) fn head(&self) -> MutexGuard<'_, Head> {
+        self.head.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records a recordable frame. After a compaction the first write rotates the file and
+    /// rewrites the session's head records first, so a compaction with nothing after it
+    /// leaves no empty file.
+    pub(crate) fn write(&self, frame: &Frame) {
+        let Some(trace) = &self.trace else { return };
+        if !frame.message().is_recordable() {
+            return;
+        }
+        let mut head = self.head();
+        if head.pending_rotation {
+            head.pending_rotation = false;
+            trace.rotate();
+            for m in head.session_meta.iter().chain(&head.tool_list) {
+                trace.record(&Frame::new(m.clone()));
             }
         }
+        trace.record(frame);
+    }
+
+    /// Writes a message to the Trace without streaming it (the prompt, the subagent pointer,
+    /// a compaction's request).
+    pub(crate) fn record_only(&self, msg: OmniMessage) {
+        self.write(&Frame::new(msg));
+    }
+
+    pub(crate) fn state_mut(&self) -> MutexGuard<'_, State> {
+        self.state()
     }
 }
 
@@ -162,6 +206,7 @@ impl Engine {
             pending_carry_over: initial.carry_over,
             pending_bootstrap: initial.bootstrap_records,
             pending_summary: initial.pending_summary,
+            from_compaction: initial.from_compaction,
             counters: initial.counters,
             ..State::default()
         };
@@ -172,6 +217,10 @@ impl Engine {
                 env,
                 trace,
                 state: Mutex::new(state),
+                head: Mutex::new(Head {
+                    pending_rotation: initial.pending_trace_rotation,
+                    ..Head::default()
+                }),
             }),
         }
     }
@@ -183,6 +232,48 @@ impl Engine {
         new_messages: Vec<OmniMessage>,
         options: RunOptions,
     ) -> Result<RunStream, EngineBusy> {
+        self.start_task(options, move |shared, options, producer| async move {
+            run_to_completion(&shared, new_messages, options, &producer).await;
+        })
+    }
+
+    /// Compacts the context now (`compact()` of the reference), as a task with its own
+    /// stream. Does nothing (an empty stream) unless [`Engine::compactability`] is `Ok`.
+    pub fn compact(&self, cancel: CancellationToken) -> Result<RunStream, EngineBusy> {
+        let options = RunOptions {
+            approver: None,
+            cancel,
+            thinking_level: None,
+        };
+        self.start_task(options, |shared, options, producer| async move {
+            compaction::compact_manually(&shared, &producer, &options.cancel).await;
+        })
+    }
+
+    /// Whether a manual compaction would do anything, and if not, why.
+    pub fn compactability(&self) -> Compactability {
+        compaction::compactability(&self.shared)
+    }
+
+    /// Enables compaction: `create_llm` builds the fresh model of a new context, seeded with
+    /// the session's cumulative token counts. Compaction also needs `EngineConfig::compaction`.
+    pub fn enable_compaction(&self, create_llm: LlmFactory) {
+        self.shared.state().create_llm = Some(create_llm);
+    }
+
+    /// The records rewritten at the head of every file after a rotation: the session's
+    /// `session_meta` and `tool_list_ready` (original objects, original timestamps).
+    pub fn set_context_head(&self, session_meta: OmniMessage, tool_list: Option<OmniMessage>) {
+        let mut head = self.shared.head();
+        head.session_meta = Some(session_meta);
+        head.tool_list = tool_list;
+    }
+
+    fn start_task<F, Fut>(&self, options: RunOptions, body: F) -> Result<RunStream, EngineBusy>
+    where
+        F: FnOnce(Arc<Shared>, RunOptions, Producer<Item>) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
         {
             let mut st = self.shared.state();
             if st.task_running {
@@ -190,12 +281,10 @@ impl Engine {
             }
             st.task_running = true;
         }
-        let trace = self.shared.trace.clone();
-        let (producer, consumer) = merge_queue_with_hook(move |frame: &Frame| {
-            if let Some(trace) = &trace {
-                if frame.message().is_recordable() {
-                    trace.record(frame);
-                }
+        let hook_shared = self.shared.clone();
+        let (producer, consumer) = merge_queue_with_hook(move |(frame, record): &Item| {
+            if *record {
+                hook_shared.write(frame);
             }
         });
         // A child token: dropping the stream interrupts this run without touching the
@@ -208,7 +297,8 @@ impl Engine {
         let shared = self.shared.clone();
         tokio::spawn(async move {
             let guard = RunGuard(shared.clone());
-            run_to_completion(&shared, new_messages, options, &producer).await;
+            let task_producer = producer.clone();
+            body(shared, options, task_producer).await;
             // The engine is idle before the stream ends, so a caller may start the next run
             // as soon as it has seen the last message.
             drop(guard);
@@ -285,7 +375,7 @@ impl Drop for RunGuard {
 /// The stream of one run: every message in merge order, ending when the run and all its
 /// tools are done. Dropping it interrupts the run.
 pub struct RunStream {
-    consumer: Consumer<Frame>,
+    consumer: Consumer<Item>,
     cancel: CancellationToken,
 }
 
@@ -301,7 +391,9 @@ impl Stream for RunStream {
     type Item = Frame;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Frame>> {
-        Pin::new(&mut self.consumer).poll_next(cx)
+        Pin::new(&mut self.consumer)
+            .poll_next(cx)
+            .map(|item| item.map(|(frame, _)| frame))
     }
 }
 
@@ -311,7 +403,7 @@ impl Drop for RunStream {
     }
 }
 
-fn abort(producer: &Producer<Frame>, reason: impl Into<String>) {
+pub(crate) fn abort(producer: &Producer<Item>, reason: impl Into<String>) {
     emit(producer, build::abort(Some(reason.into())));
 }
 
@@ -319,7 +411,7 @@ async fn run_to_completion(
     shared: &Arc<Shared>,
     new_messages: Vec<OmniMessage>,
     options: RunOptions,
-    producer: &Producer<Frame>,
+    producer: &Producer<Item>,
 ) {
     let RunOptions {
         approver,
@@ -413,6 +505,14 @@ async fn run_to_completion(
             }
         };
         let mid_task = !turn.tool_outputs.is_empty();
+        match compaction::checkpoint(shared, producer, &turn, &cancel).await {
+            compaction::Checkpoint::Proceed => {}
+            compaction::Checkpoint::EndRun => return,
+            compaction::Checkpoint::Continue(input) => {
+                next_input = input;
+                continue;
+            }
+        }
         let injected = deliver_steering(shared, producer);
         if !mid_task && injected.is_empty() {
             return;
@@ -428,7 +528,7 @@ async fn run_to_completion(
 }
 
 /// Waits out the n-th reconnect delay. False when the interrupt fired.
-async fn backoff(shared: &Shared, n: u32, cancel: &CancellationToken) -> bool {
+pub(crate) async fn backoff(shared: &Shared, n: u32, cancel: &CancellationToken) -> bool {
     if cancel.is_cancelled() {
         return false;
     }
@@ -446,7 +546,7 @@ async fn backoff(shared: &Shared, n: u32, cancel: &CancellationToken) -> bool {
 }
 
 /// The max-turns notice: an assistant text cut off with stop_reason failed; no abort follows.
-fn emit_max_turns(producer: &Producer<Frame>, max_turns: i64) {
+fn emit_max_turns(producer: &Producer<Item>, max_turns: i64) {
     let text = format!("[reached max turns ({max_turns}); stopping]");
     emit(
         producer,
@@ -465,7 +565,7 @@ fn emit_max_turns(producer: &Producer<Frame>, max_turns: i64) {
 
 /// Drains the steering queue into `[user_steering]` texts (plus any images), each streamed and
 /// written, and returns them for the next input.
-fn deliver_steering(shared: &Shared, producer: &Producer<Frame>) -> Vec<OmniMessage> {
+pub(crate) fn deliver_steering(shared: &Shared, producer: &Producer<Item>) -> Vec<OmniMessage> {
     let queued = std::mem::take(&mut shared.state().steering);
     let mut delivered = Vec::new();
     for (_, input) in queued {

@@ -41,13 +41,23 @@ pub(crate) struct TurnParams<'a> {
     pub reconnects: u32,
 }
 
-pub(crate) fn emit(producer: &Producer<Frame>, msg: OmniMessage) {
-    producer.push(Frame::new(msg));
+/// What the run's merge queue carries: a frame, and whether the Trace records it (a
+/// compaction's `token_usage` is streamed after the fact, having been recorded in place).
+pub(crate) type Item = (Frame, bool);
+
+/// Streams and records `msg` (the Trace skips what is not recordable).
+pub(crate) fn emit(producer: &Producer<Item>, msg: OmniMessage) {
+    producer.push((Frame::new(msg), true));
+}
+
+/// Streams `msg` without recording it.
+pub(crate) fn emit_stream_only(producer: &Producer<Item>, msg: OmniMessage) {
+    producer.push((Frame::new(msg), false));
 }
 
 pub(crate) async fn run_turn(
     shared: &Arc<Shared>,
-    producer: &Producer<Frame>,
+    producer: &Producer<Item>,
     p: TurnParams<'_>,
 ) -> Turn {
     emit(producer, build::request_begin());
@@ -82,7 +92,10 @@ pub(crate) async fn run_turn(
                 )
             })
     };
-    emit(producer, request_end(shared, &outcome, p.reconnects));
+    emit(
+        producer,
+        request_end(shared, &outcome, p.reconnects, shared.config.max_reconnects),
+    );
 
     // request_end does not wait for tools; the turn does.
     while let Some(joined) = driver.tools.join_next().await {
@@ -110,14 +123,18 @@ pub(crate) async fn run_turn(
     }
 }
 
-/// Stamps `request_end` (§2.7).
-fn request_end(shared: &Shared, outcome: &LlmOutcome, reconnects: u32) -> OmniMessage {
+/// Stamps `request_end` (§2.7); `cap` is the retry budget the request runs under.
+pub(crate) fn request_end(
+    shared: &Shared,
+    outcome: &LlmOutcome,
+    reconnects: u32,
+    cap: u32,
+) -> OmniMessage {
     let status = outcome.status;
     let retryable = matches!(
         status,
         StopReason::Failed | StopReason::Timeout | StopReason::Malformed
     );
-    let cap = shared.config.max_reconnects;
     build::request_end(
         status,
         RetryDetail {
@@ -129,7 +146,7 @@ fn request_end(shared: &Shared, outcome: &LlmOutcome, reconnects: u32) -> OmniMe
     )
 }
 
-fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
+pub(crate) fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
     panic
         .downcast_ref::<&str>()
         .map(|s| s.to_string())
@@ -140,7 +157,7 @@ fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
 /// The driver: consumes the LLM stream, approves calls one at a time, dispatches tools.
 struct Driver {
     shared: Arc<Shared>,
-    producer: Producer<Frame>,
+    producer: Producer<Item>,
     approver: Option<Arc<dyn Approver>>,
     cancel: CancellationToken,
     outputs: Arc<Mutex<Vec<OmniMessage>>>,
@@ -272,7 +289,7 @@ impl Driver {
 /// `executeOne`'s view of one running tool.
 struct ToolSink {
     shared: Arc<Shared>,
-    producer: Producer<Frame>,
+    producer: Producer<Item>,
     outputs: Arc<Mutex<Vec<OmniMessage>>>,
     tool_call_id: String,
     answered: bool,

@@ -26,6 +26,10 @@ impl TraceSink for WriterSink {
     fn record(&self, frame: &Frame) {
         self.0.record(frame);
     }
+
+    fn rotate(&self) {
+        self.0.rotate();
+    }
 }
 
 /// What a new session is made of.
@@ -130,6 +134,7 @@ impl Session {
             Some(Arc::new(WriterSink(writer.clone()))),
             initial,
         );
+        engine.set_context_head(meta.clone(), Some(tool_list.clone()));
         Ok(Session {
             id,
             meta,
@@ -174,12 +179,6 @@ impl Session {
                 path: writer.current_path(),
             })?;
         let meta = build::session_meta(meta_payload);
-        if resumed.context_closed {
-            // The old file holds a finished context; the new one starts with the session's
-            // invariants, as a rotation does.
-            writer.rotate();
-            writer.record_message(meta.clone());
-        }
         let tool_list = build::tool_list_ready(env.tools());
         let initial = InitialState {
             carry_over: resumed.carry_over,
@@ -190,6 +189,10 @@ impl Session {
                 session_tokens: resumed.session_tokens,
             },
             bootstrap_records: vec![tool_list.clone()],
+            // A compacted context's file is finished: the first write starts the next one
+            // (so merely loading a session never writes).
+            pending_trace_rotation: resumed.context_closed,
+            from_compaction: resumed.context_closed,
         };
         let engine = Engine::with_parts(
             llm,
@@ -198,6 +201,7 @@ impl Session {
             Some(Arc::new(WriterSink(writer.clone()))),
             initial,
         );
+        engine.set_context_head(meta.clone(), Some(tool_list.clone()));
         let id = meta
             .session_meta()
             .map(|m| m.session_id.clone())

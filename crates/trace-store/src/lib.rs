@@ -141,13 +141,13 @@ pub use paths::{
     data_root, find_latest_trace_file, latest_session_id, local_date_dir, new_session_id,
     trace_file_name, trace_file_path, LocatedTrace, TraceLocation,
 };
+pub use penguin_omni_protocol::markers::extract_summary;
 pub use reader::{
     parse_trace_lines, read_trace, read_trace_tolerant, skipped_diagnostic, ReadMode, SkippedLine,
     TraceRead,
 };
 pub use resume::{
-    placeholder, resume_session, resume_trace, DanglingCompaction, Resumed,
-    ResumedSession, PLACEHOLDER_OUTPUT,
+    placeholder, resume_session, resume_trace, DanglingCompaction, Resumed, ResumedSession,
+    PLACEHOLDER_OUTPUT,
 };
 pub use writer::{Durability, FlushHandle, Writer, WriterConfig};
-pub use penguin_omni_protocol::markers::extract_summary;
