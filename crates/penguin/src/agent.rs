@@ -80,11 +80,15 @@ impl Agent {
     /// The default project and agent under `root`.
     pub fn at(root: PathBuf) -> Result<Agent, ConfigError> {
         let config = Config::load(&root)?;
+        let engine = EngineConfig {
+            compaction: Some(config.compaction.to_engine()?),
+            ..EngineConfig::default()
+        };
         Ok(Agent {
             location: TraceLocation::new(root, "default", "penguin"),
             config,
             durability: Durability::default(),
-            engine: EngineConfig::default(),
+            engine,
         })
     }
 
@@ -104,13 +108,28 @@ impl Agent {
             ..ModelContext::default()
         };
         let llm = build_llm(model, cx).map_err(|e| SessionError::Model(e.to_string()))?;
+        let spec = model;
         let model = SessionModel {
             llm,
-            provider: model.protocol.as_str().to_owned(),
-            model_id: model.model_id.clone(),
-            context_window: model.context_window,
+            provider: spec.protocol.as_str().to_owned(),
+            model_id: spec.model_id.clone(),
+            context_window: spec.context_window,
         };
-        self.create_session_with(model, workspace, env, Some(system_prompt), source)
+        let mut agent = self.clone();
+        agent.engine = self.engine_for(spec);
+        let session =
+            agent.create_session_with(model, workspace, env, Some(system_prompt), source)?;
+        session.enable_compaction(spec);
+        Ok(session)
+    }
+
+    /// Engine settings for a session on `spec` (compaction sized to the model's window).
+    pub fn engine_for(&self, spec: &ModelSpec) -> EngineConfig {
+        crate::models::engine_config_for(
+            &self.engine,
+            spec,
+            self.config.compaction.max_context_length,
+        )
     }
 
     /// Creates a session around an already-built model (a scripted one, a custom adapter).
@@ -170,7 +189,9 @@ impl Agent {
             session_tokens: resumed.session_tokens,
         };
         let llm = build_llm(&model, cx).map_err(|e| SessionError::Model(e.to_string()))?;
-        Session::resume(resumed, writer, self.engine.clone(), llm, env)
+        let session = Session::resume(resumed, writer, self.engine_for(&model), llm, env)?;
+        session.enable_compaction(&model);
+        Ok(session)
     }
 
     /// Every session with a trace, newest first.

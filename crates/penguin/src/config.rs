@@ -36,6 +36,62 @@ pub struct Config {
     /// Named models.
     #[serde(default)]
     pub models: BTreeMap<String, ModelEntry>,
+    /// Context compaction.
+    #[serde(default)]
+    pub compaction: CompactionEntry,
+}
+
+/// `[compaction]` in `config.toml`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CompactionEntry {
+    /// Compact when a request's total tokens reach this (capped at the model's window - 2048);
+    /// 0 disables compaction by size.
+    pub max_context_length: i64,
+    /// Compact after this many requests in one context; <= 0 disables it.
+    pub max_session_turns: i64,
+    /// `summarize` (default) or `discard`.
+    pub mode: String,
+    /// The summary request; the built-in prompt when absent.
+    pub prompt: Option<String>,
+}
+
+impl Default for CompactionEntry {
+    fn default() -> Self {
+        CompactionEntry {
+            max_context_length: 256_000,
+            max_session_turns: -1,
+            mode: "summarize".into(),
+            prompt: None,
+        }
+    }
+}
+
+impl CompactionEntry {
+    /// The engine's compaction settings (size threshold before the model's window is applied).
+    pub fn to_engine(&self) -> Result<penguin_engine::CompactionConfig, ConfigError> {
+        let mode = match self.mode.as_str() {
+            "summarize" => penguin_omni_protocol::CompactionMode::Summarize,
+            "discard" => penguin_omni_protocol::CompactionMode::Discard,
+            other => {
+                return Err(ConfigError::Invalid(format!(
+                    "compaction.mode: {other:?} (expected summarize or discard)"
+                )))
+            }
+        };
+        Ok(penguin_engine::CompactionConfig {
+            max_context_length: penguin_engine::CompactionConfig::effective_max_context_length(
+                self.max_context_length,
+                None,
+            ),
+            max_session_turns: self.max_session_turns,
+            mode,
+            prompt: self
+                .prompt
+                .clone()
+                .unwrap_or_else(|| penguin_engine::DEFAULT_COMPACTION_PROMPT.to_owned()),
+        })
+    }
 }
 
 /// One named model in `config.toml`.

@@ -338,7 +338,7 @@ fn serve(
                 spec,
                 system_prompt: penguin::agent::DEFAULT_SYSTEM_PROMPT.to_owned(),
                 default_workspace: workspace,
-                engine: agent.engine.clone(),
+                engine: agent.engine_for(&tools_spec),
                 environment: Arc::new(move |ws: &Path| {
                     session_tools(&tools_agent, &tools_spec, ws).unwrap_or_else(|e| {
                         eprintln!("penguin: {e}; tools are unavailable");
@@ -735,6 +735,38 @@ async fn chat(
     repl(session, task).await
 }
 
+/// `/compact`: replace the context with a summary now (the session's next run starts with it).
+async fn compact(session: &mut Session, task: &TaskArgs) -> Result<(), String> {
+    use penguin::engine::Compactability;
+    match session.engine().compactability() {
+        Compactability::Ok => {}
+        Compactability::Unsupported => {
+            eprintln!("compaction is not configured for this session's model");
+            return Ok(());
+        }
+        Compactability::JustCompacted => {
+            eprintln!("the context was just compacted; nothing has run since");
+            return Ok(());
+        }
+        Compactability::Empty => {
+            eprintln!("nothing to compact yet");
+            return Ok(());
+        }
+    }
+    let mut stream = session
+        .compact(CancellationToken::new())
+        .map_err(|e| e.to_string())?;
+    if task.jsonl {
+        while let Some(frame) = stream.next().await {
+            println!("{}", frame.json());
+        }
+    } else {
+        render(&mut stream).await?;
+        eprintln!("context compacted; the summary opens the next message's context");
+    }
+    Ok(())
+}
+
 async fn repl(mut session: Session, task: TaskArgs) -> Result<ExitCode, String> {
     let console = Console::stdin();
     let approver = approver(&task, &console);
@@ -753,7 +785,7 @@ async fn repl(mut session: Session, task: TaskArgs) -> Result<ExitCode, String> 
             "" => continue,
             "/quit" | "/exit" => break,
             "/compact" => {
-                eprintln!("compaction is not available yet in this version of penguin");
+                compact(&mut session, &task).await?;
                 continue;
             }
             "/abort" => {

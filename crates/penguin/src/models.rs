@@ -329,3 +329,59 @@ impl Llm for DemoModel {
         self.session
     }
 }
+
+/// The factory compaction uses to start a new context with the same model: a fresh model (no
+/// history) seeded with the session's cumulative token counts.
+pub fn llm_factory(
+    spec: &ModelSpec,
+    system_prompt: String,
+    tools: Vec<ToolDefinition>,
+) -> penguin_engine::LlmFactory {
+    let spec = spec.clone();
+    std::sync::Arc::new(move |session_tokens| {
+        let cx = ModelContext {
+            system_prompt: system_prompt.clone(),
+            tools: tools.clone(),
+            history: Vec::new(),
+            session_tokens,
+        };
+        build_llm(&spec, cx).unwrap_or_else(|e| Box::new(Unavailable(e.to_string())))
+    })
+}
+
+/// A model that could not be built: every request fails with the reason, so the engine's
+/// ladder and abort report it instead of a panic.
+#[derive(Debug)]
+pub struct Unavailable(pub String);
+
+#[async_trait]
+impl Llm for Unavailable {
+    async fn stream_generate(
+        &mut self,
+        _request: LlmRequest,
+        _sink: &mut dyn MessageSink,
+    ) -> LlmOutcome {
+        LlmOutcome {
+            status: StopReason::Failed,
+            error_message: Some(self.0.clone()),
+            permanent: true,
+        }
+    }
+}
+
+/// The engine settings for a session on `spec`: compaction's size threshold follows the
+/// model's context window (`min(configured, window - 2048)`).
+pub fn engine_config_for(
+    base: &penguin_engine::EngineConfig,
+    spec: &ModelSpec,
+    configured_max_context: i64,
+) -> penguin_engine::EngineConfig {
+    let mut config = base.clone();
+    if let Some(c) = config.compaction.as_mut() {
+        c.max_context_length = penguin_engine::CompactionConfig::effective_max_context_length(
+            configured_max_context,
+            spec.context_window,
+        );
+    }
+    config
+}

@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use futures::stream::{self, BoxStream, StreamExt};
 use penguin_engine::{
-    Counters, Engine, EngineBusy, EngineConfig, Environment, InitialState, Llm, RunOptions,
-    TraceSink,
+    CancellationToken, Counters, Engine, EngineBusy, EngineConfig, Environment, InitialState, Llm,
+    RunOptions, TraceSink,
 };
 use penguin_omni_protocol::{build, ContextWindow, Frame, OmniMessage, SessionMeta};
 use penguin_trace_store::{
@@ -235,6 +235,36 @@ impl Session {
         };
         self.announced = true;
         Ok(stream::iter(head).chain(stream).boxed())
+    }
+
+    /// Lets the engine compact this session's context, building each new context's model from
+    /// `spec` (the session's system prompt and tools). Compaction also needs
+    /// `EngineConfig::compaction`.
+    pub fn enable_compaction(&self, spec: &crate::models::ModelSpec) {
+        let system_prompt = self
+            .meta
+            .session_meta()
+            .map(|m| m.system_prompt.clone())
+            .unwrap_or_default();
+        let tools = match self.tool_list.event() {
+            Some(penguin_omni_protocol::EventPayload::ToolListReady { tools }) => tools.clone(),
+            _ => Vec::new(),
+        };
+        self.engine
+            .enable_compaction(crate::models::llm_factory(spec, system_prompt, tools));
+    }
+
+    /// Compacts the context now, as a task with its own stream (empty when there is nothing
+    /// to compact; see `engine().compactability()`).
+    pub fn compact(
+        &mut self,
+        cancel: CancellationToken,
+    ) -> Result<BoxStream<'static, Frame>, EngineBusy> {
+        if !self.meta_written {
+            self.writer.record_message(self.meta.clone());
+            self.meta_written = true;
+        }
+        Ok(self.engine.compact(cancel)?.boxed())
     }
 
     /// The session id.

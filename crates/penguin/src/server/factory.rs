@@ -36,6 +36,8 @@ pub struct SessionParts {
     pub llm: Box<dyn Llm>,
     /// The tools; also consulted for `read-only` approvals.
     pub env: Arc<dyn Environment>,
+    /// The model a compacted context continues with; `None` never compacts.
+    pub compaction_model: Option<ModelSpec>,
 }
 
 impl std::fmt::Debug for SessionParts {
@@ -54,6 +56,8 @@ pub struct ResumeParts {
     pub llm: Box<dyn Llm>,
     /// The tools.
     pub env: Arc<dyn Environment>,
+    /// The model a compacted context continues with; `None` never compacts.
+    pub compaction_model: Option<ModelSpec>,
 }
 
 impl std::fmt::Debug for ResumeParts {
@@ -163,6 +167,7 @@ impl SessionFactory for ScenarioFactory {
             },
             llm: Box::new(sc.llm),
             env: Arc::new(sc.tools),
+            compaction_model: None,
         })
     }
 
@@ -172,6 +177,7 @@ impl SessionFactory for ScenarioFactory {
             engine: sc.engine,
             llm: Box::new(sc.llm),
             env: Arc::new(sc.tools),
+            compaction_model: None,
         })
     }
 }
@@ -253,6 +259,7 @@ impl SessionFactory for ModelFactory {
             },
             llm,
             env,
+            compaction_model: Some(spec),
         })
     }
 
@@ -281,6 +288,7 @@ impl SessionFactory for ModelFactory {
             engine: self.engine.clone(),
             llm,
             env,
+            compaction_model: Some(spec),
         })
     }
 }

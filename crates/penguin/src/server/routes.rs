@@ -442,10 +442,11 @@ pub(crate) async fn compact(
     State(app): State<AppState>,
     p: Result<Path<String>, PathRejection>,
 ) -> ApiResult {
-    let _e = entry(&app, p).await?;
-    Err(ApiError::conflict(
-        "compaction_not_configured",
-        "compaction is not available: the engine does not implement context compaction yet",
+    let e = entry(&app, p).await?;
+    app.sessions.compact(&e)?;
+    Ok(json_response(
+        StatusCode::ACCEPTED,
+        &json!({"sessionId": e.id}),
     ))
 }
 

@@ -360,6 +360,9 @@ impl Sessions {
         let env = parts.env.clone();
         let session = Session::create(parts.spec, parts.llm, parts.env)
             .map_err(|e| ApiError::internal(format!("cannot create the session: {e}")))?;
+        if let Some(spec) = &parts.compaction_model {
+            session.enable_compaction(spec);
+        }
         let entry = self.insert(session, env, false);
         if let Some(mode) = mode {
             entry.rt().approval_mode = mode;
@@ -417,6 +420,9 @@ impl Sessions {
         let env = parts.env.clone();
         let session = Session::resume(resumed, writer, parts.engine, parts.llm, parts.env)
             .map_err(|e| ApiError::conflict("session_unrecoverable", e.to_string()))?;
+        if let Some(spec) = &parts.compaction_model {
+            session.enable_compaction(spec);
+        }
         Ok(self.insert(session, env, true))
     }
 
@@ -512,6 +518,81 @@ impl Sessions {
         }
         self.begin_run_locked(entry, input, thinking)?;
         Ok(false)
+    }
+
+    /// `POST /compact`: compacts an idle session's context as its own task (§5.5).
+    pub(crate) fn compact(self: &Arc<Self>, entry: &Arc<Entry>) -> Result<(), ApiError> {
+        let _p = lock(&entry.publish);
+        {
+            let rt = entry.rt();
+            if rt.deleted {
+                return Err(ApiError::session_not_found(&entry.id));
+            }
+            match rt.status {
+                SessionStatus::Idle => {}
+                SessionStatus::Compacting => {
+                    return Err(ApiError::conflict(
+                        "compacting",
+                        "This Session is compacting its context; not accepting new input.",
+                    ))
+                }
+                SessionStatus::Running => {
+                    return Err(ApiError::conflict(
+                        "task_in_progress",
+                        "This Session already has a Task in progress.",
+                    ))
+                }
+            }
+        }
+        let availability = lock(&entry.session).engine().compactability();
+        if availability != penguin_engine::Compactability::Ok {
+            let message = match availability {
+                penguin_engine::Compactability::Unsupported => {
+                    "compaction is not configured for this session's model"
+                }
+                penguin_engine::Compactability::JustCompacted => {
+                    "the context was just compacted; nothing has run since"
+                }
+                _ => "nothing has run in this context yet",
+            };
+            return Err(ApiError::conflict(availability.code(), message));
+        }
+        let cancel = CancellationToken::new();
+        {
+            let mut rt = entry.rt();
+            rt.status = SessionStatus::Compacting;
+            rt.cancel = Some(cancel.clone());
+            rt.last_active_at = now_iso();
+        }
+        self.publish_state_locked(entry);
+        let started = lock(&entry.session).compact(cancel);
+        match started {
+            Ok(stream) => {
+                let (sessions, entry) = (self.clone(), entry.clone());
+                tokio::spawn(async move {
+                    let pumped = AssertUnwindSafe(sessions.pump(&entry, stream))
+                        .catch_unwind()
+                        .await;
+                    if pumped.is_err() {
+                        tracing::error!(
+                            "[server] the compaction of session {} panicked; settling it",
+                            entry.id
+                        );
+                    }
+                    sessions.settle(&entry);
+                });
+                Ok(())
+            }
+            Err(busy) => {
+                {
+                    let mut rt = entry.rt();
+                    rt.status = SessionStatus::Idle;
+                    rt.cancel = None;
+                }
+                self.publish_state_locked(entry);
+                Err(ApiError::conflict("task_in_progress", busy.to_string()))
+            }
+        }
     }
 
     /// Starts a run. The caller holds `entry.publish` and has checked the session is idle.
