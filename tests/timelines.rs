@@ -147,3 +147,103 @@ fn prompt_not_echoed() {
         )
     );
 }
+
+/// Compaction at a task boundary: compaction_begin → the summary streamed as partial_text →
+/// that request's token_usage → compaction_end; the request itself is in the Trace only, and the
+/// next run's trace starts a new file with the session head and the summary.
+#[test]
+fn compaction() {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use futures::StreamExt;
+    use penguin::engine::scripted::ScriptedEnvironment;
+    use penguin::engine::{CompactionConfig, Engine, EngineConfig, InitialState, Llm, RunOptions};
+    use penguin::llm_providers::scripted::{ScriptedModel, ScriptedRequest, Step};
+    use penguin::llm_providers::LlmOutcome;
+    use penguin::omni_protocol::{build, StopReason, StreamEventType::*, TokenCounts};
+    use penguin::scenario::MemoryTrace;
+
+    let ok = StopReason::Completed;
+    let step = |m| Step {
+        delay: Duration::from_millis(1),
+        message: m,
+    };
+    let usage = |total: u64| {
+        step(build::token_usage(
+            TokenCounts::new(0, total - 2, 2),
+            TokenCounts::new(0, total - 2, 2),
+        ))
+    };
+    let turn = |t: &str, total| ScriptedRequest {
+        stream: vec![
+            step(build::partial_text(Start, "", ok)),
+            step(build::partial_text(Delta, t, ok)),
+            step(build::partial_text(Stop, "", ok)),
+            step(build::assistant_text(t, ok)),
+            usage(total),
+        ],
+        outcome: LlmOutcome::completed(),
+    };
+    let model = ScriptedModel::new(vec![
+        turn("Done.", 140_000),
+        turn("[summary]We did it.[/summary]", 900),
+        turn("Continuing.", 1200),
+    ]);
+    let trace = MemoryTrace::default();
+    let config = EngineConfig {
+        compaction: Some(CompactionConfig::default()),
+        ..EngineConfig::default()
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let (stream, requests) = rt.block_on(async {
+        let engine = Engine::with_parts(
+            Box::new(model.clone()),
+            Arc::new(ScriptedEnvironment::default()),
+            config,
+            Some(Arc::new(trace.clone())),
+            InitialState::default(),
+        );
+        engine.set_context_head(build::user_text("(session_meta)"), None);
+        let next = model.clone();
+        engine.enable_compaction(Arc::new(move |_| Box::new(next.clone()) as Box<dyn Llm>));
+        let mut all: Vec<penguin::omni_protocol::Frame> = engine
+            .run(vec![build::user_text("Do it.")], RunOptions::default())
+            .unwrap()
+            .collect()
+            .await;
+        all.extend(
+            engine
+                .run(vec![build::user_text("Go on.")], RunOptions::default())
+                .unwrap()
+                .collect::<Vec<_>>()
+                .await,
+        );
+        (all, model.requests())
+    });
+    let violations = StreamValidator::validate(stream.iter().map(|f| f.message()));
+    assert!(violations.is_empty(), "{violations:?}");
+    let req: String = requests
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            format!(
+                "request {}:\n{}",
+                i + 1,
+                support::timeline(&r.iter().cloned().map(Into::into).collect::<Vec<_>>())
+            )
+        })
+        .collect();
+    insta::assert_snapshot!(
+        "compaction",
+        format!(
+            "stream:\n{}\ntrace:\n{}\n{req}",
+            support::timeline(&stream),
+            support::timeline(&trace.records())
+        )
+    );
+}
