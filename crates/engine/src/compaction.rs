@@ -85,6 +85,14 @@ fn trigger(shared: &Shared) -> Option<CompactionReason> {
     }
 }
 
+fn mode(shared: &Shared) -> CompactionMode {
+    shared
+        .config
+        .compaction
+        .as_ref()
+        .map_or(CompactionMode::Summarize, |c| c.mode)
+}
+
 fn at_boundary(shared: &Shared, mid_task: bool) -> bool {
     !mid_task && shared.state_mut().steering.is_empty()
 }
@@ -100,12 +108,7 @@ pub(crate) async fn checkpoint(
         return Checkpoint::Proceed;
     };
     let mid_task = !turn.tool_outputs.is_empty();
-    let mode = shared
-        .config
-        .compaction
-        .as_ref()
-        .map(|c| c.mode)
-        .unwrap_or(CompactionMode::Summarize);
+    let mode = mode(shared);
     if mode == CompactionMode::Discard {
         // Discarding mid-task would orphan the outputs the model is waiting for: defer to the
         // next boundary (the trigger is evaluated again after the next turn).
@@ -162,12 +165,7 @@ pub(crate) async fn compact_manually(
     if compactability(shared) != Compactability::Ok {
         return;
     }
-    let mode = shared
-        .config
-        .compaction
-        .as_ref()
-        .map(|c| c.mode)
-        .unwrap_or(CompactionMode::Summarize);
+    let mode = mode(shared);
     if mode == CompactionMode::Discard {
         // The structured outputs would answer calls of a context that no longer exists.
         shared
@@ -200,14 +198,7 @@ async fn discard_context(
     producer: &Producer<Item>,
     reason: CompactionReason,
 ) {
-    let (context, turns) = {
-        let st = shared.state_mut();
-        (st.counters.last_request_total, st.counters.session_turns)
-    };
-    emit(
-        producer,
-        build::compaction_begin(reason, CompactionMode::Discard, context, turns),
-    );
+    emit(producer, begin(shared, reason, CompactionMode::Discard));
     emit(
         producer,
         build::compaction_end(
@@ -218,6 +209,17 @@ async fn discard_context(
         ),
     );
     start_new_context(shared).await;
+}
+
+/// `compaction_begin`: the context's size (the last request's total) and its turn count.
+fn begin(shared: &Shared, reason: CompactionReason, mode: CompactionMode) -> OmniMessage {
+    let st = shared.state_mut();
+    build::compaction_begin(
+        reason,
+        mode,
+        st.counters.last_request_total,
+        st.counters.session_turns,
+    )
 }
 
 /// A new context: the next write rotates the trace, a fresh model keeps the session's token
@@ -250,14 +252,7 @@ async fn summarize_context(
     cancel: &CancellationToken,
 ) -> Summarized {
     let mode = CompactionMode::Summarize;
-    let (context, turns) = {
-        let st = shared.state_mut();
-        (st.counters.last_request_total, st.counters.session_turns)
-    };
-    emit(
-        producer,
-        build::compaction_begin(reason, mode, context, turns),
-    );
+    emit(producer, begin(shared, reason, mode));
     let prompt_text = shared
         .config
         .compaction

@@ -562,6 +562,27 @@ async fn render(stream: &mut futures::stream::BoxStream<'static, Frame>) -> Resu
     Ok(r.summary().succeeded())
 }
 
+/// Runs one prompt in `session`; the exit code says whether the task completed.
+async fn one_task(
+    session: &mut Session,
+    prompt: String,
+    task: &TaskArgs,
+) -> Result<ExitCode, String> {
+    let console = Console::stdin();
+    let ok = run_task(
+        session,
+        vec![build::user_text(prompt)],
+        task,
+        approver(task, &console),
+    )
+    .await?;
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
 fn read_prompt(prompt: Option<String>) -> Result<String, String> {
     match prompt {
         Some(p) => Ok(p),
@@ -604,19 +625,7 @@ async fn run(
             eprintln!("session {}", session.id());
         }
     }
-    let console = Console::stdin();
-    let ok = run_task(
-        &mut session,
-        vec![build::user_text(prompt)],
-        &task,
-        approver(&task, &console),
-    )
-    .await?;
-    Ok(if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    one_task(&mut session, prompt, &task).await
 }
 
 fn model_for_resume(
@@ -702,19 +711,7 @@ async fn resume(
     let Some(prompt) = prompt else {
         return repl(session, task).await;
     };
-    let console = Console::stdin();
-    let ok = run_task(
-        &mut session,
-        vec![build::user_text(prompt)],
-        &task,
-        approver(&task, &console),
-    )
-    .await?;
-    Ok(if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    one_task(&mut session, prompt, &task).await
 }
 
 async fn chat(

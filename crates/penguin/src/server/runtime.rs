@@ -566,33 +566,7 @@ impl Sessions {
         }
         self.publish_state_locked(entry);
         let started = lock(&entry.session).compact(cancel);
-        match started {
-            Ok(stream) => {
-                let (sessions, entry) = (self.clone(), entry.clone());
-                tokio::spawn(async move {
-                    let pumped = AssertUnwindSafe(sessions.pump(&entry, stream))
-                        .catch_unwind()
-                        .await;
-                    if pumped.is_err() {
-                        tracing::error!(
-                            "[server] the compaction of session {} panicked; settling it",
-                            entry.id
-                        );
-                    }
-                    sessions.settle(&entry);
-                });
-                Ok(())
-            }
-            Err(busy) => {
-                {
-                    let mut rt = entry.rt();
-                    rt.status = SessionStatus::Idle;
-                    rt.cancel = None;
-                }
-                self.publish_state_locked(entry);
-                Err(ApiError::conflict("task_in_progress", busy.to_string()))
-            }
-        }
+        self.drive(entry, started)
     }
 
     /// Starts a run. The caller holds `entry.publish` and has checked the session is idle.
@@ -630,6 +604,16 @@ impl Sessions {
             thinking_level: thinking,
         };
         let started = lock(&entry.session).run(input, options);
+        self.drive(entry, started)
+    }
+
+    /// Pumps a started task (a run or a compaction) to the channel and settles the session
+    /// when it ends; a refused start puts the session back to idle.
+    fn drive(
+        self: &Arc<Self>,
+        entry: &Arc<Entry>,
+        started: Result<BoxStream<'static, Frame>, penguin_engine::EngineBusy>,
+    ) -> Result<(), ApiError> {
         match started {
             Ok(stream) => {
                 let (sessions, entry) = (self.clone(), entry.clone());
