@@ -774,7 +774,12 @@ async fn repl(mut session: Session, task: TaskArgs) -> Result<ExitCode, String> 
     loop {
         eprint!("› ");
         let _ = std::io::stderr().flush();
-        let Some(line) = console.read_line().await else {
+        // Ctrl-C at the prompt leaves, as it would in any REPL (during a task it interrupts).
+        let line = tokio::select! {
+            line = console.read_line() => line,
+            _ = tokio::signal::ctrl_c() => None,
+        };
+        let Some(line) = line else {
             break;
         };
         let line = line.trim();

@@ -271,7 +271,18 @@ impl Llm for DemoModel {
             })
             .collect();
         let mut steps = Vec::new();
-        let reply = if outputs.is_empty() {
+        let asks_for_summary = request.new_messages.iter().any(|m| match m.model() {
+            Some(ModelPayload::Text(t)) => {
+                t.role == penguin_omni_protocol::Role::User && t.text.contains("[summary]")
+            }
+            _ => false,
+        });
+        let reply = if asks_for_summary {
+            // A compaction request: answer in the requested format so the demo compacts cleanly.
+            let summary = "[summary]The user is trying penguin with its built-in demo model: each task listed the workspace with exec_command and reported the number of entries.[/summary]";
+            text_steps(summary, &mut steps);
+            summary.len()
+        } else if outputs.is_empty() {
             text_steps(DEMO_INTRO, &mut steps);
             self.calls += 1;
             let id = format!("demo_call_{}", self.calls);

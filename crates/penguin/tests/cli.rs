@@ -184,3 +184,62 @@ fn approval_prompt_in_a_terminal_answered_no_gives_the_denial() {
     let trace = std::fs::read_to_string(&traces(home.path())[0]).unwrap();
     assert!(trace.contains(r#""decision":"deny","tool_call_id":"call_2""#));
 }
+
+#[test]
+fn chat_with_the_demo_model_compacts_into_a_new_trace_file_and_resumes() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let mut cmd = bin();
+    cmd.env("PENGUIN_HOME", home.path())
+        .env_remove("PENGUIN_MODEL")
+        .env_remove("PENGUIN_PROVIDER")
+        .args(["chat", "--yes", "--workspace"])
+        .arg(ws.path());
+    let out = run_with_input(cmd, "hello\n/compact\nagain\n/quit\n");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("context compacted"), "{err}");
+    let mut files = traces(home.path());
+    files.sort();
+    assert_eq!(
+        files.len(),
+        2,
+        "the compacted context closes file 001 and opens 002: {files:?}"
+    );
+    let second = std::fs::read_to_string(&files[1]).unwrap();
+    let kinds: Vec<String> = second
+        .lines()
+        .map(|l| OmniMessage::from_json(l).unwrap().payload_type().to_owned())
+        .collect();
+    assert_eq!(kinds[..3], ["session_meta", "tool_list_ready", "text"]);
+    assert!(second.lines().nth(2).unwrap().contains("[context_summary]"));
+    for f in &files {
+        let check = bin().args(["trace", "check"]).arg(f).output().unwrap();
+        assert!(
+            check.status.success(),
+            "{}",
+            String::from_utf8_lossy(&check.stdout)
+        );
+    }
+    let id = files[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .trim_end_matches("_001.jsonl")
+        .to_owned();
+    let mut cmd = bin();
+    cmd.env("PENGUIN_HOME", home.path())
+        .args(["resume", &id, "once more", "--yes", "--jsonl"]);
+    let out = run_with_input(cmd, "");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(validate_jsonl(&out.stdout[..]).is_ok());
+    assert_eq!(
+        traces(home.path()).len(),
+        2,
+        "resume continues in the newest file"
+    );
+}
