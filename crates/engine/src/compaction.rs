@@ -5,7 +5,10 @@
 //! `request_end`, prompt, thinking and tool calls are written only; its summary text streams as
 //! `partial_text`; its `token_usage` is written in place and streamed after the text.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+
+use futures::FutureExt;
 
 use async_trait::async_trait;
 use penguin_llm_providers::{CancellationToken, LlmOutcome, LlmRequest, MessageSink};
@@ -19,7 +22,7 @@ use penguin_omni_protocol::{
 use crate::carry::build_carry_over;
 use crate::run::{abort, backoff, deliver_steering, Shared};
 use crate::texts;
-use crate::turn::{emit, emit_stream_only, request_end, Item, Turn};
+use crate::turn::{emit, emit_stream_only, panic_text, request_end, Item, Turn};
 
 /// Whether a manual compaction would do anything.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -234,7 +237,13 @@ async fn start_new_context(shared: &Arc<Shared>) {
         (st.create_llm.clone(), st.counters.session_tokens)
     };
     if let Some(factory) = factory {
-        *shared.llm.lock().await = factory(tokens);
+        match std::panic::catch_unwind(AssertUnwindSafe(|| factory(tokens))) {
+            Ok(llm) => *shared.llm.lock().await = llm,
+            Err(panic) => tracing::error!(
+                "the new context's model could not be built: {}",
+                panic_text(&panic)
+            ),
+        }
     }
 }
 
@@ -438,12 +447,19 @@ async fn request(
         cancel: cancel.clone(),
         thinking_level: None,
     };
-    let outcome = shared
-        .llm
-        .lock()
-        .await
-        .stream_generate(request, &mut sink)
-        .await;
+    let outcome = {
+        let mut llm = shared.llm.lock().await;
+        // As in a turn: a panicking adapter is a failed request, not a dead run.
+        AssertUnwindSafe(llm.stream_generate(request, &mut sink))
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|panic| {
+                LlmOutcome::with_message(
+                    StopReason::Failed,
+                    format!("llm panicked: {}", panic_text(&panic)),
+                )
+            })
+    };
     shared.record_only(request_end(shared, &outcome, reconnects, cap));
     Attempt {
         outcome,

@@ -23,6 +23,8 @@ pub struct ToolCallRequest {
     pub cancel: CancellationToken,
     /// The run's approver, so a tool that spawns a child session can pass it on.
     pub approver: Option<Arc<dyn Approver>>,
+    /// The run's thinking level, inherited by child sessions.
+    pub thinking_level: Option<penguin_llm_providers::ThinkingLevel>,
 }
 
 impl ToolCallRequest {

@@ -102,6 +102,8 @@ pub(crate) struct State {
     pub(crate) steering: Vec<(SteerId, Vec<OmniMessage>)>,
     pub(crate) next_steer_id: u64,
     pub(crate) task_running: bool,
+    /// A run (not a compaction) is in flight: only a run takes steering.
+    pub(crate) run_in_flight: bool,
     pub(crate) backoff_wake: Option<oneshot::Sender<()>>,
     pub(crate) from_compaction: bool,
     pub(crate) create_llm: Option<LlmFactory>,
@@ -232,7 +234,7 @@ impl Engine {
         new_messages: Vec<OmniMessage>,
         options: RunOptions,
     ) -> Result<RunStream, EngineBusy> {
-        self.start_task(options, move |shared, options, producer| async move {
+        self.start_task(options, true, move |shared, options, producer| async move {
             run_to_completion(&shared, new_messages, options, &producer).await;
         })
     }
@@ -245,7 +247,7 @@ impl Engine {
             cancel,
             thinking_level: None,
         };
-        self.start_task(options, |shared, options, producer| async move {
+        self.start_task(options, false, |shared, options, producer| async move {
             compaction::compact_manually(&shared, &producer, &options.cancel).await;
         })
     }
@@ -269,7 +271,12 @@ impl Engine {
         head.tool_list = tool_list;
     }
 
-    fn start_task<F, Fut>(&self, options: RunOptions, body: F) -> Result<RunStream, EngineBusy>
+    fn start_task<F, Fut>(
+        &self,
+        options: RunOptions,
+        steerable: bool,
+        body: F,
+    ) -> Result<RunStream, EngineBusy>
     where
         F: FnOnce(Arc<Shared>, RunOptions, Producer<Item>) -> Fut + Send + 'static,
         Fut: std::future::Future<Output = ()> + Send + 'static,
@@ -280,6 +287,7 @@ impl Engine {
                 return Err(EngineBusy);
             }
             st.task_running = true;
+            st.run_in_flight = steerable;
         }
         let hook_shared = self.shared.clone();
         let (producer, consumer) = merge_queue_with_hook(move |(frame, record): &Item| {
@@ -300,7 +308,7 @@ impl Engine {
             let task_producer = producer.clone();
             body(shared, options, task_producer).await;
             // The engine is idle before the stream ends, so a caller may start the next run
-            // as soon as it has seen the last message.
+            // as soon as the stream has ended.
             drop(guard);
             drop(producer);
         });
@@ -310,11 +318,11 @@ impl Engine {
     /// Queues steering input for delivery after the current turn.
     pub fn steer(&self, input: Vec<OmniMessage>) -> Steered {
         let mut st = self.shared.state();
-        if !st.task_running {
+        if !st.run_in_flight {
             return Steered::NotRunning;
         }
         let meaningful = input.iter().any(|m| match m.model() {
-            Some(ModelPayload::ImageUrl(_)) => true,
+            Some(ModelPayload::ImageUrl(_) | ModelPayload::InlineData(_)) => true,
             Some(ModelPayload::Text(t)) => !t.text.trim().is_empty(),
             _ => false,
         });
@@ -367,6 +375,7 @@ impl Drop for RunGuard {
     fn drop(&mut self) {
         let mut st = self.0.state();
         st.task_running = false;
+        st.run_in_flight = false;
         st.steering.clear();
         st.backoff_wake = None;
     }

@@ -67,6 +67,7 @@ pub(crate) async fn run_turn(
         producer: producer.clone(),
         approver: p.approver,
         cancel: p.cancel.clone(),
+        thinking_level: p.thinking_level,
         outputs: outputs.clone(),
         tools: JoinSet::new(),
         call_order: Vec::new(),
@@ -160,6 +161,7 @@ struct Driver {
     producer: Producer<Item>,
     approver: Option<Arc<dyn Approver>>,
     cancel: CancellationToken,
+    thinking_level: Option<ThinkingLevel>,
     outputs: Arc<Mutex<Vec<OmniMessage>>>,
     tools: JoinSet<()>,
     call_order: Vec<String>,
@@ -251,6 +253,7 @@ impl Driver {
             call,
             cancel: self.cancel.clone(),
             approver: self.approver.clone(),
+            thinking_level: self.thinking_level,
         };
         let mut sink = ToolSink {
             shared: self.shared.clone(),
@@ -260,12 +263,16 @@ impl Driver {
             answered: false,
         };
         let env = self.shared.env.clone();
+        let cancel = self.cancel.clone();
         self.tools.spawn(async move {
             let result = AssertUnwindSafe(env.execute(request, &mut sink))
                 .catch_unwind()
                 .await;
-            if !sink.answered {
+            let silent_interrupt = result.is_ok() && cancel.is_cancelled();
+            if !sink.answered && !silent_interrupt {
                 // The Environment broke its contract; answer the call anyway so pairing holds.
+                // (A tool that just returns on an interrupt is left unanswered: the run's
+                // carry-over gives it the interrupted placeholder, as a tool abort would.)
                 let why = match result {
                     Err(panic) => panic_text(&panic),
                     Ok(()) => "the environment ended without a tool_call_output".into(),

@@ -331,3 +331,78 @@ async fn aborted_before_start_keeps_the_input() {
     assert!(model.requests().is_empty());
     assert_eq!(e.pending_carry_over().len(), 1);
 }
+
+/// A tool that honours the interrupt by just returning leaves its call to the carry-over's
+/// interrupted placeholder, not a made-up tool error.
+#[tokio::test(start_paused = true)]
+async fn a_tool_that_returns_on_interrupt_gets_the_interrupted_placeholder() {
+    struct Quits;
+    #[async_trait::async_trait]
+    impl penguin_engine::Environment for Quits {
+        async fn execute(
+            &self,
+            request: penguin_engine::ToolCallRequest,
+            _sink: &mut dyn penguin_engine::MessageSink,
+        ) {
+            request.cancel.cancelled().await;
+        }
+        fn tools(&self) -> Vec<penguin_omni_protocol::ToolDefinition> {
+            Vec::new()
+        }
+        fn permission(&self, _name: &str) -> penguin_engine::Permission {
+            penguin_engine::Permission::Read
+        }
+    }
+    struct Yes;
+    #[async_trait::async_trait]
+    impl penguin_engine::Approver for Yes {
+        async fn approve(
+            &self,
+            _c: &OmniMessage,
+        ) -> Result<penguin_omni_protocol::ApprovalDecision, String> {
+            Ok(penguin_omni_protocol::ApprovalDecision::Allow)
+        }
+    }
+    let call = Step {
+        delay: Duration::from_millis(1),
+        message: build::tool_call("wait", "{}", "call_w", StopReason::Completed, None),
+    };
+    let model = ScriptedModel::new(vec![ok(vec![call, usage()])]);
+    let engine = Engine::new(Box::new(model), Arc::new(Quits), quick());
+    let cancel = CancellationToken::new();
+    let c = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        c.cancel();
+    });
+    let msgs = collect(
+        &engine,
+        RunOptions {
+            approver: Some(Arc::new(Yes)),
+            cancel,
+            thinking_level: None,
+        },
+    )
+    .await;
+    assert!(
+        !msgs.iter().any(|m| m
+            .model()
+            .is_some_and(|p| p.type_name() == "tool_call_output")),
+        "nothing made up on the stream"
+    );
+    let carry = engine.pending_carry_over();
+    assert_eq!(carry.len(), 1);
+    assert_eq!(
+        carry[0].model().unwrap().content(),
+        Some("[interrupted: tool aborted by user]")
+    );
+}
+
+/// Only a run takes steering; a manual compaction does not.
+#[tokio::test(start_paused = true)]
+async fn steering_is_refused_outside_a_run() {
+    let (e, _) = engine(vec![ok(vec![text("hi"), usage()])], quick());
+    let stream = e.compact(CancellationToken::new()).unwrap();
+    assert_eq!(e.steer(vec![build::user_text("x")]), Steered::NotRunning);
+    let _: Vec<Frame> = stream.collect().await;
+}

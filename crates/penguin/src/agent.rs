@@ -281,7 +281,13 @@ fn summarize(id: String, files: Vec<PathBuf>) -> SessionSummary {
     let created = id
         .strip_prefix("session-")
         .and_then(|rest| rest.get(..19))
-        .map(|t| format!("{} {}", &t[..10], t[11..].replace('-', ":")))
+        .and_then(|t| {
+            Some(format!(
+                "{} {}",
+                t.get(..10)?,
+                t.get(11..)?.replace('-', ":")
+            ))
+        })
         .unwrap_or_default();
     SessionSummary {
         model: meta

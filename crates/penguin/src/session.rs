@@ -260,6 +260,10 @@ impl Session {
         &mut self,
         cancel: CancellationToken,
     ) -> Result<BoxStream<'static, Frame>, EngineBusy> {
+        if self.engine.compactability() != penguin_engine::Compactability::Ok {
+            // Nothing to do: write nothing either (a fresh session keeps no empty trace file).
+            return Ok(stream::empty().boxed());
+        }
         if !self.meta_written {
             self.writer.record_message(self.meta.clone());
             self.meta_written = true;

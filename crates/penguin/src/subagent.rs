@@ -141,7 +141,7 @@ impl Environment for SubagentEnvironment {
         let options = RunOptions {
             approver: Some(approver),
             cancel: request.cancel.child_token(),
-            thinking_level: None,
+            thinking_level: request.thinking_level,
         };
         let mut stream = match child.run(vec![input], options) {
             Ok(s) => s,
@@ -202,8 +202,12 @@ impl Environment for SubagentEnvironment {
             }
             sink.emit(msg.clone().with_origin(hop.clone())).await;
         }
-        if let Err(e) = child.writer().flush() {
-            tracing::warn!("subagent {hop}: trace flush failed: {e}");
+        // Flushing waits for the disk (fsync); keep that off the runtime's workers.
+        let writer = child.writer().clone();
+        match tokio::task::spawn_blocking(move || writer.flush()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!("subagent {hop}: trace flush failed: {e}"),
+            Err(e) => tracing::warn!("subagent {hop}: trace flush task failed: {e}"),
         }
         let (note, status) = match aborted {
             Some(_) if request.cancel.is_cancelled() => (

@@ -27,6 +27,7 @@ async fn call_raw(
         call: build::tool_call(name, arguments, ID, StopReason::Completed, None),
         cancel,
         approver: None,
+        thinking_level: None,
     };
     let mut sink = Vec::new();
     tools.execute(request, &mut sink).await;
