@@ -129,6 +129,63 @@ pub fn read_history(files: &[TraceFile]) -> std::io::Result<Vec<Value>> {
     Ok(out)
 }
 
+/// How deep subagent pointers are expanded (the reference's cap).
+pub const EXPANSION_DEPTH: usize = 4;
+
+/// Replaces each `subagent` pointer with the child session's records, each tagged with the
+/// child's id prepended to `origin` (the same shape the live forwarded copy had), recursively up
+/// to [`EXPANSION_DEPTH`] and never through an ancestor. A pointer whose child trace is missing
+/// stays as it is. Expanded records carry no `tracePosition`.
+pub fn expand_subagents(
+    traces_dir: &Path,
+    messages: Vec<Value>,
+    ancestors: &mut Vec<String>,
+) -> Vec<Value> {
+    let mut out = Vec::with_capacity(messages.len());
+    for msg in messages {
+        let child = (msg.get("type").and_then(Value::as_str) == Some("event_msg")
+            && msg.pointer("/payload/type").and_then(Value::as_str) == Some("subagent"))
+        .then(|| {
+            msg.pointer("/payload/session_id")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .flatten()
+        .filter(|id| !ancestors.contains(id) && ancestors.len() < EXPANSION_DEPTH);
+        let records = child.as_ref().and_then(|id| {
+            let files = trace_files(traces_dir, id).ok().filter(|f| !f.is_empty())?;
+            read_history(&files).ok()
+        });
+        let (Some(id), Some(records)) = (child, records) else {
+            out.push(msg);
+            continue;
+        };
+        ancestors.push(id.clone());
+        let records: Vec<Value> = records
+            .into_iter()
+            .map(|mut r| {
+                if let Value::Object(o) = &mut r {
+                    o.remove("tracePosition");
+                }
+                r
+            })
+            .collect();
+        for mut r in expand_subagents(traces_dir, records, ancestors) {
+            if let Value::Object(o) = &mut r {
+                // `origin` goes last, as `withOrigin` puts it.
+                let mut chain = vec![Value::String(id.clone())];
+                if let Some(Value::Array(old)) = o.remove("origin") {
+                    chain.extend(old);
+                }
+                o.insert("origin".into(), Value::Array(chain));
+            }
+            out.push(r);
+        }
+        ancestors.pop();
+    }
+    out
+}
+
 /// Appends each pending message that the last [`PENDING_WINDOW`] history messages do not hold
 /// (compared by JSON without `tracePosition`).
 pub fn append_missing(messages: &mut Vec<Value>, pending: impl IntoIterator<Item = String>) {
@@ -157,6 +214,68 @@ pub fn append_missing(messages: &mut Vec<Value>, pending: impl IntoIterator<Item
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn subagent_pointers_expand_into_origin_tagged_child_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let day = dir.path().join("2026-11-29");
+        std::fs::create_dir_all(&day).unwrap();
+        let meta = |id: &str| {
+            format!(
+                r#"{{"timestamp":"t","type":"session_meta","payload":{{"session_id":"{id}"}}}}"#
+            )
+        };
+        let pointer = |id: &str| {
+            format!(
+                r#"{{"timestamp":"t","type":"event_msg","payload":{{"type":"subagent","session_id":"{id}"}}}}"#
+            )
+        };
+        let text = r#"{"timestamp":"t","type":"model_msg","payload":{"type":"text","role":"assistant","text":"hi","stop_reason":"completed"}}"#;
+        std::fs::write(
+            day.join("parent_001.jsonl"),
+            format!(
+                "{}\n{}\n{}\n",
+                meta("parent"),
+                pointer("child"),
+                pointer("gone")
+            ),
+        )
+        .unwrap();
+        // The child points back at its parent: a cycle that must not be followed.
+        std::fs::write(
+            day.join("child_001.jsonl"),
+            format!("{}\n{text}\n{}\n", meta("child"), pointer("parent")),
+        )
+        .unwrap();
+        let own = read_history(&trace_files(dir.path(), "parent").unwrap()).unwrap();
+        let expanded = expand_subagents(dir.path(), own, &mut vec!["parent".to_string()]);
+        let lines: Vec<String> = expanded
+            .iter()
+            .map(|v| {
+                let mut v = v.clone();
+                v.as_object_mut().unwrap().remove("tracePosition");
+                v.to_string()
+            })
+            .collect();
+        assert_eq!(lines.len(), 5, "{lines:#?}");
+        assert_eq!(
+            lines[1],
+            r#"{"timestamp":"t","type":"session_meta","payload":{"session_id":"child"},"origin":["child"]}"#
+        );
+        assert_eq!(
+            lines[2],
+            format!("{},\"origin\":[\"child\"]}}", &text[..text.len() - 1])
+        );
+        assert!(
+            lines[3].contains(r#""session_id":"parent"},"origin":["child"]"#),
+            "the cycle stays a pointer"
+        );
+        assert!(
+            lines[4].contains(r#""session_id":"gone""#) && !lines[4].contains("origin"),
+            "a missing child stays a pointer"
+        );
+        assert!(expanded[1].get("tracePosition").is_none());
+    }
 
     #[test]
     fn files_are_found_across_dates_in_index_order_and_read_with_positions() {

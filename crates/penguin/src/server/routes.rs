@@ -16,7 +16,9 @@ use serde_json::{json, Map, Value};
 
 use super::auth::{constant_time_eq, presented_token};
 use super::error::{json_response, kind, opt_bool, opt_str, read_object, ApiError};
-use super::history::{append_missing, first_record, read_history, session_ids, trace_files};
+use super::history::{
+    append_missing, expand_subagents, first_record, read_history, session_ids, trace_files,
+};
 use super::runtime::{ApprovalMode, Entry, USER_CHANNEL};
 use super::AppState;
 
@@ -232,7 +234,8 @@ pub(crate) async fn messages(
     let id = e.id.clone();
     let read = tokio::task::spawn_blocking(move || {
         let files = trace_files(&traces, &id)?;
-        read_history(&files)
+        let own = read_history(&files)?;
+        Ok::<_, std::io::Error>(expand_subagents(&traces, own, &mut vec![id]))
     })
     .await
     .map_err(|err| ApiError::internal(format!("history reader failed: {err}")))?
