@@ -19,11 +19,10 @@ use std::collections::HashMap;
 use penguin_omni_protocol::{Fidelity, ModelPayload, OmniMessage, Role};
 use serde_json::{json, Map, Value};
 
-use crate::sse::SseDecoder;
+use crate::sse::{SseEvent, SseEventHandler, SseStreamDecoder, CUT_OFF_PREFIX};
 use crate::translate::{strip_suffix, ContentItem, UniEvent, Usage};
 use crate::wire::{
-    classify_error, provider_error, ModelConfig, StreamDecoder, WireError, WireProtocol,
-    WireRequest,
+    classify_error, provider_error, ModelConfig, WireError, WireProtocol, WireRequest,
 };
 use crate::ThinkingLevel;
 
@@ -244,15 +243,18 @@ impl WireProtocol for Gemini {
 }
 
 /// Decodes a Gemini SSE body. See the module docs for the mapping.
+pub type GeminiDecoder = SseStreamDecoder<GeminiEvents>;
+
+/// The Gemini half of [`GeminiDecoder`]: the state of one response between events.
 #[derive(Debug, Default)]
-pub struct GeminiDecoder {
-    sse: SseDecoder,
+pub struct GeminiEvents {
     chunks: usize,
     finish_seen: bool,
 }
 
-impl GeminiDecoder {
-    fn data(&mut self, data: &str, out: &mut Vec<UniEvent>) -> Result<(), WireError> {
+impl SseEventHandler for GeminiEvents {
+    fn event(&mut self, sse: &SseEvent, out: &mut Vec<UniEvent>) -> Result<(), WireError> {
+        let data = sse.data.as_str();
         let chunk: Value = serde_json::from_str(data).map_err(|e| {
             WireError::Malformed(format!(
                 "Gemini chunk {} is not valid JSON ({e}): {}",
@@ -344,36 +346,15 @@ impl GeminiDecoder {
         }
         Ok(())
     }
-}
 
-impl StreamDecoder for GeminiDecoder {
-    fn feed(&mut self, chunk: &[u8], out: &mut Vec<UniEvent>) -> Result<(), WireError> {
-        let events = self
-            .sse
-            .feed(chunk)
-            .map_err(|e| WireError::Malformed(e.to_string()))?;
-        for e in events {
-            self.data(&e.data, out)?;
-        }
-        Ok(())
+    fn events_seen(&self) -> usize {
+        self.chunks
     }
 
-    fn finish(&mut self, out: &mut Vec<UniEvent>) -> Result<(), WireError> {
-        let events = self
-            .sse
-            .finish()
-            .map_err(|e| WireError::Malformed(e.to_string()))?;
-        for e in events {
-            self.data(&e.data, out)?;
-        }
-        if self.chunks == 0 {
-            return Err(WireError::Malformed(
-                "Streaming response yielded no events".into(),
-            ));
-        }
+    fn end(&mut self) -> Result<(), WireError> {
         if !self.finish_seen {
             return Err(WireError::Malformed(format!(
-                "Last event must carry a finishReason: the stream ended after {} chunk(s) without one",
+                "{CUT_OFF_PREFIX} a finishReason: the stream ended after {} chunk(s) without one",
                 self.chunks
             )));
         }

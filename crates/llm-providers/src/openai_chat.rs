@@ -19,11 +19,10 @@
 use penguin_omni_protocol::{Fidelity, ModelPayload, OmniMessage, Role, StopReason};
 use serde_json::{json, Map, Value};
 
-use crate::sse::SseDecoder;
+use crate::sse::{SseEvent, SseEventHandler, SseStreamDecoder, CUT_OFF_PREFIX};
 use crate::translate::{strip_suffix, ContentItem, UniEvent, Usage};
 use crate::wire::{
-    classify_error, provider_error, ModelConfig, StreamDecoder, WireError, WireProtocol,
-    WireRequest,
+    classify_error, provider_error, ModelConfig, WireError, WireProtocol, WireRequest,
 };
 use crate::ThinkingLevel;
 
@@ -253,17 +252,20 @@ struct ToolCallState {
 }
 
 /// Decodes a Chat Completions SSE body. See the module docs for the mapping.
+pub type OpenAiChatDecoder = SseStreamDecoder<OpenAiChatEvents>;
+
+/// The Chat Completions half of [`OpenAiChatDecoder`]: the state of one response between events.
 #[derive(Debug, Default)]
-pub struct OpenAiChatDecoder {
-    sse: SseDecoder,
+pub struct OpenAiChatEvents {
     tool_calls: Vec<ToolCallState>,
     chunks: usize,
     finish_seen: bool,
     done: bool,
 }
 
-impl OpenAiChatDecoder {
-    fn data(&mut self, data: &str, out: &mut Vec<UniEvent>) -> Result<(), WireError> {
+impl SseEventHandler for OpenAiChatEvents {
+    fn event(&mut self, sse: &SseEvent, out: &mut Vec<UniEvent>) -> Result<(), WireError> {
+        let data = sse.data.as_str();
         if self.done {
             return Ok(());
         }
@@ -309,6 +311,27 @@ impl OpenAiChatDecoder {
         Ok(())
     }
 
+    fn events_seen(&self) -> usize {
+        self.chunks
+    }
+
+    fn end(&mut self) -> Result<(), WireError> {
+        if !self.finish_seen {
+            return Err(WireError::Malformed(format!(
+                "{CUT_OFF_PREFIX} a finish_reason: the stream ended after {} chunk(s) {} one",
+                self.chunks,
+                if self.done {
+                    "with [DONE] but without"
+                } else {
+                    "without"
+                }
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl OpenAiChatEvents {
     fn delta(&mut self, delta: &Value, items: &mut Vec<ContentItem>) -> Result<(), WireError> {
         for field in ["reasoning_content", "reasoning"] {
             if let Some(text) = delta
@@ -423,46 +446,6 @@ impl OpenAiChatDecoder {
     }
 }
 
-impl StreamDecoder for OpenAiChatDecoder {
-    fn feed(&mut self, chunk: &[u8], out: &mut Vec<UniEvent>) -> Result<(), WireError> {
-        let events = self
-            .sse
-            .feed(chunk)
-            .map_err(|e| WireError::Malformed(e.to_string()))?;
-        for e in events {
-            self.data(&e.data, out)?;
-        }
-        Ok(())
-    }
-
-    fn finish(&mut self, out: &mut Vec<UniEvent>) -> Result<(), WireError> {
-        let events = self
-            .sse
-            .finish()
-            .map_err(|e| WireError::Malformed(e.to_string()))?;
-        for e in events {
-            self.data(&e.data, out)?;
-        }
-        if self.chunks == 0 {
-            return Err(WireError::Malformed(
-                "Streaming response yielded no events".into(),
-            ));
-        }
-        if !self.finish_seen {
-            return Err(WireError::Malformed(format!(
-                "Last event must carry a finish_reason: the stream ended after {} chunk(s) {} one",
-                self.chunks,
-                if self.done {
-                    "with [DONE] but without"
-                } else {
-                    "without"
-                }
-            )));
-        }
-        Ok(())
-    }
-}
-
 fn normalize_finish_reason(reason: &str) -> &str {
     match reason {
         "tool_calls" | "function_call" => "tool_call",
@@ -515,6 +498,7 @@ fn preview(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::StreamDecoder;
     use penguin_omni_protocol::{build, ToolDefinition};
 
     fn decode(body: &str) -> (Vec<UniEvent>, Result<(), WireError>) {
