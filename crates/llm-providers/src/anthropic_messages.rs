@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use penguin_omni_protocol::{Fidelity, ModelPayload, OmniMessage, Role};
 use serde_json::{json, Map, Value};
 
-use crate::sse::{SseEvent, SseEventHandler, SseStreamDecoder, CUT_OFF_PREFIX};
+use crate::sse::{SseEvent, SseEventHandler, SseStreamDecoder};
 use crate::translate::{strip_suffix, ContentItem, UniEvent, Usage};
 use crate::wire::{
     classify_error, provider_error, ModelConfig, WireError, WireProtocol, WireRequest,
@@ -298,10 +298,10 @@ impl AnthropicEvents {
 }
 
 impl SseEventHandler for AnthropicEvents {
-    fn event(&mut self, sse: &SseEvent, out: &mut Vec<UniEvent>) -> Result<(), WireError> {
+    fn event(&mut self, sse: &SseEvent) -> Result<UniEvent, WireError> {
         let data = sse.data.as_str();
         if self.stopped {
-            return Ok(());
+            return Ok(UniEvent::default());
         }
         let event: Value = serde_json::from_str(data).map_err(|e| {
             WireError::Malformed(format!(
@@ -452,24 +452,20 @@ impl SseEventHandler for AnthropicEvents {
             // ping and event types added later.
             _ => {}
         }
-        if ev != UniEvent::default() {
-            out.push(ev);
-        }
-        Ok(())
+        Ok(ev)
     }
 
     fn events_seen(&self) -> usize {
         self.events
     }
 
-    fn end(&mut self) -> Result<(), WireError> {
-        if !self.stopped {
-            return Err(WireError::Malformed(format!(
-                "{CUT_OFF_PREFIX} the end of the message: the stream ended after {} event(s) without message_stop",
+    fn missing_end(&self) -> Option<String> {
+        (!self.stopped).then(|| {
+            format!(
+                "the end of the message: the stream ended after {} event(s) without message_stop",
                 self.events
-            )));
-        }
-        Ok(())
+            )
+        })
     }
 }
 

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use penguin_omni_protocol::{Fidelity, ModelPayload, OmniMessage, Role};
 use serde_json::{json, Map, Value};
 
-use crate::sse::{SseEvent, SseEventHandler, SseStreamDecoder, CUT_OFF_PREFIX};
+use crate::sse::{SseEvent, SseEventHandler, SseStreamDecoder};
 use crate::translate::{strip_suffix, ContentItem, UniEvent, Usage};
 use crate::wire::{
     classify_error, provider_error, ModelConfig, WireError, WireProtocol, WireRequest,
@@ -253,7 +253,7 @@ pub struct GeminiEvents {
 }
 
 impl SseEventHandler for GeminiEvents {
-    fn event(&mut self, sse: &SseEvent, out: &mut Vec<UniEvent>) -> Result<(), WireError> {
+    fn event(&mut self, sse: &SseEvent) -> Result<UniEvent, WireError> {
         let data = sse.data.as_str();
         let chunk: Value = serde_json::from_str(data).map_err(|e| {
             WireError::Malformed(format!(
@@ -341,24 +341,20 @@ impl SseEventHandler for GeminiEvents {
                 response_tokens: n("candidatesTokenCount"),
             });
         }
-        if ev != UniEvent::default() {
-            out.push(ev);
-        }
-        Ok(())
+        Ok(ev)
     }
 
     fn events_seen(&self) -> usize {
         self.chunks
     }
 
-    fn end(&mut self) -> Result<(), WireError> {
-        if !self.finish_seen {
-            return Err(WireError::Malformed(format!(
-                "{CUT_OFF_PREFIX} a finishReason: the stream ended after {} chunk(s) without one",
+    fn missing_end(&self) -> Option<String> {
+        (!self.finish_seen).then(|| {
+            format!(
+                "a finishReason: the stream ended after {} chunk(s) without one",
                 self.chunks
-            )));
-        }
-        Ok(())
+            )
+        })
     }
 }
 

@@ -32,7 +32,7 @@
 //! 2. **Decoder.** For an SSE-framed protocol, implement [`sse::SseEventHandler`] and make
 //!    `sse::SseStreamDecoder<YourHandler>` the [`wire::StreamDecoder`]: it already handles any
 //!    chunk split, split UTF-8 and `\r\n`, and a body with no events. The handler parses each
-//!    event's JSON and pushes [`translate::UniEvent`]s:
+//!    event's JSON into a [`translate::UniEvent`]:
 //!    - text and reasoning as [`translate::ContentItem::Text`] / `Thinking`, putting wire data
 //!      that must be replayed (signatures, encrypted reasoning, `phase`, which field the
 //!      reasoning came in) into `fidelity`. The translator decides segment boundaries from
@@ -50,10 +50,10 @@
 //!      (anything not `stop`/`tool_call` fails the last segment, but the request completes).
 //!
 //!    Errors are [`wire::WireError`]: `Malformed` for bad bytes and for a body that ends before
-//!    the protocol's terminal event (the handler's `end` checks this; its text starts with
-//!    [`sse::CUT_OFF_PREFIX`]), `Provider` for an error event inside a 200 stream, classified
-//!    with [`wire::classify_error`]. Push the events decoded before an error into `out` before
-//!    returning it, so output never depends on chunking.
+//!    the protocol's terminal event (the handler's `missing_end` says what was missing),
+//!    `Provider` for an error event inside a 200 stream, classified with
+//!    [`wire::classify_error`]. The events decoded before an error are already in `out` when
+//!    it is returned, so output never depends on chunking.
 //! 3. **Protocol.** Implement [`wire::WireProtocol`]: `build_request` returns the path,
 //!    authentication headers and JSON body (system prompt, committed history, the new messages,
 //!    tools only when non-empty, max tokens only when > 0, the thinking level mapped to the

@@ -19,7 +19,7 @@
 use penguin_omni_protocol::{Fidelity, ModelPayload, OmniMessage, Role, StopReason};
 use serde_json::{json, Map, Value};
 
-use crate::sse::{SseEvent, SseEventHandler, SseStreamDecoder, CUT_OFF_PREFIX};
+use crate::sse::{SseEvent, SseEventHandler, SseStreamDecoder};
 use crate::translate::{strip_suffix, ContentItem, UniEvent, Usage};
 use crate::wire::{
     classify_error, provider_error, ModelConfig, WireError, WireProtocol, WireRequest,
@@ -264,14 +264,14 @@ pub struct OpenAiChatEvents {
 }
 
 impl SseEventHandler for OpenAiChatEvents {
-    fn event(&mut self, sse: &SseEvent, out: &mut Vec<UniEvent>) -> Result<(), WireError> {
+    fn event(&mut self, sse: &SseEvent) -> Result<UniEvent, WireError> {
         let data = sse.data.as_str();
         if self.done {
-            return Ok(());
+            return Ok(UniEvent::default());
         }
         if data.trim() == "[DONE]" {
             self.done = true;
-            return Ok(());
+            return Ok(UniEvent::default());
         }
         let chunk: Value = serde_json::from_str(data).map_err(|e| {
             WireError::Malformed(format!(
@@ -305,29 +305,25 @@ impl SseEventHandler for OpenAiChatEvents {
         if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
             event.usage = Some(parse_usage(usage));
         }
-        if event != UniEvent::default() {
-            out.push(event);
-        }
-        Ok(())
+        Ok(event)
     }
 
     fn events_seen(&self) -> usize {
         self.chunks
     }
 
-    fn end(&mut self) -> Result<(), WireError> {
-        if !self.finish_seen {
-            return Err(WireError::Malformed(format!(
-                "{CUT_OFF_PREFIX} a finish_reason: the stream ended after {} chunk(s) {} one",
+    fn missing_end(&self) -> Option<String> {
+        (!self.finish_seen).then(|| {
+            format!(
+                "a finish_reason: the stream ended after {} chunk(s) {} one",
                 self.chunks,
                 if self.done {
                     "with [DONE] but without"
                 } else {
                     "without"
                 }
-            )));
-        }
-        Ok(())
+            )
+        })
     }
 }
 

@@ -36,7 +36,7 @@ use std::collections::HashMap;
 use penguin_omni_protocol::{Fidelity, ModelPayload, OmniMessage, Role, StopReason};
 use serde_json::{json, Map, Value};
 
-use crate::sse::{SseEvent, SseEventHandler, SseStreamDecoder, CUT_OFF_PREFIX};
+use crate::sse::{SseEvent, SseEventHandler, SseStreamDecoder};
 use crate::translate::{strip_suffix, ContentItem, UniEvent, Usage};
 use crate::wire::{
     classify_error, provider_error, ModelConfig, WireError, WireProtocol, WireRequest,
@@ -291,10 +291,10 @@ pub struct OpenAiResponsesEvents {
 }
 
 impl SseEventHandler for OpenAiResponsesEvents {
-    fn event(&mut self, sse: &SseEvent, out: &mut Vec<UniEvent>) -> Result<(), WireError> {
+    fn event(&mut self, sse: &SseEvent) -> Result<UniEvent, WireError> {
         let data = sse.data.as_str();
         if self.terminal {
-            return Ok(());
+            return Ok(UniEvent::default());
         }
         let event: Value = serde_json::from_str(data).map_err(|e| {
             WireError::Malformed(format!(
@@ -442,24 +442,20 @@ impl SseEventHandler for OpenAiResponsesEvents {
             // deltas and the item events already carry everything.
             _ => {}
         }
-        if ev != UniEvent::default() {
-            out.push(ev);
-        }
-        Ok(())
+        Ok(ev)
     }
 
     fn events_seen(&self) -> usize {
         self.events
     }
 
-    fn end(&mut self) -> Result<(), WireError> {
-        if !self.terminal {
-            return Err(WireError::Malformed(format!(
-                "{CUT_OFF_PREFIX} the response's end: the stream ended after {} event(s) without response.completed",
+    fn missing_end(&self) -> Option<String> {
+        (!self.terminal).then(|| {
+            format!(
+                "the response's end: the stream ended after {} event(s) without response.completed",
                 self.events
-            )));
-        }
-        Ok(())
+            )
+        })
     }
 }
 

@@ -137,25 +137,26 @@ impl SseDecoder {
 /// concerns and the end-of-body checks live once in [`SseStreamDecoder`], and an adapter
 /// writes only how one event translates and what its terminal event is.
 pub trait SseEventHandler: Send + fmt::Debug {
-    /// Translates one dispatched event, pushing the [`UniEvent`]s it completed onto `out`.
-    /// Events already in `out` when this fails stay there (see [`StreamDecoder::feed`]).
-    fn event(&mut self, event: &SseEvent, out: &mut Vec<UniEvent>) -> Result<(), WireError>;
+    /// Translates one dispatched event. An empty ([`Default`]) [`UniEvent`] means the event
+    /// carried nothing to translate (a ping, a sentinel, an item announcement) and is dropped.
+    fn event(&mut self, event: &SseEvent) -> Result<UniEvent, WireError>;
 
     /// How many protocol events (not SSE frames: a `[DONE]` sentinel does not count) were
     /// decoded so far. None at the end of the body makes the stream malformed.
     fn events_seen(&self) -> usize;
 
-    /// The body ended after at least one event: fails with [`WireError::Malformed`] when the
-    /// protocol's terminal event never came. The message starts with [`CUT_OFF_PREFIX`]:
-    /// §6.5 recognizes a stream that ended early by that text.
-    fn end(&mut self) -> Result<(), WireError>;
+    /// At the end of a body with events: `None` when the protocol's terminal event came, else
+    /// what the last event lacked, completing the sentence begun by [`CUT_OFF_PREFIX`]
+    /// (e.g. `"a finish_reason: …"`).
+    fn missing_end(&self) -> Option<String>;
 }
 
-/// The error text of a body that decoded to no protocol event at all (§6.5's other
-/// early-end text).
+/// The error text of a body that decoded to no protocol event at all. With
+/// [`CUT_OFF_PREFIX`], one of the two texts by which §6.5 recognizes a stream that ended
+/// early as malformed, so neither may change.
 pub const NO_EVENTS: &str = "Streaming response yielded no events";
 
-/// How every "the terminal event never came" error starts.
+/// How every "the terminal event never came" error starts (see [`NO_EVENTS`]).
 pub const CUT_OFF_PREFIX: &str = "Last event must carry";
 
 /// A [`StreamDecoder`] for any SSE-framed protocol: frames with [`SseDecoder`], translates
@@ -182,7 +183,10 @@ impl<H: SseEventHandler> SseStreamDecoder<H> {
     ) -> Result<(), WireError> {
         let events = events.map_err(|e| WireError::Malformed(e.to_string()))?;
         for e in &events {
-            self.handler.event(e, out)?;
+            let translated = self.handler.event(e)?;
+            if translated != UniEvent::default() {
+                out.push(translated);
+            }
         }
         Ok(())
     }
@@ -200,7 +204,10 @@ impl<H: SseEventHandler> StreamDecoder for SseStreamDecoder<H> {
         if self.handler.events_seen() == 0 {
             return Err(WireError::Malformed(NO_EVENTS.into()));
         }
-        self.handler.end()
+        match self.handler.missing_end() {
+            Some(missing) => Err(WireError::Malformed(format!("{CUT_OFF_PREFIX} {missing}"))),
+            None => Ok(()),
+        }
     }
 }
 
