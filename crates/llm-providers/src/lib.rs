@@ -65,7 +65,8 @@
 //!    [`testing::replay`] and compares [`testing::without_timestamps`] with the expected
 //!    stream written out with `penguin_omni_protocol::build`. Check
 //!    [`testing::check_discipline`] on every output, and add a proptest that any split of each
-//!    fixture gives the same messages (`tests/openai_chat_fixtures.rs` has all three; copy it).
+//!    fixture gives the same messages. `tests/common`'s `Fixtures` does the replay and the
+//!    discipline check; `tests/openai_chat_fixtures.rs` has all three, so copy it.
 //!    Cover a cut-off stream (malformed), an error event, and a length finish.
 //! 5. **Use it.** `HttpModel::new(config, MyProtocol::new(), session_ids)` is a working
 //!    [`Llm`]; the HTTP faults (`tests/http_faults.rs`) are protocol-independent and need no

@@ -68,18 +68,20 @@ fn two_parallel_tool_calls_keyed_by_index() {
                 a,
                 &["{\"lo", "cation", "\": \"Pa", "ris, F", "rance\"}"]
             ),
-            tool_start(
-                "get_weather",
-                b,
-                &["{\"lo", "cation", "\": \"Bo", "gotá, ", "Colombia\"}"]
-            ),
-            // Completed at finish_reason, in index order, arguments re-serialized compactly.
+            // The first fragment of index 1 completes index 0, so its approval can start
+            // while the second call streams; arguments are re-serialized compactly.
             tool_end(
                 "get_weather",
                 r#"{"location":"Paris, France"}"#,
                 a,
                 Completed
             ),
+            tool_start(
+                "get_weather",
+                b,
+                &["{\"lo", "cation", "\": \"Bo", "gotá, ", "Colombia\"}"]
+            ),
+            // The last call is completed at finish_reason.
             tool_end(
                 "get_weather",
                 r#"{"location":"Bogotá, Colombia"}"#,
