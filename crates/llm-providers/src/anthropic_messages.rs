@@ -130,10 +130,6 @@ impl WireProtocol for AnthropicMessages {
         }
     }
 
-    fn decoder(&self) -> AnthropicDecoder {
-        AnthropicDecoder::default()
-    }
-
     fn commit(&mut self, new_messages: &[OmniMessage], reply: &[OmniMessage]) {
         self.history.extend(to_wire_messages(new_messages));
         self.history.extend(to_wire_messages(reply));

@@ -224,10 +224,6 @@ impl WireProtocol for Gemini {
         }
     }
 
-    fn decoder(&self) -> GeminiDecoder {
-        GeminiDecoder::default()
-    }
-
     fn commit(&mut self, new_messages: &[OmniMessage], reply: &[OmniMessage]) {
         self.remember_calls(reply);
         let mut turn = self.to_contents(new_messages);

@@ -145,6 +145,20 @@ pub enum ThinkingLevel {
     Max,
 }
 
+impl ThinkingLevel {
+    /// The OpenAI effort name, shared by Chat Completions (`reasoning_effort`) and Responses
+    /// (`reasoning.effort`). `max` has no OpenAI counterpart beyond `xhigh`, so it maps there.
+    pub fn openai_effort(self) -> &'static str {
+        match self {
+            ThinkingLevel::None => "none",
+            ThinkingLevel::Low => "low",
+            ThinkingLevel::Medium => "medium",
+            ThinkingLevel::High => "high",
+            ThinkingLevel::Xhigh | ThinkingLevel::Max => "xhigh",
+        }
+    }
+}
+
 impl std::str::FromStr for ThinkingLevel {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {

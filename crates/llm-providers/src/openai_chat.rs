@@ -50,16 +50,9 @@ impl OpenAiChat {
     }
 }
 
-/// The `reasoning_effort` value for a thinking level. `max` has no Chat Completions
-/// counterpart beyond `xhigh`, so it maps there.
+/// The `reasoning_effort` value for a thinking level (see [`ThinkingLevel::openai_effort`]).
 pub fn reasoning_effort(level: ThinkingLevel) -> &'static str {
-    match level {
-        ThinkingLevel::None => "none",
-        ThinkingLevel::Low => "low",
-        ThinkingLevel::Medium => "medium",
-        ThinkingLevel::High => "high",
-        ThinkingLevel::Xhigh | ThinkingLevel::Max => "xhigh",
-    }
+    level.openai_effort()
 }
 
 impl WireProtocol for OpenAiChat {
@@ -113,10 +106,6 @@ impl WireProtocol for OpenAiChat {
             headers,
             body: Value::Object(body),
         }
-    }
-
-    fn decoder(&self) -> OpenAiChatDecoder {
-        OpenAiChatDecoder::default()
     }
 
     fn commit(&mut self, new_messages: &[OmniMessage], reply: &[OmniMessage]) {

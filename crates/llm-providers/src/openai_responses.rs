@@ -64,16 +64,9 @@ impl OpenAiResponses {
     }
 }
 
-/// The `reasoning.effort` value for a thinking level. `max` has no counterpart beyond
-/// `xhigh`, so it maps there.
+/// The `reasoning.effort` value for a thinking level (see [`ThinkingLevel::openai_effort`]).
 pub fn reasoning_effort(level: ThinkingLevel) -> &'static str {
-    match level {
-        ThinkingLevel::None => "none",
-        ThinkingLevel::Low => "low",
-        ThinkingLevel::Medium => "medium",
-        ThinkingLevel::High => "high",
-        ThinkingLevel::Xhigh | ThinkingLevel::Max => "xhigh",
-    }
+    level.openai_effort()
 }
 
 impl WireProtocol for OpenAiResponses {
@@ -133,10 +126,6 @@ impl WireProtocol for OpenAiResponses {
             headers,
             body: Value::Object(body),
         }
-    }
-
-    fn decoder(&self) -> OpenAiResponsesDecoder {
-        OpenAiResponsesDecoder::default()
     }
 
     fn commit(&mut self, new_messages: &[OmniMessage], reply: &[OmniMessage]) {
