@@ -15,34 +15,6 @@ use common::*;
 
 use penguin_omni_protocol::StopReason::Failed;
 
-/// The reply every recording holds, as the server tokenized it.
-const SKY: [&str; 24] = [
-    "The",
-    " sky",
-    " is",
-    " often",
-    " described",
-    " as",
-    " a",
-    " deep",
-    " shade",
-    " of",
-    " blue",
-    ",",
-    " but",
-    " in",
-    " reality",
-    ",",
-    " the",
-    " sky",
-    " can",
-    " be",
-    " a",
-    " range",
-    " of",
-    " colors",
-];
-
 /// The one recording in each protocol's fixture directory.
 const RECORDING: &str = "llamacpp_smollm2_text.sse";
 

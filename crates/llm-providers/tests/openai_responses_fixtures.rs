@@ -162,35 +162,7 @@ fn llamacpp_recorded_text() {
         expect(vec![
             // llama.cpp ends a max_output_tokens cut-off with response.completed, so unlike
             // OpenAI (response.incomplete) the segment completes.
-            text_segment(
-                &[
-                    "The",
-                    " sky",
-                    " is",
-                    " often",
-                    " described",
-                    " as",
-                    " a",
-                    " deep",
-                    " shade",
-                    " of",
-                    " blue",
-                    ",",
-                    " but",
-                    " in",
-                    " reality",
-                    ",",
-                    " the",
-                    " sky",
-                    " can",
-                    " be",
-                    " a",
-                    " range",
-                    " of",
-                    " colors"
-                ],
-                Completed
-            ),
+            text_segment(&SKY, Completed),
             // input 29 of which 28 cached.
             usage(28, 1, 24),
         ])

@@ -170,3 +170,31 @@ pub fn usage(cache_read: u64, cache_write: u64, output: u64) -> Vec<OmniMessage>
 pub fn expect(parts: Vec<Vec<OmniMessage>>) -> Vec<String> {
     without_timestamps(&parts.concat())
 }
+
+/// The reply every llama.cpp recording (SmolLM2, "What color is the sky?") holds, as the server tokenized it.
+pub const SKY: [&str; 24] = [
+    "The",
+    " sky",
+    " is",
+    " often",
+    " described",
+    " as",
+    " a",
+    " deep",
+    " shade",
+    " of",
+    " blue",
+    ",",
+    " but",
+    " in",
+    " reality",
+    ",",
+    " the",
+    " sky",
+    " can",
+    " be",
+    " a",
+    " range",
+    " of",
+    " colors",
+];
