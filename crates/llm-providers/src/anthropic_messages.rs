@@ -22,11 +22,10 @@ use std::collections::HashMap;
 use penguin_omni_protocol::{Fidelity, ModelPayload, OmniMessage, Role};
 use serde_json::{json, Map, Value};
 
-use crate::sse::SseDecoder;
+use crate::sse::{SseEvent, SseEventHandler, SseStreamDecoder};
 use crate::translate::{strip_suffix, ContentItem, UniEvent, Usage};
 use crate::wire::{
-    classify_error, provider_error, ModelConfig, StreamDecoder, WireError, WireProtocol,
-    WireRequest,
+    classify_error, provider_error, ModelConfig, WireError, WireProtocol, WireRequest,
 };
 use crate::ThinkingLevel;
 
@@ -129,10 +128,6 @@ impl WireProtocol for AnthropicMessages {
             headers,
             body: Value::Object(body),
         }
-    }
-
-    fn decoder(&self) -> AnthropicDecoder {
-        AnthropicDecoder::default()
     }
 
     fn commit(&mut self, new_messages: &[OmniMessage], reply: &[OmniMessage]) {
@@ -264,9 +259,11 @@ enum Block {
 }
 
 /// Decodes a Messages SSE body. See the module docs for the mapping.
+pub type AnthropicDecoder = SseStreamDecoder<AnthropicEvents>;
+
+/// The Messages half of [`AnthropicDecoder`]: the state of one response between events.
 #[derive(Debug, Default)]
-pub struct AnthropicDecoder {
-    sse: SseDecoder,
+pub struct AnthropicEvents {
     blocks: HashMap<u64, Block>,
     input_tokens: u64,
     cache_read: u64,
@@ -276,7 +273,7 @@ pub struct AnthropicDecoder {
     stopped: bool,
 }
 
-impl AnthropicDecoder {
+impl AnthropicEvents {
     fn usage(&mut self, usage: &Value) -> Usage {
         let set = |key: &str, field: &mut u64| {
             if let Some(n) = usage.get(key).and_then(Value::as_u64) {
@@ -294,10 +291,13 @@ impl AnthropicDecoder {
             response_tokens: self.output_tokens,
         }
     }
+}
 
-    fn data(&mut self, data: &str, out: &mut Vec<UniEvent>) -> Result<(), WireError> {
+impl SseEventHandler for AnthropicEvents {
+    fn event(&mut self, sse: &SseEvent) -> Result<UniEvent, WireError> {
+        let data = sse.data.as_str();
         if self.stopped {
-            return Ok(());
+            return Ok(UniEvent::default());
         }
         let event: Value = serde_json::from_str(data).map_err(|e| {
             WireError::Malformed(format!(
@@ -448,45 +448,20 @@ impl AnthropicDecoder {
             // ping and event types added later.
             _ => {}
         }
-        if ev != UniEvent::default() {
-            out.push(ev);
-        }
-        Ok(())
-    }
-}
-
-impl StreamDecoder for AnthropicDecoder {
-    fn feed(&mut self, chunk: &[u8], out: &mut Vec<UniEvent>) -> Result<(), WireError> {
-        let events = self
-            .sse
-            .feed(chunk)
-            .map_err(|e| WireError::Malformed(e.to_string()))?;
-        for e in events {
-            self.data(&e.data, out)?;
-        }
-        Ok(())
+        Ok(ev)
     }
 
-    fn finish(&mut self, out: &mut Vec<UniEvent>) -> Result<(), WireError> {
-        let events = self
-            .sse
-            .finish()
-            .map_err(|e| WireError::Malformed(e.to_string()))?;
-        for e in events {
-            self.data(&e.data, out)?;
-        }
-        if self.events == 0 {
-            return Err(WireError::Malformed(
-                "Streaming response yielded no events".into(),
-            ));
-        }
-        if !self.stopped {
-            return Err(WireError::Malformed(format!(
-                "Last event must carry the end of the message: the stream ended after {} event(s) without message_stop",
+    fn events_seen(&self) -> usize {
+        self.events
+    }
+
+    fn missing_end(&self) -> Option<String> {
+        (!self.stopped).then(|| {
+            format!(
+                "the end of the message: the stream ended after {} event(s) without message_stop",
                 self.events
-            )));
-        }
-        Ok(())
+            )
+        })
     }
 }
 

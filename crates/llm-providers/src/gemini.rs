@@ -19,11 +19,10 @@ use std::collections::HashMap;
 use penguin_omni_protocol::{Fidelity, ModelPayload, OmniMessage, Role};
 use serde_json::{json, Map, Value};
 
-use crate::sse::SseDecoder;
+use crate::sse::{SseEvent, SseEventHandler, SseStreamDecoder};
 use crate::translate::{strip_suffix, ContentItem, UniEvent, Usage};
 use crate::wire::{
-    classify_error, provider_error, ModelConfig, StreamDecoder, WireError, WireProtocol,
-    WireRequest,
+    classify_error, provider_error, ModelConfig, WireError, WireProtocol, WireRequest,
 };
 use crate::ThinkingLevel;
 
@@ -225,10 +224,6 @@ impl WireProtocol for Gemini {
         }
     }
 
-    fn decoder(&self) -> GeminiDecoder {
-        GeminiDecoder::default()
-    }
-
     fn commit(&mut self, new_messages: &[OmniMessage], reply: &[OmniMessage]) {
         self.remember_calls(reply);
         let mut turn = self.to_contents(new_messages);
@@ -244,15 +239,18 @@ impl WireProtocol for Gemini {
 }
 
 /// Decodes a Gemini SSE body. See the module docs for the mapping.
+pub type GeminiDecoder = SseStreamDecoder<GeminiEvents>;
+
+/// The Gemini half of [`GeminiDecoder`]: the state of one response between events.
 #[derive(Debug, Default)]
-pub struct GeminiDecoder {
-    sse: SseDecoder,
+pub struct GeminiEvents {
     chunks: usize,
     finish_seen: bool,
 }
 
-impl GeminiDecoder {
-    fn data(&mut self, data: &str, out: &mut Vec<UniEvent>) -> Result<(), WireError> {
+impl SseEventHandler for GeminiEvents {
+    fn event(&mut self, sse: &SseEvent) -> Result<UniEvent, WireError> {
+        let data = sse.data.as_str();
         let chunk: Value = serde_json::from_str(data).map_err(|e| {
             WireError::Malformed(format!(
                 "Gemini chunk {} is not valid JSON ({e}): {}",
@@ -339,45 +337,20 @@ impl GeminiDecoder {
                 response_tokens: n("candidatesTokenCount"),
             });
         }
-        if ev != UniEvent::default() {
-            out.push(ev);
-        }
-        Ok(())
-    }
-}
-
-impl StreamDecoder for GeminiDecoder {
-    fn feed(&mut self, chunk: &[u8], out: &mut Vec<UniEvent>) -> Result<(), WireError> {
-        let events = self
-            .sse
-            .feed(chunk)
-            .map_err(|e| WireError::Malformed(e.to_string()))?;
-        for e in events {
-            self.data(&e.data, out)?;
-        }
-        Ok(())
+        Ok(ev)
     }
 
-    fn finish(&mut self, out: &mut Vec<UniEvent>) -> Result<(), WireError> {
-        let events = self
-            .sse
-            .finish()
-            .map_err(|e| WireError::Malformed(e.to_string()))?;
-        for e in events {
-            self.data(&e.data, out)?;
-        }
-        if self.chunks == 0 {
-            return Err(WireError::Malformed(
-                "Streaming response yielded no events".into(),
-            ));
-        }
-        if !self.finish_seen {
-            return Err(WireError::Malformed(format!(
-                "Last event must carry a finishReason: the stream ended after {} chunk(s) without one",
+    fn events_seen(&self) -> usize {
+        self.chunks
+    }
+
+    fn missing_end(&self) -> Option<String> {
+        (!self.finish_seen).then(|| {
+            format!(
+                "a finishReason: the stream ended after {} chunk(s) without one",
                 self.chunks
-            )));
-        }
-        Ok(())
+            )
+        })
     }
 }
 

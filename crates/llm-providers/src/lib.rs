@@ -29,9 +29,10 @@
 //!
 //! 1. **Module and feature.** Add `src/<protocol>.rs` behind a cargo feature of the same name
 //!    (`[features] my-proto = []`), and a `#[cfg(feature = "my-proto")] pub mod` line here.
-//! 2. **Decoder.** Implement [`wire::StreamDecoder`]. Feed the bytes through
-//!    [`sse::SseDecoder`] (it already handles any chunk split, split UTF-8 and `\r\n`), parse
-//!    each event's JSON, and push [`translate::UniEvent`]s:
+//! 2. **Decoder.** For an SSE-framed protocol, implement [`sse::SseEventHandler`] and make
+//!    `sse::SseStreamDecoder<YourHandler>` the [`wire::StreamDecoder`]: it already handles any
+//!    chunk split, split UTF-8 and `\r\n`, and a body with no events. The handler parses each
+//!    event's JSON into a [`translate::UniEvent`]:
 //!    - text and reasoning as [`translate::ContentItem::Text`] / `Thinking`, putting wire data
 //!      that must be replayed (signatures, encrypted reasoning, `phase`, which field the
 //!      reasoning came in) into `fidelity`. The translator decides segment boundaries from
@@ -49,9 +50,10 @@
 //!      (anything not `stop`/`tool_call` fails the last segment, but the request completes).
 //!
 //!    Errors are [`wire::WireError`]: `Malformed` for bad bytes and for a body that ends before
-//!    the protocol's terminal event (`finish` must check this), `Provider` for an error event
-//!    inside a 200 stream, classified with [`wire::classify_error`]. Push the events decoded
-//!    before an error into `out` before returning it, so output never depends on chunking.
+//!    the protocol's terminal event (the handler's `missing_end` says what was missing),
+//!    `Provider` for an error event inside a 200 stream, classified with
+//!    [`wire::classify_error`]. The events decoded before an error are already in `out` when
+//!    it is returned, so output never depends on chunking.
 //! 3. **Protocol.** Implement [`wire::WireProtocol`]: `build_request` returns the path,
 //!    authentication headers and JSON body (system prompt, committed history, the new messages,
 //!    tools only when non-empty, max tokens only when > 0, the thinking level mapped to the
@@ -63,7 +65,8 @@
 //!    [`testing::replay`] and compares [`testing::without_timestamps`] with the expected
 //!    stream written out with `penguin_omni_protocol::build`. Check
 //!    [`testing::check_discipline`] on every output, and add a proptest that any split of each
-//!    fixture gives the same messages (`tests/openai_chat_fixtures.rs` has all three; copy it).
+//!    fixture gives the same messages. `tests/common`'s `Fixtures` does the replay and the
+//!    discipline check; `tests/openai_chat_fixtures.rs` has all three, so copy it.
 //!    Cover a cut-off stream (malformed), an error event, and a length finish.
 //! 5. **Use it.** `HttpModel::new(config, MyProtocol::new(), session_ids)` is a working
 //!    [`Llm`]; the HTTP faults (`tests/http_faults.rs`) are protocol-independent and need no
@@ -140,6 +143,20 @@ pub enum ThinkingLevel {
     Xhigh,
     /// The provider's maximum.
     Max,
+}
+
+impl ThinkingLevel {
+    /// The OpenAI effort name, shared by Chat Completions (`reasoning_effort`) and Responses
+    /// (`reasoning.effort`). `max` has no OpenAI counterpart beyond `xhigh`, so it maps there.
+    pub fn openai_effort(self) -> &'static str {
+        match self {
+            ThinkingLevel::None => "none",
+            ThinkingLevel::Low => "low",
+            ThinkingLevel::Medium => "medium",
+            ThinkingLevel::High => "high",
+            ThinkingLevel::Xhigh | ThinkingLevel::Max => "xhigh",
+        }
+    }
 }
 
 impl std::str::FromStr for ThinkingLevel {

@@ -7,8 +7,11 @@
 //!   reasoning goes back under the same field;
 //! - `delta.content` → text;
 //! - `delta.tool_calls[]`, keyed by `index` (id and name come on the first fragment) → argument
-//!   fragments; when `finish_reason` arrives every call is completed with its parsed arguments
-//!   (unparsable arguments make the stream malformed, as the reference's gateway does);
+//!   fragments. A call is completed with its parsed arguments as soon as it is known to be
+//!   whole: when a fragment for another index, reasoning or text arrives (servers stream calls
+//!   one after another), or at `finish_reason`. Completing early lets approval of a call start
+//!   while the model still streams the next. Unparsable arguments make the stream malformed,
+//!   as the reference's gateway does;
 //! - `finish_reason` normalized (`tool_calls`/`function_call` → `tool_call`);
 //! - `usage` (with `stream_options.include_usage`, on the last chunk): `prompt_tokens` includes
 //!   the cached ones and `completion_tokens` the reasoning ones, so both are split out;
@@ -19,11 +22,10 @@
 use penguin_omni_protocol::{Fidelity, ModelPayload, OmniMessage, Role, StopReason};
 use serde_json::{json, Map, Value};
 
-use crate::sse::SseDecoder;
+use crate::sse::{SseEvent, SseEventHandler, SseStreamDecoder};
 use crate::translate::{strip_suffix, ContentItem, UniEvent, Usage};
 use crate::wire::{
-    classify_error, provider_error, ModelConfig, StreamDecoder, WireError, WireProtocol,
-    WireRequest,
+    classify_error, provider_error, ModelConfig, WireError, WireProtocol, WireRequest,
 };
 use crate::ThinkingLevel;
 
@@ -48,16 +50,9 @@ impl OpenAiChat {
     }
 }
 
-/// The `reasoning_effort` value for a thinking level. `max` has no Chat Completions
-/// counterpart beyond `xhigh`, so it maps there.
+/// The `reasoning_effort` value for a thinking level (see [`ThinkingLevel::openai_effort`]).
 pub fn reasoning_effort(level: ThinkingLevel) -> &'static str {
-    match level {
-        ThinkingLevel::None => "none",
-        ThinkingLevel::Low => "low",
-        ThinkingLevel::Medium => "medium",
-        ThinkingLevel::High => "high",
-        ThinkingLevel::Xhigh | ThinkingLevel::Max => "xhigh",
-    }
+    level.openai_effort()
 }
 
 impl WireProtocol for OpenAiChat {
@@ -111,10 +106,6 @@ impl WireProtocol for OpenAiChat {
             headers,
             body: Value::Object(body),
         }
-    }
-
-    fn decoder(&self) -> OpenAiChatDecoder {
-        OpenAiChatDecoder::default()
     }
 
     fn commit(&mut self, new_messages: &[OmniMessage], reply: &[OmniMessage]) {
@@ -253,23 +244,31 @@ struct ToolCallState {
 }
 
 /// Decodes a Chat Completions SSE body. See the module docs for the mapping.
+pub type OpenAiChatDecoder = SseStreamDecoder<OpenAiChatEvents>;
+
+/// The Chat Completions half of [`OpenAiChatDecoder`]: the state of one response between events.
 #[derive(Debug, Default)]
-pub struct OpenAiChatDecoder {
-    sse: SseDecoder,
+pub struct OpenAiChatEvents {
+    /// Calls whose fragments may still come.
     tool_calls: Vec<ToolCallState>,
+    /// Indices of the calls already completed: a fragment for one of them cannot be appended.
+    completed_indices: Vec<u64>,
+    /// Calls begun so far, which is the index of a call that comes without one.
+    calls_begun: u64,
     chunks: usize,
     finish_seen: bool,
     done: bool,
 }
 
-impl OpenAiChatDecoder {
-    fn data(&mut self, data: &str, out: &mut Vec<UniEvent>) -> Result<(), WireError> {
+impl SseEventHandler for OpenAiChatEvents {
+    fn event(&mut self, sse: &SseEvent) -> Result<UniEvent, WireError> {
+        let data = sse.data.as_str();
         if self.done {
-            return Ok(());
+            return Ok(UniEvent::default());
         }
         if data.trim() == "[DONE]" {
             self.done = true;
-            return Ok(());
+            return Ok(UniEvent::default());
         }
         let chunk: Value = serde_json::from_str(data).map_err(|e| {
             WireError::Malformed(format!(
@@ -295,7 +294,7 @@ impl OpenAiChatDecoder {
                 self.delta(delta, &mut event.content_items)?;
             }
             if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
-                self.complete_tool_calls(&mut event.content_items)?;
+                self.complete_tool_calls(None, &mut event.content_items)?;
                 self.finish_seen = true;
                 event.finish_reason = Some(normalize_finish_reason(reason).to_owned());
             }
@@ -303,13 +302,42 @@ impl OpenAiChatDecoder {
         if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
             event.usage = Some(parse_usage(usage));
         }
-        if event != UniEvent::default() {
-            out.push(event);
-        }
-        Ok(())
+        Ok(event)
     }
 
+    fn events_seen(&self) -> usize {
+        self.chunks
+    }
+
+    fn missing_end(&self) -> Option<String> {
+        (!self.finish_seen).then(|| {
+            format!(
+                "a finish_reason: the stream ended after {} chunk(s) {} one",
+                self.chunks,
+                if self.done {
+                    "with [DONE] but without"
+                } else {
+                    "without"
+                }
+            )
+        })
+    }
+}
+
+impl OpenAiChatEvents {
     fn delta(&mut self, delta: &Value, items: &mut Vec<ContentItem>) -> Result<(), WireError> {
+        let non_empty = |field: &str| {
+            delta
+                .get(field)
+                .and_then(Value::as_str)
+                .is_some_and(|t| !t.is_empty())
+        };
+        if ["reasoning_content", "reasoning", "content"]
+            .into_iter()
+            .any(non_empty)
+        {
+            self.complete_tool_calls(None, items)?;
+        }
         for field in ["reasoning_content", "reasoning"] {
             if let Some(text) = delta
                 .get(field)
@@ -356,7 +384,13 @@ impl OpenAiChatDecoder {
         let index = call
             .get("index")
             .and_then(Value::as_u64)
-            .unwrap_or(self.tool_calls.len() as u64);
+            .unwrap_or(self.calls_begun);
+        if self.completed_indices.contains(&index) {
+            return Err(WireError::Malformed(format!(
+                "tool call at index {index} continues after it was completed"
+            )));
+        }
+        self.complete_tool_calls(Some(index), items)?;
         let function = call.get("function");
         let name = function
             .and_then(|f| f.get("name"))
@@ -378,6 +412,7 @@ impl OpenAiChatDecoder {
                         "tool call at index {index} starts without a function name"
                     )));
                 };
+                self.calls_begun += 1;
                 self.tool_calls.push(ToolCallState {
                     index,
                     // Servers that send no ids still need one to pair the output with.
@@ -398,8 +433,18 @@ impl OpenAiChatDecoder {
         Ok(())
     }
 
-    fn complete_tool_calls(&mut self, items: &mut Vec<ContentItem>) -> Result<(), WireError> {
-        for call in self.tool_calls.drain(..) {
+    /// Completes every open call except the one at index `keep`, in the order they began.
+    fn complete_tool_calls(
+        &mut self,
+        keep: Option<u64>,
+        items: &mut Vec<ContentItem>,
+    ) -> Result<(), WireError> {
+        let (open, complete): (Vec<_>, Vec<_>) = std::mem::take(&mut self.tool_calls)
+            .into_iter()
+            .partition(|c| Some(c.index) == keep);
+        self.tool_calls = open;
+        for call in complete {
+            self.completed_indices.push(call.index);
             let arguments = if call.arguments.trim().is_empty() {
                 Value::Null
             } else {
@@ -418,46 +463,6 @@ impl OpenAiChatDecoder {
                 arguments,
                 fidelity: None,
             });
-        }
-        Ok(())
-    }
-}
-
-impl StreamDecoder for OpenAiChatDecoder {
-    fn feed(&mut self, chunk: &[u8], out: &mut Vec<UniEvent>) -> Result<(), WireError> {
-        let events = self
-            .sse
-            .feed(chunk)
-            .map_err(|e| WireError::Malformed(e.to_string()))?;
-        for e in events {
-            self.data(&e.data, out)?;
-        }
-        Ok(())
-    }
-
-    fn finish(&mut self, out: &mut Vec<UniEvent>) -> Result<(), WireError> {
-        let events = self
-            .sse
-            .finish()
-            .map_err(|e| WireError::Malformed(e.to_string()))?;
-        for e in events {
-            self.data(&e.data, out)?;
-        }
-        if self.chunks == 0 {
-            return Err(WireError::Malformed(
-                "Streaming response yielded no events".into(),
-            ));
-        }
-        if !self.finish_seen {
-            return Err(WireError::Malformed(format!(
-                "Last event must carry a finish_reason: the stream ended after {} chunk(s) {} one",
-                self.chunks,
-                if self.done {
-                    "with [DONE] but without"
-                } else {
-                    "without"
-                }
-            )));
         }
         Ok(())
     }
@@ -515,6 +520,7 @@ fn preview(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::StreamDecoder;
     use penguin_omni_protocol::{build, ToolDefinition};
 
     fn decode(body: &str) -> (Vec<UniEvent>, Result<(), WireError>) {
@@ -575,6 +581,141 @@ mod tests {
         assert!(
             msg.starts_with("arguments of tool call f (call_9) are not valid JSON"),
             "{msg}"
+        );
+    }
+
+    /// A `data:` line holding one choice-0 delta.
+    fn delta_line(delta: Value) -> String {
+        format!(
+            "data: {}\n\n",
+            json!({"choices": [{"index": 0, "delta": delta}]})
+        )
+    }
+
+    fn call_fragment(index: Option<u64>, name: Option<&str>, arguments: &str) -> Value {
+        let mut call = json!({"function": {"arguments": arguments}});
+        if let Some(i) = index {
+            call["index"] = json!(i);
+            call["id"] = json!(format!("call_{i}"));
+        }
+        if let Some(n) = name {
+            call["function"]["name"] = json!(n);
+        }
+        json!({"tool_calls": [call]})
+    }
+
+    /// The content items of every event, in order, as `(kind, tool call id or "")`.
+    fn tool_items(events: &[UniEvent]) -> Vec<(&'static str, String)> {
+        events
+            .iter()
+            .flat_map(|e| &e.content_items)
+            .map(|item| match item {
+                ContentItem::PartialToolCall { tool_call_id, .. } => {
+                    ("partial", tool_call_id.clone().unwrap_or_default())
+                }
+                ContentItem::ToolCall { tool_call_id, .. } => ("complete", tool_call_id.clone()),
+                ContentItem::Text { .. } => ("text", String::new()),
+                ContentItem::Thinking { .. } => ("thinking", String::new()),
+            })
+            .collect()
+    }
+
+    const FINISH: &str =
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n";
+
+    #[test]
+    fn a_call_completes_when_the_next_index_begins() {
+        let body = [
+            delta_line(call_fragment(Some(0), Some("a"), "{\"x\":")),
+            delta_line(call_fragment(Some(0), None, "1}")),
+            delta_line(call_fragment(Some(1), Some("b"), "{}")),
+            FINISH.to_owned(),
+        ]
+        .concat();
+        let (events, r) = decode(&body);
+        assert_eq!(r, Ok(()));
+        let p = |id: &str| ("partial", id.to_owned());
+        let c = |id: &str| ("complete", id.to_owned());
+        assert_eq!(
+            tool_items(&events),
+            [
+                p("call_0"),
+                p("call_0"),
+                c("call_0"),
+                p("call_1"),
+                c("call_1")
+            ]
+        );
+    }
+
+    #[test]
+    fn text_after_a_call_completes_it_first() {
+        let body = [
+            delta_line(call_fragment(Some(0), Some("a"), "{}")),
+            delta_line(json!({"content": "done"})),
+            FINISH.to_owned(),
+        ]
+        .concat();
+        let (events, r) = decode(&body);
+        assert_eq!(r, Ok(()));
+        assert_eq!(
+            tool_items(&events),
+            [
+                ("partial", "call_0".to_owned()),
+                ("complete", "call_0".to_owned()),
+                ("text", String::new())
+            ]
+        );
+    }
+
+    #[test]
+    fn calls_without_an_index_are_one_per_fragment() {
+        let body = [
+            delta_line(call_fragment(None, Some("a"), "{}")),
+            delta_line(call_fragment(None, Some("b"), "{}")),
+            FINISH.to_owned(),
+        ]
+        .concat();
+        let (events, r) = decode(&body);
+        assert_eq!(r, Ok(()));
+        let ids: Vec<_> = tool_items(&events)
+            .into_iter()
+            .filter(|(kind, _)| *kind == "complete")
+            .map(|(_, id)| id)
+            .collect();
+        assert_eq!(ids, ["call_0", "call_1"]);
+    }
+
+    #[test]
+    fn a_fragment_for_a_completed_call_is_malformed() {
+        let body = [
+            delta_line(call_fragment(Some(0), Some("a"), "{")),
+            delta_line(call_fragment(Some(1), Some("b"), "{}")),
+            delta_line(call_fragment(Some(0), None, "}")),
+        ]
+        .concat();
+        let (events, r) = decode(&body);
+        let Err(WireError::Malformed(msg)) = r else {
+            panic!("expected malformed, got {r:?}")
+        };
+        // Index 0 was completed (and its `{` failed to parse) when index 1 began.
+        assert!(
+            msg.starts_with("arguments of tool call a (call_0) are not valid JSON"),
+            "{msg}"
+        );
+        assert_eq!(tool_items(&events), [("partial", "call_0".to_owned())]);
+
+        let body = [
+            delta_line(call_fragment(Some(0), Some("a"), "{}")),
+            delta_line(call_fragment(Some(1), Some("b"), "{}")),
+            delta_line(call_fragment(Some(0), None, "")),
+        ]
+        .concat();
+        assert_eq!(
+            decode(&body).1,
+            Err(WireError::Malformed(
+                "tool call at index 0 continues after it was completed".into()
+            ))
         );
     }
 

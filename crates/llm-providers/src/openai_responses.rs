@@ -36,11 +36,10 @@ use std::collections::HashMap;
 use penguin_omni_protocol::{Fidelity, ModelPayload, OmniMessage, Role, StopReason};
 use serde_json::{json, Map, Value};
 
-use crate::sse::SseDecoder;
+use crate::sse::{SseEvent, SseEventHandler, SseStreamDecoder};
 use crate::translate::{strip_suffix, ContentItem, UniEvent, Usage};
 use crate::wire::{
-    classify_error, provider_error, ModelConfig, StreamDecoder, WireError, WireProtocol,
-    WireRequest,
+    classify_error, provider_error, ModelConfig, WireError, WireProtocol, WireRequest,
 };
 use crate::ThinkingLevel;
 
@@ -65,16 +64,9 @@ impl OpenAiResponses {
     }
 }
 
-/// The `reasoning.effort` value for a thinking level. `max` has no counterpart beyond
-/// `xhigh`, so it maps there.
+/// The `reasoning.effort` value for a thinking level (see [`ThinkingLevel::openai_effort`]).
 pub fn reasoning_effort(level: ThinkingLevel) -> &'static str {
-    match level {
-        ThinkingLevel::None => "none",
-        ThinkingLevel::Low => "low",
-        ThinkingLevel::Medium => "medium",
-        ThinkingLevel::High => "high",
-        ThinkingLevel::Xhigh | ThinkingLevel::Max => "xhigh",
-    }
+    level.openai_effort()
 }
 
 impl WireProtocol for OpenAiResponses {
@@ -134,10 +126,6 @@ impl WireProtocol for OpenAiResponses {
             headers,
             body: Value::Object(body),
         }
-    }
-
-    fn decoder(&self) -> OpenAiResponsesDecoder {
-        OpenAiResponsesDecoder::default()
     }
 
     fn commit(&mut self, new_messages: &[OmniMessage], reply: &[OmniMessage]) {
@@ -280,19 +268,22 @@ enum Item {
 }
 
 /// Decodes a Responses SSE body. See the module docs for the mapping.
+pub type OpenAiResponsesDecoder = SseStreamDecoder<OpenAiResponsesEvents>;
+
+/// The Responses half of [`OpenAiResponsesDecoder`]: the state of one response between events.
 #[derive(Debug, Default)]
-pub struct OpenAiResponsesDecoder {
-    sse: SseDecoder,
+pub struct OpenAiResponsesEvents {
     items: HashMap<String, Item>,
     events: usize,
     saw_function_call: bool,
     terminal: bool,
 }
 
-impl OpenAiResponsesDecoder {
-    fn data(&mut self, data: &str, out: &mut Vec<UniEvent>) -> Result<(), WireError> {
+impl SseEventHandler for OpenAiResponsesEvents {
+    fn event(&mut self, sse: &SseEvent) -> Result<UniEvent, WireError> {
+        let data = sse.data.as_str();
         if self.terminal {
-            return Ok(());
+            return Ok(UniEvent::default());
         }
         let event: Value = serde_json::from_str(data).map_err(|e| {
             WireError::Malformed(format!(
@@ -440,10 +431,20 @@ impl OpenAiResponsesDecoder {
             // deltas and the item events already carry everything.
             _ => {}
         }
-        if ev != UniEvent::default() {
-            out.push(ev);
-        }
-        Ok(())
+        Ok(ev)
+    }
+
+    fn events_seen(&self) -> usize {
+        self.events
+    }
+
+    fn missing_end(&self) -> Option<String> {
+        (!self.terminal).then(|| {
+            format!(
+                "the response's end: the stream ended after {} event(s) without response.completed",
+                self.events
+            )
+        })
     }
 }
 
@@ -489,44 +490,10 @@ fn parse_usage(usage: &Value) -> Usage {
     }
 }
 
-impl StreamDecoder for OpenAiResponsesDecoder {
-    fn feed(&mut self, chunk: &[u8], out: &mut Vec<UniEvent>) -> Result<(), WireError> {
-        let events = self
-            .sse
-            .feed(chunk)
-            .map_err(|e| WireError::Malformed(e.to_string()))?;
-        for e in events {
-            self.data(&e.data, out)?;
-        }
-        Ok(())
-    }
-
-    fn finish(&mut self, out: &mut Vec<UniEvent>) -> Result<(), WireError> {
-        let events = self
-            .sse
-            .finish()
-            .map_err(|e| WireError::Malformed(e.to_string()))?;
-        for e in events {
-            self.data(&e.data, out)?;
-        }
-        if self.events == 0 {
-            return Err(WireError::Malformed(
-                "Streaming response yielded no events".into(),
-            ));
-        }
-        if !self.terminal {
-            return Err(WireError::Malformed(format!(
-                "Last event must carry the response's end: the stream ended after {} event(s) without response.completed",
-                self.events
-            )));
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::StreamDecoder;
     use penguin_omni_protocol::{build, ToolDefinition};
 
     fn fid(v: Value) -> Option<Fidelity> {

@@ -4,6 +4,11 @@
 //! UTF-8, so a multi-byte character or a `\r\n` split across two chunks decodes the same as if
 //! it had arrived in one piece. Lines end with `\n`, `\r\n` or a lone `\r` (the SSE grammar).
 
+use std::fmt;
+
+use crate::translate::UniEvent;
+use crate::wire::{StreamDecoder, WireError};
+
 /// One dispatched event: the `event:` name (if any) and the `data:` lines joined with `\n`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SseEvent {
@@ -126,6 +131,86 @@ impl SseDecoder {
     }
 }
 
+/// The protocol half of an SSE-framed [`StreamDecoder`]; [`SseStreamDecoder`] is the other.
+///
+/// Every supported provider frames its stream as SSE, so the framing, the UTF-8 and chunking
+/// concerns and the end-of-body checks live once in [`SseStreamDecoder`], and an adapter
+/// writes only how one event translates and what its terminal event is.
+pub trait SseEventHandler: Send + fmt::Debug {
+    /// Translates one dispatched event. An empty ([`Default`]) [`UniEvent`] means the event
+    /// carried nothing to translate (a ping, a sentinel, an item announcement) and is dropped.
+    fn event(&mut self, event: &SseEvent) -> Result<UniEvent, WireError>;
+
+    /// How many protocol events (not SSE frames: a `[DONE]` sentinel does not count) were
+    /// decoded so far. None at the end of the body makes the stream malformed.
+    fn events_seen(&self) -> usize;
+
+    /// At the end of a body with events: `None` when the protocol's terminal event came, else
+    /// what the last event lacked, completing the sentence begun by [`CUT_OFF_PREFIX`]
+    /// (e.g. `"a finish_reason: …"`).
+    fn missing_end(&self) -> Option<String>;
+}
+
+/// The error text of a body that decoded to no protocol event at all. With
+/// [`CUT_OFF_PREFIX`], one of the two texts by which §6.5 recognizes a stream that ended
+/// early as malformed, so neither may change.
+pub const NO_EVENTS: &str = "Streaming response yielded no events";
+
+/// How every "the terminal event never came" error starts (see [`NO_EVENTS`]).
+pub const CUT_OFF_PREFIX: &str = "Last event must carry";
+
+/// A [`StreamDecoder`] for any SSE-framed protocol: frames with [`SseDecoder`], translates
+/// each event with `H`.
+#[derive(Debug, Default)]
+pub struct SseStreamDecoder<H> {
+    sse: SseDecoder,
+    handler: H,
+}
+
+impl<H: SseEventHandler> SseStreamDecoder<H> {
+    /// A decoder at the start of a body.
+    pub fn new(handler: H) -> SseStreamDecoder<H> {
+        SseStreamDecoder {
+            sse: SseDecoder::new(),
+            handler,
+        }
+    }
+
+    fn dispatch(
+        &mut self,
+        events: Result<Vec<SseEvent>, SseError>,
+        out: &mut Vec<UniEvent>,
+    ) -> Result<(), WireError> {
+        let events = events.map_err(|e| WireError::Malformed(e.to_string()))?;
+        for e in &events {
+            let translated = self.handler.event(e)?;
+            if translated != UniEvent::default() {
+                out.push(translated);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<H: SseEventHandler> StreamDecoder for SseStreamDecoder<H> {
+    fn feed(&mut self, chunk: &[u8], out: &mut Vec<UniEvent>) -> Result<(), WireError> {
+        let events = self.sse.feed(chunk);
+        self.dispatch(events, out)
+    }
+
+    fn finish(&mut self, out: &mut Vec<UniEvent>) -> Result<(), WireError> {
+        let events = self.sse.finish();
+        self.dispatch(events, out)?;
+        if self.handler.events_seen() == 0 {
+            return Err(WireError::Malformed(NO_EVENTS.into()));
+        }
+        match self.handler.missing_end() {
+            Some(missing) => Err(WireError::Malformed(format!("{CUT_OFF_PREFIX} {missing}"))),
+            None => Ok(()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,15 +286,7 @@ mod tests {
         fn any_chunking_gives_the_same_events(cuts in proptest::collection::vec(0usize..200, 0..12)) {
             let body = "event: a\r\ndata: {\"t\":\"é✓\"}\r\n\r\n: c\ndata: 1\ndata: 2\n\rdata: z\r\r".as_bytes();
             let whole = all(&[body]);
-            let mut points: Vec<usize> = cuts.into_iter().map(|c| c % (body.len() + 1)).collect();
-            points.sort_unstable();
-            let mut chunks = Vec::new();
-            let mut prev = 0;
-            for p in points {
-                chunks.push(&body[prev..p]);
-                prev = p;
-            }
-            chunks.push(&body[prev..]);
+            let chunks = crate::testing::split_at(body, cuts.into_iter().map(|c| c % (body.len() + 1)));
             prop_assert_eq!(all(&chunks), whole);
         }
     }

@@ -13,6 +13,22 @@ use crate::translate::{EventTranslator, ToolCallIdAllocator};
 use crate::wire::StreamDecoder;
 use crate::LlmOutcome;
 
+/// `body` cut at `points` (byte offsets up to `body.len()`, in any order): the chunkings the
+/// split-invariance tests feed a decoder. Empty chunks are kept, since a decoder must accept
+/// them too.
+pub fn split_at(body: &[u8], points: impl IntoIterator<Item = usize>) -> Vec<&[u8]> {
+    let mut points: Vec<usize> = points.into_iter().collect();
+    points.sort_unstable();
+    let mut chunks = Vec::new();
+    let mut prev = 0;
+    for p in points {
+        chunks.push(&body[prev..p]);
+        prev = p;
+    }
+    chunks.push(&body[prev..]);
+    chunks
+}
+
 /// What the HTTP shell yields for a response body that arrived as `chunks`, without any I/O:
 /// decode and translate each chunk, then on a clean end `finish()` plus `token_usage`
 /// (session = this request), or on a decoder error `finish_interrupted` with its status.

@@ -134,7 +134,7 @@ pub trait StreamDecoder: Send + fmt::Debug {
 /// once a stream completed, so a failed attempt never leaves a partial turn behind.
 pub trait WireProtocol: Send + Sync + fmt::Debug {
     /// The decoder for this protocol's response stream.
-    type Decoder: StreamDecoder;
+    type Decoder: StreamDecoder + Default;
 
     /// Builds the request for `new_messages` (already validated: non-empty, one role) on top
     /// of the committed history.
@@ -145,8 +145,11 @@ pub trait WireProtocol: Send + Sync + fmt::Debug {
         thinking_level: Option<ThinkingLevel>,
     ) -> WireRequest;
 
-    /// A fresh decoder for one response.
-    fn decoder(&self) -> Self::Decoder;
+    /// A fresh decoder for one response. Decoders hold only per-response state, so the default
+    /// one fits unless a protocol's decoding depends on its request.
+    fn decoder(&self) -> Self::Decoder {
+        Self::Decoder::default()
+    }
 
     /// Appends a completed turn: the request's input, then the complete messages the model
     /// produced (fidelity included, replayed verbatim next time).

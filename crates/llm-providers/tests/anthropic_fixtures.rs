@@ -4,7 +4,7 @@
 #![cfg(feature = "anthropic-messages")]
 
 use penguin_llm_providers::anthropic_messages::AnthropicDecoder;
-use penguin_llm_providers::testing::{check_discipline, replay, without_timestamps};
+use penguin_llm_providers::testing::check_discipline;
 use penguin_llm_providers::{LlmOutcome, ToolCallIdAllocator};
 use penguin_omni_protocol::StopReason::{self, Completed, Failed, Timeout};
 use proptest::prelude::*;
@@ -20,24 +20,12 @@ const FIXTURES: [&str; 4] = [
     "overloaded_error.sse",
 ];
 
-fn run_chunks(name: &str, chunks: &[&[u8]]) -> (Vec<String>, LlmOutcome) {
-    let (msgs, outcome) = replay(
-        AnthropicDecoder::default(),
-        chunks,
-        ToolCallIdAllocator::new(),
-    );
-    check_discipline(&msgs).unwrap_or_else(|e| panic!("{name}: {e}"));
-    (without_timestamps(&msgs), outcome)
-}
-
-fn run(name: &str) -> (Vec<String>, LlmOutcome) {
-    let body = fixture("anthropic_messages", name);
-    run_chunks(name, &[&body])
-}
+const MESSAGES: Fixtures<AnthropicDecoder> =
+    Fixtures::new("anthropic_messages", AnthropicDecoder::default);
 
 #[test]
 fn text_only() {
-    let (got, outcome) = run("text_only.sse");
+    let (got, outcome) = MESSAGES.run("text_only.sse");
     assert_eq!(outcome, LlmOutcome::completed());
     assert_eq!(
         got,
@@ -50,7 +38,7 @@ fn text_only() {
 
 #[test]
 fn signed_thinking_text_and_tool_use() {
-    let (got, outcome) = run("thinking_tool_use.sse");
+    let (got, outcome) = MESSAGES.run("thinking_tool_use.sse");
     assert_eq!(outcome, LlmOutcome::completed());
     let id = "toolu_01T1x1fJ34qAmk2tNTrN7Up6";
     assert_eq!(
@@ -94,7 +82,7 @@ fn signed_thinking_text_and_tool_use() {
 
 #[test]
 fn max_tokens_fails_the_segment_but_completes() {
-    let (got, outcome) = run("max_tokens.sse");
+    let (got, outcome) = MESSAGES.run("max_tokens.sse");
     assert_eq!(outcome, LlmOutcome::completed());
     assert_eq!(
         got,
@@ -107,18 +95,18 @@ fn max_tokens_fails_the_segment_but_completes() {
 
 #[test]
 fn overloaded_error_event_is_a_timeout_that_closes_the_text() {
-    let (got, outcome) = run("overloaded_error.sse");
+    let (got, outcome) = MESSAGES.run("overloaded_error.sse");
     assert_eq!(outcome, LlmOutcome::with_message(Timeout, "Overloaded"));
     assert_eq!(got, expect(vec![text_segment(&["Partial"], Timeout)]));
 }
 
 #[test]
 fn cut_before_message_stop_is_malformed() {
-    let body = fixture("anthropic_messages", "thinking_tool_use.sse");
+    let body = MESSAGES.body("thinking_tool_use.sse");
     let text = String::from_utf8(body.clone()).unwrap();
     let cut = text.find("event: message_delta").unwrap();
-    let (msgs, outcome) = replay(
-        AnthropicDecoder::default(),
+    let (msgs, outcome) = MESSAGES.replay(
+        "thinking_tool_use.sse",
         &[&body[..cut]],
         ToolCallIdAllocator::new(),
     );
@@ -132,11 +120,7 @@ fn cut_before_message_stop_is_malformed() {
 
 #[test]
 fn byte_at_a_time_gives_the_same_stream() {
-    for name in FIXTURES {
-        let body = fixture("anthropic_messages", name);
-        let bytes: Vec<&[u8]> = body.chunks(1).collect();
-        assert_eq!(run_chunks(name, &bytes), run(name), "{name}");
-    }
+    MESSAGES.assert_byte_at_a_time_is_whole(&FIXTURES);
 }
 
 proptest! {
@@ -146,7 +130,6 @@ proptest! {
         cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..24),
     ) {
         let name = FIXTURES[which];
-        let body = fixture("anthropic_messages", name);
-        prop_assert_eq!(run_chunks(name, &split(&body, &cuts)), run(name));
+        prop_assert_eq!(MESSAGES.run_split(name, &cuts), MESSAGES.run(name));
     }
 }

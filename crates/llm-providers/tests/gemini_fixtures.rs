@@ -3,7 +3,6 @@
 #![cfg(feature = "gemini")]
 
 use penguin_llm_providers::gemini::GeminiDecoder;
-use penguin_llm_providers::testing::{check_discipline, replay, without_timestamps};
 use penguin_llm_providers::{LlmOutcome, ToolCallIdAllocator};
 use penguin_omni_protocol::{build, StopReason::Completed};
 use proptest::prelude::*;
@@ -12,15 +11,17 @@ use serde_json::json;
 mod common;
 use common::*;
 
+const GEMINI: Fixtures<GeminiDecoder> = Fixtures::new("gemini", GeminiDecoder::default);
+
+const CALLS: &str = "thinking_function_calls.sse";
+
 fn run_chunks(chunks: &[&[u8]], ids: ToolCallIdAllocator) -> (Vec<String>, LlmOutcome) {
-    let (msgs, outcome) = replay(GeminiDecoder::default(), chunks, ids);
-    check_discipline(&msgs).unwrap();
-    (without_timestamps(&msgs), outcome)
+    GEMINI.run_chunks_with("gemini", chunks, ids)
 }
 
 #[test]
 fn thinking_then_two_calls_without_ids_get_unique_ids() {
-    let body = fixture("gemini", "thinking_function_calls.sse");
+    let body = GEMINI.body(CALLS);
     let (got, outcome) = run_chunks(&[&body], ToolCallIdAllocator::new());
     assert_eq!(outcome, LlmOutcome::completed());
     assert_eq!(
@@ -55,7 +56,7 @@ fn thinking_then_two_calls_without_ids_get_unique_ids() {
 
 #[test]
 fn the_allocator_is_session_wide() {
-    let body = fixture("gemini", "thinking_function_calls.sse");
+    let body = GEMINI.body(CALLS);
     let ids = ToolCallIdAllocator::new();
     run_chunks(&[&body], ids.clone());
     let (got, _) = run_chunks(&[&body], ids);
@@ -73,7 +74,7 @@ fn the_allocator_is_session_wide() {
 
 #[test]
 fn cut_before_finish_is_malformed() {
-    let body = fixture("gemini", "thinking_function_calls.sse");
+    let body = GEMINI.body(CALLS);
     let text = String::from_utf8_lossy(&body).into_owned();
     // Cut at the start of the line holding the finishReason.
     let cut = text[..text.find("\"finishReason\"").unwrap()]
@@ -106,8 +107,6 @@ fn error_chunk_is_classified_by_its_code() {
 proptest! {
     #[test]
     fn any_split_gives_the_same_messages(cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..24)) {
-        let body = fixture("gemini", "thinking_function_calls.sse");
-        let whole = run_chunks(&[&body], ToolCallIdAllocator::new());
-        prop_assert_eq!(run_chunks(&split(&body, &cuts), ToolCallIdAllocator::new()), whole);
+        prop_assert_eq!(GEMINI.run_split(CALLS, &cuts), GEMINI.run(CALLS));
     }
 }

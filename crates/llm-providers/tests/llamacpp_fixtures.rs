@@ -6,9 +6,8 @@
 //! real `length` cut-off: the text segment fails, the request completes. The `/v1/responses`
 //! recording is replayed with the other Responses fixtures in `tests/openai_responses_fixtures.rs`.
 
-use penguin_llm_providers::testing::{check_discipline, replay, without_timestamps};
 use penguin_llm_providers::wire::StreamDecoder;
-use penguin_llm_providers::{LlmOutcome, ToolCallIdAllocator};
+use penguin_llm_providers::LlmOutcome;
 use proptest::prelude::*;
 
 mod common;
@@ -16,54 +15,23 @@ use common::*;
 
 use penguin_omni_protocol::StopReason::Failed;
 
-/// The reply every recording holds, as the server tokenized it.
-const SKY: [&str; 24] = [
-    "The",
-    " sky",
-    " is",
-    " often",
-    " described",
-    " as",
-    " a",
-    " deep",
-    " shade",
-    " of",
-    " blue",
-    ",",
-    " but",
-    " in",
-    " reality",
-    ",",
-    " the",
-    " sky",
-    " can",
-    " be",
-    " a",
-    " range",
-    " of",
-    " colors",
-];
+/// The one recording in each protocol's fixture directory.
+const RECORDING: &str = "llamacpp_smollm2_text.sse";
 
-fn run_chunks<D: StreamDecoder>(
-    decoder: D,
-    name: &str,
-    chunks: &[&[u8]],
-) -> (Vec<String>, LlmOutcome) {
-    let (msgs, outcome) = replay(decoder, chunks, ToolCallIdAllocator::new());
-    check_discipline(&msgs).unwrap_or_else(|e| panic!("{name}: {e}"));
-    (without_timestamps(&msgs), outcome)
+/// The recording in one chunk must give `expected`, and complete.
+fn check_whole<D: StreamDecoder>(fixtures: &Fixtures<D>, expected: &[String]) {
+    let (got, outcome) = fixtures.run(RECORDING);
+    assert_eq!(outcome, LlmOutcome::completed());
+    assert_eq!(got, expected);
 }
 
-/// Whole body, then any split of it, must give `expected`.
-fn check_all_splits<D: StreamDecoder>(
-    make: fn() -> D,
-    dir: &str,
-    name: &str,
+/// Any split of the recording must give `expected`, and complete.
+fn check_split<D: StreamDecoder>(
+    fixtures: &Fixtures<D>,
     expected: &[String],
     cuts: &[proptest::sample::Index],
 ) -> Result<(), TestCaseError> {
-    let body = fixture(dir, name);
-    let (got, outcome) = run_chunks(make(), name, &split(&body, cuts));
+    let (got, outcome) = fixtures.run_split(RECORDING, cuts);
     prop_assert_eq!(outcome, LlmOutcome::completed());
     prop_assert_eq!(got, expected);
     Ok(())
@@ -82,12 +50,12 @@ mod openai_chat {
         ])
     }
 
+    const CHAT: Fixtures<OpenAiChatDecoder> =
+        Fixtures::new("openai_chat", OpenAiChatDecoder::default);
+
     #[test]
     fn llamacpp_text_cut_off_by_length() {
-        let body = fixture("openai_chat", "llamacpp_smollm2_text.sse");
-        let (got, outcome) = run_chunks(OpenAiChatDecoder::default(), "chat", &[&body]);
-        assert_eq!(outcome, LlmOutcome::completed());
-        assert_eq!(got, expected());
+        check_whole(&CHAT, &expected());
     }
 
     proptest! {
@@ -95,7 +63,7 @@ mod openai_chat {
         fn any_split_gives_the_same_messages(
             cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..24),
         ) {
-            check_all_splits(OpenAiChatDecoder::default, "openai_chat", "llamacpp_smollm2_text.sse", &expected(), &cuts)?;
+            check_split(&CHAT, &expected(), &cuts)?;
         }
     }
 }
@@ -114,12 +82,12 @@ mod anthropic_messages {
         ])
     }
 
+    const MESSAGES: Fixtures<AnthropicDecoder> =
+        Fixtures::new("anthropic_messages", AnthropicDecoder::default);
+
     #[test]
     fn llamacpp_text_cut_off_by_max_tokens() {
-        let body = fixture("anthropic_messages", "llamacpp_smollm2_text.sse");
-        let (got, outcome) = run_chunks(AnthropicDecoder::default(), "messages", &[&body]);
-        assert_eq!(outcome, LlmOutcome::completed());
-        assert_eq!(got, expected());
+        check_whole(&MESSAGES, &expected());
     }
 
     proptest! {
@@ -127,7 +95,7 @@ mod anthropic_messages {
         fn any_split_gives_the_same_messages(
             cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..24),
         ) {
-            check_all_splits(AnthropicDecoder::default, "anthropic_messages", "llamacpp_smollm2_text.sse", &expected(), &cuts)?;
+            check_split(&MESSAGES, &expected(), &cuts)?;
         }
     }
 }

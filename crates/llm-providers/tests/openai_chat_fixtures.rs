@@ -6,7 +6,7 @@
 #![cfg(feature = "openai-chat")]
 
 use penguin_llm_providers::openai_chat::OpenAiChatDecoder;
-use penguin_llm_providers::testing::{check_discipline, replay, without_timestamps};
+use penguin_llm_providers::testing::check_discipline;
 use penguin_llm_providers::{LlmOutcome, ToolCallIdAllocator};
 use penguin_omni_protocol::{Fidelity, StopReason};
 use proptest::prelude::*;
@@ -25,20 +25,7 @@ const FIXTURES: [&str; 5] = [
 mod common;
 use common::*;
 
-fn run_chunks(name: &str, chunks: &[&[u8]]) -> (Vec<String>, LlmOutcome) {
-    let (msgs, outcome) = replay(
-        OpenAiChatDecoder::default(),
-        chunks,
-        ToolCallIdAllocator::new(),
-    );
-    check_discipline(&msgs).unwrap_or_else(|e| panic!("{name}: {e}"));
-    (without_timestamps(&msgs), outcome)
-}
-
-fn run(name: &str) -> (Vec<String>, LlmOutcome) {
-    let body = fixture("openai_chat", name);
-    run_chunks(name, &[&body])
-}
+const CHAT: Fixtures<OpenAiChatDecoder> = Fixtures::new("openai_chat", OpenAiChatDecoder::default);
 
 fn reasoning_field(field: &str) -> Option<Fidelity> {
     fidelity(json!({"reasoning_field": field}))
@@ -46,7 +33,7 @@ fn reasoning_field(field: &str) -> Option<Fidelity> {
 
 #[test]
 fn text_only_with_cached_prompt_tokens() {
-    let (got, outcome) = run("text_only.sse");
+    let (got, outcome) = CHAT.run("text_only.sse");
     assert_eq!(outcome, LlmOutcome::completed());
     assert_eq!(
         got,
@@ -67,7 +54,7 @@ fn text_only_with_cached_prompt_tokens() {
 
 #[test]
 fn two_parallel_tool_calls_keyed_by_index() {
-    let (got, outcome) = run("tool_calls_parallel.sse");
+    let (got, outcome) = CHAT.run("tool_calls_parallel.sse");
     assert_eq!(outcome, LlmOutcome::completed());
     let (a, b) = (
         "call_DdmO9pD3xa9XTPNJ32zg2hcA",
@@ -81,18 +68,20 @@ fn two_parallel_tool_calls_keyed_by_index() {
                 a,
                 &["{\"lo", "cation", "\": \"Pa", "ris, F", "rance\"}"]
             ),
-            tool_start(
-                "get_weather",
-                b,
-                &["{\"lo", "cation", "\": \"Bo", "gotá, ", "Colombia\"}"]
-            ),
-            // Completed at finish_reason, in index order, arguments re-serialized compactly.
+            // The first fragment of index 1 completes index 0, so its approval can start
+            // while the second call streams; arguments are re-serialized compactly.
             tool_end(
                 "get_weather",
                 r#"{"location":"Paris, France"}"#,
                 a,
                 Completed
             ),
+            tool_start(
+                "get_weather",
+                b,
+                &["{\"lo", "cation", "\": \"Bo", "gotá, ", "Colombia\"}"]
+            ),
+            // The last call is completed at finish_reason.
             tool_end(
                 "get_weather",
                 r#"{"location":"Bogotá, Colombia"}"#,
@@ -106,7 +95,7 @@ fn two_parallel_tool_calls_keyed_by_index() {
 
 #[test]
 fn llamacpp_reasoning_content_then_text() {
-    let (got, outcome) = run("llamacpp_reasoning.sse");
+    let (got, outcome) = CHAT.run("llamacpp_reasoning.sse");
     assert_eq!(outcome, LlmOutcome::completed());
     assert_eq!(
         got,
@@ -130,7 +119,7 @@ fn llamacpp_reasoning_content_then_text() {
 
 #[test]
 fn llamacpp_tool_call_after_reasoning() {
-    let (got, outcome) = run("llamacpp_tool_call.sse");
+    let (got, outcome) = CHAT.run("llamacpp_tool_call.sse");
     assert_eq!(outcome, LlmOutcome::completed());
     let id = "Kp2xV9mQ4sT7wZ1bN6cR8dF3hJ5lY0aE";
     assert_eq!(
@@ -150,7 +139,7 @@ fn llamacpp_tool_call_after_reasoning() {
 
 #[test]
 fn length_finish_fails_the_segment_but_the_request_completes() {
-    let (got, outcome) = run("length_vllm_reasoning.sse");
+    let (got, outcome) = CHAT.run("length_vllm_reasoning.sse");
     assert_eq!(outcome, LlmOutcome::completed());
     assert_eq!(
         got,
@@ -169,28 +158,20 @@ fn length_finish_fails_the_segment_but_the_request_completes() {
 
 #[test]
 fn byte_at_a_time_gives_the_same_stream() {
-    for name in FIXTURES {
-        let body = fixture("openai_chat", name);
-        let bytes: Vec<&[u8]> = body.chunks(1).collect();
-        assert_eq!(run_chunks(name, &bytes), run(name), "{name}");
-    }
+    CHAT.assert_byte_at_a_time_is_whole(&FIXTURES);
 }
 
 #[test]
 fn truncating_any_fixture_before_its_finish_is_malformed_and_closes_everything() {
     for name in FIXTURES {
-        let body = fixture("openai_chat", name);
+        let body = CHAT.body(name);
         let text = String::from_utf8(body.clone()).unwrap();
         let finish = text
             .find("\"finish_reason\":\"")
             .unwrap_or_else(|| panic!("{name} has a finish"));
         // Cut right before the line holding the first non-null finish_reason.
         let cut = text[..finish].rfind("data: ").unwrap();
-        let (msgs, outcome) = replay(
-            OpenAiChatDecoder::default(),
-            &[&body[..cut]],
-            ToolCallIdAllocator::new(),
-        );
+        let (msgs, outcome) = CHAT.replay(name, &[&body[..cut]], ToolCallIdAllocator::new());
         assert_eq!(outcome.status, StopReason::Malformed, "{name}");
         assert!(
             outcome
@@ -215,16 +196,6 @@ proptest! {
         cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..24),
     ) {
         let name = FIXTURES[which];
-        let body = fixture("openai_chat", name);
-        let mut points: Vec<usize> = cuts.iter().map(|i| i.index(body.len() + 1)).collect();
-        points.sort_unstable();
-        let mut chunks = Vec::new();
-        let mut prev = 0;
-        for p in points {
-            chunks.push(&body[prev..p]);
-            prev = p;
-        }
-        chunks.push(&body[prev..]);
-        prop_assert_eq!(run_chunks(name, &chunks), run(name));
+        prop_assert_eq!(CHAT.run_split(name, &cuts), CHAT.run(name));
     }
 }

@@ -6,8 +6,7 @@
 #![cfg(feature = "openai-responses")]
 
 use penguin_llm_providers::openai_responses::{OpenAiResponsesDecoder, REASONING_ITEM};
-use penguin_llm_providers::testing::{check_discipline, replay, without_timestamps};
-use penguin_llm_providers::{LlmOutcome, ToolCallIdAllocator};
+use penguin_llm_providers::LlmOutcome;
 use penguin_omni_protocol::{build, OmniMessage, StopReason, StreamEventType};
 use proptest::prelude::*;
 use serde_json::json;
@@ -28,20 +27,8 @@ const FIXTURES: [&str; 7] = [
     "llamacpp_smollm2_text.sse",
 ];
 
-fn run_chunks(name: &str, chunks: &[&[u8]]) -> (Vec<String>, LlmOutcome) {
-    let (msgs, outcome) = replay(
-        OpenAiResponsesDecoder::default(),
-        chunks,
-        ToolCallIdAllocator::new(),
-    );
-    check_discipline(&msgs).unwrap_or_else(|e| panic!("{name}: {e}"));
-    (without_timestamps(&msgs), outcome)
-}
-
-fn run(name: &str) -> (Vec<String>, LlmOutcome) {
-    let body = fixture("openai_responses", name);
-    run_chunks(name, &[&body])
-}
+const RESPONSES: Fixtures<OpenAiResponsesDecoder> =
+    Fixtures::new("openai_responses", OpenAiResponsesDecoder::default);
 
 /// A text segment whose complete message carries `phase` fidelity.
 fn phased_text(deltas: &[&str], phase: &str) -> Vec<OmniMessage> {
@@ -62,7 +49,7 @@ fn phased_text(deltas: &[&str], phase: &str) -> Vec<OmniMessage> {
 
 #[test]
 fn reasoning_summary_then_phased_text() {
-    let (got, outcome) = run("reasoning_summary_text.sse");
+    let (got, outcome) = RESPONSES.run("reasoning_summary_text.sse");
     assert_eq!(outcome, LlmOutcome::completed());
     // The reasoning item comes back whole, encrypted content included, for the next request.
     let item = json!({"id": "rs_68af01", "type": "reasoning", "encrypted_content": "gAAAAABoqENC-enc",
@@ -84,7 +71,7 @@ fn reasoning_summary_then_phased_text() {
 
 #[test]
 fn encrypted_reasoning_without_text_is_kept_then_a_function_call() {
-    let (got, outcome) = run("encrypted_reasoning_function_call.sse");
+    let (got, outcome) = RESPONSES.run("encrypted_reasoning_function_call.sse");
     assert_eq!(outcome, LlmOutcome::completed());
     let id = "call_Xy12";
     let reasoning = json!({"id": "rs_77", "type": "reasoning", "encrypted_content": "gAAAAABenc2", "summary": []});
@@ -119,7 +106,7 @@ fn encrypted_reasoning_without_text_is_kept_then_a_function_call() {
 
 #[test]
 fn incomplete_for_max_output_tokens_fails_the_segment_but_completes() {
-    let (got, outcome) = run("incomplete_max_output_tokens.sse");
+    let (got, outcome) = RESPONSES.run("incomplete_max_output_tokens.sse");
     assert_eq!(outcome, LlmOutcome::completed());
     assert_eq!(
         got,
@@ -132,7 +119,7 @@ fn incomplete_for_max_output_tokens_fails_the_segment_but_completes() {
 
 #[test]
 fn response_failed_is_classified_and_closes_the_segment() {
-    let (got, outcome) = run("failed_server_error.sse");
+    let (got, outcome) = RESPONSES.run("failed_server_error.sse");
     assert_eq!(
         outcome,
         LlmOutcome::with_message(
@@ -145,7 +132,7 @@ fn response_failed_is_classified_and_closes_the_segment() {
 
 #[test]
 fn error_event_is_a_provider_error() {
-    let (got, outcome) = run("error_rate_limit.sse");
+    let (got, outcome) = RESPONSES.run("error_rate_limit.sse");
     assert_eq!(
         outcome,
         LlmOutcome::with_message(Timeout, "Rate limit reached for gpt-5")
@@ -155,7 +142,7 @@ fn error_event_is_a_provider_error() {
 
 #[test]
 fn cut_off_stream_is_malformed() {
-    let (got, outcome) = run("cut_off.sse");
+    let (got, outcome) = RESPONSES.run("cut_off.sse");
     assert_eq!(
         outcome,
         LlmOutcome::with_message(
@@ -168,42 +155,14 @@ fn cut_off_stream_is_malformed() {
 
 #[test]
 fn llamacpp_recorded_text() {
-    let (got, outcome) = run("llamacpp_smollm2_text.sse");
+    let (got, outcome) = RESPONSES.run("llamacpp_smollm2_text.sse");
     assert_eq!(outcome, LlmOutcome::completed());
     assert_eq!(
         got,
         expect(vec![
             // llama.cpp ends a max_output_tokens cut-off with response.completed, so unlike
             // OpenAI (response.incomplete) the segment completes.
-            text_segment(
-                &[
-                    "The",
-                    " sky",
-                    " is",
-                    " often",
-                    " described",
-                    " as",
-                    " a",
-                    " deep",
-                    " shade",
-                    " of",
-                    " blue",
-                    ",",
-                    " but",
-                    " in",
-                    " reality",
-                    ",",
-                    " the",
-                    " sky",
-                    " can",
-                    " be",
-                    " a",
-                    " range",
-                    " of",
-                    " colors"
-                ],
-                Completed
-            ),
+            text_segment(&SKY, Completed),
             // input 29 of which 28 cached.
             usage(28, 1, 24),
         ])
@@ -217,7 +176,6 @@ proptest! {
         cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..24),
     ) {
         let name = FIXTURES[which];
-        let body = fixture("openai_responses", name);
-        prop_assert_eq!(run_chunks(name, &split(&body, &cuts)), run(name));
+        prop_assert_eq!(RESPONSES.run_split(name, &cuts), RESPONSES.run(name));
     }
 }
