@@ -8,8 +8,6 @@
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use futures::FutureExt;
-
 use async_trait::async_trait;
 use penguin_llm_providers::{CancellationToken, LlmOutcome, LlmRequest, MessageSink};
 use penguin_merge_queue::Producer;
@@ -22,7 +20,7 @@ use penguin_omni_protocol::{
 use crate::carry::build_carry_over;
 use crate::run::{abort, backoff, deliver_steering, Shared};
 use crate::texts;
-use crate::turn::{emit, emit_stream_only, panic_text, request_end, Item, Turn};
+use crate::turn::{emit, emit_stream_only, generate, panic_text, request_end, Item, Turn};
 
 /// Whether a manual compaction would do anything.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -447,19 +445,7 @@ async fn request(
         cancel: cancel.clone(),
         thinking_level: None,
     };
-    let outcome = {
-        let mut llm = shared.llm.lock().await;
-        // As in a turn: a panicking adapter is a failed request, not a dead run.
-        AssertUnwindSafe(llm.stream_generate(request, &mut sink))
-            .catch_unwind()
-            .await
-            .unwrap_or_else(|panic| {
-                LlmOutcome::with_message(
-                    StopReason::Failed,
-                    format!("llm panicked: {}", panic_text(&panic)),
-                )
-            })
-    };
+    let outcome = generate(shared, request, &mut sink).await;
     shared.record_only(request_end(shared, &outcome, reconnects, cap));
     Attempt {
         outcome,

@@ -79,20 +79,7 @@ pub(crate) async fn run_turn(
         cancel: p.cancel.clone(),
         thinking_level: p.thinking_level,
     };
-    let outcome = {
-        let mut llm = shared.llm.lock().await;
-        // The trait promises never to panic; a panicking adapter still must not take the run
-        // down with it, so it becomes a failed request like any other error.
-        AssertUnwindSafe(llm.stream_generate(request, &mut driver))
-            .catch_unwind()
-            .await
-            .unwrap_or_else(|panic| {
-                LlmOutcome::with_message(
-                    StopReason::Failed,
-                    format!("llm panicked: {}", panic_text(&panic)),
-                )
-            })
-    };
+    let outcome = generate(shared, request, &mut driver).await;
     emit(
         producer,
         request_end(shared, &outcome, p.reconnects, shared.config.max_reconnects),
@@ -122,6 +109,25 @@ pub(crate) async fn run_turn(
         assistant_segments: driver.assistant_segments,
         outcome,
     }
+}
+
+/// Runs one model request. The trait promises never to panic; a panicking adapter still must
+/// not take the run down with it, so it becomes a failed request like any other error.
+pub(crate) async fn generate(
+    shared: &Shared,
+    request: LlmRequest,
+    sink: &mut dyn MessageSink,
+) -> LlmOutcome {
+    let mut llm = shared.llm.lock().await;
+    AssertUnwindSafe(llm.stream_generate(request, sink))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| {
+            LlmOutcome::with_message(
+                StopReason::Failed,
+                format!("llm panicked: {}", panic_text(&panic)),
+            )
+        })
 }
 
 /// Stamps `request_end` (§2.7); `cap` is the retry budget the request runs under.

@@ -502,18 +502,7 @@ impl Sessions {
                         .publish_server_event(&ServerEvent::TaskState(ts));
                     return Ok(true);
                 }
-                SessionStatus::Compacting => {
-                    return Err(ApiError::conflict(
-                        "compacting",
-                        "This Session is compacting its context; not accepting new input.",
-                    ))
-                }
-                SessionStatus::Running => {
-                    return Err(ApiError::conflict(
-                        "task_in_progress",
-                        "This Session already has a Task in progress.",
-                    ))
-                }
+                busy => return Err(busy_error(busy)),
             }
         }
         self.begin_run_locked(entry, input, thinking)?;
@@ -530,18 +519,7 @@ impl Sessions {
             }
             match rt.status {
                 SessionStatus::Idle => {}
-                SessionStatus::Compacting => {
-                    return Err(ApiError::conflict(
-                        "compacting",
-                        "This Session is compacting its context; not accepting new input.",
-                    ))
-                }
-                SessionStatus::Running => {
-                    return Err(ApiError::conflict(
-                        "task_in_progress",
-                        "This Session already has a Task in progress.",
-                    ))
-                }
+                busy => return Err(busy_error(busy)),
             }
         }
         let availability = lock(&entry.session).engine().compactability();
@@ -1044,6 +1022,20 @@ impl Approver for ServerApprover {
         // No timeout: a human may take as long as they like; an abort or the end of the run
         // denies.
         Ok(rx.await.unwrap_or(ApprovalDecision::Deny))
+    }
+}
+
+/// The 409 a busy session answers new input with (§5.4).
+fn busy_error(status: SessionStatus) -> ApiError {
+    match status {
+        SessionStatus::Compacting => ApiError::conflict(
+            "compacting",
+            "This Session is compacting its context; not accepting new input.",
+        ),
+        _ => ApiError::conflict(
+            "task_in_progress",
+            "This Session already has a Task in progress.",
+        ),
     }
 }
 
