@@ -1069,7 +1069,10 @@ async fn the_demo_model_runs_behind_a_model_factory() {
         spec: ModelSpec::demo(),
         system_prompt: "You are a test.".into(),
         default_workspace: dir.path().to_path_buf(),
-        engine: EngineConfig::default(),
+        engine: EngineConfig {
+            compaction: Some(penguin::engine::CompactionConfig::default()),
+            ..EngineConfig::default()
+        },
         environment: Arc::new(|_: &std::path::Path| {
             Arc::new(ScriptedEnvironment::default()) as Arc<dyn Environment>
         }),
@@ -1101,9 +1104,45 @@ async fn the_demo_model_runs_behind_a_model_factory() {
     assert_eq!(r.body["session"]["provider"], "demo");
     let mut s = srv.stream(&id, None).await;
     s.next().await;
+    let compact = format!("/api/sessions/{id}/compact");
+    let r = srv.post(&compact, json!({})).await;
+    assert_eq!(
+        (r.status, r.body["error"]["code"].as_str()),
+        (409, Some("nothing_to_compact"))
+    );
     assert_eq!(srv.task(&id, "hi").await.status, 202);
     let run = s.until(|e| e.is_state("idle")).await;
     let k = kinds(&run);
     assert!(k.contains(&"tool_call".to_string()), "{k:?}");
     assert_eq!(k.iter().filter(|x| *x == "request_end").count(), 2, "{k:?}");
+
+    // A manual compaction: its own task, announced as `compacting`.
+    let r = srv.post(&compact, json!({})).await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let compaction = s.until(|e| e.is_state("idle")).await;
+    let k = kinds(&compaction);
+    assert!(compaction.iter().any(|e| e.is_state("compacting")), "{k:?}");
+    assert!(
+        k.contains(&"compaction_begin".to_string()) && k.contains(&"compaction_end".to_string()),
+        "{k:?}"
+    );
+    let r = srv.post(&compact, json!({})).await;
+    assert_eq!(
+        (r.status, r.body["error"]["code"].as_str()),
+        (409, Some("already_compacted"))
+    );
+
+    // The next task opens the new context with the summary, in a new trace file.
+    assert_eq!(srv.task(&id, "and now?").await.status, 202);
+    s.until(|e| e.is_state("idle")).await;
+    let history = srv.history(&id).await;
+    let msgs = history["messages"].as_array().unwrap();
+    let files: std::collections::BTreeSet<u64> = msgs
+        .iter()
+        .filter_map(|m| m["tracePosition"]["fileIndex"].as_u64())
+        .collect();
+    assert_eq!(files.into_iter().collect::<Vec<_>>(), [1, 2]);
+    assert!(msgs.iter().any(|m| m["payload"]["text"]
+        .as_str()
+        .is_some_and(|t| t.starts_with("[context_summary]"))));
 }
