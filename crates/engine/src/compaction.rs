@@ -48,7 +48,7 @@ impl Compactability {
 }
 
 pub(crate) fn compactability(shared: &Shared) -> Compactability {
-    let st = shared.state_mut();
+    let st = shared.state();
     if shared.config.compaction.is_none() || st.create_llm.is_none() {
         Compactability::Unsupported
     } else if st.counters.session_turns > 0 {
@@ -72,7 +72,7 @@ pub(crate) enum Checkpoint {
 
 fn trigger(shared: &Shared) -> Option<CompactionReason> {
     let config = shared.config.compaction.as_ref()?;
-    let st = shared.state_mut();
+    let st = shared.state();
     st.create_llm.as_ref()?;
     if config.max_context_length > 0 && st.counters.last_request_total >= config.max_context_length
     {
@@ -95,7 +95,7 @@ fn mode(shared: &Shared) -> CompactionMode {
 }
 
 fn at_boundary(shared: &Shared, mid_task: bool) -> bool {
-    !mid_task && shared.state_mut().steering.is_empty()
+    !mid_task && shared.state().steering.is_empty()
 }
 
 /// The checkpoint after every completed turn.
@@ -128,7 +128,7 @@ pub(crate) async fn checkpoint(
     match (result.status, result.summary) {
         (StopReason::Completed, Some(summary)) => {
             if at_boundary(shared, mid_task) {
-                shared.state_mut().pending_summary = Some(summary);
+                shared.state().pending_summary = Some(summary);
                 return Checkpoint::EndRun;
             }
             // Mid-task: the turn's outputs are inside the summary; the summary opens the new
@@ -142,7 +142,7 @@ pub(crate) async fn checkpoint(
             if !result.committed {
                 // The model never saw these outputs: they still answer the committed calls.
                 let carry = build_carry_over(&[], turn);
-                shared.state_mut().pending_carry_over.extend(carry);
+                shared.state().pending_carry_over.extend(carry);
             }
             let reason = if status == StopReason::Aborted {
                 texts::ABORTED_DURING_COMPACTION
@@ -170,13 +170,13 @@ pub(crate) async fn compact_manually(
     if mode == CompactionMode::Discard {
         // The structured outputs would answer calls of a context that no longer exists.
         shared
-            .state_mut()
+            .state()
             .pending_carry_over
             .retain(|m| !matches!(m.model(), Some(ModelPayload::ToolCallOutput(_))));
         discard_context(shared, producer, CompactionReason::Manual).await;
         return;
     }
-    let folded = std::mem::take(&mut shared.state_mut().pending_carry_over);
+    let folded = std::mem::take(&mut shared.state().pending_carry_over);
     let result = summarize_context(
         shared,
         producer,
@@ -186,9 +186,9 @@ pub(crate) async fn compact_manually(
     )
     .await;
     if let Some(summary) = result.summary {
-        shared.state_mut().pending_summary = Some(summary);
+        shared.state().pending_summary = Some(summary);
     } else if !result.committed {
-        let mut st = shared.state_mut();
+        let mut st = shared.state();
         let stashed = std::mem::take(&mut st.pending_carry_over);
         st.pending_carry_over = folded.into_iter().chain(stashed).collect();
     }
@@ -214,7 +214,7 @@ async fn discard_context(
 
 /// `compaction_begin`: the context's size (the last request's total) and its turn count.
 fn begin(shared: &Shared, reason: CompactionReason, mode: CompactionMode) -> OmniMessage {
-    let st = shared.state_mut();
+    let st = shared.state();
     build::compaction_begin(
         reason,
         mode,
@@ -228,7 +228,7 @@ fn begin(shared: &Shared, reason: CompactionReason, mode: CompactionMode) -> Omn
 async fn start_new_context(shared: &Arc<Shared>) {
     shared.head().pending_rotation = true;
     let (factory, tokens) = {
-        let mut st = shared.state_mut();
+        let mut st = shared.state();
         st.counters.session_turns = 0;
         st.counters.last_request_total = 0;
         st.from_compaction = true;
@@ -288,7 +288,7 @@ async fn summarize_context(
     };
     // Repairs pair with tool calls the model already committed; they must reach it next time.
     let stash = |repairs: &mut Vec<OmniMessage>| {
-        let mut st = shared.state_mut();
+        let mut st = shared.state();
         let rest = std::mem::take(&mut st.pending_carry_over);
         st.pending_carry_over = std::mem::take(repairs).into_iter().chain(rest).collect();
     };
@@ -490,7 +490,7 @@ impl MessageSink for CompactionSink {
         }
         if let Some(EventPayload::TokenUsage { session, request }) = msg.event() {
             // Context size and session tokens move; the turn counter does not.
-            let mut st = self.shared.state_mut();
+            let mut st = self.shared.state();
             st.counters.last_request_total = request.total;
             st.counters.session_tokens = *session;
             drop(st);

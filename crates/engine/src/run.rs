@@ -130,7 +130,7 @@ pub(crate) struct Head {
 pub type LlmFactory = Arc<dyn Fn(TokenCounts) -> Box<dyn Llm> + Send + Sync>;
 
 impl Shared {
-    fn state(&self) -> MutexGuard<'_, State> {
+    pub(crate) fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -168,10 +168,6 @@ impl Shared {
     /// a compaction's request).
     pub(crate) fn record_only(&self, msg: OmniMessage) {
         self.write(&Frame::new(msg));
-    }
-
-    pub(crate) fn state_mut(&self) -> MutexGuard<'_, State> {
-        self.state()
     }
 }
 
