@@ -94,14 +94,14 @@ impl std::fmt::Debug for ServeOptions {
 
 impl ServeOptions {
     /// Defaults: `127.0.0.1:7364`, the data root of [`penguin_trace_store::data_root`], project
-    /// and agent `default`, the token from `PENGUIN_TOKEN` when set and non-empty.
+    /// and agent `penguin` (where `penguin run` keeps its sessions), the token from `PENGUIN_TOKEN` when set and non-empty.
     pub fn new(factory: Arc<dyn SessionFactory>) -> ServeOptions {
         ServeOptions {
             host: "127.0.0.1".into(),
             port: 7364,
             data_root: penguin_trace_store::data_root(),
             project: "default".into(),
-            agent: "default".into(),
+            agent: "penguin".into(),
             token: std::env::var("PENGUIN_TOKEN")
                 .ok()
                 .filter(|t| !t.is_empty()),
