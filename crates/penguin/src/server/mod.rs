@@ -94,7 +94,8 @@ impl std::fmt::Debug for ServeOptions {
 
 impl ServeOptions {
     /// Defaults: `127.0.0.1:7364`, the data root of [`penguin_trace_store::data_root`], project
-    /// and agent `penguin` (where `penguin run` keeps its sessions), the token from `PENGUIN_TOKEN` when set and non-empty.
+    /// `default` and agent `penguin` (where `penguin run` keeps its sessions), and the token
+    /// from `PENGUIN_TOKEN` when set and non-empty.
     pub fn new(factory: Arc<dyn SessionFactory>) -> ServeOptions {
         ServeOptions {
             host: "127.0.0.1".into(),
