@@ -1026,7 +1026,15 @@ async fn approval_modes_are_read_at_each_call() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_server_serves_and_resumes_sessions_from_their_traces() {
     let first = start(0).await;
-    let id = first.create("allow-all").await;
+    let id = first.create("read-only").await;
+    let r = first
+        .call(
+            reqwest::Method::PATCH,
+            &format!("/api/sessions/{id}"),
+            Some(json!({"title": "kept", "approvalMode": "allow-all"})),
+        )
+        .await;
+    assert!(r.status < 300, "{}", r.body);
     let mut s = first.stream(&id, None).await;
     s.next().await;
     assert_eq!(first.task(&id, "before restart").await.status, 202);
@@ -1040,6 +1048,15 @@ async fn a_restarted_server_serves_and_resumes_sessions_from_their_traces() {
     assert_eq!(listed["id"], id.as_str());
     assert_eq!(listed["provider"], "scripted");
     assert_eq!(second.history(&id).await, before);
+    let r = second.get(&format!("/api/sessions/{id}")).await;
+    assert_eq!(
+        (
+            r.body["session"]["title"].as_str(),
+            r.body["session"]["approvalMode"].as_str()
+        ),
+        (Some("kept"), Some("allow-all")),
+        "settings survive a restart"
+    );
 
     let mut s = second.stream(&id, None).await;
     assert!(s.next().await.is_state("idle"));

@@ -292,7 +292,58 @@ impl Sessions {
         }
     }
 
+    /// Where a session's approval mode and title are kept, so a restart keeps them.
+    fn settings_path(&self, id: &str) -> PathBuf {
+        let loc = &self.cfg.location;
+        loc.root
+            .join(&loc.project)
+            .join("agents")
+            .join(&loc.agent)
+            .join("server-sessions")
+            .join(format!("{id}.json"))
+    }
+
+    /// Writes the session's settings (best effort: a failure is logged, the session goes on).
+    fn save_settings(&self, entry: &Entry) {
+        let body = {
+            let rt = entry.rt();
+            serde_json::json!({"approvalMode": rt.approval_mode.as_str(), "title": rt.title})
+        };
+        let path = self.settings_path(&entry.id);
+        let write = || -> std::io::Result<()> {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            let tmp = path.with_extension("json.tmp");
+            std::fs::write(&tmp, body.to_string())?;
+            std::fs::rename(&tmp, &path)
+        };
+        if let Err(e) = write() {
+            tracing::warn!(
+                "[server] cannot save the settings of session {}: {e}",
+                entry.id
+            );
+        }
+    }
+
+    fn load_settings(&self, id: &str) -> (ApprovalMode, Option<String>) {
+        let saved: Option<serde_json::Value> = std::fs::read_to_string(self.settings_path(id))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok());
+        let mode = saved
+            .as_ref()
+            .and_then(|v| v["approvalMode"].as_str())
+            .and_then(ApprovalMode::parse)
+            .unwrap_or_default();
+        let title = saved
+            .as_ref()
+            .and_then(|v| v["title"].as_str())
+            .map(str::to_owned);
+        (mode, title)
+    }
+
     fn insert(&self, session: Session, env: Arc<dyn Environment>, has_trace: bool) -> Arc<Entry> {
+        let (approval_mode, title) = self.load_settings(session.id());
         let meta = session
             .meta()
             .session_meta()
@@ -320,8 +371,8 @@ impl Sessions {
                 pending_bootstrap: Vec::new(),
                 follow_ups: VecDeque::new(),
                 steering: VecDeque::new(),
-                approval_mode: ApprovalMode::default(),
-                title: None,
+                approval_mode,
+                title,
                 created_at: now.clone(),
                 last_active_at: now,
                 has_trace,
@@ -366,6 +417,7 @@ impl Sessions {
         let entry = self.insert(session, env, false);
         if let Some(mode) = mode {
             entry.rt().approval_mode = mode;
+            self.save_settings(&entry);
         }
         self.cfg
             .hub
@@ -836,6 +888,7 @@ impl Sessions {
                 rt.title = Some(t.clone());
             }
         }
+        self.save_settings(entry);
         if let Some(title) = title {
             let ev = ServerEvent::SessionTitle {
                 session_id: entry.id.clone(),
@@ -855,6 +908,7 @@ impl Sessions {
             rt.deleted = true;
             rt.follow_ups.clear();
         }
+        let _ = std::fs::remove_file(self.settings_path(&entry.id));
         self.abort(entry);
         let mut rx = entry.status_tx.subscribe();
         // The watch guard is released at once: it must not live across the next await.
