@@ -44,6 +44,12 @@ pub struct HttpModel<P: WireProtocol> {
     client: reqwest::Client,
     ids: ToolCallIdAllocator,
     session: TokenCounts,
+    /// Input-size estimate for the output clamp: the fixed part (prompt, tools) plus what the
+    /// last request cost, or the resumed history before any request.
+    base_input: u64,
+    last_request_total: u64,
+    /// Clamped values already warned about (once each, as the reference does).
+    warned: std::collections::HashSet<u64>,
 }
 
 impl<P: WireProtocol> fmt::Debug for HttpModel<P> {
@@ -69,12 +75,16 @@ impl<P: WireProtocol> HttpModel<P> {
         let client = reqwest::Client::builder()
             .build()
             .map_err(|e| ClientError(describe_error(&e)))?;
+        let base_input = crate::limits::base_input_tokens(&config.system_prompt, &config.tools);
         Ok(HttpModel {
             config,
             protocol,
             client,
             ids,
             session: TokenCounts::default(),
+            base_input,
+            last_request_total: 0,
+            warned: Default::default(),
         })
     }
 
@@ -94,6 +104,25 @@ impl<P: WireProtocol> HttpModel<P> {
             }
         }
         self.protocol.set_history(history);
+        self.base_input += crate::limits::approx_tokens(history);
+    }
+
+    /// The output cap for a request adding `new_messages`:
+    /// [`effective_max_output_tokens`](crate::limits::effective_max_output_tokens) of the
+    /// configured cap, the window, and the input estimate (the last request's total, or the
+    /// fixed part and history before the first, plus the new messages).
+    pub fn max_output_tokens_for(&self, new_messages: &[OmniMessage]) -> u64 {
+        let before = if self.last_request_total > 0 {
+            self.last_request_total
+        } else {
+            self.base_input
+        };
+        let estimate = before + crate::limits::approx_tokens(new_messages);
+        crate::limits::effective_max_output_tokens(
+            self.config.max_output_tokens,
+            self.config.context_window,
+            estimate,
+        )
     }
 
     /// The protocol, for inspecting its history.
@@ -115,9 +144,20 @@ impl<P: WireProtocol> HttpModel<P> {
         out: &mut Emitter<'_>,
     ) -> Option<LlmOutcome> {
         let thinking = request.thinking_level.or(self.config.thinking_level);
+        let cap = self.max_output_tokens_for(&request.new_messages);
+        let clamped;
+        let config = if cap == self.config.max_output_tokens {
+            &self.config
+        } else {
+            clamped = ModelConfig {
+                max_output_tokens: cap,
+                ..self.config.clone()
+            };
+            &clamped
+        };
         let wire = self
             .protocol
-            .build_request(&self.config, &request.new_messages, thinking);
+            .build_request(config, &request.new_messages, thinking);
         let url = format!(
             "{}{}",
             self.config.base_url.trim_end_matches('/'),
@@ -219,6 +259,13 @@ impl<P: WireProtocol> Llm for HttpModel<P> {
         if let Err(message) = check_input(&request.new_messages) {
             return LlmOutcome::with_message(StopReason::Failed, message);
         }
+        let cap = self.max_output_tokens_for(&request.new_messages);
+        if cap < self.config.max_output_tokens / 2 && self.warned.insert(cap) {
+            eprintln!(
+                "[penguin] max output tokens clamped to {cap} (configured {}): the context window is nearly full",
+                self.config.max_output_tokens
+            );
+        }
         let mut translator = EventTranslator::new(self.ids.clone());
         let mut out = Emitter {
             sink,
@@ -233,6 +280,7 @@ impl<P: WireProtocol> Llm for HttpModel<P> {
         out.emit_all(translator.finish()).await;
         let request_tokens = translator.request_tokens();
         self.session = self.session + request_tokens;
+        self.last_request_total = request_tokens.total;
         self.protocol.commit(&request.new_messages, &out.reply);
         out.sink
             .emit(build::token_usage(self.session, request_tokens))
@@ -338,4 +386,50 @@ pub fn describe_error(e: &(dyn std::error::Error + 'static)) -> String {
         current = err.source();
     }
     parts.join(": ")
+}
+
+#[cfg(all(test, feature = "openai-chat"))]
+mod clamp_tests {
+    use super::*;
+    use penguin_omni_protocol::build;
+
+    #[test]
+    fn the_output_cap_leaves_room_for_the_input() {
+        let mut config = ModelConfig::new("http://127.0.0.1:1", "m");
+        config.max_output_tokens = 4000;
+        config.context_window = Some(8192);
+        config.system_prompt = "x".repeat(4 * 2000);
+        let model = HttpModel::new(
+            config.clone(),
+            crate::openai_chat::OpenAiChat::new(),
+            ToolCallIdAllocator::new(),
+        )
+        .unwrap();
+        // 8192 - (2000 prompt + 1000 new) - 1024 = 4168 ≥ 4000: unchanged.
+        assert_eq!(
+            model.max_output_tokens_for(&[build::user_text("y".repeat(4000))]),
+            4000
+        );
+        // 8192 - (2000 + 3000) - 1024 = 2168.
+        assert_eq!(
+            model.max_output_tokens_for(&[build::user_text("y".repeat(12_000))]),
+            2168
+        );
+        // Never below 512.
+        assert_eq!(
+            model.max_output_tokens_for(&[build::user_text("y".repeat(40_000))]),
+            512
+        );
+        config.context_window = None;
+        let unknown = HttpModel::new(
+            config,
+            crate::openai_chat::OpenAiChat::new(),
+            ToolCallIdAllocator::new(),
+        )
+        .unwrap();
+        assert_eq!(
+            unknown.max_output_tokens_for(&[build::user_text("y".repeat(40_000))]),
+            4000
+        );
+    }
 }

@@ -84,6 +84,7 @@ pub mod anthropic_messages;
 pub mod gemini;
 #[cfg(feature = "http")]
 pub mod http;
+pub mod limits;
 #[cfg(feature = "openai-chat")]
 pub mod openai_chat;
 #[cfg(feature = "openai-responses")]

@@ -31,8 +31,11 @@ pub struct ModelConfig {
     pub system_prompt: String,
     /// Tools offered to the model; omitted from the request when empty (vLLM rejects `[]`).
     pub tools: Vec<ToolDefinition>,
-    /// Maximum output tokens; 0 leaves it to the provider.
+    /// Maximum output tokens; 0 leaves it to the provider. Clamped per request to what the
+    /// context window leaves after the input (§6.6) when `context_window` is known.
     pub max_output_tokens: u64,
+    /// The model's context window, when known.
+    pub context_window: Option<u64>,
     /// Thinking level used when a request does not ask for one.
     pub thinking_level: Option<ThinkingLevel>,
     /// Extra HTTP headers sent with every request.
@@ -51,6 +54,7 @@ impl ModelConfig {
             system_prompt: String::new(),
             tools: Vec::new(),
             max_output_tokens: 0,
+            context_window: None,
             thinking_level: None,
             extra_headers: Vec::new(),
             idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),

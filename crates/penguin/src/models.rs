@@ -161,6 +161,7 @@ pub fn build_llm(spec: &ModelSpec, cx: ModelContext) -> Result<Box<dyn Llm>, Mod
     config.system_prompt = cx.system_prompt;
     config.tools = cx.tools;
     config.max_output_tokens = spec.max_output_tokens;
+    config.context_window = spec.context_window;
     config.thinking_level = spec.thinking_level;
     config.extra_headers = spec.headers.clone();
     if spec.idle_timeout.is_some() {
