@@ -163,13 +163,15 @@ fn e2e(root: &Path) -> Result<(), String> {
         began.elapsed().as_secs_f64()
     );
     let mut test = cargo();
+    // The workspace's own feature set, so the tests step's build is reused.
     test.args([
         "test",
-        "-p",
-        "penguin-llm-providers",
+        "--workspace",
         "--all-features",
         "--test",
         "real_server",
+        "--test",
+        "real_model",
     ])
     .env("PENGUIN_MODEL_SERVER", &url);
     run(root, "e2e tests", test)
