@@ -123,6 +123,11 @@ impl Agent {
         Ok(session)
     }
 
+    /// The command policy of `config.toml`'s `[policy]`.
+    pub fn policy(&self) -> crate::policy::CommandPolicy {
+        crate::policy::CommandPolicy::forbidding(self.config.policy.forbidden_commands.clone())
+    }
+
     /// Engine settings for a session on `spec` (compaction sized to the model's window).
     pub fn engine_for(&self, spec: &ModelSpec) -> EngineConfig {
         crate::models::engine_config_for(
@@ -152,7 +157,9 @@ impl Agent {
             durability: self.durability,
             engine: self.engine.clone(),
         };
-        Session::create(spec, model.llm, env)
+        let mut session = Session::create(spec, model.llm, env)?;
+        session.set_command_policy(self.policy());
+        Ok(session)
     }
 
     /// Resumes a session around an already-built model and environment.
@@ -163,7 +170,9 @@ impl Agent {
         env: Arc<dyn Environment>,
     ) -> Result<Session, SessionError> {
         let (resumed, writer) = Session::load(&self.location, id, self.durability)?;
-        Session::resume(resumed, writer, self.engine.clone(), llm, env)
+        let mut session = Session::resume(resumed, writer, self.engine.clone(), llm, env)?;
+        session.set_command_policy(self.policy());
+        Ok(session)
     }
 
     /// Resumes a session by id. `pick_model` maps the session's recorded provider and model to
@@ -189,7 +198,8 @@ impl Agent {
             session_tokens: resumed.session_tokens,
         };
         let llm = build_llm(&model, cx).map_err(|e| SessionError::Model(e.to_string()))?;
-        let session = Session::resume(resumed, writer, self.engine_for(&model), llm, env)?;
+        let mut session = Session::resume(resumed, writer, self.engine_for(&model), llm, env)?;
+        session.set_command_policy(self.policy());
         session.enable_compaction(&model);
         Ok(session)
     }

@@ -17,6 +17,14 @@
 //! thinking_level = "low"              # optional: none, low, medium, high, xhigh, max
 //! idle_timeout_ms = 120000            # optional
 //! headers = { "X-Team" = "penguin" }  # optional
+//!
+//! [compaction]                        # optional; these are the defaults
+//! max_context_length = 256000         # capped at the model's window - 2048; 0 disables
+//! max_session_turns = -1
+//! mode = "summarize"                  # or "discard"
+//!
+//! [policy]
+//! forbidden_commands = ["rm -rf /", "git push --force"]   # answered "forbidden", never asked
 //! ```
 
 use std::collections::BTreeMap;
@@ -39,6 +47,17 @@ pub struct Config {
     /// Context compaction.
     #[serde(default)]
     pub compaction: CompactionEntry,
+    /// What sessions never run.
+    #[serde(default)]
+    pub policy: PolicyEntry,
+}
+
+/// `[policy]` in `config.toml`.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct PolicyEntry {
+    /// `exec_command` commands containing any of these are answered `forbidden` without asking.
+    pub forbidden_commands: Vec<String>,
 }
 
 /// `[compaction]` in `config.toml`.

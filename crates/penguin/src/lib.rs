@@ -10,6 +10,7 @@ pub mod agent;
 pub mod config;
 pub mod console;
 pub mod models;
+pub mod policy;
 pub mod render;
 pub mod scenario;
 pub mod server;

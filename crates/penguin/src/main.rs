@@ -354,6 +354,7 @@ fn serve(
     opts.data_root = agent.location.root.clone();
     opts.project = agent.location.project.clone();
     opts.agent = agent.location.agent.clone();
+    opts.policy = agent.policy();
     with_runtime(async move {
         penguin::server::serve(opts)
             .await

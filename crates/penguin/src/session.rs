@@ -78,6 +78,7 @@ pub struct Session {
     writer: Writer,
     meta_written: bool,
     announced: bool,
+    policy: crate::policy::CommandPolicy,
 }
 
 impl fmt::Debug for Session {
@@ -143,6 +144,7 @@ impl Session {
             writer,
             meta_written: false,
             announced: false,
+            policy: Default::default(),
         })
     }
 
@@ -214,6 +216,7 @@ impl Session {
             writer,
             meta_written: true,
             announced: false,
+            policy: Default::default(),
         })
     }
 
@@ -223,6 +226,11 @@ impl Session {
         input: Vec<OmniMessage>,
         options: RunOptions,
     ) -> Result<BoxStream<'static, Frame>, EngineBusy> {
+        // The command policy sits in front of whatever approver the host brings.
+        let options = RunOptions {
+            approver: self.policy.wrap(options.approver),
+            ..options
+        };
         if !self.meta_written {
             self.writer.record_message(self.meta.clone());
             self.meta_written = true;
@@ -269,6 +277,11 @@ impl Session {
             self.meta_written = true;
         }
         Ok(self.engine.compact(cancel)?.boxed())
+    }
+
+    /// Sets the commands this session never runs (answered `forbidden` without asking).
+    pub fn set_command_policy(&mut self, policy: crate::policy::CommandPolicy) {
+        self.policy = policy;
     }
 
     /// The session id.

@@ -243,3 +243,47 @@ fn chat_with_the_demo_model_compacts_into_a_new_trace_file_and_resumes() {
         "resume continues in the newest file"
     );
 }
+
+#[test]
+fn the_command_policy_forbids_before_any_approval() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[policy]\nforbidden_commands = [\"rm -rf\"]\n",
+    )
+    .unwrap();
+    let mut cmd = bin();
+    cmd.env("PENGUIN_HOME", home.path())
+        .args([
+            "run",
+            "--jsonl",
+            "--yes",
+            "--provider",
+            "scripted",
+            "--scenario",
+        ])
+        .arg(scenario("deny-one"))
+        .arg("--workspace")
+        .arg(ws.path())
+        .arg("list then delete");
+    let out = run_with_input(cmd, "");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stream = String::from_utf8(out.stdout).unwrap();
+    assert!(validate_jsonl(stream.as_bytes()).is_ok());
+    assert!(
+        stream.contains(r#""decision":"allow","tool_call_id":"call_1""#),
+        "ls is allowed by --yes"
+    );
+    assert!(
+        stream.contains(r#""decision":"forbidden","tool_call_id":"call_2""#),
+        "{stream}"
+    );
+    assert!(stream.contains(
+        r#""output":"Tool call denied by policy.","tool_call_id":"call_2","stop_reason":"aborted""#
+    ));
+}

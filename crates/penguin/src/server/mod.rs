@@ -74,6 +74,8 @@ pub struct ServeOptions {
     pub durability: Durability,
     /// Largest accepted request body, in bytes.
     pub max_body_bytes: usize,
+    /// Commands no session runs, whatever its approval mode.
+    pub policy: crate::policy::CommandPolicy,
 }
 
 impl std::fmt::Debug for ServeOptions {
@@ -111,6 +113,7 @@ impl ServeOptions {
             sse: SseConfig::default(),
             durability: Durability::AtCommit,
             max_body_bytes: DEFAULT_MAX_BODY,
+            policy: Default::default(),
         }
     }
 }
@@ -163,6 +166,7 @@ impl AppState {
                 location: TraceLocation::new(&opts.data_root, &opts.project, &opts.agent),
                 durability: opts.durability,
                 hub: ChannelHub::new(opts.channel.clone()),
+                policy: opts.policy.clone(),
             })),
             token: token.into(),
             sse: opts.sse.clone(),

@@ -262,6 +262,7 @@ pub(crate) struct RuntimeConfig {
     pub(crate) location: TraceLocation,
     pub(crate) durability: Durability,
     pub(crate) hub: ChannelHub,
+    pub(crate) policy: crate::policy::CommandPolicy,
 }
 
 /// Every hosted session, and the channels.
@@ -342,7 +343,13 @@ impl Sessions {
         (mode, title)
     }
 
-    fn insert(&self, session: Session, env: Arc<dyn Environment>, has_trace: bool) -> Arc<Entry> {
+    fn insert(
+        &self,
+        mut session: Session,
+        env: Arc<dyn Environment>,
+        has_trace: bool,
+    ) -> Arc<Entry> {
+        session.set_command_policy(self.cfg.policy.clone());
         let (approval_mode, title) = self.load_settings(session.id());
         let meta = session
             .meta()
