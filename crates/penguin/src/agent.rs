@@ -177,12 +177,12 @@ impl Agent {
 
     /// Resumes a session by id. `pick_model` maps the session's recorded provider and model to
     /// a spec (normally: the configured model with that id, or flags); `make_env` builds the
-    /// tools for the recorded workspace.
+    /// tools for the recorded workspace and the picked model.
     pub fn resume_session(
         &self,
         id: &str,
         pick_model: impl FnOnce(&SessionMeta) -> Result<ModelSpec, ConfigError>,
-        make_env: impl FnOnce(&Path) -> Arc<dyn Environment>,
+        make_env: impl FnOnce(&Path, &ModelSpec) -> Arc<dyn Environment>,
     ) -> Result<Session, SessionError> {
         let (resumed, writer) = Session::load(&self.location, id, self.durability)?;
         let meta = resumed
@@ -190,7 +190,7 @@ impl Agent {
             .clone()
             .expect("load guarantees a session_meta");
         let model = pick_model(&meta).map_err(|e| SessionError::Model(e.to_string()))?;
-        let env = make_env(Path::new(&meta.workspace));
+        let env = make_env(Path::new(&meta.workspace), &model);
         let cx = ModelContext {
             system_prompt: meta.system_prompt.clone(),
             tools: env.tools(),

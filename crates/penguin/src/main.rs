@@ -679,20 +679,13 @@ fn open_session(agent: &Agent, id: &str, model: &ModelArgs) -> Result<Session, S
             .resume_session_with(id, Box::new(s.llm), Arc::new(s.tools))
             .map_err(|e| e.to_string());
     }
-    // The model is picked from the session's record before the tools are built, because
-    // run_subagent children use the same model.
-    let picked: std::cell::RefCell<Option<ModelSpec>> = std::cell::RefCell::new(None);
     agent
         .resume_session(
             id,
-            |meta| {
-                let spec = model_for_resume(agent, model, meta)?;
-                *picked.borrow_mut() = Some(spec.clone());
-                Ok(spec)
-            },
-            |w| {
-                let spec = picked.borrow().clone().unwrap_or_else(ModelSpec::demo);
-                session_tools(agent, &spec, w).unwrap_or_else(|e| {
+            |meta| model_for_resume(agent, model, meta),
+            // run_subagent children use the same model, so the tools need it too.
+            |w, spec| {
+                session_tools(agent, spec, w).unwrap_or_else(|e| {
                     eprintln!("penguin: {e}; tools are unavailable");
                     Arc::new(penguin::engine::scripted::ScriptedEnvironment::default())
                 })
