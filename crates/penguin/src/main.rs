@@ -467,6 +467,24 @@ fn approver(task: &TaskArgs, console: &Console) -> Arc<dyn Approver> {
     }
 }
 
+/// The first Ctrl-C interrupts `cancel`'s task; a second one exits at once, after syncing the
+/// trace so nothing already streamed is lost.
+fn interrupt_on_ctrl_c(
+    cancel: CancellationToken,
+    writer: penguin::trace_store::Writer,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("\ninterrupting (Ctrl-C again to exit)");
+            cancel.cancel();
+            if tokio::signal::ctrl_c().await.is_ok() {
+                let _ = tokio::task::spawn_blocking(move || writer.flush()).await;
+                std::process::exit(130);
+            }
+        }
+    })
+}
+
 /// Runs one task in `session`, rendering it (or printing JSON lines). Ctrl-C interrupts the
 /// task; a second Ctrl-C exits at once.
 async fn run_task(
@@ -476,16 +494,7 @@ async fn run_task(
     approver: Arc<dyn Approver>,
 ) -> Result<bool, String> {
     let cancel = CancellationToken::new();
-    let interrupt = cancel.clone();
-    let ctrl_c = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("\ninterrupting (Ctrl-C again to exit)");
-            interrupt.cancel();
-            if tokio::signal::ctrl_c().await.is_ok() {
-                std::process::exit(130);
-            }
-        }
-    });
+    let ctrl_c = interrupt_on_ctrl_c(cancel.clone(), session.writer().clone());
     let options = RunOptions {
         approver: Some(approver),
         cancel,
@@ -494,12 +503,12 @@ async fn run_task(
     let mut stream = session.run(input, options).map_err(|e| e.to_string())?;
     let ok = if task.jsonl {
         let mut out = std::io::stdout();
-        let mut ok = true;
+        let mut summary = penguin::render::RunSummary::default();
         while let Some(frame) = stream.next().await {
-            ok = ok && !is_failure(&frame);
+            summary.observe(&frame);
             writeln!(out, "{}", frame.json()).map_err(|e| format!("stdout: {e}"))?;
         }
-        ok
+        summary.succeeded()
     } else {
         render(&mut stream).await?
     };
@@ -512,19 +521,6 @@ async fn run_task(
         eprintln!("penguin: {failed} trace record(s) could not be written (see the log above)");
     }
     Ok(ok)
-}
-
-fn is_failure(frame: &Frame) -> bool {
-    use penguin::omni_protocol::{EventPayload, StopReason};
-    !frame.message().has_origin()
-        && matches!(
-            frame.message().event(),
-            Some(EventPayload::Abort { .. })
-                | Some(EventPayload::RequestEnd {
-                    status: StopReason::Auth | StopReason::Aborted,
-                    ..
-                })
-        )
 }
 
 async fn render(stream: &mut futures::stream::BoxStream<'static, Frame>) -> Result<bool, String> {
@@ -744,15 +740,20 @@ async fn compact(session: &mut Session, task: &TaskArgs) -> Result<(), String> {
             return Ok(());
         }
     }
-    let mut stream = session
-        .compact(CancellationToken::new())
-        .map_err(|e| e.to_string())?;
+    let cancel = CancellationToken::new();
+    let ctrl_c = interrupt_on_ctrl_c(cancel.clone(), session.writer().clone());
+    let mut stream = session.compact(cancel.clone()).map_err(|e| e.to_string())?;
     if task.jsonl {
         while let Some(frame) = stream.next().await {
             println!("{}", frame.json());
         }
     } else {
         render(&mut stream).await?;
+    }
+    ctrl_c.abort();
+    if cancel.is_cancelled() {
+        eprintln!("compaction interrupted; the context is unchanged");
+    } else if !task.jsonl {
         eprintln!("context compacted; the summary opens the next message's context");
     }
     Ok(())

@@ -27,6 +27,26 @@ pub struct RunSummary {
 }
 
 impl RunSummary {
+    /// Takes one frame of the run into account (the main session's own outcome only).
+    pub fn observe(&mut self, frame: &Frame) {
+        let msg = frame.message();
+        if msg.has_origin() {
+            return;
+        }
+        match msg.event() {
+            Some(EventPayload::RequestEnd { status, .. }) => self.last_status = Some(*status),
+            Some(EventPayload::Abort { reason }) => {
+                self.aborted = Some(reason.clone().unwrap_or_default())
+            }
+            _ => {}
+        }
+        if let Some(ModelPayload::ToolCall(c)) = msg.model() {
+            if c.stop_reason.is_none_or(|r| r == StopReason::Completed) {
+                self.tool_calls += 1;
+            }
+        }
+    }
+
     /// True when the run ended normally.
     pub fn succeeded(&self) -> bool {
         self.aborted.is_none() && self.last_status == Some(StopReason::Completed)
@@ -122,6 +142,7 @@ impl<W: Write> Renderer<W> {
 
     /// Renders one frame.
     pub fn frame(&mut self, frame: &Frame) -> io::Result<()> {
+        self.summary.observe(frame);
         let msg = frame.message();
         let child = msg.origin.as_ref().map(|o| {
             format!(
@@ -182,7 +203,6 @@ impl<W: Write> Renderer<W> {
                         self.streaming = None;
                         if c.stop_reason.is_none_or(|r| r == StopReason::Completed) {
                             self.names.insert(c.tool_call_id.clone(), c.name.clone());
-                            self.summary.tool_calls += 1;
                             let prefix = child.clone().unwrap_or_default();
                             self.line(&format!(
                                 "{bold}{prefix}⚙ {}{reset} {dim}{}{reset}",
@@ -249,7 +269,6 @@ impl<W: Write> Renderer<W> {
                     attempt,
                     retry_in_ms,
                 } => {
-                    self.summary.last_status = Some(*status);
                     self.waiting = if self.running_tools > 0 {
                         Waiting::Tools(self.running_tools)
                     } else {
@@ -274,9 +293,8 @@ impl<W: Write> Renderer<W> {
                 }
                 EventPayload::Abort { reason } => {
                     self.waiting = Waiting::Nothing;
-                    let reason = reason.clone().unwrap_or_default();
+                    let reason = reason.as_deref().unwrap_or_default();
                     self.line(&format!("{red}⏹ aborted: {reason}{reset}"))?;
-                    self.summary.aborted = Some(reason);
                 }
                 _ => {}
             },

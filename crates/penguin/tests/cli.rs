@@ -287,3 +287,31 @@ fn the_command_policy_forbids_before_any_approval() {
         r#""output":"Tool call denied by policy.","tool_call_id":"call_2","stop_reason":"aborted""#
     ));
 }
+
+#[test]
+fn a_failed_task_exits_non_zero_rendered_or_raw() {
+    let dir = tempfile::tempdir().unwrap();
+    let sc = dir.path().join("auth.json");
+    std::fs::write(&sc, r#"{"llm": [{"stream": [], "outcome": {"status": "auth", "message": "bad key"}}], "runs": []}"#).unwrap();
+    for jsonl in [true, false] {
+        let home = tempfile::tempdir().unwrap();
+        let mut cmd = bin();
+        cmd.env("PENGUIN_HOME", home.path())
+            .args(["run", "--yes", "--provider", "scripted", "--scenario"])
+            .arg(&sc)
+            .arg("--workspace")
+            .arg(dir.path());
+        if jsonl {
+            cmd.arg("--jsonl");
+        }
+        cmd.arg("hello");
+        let out = run_with_input(cmd, "");
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "jsonl={jsonl}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("llm request error: bad key"));
+    }
+}

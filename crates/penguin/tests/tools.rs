@@ -216,13 +216,30 @@ async fn exec_times_out_and_kills_the_command() {
 }
 
 #[tokio::test]
-async fn exec_timeout_ms_replaces_the_configured_timeout() {
+async fn exec_timeout_ms_shortens_but_never_extends_the_configured_timeout() {
     let (_dir, tools) = workspace(ToolsConfig::default());
     let started = Instant::now();
     let (out, stop) = call(
         &tools,
         "exec_command",
         json!({"cmd": "sleep 5", "timeout_ms": 300}),
+    )
+    .await;
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert_eq!(
+        (out.as_str(), stop),
+        ("[tool timeout: exceeded 300ms]", StopReason::Failed)
+    );
+    // The model cannot lift the operator's limit.
+    let (_dir, tools) = workspace(ToolsConfig {
+        timeout: Some(Duration::from_millis(300)),
+        ..ToolsConfig::default()
+    });
+    let started = Instant::now();
+    let (out, stop) = call(
+        &tools,
+        "exec_command",
+        json!({"cmd": "sleep 5", "timeout_ms": 600_000}),
     )
     .await;
     assert!(started.elapsed() < Duration::from_secs(3));

@@ -142,16 +142,11 @@ impl SessionFactory for ScenarioFactory {
                 ));
             }
         }
-        let workspace = req
-            .workspace
-            .clone()
-            .unwrap_or_else(|| self.workspace.clone());
-        if !workspace.is_dir() {
-            return Err(format!(
-                "workspace: {} is not an existing directory",
-                workspace.display()
-            ));
-        }
+        let workspace = checked_workspace(
+            req.workspace
+                .clone()
+                .unwrap_or_else(|| self.workspace.clone()),
+        )?;
         let sc = self.fresh()?;
         Ok(SessionParts {
             spec: SessionSpec {
@@ -179,6 +174,18 @@ impl SessionFactory for ScenarioFactory {
             env: Arc::new(sc.tools),
             compaction_model: None,
         })
+    }
+}
+
+/// The workspace as an absolute, symlink-free path (so the session and its resume agree on it,
+/// whatever the server's current directory), or why it cannot be used.
+fn checked_workspace(workspace: PathBuf) -> Result<PathBuf, String> {
+    match workspace.canonicalize() {
+        Ok(abs) if abs.is_dir() => Ok(abs),
+        _ => Err(format!(
+            "workspace: {} is not an existing directory",
+            workspace.display()
+        )),
     }
 }
 
@@ -225,16 +232,11 @@ impl SessionFactory for ModelFactory {
         if let Some(m) = &req.model {
             spec.model_id = m.clone();
         }
-        let workspace = req
-            .workspace
-            .clone()
-            .unwrap_or_else(|| self.default_workspace.clone());
-        if !workspace.is_dir() {
-            return Err(format!(
-                "workspace: {} is not an existing directory",
-                workspace.display()
-            ));
-        }
+        let workspace = checked_workspace(
+            req.workspace
+                .clone()
+                .unwrap_or_else(|| self.default_workspace.clone()),
+        )?;
         let env = (self.environment)(&workspace);
         let llm = build_llm(
             &spec,

@@ -739,9 +739,16 @@ impl Sessions {
             rt.follow_ups.pop_front()
         };
         if let Some(f) = next {
+            let kept = FollowUp {
+                mirror: f.mirror.clone(),
+                input: f.input.clone(),
+                thinking: f.thinking,
+            };
             if let Err(e) = self.begin_run_locked(entry, f.input, f.thinking) {
+                // Keep it at the head of the queue: the next settle starts it.
+                entry.rt().follow_ups.push_front(kept);
                 tracing::warn!(
-                    "[server] follow-up of session {} could not start: {}",
+                    "[server] follow-up of session {} could not start yet: {}",
                     entry.id,
                     e.message
                 );
@@ -888,6 +895,10 @@ impl Sessions {
         let _p = lock(&entry.publish);
         {
             let mut rt = entry.rt();
+            if rt.deleted {
+                // Being deleted: writing its settings back would resurrect them.
+                return;
+            }
             if let Some(m) = mode {
                 rt.approval_mode = m;
             }
@@ -915,7 +926,6 @@ impl Sessions {
             rt.deleted = true;
             rt.follow_ups.clear();
         }
-        let _ = std::fs::remove_file(self.settings_path(&entry.id));
         self.abort(entry);
         let mut rx = entry.status_tx.subscribe();
         // The watch guard is released at once: it must not live across the next await.
@@ -926,11 +936,16 @@ impl Sessions {
         .await
         .is_ok_and(|r| r.is_ok());
         if !settled {
+            // Still running: the session stays as it was, so the client can retry.
+            entry.rt().deleted = false;
             return Err(ApiError::conflict(
                 "session_deleting",
                 "the session's task did not stop within 10 s; try again",
             ));
         }
+        // Hold the loader off while the session leaves memory and disk, so a concurrent request
+        // cannot load it back from files that are being removed.
+        let _loading = self.load.lock().await;
         let writer = lock(&entry.session).writer().clone();
         let flushed = tokio::task::spawn_blocking(move || writer.flush()).await;
         if let Ok(Err(e)) = flushed {
@@ -945,6 +960,7 @@ impl Sessions {
                 ApiError::internal(format!("cannot remove {}: {e}", f.path.display()))
             })?;
         }
+        let _ = std::fs::remove_file(self.settings_path(&entry.id));
         Ok(())
     }
 

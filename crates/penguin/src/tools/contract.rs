@@ -108,10 +108,12 @@ pub(crate) async fn execute(
         Ok(args) => args,
         Err(text) => return fail_fast(sink, id, text).await,
     };
-    let timeout = tool
-        .timeout_override(&args)
-        .or(limits.timeout)
-        .filter(|t| !t.is_zero());
+    // The model may ask for a shorter timeout, never a longer one than the operator set.
+    let timeout = match (tool.timeout_override(&args), limits.timeout) {
+        (Some(asked), Some(limit)) => Some(asked.min(limit)),
+        (asked, limit) => asked.or(limit),
+    }
+    .filter(|t| !t.is_zero());
 
     let mut acc = Accumulator::new(id, limits);
     let (tx, mut rx) = mpsc::channel(CHANNEL_DEPTH);

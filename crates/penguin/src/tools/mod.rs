@@ -124,7 +124,7 @@ impl BuiltinTool {
                         "timeout_ms": {
                             "type": "integer",
                             "minimum": 1,
-                            "description": "Timeout for this command in milliseconds, replacing the default."
+                            "description": "Timeout for this command in milliseconds; it can shorten the configured timeout, not extend it."
                         }
                     },
                     "required": ["cmd"],
@@ -184,8 +184,8 @@ impl BuiltinTool {
 pub struct ToolsConfig {
     /// Output cap in chars (Unicode scalar values); `<= 0` means no cap.
     pub max_output_chars: i64,
-    /// Per-call timeout; `None` or zero means none. `exec_command`'s `timeout_ms` replaces it
-    /// for that call.
+    /// Per-call timeout; `None` or zero means none. `exec_command`'s `timeout_ms` can shorten
+    /// it for that call, never extend it.
     pub timeout: Option<Duration>,
     /// The tools offered; calls to any other name get `Unknown tool: NAME`.
     pub enabled: Vec<BuiltinTool>,
