@@ -81,8 +81,14 @@ impl Environment for ScriptedEnvironment {
         Vec::new()
     }
 
-    fn permission(&self, _name: &str) -> Permission {
-        Permission::ReadWrite
+    /// Scripts stand in for penguin's built-in tools, so they report the same permissions:
+    /// `read_file` only reads; anything else may write.
+    fn permission(&self, name: &str) -> Permission {
+        if name == "read_file" {
+            Permission::Read
+        } else {
+            Permission::ReadWrite
+        }
     }
 }
 

@@ -1005,11 +1005,36 @@ async fn approval_modes_are_read_at_each_call() {
         .unwrap();
     assert_eq!(d.json()["payload"]["decision"], "deny");
 
-    // read-only: scripted tools are read-write, so the call is asked.
+    // read-only: read_file only reads, so it is allowed without asking.
     let id = srv.create("read-only").await;
     let mut s = srv.stream(&id, None).await;
     s.next().await;
     assert_eq!(srv.task(&id, "x").await.status, 202);
+    let evs = s.until(|e| e.is_state("idle")).await;
+    assert!(
+        !kinds(&evs).contains(&"approval_request".to_string()),
+        "{:?}",
+        kinds(&evs)
+    );
+    let d = evs
+        .iter()
+        .find(|e| e.kind() == "approval_decision")
+        .unwrap();
+    assert_eq!(d.json()["payload"]["decision"], "allow");
+
+    // The mode is read at each call: a PATCH to always-ask means the same call is now asked.
+    let id = srv.create("read-only").await;
+    let r = srv
+        .call(
+            reqwest::Method::PATCH,
+            &format!("/api/sessions/{id}"),
+            Some(json!({"approvalMode": "always-ask"})),
+        )
+        .await;
+    assert!(r.status < 300, "{}", r.body);
+    let mut s = srv.stream(&id, None).await;
+    s.next().await;
+    assert_eq!(srv.task(&id, "y").await.status, 202);
     let evs = s.until(|e| e.kind() == "approval_request").await;
     let at = kinds(&evs).iter().position(|k| k == "tool_call").unwrap();
     assert_eq!(at, evs.len() - 2, "the request follows its call");
