@@ -17,3 +17,4 @@ pub mod server;
 pub mod session;
 pub mod subagent;
 pub mod tools;
+pub mod watch;

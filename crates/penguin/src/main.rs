@@ -105,6 +105,20 @@ enum Command {
     },
     /// List sessions, newest first.
     Sessions,
+    /// Follow a session on a running `penguin serve`: its history, then what it does live.
+    Watch {
+        /// The session id.
+        session_id: String,
+        /// The server.
+        #[arg(long, default_value = "http://127.0.0.1:7364")]
+        url: String,
+        /// The bearer token (default: PENGUIN_TOKEN, else the server's token file in the data root).
+        #[arg(long)]
+        token: Option<String>,
+        /// Keep following after the session goes idle.
+        #[arg(long)]
+        follow: bool,
+    },
     /// Serve sessions over HTTP + SSE (every request needs `Authorization: Bearer <token>`).
     Serve {
         /// Address to bind.
@@ -178,6 +192,12 @@ fn main() -> ExitCode {
             command: TraceCommand::Check { files },
         } => trace_check(&files),
         Command::Sessions => sessions(),
+        Command::Watch {
+            session_id,
+            url,
+            token,
+            follow,
+        } => with_runtime(watch(session_id, url, token, follow)),
         Command::Serve {
             host,
             port,
@@ -307,6 +327,47 @@ fn sessions() -> Result<ExitCode, String> {
             "{}  {}  {:<28}  {:<22}  {}",
             s.id, s.created, s.model, s.state, s.title
         );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn watch(
+    session_id: String,
+    url: String,
+    token: Option<String>,
+    follow: bool,
+) -> Result<ExitCode, String> {
+    let token = match token.or_else(|| {
+        std::env::var("PENGUIN_TOKEN")
+            .ok()
+            .filter(|t| !t.is_empty())
+    }) {
+        Some(t) => t,
+        None => {
+            let path = penguin::trace_store::data_root().join(penguin::server::TOKEN_FILE);
+            std::fs::read_to_string(&path)
+                .map(|t| t.trim().to_owned())
+                .map_err(|e| format!("no token: pass --token, set PENGUIN_TOKEN, or run the server here ({}: {e})", path.display()))?
+        }
+    };
+    let target = penguin::watch::Target {
+        base: url,
+        token,
+        session_id,
+    };
+    let mut renderer = Renderer::new(std::io::stdout(), stdout_is_terminal());
+    let mut failed = None;
+    let state = penguin::watch::watch(&target, follow, |m| {
+        if let Err(e) = renderer.frame(&Frame::new(m.clone())) {
+            failed.get_or_insert(e);
+        }
+    })
+    .await?;
+    if let Some(e) = failed {
+        return Err(format!("stdout: {e}"));
+    }
+    if let Some(title) = state.title {
+        eprintln!("title: {title}");
     }
     Ok(ExitCode::SUCCESS)
 }

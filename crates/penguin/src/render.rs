@@ -180,6 +180,13 @@ impl<W: Write> Renderer<W> {
                     ModelPayload::PartialThinking(t) if child.is_none() => {
                         self.stream_part("thinking", t.event_type, &t.thinking, dim, reset)?
                     }
+                    ModelPayload::Text(t)
+                        if t.role == penguin_omni_protocol::Role::User && child.is_none() =>
+                    {
+                        // Input shown by a watcher (history, server-published prompts) and
+                        // delivered steering.
+                        self.line(&format!("{bold}› {}{reset}", t.text.trim_end()))?;
+                    }
                     ModelPayload::Text(t) if t.role == penguin_omni_protocol::Role::Assistant => {
                         if let Some(c) = &child {
                             self.line(&format!("{dim}{c}{}{reset}", t.text.trim_end()))?;

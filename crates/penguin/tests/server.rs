@@ -1188,3 +1188,58 @@ async fn the_demo_model_runs_behind_a_model_factory() {
         .as_str()
         .is_some_and(|t| t.starts_with("[context_summary]"))));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn penguin_watch_follows_a_session_through_the_client_pattern() {
+    let srv = start(0).await;
+    let id = srv.create("always-ask").await;
+    let mut s = srv.stream(&id, None).await;
+    s.next().await;
+    assert_eq!(srv.task(&id, "hello").await.status, 202);
+    // Mid-task (waiting for an approval): start watching, then let the task finish.
+    s.until(|e| e.kind() == "approval_request").await;
+    let target = penguin::watch::Target {
+        base: srv.base.clone(),
+        token: TOKEN.into(),
+        session_id: id.clone(),
+    };
+    let watcher = tokio::spawn(async move {
+        let mut seen = Vec::new();
+        let state = penguin::watch::watch(&target, false, |m| seen.push(m.to_json())).await;
+        (state, seen)
+    });
+    let r = srv
+        .post(
+            &format!("/api/sessions/{id}/approvals/call_1"),
+            json!({"decision": "allow"}),
+        )
+        .await;
+    assert_eq!(r.status, 204);
+    let (state, seen) = within(watcher).await.unwrap();
+    let state = state.unwrap();
+    assert_eq!(
+        seen.len(),
+        state.messages.len(),
+        "every complete message shown once"
+    );
+    let texts: Vec<String> = state
+        .messages
+        .iter()
+        .filter_map(|m| m.model().and_then(|p| p.content()).map(str::to_owned))
+        .collect();
+    assert!(texts.iter().any(|t| t == "hello"), "{texts:?}");
+    assert!(texts.iter().any(|t| t == "Hello there"), "{texts:?}");
+    assert!(
+        texts.iter().any(|t| t == "alpha"),
+        "the tool output: {texts:?}"
+    );
+    assert!(
+        texts.iter().any(|t| t == "Done."),
+        "the final answer: {texts:?}"
+    );
+    // Nothing twice: the dedup held across history and the live stream.
+    let mut unique = seen.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), seen.len());
+}
