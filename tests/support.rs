@@ -171,3 +171,18 @@ pub fn timeline(frames: &[Frame]) -> String {
         .map(|(n, (kind, text))| format!("{:>2}  {kind:<8}  {text}\n", n + 1))
         .collect()
 }
+
+/// Each model request's input as a numbered timeline, `request N:` before each.
+pub fn requests_timeline(requests: &[Vec<OmniMessage>]) -> String {
+    requests
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            format!(
+                "request {}:\n{}",
+                i + 1,
+                timeline(&r.iter().cloned().map(Frame::new).collect::<Vec<_>>())
+            )
+        })
+        .collect()
+}

@@ -44,18 +44,7 @@ fn deny_one() {
 #[test]
 fn interrupt_mid_stream() {
     let out = run_file("interrupt-mid-stream");
-    let requests: String = out
-        .requests
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            format!(
-                "request {}:\n{}",
-                i + 1,
-                support::timeline(&r.iter().cloned().map(Into::into).collect::<Vec<_>>())
-            )
-        })
-        .collect();
+    let requests = support::requests_timeline(&out.requests);
     insta::assert_snapshot!(
         "interrupt_mid_stream",
         format!("{}\n{requests}", both(&out))
@@ -67,18 +56,7 @@ fn interrupt_mid_stream() {
 #[test]
 fn reconnect() {
     let out = run_file("reconnect-timeout-then-ok");
-    let requests: String = out
-        .requests
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            format!(
-                "request {}:\n{}",
-                i + 1,
-                support::timeline(&r.iter().cloned().map(Into::into).collect::<Vec<_>>())
-            )
-        })
-        .collect();
+    let requests = support::requests_timeline(&out.requests);
     insta::assert_snapshot!("reconnect", format!("{}\n{requests}", both(&out)));
 }
 
@@ -106,18 +84,7 @@ fn max_turns() {
       ]
     }"#;
     let out = run_scenario_blocking(Scenario::parse(scenario).unwrap()).unwrap();
-    let requests: String = out
-        .requests
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            format!(
-                "request {}:\n{}",
-                i + 1,
-                support::timeline(&r.iter().cloned().map(Into::into).collect::<Vec<_>>())
-            )
-        })
-        .collect();
+    let requests = support::requests_timeline(&out.requests);
     insta::assert_snapshot!("max_turns", format!("{}\n{requests}", both(&out)));
 }
 
@@ -227,17 +194,7 @@ fn compaction() {
     });
     let violations = StreamValidator::validate(stream.iter().map(|f| f.message()));
     assert!(violations.is_empty(), "{violations:?}");
-    let req: String = requests
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            format!(
-                "request {}:\n{}",
-                i + 1,
-                support::timeline(&r.iter().cloned().map(Into::into).collect::<Vec<_>>())
-            )
-        })
-        .collect();
+    let req = support::requests_timeline(&requests);
     insta::assert_snapshot!(
         "compaction",
         format!(
