@@ -34,6 +34,31 @@ fn run_with_input(mut cmd: Command, stdin: &str) -> Output {
     child.wait_with_output().unwrap()
 }
 
+/// `penguin run --jsonl --yes` of a shared scenario inside a real session; asserts success.
+fn scripted_jsonl_run(home: &Path, ws: &Path, name: &str, prompt: &str) -> Output {
+    let mut cmd = bin();
+    cmd.env("PENGUIN_HOME", home)
+        .args([
+            "run",
+            "--jsonl",
+            "--yes",
+            "--provider",
+            "scripted",
+            "--scenario",
+        ])
+        .arg(scenario(name))
+        .arg("--workspace")
+        .arg(ws)
+        .arg(prompt);
+    let out = run_with_input(cmd, "");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 fn traces(home: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![home.to_path_buf()];
@@ -54,25 +79,11 @@ fn traces(home: &Path) -> Vec<PathBuf> {
 fn scripted_run_jsonl_passes_the_validator_and_writes_a_real_trace() {
     let home = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
-    let mut cmd = bin();
-    cmd.env("PENGUIN_HOME", home.path())
-        .args([
-            "run",
-            "--jsonl",
-            "--yes",
-            "--provider",
-            "scripted",
-            "--scenario",
-        ])
-        .arg(scenario("seed-two-tools"))
-        .arg("--workspace")
-        .arg(ws.path())
-        .arg("Read a.txt and b.txt");
-    let out = run_with_input(cmd, "");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = scripted_jsonl_run(
+        home.path(),
+        ws.path(),
+        "seed-two-tools",
+        "Read a.txt and b.txt",
     );
     let report = validate_jsonl(&out.stdout[..]);
     assert!(report.is_ok(), "{report}");
@@ -253,26 +264,7 @@ fn the_command_policy_forbids_before_any_approval() {
         "[policy]\nforbidden_commands = [\"rm -rf\"]\n",
     )
     .unwrap();
-    let mut cmd = bin();
-    cmd.env("PENGUIN_HOME", home.path())
-        .args([
-            "run",
-            "--jsonl",
-            "--yes",
-            "--provider",
-            "scripted",
-            "--scenario",
-        ])
-        .arg(scenario("deny-one"))
-        .arg("--workspace")
-        .arg(ws.path())
-        .arg("list then delete");
-    let out = run_with_input(cmd, "");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = scripted_jsonl_run(home.path(), ws.path(), "deny-one", "list then delete");
     let stream = String::from_utf8(out.stdout).unwrap();
     assert!(validate_jsonl(stream.as_bytes()).is_ok());
     assert!(
