@@ -27,8 +27,7 @@ use penguin_omni_protocol::{build, OmniMessage, StopReason, TokenCounts};
 
 use crate::translate::{EventTranslator, ToolCallIdAllocator, UniEvent};
 use crate::wire::{
-    check_input, classify_error, http_error_message, ModelConfig, StreamDecoder, WireError,
-    WireProtocol,
+    check_input, classify_error, http_error_message, ModelConfig, StreamDecoder, WireProtocol,
 };
 use crate::{CancellationToken, Llm, LlmOutcome, LlmRequest, MessageSink};
 
@@ -224,9 +223,18 @@ impl<P: WireProtocol> HttpModel<P> {
                 Waited::Cancelled => return Some(LlmOutcome::new(StopReason::Aborted)),
                 Waited::IdleTimeout => return Some(LlmOutcome::new(StopReason::Timeout)),
                 Waited::Ready(None) => {
+                    // The stream ended. With its finish seen the turn is committed upstream and
+                    // completes even if the interrupt fired during this last wait (§6.5 step 6);
+                    // without it, an interrupt explains the early end.
                     let r = decoder.finish(&mut events);
                     out.translate(translator, &mut events).await;
-                    return r.err().map(WireError::into_outcome);
+                    return match r {
+                        Ok(()) => None,
+                        Err(_) if cancel.is_cancelled() => {
+                            Some(LlmOutcome::new(StopReason::Aborted))
+                        }
+                        Err(e) => Some(e.into_outcome()),
+                    };
                 }
                 Waited::Ready(Some(Err(e))) => Err(e),
                 Waited::Ready(Some(Ok(bytes))) => Ok(bytes),
@@ -337,13 +345,16 @@ async fn wait<F: Future>(
             None => Some(fut.await),
         }
     };
+    // The stream goes first: when its end and the interrupt are ready together, the end
+    // decides (a finished turn stays completed); the caller checks the interrupt before every
+    // pull, so a live stream never hides one.
     tokio::select! {
         biased;
-        _ = cancel.cancelled() => Waited::Cancelled,
         r = timed => match r {
             Some(v) => Waited::Ready(v),
             None => Waited::IdleTimeout,
         },
+        _ = cancel.cancelled() => Waited::Cancelled,
     }
 }
 

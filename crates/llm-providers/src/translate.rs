@@ -373,11 +373,14 @@ impl EventTranslator {
         if item_id.is_some() {
             self.active_key = Some(key.clone());
         }
-        // An emitted accumulator is finished: fragments after its complete item would break
-        // start → delta* → stop, so they open a new call instead.
+        // An emitted call is finished. A late fragment for it can neither join it (that would
+        // break start → delta* → stop) nor open a call the model never made (a phantom call the
+        // engine would dispatch), so it is dropped. Only a complete item reusing an id opens a
+        // new `#n` call.
         let index = match self.by_key.get(&key) {
-            Some(&i) if !self.tools[i].emitted => i,
-            _ => self.new_accumulator(&key),
+            Some(&i) if self.tools[i].emitted => return,
+            Some(&i) => i,
+            None => self.new_accumulator(&key),
         };
         let acc = &mut self.tools[index];
         if let Some(name) = name.filter(|n| !n.is_empty()) {
@@ -524,6 +527,37 @@ impl EventTranslator {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_fragment_after_its_call_was_emitted_opens_no_phantom_call() {
+        let mut t = EventTranslator::new(ToolCallIdAllocator::new());
+        let mut out = Vec::new();
+        out.extend(t.translate(UniEvent::item(ContentItem::PartialToolCall {
+            tool_call_id: Some("c1".into()),
+            name: Some("f".into()),
+            arguments: "{}".into(),
+            fidelity: None,
+        })));
+        out.extend(t.translate(UniEvent::item(ContentItem::ToolCall {
+            tool_call_id: "c1".into(),
+            name: "f".into(),
+            arguments: serde_json::json!({}),
+            fidelity: None,
+        })));
+        out.extend(t.translate(UniEvent::item(ContentItem::PartialToolCall {
+            tool_call_id: Some("c1".into()),
+            name: None,
+            arguments: "x".into(),
+            fidelity: None,
+        })));
+        out.extend(t.finish());
+        let calls: Vec<&OmniMessage> = out
+            .iter()
+            .filter(|m| m.payload_type() == "tool_call")
+            .collect();
+        assert_eq!(calls.len(), 1, "{out:?}");
+        assert!(out.iter().all(|m| m.tool_call_id() != Some("c1#2")));
+    }
+
     use super::*;
     use crate::testing::{check_discipline, describe_all, without_timestamps};
     use serde_json::json;

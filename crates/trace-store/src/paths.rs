@@ -182,7 +182,14 @@ pub fn latest_session_id(traces_dir: &Path) -> Result<Option<String>, TraceError
             let Some((id, _)) = parse_file_name(&name) else {
                 continue;
             };
-            let read = read_trace(&path, ReadMode::Tolerant)?;
+            // A file that vanished or cannot be read is not the answer; keep looking.
+            let read = match read_trace(&path, ReadMode::Tolerant) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!("[trace] skipping {}: {e}", path.display());
+                    continue;
+                }
+            };
             if read.messages.iter().any(|m| !m.is_session_meta()) {
                 return Ok(Some(id.to_owned()));
             }

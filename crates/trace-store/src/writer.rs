@@ -437,9 +437,9 @@ impl Worker {
         let dir = path.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir)?;
         if self.probed_index != Some(self.index) {
-            if probe_torn(&path)? {
-                self.torn = true;
-            }
+            // The tail is a property of this file: a torn tail left in the previous file (by a
+            // failed append before a rotation) must not put a blank line at the top of this one.
+            self.torn = probe_torn(&path)?;
             self.probed_index = Some(self.index);
         }
         let existed = path.exists();
