@@ -1,6 +1,6 @@
 //! `penguin watch`: follow a session served by `penguin serve`, the way the bundled web client
 //! does (§5.9): open the stream first, fetch the history, fold both through
-//! [`ClientReducer`](penguin_sse_transport::ClientReducer) (reorder around the live cursor,
+//! [`ClientReducer`] (reorder around the live cursor,
 //! dedup by exact JSON), then render what arrives.
 
 use futures::StreamExt;
