@@ -112,6 +112,28 @@ fn scripted_run_jsonl_passes_the_validator_and_writes_a_real_trace() {
         kinds[..4],
         ["session_meta", "text", "tool_list_ready", "request_begin"]
     );
+    let listed = bin()
+        .env("PENGUIN_HOME", home.path())
+        .arg("sessions")
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    let id = files[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .trim_end_matches("_001.jsonl")
+        .to_owned();
+    let line = listed
+        .lines()
+        .find(|l| l.starts_with(&id))
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert!(
+        line.contains("scripted/scenario")
+            && line.contains("completed")
+            && line.contains("Read a.txt and b.txt"),
+        "{line}"
+    );
     let check = bin()
         .args(["trace", "check"])
         .arg(&files[0])
