@@ -1,53 +1,177 @@
 //! The terminal side of a session: lines from stdin shared by the REPL and approval prompts,
 //! and the approvers the CLI offers.
 
+use std::collections::VecDeque;
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex as StdMutex};
 
 use async_trait::async_trait;
 use penguin_engine::Approver;
 use penguin_omni_protocol::{ApprovalDecision, ModelPayload, OmniMessage};
-use tokio::sync::{mpsc, Mutex};
+use tokio::sync::{mpsc, oneshot, Mutex};
 
-/// Lines typed on stdin, read by one background thread, consumed by whoever asks next.
+/// Lines typed on stdin, shared by the REPL and approval prompts.
+///
+/// One background thread reads stdin. A line typed while an approval prompt waits answers the
+/// prompt; any other line goes to the REPL (which, during a task, steers it or aborts it). The
+/// decision is made when the line arrives, so an answer can never be taken for steering.
 #[derive(Clone, Debug)]
 pub struct Console {
-    lines: Arc<Mutex<mpsc::UnboundedReceiver<String>>>,
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    /// Lines for the REPL.
+    lines: Mutex<mpsc::UnboundedReceiver<String>>,
+    /// The waiting prompt, if any.
+    answer: StdMutex<Option<oneshot::Sender<Option<String>>>>,
+    /// The running task's listener, if any: lines typed during a task steer or abort it.
+    task: StdMutex<Option<mpsc::UnboundedSender<String>>>,
+    /// Test input, handed out on demand instead of by a reader thread.
+    fixed: Option<StdMutex<VecDeque<String>>>,
 }
 
 impl Console {
     /// Starts reading stdin.
     pub fn stdin() -> Console {
         let (tx, rx) = mpsc::unbounded_channel();
+        let inner = Arc::new(Inner {
+            lines: Mutex::new(rx),
+            answer: StdMutex::new(None),
+            task: StdMutex::new(None),
+            fixed: None,
+        });
+        let reader = inner.clone();
         std::thread::spawn(move || {
             let stdin = std::io::stdin();
             for line in stdin.lock().lines() {
                 let Ok(line) = line else { break };
+                let waiting = reader
+                    .answer
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .take();
+                if let Some(prompt) = waiting {
+                    let _ = prompt.send(Some(line));
+                    continue;
+                }
+                let line = match reader
+                    .task
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .as_ref()
+                {
+                    Some(task) => match task.send(line) {
+                        Ok(()) => continue,
+                        Err(mpsc::error::SendError(line)) => line,
+                    },
+                    None => line,
+                };
                 if tx.send(line).is_err() {
                     break;
                 }
             }
+            // End of input: a waiting prompt gets no answer (deny), the REPL sees the end.
+            if let Some(prompt) = reader
+                .answer
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+            {
+                let _ = prompt.send(None);
+            }
         });
-        Console {
-            lines: Arc::new(Mutex::new(rx)),
-        }
+        Console { inner }
     }
 
-    /// A console fed from a list (tests).
+    /// A console fed from a list (tests): prompts and the REPL take lines in the order they ask.
     pub fn from_lines(lines: Vec<String>) -> Console {
-        let (tx, rx) = mpsc::unbounded_channel();
-        for l in lines {
-            let _ = tx.send(l);
-        }
+        let (_tx, rx) = mpsc::unbounded_channel();
         Console {
-            lines: Arc::new(Mutex::new(rx)),
+            inner: Arc::new(Inner {
+                lines: Mutex::new(rx),
+                answer: StdMutex::new(None),
+                task: StdMutex::new(None),
+                fixed: Some(StdMutex::new(lines.into())),
+            }),
         }
     }
 
-    /// The next line, or `None` at end of input.
+    /// The next REPL line, or `None` at end of input.
     pub async fn read_line(&self) -> Option<String> {
-        self.lines.lock().await.recv().await
+        if let Some(fixed) = &self.inner.fixed {
+            return fixed.lock().unwrap_or_else(|p| p.into_inner()).pop_front();
+        }
+        self.inner.lines.lock().await.recv().await
+    }
+
+    /// Lines typed from now on, until the returned guard is dropped, go to it rather than to the
+    /// REPL's prompt (a prompt's answer still goes to the prompt). Lines typed ahead stay for
+    /// the prompt. A test console never has task lines.
+    pub fn task_lines(&self) -> TaskLines {
+        let (tx, rx) = mpsc::unbounded_channel();
+        if self.inner.fixed.is_none() {
+            *self.inner.task.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
+        }
+        TaskLines {
+            rx,
+            console: self.clone(),
+        }
+    }
+
+    /// The answer to a prompt: the next line typed from now on, or `None` at end of input.
+    pub async fn answer(&self) -> Option<String> {
+        if let Some(fixed) = &self.inner.fixed {
+            return fixed.lock().unwrap_or_else(|p| p.into_inner()).pop_front();
+        }
+        let rx = {
+            // Holding the slot while checking the queue: the reader thread cannot slip a line
+            // between the two, so every line goes either to the queue we just drained or to us.
+            let mut slot = self.inner.answer.lock().unwrap_or_else(|p| p.into_inner());
+            // Nobody reading the REPL queue (a one-shot `penguin run`): lines typed ahead answer
+            // prompts. While the REPL reads it (a task in chat), only lines from now on do.
+            if let Ok(mut queued) = self.inner.lines.try_lock() {
+                match queued.try_recv() {
+                    Ok(line) => return Some(line),
+                    Err(mpsc::error::TryRecvError::Disconnected) => return None,
+                    Err(mpsc::error::TryRecvError::Empty) => {}
+                }
+            }
+            let (tx, rx) = oneshot::channel();
+            *slot = Some(tx);
+            rx
+        };
+        rx.await.ok().flatten()
+    }
+}
+
+/// Lines typed while a task runs; see [`Console::task_lines`].
+#[derive(Debug)]
+pub struct TaskLines {
+    rx: mpsc::UnboundedReceiver<String>,
+    console: Console,
+}
+
+impl TaskLines {
+    /// The next line typed during the task (pending forever once input has ended).
+    pub async fn next(&mut self) -> String {
+        match self.rx.recv().await {
+            Some(line) => line,
+            None => std::future::pending().await,
+        }
+    }
+}
+
+impl Drop for TaskLines {
+    fn drop(&mut self) {
+        *self
+            .console
+            .inner
+            .task
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = None;
     }
 }
 
@@ -102,7 +226,7 @@ impl Approver for TerminalApprover {
         let mut err = std::io::stderr();
         let _ = write!(err, "{}", approval_prompt(call));
         let _ = err.flush();
-        let answer = self.console.read_line().await;
+        let answer = self.console.answer().await;
         Ok(
             match answer
                 .as_deref()

@@ -553,26 +553,23 @@ async fn run_task(
     input: Vec<OmniMessage>,
     task: &TaskArgs,
     approver: Arc<dyn Approver>,
+    repl: Option<(&Console, &Arc<std::sync::atomic::AtomicBool>)>,
 ) -> Result<bool, String> {
     let cancel = CancellationToken::new();
     let ctrl_c = interrupt_on_ctrl_c(cancel.clone(), session.writer().clone());
     let options = RunOptions {
         approver: Some(approver),
-        cancel,
+        cancel: cancel.clone(),
         thinking_level: task.thinking,
     };
     let mut stream = session.run(input, options).map_err(|e| e.to_string())?;
-    let ok = if task.jsonl {
-        let mut out = std::io::stdout();
-        let mut summary = penguin::render::RunSummary::default();
-        while let Some(frame) = stream.next().await {
-            summary.observe(&frame);
-            writeln!(out, "{}", frame.json()).map_err(|e| format!("stdout: {e}"))?;
-        }
-        summary.succeeded()
-    } else {
-        render(&mut stream).await?
-    };
+    let control = repl.map(|(console, quit)| Control {
+        lines: console.task_lines(),
+        engine: session.engine().clone(),
+        cancel,
+        quit: quit.clone(),
+    });
+    let ok = render(&mut stream, task.jsonl, control).await?;
     ctrl_c.abort();
     if let Err(e) = session.writer().flush() {
         eprintln!("penguin: the trace could not be synced: {e}");
@@ -584,14 +581,61 @@ async fn run_task(
     Ok(ok)
 }
 
-async fn render(stream: &mut futures::stream::BoxStream<'static, Frame>) -> Result<bool, String> {
+/// What a REPL user can do while a task runs: type to steer it, `/abort` to interrupt it.
+struct Control {
+    lines: penguin::console::TaskLines,
+    engine: penguin::engine::Engine,
+    cancel: CancellationToken,
+    /// Set by `/quit` during a task: the REPL leaves once the task has ended.
+    quit: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Control {
+    fn line(&self, line: &str) {
+        match line.trim() {
+            "" => {}
+            "/abort" => {
+                eprintln!("interrupting");
+                self.cancel.cancel();
+            }
+            "/quit" | "/exit" => {
+                eprintln!("interrupting, then leaving");
+                self.quit.store(true, std::sync::atomic::Ordering::Relaxed);
+                self.cancel.cancel();
+            }
+            cmd if cmd.starts_with('/') => eprintln!(
+                "({cmd} waits for the prompt; a task takes text to steer it, /abort, /quit)"
+            ),
+            text => match self.engine.steer(vec![build::user_text(text)]) {
+                penguin::engine::Steered::Queued(_) => {
+                    eprintln!("(steering: sent to the model after the current turn)")
+                }
+                penguin::engine::Steered::Empty => {}
+                penguin::engine::Steered::NotRunning => {
+                    eprintln!("(the task already ended; send it again at the prompt)")
+                }
+            },
+        }
+    }
+}
+
+/// Shows a task's stream (rendered, or raw JSON lines) until it ends; with `control`, lines
+/// typed meanwhile steer or abort it. Returns whether the task completed.
+async fn render(
+    stream: &mut futures::stream::BoxStream<'static, Frame>,
+    jsonl: bool,
+    control: Option<Control>,
+) -> Result<bool, String> {
     let tty = stdout_is_terminal();
-    let status_on = tty && std::io::stderr().is_terminal();
+    let status_on = !jsonl && tty && std::io::stderr().is_terminal();
     let mut r = Renderer::new(std::io::stdout(), tty);
+    let mut summary = penguin::render::RunSummary::default();
     let mut tick = tokio::time::interval(std::time::Duration::from_millis(120));
     let mut since = Instant::now();
     let mut shown = false;
     let mut last_waiting = r.waiting().clone();
+    let has_control = control.is_some();
+    let mut control = control;
     loop {
         tokio::select! {
             frame = stream.next() => {
@@ -600,11 +644,19 @@ async fn render(stream: &mut futures::stream::BoxStream<'static, Frame>) -> Resu
                     eprint!("\r\x1b[2K");
                     shown = false;
                 }
+                if jsonl {
+                    summary.observe(&frame);
+                    println!("{}", frame.json());
+                    continue;
+                }
                 r.frame(&frame).map_err(|e| format!("stdout: {e}"))?;
                 if *r.waiting() != last_waiting {
                     last_waiting = r.waiting().clone();
                     since = Instant::now();
                 }
+            }
+            line = async { control.as_mut().expect("guarded").lines.next().await }, if has_control => {
+                control.as_ref().expect("guarded").line(&line);
             }
             _ = tick.tick(), if status_on => {
                 if let Some(text) = status_text(r.waiting(), since.elapsed().as_millis() as u64) {
@@ -617,7 +669,11 @@ async fn render(stream: &mut futures::stream::BoxStream<'static, Frame>) -> Resu
     if shown {
         eprint!("\r\x1b[2K");
     }
-    Ok(r.summary().succeeded())
+    Ok(if jsonl {
+        summary.succeeded()
+    } else {
+        r.summary().succeeded()
+    })
 }
 
 /// Runs one prompt in `session`; the exit code says whether the task completed.
@@ -632,6 +688,7 @@ async fn one_task(
         vec![build::user_text(prompt)],
         task,
         approver(task, &console),
+        None,
     )
     .await?;
     Ok(if ok {
@@ -809,7 +866,7 @@ async fn compact(session: &mut Session, task: &TaskArgs) -> Result<(), String> {
             println!("{}", frame.json());
         }
     } else {
-        render(&mut stream).await?;
+        render(&mut stream, false, None).await?;
     }
     ctrl_c.abort();
     if cancel.is_cancelled() {
@@ -823,8 +880,9 @@ async fn compact(session: &mut Session, task: &TaskArgs) -> Result<(), String> {
 async fn repl(mut session: Session, task: TaskArgs) -> Result<ExitCode, String> {
     let console = Console::stdin();
     let approver = approver(&task, &console);
+    let quit = Arc::new(std::sync::atomic::AtomicBool::new(false));
     eprintln!(
-        "session {} — /quit to leave; Ctrl-C interrupts a running task",
+        "session {} — /quit to leave, /compact; while a task runs, type to steer it, /abort or Ctrl-C to interrupt",
         session.id()
     );
     loop {
@@ -847,7 +905,7 @@ async fn repl(mut session: Session, task: TaskArgs) -> Result<ExitCode, String> 
                 continue;
             }
             "/abort" => {
-                eprintln!("nothing is running (Ctrl-C interrupts a running task; what it left unfinished goes with your next message)");
+                eprintln!("nothing is running (while a task runs, /abort or Ctrl-C interrupts it and typing steers it)");
                 continue;
             }
             _ => {}
@@ -857,8 +915,12 @@ async fn repl(mut session: Session, task: TaskArgs) -> Result<ExitCode, String> 
             vec![build::user_text(line)],
             &task,
             approver.clone(),
+            Some((&console, &quit)),
         )
         .await?;
+        if quit.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
     }
     eprintln!("resume with: penguin resume {}", session.id());
     Ok(ExitCode::SUCCESS)

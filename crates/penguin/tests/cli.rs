@@ -329,3 +329,108 @@ fn a_failed_task_exits_non_zero_rendered_or_raw() {
         assert!(String::from_utf8_lossy(&out.stdout).contains("llm request error: bad key"));
     }
 }
+
+/// A chat over the interrupt scenario (a slow text stream), driven like a person: each line is
+/// typed only after the output it reacts to has appeared.
+struct Chat {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+    seen: Vec<String>,
+}
+
+impl Chat {
+    fn start(home: &Path, ws: &Path) -> Chat {
+        let mut child = bin()
+            .env("PENGUIN_HOME", home)
+            .args([
+                "chat",
+                "--jsonl",
+                "--yes",
+                "--provider",
+                "scripted",
+                "--scenario",
+            ])
+            .arg(scenario("interrupt-mid-stream"))
+            .arg("--workspace")
+            .arg(ws)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+        // A watchdog, so a broken build fails the test instead of hanging it.
+        let pid = child.id();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_secs(60));
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+        });
+        Chat {
+            child,
+            stdin,
+            stdout,
+            seen: Vec::new(),
+        }
+    }
+
+    fn type_line(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn until(&mut self, needle: &str) {
+        loop {
+            let line = self
+                .stdout
+                .next()
+                .unwrap_or_else(|| panic!("ended before {needle:?}: {:#?}", self.seen))
+                .unwrap();
+            let hit = line.contains(needle);
+            self.seen.push(line);
+            if hit {
+                return;
+            }
+        }
+    }
+
+    fn finish(mut self) -> String {
+        self.type_line("/quit");
+        drop(self.stdin);
+        self.seen.extend(self.stdout.map_while(Result::ok));
+        assert!(self.child.wait().unwrap().success());
+        self.seen.join("\n")
+    }
+}
+
+#[test]
+fn chat_lines_typed_during_a_task_steer_it_or_abort_it() {
+    let ws = tempfile::tempdir().unwrap();
+
+    // Steering: typed while the model writes, it reaches the model after the current turn.
+    let home = tempfile::tempdir().unwrap();
+    let mut chat = Chat::start(home.path(), ws.path());
+    chat.type_line("explain the repo");
+    chat.until(r#""event_type":"delta""#);
+    chat.type_line("faster please");
+    chat.until("Okay, switching to the new request.");
+    let stream = chat.finish();
+    assert!(
+        stream.contains(r#""text":"[user_steering]\nfaster please\n[/user_steering]""#),
+        "{stream}"
+    );
+
+    // /abort: the task ends with abort as its last message; the chat goes on.
+    let home = tempfile::tempdir().unwrap();
+    let mut chat = Chat::start(home.path(), ws.path());
+    chat.type_line("explain the repo");
+    chat.until(r#""event_type":"delta""#);
+    chat.type_line("/abort");
+    chat.until(r#""type":"abort","reason":"aborted by user""#);
+    let stream = chat.finish();
+    assert!(
+        stream.lines().last().unwrap().contains(r#""type":"abort""#),
+        "{stream}"
+    );
+}
