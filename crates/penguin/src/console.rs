@@ -31,6 +31,8 @@ struct Inner {
     task: StdMutex<Option<mpsc::UnboundedSender<String>>>,
     /// Test input, handed out on demand instead of by a reader thread.
     fixed: Option<StdMutex<VecDeque<String>>>,
+    /// The REPL queue's sender, for lines a task hands back.
+    repl_tx: Option<mpsc::UnboundedSender<String>>,
 }
 
 impl Console {
@@ -42,6 +44,7 @@ impl Console {
             answer: StdMutex::new(None),
             task: StdMutex::new(None),
             fixed: None,
+            repl_tx: Some(tx.clone()),
         });
         let reader = inner.clone();
         std::thread::spawn(move || {
@@ -57,13 +60,11 @@ impl Console {
                     let _ = prompt.send(Some(line));
                     continue;
                 }
-                let line = match reader
-                    .task
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .as_ref()
-                {
-                    Some(task) => match task.send(line) {
+                // Routed under the task slot's lock, so a task ending now (which hands its
+                // unread lines back to the REPL queue under the same lock) keeps line order.
+                let task = reader.task.lock().unwrap_or_else(|p| p.into_inner());
+                let line = match task.as_ref() {
+                    Some(t) => match t.send(line) {
                         Ok(()) => continue,
                         Err(mpsc::error::SendError(line)) => line,
                     },
@@ -95,6 +96,7 @@ impl Console {
                 answer: StdMutex::new(None),
                 task: StdMutex::new(None),
                 fixed: Some(StdMutex::new(lines.into())),
+                repl_tx: None,
             }),
         }
     }
@@ -118,6 +120,20 @@ impl Console {
         TaskLines {
             rx,
             console: self.clone(),
+        }
+    }
+
+    /// Hands a line a task could not use back to the REPL's prompt, after what is queued.
+    pub fn requeue(&self, line: String) {
+        match (&self.inner.repl_tx, &self.inner.fixed) {
+            (Some(tx), _) => {
+                let _ = tx.send(line);
+            }
+            (None, Some(fixed)) => fixed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push_back(line),
+            (None, None) => {}
         }
     }
 
@@ -166,12 +182,19 @@ impl TaskLines {
 
 impl Drop for TaskLines {
     fn drop(&mut self) {
-        *self
+        // Lines typed as the task ended and not read by it belong to the prompt, in order.
+        let mut task = self
             .console
             .inner
             .task
             .lock()
-            .unwrap_or_else(|p| p.into_inner()) = None;
+            .unwrap_or_else(|p| p.into_inner());
+        *task = None;
+        while let Ok(line) = self.rx.try_recv() {
+            if let Some(tx) = &self.console.inner.repl_tx {
+                let _ = tx.send(line);
+            }
+        }
     }
 }
 

@@ -565,6 +565,7 @@ async fn run_task(
     let mut stream = session.run(input, options).map_err(|e| e.to_string())?;
     let control = repl.map(|(console, quit)| Control {
         lines: console.task_lines(),
+        console: console.clone(),
         engine: session.engine().clone(),
         cancel,
         quit: quit.clone(),
@@ -584,6 +585,7 @@ async fn run_task(
 /// What a REPL user can do while a task runs: type to steer it, `/abort` to interrupt it.
 struct Control {
     lines: penguin::console::TaskLines,
+    console: Console,
     engine: penguin::engine::Engine,
     cancel: CancellationToken,
     /// Set by `/quit` during a task: the REPL leaves once the task has ended.
@@ -591,7 +593,9 @@ struct Control {
 }
 
 impl Control {
-    fn line(&self, line: &str) {
+    /// A line typed during the task. What the task cannot use (other commands, text after the
+    /// run ended) goes back to the prompt.
+    fn line(&self, line: String) {
         match line.trim() {
             "" => {}
             "/abort" => {
@@ -603,17 +607,13 @@ impl Control {
                 self.quit.store(true, std::sync::atomic::Ordering::Relaxed);
                 self.cancel.cancel();
             }
-            cmd if cmd.starts_with('/') => eprintln!(
-                "({cmd} waits for the prompt; a task takes text to steer it, /abort, /quit)"
-            ),
+            cmd if cmd.starts_with('/') => self.console.requeue(line),
             text => match self.engine.steer(vec![build::user_text(text)]) {
                 penguin::engine::Steered::Queued(_) => {
                     eprintln!("(steering: sent to the model after the current turn)")
                 }
                 penguin::engine::Steered::Empty => {}
-                penguin::engine::Steered::NotRunning => {
-                    eprintln!("(the task already ended; send it again at the prompt)")
-                }
+                penguin::engine::Steered::NotRunning => self.console.requeue(line),
             },
         }
     }
@@ -656,7 +656,7 @@ async fn render(
                 }
             }
             line = async { control.as_mut().expect("guarded").lines.next().await }, if has_control => {
-                control.as_ref().expect("guarded").line(&line);
+                control.as_ref().expect("guarded").line(line);
             }
             _ = tick.tick(), if status_on => {
                 if let Some(text) = status_text(r.waiting(), since.elapsed().as_millis() as u64) {

@@ -222,16 +222,20 @@ fn approval_prompt_in_a_terminal_answered_no_gives_the_denial() {
 fn chat_with_the_demo_model_compacts_into_a_new_trace_file_and_resumes() {
     let home = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
-    let mut cmd = bin();
-    cmd.env("PENGUIN_HOME", home.path())
-        .env_remove("PENGUIN_MODEL")
-        .env_remove("PENGUIN_PROVIDER")
-        .args(["chat", "--yes", "--workspace"])
-        .arg(ws.path());
-    let out = run_with_input(cmd, "hello\n/compact\nagain\n/quit\n");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
-    assert!(err.contains("context compacted"), "{err}");
+    let mut chat = Chat::start_with(home.path(), ws.path(), &[]);
+    chat.type_line("hello");
+    chat.until("The workspace listing has");
+    chat.until(r#""type":"request_end""#);
+    chat.type_line("/compact");
+    chat.until(r#""type":"compaction_end""#);
+    chat.type_line("again");
+    chat.until("The workspace listing has");
+    chat.until(r#""type":"request_end""#);
+    let stream = chat.finish();
+    assert!(
+        stream.contains(r#""type":"compaction_begin","reason":"manual""#),
+        "{stream}"
+    );
     let mut files = traces(home.path());
     files.sort();
     assert_eq!(
@@ -341,19 +345,24 @@ struct Chat {
 
 impl Chat {
     fn start(home: &Path, ws: &Path) -> Chat {
+        let scenario = scenario("interrupt-mid-stream");
+        let args = [
+            "--provider",
+            "scripted",
+            "--scenario",
+            scenario.to_str().unwrap(),
+        ];
+        Chat::start_with(home, ws, &args)
+    }
+
+    fn start_with(home: &Path, ws: &Path, args: &[&str]) -> Chat {
         let mut child = bin()
             .env("PENGUIN_HOME", home)
-            .args([
-                "chat",
-                "--jsonl",
-                "--yes",
-                "--provider",
-                "scripted",
-                "--scenario",
-            ])
-            .arg(scenario("interrupt-mid-stream"))
-            .arg("--workspace")
+            .env_remove("PENGUIN_MODEL")
+            .env_remove("PENGUIN_PROVIDER")
+            .args(["chat", "--jsonl", "--yes", "--workspace"])
             .arg(ws)
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
