@@ -1003,22 +1003,28 @@ impl OriginState {
         }
     }
 
-    fn on_request_begin(&mut self, cx: &mut Cx) {
+    /// What must be settled before `what` (a new request_begin, or an abort): no open
+    /// request, no open segment, no unmet expectation.
+    fn settle_before(&mut self, what: &str, cx: &mut Cx) {
         if let Some(r) = self.request.take() {
             cx.flag(
                 Rule::RequestPairing,
                 format!(
-                    "request_begin while the request begun at message {} has no request_end",
+                    "{what} while the request begun at message {} has no request_end",
                     r.begin
                 ),
             );
         }
-        // The next request starts only once every tool of the previous turn has settled.
-        self.close_segments("the next request_begin", |_| true, cx);
+        self.close_segments(what, |_| true, cx);
         for e in std::mem::take(&mut self.expects) {
-            let (rule, detail) = e.unmet("the next request_begin came first");
+            let (rule, detail) = e.unmet(&format!("{what} came first"));
             cx.flag(rule, detail);
         }
+    }
+
+    fn on_request_begin(&mut self, cx: &mut Cx) {
+        // The next request starts only once every tool of the previous turn has settled.
+        self.settle_before("the next request_begin", cx);
         for (id, call) in self.calls.iter_mut() {
             if !call.settled && call.complete_output.is_none() {
                 call.settled = true;
@@ -1066,20 +1072,7 @@ impl OriginState {
     }
 
     fn on_abort(&mut self, cx: &mut Cx) {
-        if let Some(r) = self.request.take() {
-            cx.flag(
-                Rule::RequestPairing,
-                format!(
-                    "abort while the request begun at message {} has no request_end",
-                    r.begin
-                ),
-            );
-        }
-        self.close_segments("abort", |_| true, cx);
-        for e in std::mem::take(&mut self.expects) {
-            let (rule, detail) = e.unmet("the abort came first");
-            cx.flag(rule, detail);
-        }
+        self.settle_before("the abort", cx);
         for (id, call) in self.calls.iter_mut() {
             if call.settled || call.complete_output.is_some() {
                 continue;
