@@ -63,6 +63,18 @@ pub trait Environment: Send + Sync {
     fn permission(&self, name: &str) -> Permission;
 }
 
+/// Why an approver could not answer. The engine logs it and denies the call (the reference's
+/// "the approve callback threw").
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ApprovalError {
+    /// The call carries no `tool_call_id`, so no answer could be matched to it.
+    #[error("a tool call without tool_call_id cannot be approved")]
+    MissingToolCallId,
+    /// Whoever answers is gone (a closed terminal, a stopped server) or failed.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
 /// Decides whether a tool call may run.
 ///
 /// An `Err` is the reference's "the approve callback threw": the engine treats it as deny.
@@ -70,7 +82,18 @@ pub trait Environment: Send + Sync {
 pub trait Approver: Send + Sync {
     /// Answers for one complete `tool_call` message (carrying an origin when it comes from a
     /// child session).
-    async fn approve(&self, call: &OmniMessage) -> Result<ApprovalDecision, String>;
+    async fn approve(&self, call: &OmniMessage) -> Result<ApprovalDecision, ApprovalError>;
+}
+
+/// Allows every call (`penguin run --yes`, tests, trusted automation).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AllowAll;
+
+#[async_trait]
+impl Approver for AllowAll {
+    async fn approve(&self, _call: &OmniMessage) -> Result<ApprovalDecision, ApprovalError> {
+        Ok(ApprovalDecision::Allow)
+    }
 }
 
 /// Where the engine records the Trace.

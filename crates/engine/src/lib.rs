@@ -27,7 +27,9 @@ mod turn;
 
 pub use compaction::Compactability;
 pub use config::{CompactionConfig, EngineConfig, DEFAULT_COMPACTION_PROMPT};
-pub use environment::{Approver, Environment, Permission, ToolCallRequest, TraceSink};
+pub use environment::{
+    AllowAll, ApprovalError, Approver, Environment, Permission, ToolCallRequest, TraceSink,
+};
 pub use penguin_llm_providers::{
     CancellationToken, Llm, LlmOutcome, LlmRequest, MessageSink, ThinkingLevel,
 };

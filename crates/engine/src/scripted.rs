@@ -12,7 +12,7 @@ use penguin_omni_protocol::{
 };
 use serde_json::Value;
 
-use crate::environment::{Approver, Environment, Permission, ToolCallRequest};
+use crate::environment::{ApprovalError, Approver, Environment, Permission, ToolCallRequest};
 
 /// Plays each tool call's script, keyed by tool_call_id.
 #[derive(Debug, Default, Clone)]
@@ -191,7 +191,7 @@ fn parse_decision(v: &Value, path: &str) -> Result<(ScriptedDecision, Duration),
 
 #[async_trait]
 impl Approver for ScriptedApprover {
-    async fn approve(&self, call: &OmniMessage) -> Result<ApprovalDecision, String> {
+    async fn approve(&self, call: &OmniMessage) -> Result<ApprovalDecision, ApprovalError> {
         let id = call.tool_call_id().unwrap_or_default();
         let (decision, delay) = self.by_id.get(id).copied().unwrap_or(self.default);
         if !delay.is_zero() {
@@ -199,7 +199,9 @@ impl Approver for ScriptedApprover {
         }
         match decision {
             ScriptedDecision::Decide(d) => Ok(d),
-            ScriptedDecision::Throw => Err(format!("scripted approver throws for {id}")),
+            ScriptedDecision::Throw => Err(ApprovalError::Unavailable(format!(
+                "scripted approver throws for {id}"
+            ))),
         }
     }
 }

@@ -238,12 +238,12 @@ impl Driver {
         };
         Some(match answer {
             Ok(Ok(decision)) => decision,
-            Ok(Err(msg)) => {
-                eprintln!("[penguin] approve callback threw: {msg}; denying.");
+            Ok(Err(e)) => {
+                tracing::warn!("[penguin] approve callback threw: {e}; denying.");
                 ApprovalDecision::Deny
             }
             Err(panic) => {
-                eprintln!(
+                tracing::warn!(
                     "[penguin] approve callback threw: {}; denying.",
                     panic_text(&panic)
                 );

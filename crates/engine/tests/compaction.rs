@@ -8,8 +8,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use penguin_engine::scripted::ScriptedEnvironment;
 use penguin_engine::{
-    Approver, CancellationToken, Compactability, CompactionConfig, Engine, EngineConfig, Frame,
-    InitialState, LlmFactory, RunOptions, TraceSink,
+    ApprovalError, Approver, CancellationToken, Compactability, CompactionConfig, Engine,
+    EngineConfig, Frame, InitialState, LlmFactory, RunOptions, TraceSink,
 };
 use penguin_llm_providers::scripted::{ScriptedModel, ScriptedRequest, Step};
 use penguin_llm_providers::{Llm, LlmOutcome};
@@ -43,7 +43,7 @@ struct AllowAll;
 
 #[async_trait::async_trait]
 impl Approver for AllowAll {
-    async fn approve(&self, _call: &OmniMessage) -> Result<ApprovalDecision, String> {
+    async fn approve(&self, _call: &OmniMessage) -> Result<ApprovalDecision, ApprovalError> {
         Ok(ApprovalDecision::Allow)
     }
 }

@@ -359,7 +359,8 @@ async fn a_tool_that_returns_on_interrupt_gets_the_interrupted_placeholder() {
         async fn approve(
             &self,
             _c: &OmniMessage,
-        ) -> Result<penguin_omni_protocol::ApprovalDecision, String> {
+        ) -> Result<penguin_omni_protocol::ApprovalDecision, penguin_engine::ApprovalError>
+        {
             Ok(penguin_omni_protocol::ApprovalDecision::Allow)
         }
     }

@@ -107,7 +107,7 @@ impl Agent {
             tools: env.tools(),
             ..ModelContext::default()
         };
-        let llm = build_llm(model, cx).map_err(|e| SessionError::Model(e.to_string()))?;
+        let llm = build_llm(model, cx)?;
         let spec = model;
         let model = SessionModel {
             llm,
@@ -124,8 +124,10 @@ impl Agent {
     }
 
     /// The command policy of `config.toml`'s `[policy]`.
-    pub fn policy(&self) -> crate::policy::CommandPolicy {
-        crate::policy::CommandPolicy::forbidding(self.config.policy.forbidden_commands.clone())
+    pub fn policy(&self) -> penguin_tools::policy::CommandPolicy {
+        penguin_tools::policy::CommandPolicy::forbidding(
+            self.config.policy.forbidden_commands.clone(),
+        )
     }
 
     /// Engine settings for a session on `spec` (compaction sized to the model's window).
@@ -182,22 +184,22 @@ impl Agent {
         &self,
         id: &str,
         pick_model: impl FnOnce(&SessionMeta) -> Result<ModelSpec, ConfigError>,
-        make_env: impl FnOnce(&Path, &ModelSpec) -> Arc<dyn Environment>,
+        make_env: impl FnOnce(&Path, &ModelSpec) -> Result<Arc<dyn Environment>, String>,
     ) -> Result<Session, SessionError> {
         let (resumed, writer) = Session::load(&self.location, id, self.durability)?;
         let meta = resumed
             .meta
             .clone()
             .expect("load guarantees a session_meta");
-        let model = pick_model(&meta).map_err(|e| SessionError::Model(e.to_string()))?;
-        let env = make_env(Path::new(&meta.workspace), &model);
+        let model = pick_model(&meta)?;
+        let env = make_env(Path::new(&meta.workspace), &model).map_err(SessionError::Tools)?;
         let cx = ModelContext {
             system_prompt: meta.system_prompt.clone(),
             tools: env.tools(),
             history: resumed.history.clone(),
             session_tokens: resumed.session_tokens,
         };
-        let llm = build_llm(&model, cx).map_err(|e| SessionError::Model(e.to_string()))?;
+        let llm = build_llm(&model, cx)?;
         let mut session = Session::resume(resumed, writer, self.engine_for(&model), llm, env)?;
         session.set_command_policy(self.policy());
         session.enable_compaction(&model);

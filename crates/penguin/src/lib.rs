@@ -1,20 +1,29 @@
-//! penguin: an agent harness.
+//! penguin, an agent harness: sessions that compose the engine, a model, the built-in tools and
+//! a Trace, and the factories `penguin serve` hosts them with.
+//!
+//! - [`agent::Agent`]: where sessions live and how they are created, listed and resumed;
+//! - [`session::Session`]: an engine with its Trace and `session_meta`;
+//! - [`config`] and [`models`]: `config.toml`, flags and environment, and building the model;
+//! - [`subagent`]: `run_subagent`, a child session streamed into its parent;
+//! - [`hosting`]: sessions for [`server`];
+//! - [`scenario`]: scenario files (scripted model, tools and approvals) through the real engine;
+//! - [`watch`]: following a served session as the web client does.
+//!
+//! The `penguin` binary's CLI lives in `src/bin/penguin`, not here.
+
 pub use penguin_engine as engine;
 pub use penguin_llm_providers as llm_providers;
-pub use penguin_merge_queue as merge_queue;
 pub use penguin_omni_protocol as omni_protocol;
+pub use penguin_server as server;
 pub use penguin_sse_transport as sse_transport;
+pub use penguin_tools as tools;
 pub use penguin_trace_store as trace_store;
 
 pub mod agent;
 pub mod config;
-pub mod console;
+pub mod hosting;
 pub mod models;
-pub mod policy;
-pub mod render;
 pub mod scenario;
-pub mod server;
 pub mod session;
 pub mod subagent;
-pub mod tools;
 pub mod watch;

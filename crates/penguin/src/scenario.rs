@@ -303,6 +303,7 @@ pub async fn run_scenario(
 }
 
 /// Parses and runs a scenario on a fresh paused-clock runtime, collecting the observables.
+#[cfg(feature = "scenario")]
 pub fn run_scenario_blocking(scenario: Scenario) -> std::io::Result<ScenarioOutput> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -315,4 +316,40 @@ pub fn run_scenario_blocking(scenario: Scenario) -> std::io::Result<ScenarioOutp
         trace: trace.records(),
         requests,
     })
+}
+
+/// A scenario file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// The file could not be read.
+    #[error("cannot read scenario {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not a valid scenario (the error names the field path).
+    #[error("invalid scenario {}: {source}", path.display())]
+    Invalid {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong, and where.
+        source: ScriptError,
+    },
+}
+
+impl Scenario {
+    /// Reads and parses a scenario file.
+    pub fn from_file(path: impl AsRef<std::path::Path>) -> Result<Scenario, ScenarioError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Scenario::parse(&text).map_err(|source| ScenarioError::Invalid {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
 }

@@ -14,6 +14,7 @@ use penguin_engine::{
     RunOptions, TraceSink,
 };
 use penguin_omni_protocol::{build, ContextWindow, Frame, OmniMessage, SessionMeta};
+use penguin_tools::policy::CommandPolicy;
 use penguin_trace_store::{
     new_session_id, resume_session, Durability, Resumed, TraceError, TraceLocation, Writer,
 };
@@ -64,9 +65,15 @@ pub enum SessionError {
     /// The workspace of a resumed session is gone.
     #[error("the session's workspace {0} no longer exists")]
     WorkspaceMissing(String),
+    /// No model could be picked for the session.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
     /// Building the model failed.
-    #[error("{0}")]
-    Model(String),
+    #[error(transparent)]
+    Model(#[from] crate::models::ModelError),
+    /// The session's tools could not be built.
+    #[error("tools: {0}")]
+    Tools(String),
 }
 
 /// One session: a conversation with its Trace.
@@ -78,7 +85,8 @@ pub struct Session {
     writer: Writer,
     meta_written: bool,
     announced: bool,
-    policy: crate::policy::CommandPolicy,
+    policy: CommandPolicy,
+    env: Arc<dyn Environment>,
 }
 
 impl fmt::Debug for Session {
@@ -130,7 +138,7 @@ impl Session {
         };
         let engine = Engine::with_parts(
             llm,
-            env,
+            env.clone(),
             spec.engine,
             Some(Arc::new(WriterSink(writer.clone()))),
             initial,
@@ -145,6 +153,7 @@ impl Session {
             meta_written: false,
             announced: false,
             policy: Default::default(),
+            env,
         })
     }
 
@@ -198,7 +207,7 @@ impl Session {
         };
         let engine = Engine::with_parts(
             llm,
-            env,
+            env.clone(),
             engine_config,
             Some(Arc::new(WriterSink(writer.clone()))),
             initial,
@@ -217,6 +226,7 @@ impl Session {
             meta_written: true,
             announced: false,
             policy: Default::default(),
+            env,
         })
     }
 
@@ -280,7 +290,7 @@ impl Session {
     }
 
     /// Sets the commands this session never runs (answered `forbidden` without asking).
-    pub fn set_command_policy(&mut self, policy: crate::policy::CommandPolicy) {
+    pub fn set_command_policy(&mut self, policy: CommandPolicy) {
         self.policy = policy;
     }
 
@@ -302,6 +312,11 @@ impl Session {
     /// The Trace writer (flush, failure counters).
     pub fn writer(&self) -> &Writer {
         &self.writer
+    }
+
+    /// The session's tools.
+    pub fn environment(&self) -> &Arc<dyn Environment> {
+        &self.env
     }
 }
 

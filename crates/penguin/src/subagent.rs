@@ -16,13 +16,15 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use penguin_engine::{Approver, Environment, MessageSink, Permission, RunOptions, ToolCallRequest};
+use penguin_engine::{
+    ApprovalError, Approver, Environment, MessageSink, Permission, RunOptions, ToolCallRequest,
+};
 use penguin_omni_protocol::{
     build, ApprovalDecision, EventPayload, ModelPayload, OmniMessage, Role, StopReason,
     StreamEventType, TextSender, ToolDefinition,
 };
 
-use crate::session::Session;
+use crate::session::{Session, SessionError};
 
 /// The tool's name.
 pub const RUN_SUBAGENT: &str = "run_subagent";
@@ -31,11 +33,11 @@ pub const RUN_SUBAGENT: &str = "run_subagent";
 pub trait SubagentSpawner: Send + Sync {
     /// A new child session (same workspace, its own Trace, `source: "subagent"`, and tools
     /// without `run_subagent`).
-    fn spawn(&self) -> Result<Session, String>;
+    fn spawn(&self) -> Result<Session, SessionError>;
 }
 
-impl<F: Fn() -> Result<Session, String> + Send + Sync> SubagentSpawner for F {
-    fn spawn(&self) -> Result<Session, String> {
+impl<F: Fn() -> Result<Session, SessionError> + Send + Sync> SubagentSpawner for F {
+    fn spawn(&self) -> Result<Session, SessionError> {
         self()
     }
 }
@@ -85,7 +87,7 @@ struct InheritedApprover {
 
 #[async_trait]
 impl Approver for InheritedApprover {
-    async fn approve(&self, call: &OmniMessage) -> Result<ApprovalDecision, String> {
+    async fn approve(&self, call: &OmniMessage) -> Result<ApprovalDecision, ApprovalError> {
         match &self.parent {
             Some(p) => p.approve(&call.clone().with_origin(self.hop.clone())).await,
             None => Ok(ApprovalDecision::Deny),

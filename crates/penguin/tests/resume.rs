@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use penguin::agent::{Agent, SessionModel};
-use penguin::console::AllowAll;
 use penguin::engine::scripted::ScriptedEnvironment;
+use penguin::engine::AllowAll;
 use penguin::engine::{CancellationToken, RunOptions};
 use penguin::llm_providers::scripted::{ScriptedModel, ScriptedRequest, Step};
 use penguin::llm_providers::LlmOutcome;

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use penguin::agent::{Agent, SessionModel};
-use penguin::console::AllowAll;
 use penguin::engine::scripted::ScriptedEnvironment;
+use penguin::engine::AllowAll;
 use penguin::engine::{Environment, RunOptions};
 use penguin::llm_providers::scripted::{ScriptedModel, ScriptedRequest, Step};
 use penguin::llm_providers::LlmOutcome;
@@ -63,15 +63,13 @@ async fn subagent_messages_are_forwarded_with_origin_and_only_the_pointer_is_rec
             model_id: "child".into(),
             context_window: None,
         };
-        child_agent
-            .create_session_with(
-                model,
-                &child_ws,
-                Arc::new(ScriptedEnvironment::default()),
-                None,
-                Some("subagent".into()),
-            )
-            .map_err(|e| e.to_string())
+        child_agent.create_session_with(
+            model,
+            &child_ws,
+            Arc::new(ScriptedEnvironment::default()),
+            None,
+            Some("subagent".into()),
+        )
     });
     let env: Arc<dyn Environment> = Arc::new(SubagentEnvironment::new(
         Arc::new(ScriptedEnvironment::default()),

@@ -9,8 +9,8 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::contract::{Output, Tool, ToolOutcome, ToolResult};
-use super::path::resolve;
+use crate::contract::{Output, Tool, ToolOutcome, ToolResult};
+use crate::path::resolve;
 
 /// Which file tool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,5 +1,8 @@
 //! The `penguin` command.
 
+mod console;
+mod render;
+
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -7,19 +10,21 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
+use console::{stdout_is_terminal, Console, TerminalApprover};
 use futures::StreamExt;
 use penguin::agent::{Agent, SessionModel};
 use penguin::config::{resolve_model, ModelFlags};
-use penguin::console::{stdout_is_terminal, AllowAll, Console, TerminalApprover};
-use penguin::engine::{Approver, CancellationToken, Environment, RunOptions, ThinkingLevel};
+use penguin::engine::{
+    AllowAll, Approver, CancellationToken, Environment, RunOptions, ThinkingLevel,
+};
 use penguin::models::{ModelSpec, Protocol};
 use penguin::omni_protocol::{build, validator::validate_jsonl, Frame, OmniMessage};
-use penguin::render::{status_text, Renderer};
 use penguin::scenario::{run_scenario_blocking, Scenario};
 use penguin::session::Session;
 use penguin::subagent::{SubagentEnvironment, SubagentSpawner};
 use penguin::tools::{BuiltinTools, ToolsConfig};
 use penguin::trace_store::{check_trace, Severity};
+use render::{status_text, Renderer};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -242,15 +247,22 @@ fn with_runtime(
     rt.block_on(fut)
 }
 
+#[cfg(not(feature = "scenario"))]
+fn scenario_run(
+    _path: PathBuf,
+    _trace: Option<PathBuf>,
+    _requests: Option<PathBuf>,
+) -> Result<ExitCode, String> {
+    Err("this penguin was built without the `scenario` feature; build it with `cargo build -p penguin` (the feature is on by default)".into())
+}
+
+#[cfg(feature = "scenario")]
 fn scenario_run(
     path: PathBuf,
     trace: Option<PathBuf>,
     requests: Option<PathBuf>,
 ) -> Result<ExitCode, String> {
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let scenario =
-        Scenario::parse(&text).map_err(|e| format!("invalid scenario {}: {e}", path.display()))?;
+    let scenario = Scenario::from_file(&path).map_err(|e| e.to_string())?;
     let out =
         run_scenario_blocking(scenario).map_err(|e| format!("cannot start the runtime: {e}"))?;
     let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
@@ -378,7 +390,8 @@ fn serve(
     model: ModelArgs,
     workspace: Option<PathBuf>,
 ) -> Result<ExitCode, String> {
-    use penguin::server::{ModelFactory, ScenarioFactory, ServeOptions, SessionFactory};
+    use penguin::hosting::{ModelFactory, ScenarioFactory};
+    use penguin::server::{ServeOptions, SessionFactory};
     let agent = Agent::from_env().map_err(|e| e.to_string())?;
     let workspace = workspace_dir(workspace)?;
     let factory: Arc<dyn SessionFactory> = match pick_source(&agent, &model)? {
@@ -387,7 +400,12 @@ fn serve(
                 .scenario
                 .as_ref()
                 .ok_or("--provider scripted needs --scenario FILE")?;
-            Arc::new(ScenarioFactory::from_file(path)?.with_workspace(workspace))
+            Arc::new(
+                ScenarioFactory::from_file(path)
+                    .map_err(|e| e.to_string())?
+                    .with_workspace(workspace)
+                    .with_policy(agent.policy()),
+            )
         }
         Source::Model(spec) => {
             if spec.protocol == Protocol::Demo {
@@ -401,11 +419,9 @@ fn serve(
                 default_workspace: workspace,
                 engine: agent.engine_for(&tools_spec),
                 environment: Arc::new(move |ws: &Path| {
-                    session_tools(&tools_agent, &tools_spec, ws).unwrap_or_else(|e| {
-                        eprintln!("penguin: {e}; tools are unavailable");
-                        Arc::new(penguin::engine::scripted::ScriptedEnvironment::default())
-                    })
+                    session_tools(&tools_agent, &tools_spec, ws)
                 }),
+                policy: agent.policy(),
             })
         }
     };
@@ -415,7 +431,6 @@ fn serve(
     opts.data_root = agent.location.root.clone();
     opts.project = agent.location.project.clone();
     opts.agent = agent.location.agent.clone();
-    opts.policy = agent.policy();
     with_runtime(async move {
         penguin::server::serve(opts)
             .await
@@ -436,10 +451,7 @@ fn pick_source(agent: &Agent, args: &ModelArgs) -> Result<Source, String> {
             .scenario
             .as_ref()
             .ok_or("--provider scripted needs --scenario FILE")?;
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let scenario = Scenario::parse(&text)
-            .map_err(|e| format!("invalid scenario {}: {e}", path.display()))?;
+        let scenario = Scenario::from_file(path).map_err(|e| e.to_string())?;
         return Ok(Source::Scenario(Box::new(scenario)));
     }
     let flags = ModelFlags {
@@ -474,15 +486,13 @@ fn session_tools(
         tools.clone(),
     );
     let spawner: Arc<dyn SubagentSpawner> = Arc::new(move || {
-        agent
-            .create_session(
-                &spec,
-                &ws,
-                child_tools.clone(),
-                None,
-                Some("subagent".into()),
-            )
-            .map_err(|e| e.to_string())
+        agent.create_session(
+            &spec,
+            &ws,
+            child_tools.clone(),
+            None,
+            Some("subagent".into()),
+        )
     });
     Ok(Arc::new(SubagentEnvironment::new(tools, spawner)))
 }
@@ -584,7 +594,7 @@ async fn run_task(
 
 /// What a REPL user can do while a task runs: type to steer it, `/abort` to interrupt it.
 struct Control {
-    lines: penguin::console::TaskLines,
+    lines: console::TaskLines,
     console: Console,
     engine: penguin::engine::Engine,
     cancel: CancellationToken,
@@ -629,7 +639,7 @@ async fn render(
     let tty = stdout_is_terminal();
     let status_on = !jsonl && tty && std::io::stderr().is_terminal();
     let mut r = Renderer::new(std::io::stdout(), tty);
-    let mut summary = penguin::render::RunSummary::default();
+    let mut summary = render::RunSummary::default();
     let mut tick = tokio::time::interval(std::time::Duration::from_millis(120));
     let mut since = Instant::now();
     let mut shown = false;
@@ -798,12 +808,7 @@ fn open_session(agent: &Agent, id: &str, model: &ModelArgs) -> Result<Session, S
             id,
             |meta| model_for_resume(agent, model, meta),
             // run_subagent children use the same model, so the tools need it too.
-            |w, spec| {
-                session_tools(agent, spec, w).unwrap_or_else(|e| {
-                    eprintln!("penguin: {e}; tools are unavailable");
-                    Arc::new(penguin::engine::scripted::ScriptedEnvironment::default())
-                })
-            },
+            |w, spec| session_tools(agent, spec, w),
         )
         .map_err(|e| e.to_string())
 }

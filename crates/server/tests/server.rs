@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use futures::{Stream, StreamExt};
-use penguin::server::{router, AppState, ScenarioFactory, ServeOptions};
+use penguin::hosting::ScenarioFactory;
+use penguin::server::{router, AppState, ServeOptions};
 use penguin::sse_transport::{ChannelConfig, ClientReducer, History, SseConfig};
 use serde_json::{json, Value};
 
@@ -135,7 +136,7 @@ async fn start_with(pause_ms: u64, tweak: impl FnOnce(&mut ServeOptions)) -> Tes
     let dir = tempfile::tempdir().unwrap();
     let workspace = dir.path().join("ws");
     std::fs::create_dir_all(&workspace).unwrap();
-    let factory = ScenarioFactory::from_text(&scenario(pause_ms), "test.json", &workspace).unwrap();
+    let factory = ScenarioFactory::from_text(&scenario(pause_ms), &workspace).unwrap();
     let mut opts = ServeOptions::new(Arc::new(factory));
     opts.data_root = dir.path().join("data");
     opts.token = Some(TOKEN.into());
@@ -1103,8 +1104,8 @@ async fn a_restarted_server_serves_and_resumes_sessions_from_their_traces() {
 async fn the_demo_model_runs_behind_a_model_factory() {
     use penguin::engine::scripted::ScriptedEnvironment;
     use penguin::engine::{EngineConfig, Environment};
+    use penguin::hosting::ModelFactory;
     use penguin::models::ModelSpec;
-    use penguin::server::ModelFactory;
 
     let dir = tempfile::tempdir().unwrap();
     let factory = ModelFactory {
@@ -1116,8 +1117,9 @@ async fn the_demo_model_runs_behind_a_model_factory() {
             ..EngineConfig::default()
         },
         environment: Arc::new(|_: &std::path::Path| {
-            Arc::new(ScriptedEnvironment::default()) as Arc<dyn Environment>
+            Ok(Arc::new(ScriptedEnvironment::default()) as Arc<dyn Environment>)
         }),
+        policy: Default::default(),
     };
     let root = dir.path().join("data");
     let mut opts = ServeOptions::new(Arc::new(factory));

@@ -6,7 +6,9 @@
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
+
+use crate::api::{ErrorBody, ErrorDetail};
 
 /// An HTTP error answered as `{"error":{"code":"…","message":"…"}}`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,21 +63,27 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({"error": {"code": self.code, "message": self.message}});
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code.to_owned(),
+                message: self.message,
+            },
+        };
         (self.status, json_body(&body)).into_response()
     }
 }
 
 /// A JSON response with a status.
-pub fn json_response(status: StatusCode, value: &Value) -> Response {
+pub fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response {
     (status, json_body(value)).into_response()
 }
 
-fn json_body(value: &Value) -> ([(header::HeaderName, &'static str); 1], String) {
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        value.to_string(),
-    )
+fn json_body(value: &impl serde::Serialize) -> ([(header::HeaderName, &'static str); 1], String) {
+    // The API types serialize infallibly (string keys, no maps of non-strings).
+    let body = serde_json::to_string(value).unwrap_or_else(|e| {
+        format!(r#"{{"error":{{"code":"internal","message":"cannot encode the answer: {e}"}}}}"#)
+    });
+    ([(header::CONTENT_TYPE, "application/json")], body)
 }
 
 /// Reads a JSON object body: 415 unless `Content-Type` is JSON, 413 past `limit` bytes, 400

@@ -1,30 +1,32 @@
-//! The HTTP server behind `penguin serve` (reference §5.4–§5.8).
+//! penguin's HTTP server (reference §5.4–§5.8): sessions over a JSON API, their streams over
+//! SSE.
 //!
 //! - Sessions are hosted in memory once created (or loaded from their trace on first use after
 //!   a restart). Each running task is driven by its own tokio task, which publishes every frame
 //!   to the session's SSE channel with the very bytes the Trace records.
-//! - Every request needs `Authorization: Bearer <token>` (streams also take `?access_token=`).
-//! - Models and tools come from a [`SessionFactory`]; [`ScenarioFactory`] plays a scenario file.
+//! - Every request needs `Authorization: Bearer <token>` (the two stream routes also take
+//!   `?access_token=`, since an `EventSource` cannot send headers).
+//! - Sessions come from a [`SessionFactory`]: the server owns ids, channels, approvals,
+//!   steering and follow-ups, never models or tools. The `penguin` crate has factories for
+//!   configured models and for scenario files.
+//! - [`api`] holds the JSON bodies, for clients.
 //!
-//! ```no_run
-//! use std::sync::Arc;
-//! use penguin::server::{serve, ScenarioFactory, ServeOptions};
-//!
-//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! let factory = ScenarioFactory::from_file("tests/scenarios/seed-two-tools.json")?;
-//! let mut opts = ServeOptions::new(Arc::new(factory));
-//! opts.port = 7364;
-//! serve(opts).await?;
-//! # Ok(())
-//! # }
-//! ```
+//! Where things live: `host` (the factory seam), `sessions` (the registry), `entry` (one
+//! session's state), `tasks` (driving runs), `steering`, `approvals`, `settings` (what a
+//! restart keeps), `history` (`/messages`), `routes`, `auth`, `error`.
 
+pub mod api;
+mod approvals;
 mod auth;
+mod entry;
 mod error;
-mod factory;
 mod history;
+mod host;
 mod routes;
-mod runtime;
+mod sessions;
+mod settings;
+mod steering;
+mod tasks;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -34,15 +36,13 @@ use axum::Router;
 use penguin_sse_transport::{ChannelConfig, ChannelHub, SseConfig};
 use penguin_trace_store::{Durability, TraceLocation};
 
-pub use auth::{constant_time_eq, resolve_token, Token, TOKEN_FILE};
+pub use api::ApprovalMode;
+pub use auth::{resolve_token, tokens_match, Token, TokenError, MIN_TOKEN_LEN, TOKEN_FILE};
 pub use error::ApiError;
-pub use factory::{
-    CreateSession, EnvironmentBuilder, ModelFactory, ResumeParts, ScenarioFactory, SessionFactory,
-    SessionParts,
-};
-pub use runtime::{valid_session_id, ApprovalMode, USER_CHANNEL};
+pub use host::{CreateSession, FactoryError, HostedSession, LoadSession, SessionFactory};
+pub use sessions::{valid_session_id, USER_CHANNEL};
 
-use runtime::{RuntimeConfig, Sessions};
+use sessions::{RuntimeConfig, Sessions};
 
 /// The default request-body cap: 1 MiB.
 pub const DEFAULT_MAX_BODY: usize = 1024 * 1024;
@@ -74,8 +74,6 @@ pub struct ServeOptions {
     pub durability: Durability,
     /// Largest accepted request body, in bytes.
     pub max_body_bytes: usize,
-    /// Commands no session runs, whatever its approval mode.
-    pub policy: crate::policy::CommandPolicy,
 }
 
 impl std::fmt::Debug for ServeOptions {
@@ -113,7 +111,6 @@ impl ServeOptions {
             sse: SseConfig::default(),
             durability: Durability::AtCommit,
             max_body_bytes: DEFAULT_MAX_BODY,
-            policy: Default::default(),
         }
     }
 }
@@ -123,7 +120,7 @@ impl ServeOptions {
 pub enum ServeError {
     /// The token could not be read or generated.
     #[error("server token: {0}")]
-    Token(String),
+    Token(#[from] TokenError),
     /// The address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -166,7 +163,6 @@ impl AppState {
                 location: TraceLocation::new(&opts.data_root, &opts.project, &opts.agent),
                 durability: opts.durability,
                 hub: ChannelHub::new(opts.channel.clone()),
-                policy: opts.policy.clone(),
             })),
             token: token.into(),
             sse: opts.sse.clone(),
@@ -237,7 +233,7 @@ pub fn router(state: AppState) -> Router {
 /// Binds `host:port`, prints the URL (and the token when this start generated it), and serves
 /// until Ctrl-C.
 pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
-    let token = resolve_token(opts.token.as_deref(), &opts.data_root).map_err(ServeError::Token)?;
+    let token = resolve_token(opts.token.as_deref(), &opts.data_root)?;
     let addr = format!("{}:{}", opts.host, opts.port);
     let listener = tokio::net::TcpListener::bind(&addr)
         .await

@@ -13,8 +13,8 @@ use serde_json::Value;
 use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 
-use super::contract::{Output, Tool, ToolOutcome, ToolResult};
-use super::notes;
+use crate::contract::{Output, Tool, ToolOutcome, ToolResult};
+use crate::notes;
 use penguin_omni_protocol::StopReason;
 
 /// How long to keep reading after the shell exited and its group was killed. Output already

@@ -4,9 +4,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use penguin::engine::{CancellationToken, Environment, Permission, ToolCallRequest};
-use penguin::omni_protocol::{build, ModelPayload, OmniMessage, StopReason, StreamEventType};
-use penguin::tools::{BuiltinTool, BuiltinTools, ToolsConfig, ARCHIVE_DIR};
+use penguin_engine::{CancellationToken, Environment, Permission, ToolCallRequest};
+use penguin_omni_protocol::{build, ModelPayload, OmniMessage, StopReason, StreamEventType};
+use penguin_tools::{BuiltinTool, BuiltinTools, ToolsConfig, ARCHIVE_DIR};
 use serde_json::{json, Value};
 
 const ID: &str = "call_7";

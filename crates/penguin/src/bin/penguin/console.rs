@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 
 use async_trait::async_trait;
-use penguin_engine::Approver;
+use penguin::engine::{ApprovalError, Approver};
 use penguin_omni_protocol::{ApprovalDecision, ModelPayload, OmniMessage};
 use tokio::sync::{mpsc, oneshot, Mutex};
 
@@ -88,6 +88,7 @@ impl Console {
     }
 
     /// A console fed from a list (tests): prompts and the REPL take lines in the order they ask.
+    #[cfg(test)]
     pub fn from_lines(lines: Vec<String>) -> Console {
         let (_tx, rx) = mpsc::unbounded_channel();
         Console {
@@ -198,17 +199,6 @@ impl Drop for TaskLines {
     }
 }
 
-/// Allows every call (`--yes`).
-#[derive(Debug, Default)]
-pub struct AllowAll;
-
-#[async_trait]
-impl Approver for AllowAll {
-    async fn approve(&self, _call: &OmniMessage) -> Result<ApprovalDecision, String> {
-        Ok(ApprovalDecision::Allow)
-    }
-}
-
 /// Asks on the terminal: `y` allow, `n` deny, `a` allow this and every later call.
 #[derive(Debug)]
 pub struct TerminalApprover {
@@ -242,7 +232,7 @@ pub fn approval_prompt(call: &OmniMessage) -> String {
 
 #[async_trait]
 impl Approver for TerminalApprover {
-    async fn approve(&self, call: &OmniMessage) -> Result<ApprovalDecision, String> {
+    async fn approve(&self, call: &OmniMessage) -> Result<ApprovalDecision, ApprovalError> {
         if self.always.load(Ordering::Relaxed) {
             return Ok(ApprovalDecision::Allow);
         }

@@ -110,6 +110,7 @@ impl<W: Write> Renderer<W> {
     }
 
     /// The writer.
+    #[cfg(test)]
     pub fn into_inner(self) -> W {
         self.out
     }

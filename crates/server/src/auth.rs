@@ -34,8 +34,12 @@ impl std::fmt::Debug for Token {
 ///
 /// The file is written under a temporary name and hard-linked into place, so a reader never sees
 /// a half-written token and two servers starting at once agree on one token.
-pub fn resolve_token(explicit: Option<&str>, data_root: &Path) -> Result<Token, String> {
+pub fn resolve_token(explicit: Option<&str>, data_root: &Path) -> Result<Token, TokenError> {
     if let Some(t) = explicit.map(str::trim).filter(|t| !t.is_empty()) {
+        let len = t.chars().count();
+        if len < MIN_TOKEN_LEN {
+            return Err(TokenError::TooShort(len));
+        }
         return Ok(Token {
             value: t.to_owned(),
             generated: false,
@@ -50,8 +54,10 @@ pub fn resolve_token(explicit: Option<&str>, data_root: &Path) -> Result<Token, 
             path: Some(path),
         });
     }
-    std::fs::create_dir_all(data_root)
-        .map_err(|e| format!("cannot create the data root {}: {e}", data_root.display()))?;
+    std::fs::create_dir_all(data_root).map_err(|source| TokenError::Io {
+        path: data_root.to_path_buf(),
+        source,
+    })?;
     let bytes: [u8; 32] = rand::random();
     let value: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     let tmp = data_root.join(format!(".{TOKEN_FILE}.{:08x}", rand::random::<u32>()));
@@ -84,36 +90,57 @@ pub fn resolve_token(explicit: Option<&str>, data_root: &Path) -> Result<Token, 
                 generated: false,
                 path: Some(path),
             }),
-            None => Err(format!("{} exists but is empty", path.display())),
+            None => Err(TokenError::Empty(path)),
         },
-        Err(e) => Err(format!("cannot write {}: {e}", path.display())),
+        Err(source) => Err(TokenError::Io { path, source }),
     }
 }
 
-fn read_token(path: &Path) -> Result<Option<String>, String> {
+fn read_token(path: &Path) -> Result<Option<String>, TokenError> {
     match std::fs::read_to_string(path) {
         Ok(s) => {
             let t = s.trim();
             if t.is_empty() {
-                Err(format!(
-                    "{} is empty: delete it to generate a new token",
-                    path.display()
-                ))
+                Err(TokenError::Empty(path.to_path_buf()))
             } else {
                 Ok(Some(t.to_owned()))
             }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+        Err(source) => Err(TokenError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
     }
 }
 
-/// Equality whose time does not depend on where the inputs differ (only on their lengths).
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// Whether a presented token is the server's, in time that does not depend on where they
+/// differ.
+pub fn tokens_match(presented: &str, token: &str) -> bool {
+    use subtle::ConstantTimeEq;
+    presented.as_bytes().ct_eq(token.as_bytes()).into()
+}
+
+/// The shortest token the server accepts: anything shorter can be guessed.
+pub const MIN_TOKEN_LEN: usize = 16;
+
+/// Why the server token could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    /// A given token is too short to be a secret.
+    #[error("the token is {0} characters long; use at least {MIN_TOKEN_LEN} (or unset PENGUIN_TOKEN to generate one)")]
+    TooShort(usize),
+    /// The token file is empty.
+    #[error("{0} is empty: delete it to generate a new token")]
+    Empty(PathBuf),
+    /// The token file or the data root could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
 }
 
 /// The credential a request presents: `Authorization: Bearer <token>`, or for SSE streams
@@ -178,9 +205,9 @@ mod tests {
 
     #[test]
     fn tokens_compare_exactly() {
-        assert!(constant_time_eq(b"abc", b"abc"));
-        assert!(!constant_time_eq(b"abc", b"abd"));
-        assert!(!constant_time_eq(b"abc", b"abcd"));
+        assert!(tokens_match("abc", "abc"));
+        assert!(!tokens_match("abc", "abd"));
+        assert!(!tokens_match("abc", "abcd"));
     }
 
     #[test]
@@ -214,8 +241,12 @@ mod tests {
                 .mode();
             assert_eq!(mode & 0o777, 0o600);
         }
-        let env = resolve_token(Some(" from-env "), dir.path()).unwrap();
-        assert_eq!(env.value, "from-env");
+        let env = resolve_token(Some(" from-env-0123456789 "), dir.path()).unwrap();
+        assert_eq!(env.value, "from-env-0123456789");
+        assert!(matches!(
+            resolve_token(Some("x"), dir.path()),
+            Err(TokenError::TooShort(1))
+        ));
         assert!(!env.generated && env.path.is_none());
     }
 }

@@ -43,6 +43,7 @@ mod exec;
 mod files;
 pub mod notes;
 mod path;
+pub mod policy;
 
 use std::io;
 use std::path::{Path, PathBuf};

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use penguin_engine::Approver;
+use penguin_engine::{ApprovalError, Approver};
 use penguin_omni_protocol::{ApprovalDecision, ModelPayload, OmniMessage};
 
 /// Forbidden command fragments for `exec_command`.
@@ -73,7 +73,7 @@ struct PolicyApprover {
 
 #[async_trait]
 impl Approver for PolicyApprover {
-    async fn approve(&self, call: &OmniMessage) -> Result<ApprovalDecision, String> {
+    async fn approve(&self, call: &OmniMessage) -> Result<ApprovalDecision, ApprovalError> {
         if self.policy.veto(call).is_some() {
             return Ok(ApprovalDecision::Forbidden);
         }
@@ -93,7 +93,7 @@ mod tests {
 
     #[async_trait]
     impl Approver for Yes {
-        async fn approve(&self, _call: &OmniMessage) -> Result<ApprovalDecision, String> {
+        async fn approve(&self, _call: &OmniMessage) -> Result<ApprovalDecision, ApprovalError> {
             Ok(ApprovalDecision::Allow)
         }
     }

@@ -1,6 +1,5 @@
 //! The HTTP routes (§5.4–§5.8).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -12,15 +11,21 @@ use axum::response::{IntoResponse, Response};
 use penguin_engine::ThinkingLevel;
 use penguin_omni_protocol::{build, ApprovalDecision, OmniMessage};
 use penguin_sse_transport::{into_response, last_event_id, open_stream, LiveTail, ServerEvent};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
-use super::auth::{constant_time_eq, presented_token};
-use super::error::{json_response, kind, opt_bool, opt_str, read_object, ApiError};
-use super::history::{
+use crate::api::{
+    ApprovalMode, CompactAccepted, CreateSessionRequest, MessagesPage, Recalled, RetryNow,
+    SessionEnvelope, SessionInfo, SessionList, SteerAccepted, TaskAccepted,
+};
+use crate::auth::{presented_token, tokens_match};
+use crate::entry::Entry;
+use crate::error::{json_response, kind, opt_bool, opt_str, read_object, ApiError};
+use crate::history::{
     append_missing, expand_subagents, first_record, read_history, session_ids, trace_files,
 };
-use super::runtime::{ApprovalMode, Entry, USER_CHANNEL};
-use super::AppState;
+use crate::sessions::USER_CHANNEL;
+use crate::tasks::TaskInput;
+use crate::AppState;
 
 type ApiResult = Result<Response, ApiError>;
 
@@ -37,12 +42,25 @@ async fn entry(
     app.sessions.get(&id).await
 }
 
+/// The two routes an `EventSource` opens, which cannot send headers: only they take the token
+/// from the query string, and only for `GET`.
+fn is_stream_route(method: &Method, path: &str) -> bool {
+    if method != Method::GET {
+        return false;
+    }
+    if path == "/api/events" {
+        return true;
+    }
+    path.strip_prefix("/api/sessions/")
+        .and_then(|rest| rest.strip_suffix("/stream"))
+        .is_some_and(|id| !id.is_empty() && !id.contains('/'))
+}
+
 /// Every request must present the token (§5.8); streams may pass it as `?access_token=`.
 pub(crate) async fn auth(State(app): State<AppState>, req: Request, next: Next) -> Response {
-    let path = req.uri().path();
-    let allow_query = path.ends_with("/stream") || path == "/api/events";
+    let allow_query = is_stream_route(req.method(), req.uri().path());
     match presented_token(req.headers(), req.uri(), allow_query) {
-        Some(t) if constant_time_eq(t.as_bytes(), app.token.as_bytes()) => next.run(req).await,
+        Some(t) if tokens_match(&t, &app.token) => next.run(req).await,
         Some(_) => ApiError::new(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
@@ -94,19 +112,23 @@ pub(crate) async fn create_session(
     body: Body,
 ) -> ApiResult {
     let obj = read_object(&headers, body, app.max_body).await?;
-    let provider = opt_str(&obj, "provider")?.map(str::to_owned);
-    let model = opt_str(&obj, "model")?.map(str::to_owned);
-    let workspace = opt_str(&obj, "workspace")?.map(PathBuf::from);
-    let mode = parse_mode(&obj)?;
-    let entry = app.sessions.create(provider, model, workspace, mode)?;
+    let req = CreateSessionRequest {
+        provider: opt_str(&obj, "provider")?.map(str::to_owned),
+        model: opt_str(&obj, "model")?.map(str::to_owned),
+        workspace: opt_str(&obj, "workspace")?.map(str::to_owned),
+        approval_mode: parse_mode(&obj)?,
+    };
+    let entry = app.sessions.create(req)?;
     Ok(json_response(
         StatusCode::CREATED,
-        &json!({"session": entry.to_json()}),
+        &SessionEnvelope {
+            session: entry.info(),
+        },
     ))
 }
 
 pub(crate) async fn list_sessions(State(app): State<AppState>) -> ApiResult {
-    let mut out: Vec<Value> = app.sessions.loaded().iter().map(|e| e.to_json()).collect();
+    let mut out: Vec<SessionInfo> = app.sessions.loaded().iter().map(|e| e.info()).collect();
     let traces = app.sessions.cfg.location.traces_dir();
     // Sessions on disk that this process has not loaded: described from their session_meta
     // without resuming them (resuming writes to the trace).
@@ -120,23 +142,36 @@ pub(crate) async fn list_sessions(State(app): State<AppState>) -> ApiResult {
             .ok()
             .and_then(|f| f.first().and_then(|f| first_record(&f.path)));
         let p = meta.as_ref().and_then(|m| m.get("payload"));
-        let field = |k: &str| p.and_then(|p| p.get(k)).cloned().unwrap_or(Value::Null);
-        out.push(json!({
-            "id": id,
-            "title": null,
-            "approvalMode": ApprovalMode::default().as_str(),
-            "state": "idle",
-            "queued": 0,
-            "provider": field("provider"),
-            "model": field("model_id"),
-            "workspace": field("workspace"),
-            "source": field("source"),
-            "createdAt": meta.as_ref().and_then(|m| m.get("timestamp")).cloned().unwrap_or(Value::Null),
-            "lastActiveAt": null,
-            "hasTrace": true,
-        }));
+        let field = |k: &str| {
+            p.and_then(|p| p.get(k))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        let settings = app.sessions.settings.load(&id);
+        out.push(SessionInfo {
+            title: settings.title,
+            approval_mode: settings.approval_mode,
+            state: penguin_sse_transport::SessionStatus::Idle,
+            queued: 0,
+            provider: field("provider"),
+            model: field("model_id"),
+            workspace: field("workspace"),
+            source: field("source"),
+            created_at: meta
+                .as_ref()
+                .and_then(|m| m.get("timestamp"))
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            last_active_at: None,
+            has_trace: true,
+            trace_write_failures: 0,
+            id,
+        });
     }
-    Ok(json_response(StatusCode::OK, &json!({"sessions": out})))
+    Ok(json_response(
+        StatusCode::OK,
+        &SessionList { sessions: out },
+    ))
 }
 
 pub(crate) async fn get_session(
@@ -146,7 +181,7 @@ pub(crate) async fn get_session(
     let e = entry(&app, p).await?;
     Ok(json_response(
         StatusCode::OK,
-        &json!({"session": e.to_json()}),
+        &SessionEnvelope { session: e.info() },
     ))
 }
 
@@ -163,7 +198,7 @@ pub(crate) async fn patch_session(
     app.sessions.update(&e, mode, title);
     Ok(json_response(
         StatusCode::OK,
-        &json!({"session": e.to_json()}),
+        &SessionEnvelope { session: e.info() },
     ))
 }
 
@@ -224,11 +259,10 @@ pub(crate) async fn messages(
     // Captured before the trace is read: every event up to the live cursor is then either in
     // the trace, in the fragments, or in the pending holds.
     let snap = app.sessions.history_snapshot(&e);
-    if let Some(flush) = snap.flush {
-        let flushed = tokio::task::spawn_blocking(move || flush.wait()).await;
-        if let Ok(Err(err)) = flushed {
-            tracing::warn!("[server] trace flush before /messages failed: {err}");
-        }
+    let flush = snap.flush;
+    let flushed = tokio::task::spawn_blocking(move || flush.wait()).await;
+    if let Ok(Err(err)) = flushed {
+        tracing::warn!("[server] trace flush before /messages failed: {err}");
     }
     let traces = app.sessions.cfg.location.traces_dir();
     let id = e.id.clone();
@@ -246,12 +280,13 @@ pub(crate) async fn messages(
         let start = msgs.len().saturating_sub(n);
         msgs.drain(..start);
     }
-    let mut body = json!({"messages": msgs});
-    if let Some(live) = snap.live {
-        body["live"] = serde_json::to_value(LiveTail::from(live))
-            .map_err(|err| ApiError::internal(format!("cannot encode the live tail: {err}")))?;
-    }
-    Ok(json_response(StatusCode::OK, &body))
+    Ok(json_response(
+        StatusCode::OK,
+        &MessagesPage {
+            messages: msgs,
+            live: snap.live.map(LiveTail::from),
+        },
+    ))
 }
 
 pub(crate) async fn stream(
@@ -359,12 +394,19 @@ pub(crate) async fn create_task(
             })?),
         };
     let queue = opt_bool(&obj, "queueIfBusy")?.unwrap_or(false);
-    let queued = app
-        .sessions
-        .submit(&e, input, thinking, queue, text, images)?;
+    let task = TaskInput {
+        messages: input,
+        thinking,
+        text,
+        images,
+    };
+    let queued = app.sessions.submit(&e, task, queue)?;
     Ok(json_response(
         StatusCode::ACCEPTED,
-        &json!({"sessionId": e.id, "queued": queued}),
+        &TaskAccepted {
+            session_id: e.id.clone(),
+            queued,
+        },
     ))
 }
 
@@ -381,7 +423,7 @@ pub(crate) async fn steer(
         .ok_or_else(|| ApiError::field("text", "non-blank text"))?
         .to_owned();
     let id = app.sessions.steer(&e, text)?;
-    Ok(json_response(StatusCode::ACCEPTED, &json!({"id": id})))
+    Ok(json_response(StatusCode::ACCEPTED, &SteerAccepted { id }))
 }
 
 pub(crate) async fn approve(
@@ -438,7 +480,7 @@ pub(crate) async fn retry_now(
 ) -> ApiResult {
     let e = entry(&app, p).await?;
     let skipped = app.sessions.retry_now(&e);
-    Ok(json_response(StatusCode::OK, &json!({"skipped": skipped})))
+    Ok(json_response(StatusCode::OK, &RetryNow { skipped }))
 }
 
 pub(crate) async fn compact(
@@ -449,16 +491,19 @@ pub(crate) async fn compact(
     app.sessions.compact(&e)?;
     Ok(json_response(
         StatusCode::ACCEPTED,
-        &json!({"sessionId": e.id}),
+        &CompactAccepted {
+            session_id: e.id.clone(),
+        },
     ))
 }
 
-fn recalled(p: &penguin_sse_transport::PendingInput, thinking: Option<ThinkingLevel>) -> Value {
-    let mut v = json!({"text": p.text, "images": p.images, "files": p.files});
-    if let Some(t) = thinking {
-        v["thinkingLevel"] = serde_json::to_value(t).unwrap_or(Value::Null);
+fn recalled(p: penguin_sse_transport::PendingInput, thinking: Option<ThinkingLevel>) -> Recalled {
+    Recalled {
+        text: p.text,
+        images: p.images,
+        files: p.files,
+        thinking_level: thinking,
     }
-    v
 }
 
 pub(crate) async fn unsteer(
@@ -468,7 +513,7 @@ pub(crate) async fn unsteer(
     let Path((id, steer)) = p.map_err(|e| ApiError::bad_request("invalid_path", e.body_text()))?;
     let e = app.sessions.get(&id).await?;
     let mirror = app.sessions.unsteer(&e, &steer)?;
-    Ok(json_response(StatusCode::OK, &recalled(&mirror, None)))
+    Ok(json_response(StatusCode::OK, &recalled(mirror, None)))
 }
 
 pub(crate) async fn remove_follow_up(
@@ -478,5 +523,27 @@ pub(crate) async fn remove_follow_up(
     let Path((id, fid)) = p.map_err(|e| ApiError::bad_request("invalid_path", e.body_text()))?;
     let e = app.sessions.get(&id).await?;
     let (mirror, thinking) = app.sessions.remove_follow_up(&e, &fid)?;
-    Ok(json_response(StatusCode::OK, &recalled(&mirror, thinking)))
+    Ok(json_response(StatusCode::OK, &recalled(mirror, thinking)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_two_stream_routes_take_a_query_token() {
+        assert!(is_stream_route(&Method::GET, "/api/events"));
+        assert!(is_stream_route(&Method::GET, "/api/sessions/s1/stream"));
+        assert!(!is_stream_route(&Method::POST, "/api/sessions/s1/stream"));
+        assert!(!is_stream_route(&Method::POST, "/api/events"));
+        for path in [
+            "/api/sessions/s1/approvals/stream",
+            "/api/sessions//stream",
+            "/api/sessions/s1/x/stream",
+            "/stream",
+            "/api/sessions/s1/messages",
+        ] {
+            assert!(!is_stream_route(&Method::GET, path), "{path}");
+        }
+    }
 }

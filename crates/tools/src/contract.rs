@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use futures::FutureExt;
-use penguin_llm_providers::{CancellationToken, MessageSink};
+use penguin_engine::{CancellationToken, MessageSink};
 use penguin_omni_protocol::{
     build, Body, ModelPayload, OmniMessage, PartialToolCallOutput, Role, StopReason,
     StreamEventType, ToolCall,
@@ -18,8 +18,8 @@ use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
-use super::notes;
-use super::path::error_code;
+use crate::notes;
+use crate::path::error_code;
 
 /// How many chunks a tool may run ahead of the sink before its `emit` waits: keeps a flooding
 /// command from buffering unbounded output in memory.

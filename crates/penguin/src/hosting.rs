@@ -1,0 +1,321 @@
+//! Sessions for `penguin serve`: [`Session`] as the server's [`HostedSession`], and the two
+//! [`SessionFactory`]s: [`ModelFactory`] (a configured model with the built-in tools) and
+//! [`ScenarioFactory`] (a scenario file's scripted model and tools).
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use penguin::hosting::ScenarioFactory;
+//! use penguin::server::{serve, ServeOptions};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let factory = ScenarioFactory::from_file("tests/scenarios/seed-two-tools.json")?;
+//! let mut opts = ServeOptions::new(Arc::new(factory));
+//! opts.port = 7364;
+//! serve(opts).await?;
+//! # Ok(())
+//! # }
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use futures::stream::BoxStream;
+use penguin_engine::{
+    CancellationToken, Engine, EngineBusy, EngineConfig, Environment, RunOptions,
+};
+use penguin_omni_protocol::{Frame, OmniMessage, SessionMeta};
+use penguin_server::{CreateSession, FactoryError, HostedSession, LoadSession, SessionFactory};
+use penguin_tools::policy::CommandPolicy;
+use penguin_trace_store::Writer;
+
+use crate::models::{build_llm, ModelContext, ModelSpec};
+use penguin_llm_providers::scripted::ScriptError;
+
+use crate::scenario::{Scenario, ScenarioError};
+use crate::session::{Session, SessionError, SessionSpec};
+
+impl HostedSession for Session {
+    fn id(&self) -> &str {
+        Session::id(self)
+    }
+
+    fn meta(&self) -> &SessionMeta {
+        self.meta()
+            .session_meta()
+            .expect("a session's meta message holds a session_meta")
+    }
+
+    fn run(
+        &mut self,
+        input: Vec<OmniMessage>,
+        options: RunOptions,
+    ) -> Result<BoxStream<'static, Frame>, EngineBusy> {
+        Session::run(self, input, options)
+    }
+
+    fn compact(
+        &mut self,
+        cancel: CancellationToken,
+    ) -> Result<BoxStream<'static, Frame>, EngineBusy> {
+        Session::compact(self, cancel)
+    }
+
+    fn engine(&self) -> &Engine {
+        Session::engine(self)
+    }
+
+    fn writer(&self) -> &Writer {
+        Session::writer(self)
+    }
+
+    fn environment(&self) -> Arc<dyn Environment> {
+        Session::environment(self).clone()
+    }
+}
+
+/// What loading a stored session gives before a model is built for it.
+fn load(
+    req: &LoadSession,
+) -> Result<(penguin_trace_store::Resumed, Writer, SessionMeta), FactoryError> {
+    let (resumed, writer) =
+        Session::load(&req.location, &req.session_id, req.durability).map_err(|e| match e {
+            SessionError::WorkspaceMissing(w) => FactoryError::WorkspaceMissing(w),
+            other => FactoryError::Unrecoverable(other.to_string()),
+        })?;
+    let meta = resumed
+        .meta
+        .clone()
+        .ok_or_else(|| FactoryError::Unrecoverable("the trace has no session_meta".into()))?;
+    Ok((resumed, writer, meta))
+}
+
+fn unrecoverable(e: SessionError) -> FactoryError {
+    FactoryError::Unrecoverable(e.to_string())
+}
+
+/// Plays one scenario file's scripted model and tools in every session.
+///
+/// Each session gets its own, unconsumed copy of the scripts: the file is parsed again per
+/// session, because clones of a `ScriptedModel` share one queue of requests.
+#[derive(Clone, Debug)]
+pub struct ScenarioFactory {
+    text: Arc<str>,
+    workspace: PathBuf,
+    policy: CommandPolicy,
+}
+
+impl ScenarioFactory {
+    /// Reads and validates a scenario file. Sessions default to the current directory as their
+    /// workspace.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<ScenarioFactory, ScenarioError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        ScenarioFactory::from_text(&text, ".").map_err(|source| ScenarioError::Invalid {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+
+    /// A factory over scenario text; sessions default to `workspace`.
+    pub fn from_text(
+        text: &str,
+        workspace: impl Into<PathBuf>,
+    ) -> Result<ScenarioFactory, ScriptError> {
+        Scenario::parse(text)?;
+        Ok(ScenarioFactory {
+            text: text.into(),
+            workspace: workspace.into(),
+            policy: CommandPolicy::default(),
+        })
+    }
+
+    /// Sets the default workspace of new sessions.
+    pub fn with_workspace(mut self, workspace: impl Into<PathBuf>) -> ScenarioFactory {
+        self.workspace = workspace.into();
+        self
+    }
+
+    /// Sets the commands no session runs.
+    pub fn with_policy(mut self, policy: CommandPolicy) -> ScenarioFactory {
+        self.policy = policy;
+        self
+    }
+
+    fn fresh(&self) -> Result<Scenario, FactoryError> {
+        // Parsed once already in the constructor: this cannot fail unless memory is corrupt.
+        Scenario::parse(&self.text).map_err(|e| FactoryError::Internal(e.to_string()))
+    }
+}
+
+impl SessionFactory for ScenarioFactory {
+    fn create(&self, req: &CreateSession) -> Result<Box<dyn HostedSession>, FactoryError> {
+        if let Some(p) = req.provider.as_deref() {
+            if p != "scripted" {
+                return Err(FactoryError::InvalidRequest(format!(
+                    "provider: this server plays a scenario file and only offers \"scripted\", not {p:?}"
+                )));
+            }
+        }
+        let workspace = checked_workspace(
+            req.workspace
+                .clone()
+                .unwrap_or_else(|| self.workspace.clone()),
+        )?;
+        let sc = self.fresh()?;
+        let spec = SessionSpec {
+            location: req.location.clone(),
+            provider: "scripted".into(),
+            model_id: req.model.clone().unwrap_or_else(|| "scenario".into()),
+            context_window: None,
+            system_prompt: String::new(),
+            workspace,
+            source: None,
+            durability: req.durability,
+            engine: sc.engine,
+        };
+        let mut session = Session::create(spec, Box::new(sc.llm), Arc::new(sc.tools))
+            .map_err(|e| FactoryError::Internal(e.to_string()))?;
+        session.set_command_policy(self.policy.clone());
+        Ok(Box::new(session))
+    }
+
+    fn load(&self, req: &LoadSession) -> Result<Box<dyn HostedSession>, FactoryError> {
+        let (resumed, writer, _meta) = load(req)?;
+        let sc = self.fresh()?;
+        let mut session = Session::resume(
+            resumed,
+            writer,
+            sc.engine,
+            Box::new(sc.llm),
+            Arc::new(sc.tools),
+        )
+        .map_err(unrecoverable)?;
+        session.set_command_policy(self.policy.clone());
+        Ok(Box::new(session))
+    }
+}
+
+/// The workspace as an absolute, symlink-free path (so the session and its resume agree on it,
+/// whatever the server's current directory), or why it cannot be used.
+fn checked_workspace(workspace: PathBuf) -> Result<PathBuf, FactoryError> {
+    match workspace.canonicalize() {
+        Ok(abs) if abs.is_dir() => Ok(abs),
+        _ => Err(FactoryError::InvalidRequest(format!(
+            "workspace: {} is not an existing directory",
+            workspace.display()
+        ))),
+    }
+}
+
+/// Builds the tools of a session acting on a workspace, or says why it cannot.
+pub type EnvironmentBuilder =
+    Arc<dyn Fn(&Path) -> Result<Arc<dyn Environment>, String> + Send + Sync>;
+
+/// Serves one configured model ([`ModelSpec`], e.g. from `config::resolve_model`) with the tools
+/// an [`EnvironmentBuilder`] gives for each session's workspace.
+#[derive(Clone)]
+pub struct ModelFactory {
+    /// The model every session uses (`model` in a request overrides its id).
+    pub spec: ModelSpec,
+    /// The system prompt of new sessions.
+    pub system_prompt: String,
+    /// The workspace of sessions created without one.
+    pub default_workspace: PathBuf,
+    /// Engine settings.
+    pub engine: EngineConfig,
+    /// The tools for a workspace.
+    pub environment: EnvironmentBuilder,
+    /// Commands no session runs, whatever its approval mode.
+    pub policy: CommandPolicy,
+}
+
+impl std::fmt::Debug for ModelFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelFactory")
+            .field("spec", &self.spec)
+            .field("default_workspace", &self.default_workspace)
+            .field("engine", &self.engine)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionFactory for ModelFactory {
+    fn create(&self, req: &CreateSession) -> Result<Box<dyn HostedSession>, FactoryError> {
+        if let Some(p) = req.provider.as_deref() {
+            if p != self.spec.protocol.as_str() {
+                return Err(FactoryError::InvalidRequest(format!(
+                    "provider: this server is configured for {:?}, not {p:?}",
+                    self.spec.protocol.as_str()
+                )));
+            }
+        }
+        let mut spec = self.spec.clone();
+        if let Some(m) = &req.model {
+            spec.model_id = m.clone();
+        }
+        let workspace = checked_workspace(
+            req.workspace
+                .clone()
+                .unwrap_or_else(|| self.default_workspace.clone()),
+        )?;
+        let env = (self.environment)(&workspace).map_err(FactoryError::Internal)?;
+        let llm = build_llm(
+            &spec,
+            ModelContext {
+                system_prompt: self.system_prompt.clone(),
+                tools: env.tools(),
+                ..ModelContext::default()
+            },
+        )
+        .map_err(|e| FactoryError::Internal(format!("model: {e}")))?;
+        let session_spec = SessionSpec {
+            location: req.location.clone(),
+            provider: spec.protocol.as_str().into(),
+            model_id: spec.model_id.clone(),
+            context_window: spec.context_window,
+            system_prompt: self.system_prompt.clone(),
+            workspace,
+            source: None,
+            durability: req.durability,
+            engine: self.engine.clone(),
+        };
+        let mut session = Session::create(session_spec, llm, env)
+            .map_err(|e| FactoryError::Internal(e.to_string()))?;
+        session.set_command_policy(self.policy.clone());
+        session.enable_compaction(&spec);
+        Ok(Box::new(session))
+    }
+
+    fn load(&self, req: &LoadSession) -> Result<Box<dyn HostedSession>, FactoryError> {
+        let (resumed, writer, meta) = load(req)?;
+        let mut spec = self.spec.clone();
+        if meta.provider != spec.protocol.as_str() {
+            return Err(FactoryError::Unrecoverable(format!(
+                "the session was recorded with provider {:?}; this server serves {:?}",
+                meta.provider,
+                spec.protocol.as_str()
+            )));
+        }
+        spec.model_id = meta.model_id.clone();
+        let env =
+            (self.environment)(Path::new(&meta.workspace)).map_err(FactoryError::Unrecoverable)?;
+        let llm = build_llm(
+            &spec,
+            ModelContext {
+                system_prompt: meta.system_prompt.clone(),
+                tools: env.tools(),
+                history: resumed.history.clone(),
+                session_tokens: resumed.session_tokens,
+            },
+        )
+        .map_err(|e| FactoryError::Unrecoverable(format!("model: {e}")))?;
+        let mut session = Session::resume(resumed, writer, self.engine.clone(), llm, env)
+            .map_err(unrecoverable)?;
+        session.set_command_policy(self.policy.clone());
+        session.enable_compaction(&spec);
+        Ok(Box::new(session))
+    }
+}

@@ -1,0 +1,185 @@
+//! Approvals (§5.6): the calls waiting for a human, and the approver a served run uses.
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use penguin_engine::{ApprovalError, Approver, Permission};
+use penguin_omni_protocol::{ApprovalDecision, ModelPayload, OmniMessage};
+use penguin_sse_transport::{ApprovalRequest, ServerEvent};
+use tokio::sync::oneshot;
+
+use crate::api::ApprovalMode;
+use crate::entry::{lock, Entry};
+use crate::sessions::Sessions;
+
+struct PendingApproval {
+    tool_call_id: String,
+    call: OmniMessage,
+    tx: oneshot::Sender<ApprovalDecision>,
+    // Whether its approval_request has been published (see `Entry::published_calls`).
+    announced: bool,
+}
+
+/// Calls waiting for a human, in registration order, keyed by tool_call_id only (§5.6).
+#[derive(Default)]
+pub(crate) struct Approvals {
+    pending: Mutex<Vec<PendingApproval>>,
+}
+
+impl Approvals {
+    pub(crate) fn register(
+        &self,
+        call: OmniMessage,
+        id: String,
+        announced: bool,
+    ) -> oneshot::Receiver<ApprovalDecision> {
+        let (tx, rx) = oneshot::channel();
+        let mut p = lock(&self.pending);
+        if let Some(pos) = p.iter().position(|a| a.tool_call_id == id) {
+            let old = p.remove(pos);
+            let _ = old.tx.send(ApprovalDecision::Deny);
+        }
+        p.push(PendingApproval {
+            tool_call_id: id,
+            call,
+            tx,
+            announced,
+        });
+        rx
+    }
+
+    pub(crate) fn resolve(&self, id: &str, decision: ApprovalDecision) -> bool {
+        let mut p = lock(&self.pending);
+        match p.iter().position(|a| a.tool_call_id == id) {
+            Some(pos) => {
+                // A receiver dropped by an interrupted run still counts as answered.
+                let _ = p.remove(pos).tx.send(decision);
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub(crate) fn deny_all(&self) {
+        for a in lock(&self.pending).drain(..) {
+            let _ = a.tx.send(ApprovalDecision::Deny);
+        }
+    }
+
+    /// The announced requests, in registration order.
+    pub(crate) fn requests(&self) -> Vec<OmniMessage> {
+        lock(&self.pending)
+            .iter()
+            .filter(|a| a.announced)
+            .map(|a| a.call.clone())
+            .collect()
+    }
+
+    /// Marks the request for `id` announced; returns its call if it was registered and not
+    /// announced yet.
+    pub(crate) fn announce(&self, id: &str) -> Option<OmniMessage> {
+        let mut p = lock(&self.pending);
+        let a = p
+            .iter_mut()
+            .find(|a| a.tool_call_id == id && !a.announced)?;
+        a.announced = true;
+        Some(a.call.clone())
+    }
+}
+
+pub(crate) fn approval_request(call: OmniMessage) -> ServerEvent {
+    ServerEvent::ApprovalRequest(ApprovalRequest {
+        origin: call.origin.clone(),
+        tool_call: call,
+    })
+}
+
+/// The approver of one run: the session's mode, read at every call (§5.6).
+pub(crate) struct ServerApprover {
+    pub(crate) sessions: Arc<Sessions>,
+    pub(crate) entry: Arc<Entry>,
+}
+
+#[async_trait]
+impl Approver for ServerApprover {
+    async fn approve(&self, call: &OmniMessage) -> Result<ApprovalDecision, ApprovalError> {
+        let mode = self.entry.rt().approval_mode;
+        match mode {
+            ApprovalMode::AllowAll => return Ok(ApprovalDecision::Allow),
+            ApprovalMode::DenyAll => return Ok(ApprovalDecision::Deny),
+            ApprovalMode::ReadOnly => {
+                let name = match call.model() {
+                    Some(ModelPayload::ToolCall(tc)) => tc.name.as_str(),
+                    _ => "",
+                };
+                if self.entry.env.permission(name) == Permission::Read {
+                    return Ok(ApprovalDecision::Allow);
+                }
+            }
+            ApprovalMode::AlwaysAsk => {}
+        }
+        let id = call
+            .tool_call_id()
+            .ok_or(ApprovalError::MissingToolCallId)?
+            .to_owned();
+        let rx = {
+            // Registered and announced under the publish lock, so an abort (which denies under
+            // the same lock) cannot slip in between.
+            let _p = lock(&self.entry.publish);
+            // A subagent's call (with an origin) is not on this session's own stream order
+            // the same way; announce it at once.
+            let shown = call.has_origin() || lock(&self.entry.published_calls).contains(&id);
+            let rx = self.entry.approvals.register(call.clone(), id, shown);
+            if shown {
+                self.sessions
+                    .channel(&self.entry.id)
+                    .publish_server_event(&approval_request(call.clone()));
+            }
+            rx
+        };
+        // No timeout: a human may take as long as they like; an abort or the end of the run
+        // denies.
+        Ok(rx.await.unwrap_or(ApprovalDecision::Deny))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use penguin_omni_protocol::{build, StopReason};
+
+    fn call(id: &str) -> OmniMessage {
+        build::tool_call("bash", "{}", id, StopReason::Completed, None)
+    }
+
+    #[test]
+    fn approvals_resolve_once_and_re_registering_denies_the_old_wait() {
+        let a = Approvals::default();
+        let mut old = a.register(call("c1"), "c1".into(), false);
+        assert!(a.requests().is_empty(), "not announced yet");
+        assert_eq!(
+            a.announce("c1")
+                .and_then(|c| c.tool_call_id().map(str::to_owned)),
+            Some("c1".into())
+        );
+        assert!(a.announce("c1").is_none(), "announced once");
+        let mut new = a.register(call("c1"), "c1".into(), true);
+        assert_eq!(old.try_recv(), Ok(ApprovalDecision::Deny));
+        let mut other = a.register(call("c2"), "c2".into(), true);
+        assert_eq!(a.requests().len(), 2);
+        assert!(a.resolve("c1", ApprovalDecision::Allow));
+        assert!(!a.resolve("c1", ApprovalDecision::Allow), "only once");
+        assert_eq!(new.try_recv(), Ok(ApprovalDecision::Allow));
+        a.deny_all();
+        assert_eq!(other.try_recv(), Ok(ApprovalDecision::Deny));
+        assert!(a.requests().is_empty());
+    }
+
+    #[test]
+    fn modes_parse_strictly() {
+        for m in ApprovalMode::ALL {
+            assert_eq!(ApprovalMode::parse(m.as_str()), Some(m));
+        }
+        assert_eq!(ApprovalMode::parse("Allow-All"), None);
+    }
+}

@@ -1,0 +1,195 @@
+//! One hosted session's state: its engine, what it is doing, what waits for it, and the
+//! bookkeeping the publish pipeline does on every frame (§5.5).
+//!
+//! Lock discipline (the channel's `connect` builds its snapshot under the channel lock, reading
+//! an entry's runtime and approvals):
+//! - `Entry::publish` serializes everything published to a session channel, together with the
+//!   state change it announces, so `task_state` events can never overtake each other;
+//! - the runtime and approval mutexes are never held while taking the channel lock, so
+//!   `publish → channel` and `channel → runtime/approvals` cannot deadlock;
+//! - none of these std mutexes is held across an `.await`.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use penguin_engine::{CancellationToken, Environment, SteerId, ThinkingLevel};
+use penguin_omni_protocol::{Frame, ModelPayload, OmniMessage, Role, SessionMeta};
+use penguin_sse_transport::{PendingInput, ServerEvent, SessionStatus, TaskState};
+use tokio::sync::watch;
+
+use crate::api::{ApprovalMode, SessionInfo};
+use crate::approvals::{approval_request, Approvals};
+use crate::host::HostedSession;
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section leaves the data consistent, so a panic elsewhere must not take the
+    // session down with it.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+pub(crate) fn now_iso() -> String {
+    chrono::Utc::now()
+        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string()
+}
+
+pub(crate) fn random_id() -> String {
+    let b: [u8; 16] = rand::random();
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+pub(crate) struct FollowUp {
+    pub(crate) mirror: PendingInput,
+    pub(crate) input: Vec<OmniMessage>,
+    pub(crate) thinking: Option<ThinkingLevel>,
+}
+
+pub(crate) struct Runtime {
+    pub(crate) status: SessionStatus,
+    pub(crate) cancel: Option<CancellationToken>,
+    // Kept past the end of a run: a run aborted during bootstrap wrote nothing, so these are
+    // its only record (§5.5).
+    pub(crate) pending_inputs: Vec<Frame>,
+    pub(crate) pending_bootstrap: Vec<Frame>,
+    pub(crate) follow_ups: VecDeque<FollowUp>,
+    pub(crate) steering: VecDeque<(PendingInput, SteerId)>,
+    pub(crate) approval_mode: ApprovalMode,
+    pub(crate) title: Option<String>,
+    pub(crate) created_at: String,
+    pub(crate) last_active_at: String,
+    pub(crate) has_trace: bool,
+    pub(crate) deleted: bool,
+}
+
+impl Runtime {
+    pub(crate) fn new(approval_mode: ApprovalMode, title: Option<String>, has_trace: bool) -> Self {
+        let now = now_iso();
+        Runtime {
+            status: SessionStatus::Idle,
+            cancel: None,
+            pending_inputs: Vec::new(),
+            pending_bootstrap: Vec::new(),
+            follow_ups: VecDeque::new(),
+            steering: VecDeque::new(),
+            approval_mode,
+            title,
+            created_at: now.clone(),
+            last_active_at: now,
+            has_trace,
+            deleted: false,
+        }
+    }
+
+    pub(crate) fn task_state(&self) -> TaskState {
+        let list = |v: Vec<PendingInput>| (!v.is_empty()).then_some(v);
+        TaskState {
+            state: self.status,
+            queued: Some(u32::try_from(self.follow_ups.len()).unwrap_or(u32::MAX)),
+            pending_steering: list(self.steering.iter().map(|(p, _)| p.clone()).collect()),
+            pending_follow_ups: list(self.follow_ups.iter().map(|f| f.mirror.clone()).collect()),
+        }
+    }
+
+    /// Whether the session has written (or is writing) anything.
+    pub(crate) fn has_trace(&self) -> bool {
+        self.has_trace || self.status != SessionStatus::Idle
+    }
+
+    /// Parent-level bookkeeping of one drive message (§5.5 step 1). Returns true when it was a
+    /// delivered steering message (the mirror shifted).
+    pub(crate) fn observe(&mut self, msg: &OmniMessage) -> bool {
+        if msg.has_origin() {
+            return false;
+        }
+        match msg.payload_type() {
+            "tool_list_ready" | "mcp_connect_begin" | "mcp_connect_end" => {
+                self.pending_bootstrap.push(Frame::new(msg.clone()));
+                false
+            }
+            "request_begin" => {
+                // The engine has written the input and the bootstrap records by now.
+                self.pending_inputs.clear();
+                self.pending_bootstrap.clear();
+                false
+            }
+            _ => match msg.model() {
+                Some(ModelPayload::Text(t))
+                    if t.role == Role::User && t.text.starts_with("[user_steering]") =>
+                {
+                    self.steering.pop_front().is_some()
+                }
+                _ => false,
+            },
+        }
+    }
+}
+
+/// One hosted session.
+pub(crate) struct Entry {
+    pub(crate) id: String,
+    pub(crate) meta: SessionMeta,
+    pub(crate) session: Mutex<Box<dyn HostedSession>>,
+    pub(crate) env: Arc<dyn Environment>,
+    pub(crate) rt: Mutex<Runtime>,
+    pub(crate) approvals: Approvals,
+    pub(crate) publish: Mutex<()>,
+    pub(crate) status_tx: watch::Sender<SessionStatus>,
+    // Tool calls of the current run already published on the channel. The engine asks for
+    // approval as soon as a call enters its queue, which can be before the drive has published
+    // that call; the approval_request is held back until then, so clients always see a call
+    // before its request.
+    pub(crate) published_calls: Mutex<HashSet<String>>,
+}
+
+impl Entry {
+    pub(crate) fn new(session: Box<dyn HostedSession>, rt: Runtime) -> Entry {
+        Entry {
+            id: session.id().to_owned(),
+            meta: session.meta().clone(),
+            env: session.environment(),
+            session: Mutex::new(session),
+            rt: Mutex::new(rt),
+            approvals: Approvals::default(),
+            publish: Mutex::new(()),
+            status_tx: watch::Sender::new(SessionStatus::Idle),
+            published_calls: Mutex::new(HashSet::new()),
+        }
+    }
+
+    pub(crate) fn rt(&self) -> MutexGuard<'_, Runtime> {
+        lock(&self.rt)
+    }
+
+    pub(crate) fn session(&self) -> MutexGuard<'_, Box<dyn HostedSession>> {
+        lock(&self.session)
+    }
+
+    /// The session as the API shows it.
+    pub(crate) fn info(&self) -> SessionInfo {
+        let failures = self.session().writer().failed_writes();
+        let rt = self.rt();
+        SessionInfo {
+            id: self.id.clone(),
+            title: rt.title.clone(),
+            approval_mode: rt.approval_mode,
+            state: rt.status,
+            queued: rt.follow_ups.len(),
+            provider: Some(self.meta.provider.clone()),
+            model: Some(self.meta.model_id.clone()),
+            workspace: Some(self.meta.workspace.clone()),
+            source: self.meta.source.clone(),
+            created_at: Some(rt.created_at.clone()),
+            last_active_at: Some(rt.last_active_at.clone()),
+            has_trace: rt.has_trace(),
+            trace_write_failures: failures,
+        }
+    }
+
+    /// The initial events of a stream connection (§5.3): `task_state`, then every pending
+    /// approval in registration order. Runs under the channel lock.
+    pub(crate) fn snapshot_events(&self) -> Vec<ServerEvent> {
+        let mut out = vec![ServerEvent::TaskState(self.rt().task_state())];
+        out.extend(self.approvals.requests().into_iter().map(approval_request));
+        out
+    }
+}

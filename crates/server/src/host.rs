@@ -1,0 +1,97 @@
+//! The seam between the server and whoever builds sessions: [`SessionFactory`] makes
+//! [`HostedSession`]s, the server owns everything else (ids, channels, approvals, follow-ups).
+//!
+//! The server never builds a model or a tool itself, so it compiles without any provider, and
+//! a scripted factory (tests, `penguin serve --provider scripted`) plugs in like a real one.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use futures::stream::BoxStream;
+use penguin_engine::{CancellationToken, Engine, EngineBusy, Environment, RunOptions};
+use penguin_omni_protocol::{Frame, OmniMessage, SessionMeta};
+use penguin_trace_store::{Durability, TraceLocation, Writer};
+
+/// A session as the server drives it: an engine with its Trace.
+pub trait HostedSession: Send + 'static {
+    /// The session id.
+    fn id(&self) -> &str;
+
+    /// The session's `session_meta` payload.
+    fn meta(&self) -> &SessionMeta;
+
+    /// Starts a run (the session writes `session_meta` and owed bootstrap records first).
+    fn run(
+        &mut self,
+        input: Vec<OmniMessage>,
+        options: RunOptions,
+    ) -> Result<BoxStream<'static, Frame>, EngineBusy>;
+
+    /// Compacts the context now, as a task with its own stream.
+    fn compact(
+        &mut self,
+        cancel: CancellationToken,
+    ) -> Result<BoxStream<'static, Frame>, EngineBusy>;
+
+    /// The engine: steering, reconnect skips, compactability.
+    fn engine(&self) -> &Engine;
+
+    /// The Trace writer: flushes and failure counters.
+    fn writer(&self) -> &Writer;
+
+    /// The session's tools, consulted for `read-only` approvals.
+    fn environment(&self) -> Arc<dyn Environment>;
+}
+
+/// The body of `POST /api/sessions`, after validation, plus where the trace must live.
+#[derive(Clone, Debug)]
+pub struct CreateSession {
+    /// `provider` of the request, when given.
+    pub provider: Option<String>,
+    /// `model` of the request, when given.
+    pub model: Option<String>,
+    /// `workspace` of the request, when given.
+    pub workspace: Option<PathBuf>,
+    /// Where the session's Trace must live: the server reads history from there.
+    pub location: TraceLocation,
+    /// The server's durability policy.
+    pub durability: Durability,
+}
+
+/// A session found on disk that this process has not loaded yet.
+#[derive(Clone, Debug)]
+pub struct LoadSession {
+    /// Where its Trace lives.
+    pub location: TraceLocation,
+    /// Its id (already checked to name an existing trace).
+    pub session_id: String,
+    /// The server's durability policy.
+    pub durability: Durability,
+}
+
+/// Why a factory could not give a session.
+#[derive(Debug, thiserror::Error)]
+pub enum FactoryError {
+    /// The request asked for something this factory does not offer (answered 400): name the
+    /// field in the message.
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// The stored session's workspace is gone (answered 409 `workspace_missing`).
+    #[error("the session's workspace {0} no longer exists")]
+    WorkspaceMissing(String),
+    /// The stored session cannot be continued here (answered 409 `session_unrecoverable`).
+    #[error("{0}")]
+    Unrecoverable(String),
+    /// Anything else: the trace could not be created, ... (answered 500).
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// Builds the sessions a server hosts.
+pub trait SessionFactory: Send + Sync {
+    /// A new session. Nothing needs to be written before its first run.
+    fn create(&self, req: &CreateSession) -> Result<Box<dyn HostedSession>, FactoryError>;
+
+    /// A session from its Trace (after a restart, or after it was unloaded).
+    fn load(&self, req: &LoadSession) -> Result<Box<dyn HostedSession>, FactoryError>;
+}

@@ -1,0 +1,305 @@
+//! The registry of hosted sessions: creating, loading from the Trace, listing, deleting.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use penguin_sse_transport::{Channel, ChannelHub, LiveSnapshot, ServerEvent, SessionStatus};
+use penguin_trace_store::{Durability, TraceLocation};
+
+use crate::api::ApprovalMode;
+use crate::entry::{lock, Entry, Runtime};
+use crate::error::ApiError;
+use crate::host::{CreateSession, FactoryError, HostedSession, LoadSession, SessionFactory};
+use crate::settings::{Settings, SettingsStore};
+use penguin_omni_protocol::Frame;
+
+/// The user channel's key. The server has a single user: whoever holds the token.
+pub const USER_CHANNEL: &str = "user:local";
+
+/// A valid session id is a single path segment of ASCII letters, digits, `-` and `_`: it is
+/// used in trace file names, so nothing that could walk out of the traces directory passes.
+pub fn valid_session_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// What `/messages` needs from the runtime, captured before the trace is read.
+pub(crate) struct HistorySnapshot {
+    pub(crate) live: Option<LiveSnapshot>,
+    pub(crate) pending: Vec<Frame>,
+    pub(crate) flush: penguin_trace_store::FlushHandle,
+}
+
+/// Settings of the runtime.
+pub(crate) struct RuntimeConfig {
+    pub(crate) factory: Arc<dyn SessionFactory>,
+    pub(crate) location: TraceLocation,
+    pub(crate) durability: Durability,
+    pub(crate) hub: ChannelHub,
+}
+
+/// Every hosted session, and the channels.
+pub(crate) struct Sessions {
+    pub(crate) cfg: RuntimeConfig,
+    pub(crate) settings: SettingsStore,
+    entries: Mutex<HashMap<String, Arc<Entry>>>,
+    // Loading a session from disk opens a trace writer: two concurrent loads of one id must not
+    // both do it.
+    load: tokio::sync::Mutex<()>,
+}
+
+impl Sessions {
+    pub(crate) fn new(cfg: RuntimeConfig) -> Sessions {
+        Sessions {
+            settings: SettingsStore::new(&cfg.location),
+            cfg,
+            entries: Mutex::new(HashMap::new()),
+            load: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// The channel of a session (or of [`USER_CHANNEL`]).
+    pub(crate) fn channel(&self, key: &str) -> Arc<Channel> {
+        self.cfg.hub.get(key)
+    }
+
+    fn insert(&self, session: Box<dyn HostedSession>, has_trace: bool) -> Arc<Entry> {
+        let Settings {
+            approval_mode,
+            title,
+        } = self.settings.load(session.id());
+        let entry = Arc::new(Entry::new(
+            session,
+            Runtime::new(approval_mode, title, has_trace),
+        ));
+        lock(&self.entries).insert(entry.id.clone(), entry.clone());
+        entry
+    }
+
+    /// `POST /api/sessions`.
+    pub(crate) fn create(
+        &self,
+        req: crate::api::CreateSessionRequest,
+    ) -> Result<Arc<Entry>, ApiError> {
+        let create = CreateSession {
+            provider: req.provider,
+            model: req.model,
+            workspace: req.workspace.map(Into::into),
+            location: self.cfg.location.clone(),
+            durability: self.cfg.durability,
+        };
+        let session = self.cfg.factory.create(&create).map_err(|e| match e {
+            FactoryError::InvalidRequest(m) => ApiError::bad_request("invalid_request", m),
+            other => ApiError::internal(format!("cannot create the session: {other}")),
+        })?;
+        let entry = self.insert(session, false);
+        if let Some(mode) = req.approval_mode {
+            entry.rt().approval_mode = mode;
+            self.save_settings(&entry);
+        }
+        self.channel(USER_CHANNEL)
+            .publish_server_event(&ServerEvent::SessionCreated {
+                project_id: self.cfg.location.project.clone(),
+                agent_id: self.cfg.location.agent.clone(),
+                session_id: entry.id.clone(),
+                source: "api".into(),
+            });
+        Ok(entry)
+    }
+
+    /// A hosted session, loading it from its trace when this process has not seen it yet.
+    pub(crate) async fn get(&self, id: &str) -> Result<Arc<Entry>, ApiError> {
+        if !valid_session_id(id) {
+            return Err(ApiError::bad_request(
+                "invalid_session_id",
+                format!("{id:?} is not a session id (letters, digits, '-' and '_' only)"),
+            ));
+        }
+        if let Some(e) = lock(&self.entries).get(id) {
+            return Ok(e.clone());
+        }
+        let _loading = self.load.lock().await;
+        if let Some(e) = lock(&self.entries).get(id) {
+            return Ok(e.clone());
+        }
+        let traces = self.cfg.location.traces_dir();
+        let found = penguin_trace_store::find_latest_trace_file(&traces, id)
+            .map_err(|e| ApiError::internal(format!("cannot look for session {id}: {e}")))?;
+        if found.is_none() {
+            return Err(ApiError::session_not_found(id));
+        }
+        let req = LoadSession {
+            location: self.cfg.location.clone(),
+            session_id: id.to_owned(),
+            durability: self.cfg.durability,
+        };
+        let session = self.cfg.factory.load(&req).map_err(|e| match e {
+            FactoryError::WorkspaceMissing(w) => ApiError::conflict(
+                "workspace_missing",
+                format!("the workspace {w} of session {id} no longer exists"),
+            ),
+            other => ApiError::conflict("session_unrecoverable", other.to_string()),
+        })?;
+        Ok(self.insert(session, true))
+    }
+
+    /// Hosted sessions, newest id first.
+    pub(crate) fn loaded(&self) -> Vec<Arc<Entry>> {
+        let mut v: Vec<Arc<Entry>> = lock(&self.entries).values().cloned().collect();
+        v.sort_by(|a, b| b.id.cmp(&a.id));
+        v
+    }
+
+    /// Whether this process hosts `id`.
+    pub(crate) fn is_loaded(&self, id: &str) -> bool {
+        lock(&self.entries).contains_key(id)
+    }
+
+    fn save_settings(&self, entry: &Entry) {
+        let settings = {
+            let rt = entry.rt();
+            Settings {
+                approval_mode: rt.approval_mode,
+                title: rt.title.clone(),
+            }
+        };
+        self.settings.save(&entry.id, &settings);
+    }
+
+    /// `PATCH`: new mode and/or title.
+    pub(crate) fn update(&self, entry: &Entry, mode: Option<ApprovalMode>, title: Option<String>) {
+        let _p = lock(&entry.publish);
+        {
+            let mut rt = entry.rt();
+            if rt.deleted {
+                // Being deleted: writing its settings back would resurrect them.
+                return;
+            }
+            if let Some(m) = mode {
+                rt.approval_mode = m;
+            }
+            if let Some(t) = &title {
+                rt.title = Some(t.clone());
+            }
+        }
+        self.save_settings(entry);
+        if let Some(title) = title {
+            let ev = ServerEvent::SessionTitle {
+                session_id: entry.id.clone(),
+                title,
+            };
+            self.channel(&entry.id).publish_server_event(&ev);
+            self.channel(USER_CHANNEL).publish_server_event(&ev);
+        }
+    }
+
+    /// `DELETE`: interrupts a running task, waits (bounded) for it to settle, forgets the
+    /// session, closes its channel and removes its trace files.
+    pub(crate) async fn delete(&self, entry: &Arc<Entry>) -> Result<(), ApiError> {
+        {
+            let _p = lock(&entry.publish);
+            let mut rt = entry.rt();
+            rt.deleted = true;
+            rt.follow_ups.clear();
+        }
+        self.abort(entry);
+        let mut rx = entry.status_tx.subscribe();
+        // The watch guard is released at once: it must not live across the next await.
+        let settled = tokio::time::timeout(
+            Duration::from_secs(10),
+            rx.wait_for(|s| *s == SessionStatus::Idle),
+        )
+        .await
+        .is_ok_and(|r| r.is_ok());
+        if !settled {
+            // Still running: the session stays as it was, so the client can retry.
+            entry.rt().deleted = false;
+            return Err(ApiError::conflict(
+                "session_deleting",
+                "the session's task did not stop within 10 s; try again",
+            ));
+        }
+        // Hold the loader off while the session leaves memory and disk, so a concurrent request
+        // cannot load it back from files that are being removed.
+        let _loading = self.load.lock().await;
+        let writer = entry.session().writer().clone();
+        let flushed = tokio::task::spawn_blocking(move || writer.flush()).await;
+        if let Ok(Err(e)) = flushed {
+            tracing::warn!("[server] flushing {} before delete: {e}", entry.id);
+        }
+        lock(&self.entries).remove(&entry.id);
+        self.cfg.hub.reclaim(&entry.id);
+        for f in crate::history::trace_files(&self.cfg.location.traces_dir(), &entry.id)
+            .map_err(|e| ApiError::internal(format!("cannot list the session's traces: {e}")))?
+        {
+            std::fs::remove_file(&f.path).map_err(|e| {
+                ApiError::internal(format!("cannot remove {}: {e}", f.path.display()))
+            })?;
+        }
+        self.settings.remove(&entry.id);
+        Ok(())
+    }
+
+    /// What `/messages` captures before reading the trace: the live tail (only while a task
+    /// runs), the pending holds, and a flush of the trace writer.
+    pub(crate) fn history_snapshot(&self, entry: &Entry) -> HistorySnapshot {
+        let _p = lock(&entry.publish);
+        let (running, pending) = {
+            let rt = entry.rt();
+            let pending: Vec<Frame> = rt
+                .pending_inputs
+                .iter()
+                .chain(rt.pending_bootstrap.iter())
+                .cloned()
+                .collect();
+            (rt.status != SessionStatus::Idle, pending)
+        };
+        let live = running.then(|| self.channel(&entry.id).live_snapshot());
+        // Everything published so far was recorded (queued to the writer) before it was
+        // published; the flush makes it readable.
+        let flush = entry.session().writer().flush_handle();
+        HistorySnapshot {
+            live,
+            pending,
+            flush,
+        }
+    }
+
+    /// Reclaims channels nobody listens to whose session is idle and that have been quiet
+    /// for `idle_after` (§5.1 ChannelHub sweep). Returns the reclaimed keys.
+    pub(crate) fn sweep_channels(&self, idle_after: Duration) -> Vec<String> {
+        self.cfg
+            .hub
+            .sweep(std::time::Instant::now(), idle_after, |key| {
+                lock(&self.entries)
+                    .get(key)
+                    .is_some_and(|e| e.rt().status != SessionStatus::Idle)
+            })
+    }
+
+    /// Interrupts every task and ends every stream (server shutdown).
+    pub(crate) fn shutdown(&self) {
+        for e in self.loaded() {
+            self.abort(&e);
+            self.cfg.hub.reclaim(&e.id);
+        }
+        self.cfg.hub.reclaim(USER_CHANNEL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::valid_session_id;
+
+    #[test]
+    fn session_ids_are_one_safe_path_segment() {
+        assert!(valid_session_id("session-2026-01-01-00-00-00-0123abcd"));
+        for bad in ["", "..", "a/b", "a\\b", "a.b", "%2e%2e", &"x".repeat(129)] {
+            assert!(!valid_session_id(bad), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! Per-session settings the API can change (approval mode, title), kept in
+//! `<agent>/server-sessions/<id>.json` so a restart keeps them.
+
+use std::path::PathBuf;
+
+use penguin_trace_store::TraceLocation;
+use serde::{Deserialize, Serialize};
+
+use crate::api::ApprovalMode;
+
+/// What is kept of a session across restarts.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Settings {
+    #[serde(default)]
+    pub(crate) approval_mode: ApprovalMode,
+    #[serde(default)]
+    pub(crate) title: Option<String>,
+}
+
+/// Where the settings of one agent's sessions live.
+#[derive(Clone, Debug)]
+pub(crate) struct SettingsStore {
+    dir: PathBuf,
+}
+
+impl SettingsStore {
+    pub(crate) fn new(location: &TraceLocation) -> SettingsStore {
+        SettingsStore {
+            dir: location
+                .root
+                .join(&location.project)
+                .join("agents")
+                .join(&location.agent)
+                .join("server-sessions"),
+        }
+    }
+
+    fn path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.json"))
+    }
+
+    /// The saved settings, or the defaults when there are none. An unreadable file is logged
+    /// and the defaults used: a session must not become unloadable over its title.
+    pub(crate) fn load(&self, id: &str) -> Settings {
+        let path = self.path(id);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Settings::default(),
+            Err(e) => {
+                tracing::warn!("[server] cannot read {}: {e}", path.display());
+                return Settings::default();
+            }
+        };
+        serde_json::from_str(&text).unwrap_or_else(|e| {
+            tracing::warn!("[server] ignoring {}: {e}", path.display());
+            Settings::default()
+        })
+    }
+
+    /// Writes the settings atomically (best effort: a failure is logged, the session goes on).
+    pub(crate) fn save(&self, id: &str, settings: &Settings) {
+        let path = self.path(id);
+        let write = || -> std::io::Result<()> {
+            std::fs::create_dir_all(&self.dir)?;
+            let tmp = path.with_extension("json.tmp");
+            std::fs::write(&tmp, serde_json::to_vec(settings)?)?;
+            std::fs::rename(&tmp, &path)
+        };
+        if let Err(e) = write() {
+            tracing::warn!("[server] cannot save the settings of session {id}: {e}");
+        }
+    }
+
+    pub(crate) fn remove(&self, id: &str) {
+        let _ = std::fs::remove_file(self.path(id));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_round_trip_and_tolerate_garbage() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SettingsStore::new(&TraceLocation::new(dir.path(), "p", "a"));
+        assert_eq!(store.load("s1"), Settings::default());
+        let s = Settings {
+            approval_mode: ApprovalMode::AlwaysAsk,
+            title: Some("t".into()),
+        };
+        store.save("s1", &s);
+        assert_eq!(store.load("s1"), s);
+        std::fs::write(store.path("s2"), "{not json").unwrap();
+        assert_eq!(store.load("s2"), Settings::default());
+        store.remove("s1");
+        assert_eq!(store.load("s1"), Settings::default());
+    }
+}

@@ -1,0 +1,319 @@
+//! Driving tasks (§5.5): starting a run or a compaction, pumping its frames to the session
+//! channel, settling the session when it ends, follow-ups, abort and retry-now.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
+use penguin_engine::{CancellationToken, Compactability, EngineBusy, RunOptions, ThinkingLevel};
+use penguin_omni_protocol::{ApprovalDecision, Frame, ModelPayload, OmniMessage};
+use penguin_sse_transport::{PendingInput, ServerEvent, SessionStatus};
+
+use crate::approvals::{approval_request, ServerApprover};
+use crate::entry::{lock, now_iso, random_id, Entry, FollowUp};
+use crate::error::ApiError;
+use crate::sessions::{Sessions, USER_CHANNEL};
+
+/// A task's input as `POST /tasks` gives it.
+pub(crate) struct TaskInput {
+    pub(crate) messages: Vec<OmniMessage>,
+    pub(crate) thinking: Option<ThinkingLevel>,
+    /// The follow-up mirror's text and image count.
+    pub(crate) text: String,
+    pub(crate) images: u32,
+}
+
+impl Sessions {
+    /// Announces the session's state on its channel and the user channel. The caller holds
+    /// `entry.publish`.
+    pub(crate) fn publish_state_locked(&self, entry: &Entry) {
+        let (ts, state, last, has_trace) = {
+            let rt = entry.rt();
+            (
+                rt.task_state(),
+                rt.status,
+                rt.last_active_at.clone(),
+                rt.has_trace(),
+            )
+        };
+        entry.status_tx.send_replace(state);
+        self.channel(&entry.id)
+            .publish_server_event(&ServerEvent::TaskState(ts));
+        self.channel(USER_CHANNEL)
+            .publish_server_event(&ServerEvent::SessionState {
+                session_id: entry.id.clone(),
+                state,
+                last_active_at: last,
+                has_trace,
+            });
+    }
+
+    /// Republishes `task_state` alone (a queue changed). The caller holds `entry.publish`.
+    pub(crate) fn publish_task_state_locked(&self, entry: &Entry) {
+        let ts = entry.rt().task_state();
+        self.channel(&entry.id)
+            .publish_server_event(&ServerEvent::TaskState(ts));
+    }
+
+    /// `POST /tasks`: starts a run, or queues a follow-up when busy and `queue_if_busy`.
+    /// Returns whether the input was queued.
+    pub(crate) fn submit(
+        self: &Arc<Self>,
+        entry: &Arc<Entry>,
+        task: TaskInput,
+        queue_if_busy: bool,
+    ) -> Result<bool, ApiError> {
+        let _p = lock(&entry.publish);
+        {
+            let mut rt = entry.rt();
+            if rt.deleted {
+                return Err(ApiError::session_not_found(&entry.id));
+            }
+            match rt.status {
+                SessionStatus::Idle => {}
+                _ if queue_if_busy => {
+                    rt.follow_ups.push_back(FollowUp {
+                        mirror: PendingInput {
+                            id: random_id(),
+                            text: task.text,
+                            images: task.images,
+                            files: 0,
+                        },
+                        input: task.messages,
+                        thinking: task.thinking,
+                    });
+                    drop(rt);
+                    self.publish_task_state_locked(entry);
+                    return Ok(true);
+                }
+                busy => return Err(busy_error(busy)),
+            }
+        }
+        self.begin_run_locked(entry, task.messages, task.thinking)?;
+        Ok(false)
+    }
+
+    /// `POST /compact`: compacts an idle session's context as its own task (§5.5).
+    pub(crate) fn compact(self: &Arc<Self>, entry: &Arc<Entry>) -> Result<(), ApiError> {
+        let _p = lock(&entry.publish);
+        {
+            let rt = entry.rt();
+            if rt.deleted {
+                return Err(ApiError::session_not_found(&entry.id));
+            }
+            match rt.status {
+                SessionStatus::Idle => {}
+                busy => return Err(busy_error(busy)),
+            }
+        }
+        let availability = entry.session().engine().compactability();
+        if availability != Compactability::Ok {
+            let message = match availability {
+                Compactability::Unsupported => {
+                    "compaction is not configured for this session's model"
+                }
+                Compactability::JustCompacted => {
+                    "the context was just compacted; nothing has run since"
+                }
+                _ => "nothing has run in this context yet",
+            };
+            return Err(ApiError::conflict(availability.code(), message));
+        }
+        let cancel = CancellationToken::new();
+        {
+            let mut rt = entry.rt();
+            rt.status = SessionStatus::Compacting;
+            rt.cancel = Some(cancel.clone());
+            rt.last_active_at = now_iso();
+        }
+        self.publish_state_locked(entry);
+        let started = entry.session().compact(cancel);
+        self.drive(entry, started)
+    }
+
+    /// Starts a run. The caller holds `entry.publish` and has checked the session is idle.
+    fn begin_run_locked(
+        self: &Arc<Self>,
+        entry: &Arc<Entry>,
+        input: Vec<OmniMessage>,
+        thinking: Option<ThinkingLevel>,
+    ) -> Result<(), ApiError> {
+        let frames: Vec<Frame> = input.iter().cloned().map(Frame::new).collect();
+        let cancel = CancellationToken::new();
+        {
+            let mut rt = entry.rt();
+            rt.status = SessionStatus::Running;
+            rt.cancel = Some(cancel.clone());
+            rt.pending_inputs.extend(frames.iter().cloned());
+            rt.pending_bootstrap.clear();
+            rt.last_active_at = now_iso();
+            rt.has_trace = true;
+        }
+        lock(&entry.published_calls).clear();
+        // The engine never echoes its input: the server is the one that shows it.
+        let channel = self.channel(&entry.id);
+        for f in &frames {
+            channel.publish_message(f);
+        }
+        self.publish_state_locked(entry);
+        let approver = Arc::new(ServerApprover {
+            sessions: self.clone(),
+            entry: entry.clone(),
+        });
+        let options = RunOptions {
+            approver: Some(approver),
+            cancel,
+            thinking_level: thinking,
+        };
+        let started = entry.session().run(input, options);
+        self.drive(entry, started)
+    }
+
+    /// Pumps a started task (a run or a compaction) to the channel and settles the session
+    /// when it ends; a refused start puts the session back to idle.
+    fn drive(
+        self: &Arc<Self>,
+        entry: &Arc<Entry>,
+        started: Result<BoxStream<'static, Frame>, EngineBusy>,
+    ) -> Result<(), ApiError> {
+        match started {
+            Ok(stream) => {
+                let (sessions, entry) = (self.clone(), entry.clone());
+                tokio::spawn(async move {
+                    // Whatever happens while pumping, the session must settle back to idle
+                    // (or it would refuse every later task).
+                    let pumped = AssertUnwindSafe(sessions.pump(&entry, stream))
+                        .catch_unwind()
+                        .await;
+                    if pumped.is_err() {
+                        tracing::error!(
+                            "[server] the drive of session {} panicked; settling it",
+                            entry.id
+                        );
+                    }
+                    sessions.settle(&entry);
+                });
+                Ok(())
+            }
+            Err(busy) => {
+                {
+                    let mut rt = entry.rt();
+                    rt.status = SessionStatus::Idle;
+                    rt.cancel = None;
+                }
+                self.publish_state_locked(entry);
+                Err(ApiError::conflict("task_in_progress", busy.to_string()))
+            }
+        }
+    }
+
+    /// Publishes every frame of a run (§5.5 drive).
+    async fn pump(&self, entry: &Entry, mut stream: BoxStream<'static, Frame>) {
+        while let Some(frame) = stream.next().await {
+            let _p = lock(&entry.publish);
+            let steering_delivered = entry.rt().observe(frame.message());
+            let channel = self.channel(&entry.id);
+            channel.publish_message(&frame);
+            if let Some(ModelPayload::ToolCall(tc)) = frame.message().model() {
+                if !frame.message().has_origin() {
+                    lock(&entry.published_calls).insert(tc.tool_call_id.clone());
+                }
+                if let Some(call) = entry.approvals.announce(&tc.tool_call_id) {
+                    channel.publish_server_event(&approval_request(call));
+                }
+            }
+            if steering_delivered {
+                self.publish_task_state_locked(entry);
+            }
+        }
+    }
+
+    /// The end of a run (§5.5 drive `finally`): clear the live tail, deny what is still
+    /// pending, go idle, announce it, and start the next follow-up.
+    fn settle(self: &Arc<Self>, entry: &Arc<Entry>) {
+        {
+            let _p = lock(&entry.publish);
+            self.channel(&entry.id).clear_live_tail();
+            entry.approvals.deny_all();
+            {
+                let mut rt = entry.rt();
+                rt.status = SessionStatus::Idle;
+                rt.cancel = None;
+                rt.steering.clear();
+                rt.last_active_at = now_iso();
+            }
+            self.publish_state_locked(entry);
+        }
+        self.start_next_follow_up(entry);
+    }
+
+    fn start_next_follow_up(self: &Arc<Self>, entry: &Arc<Entry>) {
+        let _p = lock(&entry.publish);
+        let next = {
+            let mut rt = entry.rt();
+            if rt.status != SessionStatus::Idle || rt.deleted {
+                return;
+            }
+            rt.follow_ups.pop_front()
+        };
+        if let Some(f) = next {
+            let kept = FollowUp {
+                mirror: f.mirror.clone(),
+                input: f.input.clone(),
+                thinking: f.thinking,
+            };
+            if let Err(e) = self.begin_run_locked(entry, f.input, f.thinking) {
+                // Keep it at the head of the queue: the next settle starts it.
+                entry.rt().follow_ups.push_front(kept);
+                tracing::warn!(
+                    "[server] follow-up of session {} could not start yet: {}",
+                    entry.id,
+                    e.message
+                );
+            }
+        }
+    }
+
+    /// `POST /abort`: true when a run was interrupted. Pending approvals are denied first, so
+    /// the engine sees the interrupt when their await returns and records no decision for them.
+    pub(crate) fn abort(&self, entry: &Entry) -> bool {
+        let _p = lock(&entry.publish);
+        let cancel = entry.rt().cancel.clone();
+        match cancel {
+            Some(c) => {
+                entry.approvals.deny_all();
+                c.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// `POST /retry-now`: whether a reconnect wait was cut short.
+    pub(crate) fn retry_now(&self, entry: &Entry) -> bool {
+        if entry.rt().status == SessionStatus::Idle {
+            return false;
+        }
+        entry.session().engine().skip_reconnect_wait()
+    }
+
+    /// `POST /approvals/:toolCallId`.
+    pub(crate) fn decide(&self, entry: &Entry, id: &str, decision: ApprovalDecision) -> bool {
+        entry.approvals.resolve(id, decision)
+    }
+}
+
+/// The 409 a busy session answers new input with (§5.4).
+pub(crate) fn busy_error(status: SessionStatus) -> ApiError {
+    match status {
+        SessionStatus::Compacting => ApiError::conflict(
+            "compacting",
+            "This Session is compacting its context; not accepting new input.",
+        ),
+        _ => ApiError::conflict(
+            "task_in_progress",
+            "This Session already has a Task in progress.",
+        ),
+    }
+}
