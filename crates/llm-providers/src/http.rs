@@ -269,7 +269,7 @@ impl<P: WireProtocol> Llm for HttpModel<P> {
         }
         let cap = self.max_output_tokens_for(&request.new_messages);
         if cap < self.config.max_output_tokens / 2 && self.warned.insert(cap) {
-            eprintln!(
+            tracing::warn!(
                 "[penguin] max output tokens clamped to {cap} (configured {}): the context window is nearly full",
                 self.config.max_output_tokens
             );

@@ -1,0 +1,164 @@
+//! The command line: subcommands and their flags.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use penguin::engine::ThinkingLevel;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "penguin",
+    version,
+    about = "An agent harness: one ordered stream between you, a model and its tools."
+)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub(crate) struct ModelArgs {
+    /// A configured model name, or the model id when --provider is given.
+    #[arg(long)]
+    pub(crate) model: Option<String>,
+    /// Provider protocol for an ad-hoc model: openai-chat, anthropic-messages, gemini, demo, or
+    /// scripted (with --scenario).
+    #[arg(long)]
+    pub(crate) provider: Option<String>,
+    /// Base URL of the provider (e.g. http://127.0.0.1:8080/v1 for a local llama.cpp server).
+    #[arg(long)]
+    pub(crate) base_url: Option<String>,
+    /// Environment variable holding the API key.
+    #[arg(long)]
+    pub(crate) api_key_env: Option<String>,
+    /// Scenario file for --provider scripted: the model and tools play its scripts.
+    #[arg(long)]
+    pub(crate) scenario: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub(crate) struct TaskArgs {
+    /// Allow every tool call without asking.
+    #[arg(long, short = 'y')]
+    pub(crate) yes: bool,
+    /// Print the raw stream as JSON lines instead of rendering it.
+    #[arg(long)]
+    pub(crate) jsonl: bool,
+    /// Thinking effort: none, low, medium, high, xhigh, max.
+    #[arg(long)]
+    pub(crate) thinking: Option<ThinkingLevel>,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum Command {
+    /// Run one task in a new session and render it live.
+    Run {
+        /// The prompt (read from stdin when absent and stdin is not a terminal).
+        prompt: Option<String>,
+        #[command(flatten)]
+        model: ModelArgs,
+        #[command(flatten)]
+        task: TaskArgs,
+        /// The workspace the tools act on (default: the current directory).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+    },
+    /// A conversation over one session (`/quit` to leave).
+    Chat {
+        #[command(flatten)]
+        model: ModelArgs,
+        #[command(flatten)]
+        task: TaskArgs,
+        /// The workspace the tools act on (default: the current directory).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+        /// Continue this session instead of starting a new one.
+        #[arg(long)]
+        resume: Option<String>,
+    },
+    /// Continue a session: run PROMPT in it, or open a chat when no prompt is given.
+    Resume {
+        /// The session id (see `penguin sessions`).
+        session_id: String,
+        /// The prompt.
+        prompt: Option<String>,
+        #[command(flatten)]
+        model: ModelArgs,
+        #[command(flatten)]
+        task: TaskArgs,
+    },
+    /// List sessions, newest first.
+    Sessions,
+    /// Follow a session on a running `penguin serve`: its history, then what it does live.
+    Watch {
+        /// The session id.
+        session_id: String,
+        /// The server.
+        #[arg(long, default_value = "http://127.0.0.1:7364")]
+        url: String,
+        /// The bearer token (default: PENGUIN_TOKEN, else the server's token file in the data root).
+        #[arg(long)]
+        token: Option<String>,
+        /// Keep following after the session goes idle.
+        #[arg(long)]
+        follow: bool,
+    },
+    /// Serve sessions over HTTP + SSE (every request needs `Authorization: Bearer <token>`).
+    Serve {
+        /// Address to bind.
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+        /// Port to bind.
+        #[arg(long, default_value_t = 7364)]
+        port: u16,
+        #[command(flatten)]
+        model: ModelArgs,
+        /// The workspace of sessions created without one (default: the current directory).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+        /// Append the server's log here instead of stderr (level from RUST_LOG, default warn).
+        #[arg(long)]
+        log_file: Option<PathBuf>,
+    },
+    /// Scenario files: a scripted model and tools driving the real engine.
+    Scenario {
+        #[command(subcommand)]
+        command: ScenarioCommand,
+    },
+    /// Check a JSONL stream against the seed's ordering guarantees.
+    CheckStream {
+        /// The stream file (one OmniMessage per line).
+        file: PathBuf,
+    },
+    /// Trace files.
+    Trace {
+        #[command(subcommand)]
+        command: TraceCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum ScenarioCommand {
+    /// Run a scenario; the stream goes to stdout as JSON lines.
+    Run {
+        /// The scenario file.
+        scenario: PathBuf,
+        /// Write every trace record here, one per line.
+        #[arg(long)]
+        trace: Option<PathBuf>,
+        /// Write each model request's new messages here, one `{"input": [...]}` per line.
+        #[arg(long)]
+        requests: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum TraceCommand {
+    /// Check trace files: every line parses, only recordable messages, requests balanced,
+    /// every committed tool call answered once.
+    Check {
+        /// Trace files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+}

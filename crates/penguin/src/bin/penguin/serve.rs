@@ -1,0 +1,67 @@
+//! `penguin serve`: the HTTP server over configured models or a scenario.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use penguin::agent::Agent;
+use penguin::models::Protocol;
+
+use crate::args::ModelArgs;
+use crate::setup::{pick_source, session_tools, workspace_dir, Source};
+use crate::with_runtime;
+
+pub(crate) fn serve(
+    host: String,
+    port: u16,
+    model: ModelArgs,
+    workspace: Option<PathBuf>,
+) -> Result<ExitCode, String> {
+    use penguin::hosting::{ModelFactory, ScenarioFactory};
+    use penguin::server::{ServeOptions, SessionFactory};
+    let agent = Agent::from_env().map_err(|e| e.to_string())?;
+    let workspace = workspace_dir(workspace)?;
+    let factory: Arc<dyn SessionFactory> = match pick_source(&agent, &model)? {
+        Source::Scenario(_) => {
+            let path = model
+                .scenario
+                .as_ref()
+                .ok_or("--provider scripted needs --scenario FILE")?;
+            Arc::new(
+                ScenarioFactory::from_file(path)
+                    .map_err(|e| e.to_string())?
+                    .with_workspace(workspace)
+                    .with_policy(agent.policy()),
+            )
+        }
+        Source::Model(spec) => {
+            if spec.protocol == Protocol::Demo {
+                eprintln!("penguin: no model configured; sessions use the built-in demo model");
+            }
+            let tools_agent = agent.clone();
+            let tools_spec = spec.clone();
+            Arc::new(ModelFactory {
+                spec,
+                system_prompt: penguin::agent::DEFAULT_SYSTEM_PROMPT.to_owned(),
+                default_workspace: workspace,
+                engine: agent.engine_for(&tools_spec),
+                environment: Arc::new(move |ws: &Path| {
+                    session_tools(&tools_agent, &tools_spec, ws)
+                }),
+                policy: agent.policy(),
+            })
+        }
+    };
+    let mut opts = ServeOptions::new(factory);
+    opts.host = host;
+    opts.port = port;
+    opts.data_root = agent.location.root.clone();
+    opts.project = agent.location.project.clone();
+    opts.agent = agent.location.agent.clone();
+    with_runtime(async move {
+        penguin::server::serve(opts)
+            .await
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(|e| e.to_string())
+    })
+}

@@ -1,0 +1,203 @@
+//! Building sessions from flags and config: the model source, the tools, new and resumed
+//! sessions, and `penguin sessions`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use penguin::agent::{Agent, SessionModel};
+use penguin::config::{resolve_model, ModelFlags};
+use penguin::engine::Environment;
+use penguin::models::{ModelSpec, Protocol};
+use penguin::scenario::Scenario;
+use penguin::session::Session;
+use penguin::subagent::{SubagentEnvironment, SubagentSpawner};
+use penguin::tools::{BuiltinTools, ToolsConfig};
+
+use crate::args::ModelArgs;
+
+/// What a session is built from: a model plus tools, or a scenario's scripts.
+pub(crate) enum Source {
+    Model(ModelSpec),
+    Scenario(Box<Scenario>),
+}
+
+pub(crate) fn pick_source(agent: &Agent, args: &ModelArgs) -> Result<Source, String> {
+    if args.provider.as_deref() == Some("scripted") {
+        let path = args
+            .scenario
+            .as_ref()
+            .ok_or("--provider scripted needs --scenario FILE")?;
+        let scenario = Scenario::from_file(path).map_err(|e| e.to_string())?;
+        return Ok(Source::Scenario(Box::new(scenario)));
+    }
+    let flags = ModelFlags {
+        model: args.model.clone(),
+        provider: args.provider.clone(),
+        base_url: args.base_url.clone(),
+        api_key_env: args.api_key_env.clone(),
+    };
+    resolve_model(&agent.config, &flags, |k| std::env::var(k).ok())
+        .map(Source::Model)
+        .map_err(|e| e.to_string())
+}
+
+pub(crate) fn workspace_tools(workspace: &Path) -> Result<Arc<dyn Environment>, String> {
+    BuiltinTools::new(workspace, ToolsConfig::default())
+        .map(|t| Arc::new(t) as Arc<dyn Environment>)
+        .map_err(|e| format!("workspace {}: {e}", workspace.display()))
+}
+
+/// The built-in tools plus `run_subagent`, whose children use the same model and the same
+/// tools (without `run_subagent`: depth limit 1).
+pub(crate) fn session_tools(
+    agent: &Agent,
+    spec: &ModelSpec,
+    workspace: &Path,
+) -> Result<Arc<dyn Environment>, String> {
+    let tools = workspace_tools(workspace)?;
+    let (agent, spec, ws, child_tools) = (
+        agent.clone(),
+        spec.clone(),
+        workspace.to_path_buf(),
+        tools.clone(),
+    );
+    let spawner: Arc<dyn SubagentSpawner> = Arc::new(move || {
+        agent.create_session(
+            &spec,
+            &ws,
+            child_tools.clone(),
+            None,
+            Some("subagent".into()),
+        )
+    });
+    Ok(Arc::new(SubagentEnvironment::new(tools, spawner)))
+}
+
+pub(crate) fn new_session(
+    agent: &Agent,
+    source: Source,
+    workspace: &Path,
+) -> Result<Session, String> {
+    match source {
+        Source::Model(spec) => {
+            if spec.protocol == Protocol::Demo {
+                eprintln!("penguin: no model configured; using the built-in demo model (see the README to configure one)");
+            }
+            agent
+                .create_session(
+                    &spec,
+                    workspace,
+                    session_tools(agent, &spec, workspace)?,
+                    None,
+                    None,
+                )
+                .map_err(|e| e.to_string())
+        }
+        Source::Scenario(s) => agent
+            .create_session_with(
+                SessionModel {
+                    llm: Box::new(s.llm),
+                    provider: "scripted".into(),
+                    model_id: "scenario".into(),
+                    context_window: None,
+                },
+                workspace,
+                Arc::new(s.tools),
+                None,
+                None,
+            )
+            .map_err(|e| e.to_string()),
+    }
+}
+
+pub(crate) fn workspace_dir(workspace: Option<PathBuf>) -> Result<PathBuf, String> {
+    let dir = match workspace {
+        Some(w) => w,
+        None => std::env::current_dir().map_err(|e| format!("current directory: {e}"))?,
+    };
+    if !dir.is_dir() {
+        return Err(format!("workspace {} is not a directory", dir.display()));
+    }
+    Ok(dir)
+}
+
+pub(crate) fn model_for_resume(
+    agent: &Agent,
+    args: &ModelArgs,
+    meta: &penguin::omni_protocol::SessionMeta,
+) -> Result<ModelSpec, penguin::config::ConfigError> {
+    if args.provider.is_some() || args.model.is_some() {
+        let flags = ModelFlags {
+            model: args.model.clone(),
+            provider: args.provider.clone(),
+            base_url: args.base_url.clone(),
+            api_key_env: args.api_key_env.clone(),
+        };
+        return resolve_model(&agent.config, &flags, |k| std::env::var(k).ok());
+    }
+    if meta.provider == "demo" {
+        return Ok(ModelSpec::demo());
+    }
+    // The configured model the session was made with.
+    let found = agent
+        .config
+        .models
+        .iter()
+        .find(|(_, m)| m.model == meta.model_id && m.protocol == meta.provider)
+        .map(|(name, _)| name.clone());
+    match found {
+        Some(name) => resolve_model(
+            &agent.config,
+            &ModelFlags {
+                model: Some(name),
+                ..Default::default()
+            },
+            |_| None,
+        ),
+        None => Err(penguin::config::ConfigError::Invalid(format!(
+            "the session used {}/{}, which is not configured; pass --model or --provider",
+            meta.provider, meta.model_id
+        ))),
+    }
+}
+
+pub(crate) fn open_session(agent: &Agent, id: &str, model: &ModelArgs) -> Result<Session, String> {
+    if model.provider.as_deref() == Some("scripted") {
+        let Source::Scenario(s) = pick_source(agent, model)? else {
+            unreachable!("scripted gives a scenario")
+        };
+        let s = *s;
+        return agent
+            .resume_session_with(id, Box::new(s.llm), Arc::new(s.tools))
+            .map_err(|e| e.to_string());
+    }
+    agent
+        .resume_session(
+            id,
+            |meta| model_for_resume(agent, model, meta),
+            // run_subagent children use the same model, so the tools need it too.
+            |w, spec| session_tools(agent, spec, w),
+        )
+        .map_err(|e| e.to_string())
+}
+
+pub(crate) fn sessions() -> Result<ExitCode, String> {
+    let agent = Agent::from_env().map_err(|e| e.to_string())?;
+    let list = agent
+        .sessions()
+        .map_err(|e| format!("cannot list {}: {e}", agent.location.traces_dir().display()))?;
+    if list.is_empty() {
+        println!(
+            "no sessions yet under {}",
+            agent.location.traces_dir().display()
+        );
+    }
+    for s in list {
+        println!(
+            "{}  {}  {:<28}  {:<22}  {}",
+            s.id, s.created, s.model, s.state, s.title
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
