@@ -2,6 +2,8 @@
 //!
 //! Each step prints the command it runs and the first failure stops everything.
 
+mod deps;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
@@ -63,6 +65,29 @@ fn ci(root: &Path) -> Result<(), String> {
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--check"]);
     run(root, "format", fmt)?;
+
+    println!("\n==> dependencies: every declared dependency used, versions in the workspace");
+    deps::check(root).map_err(|e| format!("dependencies:\n{e}"))?;
+    println!("<== dependencies: ok");
+
+    // Each provider feature must build alone, and the trait with none of them.
+    let mut features: Vec<Vec<&str>> = vec![vec!["--no-default-features"]];
+    for f in [
+        "openai-chat",
+        "anthropic-messages",
+        "openai-responses",
+        "gemini",
+        "http",
+    ] {
+        features.push(vec!["--no-default-features", "--features", f]);
+    }
+    for args in features {
+        let mut check = cargo();
+        check
+            .args(["check", "-p", "penguin-llm-providers", "--lib"])
+            .args(&args);
+        run(root, "llm-providers features", check)?;
+    }
 
     let mut clippy = cargo();
     clippy.args([

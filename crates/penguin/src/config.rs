@@ -141,13 +141,21 @@ pub struct ModelEntry {
 /// Configuration that cannot be used, naming what is wrong.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// The file exists but cannot be read or parsed.
-    #[error("{path}: {message}")]
-    File {
+    /// The file exists but cannot be read.
+    #[error("{}: {source}", path.display())]
+    Read {
         /// The config file.
         path: PathBuf,
-        /// What is wrong.
-        message: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML, or a field has the wrong shape.
+    #[error("{}: {source}", path.display())]
+    Parse {
+        /// The config file.
+        path: PathBuf,
+        /// What is wrong, and where.
+        source: ParseError,
     },
     /// A value is not valid.
     #[error("{0}")]
@@ -164,19 +172,31 @@ impl Config {
     pub fn load(root: &Path) -> Result<Config, ConfigError> {
         let path = config_path(root);
         match std::fs::read_to_string(&path) {
-            Ok(text) => Config::parse(&text).map_err(|message| ConfigError::File { path, message }),
+            Ok(text) => Config::parse(&text).map_err(|source| ConfigError::Parse { path, source }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
-            Err(e) => Err(ConfigError::File {
-                path,
-                message: e.to_string(),
-            }),
+            Err(source) => Err(ConfigError::Read { path, source }),
         }
     }
 
     /// Parses a config file's text.
-    pub fn parse(text: &str) -> Result<Config, String> {
-        toml::from_str(text).map_err(|e| e.to_string().trim().replace('\n', " "))
+    pub fn parse(text: &str) -> Result<Config, ParseError> {
+        let de = toml::Deserializer::new(text);
+        serde_path_to_error::deserialize(de).map_err(|e| ParseError {
+            field: e.path().to_string(),
+            message: e.inner().message().trim().replace('\n', " "),
+        })
     }
+}
+
+/// A `config.toml` that does not parse: the field path (`models.local.protocol`; `.` for the
+/// whole file) and what is wrong there.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct ParseError {
+    /// Dotted path of the offending field.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
 }
 
 /// The model choice given on the command line.
@@ -414,7 +434,13 @@ mod tests {
         );
         assert!(Config::parse("[models.x]\nprotocol = 1")
             .unwrap_err()
+            .to_string()
             .contains("protocol"));
-        assert!(Config::parse("colour = 1").unwrap_err().contains("colour"));
+        assert!(Config::parse("colour = 1")
+            .unwrap_err()
+            .to_string()
+            .contains("colour"));
+        let e = Config::parse("[models.x]\nprotocol = \"openai-chat\"\nmodel = 7").unwrap_err();
+        assert_eq!(e.field, "models.x.model", "{e}");
     }
 }

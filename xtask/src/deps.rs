@@ -1,0 +1,181 @@
+//! `cargo xtask ci`'s dependency hygiene: every dependency a manifest declares is used by that
+//! package's code, and versions are declared once, in the workspace.
+//!
+//! "Used" means the crate's name appears as a path root (`name::`, `use name`, `extern crate
+//! name`, or a `#[name::…]` attribute) in one of the package's Rust files. That is what
+//! cargo-machete checks too; it needs no nightly compiler and no download.
+
+use std::path::{Path, PathBuf};
+
+/// One `[dependencies]`-like entry.
+#[derive(Debug, PartialEq)]
+struct Dep {
+    name: String,
+    section: String,
+    /// The line declares its own version instead of `workspace = true`.
+    own_version: bool,
+}
+
+/// The dependency entries of a manifest.
+fn dependencies(manifest: &str) -> Vec<Dep> {
+    let mut out = Vec::new();
+    let mut section = String::new();
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            section = line.trim_matches(|c| c == '[' || c == ']').to_owned();
+            continue;
+        }
+        let is_deps = matches!(
+            section.as_str(),
+            "dependencies" | "dev-dependencies" | "build-dependencies"
+        );
+        if !is_deps || line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        let key = key.trim();
+        let (name, workspace) = match key.strip_suffix(".workspace") {
+            Some(n) => (n, true),
+            None => (key, value.contains("workspace = true")),
+        };
+        out.push(Dep {
+            name: name.to_owned(),
+            section: section.clone(),
+            own_version: !workspace && !value.contains("path ="),
+        });
+    }
+    out
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            if p.file_name()
+                .is_some_and(|n| n == "target" || n == "snapshots")
+            {
+                continue;
+            }
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// Whether `ident` is used as a crate path in `code`.
+fn uses(code: &str, ident: &str) -> bool {
+    let bytes = code.as_bytes();
+    let mut from = 0;
+    while let Some(pos) = code[from..].find(ident) {
+        let start = from + pos;
+        let end = start + ident.len();
+        from = end;
+        let before_ok = start == 0 || {
+            let b = bytes[start - 1];
+            !(b.is_ascii_alphanumeric() || b == b'_' || b == b':')
+        };
+        if !before_ok {
+            continue;
+        }
+        let rest = &code[end..];
+        let prefix = code[..start].trim_end();
+        if rest.starts_with("::")
+            || prefix.ends_with("use")
+            || prefix.ends_with("extern crate")
+            || (prefix.ends_with("#[") && rest.starts_with("::"))
+        {
+            return true;
+        }
+    }
+    false
+}
+
+/// Checks every package under `root` (its `crates/*`, `tests` and `xtask`).
+pub fn check(root: &Path) -> Result<(), String> {
+    let mut packages: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
+        .map_err(|e| format!("cannot list crates/: {e}"))?
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    packages.push(root.join("tests"));
+    packages.push(root.join("xtask"));
+    packages.sort();
+    let mut problems = Vec::new();
+    for dir in packages {
+        let manifest = dir.join("Cargo.toml");
+        let Ok(text) = std::fs::read_to_string(&manifest) else {
+            continue;
+        };
+        let mut files = Vec::new();
+        rust_files(&dir, &mut files);
+        let code: String = files
+            .iter()
+            .filter_map(|f| std::fs::read_to_string(f).ok())
+            .collect::<Vec<_>>()
+            .join("\n");
+        for dep in dependencies(&text) {
+            let shown = manifest.strip_prefix(root).unwrap_or(&manifest).display();
+            if !uses(&code, &dep.name.replace('-', "_")) {
+                problems.push(format!(
+                    "{shown}: [{}] {} is not used by the package's code",
+                    dep.section, dep.name
+                ));
+            }
+            if dep.own_version {
+                problems.push(format!(
+                    "{shown}: [{}] {} declares its own version; declare it once in the workspace's [workspace.dependencies]",
+                    dep.section, dep.name
+                ));
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("\n"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_dependency_sections() {
+        let m = "[package]\nname = \"x\"\n[dependencies]\nfoo.workspace = true\nbar = { workspace = true, features = [\"a\"] }\nbaz = \"1\"\nown = { path = \"../own\" }\n[features]\ndefault = []\n[dev-dependencies]\nqux.workspace = true\n";
+        let deps = dependencies(m);
+        let names: Vec<(&str, bool)> = deps
+            .iter()
+            .map(|d| (d.name.as_str(), d.own_version))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("foo", false),
+                ("bar", false),
+                ("baz", true),
+                ("own", false),
+                ("qux", false)
+            ]
+        );
+        assert_eq!(deps[4].section, "dev-dependencies");
+    }
+
+    #[test]
+    fn finds_crate_paths_only() {
+        assert!(uses("use serde_json::Value;", "serde_json"));
+        assert!(uses("let v = serde_json::json!({});", "serde_json"));
+        assert!(uses("#[tokio::test]\nfn t() {}", "tokio"));
+        assert!(uses("use futures;", "futures"));
+        assert!(!uses("let serde_json_like = 1;", "serde_json"));
+        assert!(!uses("my_tokio::spawn()", "tokio"));
+        assert!(!uses("// mentions tokio in prose", "tokio"));
+    }
+}
