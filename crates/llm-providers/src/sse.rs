@@ -3,19 +3,26 @@
 //! Bytes are buffered until a whole line is present, and only whole lines are decoded as
 //! UTF-8, so a multi-byte character or a `\r\n` split across two chunks decodes the same as if
 //! it had arrived in one piece. Lines end with `\n`, `\r\n` or a lone `\r` (the SSE grammar).
+//!
+//! This is penguin's one SSE parser: provider streams, `penguin watch` and the server tests
+//! all read `text/event-stream` through it.
 
 use std::fmt;
 
 use crate::translate::UniEvent;
 use crate::wire::{StreamDecoder, WireError};
 
-/// One dispatched event: the `event:` name (if any) and the `data:` lines joined with `\n`.
+/// One dispatched event: the `event:` name (if any), the `data:` lines joined with `\n`, and
+/// the last event id.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SseEvent {
     /// The `event:` field; `None` means the default `message` type.
     pub event: Option<String>,
     /// The data lines joined with `\n`.
     pub data: String,
+    /// The last `id:` seen so far, which (as in `EventSource`) carries over to later events
+    /// that set none: what a reconnect sends as `Last-Event-ID`.
+    pub id: Option<String>,
 }
 
 /// A line of the body that is not valid UTF-8.
@@ -39,6 +46,7 @@ pub struct SseDecoder {
     event: Option<String>,
     data: Vec<String>,
     has_data: bool,
+    last_id: Option<String>,
 }
 
 impl SseDecoder {
@@ -112,7 +120,9 @@ impl SseDecoder {
                 self.data.push(value.to_owned());
                 self.has_data = true;
             }
-            // `id` and `retry` only matter for reconnection, which a model request never does.
+            // A NUL in an id makes `EventSource` ignore the field; so do we.
+            "id" if !value.contains('\0') => self.last_id = Some(value.to_owned()),
+            // `retry` only matters to a reconnecting client, which picks its own delays.
             _ => {}
         }
         Ok(())
@@ -127,6 +137,7 @@ impl SseDecoder {
         events.push(SseEvent {
             event,
             data: std::mem::take(&mut self.data).join("\n"),
+            id: self.last_id.clone(),
         });
     }
 }
@@ -230,6 +241,7 @@ mod tests {
         SseEvent {
             event: event.map(Into::into),
             data: data.into(),
+            id: None,
         }
     }
 
@@ -237,7 +249,18 @@ mod tests {
     fn parses_fields_comments_and_multiline_data() {
         let body =
             b": keep-alive\n\nevent: ping\ndata: {}\n\ndata: a\ndata:b\nid: 7\nretry: 10\n\n";
-        assert_eq!(all(&[body]), [ev(Some("ping"), "{}"), ev(None, "a\nb")]);
+        let with_id = SseEvent {
+            id: Some("7".into()),
+            ..ev(None, "a\nb")
+        };
+        assert_eq!(all(&[body]), [ev(Some("ping"), "{}"), with_id]);
+    }
+
+    #[test]
+    fn the_last_id_carries_over_and_a_nul_id_is_ignored() {
+        let got = all(&[b"data: a\nid: 1\n\ndata: b\n\nid: x\0y\ndata: c\n\nid:\ndata: d\n\n"]);
+        let ids: Vec<Option<&str>> = got.iter().map(|e| e.id.as_deref()).collect();
+        assert_eq!(ids, [Some("1"), Some("1"), Some("1"), Some("")]);
     }
 
     #[test]

@@ -12,6 +12,7 @@ use std::time::Duration;
 use axum::body::Bytes;
 use futures::{Stream, StreamExt};
 use penguin::hosting::ScenarioFactory;
+use penguin::llm_providers::sse::SseDecoder;
 use penguin::server::{router, AppState, ServeOptions};
 use penguin::sse_transport::{ChannelConfig, ClientReducer, History, SseConfig};
 use serde_json::{json, Value};
@@ -237,7 +238,8 @@ impl TestServer {
         );
         Sse {
             body: Box::pin(res.bytes_stream()),
-            buf: Vec::new(),
+            decoder: SseDecoder::new(),
+            ready: Default::default(),
         }
     }
 
@@ -282,7 +284,8 @@ type ByteStream = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
 
 struct Sse {
     body: ByteStream,
-    buf: Vec<u8>,
+    decoder: SseDecoder,
+    ready: std::collections::VecDeque<Ev>,
 }
 
 impl Sse {
@@ -290,32 +293,18 @@ impl Sse {
     async fn next(&mut self) -> Ev {
         within(async {
             loop {
-                if let Some(pos) = self.buf.windows(2).position(|w| w == b"\n\n") {
-                    let block: Vec<u8> = self.buf.drain(..pos + 2).collect();
-                    let text = String::from_utf8(block).unwrap();
-                    let mut ev = Ev {
-                        id: String::new(),
-                        event: None,
-                        data: String::new(),
-                    };
-                    let mut any = false;
-                    for line in text.lines() {
-                        if let Some(v) = line.strip_prefix("data: ") {
-                            ev.data.push_str(v);
-                            any = true;
-                        } else if let Some(v) = line.strip_prefix("event: ") {
-                            ev.event = Some(v.to_owned());
-                        } else if let Some(v) = line.strip_prefix("id: ") {
-                            ev.id = v.to_owned();
-                        }
-                    }
-                    if any {
-                        return ev;
-                    }
-                    continue;
+                if let Some(ev) = self.ready.pop_front() {
+                    return ev;
                 }
                 match self.body.next().await {
-                    Some(Ok(chunk)) => self.buf.extend_from_slice(&chunk),
+                    Some(Ok(chunk)) => {
+                        let events = self.decoder.feed(&chunk).expect("valid SSE");
+                        self.ready.extend(events.into_iter().map(|e| Ev {
+                            id: e.id.unwrap_or_default(),
+                            event: e.event,
+                            data: e.data,
+                        }));
+                    }
                     Some(Err(e)) => panic!("stream failed: {e}"),
                     None => panic!("stream ended"),
                 }

@@ -1,5 +1,6 @@
 //! The SSE endpoint over real sockets: setup order, replay, resync and fan-out.
 
+use penguin_llm_providers::sse::SseDecoder;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,11 +49,13 @@ struct Ev {
     data: String,
 }
 
-/// A minimal HTTP/1.1 SSE client: chunked decoding and event parsing, nothing else.
+/// A minimal HTTP/1.1 SSE client: chunked decoding, and penguin's one SSE parser.
 struct SseClient {
     io: BufReader<TcpStream>,
     headers: String,
-    body: Vec<u8>,
+    decoder: SseDecoder,
+    ready: std::collections::VecDeque<Ev>,
+    last_id: Option<String>,
 }
 
 impl SseClient {
@@ -83,7 +86,9 @@ impl SseClient {
         SseClient {
             io,
             headers,
-            body: Vec::new(),
+            decoder: SseDecoder::new(),
+            ready: Default::default(),
+            last_id: None,
         }
     }
 
@@ -94,38 +99,27 @@ impl SseClient {
             return false;
         }
         let size = usize::from_str_radix(line.trim_end(), 16).unwrap();
-        let start = self.body.len();
-        self.body.resize(start + size + 2, 0);
-        self.io.read_exact(&mut self.body[start..]).await.unwrap();
-        assert_eq!(&self.body[start + size..], b"\r\n");
-        self.body.truncate(start + size);
+        let mut chunk = vec![0; size + 2];
+        self.io.read_exact(&mut chunk).await.unwrap();
+        assert_eq!(&chunk[size..], b"\r\n");
+        for e in self.decoder.feed(&chunk[..size]).expect("valid SSE") {
+            assert!(!e.data.contains('\n'), "single-line data: {:?}", e.data);
+            // The parser carries the last id over; a fresh one proves each event has its own.
+            assert_ne!(e.id, self.last_id, "every event has an id");
+            self.last_id = e.id.clone();
+            self.ready.push_back(Ev {
+                id: e.id.expect("every event has an id"),
+                event: e.event,
+                data: e.data,
+            });
+        }
         size > 0
     }
 
     async fn next(&mut self) -> Option<Ev> {
         loop {
-            if let Some(end) = self.body.windows(2).position(|w| w == b"\n\n") {
-                let block: Vec<u8> = self.body.drain(..end + 2).collect();
-                let block = String::from_utf8(block).unwrap();
-                let (mut id, mut event, mut data) = (None, None, None);
-                for line in block.lines() {
-                    if let Some(v) = line.strip_prefix("id: ") {
-                        id = Some(v.to_owned());
-                    } else if let Some(v) = line.strip_prefix("event: ") {
-                        event = Some(v.to_owned());
-                    } else if let Some(v) = line.strip_prefix("data: ") {
-                        assert!(data.is_none(), "single-line data");
-                        data = Some(v.to_owned());
-                    }
-                }
-                if let Some(data) = data {
-                    return Some(Ev {
-                        id: id.expect("every event has an id"),
-                        event,
-                        data,
-                    });
-                }
-                continue;
+            if let Some(ev) = self.ready.pop_front() {
+                return Some(ev);
             }
             if !self.read_chunk().await {
                 return None;
