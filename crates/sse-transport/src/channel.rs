@@ -217,7 +217,7 @@ impl Channel {
     ) -> EventId {
         let id = st.number(self.epoch);
         st.last_activity = Instant::now();
-        let ev = SseEvent { id, event, data };
+        let ev = SseEvent::new(id, event, data);
         st.buffer_bytes += ev.data.as_str().len();
         st.buffer.push_back(ev.clone());
         while st.buffer.len() > self.config.max_events || st.buffer_bytes > self.config.max_bytes {
@@ -245,7 +245,7 @@ impl Channel {
         let mut st = self.lock();
         let id = st.number(self.epoch);
         let pos = st.subscribers.iter().position(|s| s.id == subscriber.0)?;
-        let ev = SseEvent { id, event, data };
+        let ev = SseEvent::new(id, event, data);
         if deliver(&st.subscribers[pos], &ev) {
             Some(id)
         } else {
@@ -311,21 +311,21 @@ impl Channel {
                     ReplayOutcome::Replayed(n)
                 }
                 None => {
-                    pending.push_back(SseEvent {
-                        id: st.number(self.epoch),
-                        event: Some(SERVER_EVENT),
-                        data: EventData::from(&ServerEvent::ResyncRequired),
-                    });
+                    pending.push_back(SseEvent::new(
+                        st.number(self.epoch),
+                        Some(SERVER_EVENT),
+                        EventData::from(&ServerEvent::ResyncRequired),
+                    ));
                     ReplayOutcome::ResyncRequired
                 }
             },
         };
         for ev in initial() {
-            pending.push_back(SseEvent {
-                id: st.number(self.epoch),
-                event: Some(SERVER_EVENT),
-                data: EventData::from(&ev),
-            });
+            pending.push_back(SseEvent::new(
+                st.number(self.epoch),
+                Some(SERVER_EVENT),
+                EventData::from(&ev),
+            ));
         }
         drop(st);
         Subscription {

@@ -1,7 +1,9 @@
 //! Event ids, event payloads and the ServerEvent union (§5.1, §5.3).
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+
+use axum::body::Bytes;
 
 use penguin_omni_protocol::{Frame, OmniMessage};
 use serde::{Deserialize, Serialize};
@@ -149,7 +151,10 @@ impl From<&ServerEvent> for EventData {
 }
 
 /// One numbered event of a channel.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// Its wire form is encoded at most once and shared by every clone, so a large event sent to
+/// many subscribers (and kept for replay) costs one encoding, not one per subscriber.
+#[derive(Clone, Debug)]
 pub struct SseEvent {
     /// `<epoch>-<seq>`.
     pub id: EventId,
@@ -157,6 +162,36 @@ pub struct SseEvent {
     pub event: Option<&'static str>,
     /// Single-line JSON.
     pub data: EventData,
+    wire: Arc<OnceLock<Bytes>>,
+}
+
+impl SseEvent {
+    /// An event; its wire form is encoded on first use.
+    pub fn new(id: EventId, event: Option<&'static str>, data: EventData) -> SseEvent {
+        SseEvent {
+            id,
+            event,
+            data,
+            wire: Arc::default(),
+        }
+    }
+
+    /// The event as SSE bytes (see [`crate::encode_event`]), shared with every clone.
+    pub fn wire(&self) -> Bytes {
+        self.wire
+            .get_or_init(|| {
+                let mut out = Vec::with_capacity(self.data.as_str().len() + 48);
+                crate::sse::encode_event(self, &mut out);
+                Bytes::from(out)
+            })
+            .clone()
+    }
+}
+
+impl PartialEq for SseEvent {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id && self.event == other.event && self.data == other.data
+    }
 }
 
 /// `task_state.state` and `session_state.state`.

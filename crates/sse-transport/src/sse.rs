@@ -72,14 +72,18 @@ pub fn last_event_id(headers: &HeaderMap) -> Option<String> {
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
 }
 
-// Many queued events are written as one chunk: a replay of thousands of events should not cost
-// thousands of writes. Bounded so one chunk never holds a large share of the replay buffer.
+// Many queued small events are written as one chunk: a replay of thousands of events should not
+// cost thousands of writes. Bounded so one chunk never holds a large share of the replay buffer.
 const MAX_CHUNK_EVENTS: usize = 256;
 const MAX_CHUNK_BYTES: usize = 256 * 1024;
+// An event at least this large is sent as its own chunk: the shared encoding, never a copy.
+const OWN_CHUNK_BYTES: usize = 16 * 1024;
 
 /// A subscription encoded as SSE bytes, with heartbeats. Ends when the subscription ends.
 pub struct SseStream {
     sub: Subscription,
+    // A large event taken while a batch of small ones was being built: it goes out next.
+    held: Option<Bytes>,
     period: Duration,
     // Created on first poll: constructing an `Interval` needs a Tokio timer, and the stream may
     // be built outside the runtime.
@@ -100,6 +104,7 @@ impl SseStream {
     pub fn new(sub: Subscription, heartbeat: Duration) -> SseStream {
         SseStream {
             sub,
+            held: None,
             period: heartbeat,
             heartbeat: None,
         }
@@ -116,20 +121,44 @@ impl Stream for SseStream {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
+        if let Some(big) = this.held.take() {
+            return Poll::Ready(Some(Ok(big)));
+        }
+        // The first event's shared bytes go out as they are when nothing follows (the common
+        // live case) or when they are large; small queued events are joined into one chunk.
+        let mut first: Option<Bytes> = None;
         let mut buf = Vec::new();
         let mut n = 0;
         while n < MAX_CHUNK_EVENTS && buf.len() < MAX_CHUNK_BYTES {
             match Pin::new(&mut this.sub).poll_next(cx) {
                 Poll::Ready(Some(ev)) => {
-                    encode_event(&ev, &mut buf);
+                    let wire = ev.wire();
                     n += 1;
+                    if n == 1 {
+                        if wire.len() >= OWN_CHUNK_BYTES {
+                            return Poll::Ready(Some(Ok(wire)));
+                        }
+                        first = Some(wire);
+                        continue;
+                    }
+                    if wire.len() >= OWN_CHUNK_BYTES {
+                        this.held = Some(wire);
+                        break;
+                    }
+                    if let Some(f) = first.take() {
+                        buf.extend_from_slice(&f);
+                    }
+                    buf.extend_from_slice(&wire);
                 }
                 Poll::Ready(None) if n == 0 => return Poll::Ready(None),
                 // Flush what we have; the end is seen again on the next poll.
                 Poll::Ready(None) | Poll::Pending => break,
             }
         }
-        if n > 0 {
+        if let Some(only) = first {
+            return Poll::Ready(Some(Ok(only)));
+        }
+        if !buf.is_empty() {
             return Poll::Ready(Some(Ok(Bytes::from(buf))));
         }
         let period = this.period;
@@ -210,27 +239,19 @@ mod tests {
             seq: 7,
         };
         encode_event(
-            &SseEvent {
+            &SseEvent::new(
                 id,
-                event: Some(SERVER_EVENT),
-                data: EventData::Text(r#"{"type":"hello"}"#.into()),
-            },
+                Some(SERVER_EVENT),
+                EventData::Text(r#"{"type":"hello"}"#.into()),
+            ),
             &mut out,
         );
         encode_event(
-            &SseEvent {
-                id,
-                event: None,
-                data: EventData::Text("{}".into()),
-            },
+            &SseEvent::new(id, None, EventData::Text("{}".into())),
             &mut out,
         );
         encode_event(
-            &SseEvent {
-                id,
-                event: None,
-                data: EventData::Text("a\nb\r\nc".into()),
-            },
+            &SseEvent::new(id, None, EventData::Text("a\nb\r\nc".into())),
             &mut out,
         );
         assert_eq!(
@@ -288,5 +309,31 @@ mod tests {
         );
         ch.close();
         assert!(s.next().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_large_event_is_encoded_once_and_shared_by_every_subscriber() {
+        let ch = Channel::with_epoch(Epoch::from_u32(1), ChannelConfig::default());
+        let mut streams: Vec<SseStream> = (0..3)
+            .map(|_| open_stream(&ch, None, Vec::new, &SseConfig::default()))
+            .collect();
+        let big = format!("\"{}\"", "x".repeat(1 << 20));
+        ch.publish(EventData::Text(big.into()), None);
+        ch.publish(EventData::Text("{}".into()), None);
+        let mut chunks = Vec::new();
+        for s in &mut streams {
+            let chunk = s.next().await.unwrap().unwrap();
+            assert!(chunk.ends_with(b"\"\nid: 00000001-1\n\n"));
+            chunks.push(chunk);
+            // The small event after it is its own chunk, not glued to a copy of the big one.
+            assert_eq!(
+                &s.next().await.unwrap().unwrap()[..],
+                b"data: {}\nid: 00000001-2\n\n"
+            );
+        }
+        assert!(
+            chunks.iter().all(|c| c.as_ptr() == chunks[0].as_ptr()),
+            "one shared buffer"
+        );
     }
 }
