@@ -10,6 +10,7 @@
 //! - none of these std mutexes is held across an `.await`.
 
 use std::collections::{HashSet, VecDeque};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use penguin_engine::{CancellationToken, Environment, SteerId, ThinkingLevel};
@@ -139,6 +140,9 @@ pub(crate) struct Entry {
     // that call; the approval_request is held back until then, so clients always see a call
     // before its request.
     pub(crate) published_calls: Mutex<HashSet<String>>,
+    // When a request last used it (the registry's logical clock): idle sessions are unloaded
+    // least recently used first.
+    pub(crate) touched: AtomicU64,
 }
 
 impl Entry {
@@ -153,6 +157,7 @@ impl Entry {
             publish: Mutex::new(()),
             status_tx: watch::Sender::new(SessionStatus::Idle),
             published_calls: Mutex::new(HashSet::new()),
+            touched: AtomicU64::new(0),
         }
     }
 
@@ -162,6 +167,18 @@ impl Entry {
 
     pub(crate) fn session(&self) -> MutexGuard<'_, Box<dyn HostedSession>> {
         lock(&self.session)
+    }
+
+    /// Whether the session can leave memory without losing anything: it has a trace to be
+    /// loaded again from, and nothing runs, waits or is queued in it.
+    pub(crate) fn unloadable(&self) -> bool {
+        let rt = self.rt();
+        rt.status == SessionStatus::Idle
+            && rt.has_trace
+            && !rt.deleted
+            && rt.follow_ups.is_empty()
+            && rt.pending_inputs.is_empty()
+            && self.approvals.requests().is_empty()
     }
 
     /// The session as the API shows it.

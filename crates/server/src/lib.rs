@@ -47,6 +47,9 @@ use sessions::{RuntimeConfig, Sessions};
 /// The default request-body cap: 1 MiB.
 pub const DEFAULT_MAX_BODY: usize = 1024 * 1024;
 
+/// How many idle sessions stay loaded by default.
+pub const DEFAULT_IDLE_SESSIONS: usize = 32;
+
 /// How to run the server.
 #[derive(Clone)]
 pub struct ServeOptions {
@@ -74,6 +77,9 @@ pub struct ServeOptions {
     pub durability: Durability,
     /// Largest accepted request body, in bytes.
     pub max_body_bytes: usize,
+    /// Idle sessions kept loaded (engine, trace writer thread, open trace file); the least
+    /// recently used beyond this are unloaded and loaded again from their trace when asked for.
+    pub idle_sessions: usize,
 }
 
 impl std::fmt::Debug for ServeOptions {
@@ -111,6 +117,7 @@ impl ServeOptions {
             sse: SseConfig::default(),
             durability: Durability::AtCommit,
             max_body_bytes: DEFAULT_MAX_BODY,
+            idle_sessions: DEFAULT_IDLE_SESSIONS,
         }
     }
 }
@@ -163,6 +170,7 @@ impl AppState {
                 location: TraceLocation::new(&opts.data_root, &opts.project, &opts.agent),
                 durability: opts.durability,
                 hub: ChannelHub::new(opts.channel.clone()),
+                idle_cache: opts.idle_sessions,
             })),
             token: token.into(),
             sse: opts.sse.clone(),

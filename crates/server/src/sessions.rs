@@ -1,6 +1,7 @@
 //! The registry of hosted sessions: creating, loading from the Trace, listing, deleting.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -40,6 +41,8 @@ pub(crate) struct RuntimeConfig {
     pub(crate) location: TraceLocation,
     pub(crate) durability: Durability,
     pub(crate) hub: ChannelHub,
+    /// Idle sessions kept loaded; the least recently used beyond this are unloaded.
+    pub(crate) idle_cache: usize,
 }
 
 /// Every hosted session, and the channels.
@@ -47,6 +50,7 @@ pub(crate) struct Sessions {
     pub(crate) cfg: RuntimeConfig,
     pub(crate) settings: SettingsStore,
     entries: Mutex<HashMap<String, Arc<Entry>>>,
+    clock: AtomicU64,
     // Loading a session from disk opens a trace writer: two concurrent loads of one id must not
     // both do it.
     load: tokio::sync::Mutex<()>,
@@ -58,6 +62,7 @@ impl Sessions {
             settings: SettingsStore::new(&cfg.location),
             cfg,
             entries: Mutex::new(HashMap::new()),
+            clock: AtomicU64::new(0),
             load: tokio::sync::Mutex::new(()),
         }
     }
@@ -76,8 +81,49 @@ impl Sessions {
             session,
             Runtime::new(approval_mode, title, has_trace),
         ));
+        self.touch(&entry);
         lock(&self.entries).insert(entry.id.clone(), entry.clone());
+        self.unload_idle();
         entry
+    }
+
+    fn touch(&self, entry: &Entry) {
+        let now = self.clock.fetch_add(1, Ordering::Relaxed) + 1;
+        entry.touched.store(now, Ordering::Relaxed);
+    }
+
+    /// Unloads the least recently used idle sessions beyond the cache, so threads and open
+    /// trace files stay bounded by the running sessions plus the cache. A later request loads
+    /// an unloaded session again from its trace.
+    ///
+    /// Only sessions nobody else holds are unloaded: under the registry lock no request can
+    /// take a new reference, so a session cannot be in use and unloaded at once (two engines
+    /// on one trace).
+    pub(crate) fn unload_idle(&self) {
+        let unloaded: Vec<Arc<Entry>> = {
+            let mut entries = lock(&self.entries);
+            let mut idle: Vec<(u64, String)> = entries
+                .values()
+                .filter(|e| Arc::strong_count(e) == 1 && e.unloadable())
+                .map(|e| (e.touched.load(Ordering::Relaxed), e.id.clone()))
+                .collect();
+            if idle.len() <= self.cfg.idle_cache {
+                return;
+            }
+            idle.sort_unstable();
+            let excess = idle.len() - self.cfg.idle_cache;
+            idle.into_iter()
+                .take(excess)
+                .filter_map(|(_, id)| entries.remove(&id))
+                .collect()
+        };
+        // Dropping a session joins its trace writer thread: not on the async workers.
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn_blocking(move || drop(unloaded));
+            }
+            Err(_) => drop(unloaded),
+        }
     }
 
     /// `POST /api/sessions`.
@@ -119,12 +165,12 @@ impl Sessions {
                 format!("{id:?} is not a session id (letters, digits, '-' and '_' only)"),
             ));
         }
-        if let Some(e) = lock(&self.entries).get(id) {
-            return Ok(e.clone());
+        if let Some(e) = self.loaded_entry(id) {
+            return Ok(e);
         }
         let _loading = self.load.lock().await;
-        if let Some(e) = lock(&self.entries).get(id) {
-            return Ok(e.clone());
+        if let Some(e) = self.loaded_entry(id) {
+            return Ok(e);
         }
         let traces = self.cfg.location.traces_dir();
         let found = penguin_trace_store::find_latest_trace_file(&traces, id)
@@ -145,6 +191,12 @@ impl Sessions {
             other => ApiError::conflict("session_unrecoverable", other.to_string()),
         })?;
         Ok(self.insert(session, true))
+    }
+
+    fn loaded_entry(&self, id: &str) -> Option<Arc<Entry>> {
+        let e = lock(&self.entries).get(id).cloned()?;
+        self.touch(&e);
+        Some(e)
     }
 
     /// Hosted sessions, newest id first.

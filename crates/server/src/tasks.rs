@@ -193,6 +193,8 @@ impl Sessions {
                         );
                     }
                     sessions.settle(&entry);
+                    drop(entry);
+                    sessions.unload_idle();
                 });
                 Ok(())
             }

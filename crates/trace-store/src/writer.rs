@@ -5,7 +5,7 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 
 use penguin_omni_protocol::{EventPayload, Frame, OmniMessage};
@@ -132,10 +132,12 @@ pub struct Writer {
     shared: Arc<Shared>,
 }
 
-#[derive(Debug)]
 struct Shared {
-    tx: Option<Sender<Command>>,
-    thread: Option<JoinHandle<()>>,
+    // The writer thread starts with the first command, so a session that never writes (a
+    // server session created and never run) holds neither a thread nor a file.
+    pending: Mutex<Option<Worker>>,
+    tx: OnceLock<Sender<Command>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
     counters: Arc<Counters>,
     index: AtomicU32,
     traces_dir: PathBuf,
@@ -144,11 +146,28 @@ struct Shared {
     durability: Durability,
 }
 
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("started", &self.tx.get().is_some())
+            .field("counters", &self.counters)
+            .field("index", &self.index)
+            .field("session_id", &self.session_id)
+            .field("durability", &self.durability)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Drop for Shared {
     fn drop(&mut self) {
         // Closing the channel lets the thread finish what is queued and exit.
         drop(self.tx.take());
-        if let Some(t) = self.thread.take() {
+        let thread = self
+            .thread
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(t) = thread {
             if t.join().is_err() {
                 tracing::warn!("[trace] writer thread panicked");
             }
@@ -166,9 +185,9 @@ impl Writer {
         Writer::open(WriterConfig::new(location.traces_dir(), session_id).durability(durability))
     }
 
-    /// A writer for an explicit configuration. Nothing touches the disk until the first record.
+    /// A writer for an explicit configuration. Nothing touches the disk, and no thread starts,
+    /// until the first record.
     pub fn open(config: WriterConfig) -> Result<Writer, TraceError> {
-        let (tx, rx) = mpsc::channel();
         let counters = Arc::new(Counters::default());
         let worker = Worker {
             traces_dir: config.traces_dir.clone(),
@@ -183,14 +202,11 @@ impl Writer {
             buf: Vec::new(),
             counters: counters.clone(),
         };
-        let thread = std::thread::Builder::new()
-            .name(format!("trace-writer-{}", config.session_id))
-            .spawn(move || worker.run(rx))
-            .map_err(TraceError::Spawn)?;
         Ok(Writer {
             shared: Arc::new(Shared {
-                tx: Some(tx),
-                thread: Some(thread),
+                pending: Mutex::new(Some(worker)),
+                tx: OnceLock::new(),
+                thread: Mutex::new(None),
                 counters,
                 index: AtomicU32::new(config.start_index),
                 traces_dir: config.traces_dir,
@@ -201,11 +217,51 @@ impl Writer {
         })
     }
 
+    /// The writer thread's queue, starting the thread on first use. `None` when it could not
+    /// be started (logged once).
+    fn sender(&self) -> Option<&Sender<Command>> {
+        if let Some(tx) = self.shared.tx.get() {
+            return Some(tx);
+        }
+        let mut pending = self
+            .shared
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(tx) = self.shared.tx.get() {
+            return Some(tx);
+        }
+        let worker = pending.take()?;
+        let (tx, rx) = mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name(format!("trace-writer-{}", self.shared.session_id))
+            .spawn(move || worker.run(rx));
+        match spawned {
+            Ok(handle) => {
+                *self
+                    .shared
+                    .thread
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Some(handle);
+                Some(self.shared.tx.get_or_init(|| tx))
+            }
+            Err(e) => {
+                tracing::error!(
+                    "[trace] cannot start the writer of session {}: {e}; its records are lost",
+                    self.shared.session_id
+                );
+                None
+            }
+        }
+    }
+
+    /// Whether the writer thread has started: it does with the first record or rotation.
+    pub fn started(&self) -> bool {
+        self.shared.tx.get().is_some()
+    }
+
     fn send(&self, cmd: Command) -> bool {
-        self.shared
-            .tx
-            .as_ref()
-            .is_some_and(|tx| tx.send(cmd).is_ok())
+        self.sender().is_some_and(|tx| tx.send(cmd).is_ok())
     }
 
     /// Queues `frame` for appending, if it is recordable (§3.2); returns whether it was queued.
@@ -256,6 +312,11 @@ impl Writer {
     /// [`FlushHandle::try_wait`].
     pub fn flush_handle(&self) -> FlushHandle {
         let (tx, rx) = mpsc::channel();
+        if !self.started() {
+            // Nothing was ever queued: nothing to flush, and no reason to start a thread.
+            let _ = tx.send(Ok(()));
+            return FlushHandle { rx };
+        }
         // When the send fails the sender is dropped with the command, so the handle reports the
         // stopped thread instead of hanging.
         self.send(Command::Flush(tx));

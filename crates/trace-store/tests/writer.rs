@@ -529,3 +529,16 @@ fn check_reports_structure_with_file_and_line() {
         ]
     );
 }
+
+#[test]
+fn a_writer_that_never_records_holds_no_thread_and_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = writer(dir.path(), Durability::AtCommit);
+    w.flush().unwrap();
+    assert!(!w.started(), "a flush of nothing starts nothing");
+    assert!(!w.current_path().exists());
+    rec(&w, meta());
+    assert!(w.started());
+    w.flush().unwrap();
+    assert!(w.current_path().exists());
+}
