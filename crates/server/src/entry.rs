@@ -18,8 +18,11 @@ use penguin_omni_protocol::{Frame, ModelPayload, OmniMessage, Role, SessionMeta}
 use penguin_sse_transport::{PendingInput, ServerEvent, SessionStatus, TaskState};
 use tokio::sync::watch;
 
+use axum::http::StatusCode;
+
 use crate::api::{ApprovalMode, SessionInfo};
 use crate::approvals::{approval_request, Approvals};
+use crate::error::ApiError;
 use crate::host::HostedSession;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -38,6 +41,12 @@ pub(crate) fn random_id() -> String {
     let b: [u8; 16] = rand::random();
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
+
+/// Steering inputs, and separately follow-ups, a session may hold at once.
+pub(crate) const MAX_PENDING_INPUTS: usize = 32;
+
+/// Bytes of text all pending inputs of a session may hold together.
+pub(crate) const MAX_PENDING_BYTES: usize = 1024 * 1024;
 
 pub(crate) struct FollowUp {
     pub(crate) mirror: PendingInput,
@@ -89,6 +98,37 @@ impl Runtime {
             pending_steering: list(self.steering.iter().map(|(p, _)| p.clone()).collect()),
             pending_follow_ups: list(self.follow_ups.iter().map(|f| f.mirror.clone()).collect()),
         }
+    }
+
+    /// Refuses one more pending input (steering or follow-up) of `bytes` when the session
+    /// already holds the most it may: each one is republished in every `task_state`.
+    pub(crate) fn admit_pending(&self, queue_len: usize, bytes: usize) -> Result<(), ApiError> {
+        if queue_len >= MAX_PENDING_INPUTS {
+            return Err(ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_pending",
+                format!(
+                    "this session already holds {MAX_PENDING_INPUTS} pending inputs of this kind; wait for the task to take them, or recall some"
+                ),
+            ));
+        }
+        let held: usize = self
+            .steering
+            .iter()
+            .map(|(p, _)| p.text.len())
+            .chain(self.follow_ups.iter().map(|f| f.mirror.text.len()))
+            .sum();
+        if held + bytes > MAX_PENDING_BYTES {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "pending_too_large",
+                format!(
+                    "pending inputs of this session would exceed {} KiB ({held} bytes held, {bytes} more asked)",
+                    MAX_PENDING_BYTES / 1024
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Whether the session has written (or is writing) anything.

@@ -17,7 +17,7 @@ use crate::api::{
     ApprovalMode, CompactAccepted, CreateSessionRequest, MessagesPage, Recalled, RetryNow,
     SessionEnvelope, SessionInfo, SessionList, SteerAccepted, TaskAccepted,
 };
-use crate::auth::{presented_token, tokens_match};
+use crate::auth::{host_allowed, presented_token, tokens_match};
 use crate::entry::Entry;
 use crate::error::{json_response, kind, opt_bool, opt_str, read_object, ApiError};
 use crate::history::{
@@ -58,6 +58,21 @@ fn is_stream_route(method: &Method, path: &str) -> bool {
 
 /// Every request must present the token (§5.8); streams may pass it as `?access_token=`.
 pub(crate) async fn auth(State(app): State<AppState>, req: Request, next: Next) -> Response {
+    let host = req
+        .headers()
+        .get(axum::http::header::HOST)
+        .map(|h| h.to_str().unwrap_or(""));
+    if !host_allowed(host, &app.allowed_hosts) {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "host_not_allowed",
+            format!(
+                "this server does not answer to Host {:?}; start it with --allowed-host NAME to allow that name",
+                host.unwrap_or("")
+            ),
+        )
+        .into_response();
+    }
     let allow_query = is_stream_route(req.method(), req.uri().path());
     match presented_token(req.headers(), req.uri(), allow_query) {
         Some(t) if tokens_match(&t, &app.token) => next.run(req).await,
@@ -111,7 +126,7 @@ pub(crate) async fn create_session(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult {
-    let obj = read_object(&headers, body, app.max_body).await?;
+    let obj = read_object(&headers, body, &app.body).await?;
     let req = CreateSessionRequest {
         provider: opt_str(&obj, "provider")?.map(str::to_owned),
         model: opt_str(&obj, "model")?.map(str::to_owned),
@@ -192,7 +207,7 @@ pub(crate) async fn patch_session(
     body: Body,
 ) -> ApiResult {
     let e = entry(&app, p).await?;
-    let obj = read_object(&headers, body, app.max_body).await?;
+    let obj = read_object(&headers, body, &app.body).await?;
     let mode = parse_mode(&obj)?;
     let title = opt_str(&obj, "title")?.map(str::to_owned);
     app.sessions.update(&e, mode, title);
@@ -384,7 +399,7 @@ pub(crate) async fn create_task(
     body: Body,
 ) -> ApiResult {
     let e = entry(&app, p).await?;
-    let obj = read_object(&headers, body, app.max_body).await?;
+    let obj = read_object(&headers, body, &app.body).await?;
     let (input, text, images) = parse_input(obj.get("input"))?;
     let thinking =
         match opt_str(&obj, "thinkingLevel")? {
@@ -417,7 +432,7 @@ pub(crate) async fn steer(
     body: Body,
 ) -> ApiResult {
     let e = entry(&app, p).await?;
-    let obj = read_object(&headers, body, app.max_body).await?;
+    let obj = read_object(&headers, body, &app.body).await?;
     let text = opt_str(&obj, "text")?
         .filter(|t| !t.trim().is_empty())
         .ok_or_else(|| ApiError::field("text", "non-blank text"))?
@@ -434,7 +449,7 @@ pub(crate) async fn approve(
 ) -> ApiResult {
     let Path((id, call)) = p.map_err(|e| ApiError::bad_request("invalid_path", e.body_text()))?;
     let e = app.sessions.get(&id).await?;
-    let obj = read_object(&headers, body, app.max_body).await?;
+    let obj = read_object(&headers, body, &app.body).await?;
     let decision = match opt_str(&obj, "decision")? {
         Some("allow") => ApprovalDecision::Allow,
         Some("deny") => ApprovalDecision::Deny,

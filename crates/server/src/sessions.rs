@@ -43,6 +43,8 @@ pub(crate) struct RuntimeConfig {
     pub(crate) hub: ChannelHub,
     /// Idle sessions kept loaded; the least recently used beyond this are unloaded.
     pub(crate) idle_cache: usize,
+    /// Where API-created sessions' workspaces must lie.
+    pub(crate) workspace_root: Option<std::path::PathBuf>,
 }
 
 /// Every hosted session, and the channels.
@@ -131,10 +133,14 @@ impl Sessions {
         &self,
         req: crate::api::CreateSessionRequest,
     ) -> Result<Arc<Entry>, ApiError> {
+        let workspace = match (req.workspace, &self.cfg.workspace_root) {
+            (Some(w), Some(root)) => Some(confined_workspace(root, &w)?),
+            (w, _) => w.map(Into::into),
+        };
         let create = CreateSession {
             provider: req.provider,
             model: req.model,
-            workspace: req.workspace.map(Into::into),
+            workspace,
             location: self.cfg.location.clone(),
             durability: self.cfg.durability,
         };
@@ -340,6 +346,39 @@ impl Sessions {
             self.cfg.hub.reclaim(&e.id);
         }
         self.cfg.hub.reclaim(USER_CHANNEL);
+    }
+}
+
+/// `workspace` resolved (symlinks and `..` included) and checked to lie under `root`.
+fn confined_workspace(
+    root: &std::path::Path,
+    workspace: &str,
+) -> Result<std::path::PathBuf, ApiError> {
+    let refuse = |why: &str| {
+        ApiError::bad_request(
+            "invalid_request",
+            format!(
+                "workspace: {workspace} {why}; workspaces must lie under {} (penguin serve --workspace-root)",
+                root.display()
+            ),
+        )
+    };
+    let path = std::path::Path::new(workspace);
+    let path = if path.is_relative() {
+        root.join(path)
+    } else {
+        path.to_path_buf()
+    };
+    let real = path
+        .canonicalize()
+        .map_err(|_| refuse("is not an existing directory"))?;
+    let root = root
+        .canonicalize()
+        .map_err(|e| ApiError::internal(format!("the workspace root {}: {e}", root.display())))?;
+    if real.starts_with(&root) && real.is_dir() {
+        Ok(real)
+    } else {
+        Err(refuse("is outside the workspace root"))
     }
 }
 

@@ -73,6 +73,8 @@ impl Sessions {
             match rt.status {
                 SessionStatus::Idle => {}
                 _ if queue_if_busy => {
+                    let queued = rt.follow_ups.len();
+                    rt.admit_pending(queued, task.text.len())?;
                     rt.follow_ups.push_back(FollowUp {
                         mirror: PendingInput {
                             id: random_id(),

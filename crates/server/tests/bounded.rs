@@ -33,6 +33,21 @@ fn count(dir: &str) -> usize {
     std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
 }
 
+/// Trace writer threads alive (tokio's blocking pool grows and shrinks on its own, so all
+/// threads together say little).
+fn writer_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .map(|d| {
+            d.flatten()
+                .filter(|t| {
+                    std::fs::read_to_string(t.path().join("comm"))
+                        .is_ok_and(|c| c.starts_with("trace-writer"))
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thousands_of_sessions_run_one_after_another_under_a_low_file_limit() {
     use nix::sys::resource::{setrlimit, Resource};
@@ -99,25 +114,23 @@ async fn thousands_of_sessions_run_one_after_another_under_a_low_file_limit() {
         assert!(idle, "session {i} never went idle");
         ids.push(id);
         if i == 100 {
-            baseline = Some((count("/proc/self/fd"), count("/proc/self/task")));
+            baseline = Some(count("/proc/self/fd"));
         }
     }
-    // Give unloads (which join writer threads off the async workers) a moment to finish.
-    let (fds, threads) = baseline.unwrap_or((0, 0));
+    // Unloads join writer threads off the async workers: give them a bounded moment.
+    let fds = baseline.unwrap_or(0);
     let mut now = (usize::MAX, usize::MAX);
-    for _ in 0..200 {
-        now = (count("/proc/self/fd"), count("/proc/self/task"));
-        if now.0 <= fds + 8 && now.1 <= threads + 8 {
+    for _ in 0..500 {
+        now = (count("/proc/self/fd"), writer_threads());
+        if now.0 <= fds + 8 && now.1 <= 8 + 2 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert!(
-        now.0 <= fds + 8 && now.1 <= threads + 8,
-        "descriptors {} → {}, threads {} → {}",
-        fds,
+        now.0 <= fds + 8 && now.1 <= 8 + 2,
+        "descriptors {fds} → {}, trace writer threads {} (8 idle sessions cached)",
         now.0,
-        threads,
         now.1
     );
     // An unloaded session is loaded again from its trace, history intact.

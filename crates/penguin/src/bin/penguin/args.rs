@@ -104,22 +104,7 @@ pub(crate) enum Command {
         follow: bool,
     },
     /// Serve sessions over HTTP + SSE (every request needs `Authorization: Bearer <token>`).
-    Serve {
-        /// Address to bind.
-        #[arg(long, default_value = "127.0.0.1")]
-        host: String,
-        /// Port to bind.
-        #[arg(long, default_value_t = 7364)]
-        port: u16,
-        #[command(flatten)]
-        model: ModelArgs,
-        /// The workspace of sessions created without one (default: the current directory).
-        #[arg(long)]
-        workspace: Option<PathBuf>,
-        /// Append the server's log here instead of stderr (level from RUST_LOG, default warn).
-        #[arg(long)]
-        log_file: Option<PathBuf>,
-    },
+    Serve(ServeArgs),
     /// Scenario files: a scripted model and tools driving the real engine.
     Scenario {
         #[command(subcommand)]
@@ -161,4 +146,31 @@ pub(crate) enum TraceCommand {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+}
+
+/// `penguin serve`.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct ServeArgs {
+    /// Address to bind.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub(crate) host: String,
+    /// Port to bind.
+    #[arg(long, default_value_t = 7364)]
+    pub(crate) port: u16,
+    #[command(flatten)]
+    pub(crate) model: ModelArgs,
+    /// The workspace of sessions created without one (default: the current directory).
+    #[arg(long)]
+    pub(crate) workspace: Option<PathBuf>,
+    /// Sessions created over the API must have their workspace under this directory (default:
+    /// the directory serve was started in).
+    #[arg(long)]
+    pub(crate) workspace_root: Option<PathBuf>,
+    /// A host name (besides localhost and IP addresses) requests may use in their Host header;
+    /// repeatable.
+    #[arg(long = "allowed-host", value_name = "NAME")]
+    pub(crate) allowed_hosts: Vec<String>,
+    /// Append the server's log here instead of stderr (level from RUST_LOG, default warn).
+    #[arg(long)]
+    pub(crate) log_file: Option<PathBuf>,
 }

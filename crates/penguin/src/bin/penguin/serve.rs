@@ -1,22 +1,26 @@
 //! `penguin serve`: the HTTP server over configured models or a scenario.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use penguin::agent::Agent;
 use penguin::models::Protocol;
 
-use crate::args::ModelArgs;
+use crate::args::ServeArgs;
 use crate::setup::{pick_source, session_tools, workspace_dir, Source};
 use crate::with_runtime;
 
-pub(crate) fn serve(
-    host: String,
-    port: u16,
-    model: ModelArgs,
-    workspace: Option<PathBuf>,
-) -> Result<ExitCode, String> {
+pub(crate) fn serve(args: ServeArgs) -> Result<ExitCode, String> {
+    let ServeArgs {
+        host,
+        port,
+        model,
+        workspace,
+        workspace_root,
+        allowed_hosts,
+        log_file: _,
+    } = args;
     use penguin::hosting::{ModelFactory, ScenarioFactory};
     use penguin::server::{ServeOptions, SessionFactory};
     let agent = Agent::from_env().map_err(|e| e.to_string())?;
@@ -53,6 +57,14 @@ pub(crate) fn serve(
         }
     };
     let mut opts = ServeOptions::new(factory);
+    opts.workspace_root = Some(match workspace_root {
+        Some(root) => root
+            .canonicalize()
+            .map_err(|e| format!("--workspace-root {}: {e}", root.display()))?,
+        None => std::env::current_dir()
+            .map_err(|e| format!("cannot determine the current directory: {e}"))?,
+    });
+    opts.allowed_hosts = allowed_hosts;
     opts.host = host;
     opts.port = port;
     opts.data_root = agent.location.root.clone();
