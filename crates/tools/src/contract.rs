@@ -5,6 +5,7 @@ use std::any::Any;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
@@ -80,6 +81,41 @@ pub(crate) struct Limits {
     pub timeout: Option<Duration>,
     /// Canonical workspace root, when truncated output is archived under it.
     pub archive_root: Option<PathBuf>,
+    /// How much the archive may still write.
+    pub archive_budget: Arc<ArchiveBudget>,
+}
+
+/// The archive's bounds: bytes per archived call, and bytes left for the whole session (the
+/// tools instance), so a command printing forever cannot fill the disk.
+#[derive(Debug)]
+pub(crate) struct ArchiveBudget {
+    per_file: u64,
+    session_left: AtomicU64,
+}
+
+impl ArchiveBudget {
+    pub(crate) fn new(per_file: u64, per_session: u64) -> ArchiveBudget {
+        ArchiveBudget {
+            per_file,
+            session_left: AtomicU64::new(per_session),
+        }
+    }
+
+    /// Takes up to `want` bytes from the session's budget; returns what was granted.
+    fn take(&self, want: u64) -> u64 {
+        let mut granted = 0;
+        let _ = self
+            .session_left
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+                granted = left.min(want);
+                Some(left - granted)
+            });
+        granted
+    }
+
+    fn exhausted(&self) -> bool {
+        self.session_left.load(Ordering::Relaxed) == 0
+    }
 }
 
 /// Workspace-relative directory where the full output of truncated calls is archived.
@@ -230,6 +266,10 @@ struct Accumulator<'a> {
     id: &'a str,
     cap: Option<usize>,
     archive_root: Option<&'a Path>,
+    budget: &'a ArchiveBudget,
+    /// Bytes written to the archive file, and bytes the caps kept out of it.
+    archived: u64,
+    dropped: u64,
     /// Head-kept content, at most `cap` chars.
     content: String,
     content_chars: usize,
@@ -242,6 +282,8 @@ struct Accumulator<'a> {
 enum Archive {
     /// Not needed (yet), or disabled.
     None,
+    /// The session's archive budget was used up before this call needed one.
+    Skipped,
     Open {
         file: tokio::fs::File,
         rel: String,
@@ -255,6 +297,9 @@ impl<'a> Accumulator<'a> {
             id,
             cap: limits.max_output_chars,
             archive_root: limits.archive_root.as_deref(),
+            budget: &limits.archive_budget,
+            archived: 0,
+            dropped: 0,
             content: String::new(),
             content_chars: 0,
             streamed: 0,
@@ -307,6 +352,10 @@ impl<'a> Accumulator<'a> {
         let Some(root) = self.archive_root else {
             return;
         };
+        if self.budget.exhausted() {
+            self.archive = Archive::Skipped;
+            return;
+        }
         static SEQ: AtomicU64 = AtomicU64::new(0);
         let millis = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -344,11 +393,23 @@ impl<'a> Accumulator<'a> {
     }
 
     async fn archive_write(&mut self, text: &str) {
-        if let Archive::Open { file, .. } = &mut self.archive {
-            if let Err(e) = file.write_all(text.as_bytes()).await {
-                self.archive = Archive::Failed(error_code(&e));
-            }
+        let Archive::Open { file, .. } = &mut self.archive else {
+            return;
+        };
+        let len = text.len() as u64;
+        let room = self.budget.per_file.saturating_sub(self.archived).min(len);
+        let granted = self.budget.take(room);
+        // Whole characters only, so the archive stays valid UTF-8.
+        let mut keep = usize::try_from(granted).unwrap_or(text.len());
+        while !text.is_char_boundary(keep) {
+            keep -= 1;
         }
+        if let Err(e) = file.write_all(&text.as_bytes()[..keep]).await {
+            self.archive = Archive::Failed(error_code(&e));
+            return;
+        }
+        self.archived += keep as u64;
+        self.dropped += len - keep as u64;
     }
 
     /// The truncation note lines (empty when nothing was cut).
@@ -360,9 +421,15 @@ impl<'a> Accumulator<'a> {
         match std::mem::replace(&mut self.archive, Archive::None) {
             Archive::None => {}
             Archive::Open { mut file, rel } => match file.flush().await {
-                Ok(()) => lines.push(notes::archived(&rel)),
+                Ok(()) => {
+                    lines.push(notes::archived(&rel));
+                    if self.dropped > 0 {
+                        lines.push(notes::archive_capped(self.archived, self.dropped));
+                    }
+                }
                 Err(e) => lines.push(notes::archive_failed(&error_code(&e))),
             },
+            Archive::Skipped => lines.push(notes::ARCHIVE_BUDGET_SPENT.to_owned()),
             Archive::Failed(code) => lines.push(notes::archive_failed(&code)),
         }
         lines

@@ -115,8 +115,12 @@ struct WriteArgs {
 
 fn write_file(root: &Path, args: WriteArgs) -> Result<String, String> {
     let full = resolve(root, &args.path)?;
-    if full.is_dir() {
-        return Err(format!("{}: is a directory", args.path));
+    match std::fs::metadata(&full) {
+        Ok(meta) if meta.is_dir() => return Err(format!("{}: is a directory", args.path)),
+        // A FIFO, socket or device would block the write or do something other than store
+        // the content.
+        Ok(meta) if !meta.is_file() => return Err(format!("{}: not a regular file", args.path)),
+        _ => {}
     }
     if let Some(dir) = full.parent() {
         std::fs::create_dir_all(dir).map_err(|e| describe(&args.path, &e))?;

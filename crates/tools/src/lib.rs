@@ -47,6 +47,7 @@ pub mod policy;
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -54,7 +55,7 @@ use penguin_engine::{Environment, MessageSink, Permission, ToolCallRequest};
 use penguin_omni_protocol::{build, ModelPayload, StopReason, ToolDefinition};
 use serde_json::json;
 
-use contract::{Limits, Tool};
+use contract::{ArchiveBudget, Limits, Tool};
 use exec::ExecCommand;
 use files::{FileOp, FileTool};
 
@@ -192,6 +193,10 @@ pub struct ToolsConfig {
     pub enabled: Vec<BuiltinTool>,
     /// Write the full output of truncated calls under [`ARCHIVE_DIR`] in the workspace.
     pub archive_truncated: bool,
+    /// Most bytes archived for one call; the rest is dropped, and the note says how much.
+    pub archive_max_file_bytes: u64,
+    /// Most bytes archived by all calls of one [`BuiltinTools`] (one session) together.
+    pub archive_max_session_bytes: u64,
 }
 
 impl Default for ToolsConfig {
@@ -201,6 +206,8 @@ impl Default for ToolsConfig {
             timeout: Some(DEFAULT_TIMEOUT),
             enabled: BuiltinTool::ALL.to_vec(),
             archive_truncated: true,
+            archive_max_file_bytes: 16 << 20,
+            archive_max_session_bytes: 256 << 20,
         }
     }
 }
@@ -210,6 +217,8 @@ impl Default for ToolsConfig {
 pub struct BuiltinTools {
     root: PathBuf,
     config: ToolsConfig,
+    // Shared by clones: the archive limit is per session, not per copy.
+    archive_budget: Arc<ArchiveBudget>,
 }
 
 impl BuiltinTools {
@@ -223,7 +232,15 @@ impl BuiltinTools {
                 format!("{} is not a directory", root.display()),
             ));
         }
-        Ok(BuiltinTools { root, config })
+        let archive_budget = Arc::new(ArchiveBudget::new(
+            config.archive_max_file_bytes,
+            config.archive_max_session_bytes,
+        ));
+        Ok(BuiltinTools {
+            root,
+            config,
+            archive_budget,
+        })
     }
 
     /// The canonical workspace root.
@@ -243,6 +260,7 @@ impl BuiltinTools {
                 .filter(|n| *n > 0),
             timeout: self.config.timeout.filter(|t| !t.is_zero()),
             archive_root: self.config.archive_truncated.then(|| self.root.clone()),
+            archive_budget: self.archive_budget.clone(),
         }
     }
 

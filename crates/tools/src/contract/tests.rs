@@ -1,3 +1,5 @@
+use std::sync::Arc;
+
 use super::*;
 use penguin_omni_protocol::build;
 use proptest::prelude::*;
@@ -50,6 +52,7 @@ fn limits(cap: Option<usize>) -> Limits {
         max_output_chars: cap,
         timeout: None,
         archive_root: None,
+        archive_budget: Arc::new(ArchiveBudget::new(u64::MAX, u64::MAX)),
     }
 }
 
@@ -249,6 +252,45 @@ async fn truncated_output_is_archived_under_the_workspace() {
         "12345678"
     );
     assert_eq!(lines.next(), None);
+}
+
+#[tokio::test]
+async fn the_archive_is_capped_per_call_and_per_session_and_says_what_it_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    // 6 bytes per call, 8 for the session.
+    let l = Limits {
+        archive_root: Some(dir.path().to_path_buf()),
+        archive_budget: Arc::new(ArchiveBudget::new(6, 8)),
+        ..limits(Some(2))
+    };
+    let tool = chunks(&["12", "345", "6789"], Ok(ToolOutcome::default()));
+    let (out, _, _) = check(&run(&tool, &l).await);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[1], "[output truncated: exceeded 2 chars]");
+    let rel = lines[2]
+        .strip_prefix("[output archived: ")
+        .and_then(|s| s.strip_suffix(']'))
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join(rel)).unwrap(),
+        "123456"
+    );
+    assert_eq!(
+        lines[3],
+        "[output archive capped: kept the first 6 bytes, dropped 3]"
+    );
+    // The second call gets what is left of the session's 8 bytes.
+    let (out, _, _) = check(&run(&tool, &l).await);
+    assert!(
+        out.ends_with("[output archive capped: kept the first 2 bytes, dropped 7]"),
+        "{out}"
+    );
+    // Then nothing is archived any more, and the note says so.
+    let (out, _, _) = check(&run(&tool, &l).await);
+    assert_eq!(
+        out,
+        "12\n[output truncated: exceeded 2 chars]\n[output not archived: this session's archive limit is used up]"
+    );
 }
 
 #[tokio::test]
