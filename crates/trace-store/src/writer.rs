@@ -428,20 +428,34 @@ pub(crate) fn append_all(w: &mut impl Write, buf: &[u8]) -> Result<(), (usize, i
     Ok(())
 }
 
-/// A file is torn when it is non-empty and does not end in `\n`. Missing counts as clean.
-fn probe_torn(path: &Path) -> io::Result<bool> {
-    let mut f = match File::open(path) {
+/// Cuts a torn tail (bytes after the last `\n`: a record whose write a crash cut short) off
+/// the file, so the next record starts on a line of its own and the fragment can never end up
+/// in the middle of the file. Returns how many bytes were dropped; a missing file is clean.
+fn heal_torn_tail(path: &Path) -> io::Result<u64> {
+    let mut f = match OpenOptions::new().read(true).write(true).open(path) {
         Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
         Err(e) => return Err(e),
     };
-    if f.metadata()?.len() == 0 {
-        return Ok(false);
+    let len = f.metadata()?.len();
+    let mut end = len;
+    let mut chunk = vec![0u8; 64 * 1024];
+    while end > 0 {
+        let start = end.saturating_sub(chunk.len() as u64);
+        let buf = &mut chunk[..(end - start) as usize];
+        f.seek(SeekFrom::Start(start))?;
+        f.read_exact(buf)?;
+        if let Some(i) = buf.iter().rposition(|&b| b == b'\n') {
+            end = start + i as u64 + 1;
+            break;
+        }
+        end = start;
     }
-    f.seek(SeekFrom::End(-1))?;
-    let mut last = [0u8];
-    f.read_exact(&mut last)?;
-    Ok(last[0] != b'\n')
+    if end < len {
+        f.set_len(end)?;
+        f.sync_data()?;
+    }
+    Ok(len - end)
 }
 
 struct Worker {
@@ -498,9 +512,14 @@ impl Worker {
         let dir = path.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir)?;
         if self.probed_index != Some(self.index) {
-            // The tail is a property of this file: a torn tail left in the previous file (by a
-            // failed append before a rotation) must not put a blank line at the top of this one.
-            self.torn = probe_torn(&path)?;
+            let dropped = heal_torn_tail(&path)?;
+            if dropped > 0 {
+                tracing::warn!(
+                    "[trace] {}: dropped a torn last line ({dropped} bytes of a record a crash cut short) before appending",
+                    path.display()
+                );
+            }
+            self.torn = false;
             self.probed_index = Some(self.index);
         }
         let existed = path.exists();
@@ -527,15 +546,17 @@ impl Worker {
     }
 
     fn try_append(&mut self, frame: &Frame) -> io::Result<()> {
+        if self.torn {
+            // Our own append was cut short: heal the file before the next record.
+            self.file = None;
+            self.probed_index = None;
+        }
         if self.file.is_none() {
             self.open_current()?;
         }
         let json = frame.json().as_bytes();
         self.buf.clear();
-        self.buf.reserve(json.len() + 2);
-        if self.torn {
-            self.buf.push(b'\n');
-        }
+        self.buf.reserve(json.len() + 1);
         self.buf.extend_from_slice(json);
         self.buf.push(b'\n');
         let file = self.file.as_mut().expect("opened above");
