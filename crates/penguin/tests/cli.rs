@@ -443,3 +443,97 @@ fn chat_lines_typed_during_a_task_steer_it_or_abort_it() {
         "{stream}"
     );
 }
+
+/// Starts a scripted `penguin run --jsonl`, waits for a stdout line containing `needle`, then
+/// SIGKILLs it: a crash at a known point.
+fn kill_run_at(home: &Path, ws: &Path, name: &str, yes: bool, needle: &str) {
+    use std::io::BufRead;
+    let mut cmd = bin();
+    cmd.env("PENGUIN_HOME", home)
+        .env_remove("PENGUIN_MODEL")
+        .env_remove("PENGUIN_PROVIDER")
+        .args(["run", "--jsonl", "--provider", "scripted", "--scenario"])
+        .arg(scenario(name))
+        .arg("--workspace")
+        .arg(ws);
+    if yes {
+        cmd.arg("--yes");
+    }
+    let mut child = cmd
+        .arg("go")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // A watchdog, so a broken build fails the test instead of hanging it.
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(60));
+        let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+    });
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut seen = Vec::new();
+    for line in stdout.lines().map_while(Result::ok) {
+        let hit = line.contains(needle);
+        seen.push(line);
+        if hit {
+            break;
+        }
+    }
+    assert!(
+        seen.last().is_some_and(|l| l.contains(needle)),
+        "{name}: never saw {needle}: {seen:#?}"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn sessions_killed_mid_request_or_mid_approval_resume_and_check_clean() {
+    let cases = [
+        // Killed while the model streams.
+        ("interrupt-mid-stream", true, "\"event_type\":\"delta\""),
+        // Killed while the approval prompt waits for an answer that never comes.
+        ("seed-two-tools", false, "\"type\":\"tool_call\""),
+    ];
+    for (name, yes, needle) in cases {
+        let home = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        kill_run_at(home.path(), ws.path(), name, yes, needle);
+        let files = traces(home.path());
+        assert_eq!(files.len(), 1, "{name}: {files:?}");
+        let stem = files[0].file_stem().unwrap().to_str().unwrap().to_owned();
+        let id = stem.rsplit_once('_').unwrap().0.to_owned();
+        let mut resume = bin();
+        resume
+            .env("PENGUIN_HOME", home.path())
+            .args([
+                "resume",
+                &id,
+                "carry on",
+                "--jsonl",
+                "--yes",
+                "--provider",
+                "scripted",
+                "--scenario",
+            ])
+            .arg(scenario(name));
+        let out = run_with_input(resume, "");
+        let stream = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stream.contains("request_begin"),
+            "{name}: the resumed run did not run: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for file in traces(home.path()) {
+            let check = bin().args(["trace", "check"]).arg(&file).output().unwrap();
+            assert!(
+                check.status.success(),
+                "{name}: {}\n{}",
+                String::from_utf8_lossy(&check.stdout),
+                String::from_utf8_lossy(&check.stderr)
+            );
+        }
+    }
+}
