@@ -537,3 +537,38 @@ fn sessions_killed_mid_request_or_mid_approval_resume_and_check_clean() {
         }
     }
 }
+
+#[test]
+fn a_trace_that_cannot_be_written_fails_the_task_and_says_so() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    // The traces folder cannot be created (a file is in the way): every record is lost. Root
+    // ignores permission bits, so a read-only folder would not do in CI.
+    let agent = home.path().join("default/agents/penguin");
+    std::fs::create_dir_all(&agent).unwrap();
+    std::fs::write(agent.join("traces"), "not a folder").unwrap();
+    let mut cmd = bin();
+    cmd.env("PENGUIN_HOME", home.path())
+        .env_remove("PENGUIN_MODEL")
+        .env_remove("PENGUIN_PROVIDER")
+        .args([
+            "run",
+            "--jsonl",
+            "--yes",
+            "--provider",
+            "scripted",
+            "--scenario",
+        ])
+        .arg(scenario("seed-two-tools"))
+        .arg("--workspace")
+        .arg(ws.path())
+        .arg("go");
+    let out = run_with_input(cmd, "");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("could not be written"), "{stderr}");
+    assert!(
+        stderr.contains("write failed"),
+        "the log names the failure: {stderr}"
+    );
+}

@@ -183,6 +183,8 @@ pub(crate) struct Entry {
     // When a request last used it (the registry's logical clock): idle sessions are unloaded
     // least recently used first.
     pub(crate) touched: AtomicU64,
+    // Trace write failures already announced, so each loss is announced once.
+    pub(crate) reported_failures: AtomicU64,
 }
 
 impl Entry {
@@ -198,6 +200,7 @@ impl Entry {
             status_tx: watch::Sender::new(SessionStatus::Idle),
             published_calls: Mutex::new(HashSet::new()),
             touched: AtomicU64::new(0),
+            reported_failures: AtomicU64::new(0),
         }
     }
 

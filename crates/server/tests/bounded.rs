@@ -153,3 +153,82 @@ async fn thousands_of_sessions_run_one_after_another_under_a_low_file_limit() {
     assert_eq!(texts, ["hi", "ok"]);
     state.shutdown();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_whose_trace_lost_records_is_reported_not_clean() {
+    use futures::StreamExt;
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let factory = ScenarioFactory::from_text(&scenario(), &workspace).unwrap();
+    let mut opts = ServeOptions::new(Arc::new(factory));
+    opts.data_root = dir.path().join("data");
+    // The traces folder cannot be created: a file is in the way (root ignores permissions).
+    let agent = opts.data_root.join("default/agents/penguin");
+    std::fs::create_dir_all(&agent).unwrap();
+    std::fs::write(agent.join("traces"), "not a folder").unwrap();
+    let state = AppState::new(&opts, TOKEN);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let app = router(state.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let http = reqwest::Client::new();
+
+    let events = http
+        .get(format!("{base}/api/events"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    let created: Value = http
+        .post(format!("{base}/api/sessions"))
+        .bearer_auth(TOKEN)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["session"]["id"].as_str().unwrap().to_owned();
+    let r = http
+        .post(format!("{base}/api/sessions/{id}/tasks"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"input": [{"type": "text", "text": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    // The user channel says so when the task settles.
+    let mut body = events.bytes_stream();
+    let mut decoder = penguin::llm_providers::sse::SseDecoder::new();
+    let warning = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(Ok(chunk)) = body.next().await {
+            for ev in decoder.feed(&chunk).unwrap() {
+                let v: Value = serde_json::from_str(&ev.data).unwrap();
+                if v["type"] == "trace_write_failed" {
+                    return v;
+                }
+            }
+        }
+        panic!("the event stream ended");
+    })
+    .await
+    .expect("a trace_write_failed event");
+    assert_eq!(warning["sessionId"], id);
+    assert!(warning["failedRecords"].as_u64().unwrap() > 0);
+    let s: Value = http
+        .get(format!("{base}/api/sessions/{id}"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        s["session"]["traceWriteFailures"].as_u64().unwrap() > 0,
+        "{s}"
+    );
+    state.shutdown();
+}

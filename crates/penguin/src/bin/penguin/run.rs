@@ -74,9 +74,13 @@ pub(crate) async fn run_task(
     }
     let failed = session.writer().failed_writes();
     if failed > 0 {
-        eprintln!("penguin: {failed} trace record(s) could not be written (see the log above)");
+        eprintln!(
+            "penguin: {failed} trace record(s) of session {} could not be written (see the log above); its history and a resume will miss them",
+            session.id()
+        );
     }
-    Ok(ok)
+    // A task whose Trace lost records did not complete cleanly, whatever the stream said.
+    Ok(ok && failed == 0)
 }
 
 /// What a REPL user can do while a task runs: type to steer it, `/abort` to interrupt it.
