@@ -572,3 +572,52 @@ fn a_trace_that_cannot_be_written_fails_the_task_and_says_so() {
         "the log names the failure: {stderr}"
     );
 }
+
+#[test]
+fn without_a_terminal_an_unanswerable_approval_is_denied_not_awaited() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let child = bin()
+        .env("PENGUIN_HOME", home.path())
+        .env_remove("PENGUIN_MODEL")
+        .env_remove("PENGUIN_PROVIDER")
+        .args(["run", "--workspace"])
+        .arg(ws.path())
+        .arg("what is here?")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A watchdog: the bug this guards against is a hang.
+    let pid = child.id();
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(60));
+        let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+    });
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code().is_some(),
+        "killed by the watchdog: {stderr}"
+    );
+    assert!(stderr.contains("stdin is not a terminal"), "{stderr}");
+    assert!(stderr.contains("pass --yes"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("denied"), "{stdout}");
+}
+
+#[test]
+fn a_blank_prompt_is_refused_before_any_model_is_asked() {
+    let home = tempfile::tempdir().unwrap();
+    let out = bin()
+        .env("PENGUIN_HOME", home.path())
+        .args(["run", "  "])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("the prompt is empty"), "{stderr}");
+    assert!(traces(home.path()).is_empty(), "nothing was written");
+}

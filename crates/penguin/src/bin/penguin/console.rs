@@ -33,6 +33,9 @@ struct Inner {
     fixed: Option<StdMutex<VecDeque<String>>>,
     /// The REPL queue's sender, for lines a task hands back.
     repl_tx: Option<mpsc::UnboundedSender<String>>,
+    /// stdin has ended: a prompt asked from now on gets no answer. (The REPL queue never
+    /// reports the end itself: `repl_tx` keeps it open.)
+    ended: AtomicBool,
 }
 
 impl Console {
@@ -45,6 +48,7 @@ impl Console {
             task: StdMutex::new(None),
             fixed: None,
             repl_tx: Some(tx.clone()),
+            ended: AtomicBool::new(false),
         });
         let reader = inner.clone();
         std::thread::spawn(move || {
@@ -74,13 +78,10 @@ impl Console {
                     break;
                 }
             }
-            // End of input: a waiting prompt gets no answer (deny), the REPL sees the end.
-            if let Some(prompt) = reader
-                .answer
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .take()
-            {
+            // End of input: a waiting prompt, and every later one, gets no answer (deny).
+            let mut slot = reader.answer.lock().unwrap_or_else(|p| p.into_inner());
+            reader.ended.store(true, Ordering::SeqCst);
+            if let Some(prompt) = slot.take() {
                 let _ = prompt.send(None);
             }
         });
@@ -98,6 +99,7 @@ impl Console {
                 task: StdMutex::new(None),
                 fixed: Some(StdMutex::new(lines.into())),
                 repl_tx: None,
+                ended: AtomicBool::new(false),
             }),
         }
     }
@@ -155,6 +157,9 @@ impl Console {
                     Err(mpsc::error::TryRecvError::Disconnected) => return None,
                     Err(mpsc::error::TryRecvError::Empty) => {}
                 }
+            }
+            if self.inner.ended.load(Ordering::SeqCst) {
+                return None;
             }
             let (tx, rx) = oneshot::channel();
             *slot = Some(tx);
@@ -240,6 +245,12 @@ impl Approver for TerminalApprover {
         let _ = write!(err, "{}", approval_prompt(call));
         let _ = err.flush();
         let answer = self.console.answer().await;
+        if answer.is_none() {
+            let _ = writeln!(
+                err,
+                "\n(no answer: input has ended, so the call is denied; pass --yes to allow tool calls without asking)"
+            );
+        }
         Ok(
             match answer
                 .as_deref()

@@ -19,10 +19,14 @@ use crate::setup::{new_session, open_session, pick_source, workspace_dir};
 
 pub(crate) fn approver(task: &TaskArgs, console: &Console) -> Arc<dyn Approver> {
     if task.yes {
-        Arc::new(AllowAll)
-    } else {
-        Arc::new(TerminalApprover::new(console.clone()))
+        return Arc::new(AllowAll);
     }
+    if !std::io::stdin().is_terminal() {
+        eprintln!(
+            "penguin: stdin is not a terminal: tool calls are asked there and denied when it ends; pass --yes to allow them without asking"
+        );
+    }
+    Arc::new(TerminalApprover::new(console.clone()))
 }
 
 /// The first Ctrl-C interrupts `cancel`'s task; a second one exits at once, after syncing the
