@@ -51,6 +51,7 @@ impl Drop for Server {
 }
 
 async fn start(limits: ConnectionLimits, body_timeout: Duration) -> Server {
+    low_open_file_limit();
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");
     std::fs::create_dir_all(root.join("project")).unwrap();
@@ -298,4 +299,12 @@ async fn slow_clients_are_dropped_and_others_served() {
     let answer = String::from_utf8_lossy(&answer);
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("did not arrive within"), "{answer}");
+}
+
+/// The server must work within a small descriptor budget: run every test of this file under
+/// a soft limit of 256 open files.
+fn low_open_file_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("read the open-file limit");
+    setrlimit(Resource::RLIMIT_NOFILE, 256.min(hard), hard).expect("lower the open-file limit");
 }
