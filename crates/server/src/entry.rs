@@ -226,7 +226,10 @@ impl Entry {
 
     /// The session as the API shows it.
     pub(crate) fn info(&self) -> SessionInfo {
-        let failures = self.session().writer().failed_writes();
+        let (failures, sandbox) = {
+            let session = self.session();
+            (session.writer().failed_writes(), session.sandbox())
+        };
         let rt = self.rt();
         SessionInfo {
             id: self.id.clone(),
@@ -242,6 +245,7 @@ impl Entry {
             last_active_at: Some(rt.last_active_at.clone()),
             has_trace: rt.has_trace(),
             trace_write_failures: failures,
+            sandbox,
         }
     }
 

@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 
 use crate::api::{
     ApprovalMode, CompactAccepted, CreateSessionRequest, MessagesPage, Recalled, RetryNow,
-    SessionEnvelope, SessionInfo, SessionList, SteerAccepted, TaskAccepted,
+    SandboxSettings, SessionEnvelope, SessionInfo, SessionList, SteerAccepted, TaskAccepted,
 };
 use crate::auth::{host_allowed, presented_token, tokens_match};
 use crate::entry::Entry;
@@ -121,6 +121,34 @@ fn parse_mode(obj: &Map<String, Value>) -> Result<Option<ApprovalMode>, ApiError
     }
 }
 
+/// `sandbox: {"mode"?: string, "network"?: bool}`; the factory checks the mode's value.
+fn parse_sandbox(obj: &Map<String, Value>) -> Result<Option<SandboxSettings>, ApiError> {
+    match obj.get("sandbox") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(fields)) => {
+            if let Some(other) = fields.keys().find(|k| *k != "mode" && *k != "network") {
+                return Err(ApiError::field(
+                    "sandbox",
+                    &format!("only mode and network, got {other:?}"),
+                ));
+            }
+            let mode = opt_str(fields, "mode").map_err(|_| {
+                ApiError::field("sandbox.mode", "workspace-write, read-only or off")
+            })?;
+            let network = opt_bool(fields, "network")
+                .map_err(|_| ApiError::field("sandbox.network", "a boolean"))?;
+            Ok(Some(SandboxSettings {
+                mode: mode.map(str::to_owned),
+                network,
+            }))
+        }
+        Some(v) => Err(ApiError::field(
+            "sandbox",
+            &format!("an object {{mode, network}}, got {}", kind(v)),
+        )),
+    }
+}
+
 pub(crate) async fn create_session(
     State(app): State<AppState>,
     headers: HeaderMap,
@@ -132,6 +160,7 @@ pub(crate) async fn create_session(
         model: opt_str(&obj, "model")?.map(str::to_owned),
         workspace: opt_str(&obj, "workspace")?.map(str::to_owned),
         approval_mode: parse_mode(&obj)?,
+        sandbox: parse_sandbox(&obj)?,
     };
     let entry = app.sessions.create(req)?;
     Ok(json_response(
@@ -180,6 +209,7 @@ pub(crate) async fn list_sessions(State(app): State<AppState>) -> ApiResult {
             last_active_at: None,
             has_trace: true,
             trace_write_failures: 0,
+            sandbox: None,
             id,
         });
     }

@@ -78,6 +78,7 @@ impl Sessions {
         let Settings {
             approval_mode,
             title,
+            ..
         } = self.settings.load(session.id());
         let entry = Arc::new(Entry::new(
             session,
@@ -141,6 +142,7 @@ impl Sessions {
             provider: req.provider,
             model: req.model,
             workspace,
+            sandbox: req.sandbox.clone(),
             location: self.cfg.location.clone(),
             durability: self.cfg.durability,
         };
@@ -151,7 +153,14 @@ impl Sessions {
         let entry = self.insert(session, false);
         if let Some(mode) = req.approval_mode {
             entry.rt().approval_mode = mode;
-            self.save_settings(&entry);
+        }
+        if req.approval_mode.is_some() || req.sandbox.is_some() {
+            let settings = Settings {
+                approval_mode: entry.rt().approval_mode,
+                title: None,
+                sandbox: req.sandbox,
+            };
+            self.settings.save(&entry.id, &settings);
         }
         self.channel(USER_CHANNEL)
             .publish_server_event(&ServerEvent::SessionCreated {
@@ -187,6 +196,7 @@ impl Sessions {
         let req = LoadSession {
             location: self.cfg.location.clone(),
             session_id: id.to_owned(),
+            sandbox: self.settings.load(id).sandbox,
             durability: self.cfg.durability,
         };
         let session = self.cfg.factory.load(&req).map_err(|e| match e {
@@ -218,11 +228,14 @@ impl Sessions {
     }
 
     fn save_settings(&self, entry: &Entry) {
+        // The sandbox is fixed at creation; only what the API can change is rewritten.
+        let sandbox = self.settings.load(&entry.id).sandbox;
         let settings = {
             let rt = entry.rt();
             Settings {
                 approval_mode: rt.approval_mode,
                 title: rt.title.clone(),
+                sandbox,
             }
         };
         self.settings.save(&entry.id, &settings);

@@ -1106,10 +1106,11 @@ async fn the_demo_model_runs_behind_a_model_factory() {
             compaction: Some(penguin::engine::CompactionConfig::default()),
             ..EngineConfig::default()
         },
-        environment: Arc::new(|_: &std::path::Path| {
+        environment: Arc::new(|_: &std::path::Path, _: &penguin::tools::Sandbox| {
             Ok(Arc::new(ScriptedEnvironment::default()) as Arc<dyn Environment>)
         }),
         policy: Default::default(),
+        sandbox: Default::default(),
     };
     let root = dir.path().join("data");
     let mut opts = ServeOptions::new(Arc::new(factory));

@@ -25,11 +25,18 @@ pub(crate) enum FileOp {
 pub(crate) struct FileTool {
     pub op: FileOp,
     pub root: PathBuf,
+    /// The session's sandbox is `read-only`: writes and edits are refused.
+    pub read_only: bool,
 }
 
 #[async_trait]
 impl Tool for FileTool {
     async fn run(&self, args: Value, out: Output) -> ToolResult {
+        if self.read_only && self.op != FileOp::Read {
+            return Err(
+                "refused: this session's sandbox is read-only (no writes in the workspace); ask the user to change the sandbox mode if the change is needed".to_owned(),
+            );
+        }
         let (op, root) = (self.op, self.root.clone());
         let text = tokio::task::spawn_blocking(move || match op {
             FileOp::Read => read_file(&root, parse(args, "read_file")?),

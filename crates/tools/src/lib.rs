@@ -33,6 +33,16 @@
 //!   content), note delta (`"\n" + notes`, or just the notes when the content is empty),
 //!   images delta (only when completed), stop, complete output (`content + "\n" + notes`).
 //!
+//! # Sandbox
+//!
+//! [`ToolsConfig::sandbox`] confines every `exec_command` process tree with Landlock (see
+//! [`sandbox`]): in `workspace-write` mode a command writes only in the workspace and the temp
+//! directory, in `read-only` mode only in the temp directory, and with the network off it cannot
+//! open TCP connections. When a sandboxed command fails with a permission error, a
+//! `[sandbox: …]` note after the exit code names what was probably refused: it is read from the
+//! command's output, so it says "probably". In `read-only` mode `write_file` and `edit_file`
+//! refuse too. A [`SandboxBypass`] lets an approver run one call outside the sandbox.
+//!
 //! Interrupt and timeout stop a tool by dropping its future: `exec_command` then kills its
 //! whole process group with SIGKILL. A command's background jobs do not outlive the call
 //! either: once the shell exits its group is killed and the remaining pipe contents are read
@@ -44,6 +54,7 @@ mod files;
 pub mod notes;
 mod path;
 pub mod policy;
+pub mod sandbox;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -52,7 +63,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use penguin_engine::{Environment, MessageSink, Permission, ToolCallRequest};
-use penguin_omni_protocol::{build, ModelPayload, StopReason, ToolDefinition};
+use penguin_omni_protocol::{build, ModelPayload, StopReason, ToolCall, ToolDefinition};
 use serde_json::json;
 
 use contract::{ArchiveBudget, Limits, Tool};
@@ -60,6 +71,7 @@ use exec::ExecCommand;
 use files::{FileOp, FileTool};
 
 pub use contract::ARCHIVE_DIR;
+pub use sandbox::{Sandbox, SandboxBypass, SandboxMode, SandboxRequest};
 
 /// The reference's default output cap, in chars.
 pub const DEFAULT_MAX_OUTPUT_CHARS: i64 = 16_000;
@@ -197,6 +209,9 @@ pub struct ToolsConfig {
     pub archive_max_file_bytes: u64,
     /// Most bytes archived by all calls of one [`BuiltinTools`] (one session) together.
     pub archive_max_session_bytes: u64,
+    /// What `exec_command` processes are confined by ([`Sandbox::off`] by default: an
+    /// embedder opts in with [`Sandbox::resolve`]).
+    pub sandbox: Sandbox,
 }
 
 impl Default for ToolsConfig {
@@ -208,6 +223,7 @@ impl Default for ToolsConfig {
             archive_truncated: true,
             archive_max_file_bytes: 16 << 20,
             archive_max_session_bytes: 256 << 20,
+            sandbox: Sandbox::off(),
         }
     }
 }
@@ -219,6 +235,7 @@ pub struct BuiltinTools {
     config: ToolsConfig,
     // Shared by clones: the archive limit is per session, not per copy.
     archive_budget: Arc<ArchiveBudget>,
+    bypass: SandboxBypass,
 }
 
 impl BuiltinTools {
@@ -240,7 +257,19 @@ impl BuiltinTools {
             root,
             config,
             archive_budget,
+            bypass: SandboxBypass::new(),
         })
+    }
+
+    /// These tools, running the `exec_command` calls granted in `bypass` outside the sandbox.
+    pub fn with_bypass(mut self, bypass: SandboxBypass) -> BuiltinTools {
+        self.bypass = bypass;
+        self
+    }
+
+    /// The grants of calls that run outside the sandbox.
+    pub fn bypass(&self) -> &SandboxBypass {
+        &self.bypass
     }
 
     /// The canonical workspace root.
@@ -264,22 +293,35 @@ impl BuiltinTools {
         }
     }
 
-    fn bind(&self, name: &str) -> Option<Box<dyn Tool>> {
-        let tool = BuiltinTool::from_name(name).filter(|t| self.config.enabled.contains(t))?;
+    fn bind(&self, call: &ToolCall) -> Option<Box<dyn Tool>> {
+        let tool =
+            BuiltinTool::from_name(&call.name).filter(|t| self.config.enabled.contains(t))?;
         let root = self.root.clone();
+        // penguin's own file tools honour a read-only sandbox even where the kernel cannot.
+        let read_only = self.config.sandbox.intended() == SandboxMode::ReadOnly;
         Some(match tool {
-            BuiltinTool::ExecCommand => Box::new(ExecCommand { root }),
+            BuiltinTool::ExecCommand => Box::new(ExecCommand {
+                root,
+                sandbox: if self.bypass.take(&call.tool_call_id, &call.arguments) {
+                    Sandbox::off()
+                } else {
+                    self.config.sandbox.clone()
+                },
+            }),
             BuiltinTool::ReadFile => Box::new(FileTool {
                 op: FileOp::Read,
                 root,
+                read_only,
             }),
             BuiltinTool::WriteFile => Box::new(FileTool {
                 op: FileOp::Write,
                 root,
+                read_only,
             }),
             BuiltinTool::EditFile => Box::new(FileTool {
                 op: FileOp::Edit,
                 root,
+                read_only,
             }),
         })
     }
@@ -299,7 +341,7 @@ impl Environment for BuiltinTools {
             .await;
             return;
         };
-        let tool = self.bind(&call.name);
+        let tool = self.bind(call);
         contract::execute(tool.as_deref(), call, &request.cancel, &self.limits(), sink).await;
     }
 

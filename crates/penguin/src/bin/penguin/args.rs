@@ -37,6 +37,14 @@ pub(crate) struct ModelArgs {
 }
 
 #[derive(Args, Debug, Clone, Default)]
+pub(crate) struct SandboxArgs {
+    /// Confine commands: workspace-write (default where the kernel has Landlock), read-only,
+    /// off, or strict (the configured mode, refusing to run if the kernel cannot enforce it).
+    #[arg(long, value_name = "MODE", value_parser = ["workspace-write", "read-only", "off", "strict"])]
+    pub(crate) sandbox: Option<String>,
+}
+
+#[derive(Args, Debug, Clone, Default)]
 pub(crate) struct TaskArgs {
     /// Allow every tool call without asking.
     #[arg(long, short = 'y')]
@@ -59,6 +67,8 @@ pub(crate) enum Command {
         model: ModelArgs,
         #[command(flatten)]
         task: TaskArgs,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
         /// The workspace the tools act on (default: the current directory).
         #[arg(long)]
         workspace: Option<PathBuf>,
@@ -69,6 +79,8 @@ pub(crate) enum Command {
         model: ModelArgs,
         #[command(flatten)]
         task: TaskArgs,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
         /// The workspace the tools act on (default: the current directory).
         #[arg(long)]
         workspace: Option<PathBuf>,
@@ -86,6 +98,8 @@ pub(crate) enum Command {
         model: ModelArgs,
         #[command(flatten)]
         task: TaskArgs,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
     },
     /// List sessions, newest first.
     Sessions,
@@ -159,6 +173,8 @@ pub(crate) struct ServeArgs {
     pub(crate) port: u16,
     #[command(flatten)]
     pub(crate) model: ModelArgs,
+    #[command(flatten)]
+    pub(crate) sandbox: SandboxArgs,
     /// The workspace of sessions created without one (default: the current directory).
     #[arg(long)]
     pub(crate) workspace: Option<PathBuf>,

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex as StdMutex};
 
 use async_trait::async_trait;
 use penguin::engine::{ApprovalError, Approver};
+use penguin::tools::SandboxBypass;
 use penguin_omni_protocol::{ApprovalDecision, ModelPayload, OmniMessage};
 use tokio::sync::{mpsc, oneshot, Mutex};
 
@@ -204,11 +205,13 @@ impl Drop for TaskLines {
     }
 }
 
-/// Asks on the terminal: `y` allow, `n` deny, `a` allow this and every later call.
+/// Asks on the terminal: `y` allow, `n` deny, `a` allow this and every later call, and for a
+/// command under a sandbox `u`: run this one call outside the sandbox.
 #[derive(Debug)]
 pub struct TerminalApprover {
     console: Console,
     always: AtomicBool,
+    bypass: Option<SandboxBypass>,
 }
 
 impl TerminalApprover {
@@ -217,6 +220,24 @@ impl TerminalApprover {
         TerminalApprover {
             console,
             always: AtomicBool::new(false),
+            bypass: None,
+        }
+    }
+
+    /// Offers `u` for commands, granting the call in `bypass` (the session's tools' grants).
+    pub fn with_bypass(mut self, bypass: Option<SandboxBypass>) -> TerminalApprover {
+        self.bypass = bypass;
+        self
+    }
+
+    /// The command call `u` would run outside the sandbox: its id and arguments.
+    fn bypassable(&self, call: &OmniMessage) -> Option<(String, String)> {
+        self.bypass.as_ref()?;
+        match call.model() {
+            Some(ModelPayload::ToolCall(c)) if c.name == "exec_command" => {
+                Some((c.tool_call_id.clone(), c.arguments.clone()))
+            }
+            _ => None,
         }
     }
 }
@@ -235,14 +256,26 @@ pub fn approval_prompt(call: &OmniMessage) -> String {
     format!("Allow {name} {args}{from}? [y]es / [n]o / [a]lways: ")
 }
 
+/// The prompt for a command that may run once outside the sandbox.
+fn bypass_prompt(call: &OmniMessage) -> String {
+    let prompt = approval_prompt(call);
+    let head = prompt.trim_end_matches(": ");
+    format!("{head} / [u]nsandboxed, this once: ")
+}
+
 #[async_trait]
 impl Approver for TerminalApprover {
     async fn approve(&self, call: &OmniMessage) -> Result<ApprovalDecision, ApprovalError> {
         if self.always.load(Ordering::Relaxed) {
             return Ok(ApprovalDecision::Allow);
         }
+        let bypassable = self.bypassable(call);
+        let prompt = match bypassable {
+            Some(_) => bypass_prompt(call),
+            None => approval_prompt(call),
+        };
         let mut err = std::io::stderr();
-        let _ = write!(err, "{}", approval_prompt(call));
+        let _ = write!(err, "{prompt}");
         let _ = err.flush();
         let answer = self.console.answer().await;
         if answer.is_none() {
@@ -263,6 +296,14 @@ impl Approver for TerminalApprover {
                     self.always.store(true, Ordering::Relaxed);
                     ApprovalDecision::Allow
                 }
+                Some("u" | "unsandboxed") => match (&bypassable, &self.bypass) {
+                    (Some((id, args)), Some(bypass)) => {
+                        bypass.grant(id, args);
+                        ApprovalDecision::Allow
+                    }
+                    // Not offered for this call: an answer to a question not asked is no.
+                    _ => ApprovalDecision::Deny,
+                },
                 _ => ApprovalDecision::Deny,
             },
         )
@@ -294,5 +335,24 @@ mod tests {
             denied_at_eof.approve(&call).await,
             Ok(ApprovalDecision::Deny)
         );
+    }
+
+    #[tokio::test]
+    async fn u_grants_one_command_outside_the_sandbox() {
+        let bypass = SandboxBypass::new();
+        let console = Console::from_lines(vec!["u".into(), "u".into(), "u".into()]);
+        let approver = TerminalApprover::new(console).with_bypass(Some(bypass.clone()));
+        let args = r#"{"cmd":"make install"}"#;
+        let call = build::tool_call("exec_command", args, "c1", StopReason::Completed, None);
+        assert!(bypass_prompt(&call).ends_with("[a]lways / [u]nsandboxed, this once: "));
+        assert_eq!(approver.approve(&call).await, Ok(ApprovalDecision::Allow));
+        assert!(bypass.take("c1", args), "granted for this call");
+        assert!(!bypass.take("c1", args), "once");
+        // `u` for a file tool is not offered, so it is no.
+        let file = build::tool_call("write_file", "{}", "c2", StopReason::Completed, None);
+        assert_eq!(approver.approve(&file).await, Ok(ApprovalDecision::Deny));
+        // Without a sandbox there is nothing to run outside of.
+        let plain = TerminalApprover::new(Console::from_lines(vec!["u".into()]));
+        assert_eq!(plain.approve(&call).await, Ok(ApprovalDecision::Deny));
     }
 }

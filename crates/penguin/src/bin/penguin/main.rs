@@ -50,20 +50,23 @@ fn main() -> ExitCode {
             prompt,
             model,
             task,
+            sandbox,
             workspace,
-        } => with_runtime(run::run(prompt, model, task, workspace)),
+        } => with_runtime(run::run(prompt, model, task, sandbox, workspace)),
         Command::Chat {
             model,
             task,
+            sandbox,
             workspace,
             resume,
-        } => with_runtime(chat::chat(model, task, workspace, resume)),
+        } => with_runtime(chat::chat(model, task, sandbox, workspace, resume)),
         Command::Resume {
             session_id,
             prompt,
             model,
             task,
-        } => with_runtime(run::resume(session_id, prompt, model, task)),
+            sandbox,
+        } => with_runtime(run::resume(session_id, prompt, model, task, sandbox)),
     };
     match result {
         Ok(code) => code,

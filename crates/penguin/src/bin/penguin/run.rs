@@ -12,12 +12,22 @@ use penguin::engine::{AllowAll, Approver, CancellationToken, RunOptions};
 use penguin::omni_protocol::{build, Frame, OmniMessage};
 use penguin::session::Session;
 
-use crate::args::{ModelArgs, TaskArgs};
+use penguin::tools::SandboxBypass;
+
+use crate::args::{ModelArgs, SandboxArgs, TaskArgs};
 use crate::console::{stdout_is_terminal, Console, TerminalApprover};
 use crate::render::{status_text, Renderer};
-use crate::setup::{new_session, open_session, pick_source, workspace_dir};
+use crate::setup::{
+    new_session, open_session, pick_source, session_line, workspace_dir, Confinement,
+};
 
-pub(crate) fn approver(task: &TaskArgs, console: &Console) -> Arc<dyn Approver> {
+/// `bypass`: the grants of the session's tools, when a command can be run once outside the
+/// sandbox.
+pub(crate) fn approver(
+    task: &TaskArgs,
+    console: &Console,
+    bypass: Option<SandboxBypass>,
+) -> Arc<dyn Approver> {
     if task.yes {
         return Arc::new(AllowAll);
     }
@@ -26,7 +36,7 @@ pub(crate) fn approver(task: &TaskArgs, console: &Console) -> Arc<dyn Approver> 
             "penguin: stdin is not a terminal: tool calls are asked there and denied when it ends; pass --yes to allow them without asking"
         );
     }
-    Arc::new(TerminalApprover::new(console.clone()))
+    Arc::new(TerminalApprover::new(console.clone()).with_bypass(bypass))
 }
 
 /// The first Ctrl-C interrupts `cancel`'s task; a second one exits at once, after syncing the
@@ -206,13 +216,14 @@ pub(crate) async fn one_task(
     session: &mut Session,
     prompt: String,
     task: &TaskArgs,
+    bypass: Option<SandboxBypass>,
 ) -> Result<ExitCode, String> {
     let console = Console::stdin();
     let ok = run_task(
         session,
         vec![build::user_text(prompt)],
         task,
-        approver(task, &console),
+        approver(task, &console, bypass),
         None,
     )
     .await?;
@@ -248,21 +259,28 @@ pub(crate) async fn run(
     prompt: Option<String>,
     model: ModelArgs,
     task: TaskArgs,
+    sandbox: SandboxArgs,
     workspace: Option<PathBuf>,
 ) -> Result<ExitCode, String> {
     let agent = Agent::from_env().map_err(|e| e.to_string())?;
     let workspace = workspace_dir(workspace)?;
     // Read a piped prompt before the console takes stdin over for approvals.
     let prompt = read_prompt(prompt)?;
-    let mut session = new_session(&agent, pick_source(&agent, &model)?, &workspace)?;
+    let confinement = Confinement::resolve(&agent, &sandbox)?;
+    let mut session = new_session(
+        &agent,
+        pick_source(&agent, &model)?,
+        &workspace,
+        &confinement,
+    )?;
     if !task.jsonl {
         if std::io::stderr().is_terminal() {
-            eprintln!("\x1b[2msession {}\x1b[0m", session.id());
+            eprintln!("\x1b[2m{}\x1b[0m", session_line(&session));
         } else {
-            eprintln!("session {}", session.id());
+            eprintln!("{}", session_line(&session));
         }
     }
-    one_task(&mut session, prompt, &task).await
+    one_task(&mut session, prompt, &task, confinement.bypass()).await
 }
 
 pub(crate) async fn resume(
@@ -270,12 +288,17 @@ pub(crate) async fn resume(
     prompt: Option<String>,
     model: ModelArgs,
     task: TaskArgs,
+    sandbox: SandboxArgs,
 ) -> Result<ExitCode, String> {
     let agent = Agent::from_env().map_err(|e| e.to_string())?;
-    let mut session = open_session(&agent, &id, &model)?;
+    let confinement = Confinement::resolve(&agent, &sandbox)?;
+    let mut session = open_session(&agent, &id, &model, &confinement)?;
     let Some(prompt) = prompt else {
-        return crate::chat::repl(session, task).await;
+        return crate::chat::repl(session, task, confinement.bypass()).await;
     };
     let prompt = read_prompt(Some(prompt))?;
-    one_task(&mut session, prompt, &task).await
+    if !task.jsonl {
+        eprintln!("{}", session_line(&session));
+    }
+    one_task(&mut session, prompt, &task, confinement.bypass()).await
 }

@@ -8,7 +8,9 @@ use penguin::agent::Agent;
 use penguin::models::Protocol;
 
 use crate::args::ServeArgs;
-use crate::setup::{pick_source, session_tools, workspace_dir, Source};
+use crate::setup::{
+    pick_source, sandbox_request, session_tools, workspace_dir, Confinement, Source,
+};
 use crate::with_runtime;
 
 pub(crate) fn serve(args: ServeArgs) -> Result<ExitCode, String> {
@@ -16,6 +18,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         host,
         port,
         model,
+        sandbox,
         workspace,
         workspace_root,
         allowed_hosts,
@@ -42,17 +45,27 @@ pub(crate) fn serve(args: ServeArgs) -> Result<ExitCode, String> {
             if spec.protocol == Protocol::Demo {
                 eprintln!("penguin: no model configured; sessions use the built-in demo model");
             }
+            // Resolved now so a strict sandbox the kernel cannot give stops the server before
+            // it listens, and what it lacks is said once at startup.
+            let confinement = Confinement::resolve(&agent, &sandbox)?;
+            eprintln!(
+                "penguin: sessions run commands under {}",
+                confinement.sandbox.summary()
+            );
             let tools_agent = agent.clone();
             let tools_spec = spec.clone();
+            // The API has no "outside the sandbox" approval yet: nothing is ever granted.
+            let bypass = penguin::tools::SandboxBypass::new();
             Arc::new(ModelFactory {
                 spec,
                 system_prompt: penguin::agent::DEFAULT_SYSTEM_PROMPT.to_owned(),
                 default_workspace: workspace,
                 engine: agent.engine_for(&tools_spec),
-                environment: Arc::new(move |ws: &Path| {
-                    session_tools(&tools_agent, &tools_spec, ws)
+                environment: Arc::new(move |ws: &Path, sandbox: &penguin::tools::Sandbox| {
+                    session_tools(&tools_agent, &tools_spec, ws, sandbox, &bypass)
                 }),
                 policy: agent.policy(),
+                sandbox: sandbox_request(&agent, &sandbox)?,
             })
         }
     };
