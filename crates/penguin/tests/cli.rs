@@ -621,3 +621,42 @@ fn a_blank_prompt_is_refused_before_any_model_is_asked() {
     assert!(stderr.contains("the prompt is empty"), "{stderr}");
     assert!(traces(home.path()).is_empty(), "nothing was written");
 }
+
+#[test]
+fn serve_refuses_a_short_token_and_warns_when_listening_beyond_loopback() {
+    use std::io::BufRead;
+    let home = tempfile::tempdir().unwrap();
+    let out = bin()
+        .env("PENGUIN_HOME", home.path())
+        .env("PENGUIN_TOKEN", "x")
+        .args(["serve", "--port", "0"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("at least 16"), "{stderr}");
+
+    let mut child = bin()
+        .env("PENGUIN_HOME", home.path())
+        .env("PENGUIN_TOKEN", "a-long-enough-token-0123")
+        .args(["serve", "--host", "0.0.0.0", "--port", "0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(60));
+        let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+    });
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let warning = stderr
+        .lines()
+        .map_while(Result::ok)
+        .find(|l| l.starts_with("warning: listening on 0.0.0.0"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(warning.is_some_and(|w| w.contains("other machines can reach")));
+}
