@@ -5,7 +5,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use penguin_llm_providers::scripted::{parse_steps, play, OpenSegments, Played, ScriptError, Step};
+use penguin_llm_providers::scripted::{
+    check_keys, parse_steps, play, OpenSegments, Played, ScriptError, Step,
+};
 use penguin_llm_providers::MessageSink;
 use penguin_omni_protocol::{
     build, ApprovalDecision, ModelPayload, OmniMessage, StopReason, ToolDefinition,
@@ -34,9 +36,11 @@ impl ScriptedEnvironment {
         let mut scripts = HashMap::new();
         for (id, script) in obj {
             let path = format!("tools.{id}");
-            let stream = script
+            let script = script
                 .as_object()
-                .ok_or_else(|| ScriptError::new(&path, "expected an object {stream}"))?
+                .ok_or_else(|| ScriptError::new(&path, "expected an object {stream}"))?;
+            check_keys(script, &path, &["stream"])?;
+            let stream = script
                 .get("stream")
                 .ok_or_else(|| ScriptError::new(format!("{path}.stream"), "missing"))?;
             scripts.insert(id.clone(), parse_steps(stream, &format!("{path}.stream"))?);
@@ -64,7 +68,9 @@ impl Environment for ScriptedEnvironment {
             streamed: String::new(),
         };
         if play(steps, &request.cancel, &mut open, &mut tap).await == Played::Aborted {
-            if open.is_open("partial_tool_call_output") {
+            // As in the reference: any open segment is closed instead of answering with the
+            // streamed output; only a tool with nothing open answers itself.
+            if open.any_open() {
                 for msg in open.close_all(StopReason::Aborted) {
                     tap.inner.emit(msg).await;
                 }
@@ -120,8 +126,8 @@ pub enum ScriptedDecision {
 /// Answers approvals from a scenario's `approvals` object.
 #[derive(Clone, Debug)]
 pub struct ScriptedApprover {
-    default: (ScriptedDecision, Duration),
-    by_id: HashMap<String, (ScriptedDecision, Duration)>,
+    default: (ScriptedDecision, Option<Duration>),
+    by_id: HashMap<String, (ScriptedDecision, Option<Duration>)>,
 }
 
 impl ScriptedApprover {
@@ -131,10 +137,7 @@ impl ScriptedApprover {
             .as_object()
             .ok_or_else(|| ScriptError::new("approvals", "expected an object"))?;
         let default = match obj.get("default") {
-            None | Some(Value::Null) => (
-                ScriptedDecision::Decide(ApprovalDecision::Deny),
-                Duration::ZERO,
-            ),
+            None | Some(Value::Null) => (ScriptedDecision::Decide(ApprovalDecision::Deny), None),
             Some(v) => parse_decision(v, "approvals.default")?,
         };
         let mut by_id = HashMap::new();
@@ -153,10 +156,15 @@ impl ScriptedApprover {
     }
 }
 
-fn parse_decision(v: &Value, path: &str) -> Result<(ScriptedDecision, Duration), ScriptError> {
+/// A decision, and the delay of the object form (absent for a bare decision string).
+fn parse_decision(
+    v: &Value,
+    path: &str,
+) -> Result<(ScriptedDecision, Option<Duration>), ScriptError> {
     let (word, delay) = match v {
-        Value::String(s) => (s.as_str(), 0),
+        Value::String(s) => (s.as_str(), None),
         Value::Object(o) => {
+            check_keys(o, path, &["decision", "delay_ms"])?;
             let word = o.get("decision").and_then(Value::as_str).ok_or_else(|| {
                 ScriptError::new(format!("{path}.decision"), "missing or not a string")
             })?;
@@ -169,7 +177,7 @@ fn parse_decision(v: &Value, path: &str) -> Result<(ScriptedDecision, Duration),
                     )
                 })?,
             };
-            (word, delay)
+            (word, Some(Duration::from_millis(delay)))
         }
         _ => {
             return Err(ScriptError::new(
@@ -186,7 +194,7 @@ fn parse_decision(v: &Value, path: &str) -> Result<(ScriptedDecision, Duration),
                 .map_err(|e: String| ScriptError::new(path, format!("{e} or throw")))?,
         ),
     };
-    Ok((decision, Duration::from_millis(delay)))
+    Ok((decision, delay))
 }
 
 #[async_trait]
@@ -194,8 +202,10 @@ impl Approver for ScriptedApprover {
     async fn approve(&self, call: &OmniMessage) -> Result<ApprovalDecision, String> {
         let id = call.tool_call_id().unwrap_or_default();
         let (decision, delay) = self.by_id.get(id).copied().unwrap_or(self.default);
-        if !delay.is_zero() {
-            tokio::time::sleep(delay).await;
+        if let Some(delay) = delay {
+            // The reference answers a delayed decision from a timer, and a timer never fires
+            // at the instant it was set: node runs it 1 ms later at the earliest.
+            tokio::time::sleep(delay.max(Duration::from_millis(1))).await;
         }
         match decision {
             ScriptedDecision::Decide(d) => Ok(d),

@@ -75,7 +75,7 @@ fn messages(v: &Value, path: &str) -> Result<Vec<OmniMessage>, ScriptError> {
         .iter()
         .enumerate()
         .map(|(i, m)| {
-            OmniMessage::from_value_stamping(m.clone()).map_err(|e| {
+            OmniMessage::from_value_exact(m.clone()).map_err(|e| {
                 let p = if e.path.is_empty() {
                     format!("{path}[{i}]")
                 } else {
