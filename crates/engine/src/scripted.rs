@@ -72,7 +72,7 @@ impl Environment for ScriptedEnvironment {
             // streamed output; only a tool with nothing open answers itself.
             if open.any_open() {
                 for msg in open.close_all(StopReason::Aborted) {
-                    tap.inner.emit(msg).await;
+                    tap.inner.emit_closure(msg).await;
                 }
             } else {
                 let streamed = std::mem::take(&mut tap.streamed);

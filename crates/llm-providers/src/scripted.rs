@@ -408,7 +408,7 @@ impl Llm for ScriptedModel {
         match played {
             Played::Finished => {
                 for m in open.close_all(script.outcome.status) {
-                    tap.emit(m).await;
+                    tap.emit_closure(m).await;
                 }
                 if let Some(session) = tap.last {
                     self.shared.lock().expect("scripted model lock").session = session;
@@ -417,7 +417,7 @@ impl Llm for ScriptedModel {
             }
             Played::Aborted => {
                 for m in open.close_all(StopReason::Aborted) {
-                    sink.emit(m).await;
+                    sink.emit_closure(m).await;
                 }
                 LlmOutcome::new(StopReason::Aborted)
             }
@@ -442,6 +442,10 @@ impl MessageSink for TokenTap<'_> {
             self.last = Some(*session);
         }
         self.inner.emit(msg).await;
+    }
+
+    async fn emit_closure(&mut self, msg: OmniMessage) {
+        self.inner.emit_closure(msg).await;
     }
 }
 

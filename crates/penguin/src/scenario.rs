@@ -259,10 +259,16 @@ pub async fn run_scenario(
     trace: Arc<dyn TraceSink>,
 ) -> (Vec<Frame>, Vec<Vec<OmniMessage>>) {
     let model = scenario.llm.clone();
+    // Scenarios run on a paused clock, where the reference's order of same-instant messages
+    // is the order to reproduce.
+    let config = EngineConfig {
+        same_instant_order: true,
+        ..scenario.engine
+    };
     let engine = Engine::with_parts(
         Box::new(scenario.llm),
         Arc::new(scenario.tools),
-        scenario.engine,
+        config,
         Some(trace),
         InitialState::default(),
     );
