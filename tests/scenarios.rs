@@ -1,6 +1,8 @@
-//! Every scenario in `tests/scenarios/` (copies of the reference's conformance scenarios) runs
-//! through the real engine and matches the reference's three observables, compared the way
-//! `shared/tools/compare-scenario.py` compares them.
+//! Every scenario in `tests/scenarios/` runs through the real engine and matches the
+//! reference's three observables, compared the way `shared/tools/compare-scenario.py` compares
+//! them: copies of the reference's conformance scenarios and of the regressions random
+//! differential testing found, and same-instant cases (`abort-*`, `same-instant-*`) whose
+//! expected files the reference engine (`shared/tools/reference`) produced.
 
 use std::path::{Path, PathBuf};
 
