@@ -145,6 +145,10 @@ fn invalid_scenarios_name_the_field() {
             r#"{"llm": [], "runs": [], "approvals": {"by_id": {"c": {"decision": "allow", "delay": 5}}}}"#,
             "approvals.by_id.c.delay",
         ),
+        (
+            r#"{"llm": [], "runs": [], "approvals": {"defaults": "allow"}}"#,
+            "approvals.defaults",
+        ),
     ];
     for (text, path) in cases {
         let err = Scenario::parse(text).expect_err(text);

@@ -136,6 +136,7 @@ impl ScriptedApprover {
         let obj = approvals
             .as_object()
             .ok_or_else(|| ScriptError::new("approvals", "expected an object"))?;
+        check_keys(obj, "approvals", &["default", "by_id"])?;
         let default = match obj.get("default") {
             None | Some(Value::Null) => (ScriptedDecision::Decide(ApprovalDecision::Deny), None),
             Some(v) => parse_decision(v, "approvals.default")?,
@@ -145,7 +146,8 @@ impl ScriptedApprover {
             let map = map
                 .as_object()
                 .ok_or_else(|| ScriptError::new("approvals.by_id", "expected an object"))?;
-            for (id, v) in map {
+            // A null entry falls back to the default, as the reference's `??` does.
+            for (id, v) in map.iter().filter(|(_, v)| !v.is_null()) {
                 by_id.insert(
                     id.clone(),
                     parse_decision(v, &format!("approvals.by_id.{id}"))?,
@@ -211,5 +213,46 @@ impl Approver for ScriptedApprover {
             ScriptedDecision::Decide(d) => Ok(d),
             ScriptedDecision::Throw => Err(format!("scripted approver throws for {id}")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn call(id: &str) -> OmniMessage {
+        build::tool_call("write_file", "{}", id, StopReason::Completed, None)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn decisions_fall_back_like_the_reference() {
+        let approver = ScriptedApprover::from_json(
+            &json!({"default": "allow", "by_id": {"a": null, "b": "forbidden"}}),
+        )
+        .unwrap();
+        assert_eq!(
+            approver.approve(&call("a")).await,
+            Ok(ApprovalDecision::Allow)
+        );
+        assert_eq!(
+            approver.approve(&call("b")).await,
+            Ok(ApprovalDecision::Forbidden)
+        );
+        let silent = ScriptedApprover::from_json(&json!({})).unwrap();
+        assert_eq!(silent.approve(&call("a")).await, Ok(ApprovalDecision::Deny));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_delayed_decision_never_answers_at_once() {
+        let approver =
+            ScriptedApprover::from_json(&json!({"default": {"decision": "deny", "delay_ms": 0}}))
+                .unwrap();
+        let start = tokio::time::Instant::now();
+        assert_eq!(
+            approver.approve(&call("a")).await,
+            Ok(ApprovalDecision::Deny)
+        );
+        assert_eq!(start.elapsed(), Duration::from_millis(1));
     }
 }
