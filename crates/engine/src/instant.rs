@@ -55,18 +55,19 @@ const AFTER_ALL: i64 = i64::MAX / 4;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Chain(usize);
 
-/// Where a chain stood when it last acted: (instant number, depth, scheduling rank in that
-/// instant). Chains woken together are scheduled in this order.
-type Stand = (u64, i64, usize);
+/// Where a chain stood when it last acted, which is when it started waiting: (instant number,
+/// its wave's place in that instant, depth, its place among the chains of that instant).
+/// Chains woken together are scheduled in this order.
+type Stand = (u64, usize, i64, usize);
 
 #[derive(Debug)]
 struct ChainState {
     /// Instant number and depth of the chain's last step.
     at: (u64, i64),
-    /// Its place in the scheduling order of that instant (fixed when the instant ends).
-    rank: usize,
     /// The wave it belongs to at that instant.
     wave: Wave,
+    /// Where it stood when that instant ended.
+    stand: Stand,
 }
 
 /// What woke a chain at an instant: its own timer (or its dispatch), or the interrupt.
@@ -138,12 +139,13 @@ impl Orderer {
         self.enter(&mut inner);
         let chain = Chain(inner.chains.len());
         let number = inner.number;
+        let stand = (number, 0, 0, 0);
         inner.chains.push(ChainState {
             at: (number, 0),
-            rank: 0,
             wave: Wave::Timer(chain),
+            stand,
         });
-        inner.order.push((chain, (number, 0, 0)));
+        inner.order.push((chain, stand));
         chain
     }
 
@@ -152,8 +154,8 @@ impl Orderer {
         let mut inner = self.inner();
         self.enter(&mut inner);
         let chain = Chain(inner.chains.len());
-        let ChainState { at, wave, .. } = inner.chains[parent.0];
-        inner.chains.push(ChainState { at, rank: 0, wave });
+        let ChainState { at, wave, stand } = inner.chains[parent.0];
+        inner.chains.push(ChainState { at, wave, stand });
         if at.0 == inner.number {
             let pos = inner.order.iter().position(|(c, _)| *c == parent);
             if let Some(pos) = pos {
@@ -225,8 +227,10 @@ impl Orderer {
         }
         self.release(inner);
         let order = std::mem::take(&mut inner.order);
-        for (rank, (chain, _)) in order.into_iter().enumerate() {
-            inner.chains[chain.0].rank = rank;
+        for (rank, (chain, _)) in order.iter().enumerate() {
+            let state = &inner.chains[chain.0];
+            let stand = (state.at.0, wave_rank(&order, state.wave), state.at.1, rank);
+            inner.chains[chain.0].stand = stand;
         }
         inner.instant = Some(now);
         inner.number += 1;
@@ -239,7 +243,7 @@ impl Orderer {
         if state.at.0 == inner.number {
             return;
         }
-        let stand = (state.at.0, state.at.1, state.rank);
+        let stand = state.stand;
         let pos = inner
             .order
             .iter()
@@ -261,24 +265,31 @@ impl Orderer {
             return;
         }
         let mut held = std::mem::take(&mut inner.held);
-        let rank = |c: Chain| {
-            inner
-                .order
-                .iter()
-                .position(|(o, _)| *o == c)
-                .unwrap_or(usize::MAX)
-        };
-        let wave = |w: Wave| match w {
-            Wave::Interrupt => 0,
-            Wave::Timer(root) => 1 + rank(root),
-        };
+        let order = &inner.order;
         // Stable: one chain's steps at one depth keep the order they were taken in.
-        held.sort_by_key(|h| (wave(h.wave), h.depth, rank(h.chain)));
+        held.sort_by_key(|h| (wave_rank(order, h.wave), h.depth, rank(order, h.chain)));
         for h in held {
             match h.entry {
                 Entry::Stream(msg) => emit(&self.producer, msg),
                 Entry::TraceOnly(msg) => self.shared.record_only(msg),
             }
         }
+    }
+}
+
+/// A chain's place in an instant's scheduling order.
+fn rank(order: &[(Chain, Stand)], chain: Chain) -> usize {
+    order
+        .iter()
+        .position(|(c, _)| *c == chain)
+        .unwrap_or(usize::MAX)
+}
+
+/// A wave's place in an instant: the interrupt's first, then each timer's in the order their
+/// chains started waiting.
+fn wave_rank(order: &[(Chain, Stand)], wave: Wave) -> usize {
+    match wave {
+        Wave::Interrupt => 0,
+        Wave::Timer(root) => rank(order, root).saturating_add(1),
     }
 }
