@@ -19,7 +19,7 @@ use penguin::engine::{CancellationToken, Engine, EngineConfig, InitialState, Run
 use penguin::omni_protocol::markers::parse_goal_message;
 use penguin::omni_protocol::validator::StreamValidator;
 use penguin::omni_protocol::{EventPayload, Frame, ModelPayload, OmniMessage};
-use penguin::scenario::{MemoryTrace, Scenario};
+use penguin::scenario::{timer_delay, MemoryTrace, Scenario};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
@@ -393,14 +393,14 @@ fn execute(scenario: Scenario) -> Observed {
             let mut timers = tokio::task::JoinSet::new();
             if let Some(after) = run.abort_after {
                 timers.spawn(async move {
-                    tokio::time::sleep(after).await;
+                    tokio::time::sleep(timer_delay(after)).await;
                     cancel.cancel();
                 });
             }
             for (after, input) in run.steer {
                 let e = engine.clone();
                 timers.spawn(async move {
-                    tokio::time::sleep(after).await;
+                    tokio::time::sleep(timer_delay(after)).await;
                     e.steer(input);
                 });
             }

@@ -251,6 +251,13 @@ impl TraceSink for MemoryTrace {
     }
 }
 
+/// When a run's timer (abort, steer) fires. The reference sets a timer for these, and a timer
+/// never fires at the instant it was set (node runs a 0 ms timer 1 ms later): everything the
+/// run does at that instant comes first.
+pub fn timer_delay(after: Duration) -> Duration {
+    after.max(Duration::from_millis(1))
+}
+
 /// Runs every run of `scenario` on one engine, recording into `trace`.
 ///
 /// Timing follows tokio time; run it on a paused clock to make it deterministic and instant.
@@ -289,14 +296,14 @@ pub async fn run_scenario(
         if let Some(after) = run.abort_after {
             let cancel = cancel.clone();
             timers.spawn(async move {
-                tokio::time::sleep(after).await;
+                tokio::time::sleep(timer_delay(after)).await;
                 cancel.cancel();
             });
         }
         for (after, input) in run.steer {
             let engine = engine.clone();
             timers.spawn(async move {
-                tokio::time::sleep(after).await;
+                tokio::time::sleep(timer_delay(after)).await;
                 engine.steer(input);
             });
         }
