@@ -323,6 +323,12 @@ pub async fn play(
                 _ = cancel.cancelled() => return Played::Aborted,
                 _ = tokio::time::sleep(step.delay) => {}
             }
+            // A timer of the run (its interrupt, a steer) due at this same instant was set
+            // before this step's and goes first in the reference; let it.
+            tokio::task::yield_now().await;
+            if cancel.is_cancelled() {
+                return Played::Aborted;
+            }
         }
         let msg = build::restamped(step.message.clone(), Timestamp::now());
         open.observe(&msg);
