@@ -34,19 +34,22 @@ fn kept(v: &Value) -> bool {
     !matches!(t, Some("session_meta" | "trace_rotate")) && pt != Some("tool_list_ready")
 }
 
-fn load(path: &Path, requests: bool) -> Vec<Value> {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    lines_to_values(&text, requests)
-}
-
-fn lines_to_values(text: &str, requests: bool) -> Vec<Value> {
+/// `strict` keeps `session_meta`, `tool_list_ready` and `trace_rotate` records (v2).
+fn lines_to_values(text: &str, requests: bool, strict: bool) -> Vec<Value> {
+    let kept = |v: &Value| strict || kept(v);
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| serde_json::from_str::<Value>(l).expect("expected files are JSON lines"))
         .map(|v| {
             if requests {
                 let input = v["input"].as_array().cloned().unwrap_or_default();
-                Value::Array(input.into_iter().filter(kept).map(normalize).collect())
+                Value::Array(
+                    input
+                        .into_iter()
+                        .filter(|v| kept(v))
+                        .map(normalize)
+                        .collect(),
+                )
             } else {
                 v
             }
@@ -57,7 +60,11 @@ fn lines_to_values(text: &str, requests: bool) -> Vec<Value> {
 }
 
 fn scenario_files() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    scenario_files_in("scenarios")
+}
+
+fn scenario_files_in(folder: &str) -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(folder);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("tests/scenarios exists")
         .map(|e| e.expect("dir entry").path())
@@ -71,6 +78,19 @@ fn scenario_files() -> Vec<PathBuf> {
 fn scenarios_match_the_reference() {
     let files = scenario_files();
     assert!(files.len() >= 4, "the reference scenarios are present");
+    check_all(files, false);
+}
+
+/// v2 scenarios (compaction, notices, bootstrap records), compared strictly: session heads,
+/// tool lists and rotations count like any record.
+#[test]
+fn v2_scenarios_match_the_reference_strictly() {
+    let files = scenario_files_in("scenarios-v2");
+    assert!(files.len() >= 6, "the v2 scenarios are present");
+    check_all(files, true);
+}
+
+fn check_all(files: Vec<PathBuf>, strict: bool) {
     for file in files {
         let name = file.file_stem().unwrap().to_string_lossy().into_owned();
         let scenario = Scenario::parse(&std::fs::read_to_string(&file).unwrap()).unwrap();
@@ -87,13 +107,21 @@ fn scenarios_match_the_reference() {
             .map(|r| format!("{}\n", serde_json::json!({ "input": r })))
             .collect();
         let dir = file.parent().unwrap();
+        let trace: String = out
+            .trace_lines()
+            .into_iter()
+            .map(|l| format!("{l}\n"))
+            .collect();
         for (kind, actual, is_req) in [
             ("stream", join(&out.stream), false),
-            ("trace", join(&out.trace), false),
+            ("trace", trace, false),
             ("req", requests, true),
         ] {
-            let expected = load(&dir.join(format!("{name}.{kind}.jsonl")), is_req);
-            let actual = lines_to_values(&actual, is_req);
+            let path = dir.join(format!("{name}.{kind}.jsonl"));
+            let text = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let expected = lines_to_values(&text, is_req, strict);
+            let actual = lines_to_values(&actual, is_req, strict);
             assert_eq!(actual.len(), expected.len(), "{name}.{kind}: record count");
             for (i, (a, e)) in actual.iter().zip(&expected).enumerate() {
                 assert_eq!(a, e, "{name}.{kind}: record {i} differs");

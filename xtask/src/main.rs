@@ -122,11 +122,9 @@ fn ci(root: &Path) -> Result<(), String> {
             .map(PathBuf::from)
             .unwrap_or_else(|| root.join("target"));
         let mut check = Command::new(shared_check);
-        // The regressions are the reference's answers to what random differential testing
-        // found; the v2 scenarios join (`--all`) once penguin runs them.
-        check
-            .arg("--regressions")
-            .arg(target.join("debug").join("penguin"));
+        // Every shared scenario: the base set, v2 (compaction, notices, bootstrap records,
+        // compared strictly) and the regressions random differential testing found.
+        check.arg("--all").arg(target.join("debug").join("penguin"));
         run(root, "scenarios (shared)", check)?;
     } else {
         // The in-repo copy of the scenarios is checked by `tests/scenarios.rs` above.

@@ -18,7 +18,7 @@ use penguin_omni_protocol::{
 };
 
 use crate::carry::{build_carry_over, downgrade_carried_goal_input};
-use crate::run::{abort, backoff, deliver_steering, Shared};
+use crate::run::{abort, backoff, deliver_notices, deliver_steering, Shared};
 use crate::texts;
 use crate::turn::{emit, emit_stream_only, generate, panic_text, request_end, Item, Turn};
 
@@ -94,8 +94,11 @@ fn mode(shared: &Shared) -> CompactionMode {
         .map_or(CompactionMode::Summarize, |c| c.mode)
 }
 
+/// A task boundary: no tool outputs to answer, and nothing queued (steering, a notice) that
+/// would take the task one more turn.
 fn at_boundary(shared: &Shared, mid_task: bool) -> bool {
-    !mid_task && shared.state().steering.is_empty()
+    let st = shared.state();
+    !mid_task && st.steering.is_empty() && st.notices.is_empty()
 }
 
 /// The checkpoint after every completed turn.
@@ -135,6 +138,7 @@ pub(crate) async fn checkpoint(
             // context (this first write rotates the trace) and is not streamed.
             shared.record_only(summary.clone());
             let mut next = vec![summary];
+            next.extend(deliver_notices(shared, producer));
             next.extend(deliver_steering(shared, producer));
             Checkpoint::Continue(next)
         }

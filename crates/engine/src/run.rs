@@ -101,6 +101,8 @@ pub(crate) struct State {
     pub(crate) counters: Counters,
     pub(crate) steering: Vec<(SteerId, Vec<OmniMessage>)>,
     pub(crate) next_steer_id: u64,
+    /// Harness notices (settled background work) waiting for the next input assembly.
+    pub(crate) notices: Vec<OmniMessage>,
     pub(crate) task_running: bool,
     /// A run (not a compaction) is in flight: only a run takes steering.
     pub(crate) run_in_flight: bool,
@@ -333,6 +335,24 @@ impl Engine {
         Steered::Queued(id)
     }
 
+    /// Queues a harness notice (a `[background_task_done]` user text): a running task delivers
+    /// it at its next input assembly, before steering, and takes one more turn for it; an idle
+    /// engine delivers it with the next run's input, unless the host takes it first
+    /// ([`take_notices`](Self::take_notices)) to start a task of its own.
+    pub fn notify(&self, notice: OmniMessage) {
+        self.shared.state().notices.push(notice);
+    }
+
+    /// The queued notices, taken out of the engine (an idle host starting a task with them).
+    pub fn take_notices(&self) -> Vec<OmniMessage> {
+        std::mem::take(&mut self.shared.state().notices)
+    }
+
+    /// How many notices wait for delivery.
+    pub fn pending_notices(&self) -> usize {
+        self.shared.state().notices.len()
+    }
+
     /// Removes a queued steering input; false when it was already delivered or dropped.
     pub fn unsteer(&self, id: SteerId) -> bool {
         let mut st = self.shared.state();
@@ -448,6 +468,8 @@ async fn run_to_completion(
     }
     let config = &shared.config;
     let mut next_input = input;
+    // Notices that arrived while the session was idle ride the first request, after the prompt.
+    next_input.extend(deliver_notices(shared, producer));
     let mut turn_count: i64 = 0;
     loop {
         if config.max_turns > 0 && turn_count >= config.max_turns {
@@ -521,7 +543,9 @@ async fn run_to_completion(
                 continue;
             }
         }
-        let injected = deliver_steering(shared, producer);
+        // Notices first: the user's own words come last.
+        let mut injected = deliver_notices(shared, producer);
+        injected.extend(deliver_steering(shared, producer));
         if !mid_task && injected.is_empty() {
             return;
         }
@@ -569,6 +593,16 @@ fn emit_max_turns(producer: &Producer<Item>, max_turns: i64) {
         build::partial_text(StreamEventType::Stop, "", StopReason::Failed),
     );
     emit(producer, build::assistant_text(text, StopReason::Failed));
+}
+
+/// Drains the harness notices (§2.11): each is streamed and written, and returned for the next
+/// input.
+pub(crate) fn deliver_notices(shared: &Shared, producer: &Producer<Item>) -> Vec<OmniMessage> {
+    let notices = std::mem::take(&mut shared.state().notices);
+    for msg in &notices {
+        emit(producer, msg.clone());
+    }
+    notices
 }
 
 /// Drains the steering queue, each queued input becoming one `[user_steering]` user text
