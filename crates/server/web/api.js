@@ -43,7 +43,7 @@ export class ApiError extends Error {
 
 // Every API call: JSON in and out, the token as a bearer header. A 401 signs the page out
 // (the token is wrong or the server was restarted with another one).
-export async function call(method, path, body) {
+export async function call(method, path, body, { signOutOn401 = true } = {}) {
   const headers = { Authorization: `Bearer ${token() || ""}` };
   const init = { method, headers, cache: "no-store" };
   if (body !== undefined) {
@@ -67,7 +67,7 @@ export async function call(method, path, body) {
   }
   if (!res.ok) {
     const e = data && data.error ? data.error : { code: "http_" + res.status, message: text || res.statusText };
-    if (res.status === 401) {
+    if (res.status === 401 && signOutOn401) {
       clearToken();
       window.dispatchEvent(new CustomEvent("penguin:signed-out", { detail: e.message }));
     }
@@ -77,6 +77,11 @@ export async function call(method, path, body) {
 }
 
 const enc = encodeURIComponent;
+
+// Whether the stored token is this server's, without signing out when it is not.
+export async function checkToken() {
+  await call("GET", "/api/sessions", undefined, { signOutOn401: false });
+}
 
 export const sessions = {
   list: () => call("GET", "/api/sessions"),

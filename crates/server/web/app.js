@@ -7,6 +7,13 @@ import * as api from "./api.js";
 import { SessionStream } from "./stream.js";
 import { Transcript } from "./transcript.js";
 
+// Uncaught errors are kept, so a support request (or a test) can read what went wrong.
+window.penguinErrors = [];
+window.addEventListener("error", (e) => window.penguinErrors.push(String(e.message)));
+window.addEventListener("unhandledrejection", (e) =>
+  window.penguinErrors.push(String((e.reason && e.reason.stack) || e.reason)),
+);
+
 const app = document.getElementById("app");
 let teardown = () => {};
 
@@ -118,7 +125,7 @@ function signIn(reason) {
         e.preventDefault();
         api.setToken(input.value);
         try {
-          await api.sessions.list();
+          await api.checkToken();
           route();
         } catch (err) {
           api.clearToken();
@@ -185,7 +192,12 @@ function sessionList() {
     try {
       const { sessions } = await api.sessions.list();
       if (stale) return;
-      rows.replaceChildren(...sessions.map(row));
+      // A row being renamed or confirming a delete stays as it is: an update elsewhere must
+      // not throw away what the reader is typing.
+      const editing = new Map(
+        [...rows.querySelectorAll("tr[data-editing]")].map((tr) => [tr.dataset.session, tr]),
+      );
+      rows.replaceChildren(...sessions.map((s) => editing.get(s.id) || row(s)));
       empty.hidden = sessions.length > 0;
       app.dataset.loaded = "true";
     } catch (err) {
@@ -198,21 +210,26 @@ function sessionList() {
     const path = `/sessions/${encodeURIComponent(s.id)}`;
     const titleCell = h("td", { class: "title" }, link(path, title), s.source ? h("span", { class: "badge" }, s.source) : null);
     const actions = h("td", { class: "actions" });
+    const done = () => {
+      delete tr.dataset.editing;
+      refresh();
+    };
     const showActions = () =>
       actions.replaceChildren(
         h("button", { class: "quiet", dataset: { action: "rename" }, onclick: rename }, "Rename"),
         h("button", { class: "quiet danger", dataset: { action: "delete" }, onclick: confirmDelete }, "Delete"),
       );
     function rename() {
+      tr.dataset.editing = "true";
       const input = h("input", { value: s.title || "", name: "title", placeholder: "title" });
       const save = async (e) => {
         e.preventDefault();
         try {
           await api.sessions.patch(s.id, { title: input.value });
-          refresh();
         } catch (err) {
           toast(err.message);
         }
+        done();
       };
       titleCell.replaceChildren(
         h(
@@ -220,12 +237,13 @@ function sessionList() {
           { class: "inline", onsubmit: save },
           input,
           h("button", { type: "submit", dataset: { action: "save-title" } }, "Save"),
-          h("button", { type: "button", class: "quiet", onclick: refresh }, "Cancel"),
+          h("button", { type: "button", class: "quiet", onclick: done }, "Cancel"),
         ),
       );
       input.focus();
     }
     function confirmDelete() {
+      tr.dataset.editing = "true";
       actions.replaceChildren(
         h("span", {}, "Delete this session and its trace? "),
         h(
@@ -239,16 +257,16 @@ function sessionList() {
               } catch (err) {
                 toast(err.message);
               }
-              refresh();
+              done();
             },
           },
           "Delete",
         ),
-        h("button", { class: "quiet", onclick: showActions }, "Keep"),
+        h("button", { class: "quiet", onclick: done }, "Keep"),
       );
     }
     showActions();
-    return h(
+    const tr = h(
       "tr",
       { dataset: { session: s.id, state: s.state } },
       titleCell,
@@ -259,6 +277,7 @@ function sessionList() {
       h("td", { title: s.lastActiveAt || "" }, relativeTime(s.lastActiveAt)),
       actions,
     );
+    return tr;
   };
 
   app.replaceChildren(
@@ -629,6 +648,8 @@ function sessionView(id) {
       connEl.textContent = s;
       connEl.className = `conn ${s}`;
       app.dataset.stream = s;
+      // Counted for whoever wants to know how the page got back in sync (tests do).
+      if (s === "resyncing" || s === "offline") app.dataset[s] = String(Number(app.dataset[s] || 0) + 1);
     },
     onFatal: (err) => {
       if (err.status === 404) notFound(`No session ${id} on this server.`);
@@ -656,6 +677,8 @@ function route(reason) {
   delete app.dataset.loaded;
   delete app.dataset.state;
   delete app.dataset.stream;
+  delete app.dataset.resyncing;
+  delete app.dataset.offline;
   if (!api.token()) {
     signIn(typeof reason === "string" ? reason : "");
     return;
@@ -668,6 +691,10 @@ function route(reason) {
 }
 
 window.addEventListener("popstate", () => route());
+// Opening the printed link in a tab already on this page only changes the fragment: no reload.
+window.addEventListener("hashchange", () => {
+  if (api.takeTokenFromFragment()) route();
+});
 window.addEventListener("penguin:signed-out", (e) => route(`Signed out: ${e.detail}`));
 api.takeTokenFromFragment();
 route();

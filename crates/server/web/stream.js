@@ -372,13 +372,9 @@ export class SessionStream {
   async fetchHistory() {
     const generation = ++this.generation;
     for (let delay = 500; ; delay = Math.min(delay * 2, 8000)) {
+      let h;
       try {
-        const h = await this.loadHistory();
-        if (generation !== this.generation || this.closed) return;
-        this.page = h.page || null;
-        this.reducer.onHistory(h);
-        this.onStatus(this.es && this.es.readyState === EventSource.OPEN ? "live" : "reconnecting");
-        return;
+        h = await this.loadHistory();
       } catch (err) {
         if (generation !== this.generation || this.closed) return;
         if (err && (err.status === 401 || err.status === 404)) {
@@ -388,7 +384,13 @@ export class SessionStream {
         this.onStatus("offline");
         await new Promise((r) => setTimeout(r, delay));
         if (generation !== this.generation || this.closed) return;
+        continue;
       }
+      if (generation !== this.generation || this.closed) return;
+      this.page = h.page || null;
+      this.reducer.onHistory(h);
+      this.onStatus(this.es && this.es.readyState === EventSource.OPEN ? "live" : "reconnecting");
+      return;
     }
   }
 

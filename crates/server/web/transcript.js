@@ -312,7 +312,7 @@ export class Transcript {
   constructor(root, actions) {
     this.root = root;
     this.actions = actions;
-    this.taskState = null;
+    this.runState = null;
     this.retry = null;
     this.reset();
     this.timer = setInterval(() => this.tick(), 250);
@@ -323,7 +323,7 @@ export class Transcript {
   }
 
   idle() {
-    return !!this.taskState && this.taskState.state === "idle";
+    return !!this.runState && this.runState.state === "idle";
   }
 
   // --- sink operations -------------------------------------------------------------------
@@ -345,7 +345,7 @@ export class Transcript {
 
   taskState(ts) {
     if (!ts) return;
-    this.taskState = ts;
+    this.runState = ts;
     if (ts.state === "idle") this.endRetry(null);
     this.refreshCards();
   }
@@ -465,6 +465,8 @@ export class Transcript {
         scope.live.delete(key);
         if (!block) block = this.thinkingBlock(scope, false);
         block.el.classList.remove("streaming");
+        // Open while it streams, folded once complete, unless the reader chose otherwise.
+        if (!block.el.dataset.touched) block.el.open = false;
         mark(block.el, msg);
         renderNow(block.body, p.thinking || "");
         break;
@@ -713,7 +715,9 @@ export class Transcript {
   thinkingBlock(scope, open) {
     const el = h("details", "msg thinking");
     el.open = open;
-    el.append(h("summary", "", "thinking"));
+    const summary = h("summary", "", "thinking");
+    summary.addEventListener("click", () => (el.dataset.touched = "true"));
+    el.append(summary);
     const body = h("div", "body md");
     el.append(body);
     scope.append(el);
