@@ -1103,7 +1103,7 @@ async fn steering_follow_ups_recall_and_abort_from_the_page() {
         .await;
     b.until(
         "the recalled texts in the composer",
-        "return document.querySelectorAll('.pending-item').length === 0 && document.querySelector('textarea[name=input]').value === 'Also check the docs\\n\\nThen summarize'",
+        "return document.querySelectorAll('.pending-item').length === 1 && document.querySelector('textarea[name=input]').value === 'Also check the docs\\n\\nThen summarize'",
     )
     .await;
     b.shot("recalled").await;
@@ -1403,4 +1403,151 @@ async fn a_subagent_run_renders_nested_under_its_call_with_its_approvals() {
     b.shot("from-history").await;
     assert_page_matches_history(&mut b, &srv, &id).await;
     b.close().await;
+}
+
+/// A recorded message, as history gives it.
+fn rec(ts: &str, m: Value) -> Value {
+    let mut m = m;
+    m["timestamp"] = json!(format!("2026-11-30T10:00:{ts}.000Z"));
+    m
+}
+
+fn user_text(text: &str) -> Value {
+    model(json!({"type": "text", "role": "user", "text": text, "stop_reason": "completed"}))
+}
+
+fn event(payload: Value) -> Value {
+    json!({"type": "event_msg", "payload": payload})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium: scripts/install-browser.sh, then --ignored"]
+async fn compaction_notices_and_marker_texts_render_as_one_readable_event_each() {
+    // Shapes a scripted server cannot produce (a scenario session has no compaction model and
+    // no background tasks): the page's transcript module is fed a recorded history directly.
+    let srv = start(Setup::new(json!({"llm": [], "runs": []}))).await;
+    let id = srv.create("allow-all").await;
+    let mut b = Browser::start("rendering-rules").await;
+    b.open_session(&srv, &id).await;
+    let history = json!([
+        rec("01", user_text("Hello")),
+        rec(
+            "02",
+            model(
+                json!({"type": "text", "role": "assistant", "text": "Hi!", "stop_reason": "completed"})
+            )
+        ),
+        rec(
+            "03",
+            event(
+                json!({"type": "compaction_begin", "reason": "manual", "mode": "summarize", "context": 1234, "turns": 1})
+            )
+        ),
+        rec("04", user_text("Summarize the conversation so far.")),
+        rec("05", event(json!({"type": "request_begin"}))),
+        rec(
+            "06",
+            model(
+                json!({"type": "text", "role": "assistant", "text": "[summary]The user said **hello**.[/summary]", "stop_reason": "completed"})
+            )
+        ),
+        rec(
+            "07",
+            event(json!({"type": "request_end", "status": "completed"}))
+        ),
+        rec(
+            "08",
+            event(
+                json!({"type": "token_usage", "session": {"cache_read": 0, "cache_write": 0, "output": 9, "total": 40}, "request": {"cache_read": 0, "cache_write": 0, "output": 9, "total": 40}})
+            )
+        ),
+        rec(
+            "09",
+            event(
+                json!({"type": "compaction_end", "reason": "manual", "mode": "summarize", "status": "completed", "attempt": 1})
+            )
+        ),
+        rec(
+            "10",
+            json!({"type": "session_meta", "payload": {"session_id": "s", "provider": "p", "model_id": "m"}})
+        ),
+        rec(
+            "11",
+            user_text("[context_summary]\nThe user said **hello**.\n[/context_summary]")
+        ),
+        rec(
+            "12",
+            model(
+                json!({"type": "text", "role": "user", "text": "[background_task_done]\nAutomatic notification from the harness, not the user: a background task you started has finished.\nkind: bash\nid: bg-7\nstatus: completed\n[/background_task_done]\n\nbuild finished in 3s", "stop_reason": "completed", "sender": "harness"})
+            )
+        ),
+        rec(
+            "13",
+            user_text("[user_steering]\nUse the fast path\n[/user_steering]")
+        ),
+        rec(
+            "14",
+            event(
+                json!({"type": "request_end", "status": "failed", "error_message": "HTTP 500", "attempt": 6})
+            )
+        ),
+        rec("15", event(json!({"type": "goal_round", "round": 2}))),
+    ]);
+    let script = "const [history] = arguments;\n\
+        return import('/assets/transcript.js').then(({ Transcript }) => {\n\
+          const root = document.getElementById('transcript');\n\
+          const t = new Transcript(root, { decide() {}, retryNow() {} });\n\
+          t.taskState({ type: 'task_state', state: 'idle' });\n\
+          for (const m of history) t.message(m);\n\
+          const q = (s) => [...root.querySelectorAll(s)];\n\
+          return {\n\
+            cards: q('.card.compaction').length,\n\
+            status: q('.card.compaction')[0].dataset.status,\n\
+            summary: q('.card.compaction .summary .md')[0].innerHTML,\n\
+            answers: q('.msg.assistant').map((e) => e.textContent),\n\
+            users: q('.msg.user').map((e) => e.textContent),\n\
+            notice: q('details.marker-background_task_done > summary').map((e) => e.textContent),\n\
+            noticeBody: q('details.marker-background_task_done .md')[0].textContent,\n\
+            failed: q('.request-failed .what').map((e) => e.textContent),\n\
+            retryButtons: q('[data-action=retry-now]').length,\n\
+            rawMarkers: /\\[(summary|context_summary|user_steering|background_task_done)\\]/.test(root.innerText),\n\
+            fps: q('[data-fp]').length,\n\
+          };\n\
+        });";
+    let got = b.c().execute(script, vec![history.clone()]).await.unwrap();
+    b.shot("rendered").await;
+    assert_eq!(got["cards"], 1);
+    assert_eq!(got["status"], "completed");
+    assert_eq!(
+        got["summary"],
+        "<p>The user said <strong>hello</strong>.</p>"
+    );
+    assert_eq!(
+        got["answers"],
+        json!(["Hi!"]),
+        "the summary is not an answer"
+    );
+    assert_eq!(
+        got["users"],
+        json!(["youHello", "steeringUse the fast path"])
+    );
+    assert_eq!(
+        got["notice"],
+        json!(["background task finished: bash · bg-7 · completed"])
+    );
+    assert!(got["noticeBody"]
+        .as_str()
+        .unwrap()
+        .contains("build finished in 3s"));
+    assert_eq!(
+        got["failed"],
+        json!(["model request failed: HTTP 500 (attempt 6)"])
+    );
+    assert_eq!(got["retryButtons"], 0, "no retry is planned");
+    assert_eq!(got["rawMarkers"], false);
+    assert_eq!(
+        got["fps"],
+        json!(history.as_array().unwrap().len()),
+        "one element per message"
+    );
 }

@@ -452,6 +452,12 @@ function sessionView(id) {
     },
   });
 
+  const banner = h(
+    "div",
+    { class: "banner", hidden: true, role: "status" },
+    "Connection lost: reconnecting. What happens meanwhile is shown once it is back.",
+  );
+
   // Pending approvals, including subagents' (with their origin), always in view.
   const approvalsEl = h("div", { class: "approvals", hidden: true });
   const showApprovals = (list) => {
@@ -624,7 +630,7 @@ function sessionView(id) {
         h("div", { class: "meta-row" }, metaEl, h("label", {}, "approvals ", modeSel)),
       ),
       pane,
-      h("div", { class: "dock" }, approvalsEl, pendingEl, h("div", { class: "composer" }, input, h("div", { class: "buttons" }, sendBtn, queueBtn, abortBtn))),
+      h("div", { class: "dock" }, banner, approvalsEl, pendingEl, h("div", { class: "composer" }, input, h("div", { class: "buttons" }, sendBtn, queueBtn, abortBtn))),
     ),
   );
   showState();
@@ -648,6 +654,7 @@ function sessionView(id) {
       connEl.textContent = s;
       connEl.className = `conn ${s}`;
       app.dataset.stream = s;
+      banner.hidden = !["reconnecting", "offline"].includes(s);
       // Counted for whoever wants to know how the page got back in sync (tests do).
       if (s === "resyncing" || s === "offline") app.dataset[s] = String(Number(app.dataset[s] || 0) + 1);
     },

@@ -577,7 +577,8 @@ export class Transcript {
         scope.append(hiddenMark(msg));
         break;
       case "request_end":
-        if (p.status === "completed") scope.append(hiddenMark(msg));
+        // An interrupted request is told by the abort that follows; only failures show here.
+        if (p.status === "completed" || p.status === "aborted") scope.append(hiddenMark(msg));
         else scope.append(this.failedRequest(scope, msg, p));
         break;
       case "token_usage": {
