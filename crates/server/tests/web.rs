@@ -468,6 +468,8 @@ impl Browser {
                     "--disable-component-update",
                     "--disable-sync",
                     "--disable-dev-shm-usage",
+                    "--disable-breakpad",
+                    "--disable-crash-reporter",
                     "--window-size=1280,1000",
                     format!("--user-data-dir={}", browser._profile.path().display()),
                 ]
