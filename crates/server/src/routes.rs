@@ -17,7 +17,7 @@ use crate::api::{
     ApprovalMode, CompactAccepted, CreateSessionRequest, MessagesPage, Recalled, RetryNow,
     SessionEnvelope, SessionInfo, SessionList, SteerAccepted, TaskAccepted,
 };
-use crate::auth::{presented_token, tokens_match};
+use crate::auth::{percent_decode, presented_token, tokens_match};
 use crate::entry::Entry;
 use crate::error::{json_response, kind, opt_bool, opt_str, read_object, ApiError};
 use crate::history::{
@@ -230,7 +230,10 @@ pub(crate) fn parse_query(uri: &Uri) -> Result<Window, ApiError> {
         .split('&')
         .filter(|p| !p.is_empty())
     {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let (k, raw) = pair.split_once('=').unwrap_or((pair, ""));
+        // A browser's URLSearchParams or encodeURIComponent writes `:` as `%3A`.
+        let decoded = percent_decode(raw);
+        let v = decoded.as_str();
         match k {
             "tailLimit" => tail = Some(query_usize(k, v)?),
             "limit" => limit = Some(query_usize(k, v)?),

@@ -1325,6 +1325,17 @@ async fn history_pages_backwards_with_the_before_cursor() {
     let joined: Vec<Value> = pages.into_iter().flatten().collect();
     assert_eq!(joined, full);
 
+    let encoded = srv
+        .get(&format!(
+            "{path}?before={}&limit=4",
+            before.replace(':', "%3A")
+        ))
+        .await;
+    assert_eq!(
+        encoded.status, 200,
+        "a percent-encoded cursor: {}",
+        encoded.body
+    );
     let everything = srv.get(&format!("{path}?before=99999:0")).await;
     assert_eq!(everything.body["messages"].as_array().unwrap(), &full);
     assert_eq!(everything.body["page"], json!({"hasMore": false}));

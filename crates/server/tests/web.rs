@@ -524,8 +524,10 @@ impl Browser {
                 let text = self
                     .js("return document.getElementById('app').innerText")
                     .await;
-                let errors = self.js("return window.penguinErrors").await;
-                panic!("timed out waiting for {what}; the page shows:\n{text}\nerrors: {errors}");
+                let errors = self
+                    .js("return [window.penguinErrors, document.getElementById('toast')?.textContent]")
+                    .await;
+                panic!("timed out waiting for {what}; the page shows:\n{text}\nerrors, toast: {errors}");
             }
             tokio::time::sleep(POLL).await;
         }
@@ -1552,4 +1554,273 @@ async fn compaction_notices_and_marker_texts_render_as_one_readable_event_each()
         json!(history.as_array().unwrap().len()),
         "one element per message"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The page's reducer against the Rust one
+
+fn at(seq: &str, ts: &str, m: Value) -> (String, Value) {
+    (seq.to_owned(), rec(ts, m))
+}
+
+fn partial_text_msg(event: &str, text: &str) -> Value {
+    model(
+        json!({"type": "partial_text", "role": "assistant", "event_type": event, "text": text, "stop_reason": "completed"}),
+    )
+}
+
+/// One operation for both reducers: an SSE event (id, event name, data) or a history answer.
+fn ev(id: &str, server: bool, data: &Value) -> Value {
+    json!({"event": [id, if server { Value::from("server_event") } else { Value::Null }, data.to_string()]})
+}
+
+fn hist(h: Value) -> Value {
+    json!({"history": h.to_string()})
+}
+
+/// The state of a `ClientReducer` in the shape the page's snapshot uses.
+fn rust_snapshot(r: &penguin::sse_transport::ClientReducer) -> Value {
+    let s = r.state();
+    let kind = |k: penguin::sse_transport::PartialKind| match k {
+        penguin::sse_transport::PartialKind::Text => "text",
+        penguin::sse_transport::PartialKind::Thinking => "thinking",
+        penguin::sse_transport::PartialKind::ToolCall => "tool_call",
+        penguin::sse_transport::PartialKind::ToolCallOutput => "tool_call_output",
+    };
+    json!({
+        "messages": s.messages.iter().map(|m| serde_json::from_str::<Value>(&m.to_json()).unwrap()).collect::<Vec<_>>(),
+        "fragments": s.fragments.iter().map(|f| json!([f.key.origin.join("/"), kind(f.key.kind), f.key.tool_call_id, f.content])).collect::<Vec<_>>(),
+        "taskState": s.task_state.as_ref().map(|t| serde_json::to_value(t).unwrap()),
+        "approvals": s.approvals.iter().map(|a| json!([a.origin.join("/"), a.tool_call_id])).collect::<Vec<_>>(),
+        "live": r.is_live(),
+    })
+}
+
+fn rust_run(ops: &[Value]) -> Vec<Value> {
+    let mut r = penguin::sse_transport::ClientReducer::new();
+    ops.iter()
+        .map(|op| {
+            if let Some(e) = op.get("event") {
+                r.on_event(e[0].as_str(), e[1].as_str(), e[2].as_str().unwrap());
+            } else {
+                r.on_history(serde_json::from_str(op["history"].as_str().unwrap()).unwrap());
+            }
+            rust_snapshot(&r)
+        })
+        .collect()
+}
+
+const JS_RUN: &str = "const [ops] = arguments;
+return import('/assets/stream.js').then(({ StreamReducer }) => {
+  const noop = () => {};
+  const r = new StreamReducer({ reset: noop, message: noop, dropped: noop, fragment: noop,
+    fragmentStopped: noop, taskState: noop, approvals: noop, title: noop, ready: noop });
+  return ops.map((op) => {
+    if (op.event) r.onEvent(op.event[0], op.event[1], op.event[2]);
+    else r.onHistory(JSON.parse(op.history));
+    let ts = null;
+    if (r.taskState) { ts = { ...r.taskState }; delete ts.type; }
+    return {
+      messages: JSON.parse(JSON.stringify(r.messages)),
+      fragments: [...r.fragments.values()].map((f) => [f.origin.join('/'), f.kind, f.toolCallId, f.content]),
+      taskState: ts,
+      approvals: r.approvals.map((a) => [a.origin.join('/'), a.toolCallId]),
+      live: r.live,
+    };
+  });
+});";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium: scripts/install-browser.sh, then --ignored"]
+async fn the_pages_reducer_agrees_with_client_reducer_step_by_step() {
+    let srv = start(Setup::new(json!({"llm": [], "runs": []}))).await;
+    let mut b = Browser::start("reducer-conformance").await;
+    b.goto(&format!("{}/", srv.base)).await;
+    b.until(
+        "the page",
+        "return !!document.querySelector('form.sign-in')",
+    )
+    .await;
+
+    // One run as the server numbers it: input, state, request, a streamed text, usage.
+    let e = "0000abcd";
+    let with_pos = |m: &Value, ordinal: u64| {
+        let mut m = m.clone();
+        m["tracePosition"] = json!({"fileIndex": 1, "ordinal": ordinal});
+        m
+    };
+    let u = rec("01", user_text("hi"));
+    let rb = rec("02", event(json!({"type": "request_begin"})));
+    let running = json!({"type": "task_state", "state": "running", "queued": 0});
+    let idle = json!({"type": "task_state", "state": "idle", "queued": 0});
+    let stream = [
+        at("3", "02", event(json!({"type": "request_begin"}))),
+        at("4", "03", partial_text_msg("start", "")),
+        at("5", "04", partial_text_msg("delta", "Hel")),
+        at("7", "05", partial_text_msg("delta", "lo")),
+        at("8", "06", partial_text_msg("stop", "")),
+        at(
+            "9",
+            "07",
+            model(
+                json!({"type": "text", "role": "assistant", "text": "Hello", "stop_reason": "completed"}),
+            ),
+        ),
+        at(
+            "10",
+            "08",
+            event(
+                json!({"type": "token_usage", "session": {"cache_read": 0, "cache_write": 0, "output": 1, "total": 9}, "request": {"cache_read": 0, "cache_write": 0, "output": 1, "total": 9}}),
+            ),
+        ),
+    ];
+    let sse = |epoch: &str, i: usize| ev(&format!("{epoch}-{}", stream[i].0), false, &stream[i].1);
+    // The fragment the server's live tail held at cursor 5.
+    let mut fragment = rec("03", partial_text_msg("start", "Hel"));
+    fragment["payload"]
+        .as_object_mut()
+        .unwrap()
+        .shift_remove("stop_reason");
+    // Histories travel as JSON text: chromedriver would sort the keys of an object argument,
+    // and dedup compares messages as serialized, key order included (as the reference does).
+    let history = |cursor: &str| {
+        hist(
+            json!({"messages": [with_pos(&u, 0), with_pos(&rb, 1)], "live": {"cursor": cursor, "fragments": [fragment.clone()]}}),
+        )
+    };
+    let snapshot = ev(&format!("{e}-6"), true, &running);
+
+    let mut cases: Vec<(&str, Vec<Value>)> = Vec::new();
+    // Events buffered before history arrives, some covered by its live cursor.
+    let mut joined = vec![sse(e, 0), sse(e, 1), sse(e, 2), snapshot.clone(), sse(e, 3)];
+    joined.push(history(&format!("{e}-5")));
+    joined.extend([
+        sse(e, 4),
+        sse(e, 5),
+        sse(e, 6),
+        ev(&format!("{e}-11"), true, &idle),
+    ]);
+    cases.push(("buffered, then history", joined));
+    // History first; events at or below the cursor arrive after it (still in flight).
+    let mut late = vec![history(&format!("{e}-5"))];
+    late.extend([
+        sse(e, 0),
+        sse(e, 1),
+        sse(e, 2),
+        snapshot.clone(),
+        sse(e, 3),
+        sse(e, 4),
+        sse(e, 5),
+        sse(e, 6),
+    ]);
+    cases.push(("history, then in-flight events", late));
+    // The stream's epoch is not the cursor's: the live tail is ignored.
+    let other = "1111aaaa";
+    let mut epochs = vec![sse(other, 0), sse(other, 1), sse(other, 2)];
+    epochs.push(history(&format!("{e}-5")));
+    epochs.extend([sse(other, 3), sse(other, 4), sse(other, 5), sse(other, 6)]);
+    cases.push(("another epoch", epochs));
+    // A subagent's approval, a resync that rebuilds from fresh history, then the decision.
+    let call = rec(
+        "20",
+        json!({"type": "model_msg", "payload": {"type": "tool_call", "role": "assistant", "name": "bash", "arguments": "{}", "tool_call_id": "c1", "stop_reason": "completed"}, "origin": ["child"]}),
+    );
+    let ask = json!({"type": "approval_request", "toolCall": call, "origin": ["child"]});
+    let decided = rec(
+        "21",
+        json!({"type": "event_msg", "payload": {"type": "approval_decision", "decision": "allow", "tool_call_id": "c1"}, "origin": ["child"]}),
+    );
+    let resync = vec![
+        history(&format!("{e}-2")),
+        ev(&format!("{e}-12"), false, &call),
+        ev(&format!("{e}-13"), true, &ask),
+        ev("", true, &json!({"type": "resync_required"})),
+        ev("2222bbbb-1", true, &running),
+        ev("2222bbbb-2", true, &ask),
+        hist(
+            json!({"messages": [with_pos(&u, 0), with_pos(&rb, 1), call.clone()], "live": {"cursor": "2222bbbb-0", "fragments": []}}),
+        ),
+        ev("2222bbbb-3", false, &decided),
+        ev("2222bbbb-4", false, &decided),
+        ev("2222bbbb-5", true, &ask),
+        ev("2222bbbb-6", true, &idle),
+    ];
+    cases.push(("resync with a subagent's approval", resync));
+
+    for (name, ops) in cases {
+        let rust = rust_run(&ops);
+        let js = b
+            .c()
+            .execute(JS_RUN, vec![Value::Array(ops.clone())])
+            .await
+            .unwrap();
+        let js = js.as_array().unwrap();
+        assert_eq!(js.len(), rust.len(), "{name}");
+        for (i, (j, r)) in js.iter().zip(&rust).enumerate() {
+            assert_eq!(j, r, "{name}: after operation {i} ({})", ops[i]);
+        }
+        // Each case ends with every message once and nothing in flight.
+        let last = rust.last().unwrap();
+        assert_eq!(last["fragments"], json!([]), "{name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium: scripts/install-browser.sh, then --ignored"]
+async fn a_long_history_loads_its_tail_first_and_earlier_pages_on_demand() {
+    // 80 calls (call, decision, output: 240 records): more than the page's first window.
+    let calls: Vec<Value> = (0..80)
+        .map(|i| {
+            step(
+                1,
+                model(json!({"type": "tool_call", "role": "assistant", "name": "list_dir", "arguments": format!("{{\"n\":{i}}}"), "tool_call_id": format!("call_{i:02}"), "stop_reason": "completed"})),
+            )
+        })
+        .collect();
+    let scenario = json!({
+        "llm": [request(vec![calls], 100), text_request("All listed.", 200)],
+        "runs": []
+    });
+    let srv = start(Setup::new(scenario)).await;
+    let id = srv.create("allow-all").await;
+    let (status, _) = srv
+        .call(
+            reqwest::Method::POST,
+            &format!("/api/sessions/{id}/tasks"),
+            Some(json!({"input": [{"type": "text", "text": "List 80 times"}]})),
+        )
+        .await;
+    assert_eq!(status, 202);
+    srv.until_idle(&id).await;
+
+    let mut b = Browser::start("history-pages").await;
+    b.open_session(&srv, &id).await;
+    b.until(
+        "the tail and the button",
+        "return document.body.innerText.includes('All listed.') && !document.querySelector('button[data-action=load-earlier]').hidden",
+    )
+    .await;
+    let first = b
+        .js("return [document.querySelectorAll('#transcript [data-fp]').length, !!document.querySelector('.card[data-call-id=call_00]')]")
+        .await;
+    assert_eq!(
+        first[1], false,
+        "the oldest calls are not loaded yet: {first}"
+    );
+    b.shot("tail").await;
+
+    b.click("button[data-action=load-earlier]").await;
+    b.until(
+        "the whole history",
+        "return document.querySelector('button[data-action=load-earlier]').hidden && !!document.querySelector('.card[data-call-id=call_00] [data-fp]')",
+    )
+    .await;
+    b.shot("all-loaded").await;
+    assert_page_matches_history(&mut b, &srv, &id).await;
+    let cards = b
+        .js("return [...document.querySelectorAll('.card.tool')].map(c => c.dataset.callId)")
+        .await;
+    let expected: Vec<String> = (0..80).map(|i| format!("call_{i:02}")).collect();
+    assert_eq!(cards, json!(expected), "one card per call, in call order");
+    b.close().await;
 }

@@ -9,7 +9,7 @@
 // - Every element made from a complete message carries `data-fp` (type, payload type, id,
 //   timestamp, origin), so the page can be compared with the trace one message at a time.
 
-import { renderMarkdown, escapeHtml } from "./markdown.js";
+import { renderMarkdown } from "./markdown.js";
 import { closedKey, fragmentKey, originOf } from "./stream.js";
 
 export function fingerprint(msg) {
@@ -277,7 +277,6 @@ class Scope {
     this.host = null;
     this.box = null;
     this.headEl = null;
-    this.gotPrompt = false;
   }
 
   append(el) {
@@ -508,7 +507,6 @@ export class Transcript {
       return;
     }
     if (p.sender === "parent_agent") {
-      scope.gotPrompt = true;
       this.rehome(scope, text);
       const e = mark(h("div", "msg task-from-parent"), msg);
       e.append(h("div", "who", "task from the parent agent"), h("div", "body plain", text));
@@ -824,5 +822,3 @@ class CompactionCard {
     }
   }
 }
-
-export { escapeHtml };
