@@ -400,6 +400,10 @@ impl Drop for Browser {
     }
 }
 
+fn is_stale(err: &fantoccini::error::CmdError) -> bool {
+    matches!(err, fantoccini::error::CmdError::Standard(e) if e.error == fantoccini::error::ErrorStatus::StaleElementReference)
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -533,20 +537,42 @@ impl Browser {
         }
     }
 
+    /// Clicks the element `css` selects. An element redrawn between finding and clicking it
+    /// (stale) is found again, as a person would aim again; anything else fails at once.
     async fn click(&self, css: &str) {
-        self.c()
-            .find(Locator::Css(css))
-            .await
-            .unwrap_or_else(|e| panic!("no element {css}: {e}"))
-            .click()
-            .await
-            .unwrap_or_else(|e| panic!("cannot click {css}: {e}"));
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let e = self
+                .c()
+                .find(Locator::Css(css))
+                .await
+                .unwrap_or_else(|e| panic!("no element {css}: {e}"));
+            match e.click().await {
+                Ok(()) => return,
+                Err(err) if is_stale(&err) && Instant::now() < deadline => continue,
+                Err(err) => panic!("cannot click {css}: {err}"),
+            }
+        }
     }
 
     async fn type_into(&self, css: &str, text: &str) {
-        let e = self.c().find(Locator::Css(css)).await.unwrap();
-        e.clear().await.unwrap();
-        e.send_keys(text).await.unwrap();
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let e = self
+                .c()
+                .find(Locator::Css(css))
+                .await
+                .unwrap_or_else(|e| panic!("no element {css}: {e}"));
+            let typed = match e.clear().await {
+                Ok(()) => e.send_keys(text).await,
+                Err(err) => Err(err),
+            };
+            match typed {
+                Ok(()) => return,
+                Err(err) if is_stale(&err) && Instant::now() < deadline => continue,
+                Err(err) => panic!("cannot type into {css}: {err}"),
+            }
+        }
     }
 
     async fn text_of(&self, css: &str) -> String {

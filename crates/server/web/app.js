@@ -194,10 +194,13 @@ function sessionList() {
       if (stale) return;
       // A row being renamed or confirming a delete stays as it is: an update elsewhere must
       // not throw away what the reader is typing.
-      const editing = new Map(
-        [...rows.querySelectorAll("tr[data-editing]")].map((tr) => [tr.dataset.session, tr]),
+      // An unchanged row is kept too, so a click aimed at it is not lost to a redraw.
+      const kept = new Map(
+        [...rows.children]
+          .filter((tr) => tr.dataset.editing || sessions.some((s) => tr.dataset.info === JSON.stringify(s)))
+          .map((tr) => [tr.dataset.session, tr]),
       );
-      rows.replaceChildren(...sessions.map((s) => editing.get(s.id) || row(s)));
+      rows.replaceChildren(...sessions.map((s) => kept.get(s.id) || row(s)));
       empty.hidden = sessions.length > 0;
       app.dataset.loaded = "true";
     } catch (err) {
@@ -268,7 +271,7 @@ function sessionList() {
     showActions();
     const tr = h(
       "tr",
-      { dataset: { session: s.id, state: s.state } },
+      { dataset: { session: s.id, state: s.state, info: JSON.stringify(s) } },
       titleCell,
       h("td", {}, modelOf(s)),
       h("td", {}, h("span", { class: `state ${s.state}` }, s.state)),
