@@ -25,12 +25,20 @@
 //!
 //! [policy]
 //! forbidden_commands = ["rm -rf /", "git push --force"]   # answered "forbidden", never asked
+//!
+//! [sandbox]                           # optional; confines exec_command with Landlock
+//! mode = "workspace-write"            # workspace-write (default where the kernel has Landlock) | read-only | off
+//! network = true                      # false: commands cannot connect to or bind TCP ports
+//! allow_ports = [5432]                # TCP ports still allowed with network = false
+//! writable = ["~/.cache/pip"]         # more writable directories in workspace-write mode
+//! strict = false                      # refuse to start when the kernel cannot enforce it all
 //! ```
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use penguin_tools::{SandboxMode, SandboxRequest};
 use serde::Deserialize;
 
 use crate::models::{ModelSpec, Protocol};
@@ -50,6 +58,110 @@ pub struct Config {
     /// What sessions never run.
     #[serde(default)]
     pub policy: PolicyEntry,
+    /// What confines the commands sessions run.
+    #[serde(default)]
+    pub sandbox: SandboxEntry,
+}
+
+/// `[sandbox]` in `config.toml`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SandboxEntry {
+    /// `workspace-write`, `read-only` or `off`; absent: `workspace-write` where the kernel has
+    /// Landlock, `off` elsewhere.
+    pub mode: Option<String>,
+    /// `false` blocks TCP connect and bind for commands.
+    pub network: bool,
+    /// TCP ports commands may still use with `network = false`.
+    pub allow_ports: Vec<u16>,
+    /// More directories commands may write in `workspace-write` mode (`~/` is the home
+    /// directory).
+    pub writable: Vec<String>,
+    /// Refuse to run rather than run with less protection than asked.
+    pub strict: bool,
+}
+
+impl Default for SandboxEntry {
+    fn default() -> Self {
+        SandboxEntry {
+            mode: None,
+            network: true,
+            allow_ports: Vec::new(),
+            writable: Vec::new(),
+            strict: false,
+        }
+    }
+}
+
+impl SandboxEntry {
+    /// The tools' sandbox request, with `--sandbox FLAG` applied when given: a mode, or
+    /// `strict` (the configured mode, `workspace-write` when that is `off` or absent, and
+    /// refuse what the kernel cannot enforce). `home` expands `~/` in `writable`.
+    pub fn request(
+        &self,
+        flag: Option<&str>,
+        home: Option<&Path>,
+    ) -> Result<SandboxRequest, ConfigError> {
+        let mut mode = self
+            .mode
+            .as_deref()
+            .map(str::parse::<SandboxMode>)
+            .transpose()
+            .map_err(|e| ConfigError::Invalid(format!("sandbox.mode: {e}")))?;
+        let mut strict = self.strict;
+        match flag {
+            None => {}
+            Some("strict") => {
+                strict = true;
+                if matches!(mode, None | Some(SandboxMode::Off)) {
+                    mode = Some(SandboxMode::WorkspaceWrite);
+                }
+            }
+            Some(other) => {
+                mode = Some(other.parse().map_err(|e: String| {
+                    ConfigError::Invalid(format!("--sandbox: {e}, or strict"))
+                })?);
+            }
+        }
+        let writable = self
+            .writable
+            .iter()
+            .map(|w| match (w.strip_prefix("~/"), home) {
+                (Some(rest), Some(home)) => Ok(home.join(rest)),
+                (Some(_), None) => Err(ConfigError::Invalid(format!(
+                    "sandbox.writable: {w:?} needs a home directory (HOME is not set)"
+                ))),
+                (None, _) if Path::new(w).is_absolute() => Ok(PathBuf::from(w)),
+                (None, _) => Err(ConfigError::Invalid(format!(
+                    "sandbox.writable: {w:?} is not an absolute path"
+                ))),
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(SandboxRequest {
+            mode,
+            network: self.network,
+            allow_ports: self.allow_ports.clone(),
+            strict,
+            temp_dir: None,
+            writable,
+        })
+    }
+}
+
+/// `request` with one session's overrides (the API's `sandbox: {mode, network}`).
+pub fn sandbox_override(
+    request: &SandboxRequest,
+    mode: Option<&str>,
+    network: Option<bool>,
+) -> Result<SandboxRequest, String> {
+    let mut out = request.clone();
+    if let Some(m) = mode {
+        out.mode = Some(m.parse().map_err(|e| format!("sandbox.mode: {e}"))?);
+    }
+    if let Some(n) = network {
+        out.network = n;
+    }
+    Ok(out)
 }
 
 /// `[policy]` in `config.toml`.
@@ -442,5 +554,68 @@ mod tests {
             .contains("colour"));
         let e = Config::parse("[models.x]\nprotocol = \"openai-chat\"\nmodel = 7").unwrap_err();
         assert_eq!(e.field, "models.x.model", "{e}");
+    }
+
+    #[test]
+    fn the_sandbox_section_and_flag_make_the_request() {
+        let none = Config::parse("")
+            .unwrap()
+            .sandbox
+            .request(None, None)
+            .unwrap();
+        assert_eq!(none, SandboxRequest::default());
+        let c = Config::parse(
+            "[sandbox]\nmode = \"read-only\"\nnetwork = false\nallow_ports = [5432]\nwritable = [\"~/.cache\", \"/opt/x\"]",
+        )
+        .unwrap();
+        let home = Path::new("/home/u");
+        let r = c.sandbox.request(None, Some(home)).unwrap();
+        assert_eq!(
+            (r.mode, r.network, r.allow_ports.as_slice(), r.strict),
+            (Some(SandboxMode::ReadOnly), false, &[5432][..], false)
+        );
+        assert_eq!(
+            r.writable,
+            [PathBuf::from("/home/u/.cache"), PathBuf::from("/opt/x")]
+        );
+        // The flag wins over the file; strict keeps a confining mode and asks for all of it.
+        let r = c.sandbox.request(Some("off"), Some(home)).unwrap();
+        assert_eq!(r.mode, Some(SandboxMode::Off));
+        let r = c.sandbox.request(Some("strict"), Some(home)).unwrap();
+        assert_eq!((r.mode, r.strict), (Some(SandboxMode::ReadOnly), true));
+        let r = Config::default()
+            .sandbox
+            .request(Some("strict"), None)
+            .unwrap();
+        assert_eq!(
+            (r.mode, r.strict),
+            (Some(SandboxMode::WorkspaceWrite), true)
+        );
+        let e = c.sandbox.request(Some("loose"), Some(home)).unwrap_err();
+        assert!(
+            e.to_string().contains("--sandbox: unknown sandbox mode"),
+            "{e}"
+        );
+        let e = Config::parse("[sandbox]\nmode = \"jail\"")
+            .unwrap()
+            .sandbox
+            .request(None, None)
+            .unwrap_err();
+        assert!(e.to_string().contains("sandbox.mode"), "{e}");
+        let e = Config::parse("[sandbox]\nwritable = [\"rel\"]")
+            .unwrap()
+            .sandbox
+            .request(None, None)
+            .unwrap_err();
+        assert!(e.to_string().contains("not an absolute path"), "{e}");
+        assert_eq!(
+            Config::parse("[sandbox]\nnetwork = \"no\"")
+                .unwrap_err()
+                .field,
+            "sandbox.network"
+        );
+        let o = sandbox_override(&r, Some("off"), Some(false)).unwrap();
+        assert_eq!((o.mode, o.network), (Some(SandboxMode::Off), false));
+        assert!(sandbox_override(&r, Some("x"), None).is_err());
     }
 }

@@ -24,8 +24,11 @@ use penguin_engine::{
     CancellationToken, Engine, EngineBusy, EngineConfig, Environment, RunOptions,
 };
 use penguin_omni_protocol::{Frame, OmniMessage, SessionMeta};
+use penguin_server::api::{SandboxInfo, SandboxSettings};
 use penguin_server::{CreateSession, FactoryError, HostedSession, LoadSession, SessionFactory};
 use penguin_tools::policy::CommandPolicy;
+use penguin_tools::sandbox::Landlock;
+use penguin_tools::{Sandbox, SandboxRequest};
 use penguin_trace_store::Writer;
 
 use crate::models::{build_llm, ModelContext, ModelSpec};
@@ -70,6 +73,34 @@ impl HostedSession for Session {
 
     fn environment(&self) -> Arc<dyn Environment> {
         Session::environment(self).clone()
+    }
+
+    fn sandbox(&self) -> Option<SandboxInfo> {
+        Session::sandbox(self).map(sandbox_info)
+    }
+}
+
+/// The API's view of a sandbox.
+pub fn sandbox_info(sandbox: &Sandbox) -> SandboxInfo {
+    SandboxInfo {
+        mode: sandbox.mode().as_str().to_owned(),
+        requested: sandbox.requested().map(|m| m.as_str().to_owned()),
+        network: sandbox.network(),
+        allow_ports: if sandbox.network() {
+            Vec::new()
+        } else {
+            sandbox.allow_ports().to_vec()
+        },
+        landlock_abi: match sandbox.landlock() {
+            Landlock::Abi(n) => Some(n),
+            Landlock::NotEnabled | Landlock::NotImplemented => None,
+        },
+        not_enforced: sandbox
+            .gaps()
+            .iter()
+            .map(|g| g.as_str().to_owned())
+            .collect(),
+        summary: sandbox.summary(),
     }
 }
 
@@ -210,9 +241,10 @@ fn checked_workspace(workspace: PathBuf) -> Result<PathBuf, FactoryError> {
     }
 }
 
-/// Builds the tools of a session acting on a workspace, or says why it cannot.
+/// Builds the tools of a session acting on a workspace, confining its commands with the
+/// sandbox, or says why it cannot.
 pub type EnvironmentBuilder =
-    Arc<dyn Fn(&Path) -> Result<Arc<dyn Environment>, String> + Send + Sync>;
+    Arc<dyn Fn(&Path, &Sandbox) -> Result<Arc<dyn Environment>, String> + Send + Sync>;
 
 /// Serves one configured model ([`ModelSpec`], e.g. from `config::resolve_model`) with the tools
 /// an [`EnvironmentBuilder`] gives for each session's workspace.
@@ -230,6 +262,27 @@ pub struct ModelFactory {
     pub environment: EnvironmentBuilder,
     /// Commands no session runs, whatever its approval mode.
     pub policy: CommandPolicy,
+    /// The sandbox of sessions that ask for none; a request's `sandbox` overrides its mode and
+    /// network.
+    pub sandbox: SandboxRequest,
+}
+
+impl ModelFactory {
+    /// The sandbox of one session: the factory's, with the request's overrides. A sandbox the
+    /// kernel cannot give is logged once (or refused, when strict).
+    fn sandbox(&self, asked: Option<&SandboxSettings>) -> Result<Sandbox, String> {
+        let request = match asked {
+            None => self.sandbox.clone(),
+            Some(s) => {
+                crate::config::sandbox_override(&self.sandbox, s.mode.as_deref(), s.network)?
+            }
+        };
+        let sandbox = Sandbox::resolve(&request).map_err(|e| e.to_string())?;
+        if let Some(warning) = sandbox.warning_once() {
+            tracing::warn!("[sandbox] {warning}");
+        }
+        Ok(sandbox)
+    }
 }
 
 impl std::fmt::Debug for ModelFactory {
@@ -261,7 +314,10 @@ impl SessionFactory for ModelFactory {
                 .clone()
                 .unwrap_or_else(|| self.default_workspace.clone()),
         )?;
-        let env = (self.environment)(&workspace).map_err(FactoryError::Internal)?;
+        let sandbox = self
+            .sandbox(req.sandbox.as_ref())
+            .map_err(FactoryError::InvalidRequest)?;
+        let env = (self.environment)(&workspace, &sandbox).map_err(FactoryError::Internal)?;
         let llm = build_llm(
             &spec,
             ModelContext {
@@ -285,6 +341,7 @@ impl SessionFactory for ModelFactory {
         let mut session = Session::create(session_spec, llm, env)
             .map_err(|e| FactoryError::Internal(e.to_string()))?;
         session.set_command_policy(self.policy.clone());
+        session.set_sandbox(sandbox);
         session.enable_compaction(&spec);
         Ok(Box::new(session))
     }
@@ -300,8 +357,11 @@ impl SessionFactory for ModelFactory {
             )));
         }
         spec.model_id = meta.model_id.clone();
-        let env =
-            (self.environment)(Path::new(&meta.workspace)).map_err(FactoryError::Unrecoverable)?;
+        let sandbox = self
+            .sandbox(req.sandbox.as_ref())
+            .map_err(FactoryError::Unrecoverable)?;
+        let env = (self.environment)(Path::new(&meta.workspace), &sandbox)
+            .map_err(FactoryError::Unrecoverable)?;
         let llm = build_llm(
             &spec,
             ModelContext {
@@ -315,6 +375,7 @@ impl SessionFactory for ModelFactory {
         let mut session = Session::resume(resumed, writer, self.engine.clone(), llm, env)
             .map_err(unrecoverable)?;
         session.set_command_policy(self.policy.clone());
+        session.set_sandbox(sandbox);
         session.enable_compaction(&spec);
         Ok(Box::new(session))
     }

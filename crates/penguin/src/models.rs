@@ -197,10 +197,27 @@ pub fn build_llm(spec: &ModelSpec, cx: ModelContext) -> Result<Box<dyn Llm>, Mod
 /// penguin's offline demo model: it looks at the workspace with `exec_command`, then reports
 /// what it found. It exists so a fresh machine can run a real tool-using session with nothing
 /// configured; every reply says it is the demo.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct DemoModel {
     session: TokenCounts,
     calls: u32,
+    // A session outlives its model (each resume builds a new one), so ids carry a random tag
+    // to stay unique within the session.
+    tag: u32,
+}
+
+impl Default for DemoModel {
+    fn default() -> Self {
+        use std::hash::{BuildHasher, Hasher};
+        let random = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        DemoModel {
+            session: TokenCounts::default(),
+            calls: 0,
+            tag: random as u32,
+        }
+    }
 }
 
 const DEMO_INTRO: &str = "I am penguin's demo model (no model is configured). I will list the workspace with a tool call so you can see a full turn: approval, tool output, and my reply.";
@@ -286,7 +303,7 @@ impl Llm for DemoModel {
         } else if outputs.is_empty() {
             text_steps(DEMO_INTRO, &mut steps);
             self.calls += 1;
-            let id = format!("demo_call_{}", self.calls);
+            let id = format!("demo_call_{:08x}_{}", self.tag, self.calls);
             let args = r#"{"cmd":"ls -la"}"#;
             steps.push(step(
                 20,
@@ -396,4 +413,36 @@ pub fn engine_config_for(
         );
     }
     config
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use penguin_llm_providers::{CancellationToken, LlmRequest};
+
+    async fn first_call_id(model: &mut DemoModel) -> String {
+        let mut out: Vec<OmniMessage> = Vec::new();
+        let request = LlmRequest {
+            new_messages: vec![build::user_text("hi")],
+            cancel: CancellationToken::new(),
+            thinking_level: None,
+        };
+        model.stream_generate(request, &mut out).await;
+        out.iter()
+            .find_map(|m| match m.model() {
+                Some(ModelPayload::ToolCall(tc)) => Some(tc.tool_call_id.clone()),
+                _ => None,
+            })
+            .expect("the demo calls a tool")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn demo_tool_call_ids_stay_unique_across_turns_and_resumed_models() {
+        let mut model = DemoModel::default();
+        let a = first_call_id(&mut model).await;
+        let b = first_call_id(&mut model).await;
+        // A resumed session builds a new model: its ids must not repeat the old ones.
+        let c = first_call_id(&mut DemoModel::default()).await;
+        assert!(a != b && a != c && b != c, "{a} {b} {c}");
+    }
 }

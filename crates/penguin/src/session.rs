@@ -15,6 +15,7 @@ use penguin_engine::{
 };
 use penguin_omni_protocol::{build, ContextWindow, Frame, OmniMessage, SessionMeta};
 use penguin_tools::policy::CommandPolicy;
+use penguin_tools::Sandbox;
 use penguin_trace_store::{
     new_session_id, resume_session, Durability, Resumed, TraceError, TraceLocation, Writer,
 };
@@ -87,6 +88,7 @@ pub struct Session {
     announced: bool,
     policy: CommandPolicy,
     env: Arc<dyn Environment>,
+    sandbox: Option<Sandbox>,
 }
 
 impl fmt::Debug for Session {
@@ -154,6 +156,7 @@ impl Session {
             announced: false,
             policy: Default::default(),
             env,
+            sandbox: None,
         })
     }
 
@@ -227,6 +230,7 @@ impl Session {
             announced: false,
             policy: Default::default(),
             env,
+            sandbox: None,
         })
     }
 
@@ -292,6 +296,17 @@ impl Session {
     /// Sets the commands this session never runs (answered `forbidden` without asking).
     pub fn set_command_policy(&mut self, policy: CommandPolicy) {
         self.policy = policy;
+    }
+
+    /// Records the sandbox its tools confine commands with, for status displays. The tools
+    /// enforce it; this only says what it is.
+    pub fn set_sandbox(&mut self, sandbox: Sandbox) {
+        self.sandbox = Some(sandbox);
+    }
+
+    /// The sandbox its commands run under, when its tools have one.
+    pub fn sandbox(&self) -> Option<&Sandbox> {
+        self.sandbox.as_ref()
     }
 
     /// The session id.

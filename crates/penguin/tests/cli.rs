@@ -444,6 +444,223 @@ fn chat_lines_typed_during_a_task_steer_it_or_abort_it() {
     );
 }
 
+/// Starts a scripted `penguin run --jsonl`, waits for a stdout line containing `needle`, then
+/// SIGKILLs it: a crash at a known point.
+fn kill_run_at(home: &Path, ws: &Path, name: &str, yes: bool, needle: &str) {
+    use std::io::BufRead;
+    let mut cmd = bin();
+    cmd.env("PENGUIN_HOME", home)
+        .env_remove("PENGUIN_MODEL")
+        .env_remove("PENGUIN_PROVIDER")
+        .args(["run", "--jsonl", "--provider", "scripted", "--scenario"])
+        .arg(scenario(name))
+        .arg("--workspace")
+        .arg(ws);
+    if yes {
+        cmd.arg("--yes");
+    }
+    let mut child = cmd
+        .arg("go")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // A watchdog, so a broken build fails the test instead of hanging it.
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(60));
+        let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+    });
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut seen = Vec::new();
+    for line in stdout.lines().map_while(Result::ok) {
+        let hit = line.contains(needle);
+        seen.push(line);
+        if hit {
+            break;
+        }
+    }
+    assert!(
+        seen.last().is_some_and(|l| l.contains(needle)),
+        "{name}: never saw {needle}: {seen:#?}"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn sessions_killed_mid_request_or_mid_approval_resume_and_check_clean() {
+    let cases = [
+        // Killed while the model streams.
+        ("interrupt-mid-stream", true, "\"event_type\":\"delta\""),
+        // Killed while the approval prompt waits for an answer that never comes.
+        ("seed-two-tools", false, "\"type\":\"tool_call\""),
+    ];
+    for (name, yes, needle) in cases {
+        let home = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        kill_run_at(home.path(), ws.path(), name, yes, needle);
+        let files = traces(home.path());
+        assert_eq!(files.len(), 1, "{name}: {files:?}");
+        let stem = files[0].file_stem().unwrap().to_str().unwrap().to_owned();
+        let id = stem.rsplit_once('_').unwrap().0.to_owned();
+        let mut resume = bin();
+        resume
+            .env("PENGUIN_HOME", home.path())
+            .args([
+                "resume",
+                &id,
+                "carry on",
+                "--jsonl",
+                "--yes",
+                "--provider",
+                "scripted",
+                "--scenario",
+            ])
+            .arg(scenario(name));
+        let out = run_with_input(resume, "");
+        let stream = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stream.contains("request_begin"),
+            "{name}: the resumed run did not run: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for file in traces(home.path()) {
+            let check = bin().args(["trace", "check"]).arg(&file).output().unwrap();
+            assert!(
+                check.status.success(),
+                "{name}: {}\n{}",
+                String::from_utf8_lossy(&check.stdout),
+                String::from_utf8_lossy(&check.stderr)
+            );
+        }
+    }
+}
+
+#[test]
+fn a_trace_that_cannot_be_written_fails_the_task_and_says_so() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    // The traces folder cannot be created (a file is in the way): every record is lost. Root
+    // ignores permission bits, so a read-only folder would not do in CI.
+    let agent = home.path().join("default/agents/penguin");
+    std::fs::create_dir_all(&agent).unwrap();
+    std::fs::write(agent.join("traces"), "not a folder").unwrap();
+    let mut cmd = bin();
+    cmd.env("PENGUIN_HOME", home.path())
+        .env_remove("PENGUIN_MODEL")
+        .env_remove("PENGUIN_PROVIDER")
+        .args([
+            "run",
+            "--jsonl",
+            "--yes",
+            "--provider",
+            "scripted",
+            "--scenario",
+        ])
+        .arg(scenario("seed-two-tools"))
+        .arg("--workspace")
+        .arg(ws.path())
+        .arg("go");
+    let out = run_with_input(cmd, "");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("could not be written"), "{stderr}");
+    assert!(
+        stderr.contains("write failed"),
+        "the log names the failure: {stderr}"
+    );
+}
+
+#[test]
+fn without_a_terminal_an_unanswerable_approval_is_denied_not_awaited() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let child = bin()
+        .env("PENGUIN_HOME", home.path())
+        .env_remove("PENGUIN_MODEL")
+        .env_remove("PENGUIN_PROVIDER")
+        .args(["run", "--workspace"])
+        .arg(ws.path())
+        .arg("what is here?")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A watchdog: the bug this guards against is a hang.
+    let pid = child.id();
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(60));
+        let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+    });
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code().is_some(),
+        "killed by the watchdog: {stderr}"
+    );
+    assert!(stderr.contains("stdin is not a terminal"), "{stderr}");
+    assert!(stderr.contains("pass --yes"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("denied"), "{stdout}");
+}
+
+#[test]
+fn a_blank_prompt_is_refused_before_any_model_is_asked() {
+    let home = tempfile::tempdir().unwrap();
+    let out = bin()
+        .env("PENGUIN_HOME", home.path())
+        .args(["run", "  "])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("the prompt is empty"), "{stderr}");
+    assert!(traces(home.path()).is_empty(), "nothing was written");
+}
+
+#[test]
+fn serve_refuses_a_short_token_and_warns_when_listening_beyond_loopback() {
+    use std::io::BufRead;
+    let home = tempfile::tempdir().unwrap();
+    let out = bin()
+        .env("PENGUIN_HOME", home.path())
+        .env("PENGUIN_TOKEN", "x")
+        .args(["serve", "--port", "0"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("at least 16"), "{stderr}");
+
+    let mut child = bin()
+        .env("PENGUIN_HOME", home.path())
+        .env("PENGUIN_TOKEN", "a-long-enough-token-0123")
+        .args(["serve", "--host", "0.0.0.0", "--port", "0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(60));
+        let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+    });
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let warning = stderr
+        .lines()
+        .map_while(Result::ok)
+        .find(|l| l.starts_with("warning: listening on 0.0.0.0"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(warning.is_some_and(|w| w.contains("other machines can reach")));
+}
+
 /// One plain HTTP/1.1 request; the whole answer as text.
 fn http_get(addr: &str, path: &str, token: Option<&str>) -> String {
     use std::io::Read;

@@ -78,6 +78,46 @@ pub struct SessionInfo {
     /// Trace records this process could not write (absent when none).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub trace_write_failures: u64,
+    /// The sandbox its commands run under (absent when the session is not loaded, or its
+    /// tools have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxInfo>,
+}
+
+/// The sandbox a session's commands run under, as this host's kernel enforces it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxInfo {
+    /// The effective mode: `workspace-write`, `read-only` or `off` (`off` too when the kernel
+    /// cannot confine commands at all).
+    pub mode: String,
+    /// The mode asked for; `null` for the default.
+    pub requested: Option<String>,
+    /// Whether commands may open TCP connections and bind TCP ports.
+    pub network: bool,
+    /// TCP ports allowed while the network is off.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_ports: Vec<u16>,
+    /// The kernel's Landlock ABI version; `null` without Landlock.
+    pub landlock_abi: Option<u8>,
+    /// Protections asked for that this kernel cannot give (`landlock`, `truncate`, `network`,
+    /// `device-ioctl`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_enforced: Vec<String>,
+    /// One line for display, e.g. `sandbox: workspace-write, network off (Landlock ABI 7)`.
+    pub summary: String,
+}
+
+/// `sandbox` in `POST /api/sessions`: overrides of the server's sandbox for one session.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxSettings {
+    /// `workspace-write`, `read-only` or `off`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// `false` blocks TCP for the session's commands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<bool>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -110,6 +150,9 @@ pub struct CreateSessionRequest {
     pub workspace: Option<String>,
     /// The approval mode (default `allow-all`).
     pub approval_mode: Option<ApprovalMode>,
+    /// The sandbox (default: the server's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxSettings>,
 }
 
 /// `PATCH /api/sessions/:id`.

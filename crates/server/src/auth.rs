@@ -121,6 +121,31 @@ pub fn tokens_match(presented: &str, token: &str) -> bool {
     presented.as_bytes().ct_eq(token.as_bytes()).into()
 }
 
+/// Whether a request's `Host` header is one this server answers to: an IP address (a
+/// DNS-rebinding page reaches the server only under a name of its own, never an IP literal),
+/// `localhost`, or a name the operator allowed. A request without `Host` (HTTP/1.0 tools) passes.
+pub fn host_allowed(host: Option<&str>, allowed: &[String]) -> bool {
+    let Some(host) = host else {
+        return true;
+    };
+    let name = match host.strip_prefix('[') {
+        // `[::1]:7364`
+        Some(rest) => rest.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(h, port)| {
+            if port.bytes().all(|b| b.is_ascii_digit()) {
+                h
+            } else {
+                host
+            }
+        }),
+    };
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    name.parse::<std::net::IpAddr>().is_ok()
+        || name == "localhost"
+        || name.ends_with(".localhost")
+        || allowed.iter().any(|a| a.eq_ignore_ascii_case(&name))
+}
+
 /// The shortest token the server accepts: anything shorter can be guessed.
 pub const MIN_TOKEN_LEN: usize = 16;
 
@@ -202,6 +227,32 @@ pub(crate) fn percent_decode(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_loopback_names_ip_literals_and_allowed_names_pass_the_host_check() {
+        let allowed = ["penguin.lan".to_owned()];
+        for ok in [
+            None,
+            Some("localhost:7364"),
+            Some("LOCALHOST"),
+            Some("127.0.0.1:7364"),
+            Some("[::1]:7364"),
+            Some("10.0.0.5"),
+            Some("app.localhost:80"),
+            Some("penguin.lan:7364"),
+            Some("Penguin.LAN."),
+        ] {
+            assert!(host_allowed(ok, &allowed), "{ok:?}");
+        }
+        for bad in [
+            Some("attacker.example:7364"),
+            Some("localhost.attacker.example"),
+            Some("127.0.0.1.nip.io"),
+            Some(""),
+        ] {
+            assert!(!host_allowed(bad, &allowed), "{bad:?}");
+        }
+    }
 
     #[test]
     fn tokens_compare_exactly() {

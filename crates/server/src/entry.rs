@@ -10,6 +10,7 @@
 //! - none of these std mutexes is held across an `.await`.
 
 use std::collections::{HashSet, VecDeque};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use penguin_engine::{CancellationToken, Environment, SteerId, ThinkingLevel};
@@ -17,8 +18,11 @@ use penguin_omni_protocol::{Frame, ModelPayload, OmniMessage, Role, SessionMeta}
 use penguin_sse_transport::{PendingInput, ServerEvent, SessionStatus, TaskState};
 use tokio::sync::watch;
 
+use axum::http::StatusCode;
+
 use crate::api::{ApprovalMode, SessionInfo};
 use crate::approvals::{approval_request, Approvals};
+use crate::error::ApiError;
 use crate::host::HostedSession;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -37,6 +41,12 @@ pub(crate) fn random_id() -> String {
     let b: [u8; 16] = rand::random();
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
+
+/// Steering inputs, and separately follow-ups, a session may hold at once.
+pub(crate) const MAX_PENDING_INPUTS: usize = 32;
+
+/// Bytes of text all pending inputs of a session may hold together.
+pub(crate) const MAX_PENDING_BYTES: usize = 1024 * 1024;
 
 pub(crate) struct FollowUp {
     pub(crate) mirror: PendingInput,
@@ -90,6 +100,37 @@ impl Runtime {
         }
     }
 
+    /// Refuses one more pending input (steering or follow-up) of `bytes` when the session
+    /// already holds the most it may: each one is republished in every `task_state`.
+    pub(crate) fn admit_pending(&self, queue_len: usize, bytes: usize) -> Result<(), ApiError> {
+        if queue_len >= MAX_PENDING_INPUTS {
+            return Err(ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_pending",
+                format!(
+                    "this session already holds {MAX_PENDING_INPUTS} pending inputs of this kind; wait for the task to take them, or recall some"
+                ),
+            ));
+        }
+        let held: usize = self
+            .steering
+            .iter()
+            .map(|(p, _)| p.text.len())
+            .chain(self.follow_ups.iter().map(|f| f.mirror.text.len()))
+            .sum();
+        if held + bytes > MAX_PENDING_BYTES {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "pending_too_large",
+                format!(
+                    "pending inputs of this session would exceed {} KiB ({held} bytes held, {bytes} more asked)",
+                    MAX_PENDING_BYTES / 1024
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Whether the session has written (or is writing) anything.
     pub(crate) fn has_trace(&self) -> bool {
         self.has_trace || self.status != SessionStatus::Idle
@@ -139,6 +180,11 @@ pub(crate) struct Entry {
     // that call; the approval_request is held back until then, so clients always see a call
     // before its request.
     pub(crate) published_calls: Mutex<HashSet<String>>,
+    // When a request last used it (the registry's logical clock): idle sessions are unloaded
+    // least recently used first.
+    pub(crate) touched: AtomicU64,
+    // Trace write failures already announced, so each loss is announced once.
+    pub(crate) reported_failures: AtomicU64,
 }
 
 impl Entry {
@@ -153,6 +199,8 @@ impl Entry {
             publish: Mutex::new(()),
             status_tx: watch::Sender::new(SessionStatus::Idle),
             published_calls: Mutex::new(HashSet::new()),
+            touched: AtomicU64::new(0),
+            reported_failures: AtomicU64::new(0),
         }
     }
 
@@ -164,9 +212,24 @@ impl Entry {
         lock(&self.session)
     }
 
+    /// Whether the session can leave memory without losing anything: it has a trace to be
+    /// loaded again from, and nothing runs, waits or is queued in it.
+    pub(crate) fn unloadable(&self) -> bool {
+        let rt = self.rt();
+        rt.status == SessionStatus::Idle
+            && rt.has_trace
+            && !rt.deleted
+            && rt.follow_ups.is_empty()
+            && rt.pending_inputs.is_empty()
+            && self.approvals.requests().is_empty()
+    }
+
     /// The session as the API shows it.
     pub(crate) fn info(&self) -> SessionInfo {
-        let failures = self.session().writer().failed_writes();
+        let (failures, sandbox) = {
+            let session = self.session();
+            (session.writer().failed_writes(), session.sandbox())
+        };
         let rt = self.rt();
         SessionInfo {
             id: self.id.clone(),
@@ -182,6 +245,7 @@ impl Entry {
             last_active_at: Some(rt.last_active_at.clone()),
             has_trace: rt.has_trace(),
             trace_write_failures: failures,
+            sandbox,
         }
     }
 

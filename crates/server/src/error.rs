@@ -90,11 +90,21 @@ fn json_body(value: &impl serde::Serialize) -> ([(header::HeaderName, &'static s
 /// `invalid_json` on a syntax error (with its position) or a non-object.
 ///
 /// An empty body is read as `{}` so bodiless POSTs (`/abort`) need no content type.
+/// How large a request body may be and how long it may take to arrive.
+#[derive(Clone, Debug)]
+pub struct BodyLimits {
+    /// Largest accepted body, in bytes.
+    pub max_bytes: usize,
+    /// Time the body has to arrive once the headers did.
+    pub timeout: std::time::Duration,
+}
+
 pub async fn read_object(
     headers: &HeaderMap,
     body: Body,
-    limit: usize,
+    limits: &BodyLimits,
 ) -> Result<Map<String, Value>, ApiError> {
+    let limit = limits.max_bytes;
     let too_large = || {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -112,8 +122,18 @@ pub async fn read_object(
             return Err(too_large());
         }
     }
-    let bytes: Bytes = axum::body::to_bytes(body, limit)
+    let bytes: Bytes = tokio::time::timeout(limits.timeout, axum::body::to_bytes(body, limit))
         .await
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                format!(
+                    "the request body did not arrive within {} s",
+                    limits.timeout.as_secs_f64()
+                ),
+            )
+        })?
         .map_err(|_| too_large())?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(Map::new());

@@ -12,6 +12,8 @@ use penguin_engine::{CancellationToken, Engine, EngineBusy, Environment, RunOpti
 use penguin_omni_protocol::{Frame, OmniMessage, SessionMeta};
 use penguin_trace_store::{Durability, TraceLocation, Writer};
 
+use crate::api::{SandboxInfo, SandboxSettings};
+
 /// A session as the server drives it: an engine with its Trace.
 pub trait HostedSession: Send + 'static {
     /// The session id.
@@ -41,6 +43,11 @@ pub trait HostedSession: Send + 'static {
 
     /// The session's tools, consulted for `read-only` approvals.
     fn environment(&self) -> Arc<dyn Environment>;
+
+    /// The sandbox its commands run under, when its tools have one.
+    fn sandbox(&self) -> Option<SandboxInfo> {
+        None
+    }
 }
 
 /// The body of `POST /api/sessions`, after validation, plus where the trace must live.
@@ -52,6 +59,8 @@ pub struct CreateSession {
     pub model: Option<String>,
     /// `workspace` of the request, when given.
     pub workspace: Option<PathBuf>,
+    /// `sandbox` of the request, when given (the factory validates it).
+    pub sandbox: Option<SandboxSettings>,
     /// Where the session's Trace must live: the server reads history from there.
     pub location: TraceLocation,
     /// The server's durability policy.
@@ -65,6 +74,8 @@ pub struct LoadSession {
     pub location: TraceLocation,
     /// Its id (already checked to name an existing trace).
     pub session_id: String,
+    /// The sandbox it was created with, when it asked for one.
+    pub sandbox: Option<SandboxSettings>,
     /// The server's durability policy.
     pub durability: Durability,
 }

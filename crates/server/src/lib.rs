@@ -24,6 +24,7 @@ mod entry;
 mod error;
 mod history;
 mod host;
+mod listener;
 mod routes;
 mod sessions;
 mod settings;
@@ -40,15 +41,24 @@ use penguin_sse_transport::{ChannelConfig, ChannelHub, SseConfig};
 use penguin_trace_store::{Durability, TraceLocation};
 
 pub use api::ApprovalMode;
-pub use auth::{resolve_token, tokens_match, Token, TokenError, MIN_TOKEN_LEN, TOKEN_FILE};
+pub use auth::{
+    host_allowed, resolve_token, tokens_match, Token, TokenError, MIN_TOKEN_LEN, TOKEN_FILE,
+};
 pub use error::ApiError;
 pub use host::{CreateSession, FactoryError, HostedSession, LoadSession, SessionFactory};
+pub use listener::{serve_with_limits, ConnectionLimits};
 pub use sessions::{valid_session_id, USER_CHANNEL};
 
 use sessions::{RuntimeConfig, Sessions};
 
 /// The default request-body cap: 1 MiB.
 pub const DEFAULT_MAX_BODY: usize = 1024 * 1024;
+
+/// The default time a client has to send a request body.
+pub const DEFAULT_BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// How many idle sessions stay loaded by default.
+pub const DEFAULT_IDLE_SESSIONS: usize = 32;
 
 /// How to run the server.
 #[derive(Clone)]
@@ -77,6 +87,19 @@ pub struct ServeOptions {
     pub durability: Durability,
     /// Largest accepted request body, in bytes.
     pub max_body_bytes: usize,
+    /// Idle sessions kept loaded (engine, trace writer thread, open trace file); the least
+    /// recently used beyond this are unloaded and loaded again from their trace when asked for.
+    pub idle_sessions: usize,
+    /// Concurrent connections and the time a client has to send its request headers.
+    pub limits: ConnectionLimits,
+    /// Time a client has to send a request body once its headers arrived.
+    pub body_timeout: std::time::Duration,
+    /// Host names (besides loopback ones) a request's `Host` header may name, so a
+    /// DNS-rebinding page cannot reach the server under a name of its own.
+    pub allowed_hosts: Vec<String>,
+    /// Workspaces of sessions created over the API must lie under this directory (`None`:
+    /// anywhere the factory accepts).
+    pub workspace_root: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for ServeOptions {
@@ -114,6 +137,11 @@ impl ServeOptions {
             sse: SseConfig::default(),
             durability: Durability::AtCommit,
             max_body_bytes: DEFAULT_MAX_BODY,
+            idle_sessions: DEFAULT_IDLE_SESSIONS,
+            limits: ConnectionLimits::default(),
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            allowed_hosts: Vec::new(),
+            workspace_root: None,
         }
     }
 }
@@ -143,14 +171,15 @@ pub struct AppState {
     sessions: Arc<Sessions>,
     token: Arc<str>,
     sse: SseConfig,
-    max_body: usize,
+    body: error::BodyLimits,
+    allowed_hosts: Arc<[String]>,
 }
 
 impl std::fmt::Debug for AppState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AppState")
             .field("sessions", &self.sessions.loaded().len())
-            .field("max_body", &self.max_body)
+            .field("body", &self.body)
             .finish_non_exhaustive()
     }
 }
@@ -166,10 +195,16 @@ impl AppState {
                 location: TraceLocation::new(&opts.data_root, &opts.project, &opts.agent),
                 durability: opts.durability,
                 hub: ChannelHub::new(opts.channel.clone()),
+                idle_cache: opts.idle_sessions,
+                workspace_root: opts.workspace_root.clone(),
             })),
             token: token.into(),
             sse: opts.sse.clone(),
-            max_body: opts.max_body_bytes,
+            body: error::BodyLimits {
+                max_bytes: opts.max_body_bytes,
+                timeout: opts.body_timeout,
+            },
+            allowed_hosts: opts.allowed_hosts.clone().into(),
         }
     }
 
@@ -252,6 +287,12 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
         "open the web app: {}",
         web::sign_in_url(local, &token.value)
     );
+    if !local.ip().is_loopback() {
+        eprintln!(
+            "warning: listening on {}, which other machines can reach; anyone with the token can run commands in this session's workspaces",
+            local.ip()
+        );
+    }
     match (&token.path, token.generated) {
         (Some(path), true) => println!(
             "generated an access token (saved to {}): {}",
@@ -274,17 +315,25 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
             }
         })
     };
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
+    let shutdown = {
+        let state = state.clone();
+        async move {
             // Without a Ctrl-C handler the server simply runs until killed.
             if tokio::signal::ctrl_c().await.is_ok() {
                 state.shutdown();
             } else {
                 std::future::pending::<()>().await;
             }
-        })
-        .await;
+        }
+    };
+    serve_with_limits(
+        listener,
+        app,
+        opts.limits.clone(),
+        shutdown,
+        std::time::Duration::from_secs(10),
+    )
+    .await;
     sweeper.abort();
-    served?;
     Ok(())
 }

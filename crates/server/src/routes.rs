@@ -15,9 +15,9 @@ use serde_json::{Map, Value};
 
 use crate::api::{
     ApprovalMode, CompactAccepted, CreateSessionRequest, MessagesPage, Recalled, RetryNow,
-    SessionEnvelope, SessionInfo, SessionList, SteerAccepted, TaskAccepted,
+    SandboxSettings, SessionEnvelope, SessionInfo, SessionList, SteerAccepted, TaskAccepted,
 };
-use crate::auth::{percent_decode, presented_token, tokens_match};
+use crate::auth::{host_allowed, percent_decode, presented_token, tokens_match};
 use crate::entry::Entry;
 use crate::error::{json_response, kind, opt_bool, opt_str, read_object, ApiError};
 use crate::history::{
@@ -58,6 +58,21 @@ fn is_stream_route(method: &Method, path: &str) -> bool {
 
 /// Every request must present the token (§5.8); streams may pass it as `?access_token=`.
 pub(crate) async fn auth(State(app): State<AppState>, req: Request, next: Next) -> Response {
+    let host = req
+        .headers()
+        .get(axum::http::header::HOST)
+        .map(|h| h.to_str().unwrap_or(""));
+    if !host_allowed(host, &app.allowed_hosts) {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "host_not_allowed",
+            format!(
+                "this server does not answer to Host {:?}; start it with --allowed-host NAME to allow that name",
+                host.unwrap_or("")
+            ),
+        )
+        .into_response();
+    }
     let allow_query = is_stream_route(req.method(), req.uri().path());
     match presented_token(req.headers(), req.uri(), allow_query) {
         Some(t) if tokens_match(&t, &app.token) => next.run(req).await,
@@ -106,17 +121,46 @@ fn parse_mode(obj: &Map<String, Value>) -> Result<Option<ApprovalMode>, ApiError
     }
 }
 
+/// `sandbox: {"mode"?: string, "network"?: bool}`; the factory checks the mode's value.
+fn parse_sandbox(obj: &Map<String, Value>) -> Result<Option<SandboxSettings>, ApiError> {
+    match obj.get("sandbox") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(fields)) => {
+            if let Some(other) = fields.keys().find(|k| *k != "mode" && *k != "network") {
+                return Err(ApiError::field(
+                    "sandbox",
+                    &format!("only mode and network, got {other:?}"),
+                ));
+            }
+            let mode = opt_str(fields, "mode").map_err(|_| {
+                ApiError::field("sandbox.mode", "workspace-write, read-only or off")
+            })?;
+            let network = opt_bool(fields, "network")
+                .map_err(|_| ApiError::field("sandbox.network", "a boolean"))?;
+            Ok(Some(SandboxSettings {
+                mode: mode.map(str::to_owned),
+                network,
+            }))
+        }
+        Some(v) => Err(ApiError::field(
+            "sandbox",
+            &format!("an object {{mode, network}}, got {}", kind(v)),
+        )),
+    }
+}
+
 pub(crate) async fn create_session(
     State(app): State<AppState>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult {
-    let obj = read_object(&headers, body, app.max_body).await?;
+    let obj = read_object(&headers, body, &app.body).await?;
     let req = CreateSessionRequest {
         provider: opt_str(&obj, "provider")?.map(str::to_owned),
         model: opt_str(&obj, "model")?.map(str::to_owned),
         workspace: opt_str(&obj, "workspace")?.map(str::to_owned),
         approval_mode: parse_mode(&obj)?,
+        sandbox: parse_sandbox(&obj)?,
     };
     let entry = app.sessions.create(req)?;
     Ok(json_response(
@@ -165,6 +209,7 @@ pub(crate) async fn list_sessions(State(app): State<AppState>) -> ApiResult {
             last_active_at: None,
             has_trace: true,
             trace_write_failures: 0,
+            sandbox: None,
             id,
         });
     }
@@ -192,7 +237,7 @@ pub(crate) async fn patch_session(
     body: Body,
 ) -> ApiResult {
     let e = entry(&app, p).await?;
-    let obj = read_object(&headers, body, app.max_body).await?;
+    let obj = read_object(&headers, body, &app.body).await?;
     let mode = parse_mode(&obj)?;
     let title = opt_str(&obj, "title")?.map(str::to_owned);
     app.sessions.update(&e, mode, title);
@@ -412,7 +457,7 @@ pub(crate) async fn create_task(
     body: Body,
 ) -> ApiResult {
     let e = entry(&app, p).await?;
-    let obj = read_object(&headers, body, app.max_body).await?;
+    let obj = read_object(&headers, body, &app.body).await?;
     let (input, text, images) = parse_input(obj.get("input"))?;
     let thinking =
         match opt_str(&obj, "thinkingLevel")? {
@@ -445,7 +490,7 @@ pub(crate) async fn steer(
     body: Body,
 ) -> ApiResult {
     let e = entry(&app, p).await?;
-    let obj = read_object(&headers, body, app.max_body).await?;
+    let obj = read_object(&headers, body, &app.body).await?;
     let text = opt_str(&obj, "text")?
         .filter(|t| !t.trim().is_empty())
         .ok_or_else(|| ApiError::field("text", "non-blank text"))?
@@ -462,7 +507,7 @@ pub(crate) async fn approve(
 ) -> ApiResult {
     let Path((id, call)) = p.map_err(|e| ApiError::bad_request("invalid_path", e.body_text()))?;
     let e = app.sessions.get(&id).await?;
-    let obj = read_object(&headers, body, app.max_body).await?;
+    let obj = read_object(&headers, body, &app.body).await?;
     let decision = match opt_str(&obj, "decision")? {
         Some("allow") => ApprovalDecision::Allow,
         Some("deny") => ApprovalDecision::Deny,

@@ -1,6 +1,7 @@
 //! The registry of hosted sessions: creating, loading from the Trace, listing, deleting.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -40,6 +41,10 @@ pub(crate) struct RuntimeConfig {
     pub(crate) location: TraceLocation,
     pub(crate) durability: Durability,
     pub(crate) hub: ChannelHub,
+    /// Idle sessions kept loaded; the least recently used beyond this are unloaded.
+    pub(crate) idle_cache: usize,
+    /// Where API-created sessions' workspaces must lie.
+    pub(crate) workspace_root: Option<std::path::PathBuf>,
 }
 
 /// Every hosted session, and the channels.
@@ -47,6 +52,7 @@ pub(crate) struct Sessions {
     pub(crate) cfg: RuntimeConfig,
     pub(crate) settings: SettingsStore,
     entries: Mutex<HashMap<String, Arc<Entry>>>,
+    clock: AtomicU64,
     // Loading a session from disk opens a trace writer: two concurrent loads of one id must not
     // both do it.
     load: tokio::sync::Mutex<()>,
@@ -58,6 +64,7 @@ impl Sessions {
             settings: SettingsStore::new(&cfg.location),
             cfg,
             entries: Mutex::new(HashMap::new()),
+            clock: AtomicU64::new(0),
             load: tokio::sync::Mutex::new(()),
         }
     }
@@ -71,13 +78,55 @@ impl Sessions {
         let Settings {
             approval_mode,
             title,
+            ..
         } = self.settings.load(session.id());
         let entry = Arc::new(Entry::new(
             session,
             Runtime::new(approval_mode, title, has_trace),
         ));
+        self.touch(&entry);
         lock(&self.entries).insert(entry.id.clone(), entry.clone());
+        self.unload_idle();
         entry
+    }
+
+    fn touch(&self, entry: &Entry) {
+        let now = self.clock.fetch_add(1, Ordering::Relaxed) + 1;
+        entry.touched.store(now, Ordering::Relaxed);
+    }
+
+    /// Unloads the least recently used idle sessions beyond the cache, so threads and open
+    /// trace files stay bounded by the running sessions plus the cache. A later request loads
+    /// an unloaded session again from its trace.
+    ///
+    /// Only sessions nobody else holds are unloaded: under the registry lock no request can
+    /// take a new reference, so a session cannot be in use and unloaded at once (two engines
+    /// on one trace).
+    pub(crate) fn unload_idle(&self) {
+        let unloaded: Vec<Arc<Entry>> = {
+            let mut entries = lock(&self.entries);
+            let mut idle: Vec<(u64, String)> = entries
+                .values()
+                .filter(|e| Arc::strong_count(e) == 1 && e.unloadable())
+                .map(|e| (e.touched.load(Ordering::Relaxed), e.id.clone()))
+                .collect();
+            if idle.len() <= self.cfg.idle_cache {
+                return;
+            }
+            idle.sort_unstable();
+            let excess = idle.len() - self.cfg.idle_cache;
+            idle.into_iter()
+                .take(excess)
+                .filter_map(|(_, id)| entries.remove(&id))
+                .collect()
+        };
+        // Dropping a session joins its trace writer thread: not on the async workers.
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn_blocking(move || drop(unloaded));
+            }
+            Err(_) => drop(unloaded),
+        }
     }
 
     /// `POST /api/sessions`.
@@ -85,10 +134,15 @@ impl Sessions {
         &self,
         req: crate::api::CreateSessionRequest,
     ) -> Result<Arc<Entry>, ApiError> {
+        let workspace = match (req.workspace, &self.cfg.workspace_root) {
+            (Some(w), Some(root)) => Some(confined_workspace(root, &w)?),
+            (w, _) => w.map(Into::into),
+        };
         let create = CreateSession {
             provider: req.provider,
             model: req.model,
-            workspace: req.workspace.map(Into::into),
+            workspace,
+            sandbox: req.sandbox.clone(),
             location: self.cfg.location.clone(),
             durability: self.cfg.durability,
         };
@@ -99,7 +153,14 @@ impl Sessions {
         let entry = self.insert(session, false);
         if let Some(mode) = req.approval_mode {
             entry.rt().approval_mode = mode;
-            self.save_settings(&entry);
+        }
+        if req.approval_mode.is_some() || req.sandbox.is_some() {
+            let settings = Settings {
+                approval_mode: entry.rt().approval_mode,
+                title: None,
+                sandbox: req.sandbox,
+            };
+            self.settings.save(&entry.id, &settings);
         }
         self.channel(USER_CHANNEL)
             .publish_server_event(&ServerEvent::SessionCreated {
@@ -119,12 +180,12 @@ impl Sessions {
                 format!("{id:?} is not a session id (letters, digits, '-' and '_' only)"),
             ));
         }
-        if let Some(e) = lock(&self.entries).get(id) {
-            return Ok(e.clone());
+        if let Some(e) = self.loaded_entry(id) {
+            return Ok(e);
         }
         let _loading = self.load.lock().await;
-        if let Some(e) = lock(&self.entries).get(id) {
-            return Ok(e.clone());
+        if let Some(e) = self.loaded_entry(id) {
+            return Ok(e);
         }
         let traces = self.cfg.location.traces_dir();
         let found = penguin_trace_store::find_latest_trace_file(&traces, id)
@@ -135,6 +196,7 @@ impl Sessions {
         let req = LoadSession {
             location: self.cfg.location.clone(),
             session_id: id.to_owned(),
+            sandbox: self.settings.load(id).sandbox,
             durability: self.cfg.durability,
         };
         let session = self.cfg.factory.load(&req).map_err(|e| match e {
@@ -145,6 +207,12 @@ impl Sessions {
             other => ApiError::conflict("session_unrecoverable", other.to_string()),
         })?;
         Ok(self.insert(session, true))
+    }
+
+    fn loaded_entry(&self, id: &str) -> Option<Arc<Entry>> {
+        let e = lock(&self.entries).get(id).cloned()?;
+        self.touch(&e);
+        Some(e)
     }
 
     /// Hosted sessions, newest id first.
@@ -160,11 +228,14 @@ impl Sessions {
     }
 
     fn save_settings(&self, entry: &Entry) {
+        // The sandbox is fixed at creation; only what the API can change is rewritten.
+        let sandbox = self.settings.load(&entry.id).sandbox;
         let settings = {
             let rt = entry.rt();
             Settings {
                 approval_mode: rt.approval_mode,
                 title: rt.title.clone(),
+                sandbox,
             }
         };
         self.settings.save(&entry.id, &settings);
@@ -288,6 +359,39 @@ impl Sessions {
             self.cfg.hub.reclaim(&e.id);
         }
         self.cfg.hub.reclaim(USER_CHANNEL);
+    }
+}
+
+/// `workspace` resolved (symlinks and `..` included) and checked to lie under `root`.
+fn confined_workspace(
+    root: &std::path::Path,
+    workspace: &str,
+) -> Result<std::path::PathBuf, ApiError> {
+    let refuse = |why: &str| {
+        ApiError::bad_request(
+            "invalid_request",
+            format!(
+                "workspace: {workspace} {why}; workspaces must lie under {} (penguin serve --workspace-root)",
+                root.display()
+            ),
+        )
+    };
+    let path = std::path::Path::new(workspace);
+    let path = if path.is_relative() {
+        root.join(path)
+    } else {
+        path.to_path_buf()
+    };
+    let real = path
+        .canonicalize()
+        .map_err(|_| refuse("is not an existing directory"))?;
+    let root = root
+        .canonicalize()
+        .map_err(|e| ApiError::internal(format!("the workspace root {}: {e}", root.display())))?;
+    if real.starts_with(&root) && real.is_dir() {
+        Ok(real)
+    } else {
+        Err(refuse("is outside the workspace root"))
     }
 }
 

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use penguin_trace_store::TraceLocation;
 use serde::{Deserialize, Serialize};
 
-use crate::api::ApprovalMode;
+use crate::api::{ApprovalMode, SandboxSettings};
 
 /// What is kept of a session across restarts.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -16,6 +16,9 @@ pub(crate) struct Settings {
     pub(crate) approval_mode: ApprovalMode,
     #[serde(default)]
     pub(crate) title: Option<String>,
+    /// The sandbox asked for at creation: a reloaded session keeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) sandbox: Option<SandboxSettings>,
 }
 
 /// Where the settings of one agent's sessions live.
@@ -89,6 +92,10 @@ mod tests {
         let s = Settings {
             approval_mode: ApprovalMode::AlwaysAsk,
             title: Some("t".into()),
+            sandbox: Some(SandboxSettings {
+                mode: Some("read-only".into()),
+                network: Some(false),
+            }),
         };
         store.save("s1", &s);
         assert_eq!(store.load("s1"), s);

@@ -17,8 +17,12 @@ impl Sessions {
     /// `POST /steer`: returns the id to recall it with.
     pub(crate) fn steer(&self, entry: &Entry, text: String) -> Result<String, ApiError> {
         let _p = lock(&entry.publish);
-        if entry.rt().status != SessionStatus::Running {
-            return Err(not_running());
+        {
+            let rt = entry.rt();
+            if rt.status != SessionStatus::Running {
+                return Err(not_running());
+            }
+            rt.admit_pending(rt.steering.len(), text.len())?;
         }
         let steered = entry
             .session()

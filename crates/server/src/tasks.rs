@@ -2,6 +2,7 @@
 //! channel, settling the session when it ends, follow-ups, abort and retry-now.
 
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use futures::stream::BoxStream;
@@ -73,6 +74,8 @@ impl Sessions {
             match rt.status {
                 SessionStatus::Idle => {}
                 _ if queue_if_busy => {
+                    let queued = rt.follow_ups.len();
+                    rt.admit_pending(queued, task.text.len())?;
                     rt.follow_ups.push_back(FollowUp {
                         mirror: PendingInput {
                             id: random_id(),
@@ -192,7 +195,15 @@ impl Sessions {
                             entry.id
                         );
                     }
+                    // Everything the task recorded has been tried before it counts as ended,
+                    // so a lost record is known when the session settles.
+                    let writer = entry.session().writer().clone();
+                    if let Ok(Err(e)) = tokio::task::spawn_blocking(move || writer.flush()).await {
+                        tracing::warn!("[server] session {}: trace flush failed: {e}", entry.id);
+                    }
                     sessions.settle(&entry);
+                    drop(entry);
+                    sessions.unload_idle();
                 });
                 Ok(())
             }
@@ -235,6 +246,7 @@ impl Sessions {
         {
             let _p = lock(&entry.publish);
             self.channel(&entry.id).clear_live_tail();
+            self.report_trace_failures_locked(entry);
             entry.approvals.deny_all();
             {
                 let mut rt = entry.rt();
@@ -246,6 +258,28 @@ impl Sessions {
             self.publish_state_locked(entry);
         }
         self.start_next_follow_up(entry);
+    }
+
+    /// Says so (log, session channel, user channel) when the task lost trace records: the
+    /// stream alone would look like a clean completion.
+    fn report_trace_failures_locked(&self, entry: &Entry) {
+        let failed = entry.session().writer().failed_writes();
+        let before = entry.reported_failures.swap(failed, Ordering::Relaxed);
+        if failed <= before {
+            return;
+        }
+        let message = format!(
+            "{} trace record(s) of this session could not be written (see the server log); its history and a resume will miss them",
+            failed - before
+        );
+        tracing::error!("[server] session {}: {message}", entry.id);
+        let ev = ServerEvent::TraceWriteFailed {
+            session_id: entry.id.clone(),
+            failed_records: failed,
+            message,
+        };
+        self.channel(&entry.id).publish_server_event(&ev);
+        self.channel(USER_CHANNEL).publish_server_event(&ev);
     }
 
     fn start_next_follow_up(self: &Arc<Self>, entry: &Arc<Entry>) {

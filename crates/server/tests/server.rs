@@ -134,6 +134,7 @@ impl Drop for TestServer {
 }
 
 async fn start_with(pause_ms: u64, tweak: impl FnOnce(&mut ServeOptions)) -> TestServer {
+    low_open_file_limit();
     let dir = tempfile::tempdir().unwrap();
     let workspace = dir.path().join("ws");
     std::fs::create_dir_all(&workspace).unwrap();
@@ -1105,10 +1106,11 @@ async fn the_demo_model_runs_behind_a_model_factory() {
             compaction: Some(penguin::engine::CompactionConfig::default()),
             ..EngineConfig::default()
         },
-        environment: Arc::new(|_: &std::path::Path| {
+        environment: Arc::new(|_: &std::path::Path, _: &penguin::tools::Sandbox| {
             Ok(Arc::new(ScriptedEnvironment::default()) as Arc<dyn Environment>)
         }),
         policy: Default::default(),
+        sandbox: Default::default(),
     };
     let root = dir.path().join("data");
     let mut opts = ServeOptions::new(Arc::new(factory));
@@ -1233,6 +1235,14 @@ async fn penguin_watch_follows_a_session_through_the_client_pattern() {
     unique.sort();
     unique.dedup();
     assert_eq!(unique.len(), seen.len());
+}
+
+/// The server must work within a small descriptor budget: run every test of this file under
+/// a soft limit of 256 open files.
+fn low_open_file_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("read the open-file limit");
+    setrlimit(Resource::RLIMIT_NOFILE, 256.min(hard), hard).expect("lower the open-file limit");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -67,6 +67,8 @@ pub struct ClientState {
     pub approvals: Vec<PendingApproval>,
     /// The last `session_title` received.
     pub title: Option<String>,
+    /// The last `trace_write_failed` message: the session's Trace lost records.
+    pub trace_warning: Option<String>,
     /// Set by `resync_required` (and initially): history must be (re)fetched and passed to
     /// [`ClientReducer::on_history`].
     pub needs_history: bool,
@@ -104,6 +106,7 @@ pub struct ClientReducer {
     task_state: Option<TaskState>,
     approvals: Vec<PendingApproval>,
     title: Option<String>,
+    trace_warning: Option<String>,
     live: bool,
     buffer: Vec<Buffered>,
     last_epoch: Option<String>,
@@ -142,6 +145,7 @@ impl ClientReducer {
             task_state: None,
             approvals: Vec::new(),
             title: None,
+            trace_warning: None,
             live: false,
             buffer: Vec::new(),
             last_epoch: None,
@@ -160,6 +164,7 @@ impl ClientReducer {
             task_state: self.task_state.clone(),
             approvals: self.approvals.clone(),
             title: self.title.clone(),
+            trace_warning: self.trace_warning.clone(),
             needs_history: !self.live,
         }
     }
@@ -325,6 +330,7 @@ impl ClientReducer {
                 });
             }
             ServerEvent::SessionTitle { title, .. } => self.title = Some(title),
+            ServerEvent::TraceWriteFailed { message, .. } => self.trace_warning = Some(message),
             ServerEvent::ResyncRequired
             | ServerEvent::SessionState { .. }
             | ServerEvent::Hello

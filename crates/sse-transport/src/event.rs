@@ -295,6 +295,17 @@ pub enum ServerEvent {
     },
     /// The project's model credentials changed.
     CredentialsUpdated,
+    /// Records of a session could not be written to its Trace (penguin's own: a task whose
+    /// trace lost records must not look cleanly completed).
+    #[serde(rename_all = "camelCase")]
+    TraceWriteFailed {
+        /// The session.
+        session_id: String,
+        /// Records lost so far in this process.
+        failed_records: u64,
+        /// What it means for the person.
+        message: String,
+    },
 }
 
 impl ServerEvent {

@@ -1,4 +1,5 @@
-//! `exec_command`: `sh -c CMD` in the workspace, in its own process group.
+//! `exec_command`: `sh -c CMD` in the workspace, in its own process group, under the session's
+//! sandbox.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
@@ -15,6 +16,7 @@ use tokio::process::Command;
 
 use crate::contract::{Output, Tool, ToolOutcome, ToolResult};
 use crate::notes;
+use crate::sandbox::{DenialScan, Sandbox};
 use penguin_omni_protocol::StopReason;
 
 /// How long to keep reading after the shell exited and its group was killed. Output already
@@ -37,6 +39,8 @@ struct Args {
 #[derive(Debug)]
 pub(crate) struct ExecCommand {
     pub root: PathBuf,
+    /// Confines the command; [`Sandbox::off`] for a call allowed to run outside it.
+    pub sandbox: Sandbox,
 }
 
 /// Kills the process group with SIGKILL, at the latest when dropped: the wrapper drops a
@@ -113,7 +117,8 @@ impl Tool for ExecCommand {
     async fn run(&self, args: Value, out: Output) -> ToolResult {
         let Args { cmd, .. } = serde_json::from_value(args)
             .map_err(|e| format!("invalid arguments for exec_command: {e}"))?;
-        let mut child = Command::new("sh")
+        let mut command = Command::new("sh");
+        command
             .arg("-c")
             .arg(&cmd)
             .current_dir(&self.root)
@@ -121,8 +126,10 @@ impl Tool for ExecCommand {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
+            .kill_on_drop(true);
+        let mut child = self
+            .sandbox
+            .spawn(&mut command, &self.root)
             .map_err(|e| format!("failed to start sh: {e}"))?;
         let pid = child
             .id()
@@ -136,6 +143,7 @@ impl Tool for ExecCommand {
 
         let (mut out_buf, mut err_buf) = (vec![0u8; 8192], vec![0u8; 8192]);
         let (mut out_dec, mut err_dec) = (Utf8Stream::default(), Utf8Stream::default());
+        let (mut out_scan, mut err_scan) = (DenialScan::default(), DenialScan::default());
         let (mut out_open, mut err_open) = (true, true);
         let mut status = None;
         let drain = tokio::time::sleep(Duration::from_secs(86_400));
@@ -143,11 +151,19 @@ impl Tool for ExecCommand {
         while out_open || err_open || status.is_none() {
             tokio::select! {
                 r = stdout.read(&mut out_buf), if out_open => match r {
-                    Ok(n) if n > 0 => out.emit(out_dec.push(&out_buf[..n])).await,
+                    Ok(n) if n > 0 => {
+                        let text = out_dec.push(&out_buf[..n]);
+                        out_scan.push(&text);
+                        out.emit(text).await;
+                    }
                     _ => out_open = false,
                 },
                 r = stderr.read(&mut err_buf), if err_open => match r {
-                    Ok(n) if n > 0 => out.emit(err_dec.push(&err_buf[..n])).await,
+                    Ok(n) if n > 0 => {
+                        let text = err_dec.push(&err_buf[..n]);
+                        err_scan.push(&text);
+                        out.emit(text).await;
+                    }
                     _ => err_open = false,
                 },
                 st = child.wait(), if status.is_none() => {
@@ -160,13 +176,18 @@ impl Tool for ExecCommand {
                 () = &mut drain, if status.is_some() => break,
             }
         }
-        out.emit(out_dec.finish()).await;
-        out.emit(err_dec.finish()).await;
+        for (dec, scan) in [(&mut out_dec, &mut out_scan), (&mut err_dec, &mut err_scan)] {
+            let text = dec.finish();
+            scan.push(&text);
+            scan.finish();
+            out.emit(text).await;
+        }
+        out_scan.merge(err_scan);
 
         let Some(status) = status else {
             return Err("the shell's exit status is missing".to_owned());
         };
-        Ok(match (status.code(), status.signal()) {
+        let mut outcome = match (status.code(), status.signal()) {
             (Some(0), _) => ToolOutcome::default(),
             (Some(code), _) => ToolOutcome {
                 note: Some(notes::exit_code(code)),
@@ -183,7 +204,17 @@ impl Tool for ExecCommand {
                 stop: Some(StopReason::Failed),
                 images: Vec::new(),
             },
-        })
+        };
+        // Only a failed command gets the note: one that recovered from a refusal needs no help.
+        if outcome.stop.is_some() {
+            if let Some(denial) = self.sandbox.denial_note(&out_scan, &self.root) {
+                outcome.note = Some(match outcome.note {
+                    Some(note) => format!("{note}\n{denial}"),
+                    None => denial,
+                });
+            }
+        }
+        Ok(outcome)
     }
 }
 

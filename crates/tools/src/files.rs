@@ -25,11 +25,18 @@ pub(crate) enum FileOp {
 pub(crate) struct FileTool {
     pub op: FileOp,
     pub root: PathBuf,
+    /// The session's sandbox is `read-only`: writes and edits are refused.
+    pub read_only: bool,
 }
 
 #[async_trait]
 impl Tool for FileTool {
     async fn run(&self, args: Value, out: Output) -> ToolResult {
+        if self.read_only && self.op != FileOp::Read {
+            return Err(
+                "refused: this session's sandbox is read-only (no writes in the workspace); ask the user to change the sandbox mode if the change is needed".to_owned(),
+            );
+        }
         let (op, root) = (self.op, self.root.clone());
         let text = tokio::task::spawn_blocking(move || match op {
             FileOp::Read => read_file(&root, parse(args, "read_file")?),
@@ -115,8 +122,12 @@ struct WriteArgs {
 
 fn write_file(root: &Path, args: WriteArgs) -> Result<String, String> {
     let full = resolve(root, &args.path)?;
-    if full.is_dir() {
-        return Err(format!("{}: is a directory", args.path));
+    match std::fs::metadata(&full) {
+        Ok(meta) if meta.is_dir() => return Err(format!("{}: is a directory", args.path)),
+        // A FIFO, socket or device would block the write or do something other than store
+        // the content.
+        Ok(meta) if !meta.is_file() => return Err(format!("{}: not a regular file", args.path)),
+        _ => {}
     }
     if let Some(dir) = full.parent() {
         std::fs::create_dir_all(dir).map_err(|e| describe(&args.path, &e))?;

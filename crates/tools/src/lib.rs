@@ -33,6 +33,16 @@
 //!   content), note delta (`"\n" + notes`, or just the notes when the content is empty),
 //!   images delta (only when completed), stop, complete output (`content + "\n" + notes`).
 //!
+//! # Sandbox
+//!
+//! [`ToolsConfig::sandbox`] confines every `exec_command` process tree with Landlock (see
+//! [`sandbox`]): in `workspace-write` mode a command writes only in the workspace and the temp
+//! directory, in `read-only` mode only in the temp directory, and with the network off it cannot
+//! open TCP connections. When a sandboxed command fails with a permission error, a
+//! `[sandbox: …]` note after the exit code names what was probably refused: it is read from the
+//! command's output, so it says "probably". In `read-only` mode `write_file` and `edit_file`
+//! refuse too. A [`SandboxBypass`] lets an approver run one call outside the sandbox.
+//!
 //! Interrupt and timeout stop a tool by dropping its future: `exec_command` then kills its
 //! whole process group with SIGKILL. A command's background jobs do not outlive the call
 //! either: once the shell exits its group is killed and the remaining pipe contents are read
@@ -44,21 +54,24 @@ mod files;
 pub mod notes;
 mod path;
 pub mod policy;
+pub mod sandbox;
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use penguin_engine::{Environment, MessageSink, Permission, ToolCallRequest};
-use penguin_omni_protocol::{build, ModelPayload, StopReason, ToolDefinition};
+use penguin_omni_protocol::{build, ModelPayload, StopReason, ToolCall, ToolDefinition};
 use serde_json::json;
 
-use contract::{Limits, Tool};
+use contract::{ArchiveBudget, Limits, Tool};
 use exec::ExecCommand;
 use files::{FileOp, FileTool};
 
 pub use contract::ARCHIVE_DIR;
+pub use sandbox::{Sandbox, SandboxBypass, SandboxMode, SandboxRequest};
 
 /// The reference's default output cap, in chars.
 pub const DEFAULT_MAX_OUTPUT_CHARS: i64 = 16_000;
@@ -192,6 +205,13 @@ pub struct ToolsConfig {
     pub enabled: Vec<BuiltinTool>,
     /// Write the full output of truncated calls under [`ARCHIVE_DIR`] in the workspace.
     pub archive_truncated: bool,
+    /// Most bytes archived for one call; the rest is dropped, and the note says how much.
+    pub archive_max_file_bytes: u64,
+    /// Most bytes archived by all calls of one [`BuiltinTools`] (one session) together.
+    pub archive_max_session_bytes: u64,
+    /// What `exec_command` processes are confined by ([`Sandbox::off`] by default: an
+    /// embedder opts in with [`Sandbox::resolve`]).
+    pub sandbox: Sandbox,
 }
 
 impl Default for ToolsConfig {
@@ -201,6 +221,9 @@ impl Default for ToolsConfig {
             timeout: Some(DEFAULT_TIMEOUT),
             enabled: BuiltinTool::ALL.to_vec(),
             archive_truncated: true,
+            archive_max_file_bytes: 16 << 20,
+            archive_max_session_bytes: 256 << 20,
+            sandbox: Sandbox::off(),
         }
     }
 }
@@ -210,6 +233,9 @@ impl Default for ToolsConfig {
 pub struct BuiltinTools {
     root: PathBuf,
     config: ToolsConfig,
+    // Shared by clones: the archive limit is per session, not per copy.
+    archive_budget: Arc<ArchiveBudget>,
+    bypass: SandboxBypass,
 }
 
 impl BuiltinTools {
@@ -223,7 +249,27 @@ impl BuiltinTools {
                 format!("{} is not a directory", root.display()),
             ));
         }
-        Ok(BuiltinTools { root, config })
+        let archive_budget = Arc::new(ArchiveBudget::new(
+            config.archive_max_file_bytes,
+            config.archive_max_session_bytes,
+        ));
+        Ok(BuiltinTools {
+            root,
+            config,
+            archive_budget,
+            bypass: SandboxBypass::new(),
+        })
+    }
+
+    /// These tools, running the `exec_command` calls granted in `bypass` outside the sandbox.
+    pub fn with_bypass(mut self, bypass: SandboxBypass) -> BuiltinTools {
+        self.bypass = bypass;
+        self
+    }
+
+    /// The grants of calls that run outside the sandbox.
+    pub fn bypass(&self) -> &SandboxBypass {
+        &self.bypass
     }
 
     /// The canonical workspace root.
@@ -243,25 +289,39 @@ impl BuiltinTools {
                 .filter(|n| *n > 0),
             timeout: self.config.timeout.filter(|t| !t.is_zero()),
             archive_root: self.config.archive_truncated.then(|| self.root.clone()),
+            archive_budget: self.archive_budget.clone(),
         }
     }
 
-    fn bind(&self, name: &str) -> Option<Box<dyn Tool>> {
-        let tool = BuiltinTool::from_name(name).filter(|t| self.config.enabled.contains(t))?;
+    fn bind(&self, call: &ToolCall) -> Option<Box<dyn Tool>> {
+        let tool =
+            BuiltinTool::from_name(&call.name).filter(|t| self.config.enabled.contains(t))?;
         let root = self.root.clone();
+        // penguin's own file tools honour a read-only sandbox even where the kernel cannot.
+        let read_only = self.config.sandbox.intended() == SandboxMode::ReadOnly;
         Some(match tool {
-            BuiltinTool::ExecCommand => Box::new(ExecCommand { root }),
+            BuiltinTool::ExecCommand => Box::new(ExecCommand {
+                root,
+                sandbox: if self.bypass.take(&call.tool_call_id, &call.arguments) {
+                    Sandbox::off()
+                } else {
+                    self.config.sandbox.clone()
+                },
+            }),
             BuiltinTool::ReadFile => Box::new(FileTool {
                 op: FileOp::Read,
                 root,
+                read_only,
             }),
             BuiltinTool::WriteFile => Box::new(FileTool {
                 op: FileOp::Write,
                 root,
+                read_only,
             }),
             BuiltinTool::EditFile => Box::new(FileTool {
                 op: FileOp::Edit,
                 root,
+                read_only,
             }),
         })
     }
@@ -281,7 +341,7 @@ impl Environment for BuiltinTools {
             .await;
             return;
         };
-        let tool = self.bind(&call.name);
+        let tool = self.bind(call);
         contract::execute(tool.as_deref(), call, &request.cancel, &self.limits(), sink).await;
     }
 

@@ -25,6 +25,15 @@ pub fn archive_failed(code: &str) -> String {
     format!("[output archive failed: {code}]")
 }
 
+/// Follows the archive line when the archive caps cut the output short.
+pub fn archive_capped(kept: u64, dropped: u64) -> String {
+    format!("[output archive capped: kept the first {kept} bytes, dropped {dropped}]")
+}
+
+/// Written instead of an archive line once the session's archive budget is used up.
+pub const ARCHIVE_BUDGET_SPENT: &str =
+    "[output not archived: this session's archive limit is used up]";
+
 /// `[tool timeout: exceeded Nms]`.
 pub fn timeout(ms: u128) -> String {
     format!("[tool timeout: exceeded {ms}ms]")

@@ -639,3 +639,27 @@ async fn a_process_that_left_the_group_cannot_hang_the_call() {
     );
     assert_eq!((out.as_str(), stop), ("done\n", StopReason::Completed));
 }
+
+#[tokio::test]
+async fn special_files_are_refused_for_writing_without_blocking() {
+    let (dir, tools) = workspace(ToolsConfig::default());
+    let fifo = dir.path().join("pipe");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    // Nobody reads the FIFO: opening it for writing would block until the tool timeout.
+    let (out, stop) = tokio::time::timeout(
+        Duration::from_secs(10),
+        call(
+            &tools,
+            "write_file",
+            json!({"path": "pipe", "content": "x"}),
+        ),
+    )
+    .await
+    .expect("refused at once, not after the tool timeout");
+    assert_eq!(stop, StopReason::Failed);
+    assert_eq!(out, "[tool error] pipe: not a regular file");
+}

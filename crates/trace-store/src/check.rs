@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use penguin_omni_protocol::{Body, EventPayload, ModelPayload, StopReason};
+use penguin_omni_protocol::{Body, EventPayload, ModelPayload, Role, StopReason};
 
 use crate::reader::{parse_line, raw_lines};
 
@@ -70,6 +70,30 @@ struct CallInfo {
     /// An abort came between the commit and the next request: a call still awaiting approval
     /// never runs, and its placeholder lives only in the carry-over, which is never written.
     aborted: bool,
+    /// A later run's input came while it still had no output: the process stopped (the
+    /// reference writes no closing record either) and the session was resumed.
+    crashed: bool,
+    /// Its request failed or never ended, so resume dropped it: a retried or resumed request
+    /// may bring the same id again.
+    dropped: bool,
+}
+
+/// Records only a run's start writes (its input, its bootstrap records). Seen while a request
+/// is open, or while committed calls still await outputs, they mark a crash boundary: within
+/// one process a run's input never lands there.
+fn starts_a_run(body: &Body) -> bool {
+    match body {
+        Body::Event(e) => matches!(
+            e,
+            EventPayload::ToolListReady { .. }
+                | EventPayload::McpConnectBegin { .. }
+                | EventPayload::McpConnectEnd { .. }
+        ),
+        Body::Model(ModelPayload::Text(t)) => t.role == Role::User,
+        Body::Model(ModelPayload::ImageUrl(_)) => true,
+        Body::Model(ModelPayload::InlineData(d)) => d.role == Role::User,
+        _ => false,
+    }
 }
 
 /// Checks one trace file; an empty result means it is sound.
@@ -96,6 +120,8 @@ pub fn check_trace(path: &Path) -> Vec<Problem> {
     let last = lines.len().saturating_sub(1);
 
     let mut open_request: Option<usize> = None;
+    // A later run's input came after the open request began: a crash boundary.
+    let mut resumed_after_open = false;
     let mut request_calls: Vec<String> = Vec::new();
     let mut calls: HashMap<String, CallInfo> = HashMap::new();
     let mut call_order: Vec<String> = Vec::new();
@@ -147,15 +173,38 @@ pub fn check_trace(path: &Path) -> Vec<Problem> {
             ));
             continue;
         }
+        if starts_a_run(&msg.body) {
+            resumed_after_open |= open_request.is_some();
+            // Committed calls still without outputs: their process stopped before answering.
+            for id in &awaiting {
+                if let Some(c) = calls.get_mut(id) {
+                    c.crashed |= c.answers.is_empty();
+                }
+            }
+        }
         match &msg.body {
             Body::Event(EventPayload::RequestBegin) => {
-                if let Some(open) = open_request {
-                    problems.push(problem(
+                if resumed_after_open {
+                    for id in request_calls.drain(..) {
+                        if let Some(c) = calls.get_mut(&id) {
+                            c.dropped = true;
+                        }
+                    }
+                }
+                match open_request {
+                    Some(open) if resumed_after_open => problems.push(problem(
+                        Some(open),
+                        Severity::Warning,
+                        "request never ended: the process stopped mid-request and a later run resumed the session (a crash boundary)".into(),
+                    )),
+                    Some(open) => problems.push(problem(
                         Some(n),
                         Severity::Error,
                         format!("request_begin while the request begun at line {open} has no request_end"),
-                    ));
+                    )),
+                    None => {}
                 }
+                resumed_after_open = false;
                 for id in awaiting.drain(..) {
                     if let Some(c) = calls.get_mut(&id) {
                         c.superseded = true;
@@ -171,11 +220,15 @@ pub fn check_trace(path: &Path) -> Vec<Problem> {
                         Severity::Error,
                         "request_end without a request_begin".into(),
                     ));
-                } else if *status == StopReason::Completed {
+                } else {
+                    let completed = *status == StopReason::Completed;
                     for id in request_calls.drain(..) {
                         if let Some(c) = calls.get_mut(&id) {
-                            c.committed = true;
-                            awaiting.push(id);
+                            c.committed = completed;
+                            c.dropped = !completed;
+                            if completed {
+                                awaiting.push(id);
+                            }
                         }
                     }
                 }
@@ -190,14 +243,15 @@ pub fn check_trace(path: &Path) -> Vec<Problem> {
             }
             Body::Model(ModelPayload::ToolCall(tc)) => {
                 let completed = tc.stop_reason.is_none_or(|s| s == StopReason::Completed);
-                if calls.contains_key(&tc.tool_call_id) {
+                let reused = calls.get(&tc.tool_call_id).is_some_and(|c| !c.dropped);
+                if reused {
                     problems.push(problem(
                         Some(n),
                         Severity::Error,
                         format!("tool_call id {:?} is used twice", tc.tool_call_id),
                     ));
                 } else {
-                    calls.insert(
+                    let earlier = calls.insert(
                         tc.tool_call_id.clone(),
                         CallInfo {
                             line: n,
@@ -205,9 +259,14 @@ pub fn check_trace(path: &Path) -> Vec<Problem> {
                             answers: Vec::new(),
                             superseded: false,
                             aborted: false,
+                            crashed: false,
+                            dropped: false,
                         },
                     );
-                    call_order.push(tc.tool_call_id.clone());
+                    // A dropped call's id keeps its place in the order.
+                    if earlier.is_none() {
+                        call_order.push(tc.tool_call_id.clone());
+                    }
                     if completed && open_request.is_some() {
                         request_calls.push(tc.tool_call_id.clone());
                     }
@@ -241,6 +300,11 @@ pub fn check_trace(path: &Path) -> Vec<Problem> {
         }
         match c.answers.len() {
             1 => {}
+            0 if c.crashed => problems.push(problem(
+                Some(c.line),
+                Severity::Warning,
+                format!("tool_call {id:?} has no output: the process stopped before it was answered and a later run resumed the session (a crash boundary)"),
+            )),
             0 if !c.superseded || c.aborted => problems.push(problem(
                 Some(c.line),
                 Severity::Warning,

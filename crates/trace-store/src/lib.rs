@@ -23,9 +23,9 @@
 //! order. The thread appends each record with a single `write(2)` of one buffer (looping only on
 //! a short write) on a file opened with `O_APPEND`.
 //!
-//! A crash can cut the last record short. Before the first append to each file, the writer
-//! checks whether the file ends without `\n` and, if so, starts the next record with `\n`, so the
-//! torn fragment stays on a line of its own that readers skip.
+//! A crash can cut the last record short. Before the first append to each file (and after an
+//! append of its own was cut short), the writer cuts off whatever follows the last `\n`: the
+//! fragment of an unfinished record. A broken line can therefore only ever be the last one.
 //!
 //! [`Writer::flush`] blocks until everything queued before it is appended (and fsynced unless
 //! the policy is [`Durability::Never`]); [`Writer::flush_handle`] does the same without blocking

@@ -5,7 +5,7 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 
 use penguin_omni_protocol::{EventPayload, Frame, OmniMessage};
@@ -132,10 +132,12 @@ pub struct Writer {
     shared: Arc<Shared>,
 }
 
-#[derive(Debug)]
 struct Shared {
-    tx: Option<Sender<Command>>,
-    thread: Option<JoinHandle<()>>,
+    // The writer thread starts with the first command, so a session that never writes (a
+    // server session created and never run) holds neither a thread nor a file.
+    pending: Mutex<Option<Worker>>,
+    tx: OnceLock<Sender<Command>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
     counters: Arc<Counters>,
     index: AtomicU32,
     traces_dir: PathBuf,
@@ -144,11 +146,28 @@ struct Shared {
     durability: Durability,
 }
 
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("started", &self.tx.get().is_some())
+            .field("counters", &self.counters)
+            .field("index", &self.index)
+            .field("session_id", &self.session_id)
+            .field("durability", &self.durability)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Drop for Shared {
     fn drop(&mut self) {
         // Closing the channel lets the thread finish what is queued and exit.
         drop(self.tx.take());
-        if let Some(t) = self.thread.take() {
+        let thread = self
+            .thread
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(t) = thread {
             if t.join().is_err() {
                 tracing::warn!("[trace] writer thread panicked");
             }
@@ -166,9 +185,9 @@ impl Writer {
         Writer::open(WriterConfig::new(location.traces_dir(), session_id).durability(durability))
     }
 
-    /// A writer for an explicit configuration. Nothing touches the disk until the first record.
+    /// A writer for an explicit configuration. Nothing touches the disk, and no thread starts,
+    /// until the first record.
     pub fn open(config: WriterConfig) -> Result<Writer, TraceError> {
-        let (tx, rx) = mpsc::channel();
         let counters = Arc::new(Counters::default());
         let worker = Worker {
             traces_dir: config.traces_dir.clone(),
@@ -183,14 +202,11 @@ impl Writer {
             buf: Vec::new(),
             counters: counters.clone(),
         };
-        let thread = std::thread::Builder::new()
-            .name(format!("trace-writer-{}", config.session_id))
-            .spawn(move || worker.run(rx))
-            .map_err(TraceError::Spawn)?;
         Ok(Writer {
             shared: Arc::new(Shared {
-                tx: Some(tx),
-                thread: Some(thread),
+                pending: Mutex::new(Some(worker)),
+                tx: OnceLock::new(),
+                thread: Mutex::new(None),
                 counters,
                 index: AtomicU32::new(config.start_index),
                 traces_dir: config.traces_dir,
@@ -201,11 +217,51 @@ impl Writer {
         })
     }
 
+    /// The writer thread's queue, starting the thread on first use. `None` when it could not
+    /// be started (logged once).
+    fn sender(&self) -> Option<&Sender<Command>> {
+        if let Some(tx) = self.shared.tx.get() {
+            return Some(tx);
+        }
+        let mut pending = self
+            .shared
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(tx) = self.shared.tx.get() {
+            return Some(tx);
+        }
+        let worker = pending.take()?;
+        let (tx, rx) = mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name(format!("trace-writer-{}", self.shared.session_id))
+            .spawn(move || worker.run(rx));
+        match spawned {
+            Ok(handle) => {
+                *self
+                    .shared
+                    .thread
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Some(handle);
+                Some(self.shared.tx.get_or_init(|| tx))
+            }
+            Err(e) => {
+                tracing::error!(
+                    "[trace] cannot start the writer of session {}: {e}; its records are lost",
+                    self.shared.session_id
+                );
+                None
+            }
+        }
+    }
+
+    /// Whether the writer thread has started: it does with the first record or rotation.
+    pub fn started(&self) -> bool {
+        self.shared.tx.get().is_some()
+    }
+
     fn send(&self, cmd: Command) -> bool {
-        self.shared
-            .tx
-            .as_ref()
-            .is_some_and(|tx| tx.send(cmd).is_ok())
+        self.sender().is_some_and(|tx| tx.send(cmd).is_ok())
     }
 
     /// Queues `frame` for appending, if it is recordable (§3.2); returns whether it was queued.
@@ -256,6 +312,11 @@ impl Writer {
     /// [`FlushHandle::try_wait`].
     pub fn flush_handle(&self) -> FlushHandle {
         let (tx, rx) = mpsc::channel();
+        if !self.started() {
+            // Nothing was ever queued: nothing to flush, and no reason to start a thread.
+            let _ = tx.send(Ok(()));
+            return FlushHandle { rx };
+        }
         // When the send fails the sender is dropped with the command, so the handle reports the
         // stopped thread instead of hanging.
         self.send(Command::Flush(tx));
@@ -367,20 +428,34 @@ pub(crate) fn append_all(w: &mut impl Write, buf: &[u8]) -> Result<(), (usize, i
     Ok(())
 }
 
-/// A file is torn when it is non-empty and does not end in `\n`. Missing counts as clean.
-fn probe_torn(path: &Path) -> io::Result<bool> {
-    let mut f = match File::open(path) {
+/// Cuts a torn tail (bytes after the last `\n`: a record whose write a crash cut short) off
+/// the file, so the next record starts on a line of its own and the fragment can never end up
+/// in the middle of the file. Returns how many bytes were dropped; a missing file is clean.
+fn heal_torn_tail(path: &Path) -> io::Result<u64> {
+    let mut f = match OpenOptions::new().read(true).write(true).open(path) {
         Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
         Err(e) => return Err(e),
     };
-    if f.metadata()?.len() == 0 {
-        return Ok(false);
+    let len = f.metadata()?.len();
+    let mut end = len;
+    let mut chunk = vec![0u8; 64 * 1024];
+    while end > 0 {
+        let start = end.saturating_sub(chunk.len() as u64);
+        let buf = &mut chunk[..(end - start) as usize];
+        f.seek(SeekFrom::Start(start))?;
+        f.read_exact(buf)?;
+        if let Some(i) = buf.iter().rposition(|&b| b == b'\n') {
+            end = start + i as u64 + 1;
+            break;
+        }
+        end = start;
     }
-    f.seek(SeekFrom::End(-1))?;
-    let mut last = [0u8];
-    f.read_exact(&mut last)?;
-    Ok(last[0] != b'\n')
+    if end < len {
+        f.set_len(end)?;
+        f.sync_data()?;
+    }
+    Ok(len - end)
 }
 
 struct Worker {
@@ -437,9 +512,14 @@ impl Worker {
         let dir = path.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir)?;
         if self.probed_index != Some(self.index) {
-            // The tail is a property of this file: a torn tail left in the previous file (by a
-            // failed append before a rotation) must not put a blank line at the top of this one.
-            self.torn = probe_torn(&path)?;
+            let dropped = heal_torn_tail(&path)?;
+            if dropped > 0 {
+                tracing::warn!(
+                    "[trace] {}: dropped a torn last line ({dropped} bytes of a record a crash cut short) before appending",
+                    path.display()
+                );
+            }
+            self.torn = false;
             self.probed_index = Some(self.index);
         }
         let existed = path.exists();
@@ -466,15 +546,17 @@ impl Worker {
     }
 
     fn try_append(&mut self, frame: &Frame) -> io::Result<()> {
+        if self.torn {
+            // Our own append was cut short: heal the file before the next record.
+            self.file = None;
+            self.probed_index = None;
+        }
         if self.file.is_none() {
             self.open_current()?;
         }
         let json = frame.json().as_bytes();
         self.buf.clear();
-        self.buf.reserve(json.len() + 2);
-        if self.torn {
-            self.buf.push(b'\n');
-        }
+        self.buf.reserve(json.len() + 1);
         self.buf.extend_from_slice(json);
         self.buf.push(b'\n');
         let file = self.file.as_mut().expect("opened above");
@@ -521,82 +603,4 @@ impl Worker {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use penguin_omni_protocol::{build, StopReason};
-
-    /// Accepts `limit` bytes in chunks of `chunk`, then fails.
-    struct Flaky {
-        out: Vec<u8>,
-        chunk: usize,
-        limit: usize,
-    }
-
-    impl Write for Flaky {
-        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-            let room = self.limit - self.out.len();
-            if room == 0 {
-                return Err(io::Error::new(io::ErrorKind::StorageFull, "disk full"));
-            }
-            let n = b.len().min(self.chunk).min(room);
-            self.out.extend_from_slice(&b[..n]);
-            Ok(n)
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-
-    #[test]
-    fn short_writes_loop_and_failures_report_landed_bytes() {
-        let mut w = Flaky {
-            out: vec![],
-            chunk: 3,
-            limit: 100,
-        };
-        append_all(&mut w, b"0123456789").unwrap();
-        assert_eq!(w.out, b"0123456789");
-
-        let mut w = Flaky {
-            out: vec![],
-            chunk: 4,
-            limit: 6,
-        };
-        let (landed, e) = append_all(&mut w, b"0123456789").unwrap_err();
-        assert_eq!(landed, 6);
-        assert_eq!(e.kind(), io::ErrorKind::StorageFull);
-
-        struct Zero;
-        impl Write for Zero {
-            fn write(&mut self, _: &[u8]) -> io::Result<usize> {
-                Ok(0)
-            }
-            fn flush(&mut self) -> io::Result<()> {
-                Ok(())
-            }
-        }
-        let (landed, e) = append_all(&mut Zero, b"abc").unwrap_err();
-        assert_eq!(landed, 0);
-        assert_eq!(
-            e.to_string(),
-            "Trace append made no progress at byte 0 of 3"
-        );
-    }
-
-    #[test]
-    fn commit_points() {
-        let end = build::request_end(StopReason::Completed, Default::default());
-        let text = build::user_text("x");
-        assert!(Durability::AtCommit.syncs_after(&end));
-        assert!(Durability::AtCommit.syncs_after(&build::abort(Some("x".into()))));
-        assert!(!Durability::AtCommit.syncs_after(&text));
-        assert!(!Durability::Never.syncs_after(&end));
-        assert!(Durability::EveryRecord.syncs_after(&text));
-    }
-
-    #[test]
-    fn writer_is_send_sync_clone() {
-        fn check<T: Send + Sync + Clone + 'static>() {}
-        check::<Writer>();
-    }
-}
+mod tests;

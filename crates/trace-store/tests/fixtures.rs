@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use penguin_omni_protocol::{ModelPayload, OmniMessage, StopReason, TokenCounts};
-use penguin_trace_store::{check_trace, read_trace, resume_trace, ReadMode, Resumed};
+use penguin_trace_store::{check_trace, read_trace, resume_trace, ReadMode, Resumed, Severity};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -186,4 +186,67 @@ fn truncated_fixtures_still_resume_to_paired_histories() {
             }
         }
     }
+}
+
+/// What a resumed run writes first: its prompt, its bootstrap records, then its request.
+fn resumed_run() -> String {
+    use penguin_omni_protocol::build;
+    let z = tokens(0, 0);
+    [
+        build::user_text("carry on"),
+        build::tool_list_ready(Vec::new()),
+        build::request_begin(),
+        build::assistant_text("Resumed.", StopReason::Completed),
+        build::token_usage(z, z),
+        build::request_end(StopReason::Completed, Default::default()),
+    ]
+    .iter()
+    .map(|m| format!("{}\n", m.to_json()))
+    .collect()
+}
+
+#[test]
+fn a_crash_followed_by_a_resumed_run_is_a_warning_at_every_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["seed-two-tools", "deny-one", "interrupt-mid-stream"] {
+        let text = std::fs::read_to_string(fixture(name)).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        // Killed after any record (mid-request, with an approval or a tool pending, ...), then
+        // resumed: the file checks clean of errors.
+        for cut in 1..=lines.len() {
+            let mut body: String = lines[..cut].iter().map(|l| format!("{l}\n")).collect();
+            body.push_str(&resumed_run());
+            let path = dir.path().join(format!("{name}-{cut}.jsonl"));
+            std::fs::write(&path, body).unwrap();
+            let errors: Vec<String> = check_trace(&path)
+                .into_iter()
+                .filter(|p| p.severity == Severity::Error)
+                .map(|p| p.to_string())
+                .collect();
+            assert!(errors.is_empty(), "{name} cut after line {cut}: {errors:?}");
+        }
+    }
+}
+
+#[test]
+fn an_unclosed_request_without_a_resumed_run_stays_an_error() {
+    use penguin_omni_protocol::build;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.jsonl");
+    let body: String = [
+        build::user_text("go"),
+        build::request_begin(),
+        build::request_begin(),
+    ]
+    .iter()
+    .map(|m| format!("{}\n", m.to_json()))
+    .collect();
+    std::fs::write(&path, body).unwrap();
+    let problems = check_trace(&path);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.severity == Severity::Error && p.message.contains("has no request_end")),
+        "{problems:?}"
+    );
 }

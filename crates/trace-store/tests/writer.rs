@@ -10,7 +10,7 @@ use penguin_omni_protocol::{
 };
 use penguin_trace_store::{
     check_trace, find_latest_trace_file, latest_session_id, read_trace, resume_session,
-    resume_trace, Durability, ReadMode, Severity, TraceError, TraceLocation, Writer, WriterConfig,
+    resume_trace, Durability, ReadMode, TraceError, TraceLocation, Writer, WriterConfig,
     PLACEHOLDER_OUTPUT,
 };
 
@@ -125,7 +125,7 @@ fn concurrent_producers_never_interleave() {
 }
 
 #[test]
-fn a_torn_tail_is_healed_once_per_index() {
+fn a_torn_tail_is_cut_off_before_appending() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(DATE).join(format!("{SID}_001.jsonl"));
     fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -143,26 +143,15 @@ fn a_torn_tail_is_healed_once_per_index() {
     rec(&w, b.clone());
     w.flush().unwrap();
     let raw = fs::read_to_string(&path).unwrap();
+    // The fragment is cut off before the first append: it never becomes a middle line.
     assert_eq!(
         raw,
-        format!(
-            "{}\n{{\"timestamp\":\"2026\n{}\n{}\n",
-            first.to_json(),
-            a.to_json(),
-            b.to_json()
-        )
+        format!("{}\n{}\n{}\n", first.to_json(), a.to_json(), b.to_json())
     );
     let read = read_trace(&path, ReadMode::Tolerant).unwrap();
     assert_eq!(read.messages, vec![first, a, b]);
-    assert_eq!(read.skipped.len(), 1);
-    assert_eq!(read.skipped[0].line, 2);
-    // The healed fragment is a malformed middle line now: an error for check.
-    let problems = check_trace(&path);
-    assert_eq!(problems.len(), 1);
-    assert_eq!(problems[0].severity, Severity::Error);
-    assert!(problems[0]
-        .to_string()
-        .contains(&format!("{}:2: error: malformed record", path.display())));
+    assert!(read.skipped.is_empty() && read.torn_tail.is_none());
+    assert!(check_trace(&path).is_empty());
 }
 
 #[test]
@@ -528,4 +517,17 @@ fn check_reports_structure_with_file_and_line() {
             "F:15: warning: torn last line (a write cut short by a crash; resume ignores it): invalid JSON: EOF while parsing a string at line 1 column 6",
         ]
     );
+}
+
+#[test]
+fn a_writer_that_never_records_holds_no_thread_and_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = writer(dir.path(), Durability::AtCommit);
+    w.flush().unwrap();
+    assert!(!w.started(), "a flush of nothing starts nothing");
+    assert!(!w.current_path().exists());
+    rec(&w, meta());
+    assert!(w.started());
+    w.flush().unwrap();
+    assert!(w.current_path().exists());
 }

@@ -37,6 +37,14 @@ pub(crate) struct ModelArgs {
 }
 
 #[derive(Args, Debug, Clone, Default)]
+pub(crate) struct SandboxArgs {
+    /// Confine commands: workspace-write (default where the kernel has Landlock), read-only,
+    /// off, or strict (the configured mode, refusing to run if the kernel cannot enforce it).
+    #[arg(long, value_name = "MODE", value_parser = ["workspace-write", "read-only", "off", "strict"])]
+    pub(crate) sandbox: Option<String>,
+}
+
+#[derive(Args, Debug, Clone, Default)]
 pub(crate) struct TaskArgs {
     /// Allow every tool call without asking.
     #[arg(long, short = 'y')]
@@ -59,6 +67,8 @@ pub(crate) enum Command {
         model: ModelArgs,
         #[command(flatten)]
         task: TaskArgs,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
         /// The workspace the tools act on (default: the current directory).
         #[arg(long)]
         workspace: Option<PathBuf>,
@@ -69,6 +79,8 @@ pub(crate) enum Command {
         model: ModelArgs,
         #[command(flatten)]
         task: TaskArgs,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
         /// The workspace the tools act on (default: the current directory).
         #[arg(long)]
         workspace: Option<PathBuf>,
@@ -86,6 +98,8 @@ pub(crate) enum Command {
         model: ModelArgs,
         #[command(flatten)]
         task: TaskArgs,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
     },
     /// List sessions, newest first.
     Sessions,
@@ -104,22 +118,7 @@ pub(crate) enum Command {
         follow: bool,
     },
     /// Serve sessions over HTTP + SSE (every request needs `Authorization: Bearer <token>`).
-    Serve {
-        /// Address to bind.
-        #[arg(long, default_value = "127.0.0.1")]
-        host: String,
-        /// Port to bind.
-        #[arg(long, default_value_t = 7364)]
-        port: u16,
-        #[command(flatten)]
-        model: ModelArgs,
-        /// The workspace of sessions created without one (default: the current directory).
-        #[arg(long)]
-        workspace: Option<PathBuf>,
-        /// Append the server's log here instead of stderr (level from RUST_LOG, default warn).
-        #[arg(long)]
-        log_file: Option<PathBuf>,
-    },
+    Serve(ServeArgs),
     /// Scenario files: a scripted model and tools driving the real engine.
     Scenario {
         #[command(subcommand)]
@@ -161,4 +160,33 @@ pub(crate) enum TraceCommand {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+}
+
+/// `penguin serve`.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct ServeArgs {
+    /// Address to bind.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub(crate) host: String,
+    /// Port to bind.
+    #[arg(long, default_value_t = 7364)]
+    pub(crate) port: u16,
+    #[command(flatten)]
+    pub(crate) model: ModelArgs,
+    #[command(flatten)]
+    pub(crate) sandbox: SandboxArgs,
+    /// The workspace of sessions created without one (default: the current directory).
+    #[arg(long)]
+    pub(crate) workspace: Option<PathBuf>,
+    /// Sessions created over the API must have their workspace under this directory (default:
+    /// the directory serve was started in).
+    #[arg(long)]
+    pub(crate) workspace_root: Option<PathBuf>,
+    /// A host name (besides localhost and IP addresses) requests may use in their Host header;
+    /// repeatable.
+    #[arg(long = "allowed-host", value_name = "NAME")]
+    pub(crate) allowed_hosts: Vec<String>,
+    /// Append the server's log here instead of stderr (level from RUST_LOG, default warn).
+    #[arg(long)]
+    pub(crate) log_file: Option<PathBuf>,
 }

@@ -10,27 +10,34 @@ use penguin::engine::CancellationToken;
 use penguin::omni_protocol::build;
 use penguin::session::Session;
 
-use crate::args::{ModelArgs, TaskArgs};
+use penguin::tools::SandboxBypass;
+
+use crate::args::{ModelArgs, SandboxArgs, TaskArgs};
 use crate::console::Console;
 use crate::run::{approver, interrupt_on_ctrl_c, render, run_task};
-use crate::setup::{new_session, open_session, pick_source, workspace_dir};
+use crate::setup::{
+    new_session, open_session, pick_source, session_line, workspace_dir, Confinement,
+};
 
 pub(crate) async fn chat(
     model: ModelArgs,
     task: TaskArgs,
+    sandbox: SandboxArgs,
     workspace: Option<PathBuf>,
     resume_id: Option<String>,
 ) -> Result<ExitCode, String> {
     let agent = Agent::from_env().map_err(|e| e.to_string())?;
+    let confinement = Confinement::resolve(&agent, &sandbox)?;
     let session = match resume_id {
-        Some(id) => open_session(&agent, &id, &model)?,
+        Some(id) => open_session(&agent, &id, &model, &confinement)?,
         None => new_session(
             &agent,
             pick_source(&agent, &model)?,
             &workspace_dir(workspace)?,
+            &confinement,
         )?,
     };
-    repl(session, task).await
+    repl(session, task, confinement.bypass()).await
 }
 
 /// `/compact`: replace the context with a summary now (the session's next run starts with it).
@@ -64,13 +71,17 @@ pub(crate) async fn compact(session: &mut Session, task: &TaskArgs) -> Result<()
     Ok(())
 }
 
-pub(crate) async fn repl(mut session: Session, task: TaskArgs) -> Result<ExitCode, String> {
+pub(crate) async fn repl(
+    mut session: Session,
+    task: TaskArgs,
+    bypass: Option<SandboxBypass>,
+) -> Result<ExitCode, String> {
     let console = Console::stdin();
-    let approver = approver(&task, &console);
+    let approver = approver(&task, &console, bypass);
     let quit = Arc::new(std::sync::atomic::AtomicBool::new(false));
     eprintln!(
-        "session {} — /quit to leave, /compact; while a task runs, type to steer it, /abort or Ctrl-C to interrupt",
-        session.id()
+        "{} — /quit to leave, /compact; while a task runs, type to steer it, /abort or Ctrl-C to interrupt",
+        session_line(&session)
     );
     loop {
         eprint!("› ");

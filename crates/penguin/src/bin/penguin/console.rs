@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex as StdMutex};
 
 use async_trait::async_trait;
 use penguin::engine::{ApprovalError, Approver};
+use penguin::tools::SandboxBypass;
 use penguin_omni_protocol::{ApprovalDecision, ModelPayload, OmniMessage};
 use tokio::sync::{mpsc, oneshot, Mutex};
 
@@ -33,6 +34,9 @@ struct Inner {
     fixed: Option<StdMutex<VecDeque<String>>>,
     /// The REPL queue's sender, for lines a task hands back.
     repl_tx: Option<mpsc::UnboundedSender<String>>,
+    /// stdin has ended: a prompt asked from now on gets no answer. (The REPL queue never
+    /// reports the end itself: `repl_tx` keeps it open.)
+    ended: AtomicBool,
 }
 
 impl Console {
@@ -45,6 +49,7 @@ impl Console {
             task: StdMutex::new(None),
             fixed: None,
             repl_tx: Some(tx.clone()),
+            ended: AtomicBool::new(false),
         });
         let reader = inner.clone();
         std::thread::spawn(move || {
@@ -74,13 +79,10 @@ impl Console {
                     break;
                 }
             }
-            // End of input: a waiting prompt gets no answer (deny), the REPL sees the end.
-            if let Some(prompt) = reader
-                .answer
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .take()
-            {
+            // End of input: a waiting prompt, and every later one, gets no answer (deny).
+            let mut slot = reader.answer.lock().unwrap_or_else(|p| p.into_inner());
+            reader.ended.store(true, Ordering::SeqCst);
+            if let Some(prompt) = slot.take() {
                 let _ = prompt.send(None);
             }
         });
@@ -98,6 +100,7 @@ impl Console {
                 task: StdMutex::new(None),
                 fixed: Some(StdMutex::new(lines.into())),
                 repl_tx: None,
+                ended: AtomicBool::new(false),
             }),
         }
     }
@@ -156,6 +159,9 @@ impl Console {
                     Err(mpsc::error::TryRecvError::Empty) => {}
                 }
             }
+            if self.inner.ended.load(Ordering::SeqCst) {
+                return None;
+            }
             let (tx, rx) = oneshot::channel();
             *slot = Some(tx);
             rx
@@ -199,11 +205,13 @@ impl Drop for TaskLines {
     }
 }
 
-/// Asks on the terminal: `y` allow, `n` deny, `a` allow this and every later call.
+/// Asks on the terminal: `y` allow, `n` deny, `a` allow this and every later call, and for a
+/// command under a sandbox `u`: run this one call outside the sandbox.
 #[derive(Debug)]
 pub struct TerminalApprover {
     console: Console,
     always: AtomicBool,
+    bypass: Option<SandboxBypass>,
 }
 
 impl TerminalApprover {
@@ -212,6 +220,24 @@ impl TerminalApprover {
         TerminalApprover {
             console,
             always: AtomicBool::new(false),
+            bypass: None,
+        }
+    }
+
+    /// Offers `u` for commands, granting the call in `bypass` (the session's tools' grants).
+    pub fn with_bypass(mut self, bypass: Option<SandboxBypass>) -> TerminalApprover {
+        self.bypass = bypass;
+        self
+    }
+
+    /// The command call `u` would run outside the sandbox: its id and arguments.
+    fn bypassable(&self, call: &OmniMessage) -> Option<(String, String)> {
+        self.bypass.as_ref()?;
+        match call.model() {
+            Some(ModelPayload::ToolCall(c)) if c.name == "exec_command" => {
+                Some((c.tool_call_id.clone(), c.arguments.clone()))
+            }
+            _ => None,
         }
     }
 }
@@ -230,16 +256,34 @@ pub fn approval_prompt(call: &OmniMessage) -> String {
     format!("Allow {name} {args}{from}? [y]es / [n]o / [a]lways: ")
 }
 
+/// The prompt for a command that may run once outside the sandbox.
+fn bypass_prompt(call: &OmniMessage) -> String {
+    let prompt = approval_prompt(call);
+    let head = prompt.trim_end_matches(": ");
+    format!("{head} / [u]nsandboxed, this once: ")
+}
+
 #[async_trait]
 impl Approver for TerminalApprover {
     async fn approve(&self, call: &OmniMessage) -> Result<ApprovalDecision, ApprovalError> {
         if self.always.load(Ordering::Relaxed) {
             return Ok(ApprovalDecision::Allow);
         }
+        let bypassable = self.bypassable(call);
+        let prompt = match bypassable {
+            Some(_) => bypass_prompt(call),
+            None => approval_prompt(call),
+        };
         let mut err = std::io::stderr();
-        let _ = write!(err, "{}", approval_prompt(call));
+        let _ = write!(err, "{prompt}");
         let _ = err.flush();
         let answer = self.console.answer().await;
+        if answer.is_none() {
+            let _ = writeln!(
+                err,
+                "\n(no answer: input has ended, so the call is denied; pass --yes to allow tool calls without asking)"
+            );
+        }
         Ok(
             match answer
                 .as_deref()
@@ -252,6 +296,14 @@ impl Approver for TerminalApprover {
                     self.always.store(true, Ordering::Relaxed);
                     ApprovalDecision::Allow
                 }
+                Some("u" | "unsandboxed") => match (&bypassable, &self.bypass) {
+                    (Some((id, args)), Some(bypass)) => {
+                        bypass.grant(id, args);
+                        ApprovalDecision::Allow
+                    }
+                    // Not offered for this call: an answer to a question not asked is no.
+                    _ => ApprovalDecision::Deny,
+                },
                 _ => ApprovalDecision::Deny,
             },
         )
@@ -283,5 +335,24 @@ mod tests {
             denied_at_eof.approve(&call).await,
             Ok(ApprovalDecision::Deny)
         );
+    }
+
+    #[tokio::test]
+    async fn u_grants_one_command_outside_the_sandbox() {
+        let bypass = SandboxBypass::new();
+        let console = Console::from_lines(vec!["u".into(), "u".into(), "u".into()]);
+        let approver = TerminalApprover::new(console).with_bypass(Some(bypass.clone()));
+        let args = r#"{"cmd":"make install"}"#;
+        let call = build::tool_call("exec_command", args, "c1", StopReason::Completed, None);
+        assert!(bypass_prompt(&call).ends_with("[a]lways / [u]nsandboxed, this once: "));
+        assert_eq!(approver.approve(&call).await, Ok(ApprovalDecision::Allow));
+        assert!(bypass.take("c1", args), "granted for this call");
+        assert!(!bypass.take("c1", args), "once");
+        // `u` for a file tool is not offered, so it is no.
+        let file = build::tool_call("write_file", "{}", "c2", StopReason::Completed, None);
+        assert_eq!(approver.approve(&file).await, Ok(ApprovalDecision::Deny));
+        // Without a sandbox there is nothing to run outside of.
+        let plain = TerminalApprover::new(Console::from_lines(vec!["u".into()]));
+        assert_eq!(plain.approve(&call).await, Ok(ApprovalDecision::Deny));
     }
 }

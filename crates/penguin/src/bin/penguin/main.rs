@@ -18,7 +18,7 @@ use clap::Parser;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let log_file = match &cli.command {
-        Command::Serve { log_file, .. } => log_file.as_deref(),
+        Command::Serve(args) => args.log_file.as_deref(),
         _ => None,
     };
     if let Err(e) = init_logging(log_file) {
@@ -45,31 +45,28 @@ fn main() -> ExitCode {
             token,
             follow,
         } => with_runtime(watch::watch(session_id, url, token, follow)),
-        Command::Serve {
-            host,
-            port,
-            model,
-            workspace,
-            log_file: _,
-        } => serve::serve(host, port, model, workspace),
+        Command::Serve(args) => serve::serve(args),
         Command::Run {
             prompt,
             model,
             task,
+            sandbox,
             workspace,
-        } => with_runtime(run::run(prompt, model, task, workspace)),
+        } => with_runtime(run::run(prompt, model, task, sandbox, workspace)),
         Command::Chat {
             model,
             task,
+            sandbox,
             workspace,
             resume,
-        } => with_runtime(chat::chat(model, task, workspace, resume)),
+        } => with_runtime(chat::chat(model, task, sandbox, workspace, resume)),
         Command::Resume {
             session_id,
             prompt,
             model,
             task,
-        } => with_runtime(run::resume(session_id, prompt, model, task)),
+            sandbox,
+        } => with_runtime(run::resume(session_id, prompt, model, task, sandbox)),
     };
     match result {
         Ok(code) => code,

@@ -12,17 +12,31 @@ use penguin::engine::{AllowAll, Approver, CancellationToken, RunOptions};
 use penguin::omni_protocol::{build, Frame, OmniMessage};
 use penguin::session::Session;
 
-use crate::args::{ModelArgs, TaskArgs};
+use penguin::tools::SandboxBypass;
+
+use crate::args::{ModelArgs, SandboxArgs, TaskArgs};
 use crate::console::{stdout_is_terminal, Console, TerminalApprover};
 use crate::render::{status_text, Renderer};
-use crate::setup::{new_session, open_session, pick_source, workspace_dir};
+use crate::setup::{
+    new_session, open_session, pick_source, session_line, workspace_dir, Confinement,
+};
 
-pub(crate) fn approver(task: &TaskArgs, console: &Console) -> Arc<dyn Approver> {
+/// `bypass`: the grants of the session's tools, when a command can be run once outside the
+/// sandbox.
+pub(crate) fn approver(
+    task: &TaskArgs,
+    console: &Console,
+    bypass: Option<SandboxBypass>,
+) -> Arc<dyn Approver> {
     if task.yes {
-        Arc::new(AllowAll)
-    } else {
-        Arc::new(TerminalApprover::new(console.clone()))
+        return Arc::new(AllowAll);
     }
+    if !std::io::stdin().is_terminal() {
+        eprintln!(
+            "penguin: stdin is not a terminal: tool calls are asked there and denied when it ends; pass --yes to allow them without asking"
+        );
+    }
+    Arc::new(TerminalApprover::new(console.clone()).with_bypass(bypass))
 }
 
 /// The first Ctrl-C interrupts `cancel`'s task; a second one exits at once, after syncing the
@@ -74,9 +88,13 @@ pub(crate) async fn run_task(
     }
     let failed = session.writer().failed_writes();
     if failed > 0 {
-        eprintln!("penguin: {failed} trace record(s) could not be written (see the log above)");
+        eprintln!(
+            "penguin: {failed} trace record(s) of session {} could not be written (see the log above); its history and a resume will miss them",
+            session.id()
+        );
     }
-    Ok(ok)
+    // A task whose Trace lost records did not complete cleanly, whatever the stream said.
+    Ok(ok && failed == 0)
 }
 
 /// What a REPL user can do while a task runs: type to steer it, `/abort` to interrupt it.
@@ -198,13 +216,14 @@ pub(crate) async fn one_task(
     session: &mut Session,
     prompt: String,
     task: &TaskArgs,
+    bypass: Option<SandboxBypass>,
 ) -> Result<ExitCode, String> {
     let console = Console::stdin();
     let ok = run_task(
         session,
         vec![build::user_text(prompt)],
         task,
-        approver(task, &console),
+        approver(task, &console, bypass),
         None,
     )
     .await?;
@@ -240,21 +259,28 @@ pub(crate) async fn run(
     prompt: Option<String>,
     model: ModelArgs,
     task: TaskArgs,
+    sandbox: SandboxArgs,
     workspace: Option<PathBuf>,
 ) -> Result<ExitCode, String> {
     let agent = Agent::from_env().map_err(|e| e.to_string())?;
     let workspace = workspace_dir(workspace)?;
     // Read a piped prompt before the console takes stdin over for approvals.
     let prompt = read_prompt(prompt)?;
-    let mut session = new_session(&agent, pick_source(&agent, &model)?, &workspace)?;
+    let confinement = Confinement::resolve(&agent, &sandbox)?;
+    let mut session = new_session(
+        &agent,
+        pick_source(&agent, &model)?,
+        &workspace,
+        &confinement,
+    )?;
     if !task.jsonl {
         if std::io::stderr().is_terminal() {
-            eprintln!("\x1b[2msession {}\x1b[0m", session.id());
+            eprintln!("\x1b[2m{}\x1b[0m", session_line(&session));
         } else {
-            eprintln!("session {}", session.id());
+            eprintln!("{}", session_line(&session));
         }
     }
-    one_task(&mut session, prompt, &task).await
+    one_task(&mut session, prompt, &task, confinement.bypass()).await
 }
 
 pub(crate) async fn resume(
@@ -262,12 +288,17 @@ pub(crate) async fn resume(
     prompt: Option<String>,
     model: ModelArgs,
     task: TaskArgs,
+    sandbox: SandboxArgs,
 ) -> Result<ExitCode, String> {
     let agent = Agent::from_env().map_err(|e| e.to_string())?;
-    let mut session = open_session(&agent, &id, &model)?;
+    let confinement = Confinement::resolve(&agent, &sandbox)?;
+    let mut session = open_session(&agent, &id, &model, &confinement)?;
     let Some(prompt) = prompt else {
-        return crate::chat::repl(session, task).await;
+        return crate::chat::repl(session, task, confinement.bypass()).await;
     };
     let prompt = read_prompt(Some(prompt))?;
-    one_task(&mut session, prompt, &task).await
+    if !task.jsonl {
+        eprintln!("{}", session_line(&session));
+    }
+    one_task(&mut session, prompt, &task, confinement.bypass()).await
 }

@@ -1,22 +1,29 @@
 //! `penguin serve`: the HTTP server over configured models or a scenario.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use penguin::agent::Agent;
 use penguin::models::Protocol;
 
-use crate::args::ModelArgs;
-use crate::setup::{pick_source, session_tools, workspace_dir, Source};
+use crate::args::ServeArgs;
+use crate::setup::{
+    pick_source, sandbox_request, session_tools, workspace_dir, Confinement, Source,
+};
 use crate::with_runtime;
 
-pub(crate) fn serve(
-    host: String,
-    port: u16,
-    model: ModelArgs,
-    workspace: Option<PathBuf>,
-) -> Result<ExitCode, String> {
+pub(crate) fn serve(args: ServeArgs) -> Result<ExitCode, String> {
+    let ServeArgs {
+        host,
+        port,
+        model,
+        sandbox,
+        workspace,
+        workspace_root,
+        allowed_hosts,
+        log_file: _,
+    } = args;
     use penguin::hosting::{ModelFactory, ScenarioFactory};
     use penguin::server::{ServeOptions, SessionFactory};
     let agent = Agent::from_env().map_err(|e| e.to_string())?;
@@ -38,21 +45,39 @@ pub(crate) fn serve(
             if spec.protocol == Protocol::Demo {
                 eprintln!("penguin: no model configured; sessions use the built-in demo model");
             }
+            // Resolved now so a strict sandbox the kernel cannot give stops the server before
+            // it listens, and what it lacks is said once at startup.
+            let confinement = Confinement::resolve(&agent, &sandbox)?;
+            eprintln!(
+                "penguin: sessions run commands under {}",
+                confinement.sandbox.summary()
+            );
             let tools_agent = agent.clone();
             let tools_spec = spec.clone();
+            // The API has no "outside the sandbox" approval yet: nothing is ever granted.
+            let bypass = penguin::tools::SandboxBypass::new();
             Arc::new(ModelFactory {
                 spec,
                 system_prompt: penguin::agent::DEFAULT_SYSTEM_PROMPT.to_owned(),
                 default_workspace: workspace,
                 engine: agent.engine_for(&tools_spec),
-                environment: Arc::new(move |ws: &Path| {
-                    session_tools(&tools_agent, &tools_spec, ws)
+                environment: Arc::new(move |ws: &Path, sandbox: &penguin::tools::Sandbox| {
+                    session_tools(&tools_agent, &tools_spec, ws, sandbox, &bypass)
                 }),
                 policy: agent.policy(),
+                sandbox: sandbox_request(&agent, &sandbox)?,
             })
         }
     };
     let mut opts = ServeOptions::new(factory);
+    opts.workspace_root = Some(match workspace_root {
+        Some(root) => root
+            .canonicalize()
+            .map_err(|e| format!("--workspace-root {}: {e}", root.display()))?,
+        None => std::env::current_dir()
+            .map_err(|e| format!("cannot determine the current directory: {e}"))?,
+    });
+    opts.allowed_hosts = allowed_hosts;
     opts.host = host;
     opts.port = port;
     opts.data_root = agent.location.root.clone();

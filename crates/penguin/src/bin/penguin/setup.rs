@@ -12,9 +12,9 @@ use penguin::models::{ModelSpec, Protocol};
 use penguin::scenario::Scenario;
 use penguin::session::Session;
 use penguin::subagent::{SubagentEnvironment, SubagentSpawner};
-use penguin::tools::{BuiltinTools, ToolsConfig};
+use penguin::tools::{BuiltinTools, Sandbox, SandboxBypass, ToolsConfig};
 
-use crate::args::ModelArgs;
+use crate::args::{ModelArgs, SandboxArgs};
 
 /// What a session is built from: a model plus tools, or a scenario's scripts.
 pub(crate) enum Source {
@@ -42,20 +42,72 @@ pub(crate) fn pick_source(agent: &Agent, args: &ModelArgs) -> Result<Source, Str
         .map_err(|e| e.to_string())
 }
 
-pub(crate) fn workspace_tools(workspace: &Path) -> Result<Arc<dyn Environment>, String> {
-    BuiltinTools::new(workspace, ToolsConfig::default())
-        .map(|t| Arc::new(t) as Arc<dyn Environment>)
+/// `[sandbox]` of `config.toml` with `--sandbox` applied.
+pub(crate) fn sandbox_request(
+    agent: &Agent,
+    args: &SandboxArgs,
+) -> Result<penguin::tools::SandboxRequest, String> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    agent
+        .config
+        .sandbox
+        .request(args.sandbox.as_deref(), home.as_deref())
+        .map_err(|e| e.to_string())
+}
+
+/// The sandbox of this process's sessions, and the grants of calls its approver lets run
+/// outside it.
+#[derive(Clone, Debug)]
+pub(crate) struct Confinement {
+    pub(crate) sandbox: Sandbox,
+    pub(crate) bypass: SandboxBypass,
+}
+
+impl Confinement {
+    /// `[sandbox]` of `config.toml` with `--sandbox`, resolved against this kernel. What the
+    /// kernel cannot enforce is said here, once; `strict` refuses instead.
+    pub(crate) fn resolve(agent: &Agent, args: &SandboxArgs) -> Result<Confinement, String> {
+        let sandbox =
+            Sandbox::resolve(&sandbox_request(agent, args)?).map_err(|e| e.to_string())?;
+        if let Some(warning) = sandbox.warning_once() {
+            eprintln!("penguin: {warning}");
+        }
+        Ok(Confinement {
+            sandbox,
+            bypass: SandboxBypass::new(),
+        })
+    }
+
+    /// The grants, when there is a sandbox to run outside of.
+    pub(crate) fn bypass(&self) -> Option<SandboxBypass> {
+        self.sandbox.is_active().then(|| self.bypass.clone())
+    }
+}
+
+pub(crate) fn workspace_tools(
+    workspace: &Path,
+    sandbox: &Sandbox,
+    bypass: &SandboxBypass,
+) -> Result<Arc<dyn Environment>, String> {
+    let config = ToolsConfig {
+        sandbox: sandbox.clone(),
+        ..ToolsConfig::default()
+    };
+    BuiltinTools::new(workspace, config)
+        .map(|t| Arc::new(t.with_bypass(bypass.clone())) as Arc<dyn Environment>)
         .map_err(|e| format!("workspace {}: {e}", workspace.display()))
 }
 
 /// The built-in tools plus `run_subagent`, whose children use the same model and the same
-/// tools (without `run_subagent`: depth limit 1).
+/// tools (without `run_subagent`: depth limit 1), so the same sandbox.
 pub(crate) fn session_tools(
     agent: &Agent,
     spec: &ModelSpec,
     workspace: &Path,
+    sandbox: &Sandbox,
+    bypass: &SandboxBypass,
 ) -> Result<Arc<dyn Environment>, String> {
-    let tools = workspace_tools(workspace)?;
+    let tools = workspace_tools(workspace, sandbox, bypass)?;
     let (agent, spec, ws, child_tools) = (
         agent.clone(),
         spec.clone(),
@@ -78,21 +130,25 @@ pub(crate) fn new_session(
     agent: &Agent,
     source: Source,
     workspace: &Path,
+    confinement: &Confinement,
 ) -> Result<Session, String> {
     match source {
         Source::Model(spec) => {
             if spec.protocol == Protocol::Demo {
                 eprintln!("penguin: no model configured; using the built-in demo model (see the README to configure one)");
             }
-            agent
-                .create_session(
-                    &spec,
-                    workspace,
-                    session_tools(agent, &spec, workspace)?,
-                    None,
-                    None,
-                )
-                .map_err(|e| e.to_string())
+            let tools = session_tools(
+                agent,
+                &spec,
+                workspace,
+                &confinement.sandbox,
+                &confinement.bypass,
+            )?;
+            let mut session = agent
+                .create_session(&spec, workspace, tools, None, None)
+                .map_err(|e| e.to_string())?;
+            session.set_sandbox(confinement.sandbox.clone());
+            Ok(session)
         }
         Source::Scenario(s) => agent
             .create_session_with(
@@ -162,7 +218,12 @@ pub(crate) fn model_for_resume(
     }
 }
 
-pub(crate) fn open_session(agent: &Agent, id: &str, model: &ModelArgs) -> Result<Session, String> {
+pub(crate) fn open_session(
+    agent: &Agent,
+    id: &str,
+    model: &ModelArgs,
+    confinement: &Confinement,
+) -> Result<Session, String> {
     if model.provider.as_deref() == Some("scripted") {
         let Source::Scenario(s) = pick_source(agent, model)? else {
             unreachable!("scripted gives a scenario")
@@ -172,14 +233,24 @@ pub(crate) fn open_session(agent: &Agent, id: &str, model: &ModelArgs) -> Result
             .resume_session_with(id, Box::new(s.llm), Arc::new(s.tools))
             .map_err(|e| e.to_string());
     }
-    agent
+    let mut session = agent
         .resume_session(
             id,
             |meta| model_for_resume(agent, model, meta),
             // run_subagent children use the same model, so the tools need it too.
-            |w, spec| session_tools(agent, spec, w),
+            |w, spec| session_tools(agent, spec, w, &confinement.sandbox, &confinement.bypass),
         )
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    session.set_sandbox(confinement.sandbox.clone());
+    Ok(session)
+}
+
+/// `session ID`, and the sandbox when the session's tools have one.
+pub(crate) fn session_line(session: &Session) -> String {
+    match session.sandbox() {
+        Some(sandbox) => format!("session {} · {}", session.id(), sandbox.summary()),
+        None => format!("session {}", session.id()),
+    }
 }
 
 pub(crate) fn sessions() -> Result<ExitCode, String> {

@@ -45,5 +45,9 @@ pub(crate) async fn watch(
     if let Some(title) = state.title {
         eprintln!("title: {title}");
     }
+    if let Some(warning) = state.trace_warning {
+        eprintln!("penguin: {warning}");
+        return Ok(ExitCode::FAILURE);
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,234 @@
+//! A long-running server stays bounded: sessions run one after another release their threads
+//! and trace files once idle (they are loaded again from the trace when asked for), under a low
+//! open-file limit.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use penguin::hosting::ScenarioFactory;
+use penguin::server::{router, AppState, ServeOptions};
+use serde_json::{json, Value};
+
+const TOKEN: &str = "test-token-0123456789";
+
+fn scenario() -> String {
+    let model = |p: Value| json!({"type": "model_msg", "payload": p});
+    let step = |m: Value| json!({"delay_ms": 0, "message": m});
+    let usage = json!({"type": "event_msg", "payload": {"type": "token_usage",
+        "session": {"cache_read": 0, "cache_write": 0, "output": 1, "total": 10},
+        "request": {"cache_read": 0, "cache_write": 0, "output": 1, "total": 10}}});
+    json!({
+        "description": "one short answer",
+        "llm": [{"stream": [
+            step(model(json!({"type": "text", "role": "assistant", "text": "ok", "stop_reason": "completed"}))),
+            step(usage),
+        ]}],
+        "tools": {},
+        "runs": []
+    })
+    .to_string()
+}
+
+fn count(dir: &str) -> usize {
+    std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
+}
+
+/// Trace writer threads alive (tokio's blocking pool grows and shrinks on its own, so all
+/// threads together say little).
+fn writer_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .map(|d| {
+            d.flatten()
+                .filter(|t| {
+                    std::fs::read_to_string(t.path().join("comm"))
+                        .is_ok_and(|c| c.starts_with("trace-writer"))
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thousands_of_sessions_run_one_after_another_under_a_low_file_limit() {
+    use nix::sys::resource::{setrlimit, Resource};
+    setrlimit(Resource::RLIMIT_NOFILE, 256, 256).expect("lower the open-file limit");
+
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let factory = ScenarioFactory::from_text(&scenario(), &workspace).unwrap();
+    let mut opts = ServeOptions::new(Arc::new(factory));
+    opts.data_root = dir.path().join("data");
+    opts.idle_sessions = 8;
+    let state = AppState::new(&opts, TOKEN);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let app = router(state.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let http = reqwest::Client::new();
+
+    let sessions: usize = std::env::var("PENGUIN_BOUNDED_SESSIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3_000);
+    let mut baseline = None;
+    let mut ids = Vec::new();
+    for i in 0..sessions {
+        let created: Value = http
+            .post(format!("{base}/api/sessions"))
+            .bearer_auth(TOKEN)
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let id = created["session"]["id"].as_str().expect("an id").to_owned();
+        let r = http
+            .post(format!("{base}/api/sessions/{id}/tasks"))
+            .bearer_auth(TOKEN)
+            .json(&json!({"input": [{"type": "text", "text": "hi"}]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 202, "session {i}");
+        // Bounded polling until the task has settled.
+        let mut idle = false;
+        for _ in 0..2_000 {
+            let s: Value = http
+                .get(format!("{base}/api/sessions/{id}"))
+                .bearer_auth(TOKEN)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if s["session"]["state"] == "idle" {
+                idle = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert!(idle, "session {i} never went idle");
+        ids.push(id);
+        if i == 100 {
+            baseline = Some(count("/proc/self/fd"));
+        }
+    }
+    // Unloads join writer threads off the async workers: give them a bounded moment.
+    let fds = baseline.unwrap_or(0);
+    let mut now = (usize::MAX, usize::MAX);
+    for _ in 0..500 {
+        now = (count("/proc/self/fd"), writer_threads());
+        if now.0 <= fds + 8 && now.1 <= 8 + 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        now.0 <= fds + 8 && now.1 <= 8 + 2,
+        "descriptors {fds} → {}, trace writer threads {} (8 idle sessions cached)",
+        now.0,
+        now.1
+    );
+    // An unloaded session is loaded again from its trace, history intact.
+    let first = &ids[0];
+    let h: Value = http
+        .get(format!("{base}/api/sessions/{first}/messages"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let texts: Vec<&str> = h["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["payload"]["text"].as_str())
+        .collect();
+    assert_eq!(texts, ["hi", "ok"]);
+    state.shutdown();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_whose_trace_lost_records_is_reported_not_clean() {
+    use futures::StreamExt;
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let factory = ScenarioFactory::from_text(&scenario(), &workspace).unwrap();
+    let mut opts = ServeOptions::new(Arc::new(factory));
+    opts.data_root = dir.path().join("data");
+    // The traces folder cannot be created: a file is in the way (root ignores permissions).
+    let agent = opts.data_root.join("default/agents/penguin");
+    std::fs::create_dir_all(&agent).unwrap();
+    std::fs::write(agent.join("traces"), "not a folder").unwrap();
+    let state = AppState::new(&opts, TOKEN);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let app = router(state.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let http = reqwest::Client::new();
+
+    let events = http
+        .get(format!("{base}/api/events"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    let created: Value = http
+        .post(format!("{base}/api/sessions"))
+        .bearer_auth(TOKEN)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["session"]["id"].as_str().unwrap().to_owned();
+    let r = http
+        .post(format!("{base}/api/sessions/{id}/tasks"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"input": [{"type": "text", "text": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    // The user channel says so when the task settles.
+    let mut body = events.bytes_stream();
+    let mut decoder = penguin::llm_providers::sse::SseDecoder::new();
+    let warning = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(Ok(chunk)) = body.next().await {
+            for ev in decoder.feed(&chunk).unwrap() {
+                let v: Value = serde_json::from_str(&ev.data).unwrap();
+                if v["type"] == "trace_write_failed" {
+                    return v;
+                }
+            }
+        }
+        panic!("the event stream ended");
+    })
+    .await
+    .expect("a trace_write_failed event");
+    assert_eq!(warning["sessionId"], id);
+    assert!(warning["failedRecords"].as_u64().unwrap() > 0);
+    let s: Value = http
+        .get(format!("{base}/api/sessions/{id}"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        s["session"]["traceWriteFailures"].as_u64().unwrap() > 0,
+        "{s}"
+    );
+    state.shutdown();
+}

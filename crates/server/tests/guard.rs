@@ -1,0 +1,310 @@
+//! Who gets in and what a client can hold: the query token only on the two stream routes, the
+//! Host check, workspaces under the operator's root, caps on pending inputs, and slow clients
+//! dropped by the connection limits.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use penguin::hosting::ScenarioFactory;
+use penguin::server::{router, serve_with_limits, AppState, ConnectionLimits, ServeOptions};
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const TOKEN: &str = "test-token-0123456789";
+const WAIT: Duration = Duration::from_secs(20);
+
+/// One request whose model streams "hi" and then waits a minute: a task that stays running.
+fn scenario() -> String {
+    let model = |p: Value| json!({"type": "model_msg", "payload": p});
+    let part = |event: &str, text: &str| {
+        model(
+            json!({"type": "partial_text", "role": "assistant", "event_type": event, "text": text, "stop_reason": "completed"}),
+        )
+    };
+    json!({
+        "description": "a long task",
+        "llm": [{"stream": [
+            {"delay_ms": 0, "message": part("start", "")},
+            {"delay_ms": 0, "message": part("delta", "hi")},
+            {"delay_ms": 60_000, "message": part("stop", "")},
+        ]}],
+        "tools": {},
+        "runs": []
+    })
+    .to_string()
+}
+
+struct Server {
+    base: String,
+    addr: std::net::SocketAddr,
+    root: std::path::PathBuf,
+    state: AppState,
+    http: reqwest::Client,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.state.shutdown();
+    }
+}
+
+async fn start(limits: ConnectionLimits, body_timeout: Duration) -> Server {
+    low_open_file_limit();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(root.join("project")).unwrap();
+    let factory = ScenarioFactory::from_text(&scenario(), root.join("project")).unwrap();
+    let mut opts = ServeOptions::new(Arc::new(factory));
+    opts.data_root = dir.path().join("data");
+    opts.workspace_root = Some(root.clone());
+    opts.allowed_hosts = vec!["penguin.lan".into()];
+    opts.body_timeout = body_timeout;
+    let state = AppState::new(&opts, TOKEN);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = router(state.clone());
+    tokio::spawn(serve_with_limits(
+        listener,
+        app,
+        limits,
+        std::future::pending(),
+        Duration::ZERO,
+    ));
+    Server {
+        base: format!("http://{addr}"),
+        addr,
+        root,
+        state,
+        http: reqwest::Client::new(),
+        _dir: dir,
+    }
+}
+
+async fn start_default() -> Server {
+    start(ConnectionLimits::default(), Duration::from_secs(30)).await
+}
+
+impl Server {
+    async fn send(&self, req: reqwest::RequestBuilder) -> (u16, Value) {
+        let r = tokio::time::timeout(WAIT, req.send())
+            .await
+            .expect("an answer in time")
+            .unwrap();
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap_or_default();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    async fn create(&self, body: Value) -> (u16, Value) {
+        self.send(
+            self.http
+                .post(format!("{}/api/sessions", self.base))
+                .bearer_auth(TOKEN)
+                .json(&body),
+        )
+        .await
+    }
+
+    async fn running_session(&self) -> String {
+        let (status, created) = self.create(json!({})).await;
+        assert_eq!(status, 201, "{created}");
+        let id = created["session"]["id"].as_str().unwrap().to_owned();
+        let (status, _) = self
+            .send(
+                self.http
+                    .post(format!("{}/api/sessions/{id}/tasks", self.base))
+                    .bearer_auth(TOKEN)
+                    .json(&json!({"input": [{"type": "text", "text": "go"}]})),
+            )
+            .await;
+        assert_eq!(status, 202);
+        id
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_token_opens_only_the_two_stream_routes() {
+    let srv = start_default().await;
+    let id = srv.running_session().await;
+    let s = format!("/api/sessions/{id}");
+    let routes: Vec<(reqwest::Method, String)> = vec![
+        (reqwest::Method::POST, "/api/sessions".into()),
+        (reqwest::Method::GET, "/api/sessions".into()),
+        (reqwest::Method::GET, s.clone()),
+        (reqwest::Method::PATCH, s.clone()),
+        (reqwest::Method::DELETE, s.clone()),
+        (reqwest::Method::GET, format!("{s}/messages")),
+        (reqwest::Method::POST, format!("{s}/tasks")),
+        (reqwest::Method::POST, format!("{s}/steer")),
+        (reqwest::Method::DELETE, format!("{s}/steer/x")),
+        (reqwest::Method::DELETE, format!("{s}/follow-ups/x")),
+        (reqwest::Method::POST, format!("{s}/approvals/call_1")),
+        (reqwest::Method::POST, format!("{s}/approvals/stream")),
+        (reqwest::Method::POST, format!("{s}/abort")),
+        (reqwest::Method::POST, format!("{s}/retry-now")),
+        (reqwest::Method::POST, format!("{s}/compact")),
+        (reqwest::Method::POST, format!("{s}/stream")),
+        (reqwest::Method::POST, "/api/events".into()),
+    ];
+    for (method, path) in routes {
+        let (status, body) = srv
+            .send(
+                srv.http
+                    .request(
+                        method.clone(),
+                        format!("{}{path}?access_token={TOKEN}", srv.base),
+                    )
+                    .json(&json!({})),
+            )
+            .await;
+        assert_eq!(status, 401, "{method} {path}: {body}");
+    }
+    for path in [format!("{s}/stream"), "/api/events".into()] {
+        let r = tokio::time::timeout(
+            WAIT,
+            srv.http
+                .get(format!("{}{path}?access_token={TOKEN}", srv.base))
+                .send(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!(r.status(), 200, "GET {path}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_loopback_ip_and_allowed_host_names_are_answered() {
+    let srv = start_default().await;
+    let get = |host: &'static str| {
+        srv.http
+            .get(format!("{}/api/sessions", srv.base))
+            .bearer_auth(TOKEN)
+            .header("Host", host)
+    };
+    let (status, body) = srv.send(get("rebind.attacker.example")).await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["error"]["code"], "host_not_allowed");
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("--allowed-host"));
+    for ok in ["localhost:7364", "127.0.0.1", "penguin.lan:7364"] {
+        assert_eq!(srv.send(get(ok)).await.0, 200, "{ok}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workspaces_must_lie_under_the_operators_root() {
+    let srv = start_default().await;
+    for outside in ["/", "/etc", "/root", "../", "project/../.."] {
+        let (status, body) = srv.create(json!({"workspace": outside})).await;
+        assert_eq!(status, 400, "{outside}: {body}");
+        let msg = body["error"]["message"].as_str().unwrap();
+        assert!(msg.contains("workspace root"), "{msg}");
+    }
+    let link = srv.root.join("escape");
+    std::os::unix::fs::symlink("/etc", &link).unwrap();
+    assert_eq!(srv.create(json!({"workspace": "escape"})).await.0, 400);
+    let (status, body) = srv.create(json!({"workspace": "project"})).await;
+    assert_eq!(status, 201, "{body}");
+    let inside = srv.root.join("project").canonicalize().unwrap();
+    assert_eq!(body["session"]["workspace"], inside.display().to_string());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_steering_and_follow_ups_are_capped_by_count_and_bytes() {
+    let srv = start_default().await;
+    let id = srv.running_session().await;
+    let steer = |text: String| {
+        srv.http
+            .post(format!("{}/api/sessions/{id}/steer", srv.base))
+            .bearer_auth(TOKEN)
+            .json(&json!({"text": text}))
+    };
+    for i in 0..32 {
+        assert_eq!(
+            srv.send(steer(format!("steer {i}"))).await.0,
+            202,
+            "steer {i}"
+        );
+    }
+    let (status, body) = srv.send(steer("one too many".into())).await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["error"]["code"], "too_many_pending");
+
+    let id2 = srv.running_session().await;
+    let follow = |text: String| {
+        srv.http
+            .post(format!("{}/api/sessions/{id2}/tasks", srv.base))
+            .bearer_auth(TOKEN)
+            .json(&json!({"input": [{"type": "text", "text": text}], "queueIfBusy": true}))
+    };
+    let big = "x".repeat(400 * 1024);
+    assert_eq!(srv.send(follow(big.clone())).await.0, 202);
+    assert_eq!(srv.send(follow(big.clone())).await.0, 202);
+    let (status, body) = srv.send(follow(big)).await;
+    assert_eq!(status, 413, "{body}");
+    assert_eq!(body["error"]["code"], "pending_too_large");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_are_dropped_and_others_served() {
+    let limits = ConnectionLimits {
+        max_connections: 8,
+        header_timeout: Duration::from_millis(300),
+    };
+    let srv = start(limits, Duration::from_millis(300)).await;
+    // More half-sent requests than there are connection slots.
+    let mut slow = Vec::new();
+    for _ in 0..20 {
+        let mut c = TcpStream::connect(srv.addr).await.unwrap();
+        c.write_all(b"GET /api/sessions HTTP/1.1\r\n")
+            .await
+            .unwrap();
+        slow.push(c);
+    }
+    let (status, _) = srv
+        .send(
+            srv.http
+                .get(format!("{}/api/sessions", srv.base))
+                .bearer_auth(TOKEN),
+        )
+        .await;
+    assert_eq!(status, 200, "an authorised client is served");
+    for mut c in slow {
+        let mut buf = [0u8; 512];
+        // The server answers (408) or just closes: either way the connection ends.
+        let ended = tokio::time::timeout(WAIT, async {
+            loop {
+                match c.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+            }
+        })
+        .await;
+        assert!(ended.is_ok(), "a slow client was dropped");
+    }
+    // A body that never arrives in full is answered 408, naming the timeout.
+    let mut c = TcpStream::connect(srv.addr).await.unwrap();
+    let req = format!(
+        "POST /api/sessions HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"a\":"
+    );
+    c.write_all(req.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(WAIT, c.read_to_end(&mut answer)).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("did not arrive within"), "{answer}");
+}
+
+/// The server must work within a small descriptor budget: run every test of this file under
+/// a soft limit of 256 open files.
+fn low_open_file_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("read the open-file limit");
+    setrlimit(Resource::RLIMIT_NOFILE, 256.min(hard), hard).expect("lower the open-file limit");
+}

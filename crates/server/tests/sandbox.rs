@@ -1,0 +1,187 @@
+//! The sandbox over the API: `POST /api/sessions` may ask for one, the session info shows the
+//! effective sandbox, and a restarted server loads a session with the sandbox it asked for.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use penguin::engine::{EngineConfig, Environment};
+use penguin::hosting::ModelFactory;
+use penguin::models::ModelSpec;
+use penguin::server::{router, AppState, ServeOptions};
+use penguin::tools::sandbox::Landlock;
+use penguin::tools::{BuiltinTools, Sandbox, SandboxRequest, ToolsConfig};
+use serde_json::{json, Value};
+
+const TOKEN: &str = "test-token-0123456789";
+
+struct Server {
+    base: String,
+    http: reqwest::Client,
+    state: AppState,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.state.shutdown();
+    }
+}
+
+/// A server whose sessions run the demo model over the real built-in tools.
+async fn start(root: &std::path::Path, network: bool) -> Server {
+    let factory = ModelFactory {
+        spec: ModelSpec::demo(),
+        system_prompt: "You are a test.".into(),
+        default_workspace: root.join("ws"),
+        engine: EngineConfig::default(),
+        environment: Arc::new(|ws: &std::path::Path, sandbox: &Sandbox| {
+            let config = ToolsConfig {
+                sandbox: sandbox.clone(),
+                ..ToolsConfig::default()
+            };
+            BuiltinTools::new(ws, config)
+                .map(|t| Arc::new(t) as Arc<dyn Environment>)
+                .map_err(|e| e.to_string())
+        }),
+        policy: Default::default(),
+        sandbox: SandboxRequest {
+            network,
+            ..SandboxRequest::default()
+        },
+    };
+    let mut opts = ServeOptions::new(Arc::new(factory));
+    opts.data_root = root.join("data");
+    let state = AppState::new(&opts, TOKEN);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = router(state.clone());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Server {
+        base: format!("http://{addr}"),
+        http: reqwest::Client::new(),
+        state,
+    }
+}
+
+impl Server {
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(TOKEN);
+        if let Some(b) = body {
+            req = req
+                .header("content-type", "application/json")
+                .body(b.to_string());
+        }
+        let res = req.send().await.unwrap();
+        let status = res.status().as_u16();
+        (status, res.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn create(&self, body: Value) -> (u16, Value) {
+        self.call(reqwest::Method::POST, "/api/sessions", Some(body))
+            .await
+    }
+
+    async fn session(&self, id: &str) -> Value {
+        let (status, body) = self
+            .call(reqwest::Method::GET, &format!("/api/sessions/{id}"), None)
+            .await;
+        assert_eq!(status, 200, "{body}");
+        body["session"].clone()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_show_their_sandbox_and_may_ask_for_another() {
+    let Landlock::Abi(abi) = Landlock::probe() else {
+        eprintln!(
+            "SKIPPED: {} (the API's sandbox needs Landlock to show one)",
+            Landlock::probe()
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("ws")).unwrap();
+    let srv = start(dir.path(), false).await;
+
+    let (status, body) = srv.create(json!({})).await;
+    assert_eq!(status, 201, "{body}");
+    let sandbox = &body["session"]["sandbox"];
+    assert_eq!(sandbox["mode"], "workspace-write", "{body}");
+    assert_eq!(sandbox["requested"], Value::Null);
+    assert_eq!(sandbox["network"], false, "the server's default");
+    assert_eq!(sandbox["landlockAbi"], abi);
+    assert!(sandbox["summary"]
+        .as_str()
+        .unwrap()
+        .starts_with("sandbox: workspace-write, network off"));
+
+    let (status, body) = srv
+        .create(json!({"sandbox": {"mode": "read-only", "network": true}}))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let id = body["session"]["id"].as_str().unwrap().to_owned();
+    let sandbox = &body["session"]["sandbox"];
+    assert_eq!(
+        (&sandbox["mode"], &sandbox["requested"], &sandbox["network"]),
+        (&json!("read-only"), &json!("read-only"), &json!(true))
+    );
+
+    for (bad, field) in [
+        (json!({"sandbox": {"mode": "jail"}}), "sandbox.mode"),
+        (json!({"sandbox": {"mode": 3}}), "sandbox.mode"),
+        (json!({"sandbox": {"network": "no"}}), "sandbox.network"),
+        (json!({"sandbox": {"modes": "off"}}), "sandbox"),
+        (json!({"sandbox": "off"}), "sandbox"),
+    ] {
+        let (status, body) = srv.create(bad.clone()).await;
+        assert_eq!(status, 400, "{bad}: {body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.starts_with(field), "{bad}: {message}");
+    }
+
+    // A task leaves a trace, so a restarted server loads the session from disk; a title
+    // change in between must not lose the sandbox it asked for.
+    let (status, body) = srv
+        .call(
+            reqwest::Method::POST,
+            &format!("/api/sessions/{id}/tasks"),
+            Some(json!({"input": [{"type": "text", "text": "hi"}]})),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let s = srv.session(&id).await;
+        if s["state"] == "idle" && s["hasTrace"] == true {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the demo task did not finish: {s}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (status, _) = srv
+        .call(
+            reqwest::Method::PATCH,
+            &format!("/api/sessions/{id}"),
+            Some(json!({"title": "kept"})),
+        )
+        .await;
+    assert!(status < 300);
+    drop(srv);
+
+    // This server blocks the network by default: the stored request must win.
+    let again = start(dir.path(), false).await;
+    let s = again.session(&id).await;
+    assert_eq!(s["title"], "kept");
+    assert_eq!(
+        (&s["sandbox"]["mode"], &s["sandbox"]["network"]),
+        (&json!("read-only"), &json!(true)),
+        "{s}"
+    );
+}

@@ -1,0 +1,210 @@
+use super::*;
+use penguin_omni_protocol::{build, StopReason, StreamEventType};
+
+fn text(s: &str) -> EventData {
+    EventData::Text(Arc::from(s))
+}
+
+fn seqs(events: &[SseEvent]) -> Vec<u64> {
+    events.iter().map(|e| e.id.seq).collect()
+}
+
+fn small(max_events: usize, max_bytes: usize) -> Arc<Channel> {
+    Channel::with_epoch(
+        Epoch::from_u32(0xdead_beef),
+        ChannelConfig {
+            max_events,
+            max_bytes,
+            subscriber_queue: 16,
+        },
+    )
+}
+
+#[test]
+fn ids_are_monotonic_and_unicast_consumes_a_seq() {
+    let ch = small(100, 1 << 20);
+    assert_eq!(ch.last_event_id().to_string(), "deadbeef-0");
+    let sub = ch.subscribe();
+    assert_eq!(ch.publish(text("1"), None).to_string(), "deadbeef-1");
+    assert_eq!(
+        ch.send_to(sub.id(), text("u"), Some(SERVER_EVENT))
+            .unwrap()
+            .seq,
+        2
+    );
+    assert_eq!(ch.publish(text("3"), None).seq, 3);
+    assert_eq!(ch.last_event_id().seq, 3);
+    // The unicast event is not buffered.
+    assert_eq!(seqs(&ch.replay_after("deadbeef-0").unwrap()), [1, 3]);
+}
+
+#[test]
+fn replay_hits_and_misses_as_the_reference() {
+    let ch = small(3, 1 << 20);
+    for i in 1..=5 {
+        ch.publish(text(&i.to_string()), None);
+    }
+    // Buffer holds 3..=5; last evicted is 2.
+    assert_eq!(seqs(&ch.replay_after("deadbeef-2").unwrap()), [3, 4, 5]);
+    assert_eq!(seqs(&ch.replay_after("deadbeef-4").unwrap()), [5]);
+    assert_eq!(
+        seqs(&ch.replay_after("deadbeef-5").unwrap()),
+        Vec::<u64>::new()
+    );
+    for miss in [
+        "deadbeef-1", // its successor 2 was evicted
+        "deadbeef-6", // from the future
+        "cafebabe-4", // another epoch
+        "deadbeef",
+        "-4",
+        "deadbeef-x",
+        "deadbeef--1",
+        "",
+    ] {
+        assert!(ch.replay_after(miss).is_none(), "{miss:?} should miss");
+    }
+}
+
+#[test]
+fn byte_cap_evicts_and_an_oversized_event_is_delivered_then_dropped() {
+    let ch = small(100, 10);
+    let mut sub = ch.subscribe();
+    ch.publish(text("aaaa"), None);
+    ch.publish(text("bbbb"), None);
+    ch.publish(text("cccc"), None); // 12 bytes > 10: evicts 1
+    assert_eq!(seqs(&ch.replay_after("deadbeef-1").unwrap()), [2, 3]);
+    assert!(ch.replay_after("deadbeef-0").is_none());
+    ch.publish(text("this is too long"), None);
+    assert_eq!(ch.buffered(), 0);
+    assert_eq!(
+        seqs(&ch.replay_after("deadbeef-4").unwrap()),
+        Vec::<u64>::new()
+    );
+    assert!(ch.replay_after("deadbeef-3").is_none());
+    let got: Vec<u64> = std::iter::from_fn(|| sub.try_next())
+        .map(|e| e.id.seq)
+        .collect();
+    assert_eq!(got, [1, 2, 3, 4]);
+}
+
+#[test]
+fn connect_orders_replay_then_initial_then_live() {
+    let ch = small(100, 1 << 20);
+    ch.publish(text("1"), None);
+    ch.publish(text("2"), None);
+    let mut sub = ch.connect(Some("deadbeef-1"), || vec![ServerEvent::Hello]);
+    assert_eq!(sub.replay(), ReplayOutcome::Replayed(1));
+    ch.publish(text("live"), None);
+    let got: Vec<SseEvent> = std::iter::from_fn(|| sub.try_next()).collect();
+    assert_eq!(seqs(&got), [2, 3, 4]);
+    assert_eq!(got[1].event, Some(SERVER_EVENT));
+    assert_eq!(got[1].data.as_str(), r#"{"type":"hello"}"#);
+    assert_eq!(got[2].data.as_str(), "live");
+
+    let mut miss = ch.connect(Some("00000000-1"), Vec::new);
+    assert_eq!(miss.replay(), ReplayOutcome::ResyncRequired);
+    let first = miss.try_next().unwrap();
+    assert_eq!(first.data.as_str(), r#"{"type":"resync_required"}"#);
+    assert_eq!(first.id.seq, 5);
+
+    let mut fresh = ch.connect(None, || vec![ServerEvent::Hello]);
+    assert_eq!(fresh.replay(), ReplayOutcome::Fresh);
+    assert_eq!(fresh.try_next().unwrap().id.seq, 6);
+    assert!(fresh.try_next().is_none());
+}
+
+#[test]
+fn a_full_queue_disconnects_only_that_subscriber() {
+    let ch = small(1000, 1 << 20);
+    let mut slow = ch.subscribe();
+    let mut fast = ch.subscribe();
+    let mut fast_seen = Vec::new();
+    for i in 0..40 {
+        ch.publish(text(&i.to_string()), None);
+        fast_seen.extend(std::iter::from_fn(|| fast.try_next()).map(|e| e.id.seq));
+    }
+    assert!(slow.lagged());
+    assert!(!fast.lagged());
+    assert_eq!(fast_seen, (1..=40).collect::<Vec<_>>());
+    assert_eq!(ch.subscriber_count(), 1);
+    assert!(slow.try_next().is_none(), "a lagged stream ends at once");
+    assert_eq!(ch.send_to(slow.id(), text("x"), None), None);
+}
+
+#[test]
+fn dropping_a_subscription_unsubscribes() {
+    let ch = small(10, 1 << 20);
+    let a = ch.subscribe();
+    let _b = ch.subscribe();
+    assert_eq!(ch.subscriber_count(), 2);
+    drop(a);
+    assert_eq!(ch.subscriber_count(), 1);
+}
+
+#[test]
+fn live_snapshot_pairs_cursor_with_fragments() {
+    let ch = small(100, 1 << 20);
+    let ok = StopReason::Completed;
+    ch.publish_message(&Frame::new(build::partial_text(
+        StreamEventType::Start,
+        "a",
+        ok,
+    )));
+    ch.publish_message(&Frame::new(build::partial_text(
+        StreamEventType::Delta,
+        "b",
+        ok,
+    )));
+    let snap = ch.live_snapshot();
+    assert_eq!(snap.cursor.seq, 2);
+    assert_eq!(snap.fragments[0].model().unwrap().content(), Some("ab"));
+    ch.publish_message(&Frame::new(build::partial_text(
+        StreamEventType::Stop,
+        "",
+        ok,
+    )));
+    assert!(ch.live_snapshot().fragments.is_empty());
+    ch.publish_message(&Frame::new(build::partial_text(
+        StreamEventType::Start,
+        "z",
+        ok,
+    )));
+    ch.clear_live_tail();
+    assert!(ch.live_snapshot().fragments.is_empty());
+}
+
+#[test]
+fn hub_creates_lazily_reclaims_with_new_epoch_and_sweeps() {
+    let hub = ChannelHub::new(ChannelConfig::default());
+    let a = hub.get("s1");
+    assert!(Arc::ptr_eq(&a, &hub.get("s1")));
+    let mut sub = a.subscribe();
+    assert!(hub.reclaim("s1"));
+    assert!(
+        sub.try_next().is_none() && sub.lagged(),
+        "reclaim ends streams"
+    );
+    let b = hub.get("s1");
+    assert!(!Arc::ptr_eq(&a, &b));
+    // A new epoch (a random 32-bit value; equal with probability 2^-32).
+    assert_ne!(a.epoch(), b.epoch());
+    drop(sub);
+
+    hub.get("user:u1");
+    hub.get("user:u2");
+    assert_eq!(hub.broadcast("user:", &ServerEvent::Hello), 2);
+    assert_eq!(hub.get("user:u1").buffered(), 1);
+    assert_eq!(hub.get("s1").buffered(), 0);
+
+    let _held = hub.get("s2").subscribe();
+    let later = Instant::now() + Duration::from_secs(31 * 60);
+    let mut swept = hub.sweep(later, Duration::from_secs(30 * 60), |k| k == "user:u2");
+    swept.sort();
+    assert_eq!(swept, ["s1", "user:u1"]);
+    let mut keys = hub.keys();
+    keys.sort();
+    assert_eq!(keys, ["s2", "user:u2"]);
+    assert!(hub
+        .sweep(Instant::now(), Duration::from_secs(1800), |_| false)
+        .is_empty());
+}

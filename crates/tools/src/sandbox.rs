@@ -1,0 +1,1122 @@
+//! The command sandbox: what a session's commands may write and whether they may use TCP,
+//! enforced by the kernel (Landlock), never by trusting the command.
+//!
+//! A [`SandboxRequest`] (from `config.toml`, a flag or an API request) is resolved once
+//! against the running kernel into a [`Sandbox`]: the effective policy, which says what is
+//! enforced and what the kernel cannot enforce. [`Sandbox::spawn`] (or [`Sandbox::confine`]
+//! for any other way of starting a process) starts a process under it.
+//!
+//! # How it is applied
+//!
+//! Landlock restricts the calling *thread* and everything it forks afterwards. The sandbox
+//! starts a short-lived thread, restricts that thread, forks the command from it and lets the
+//! thread end: the command is confined from its first instruction, its children and
+//! grandchildren inherit the restriction (the kernel offers no way out of a Landlock domain),
+//! and no other thread of the host process is ever restricted. This needs no `unsafe`
+//! `pre_exec` hook and no helper binary. `no_new_privs` is set on that thread as Landlock
+//! requires, so setuid programs (`sudo`) do not gain privileges inside the sandbox.
+//!
+//! # What each mode allows
+//!
+//! - `workspace-write`: read and execute anywhere; write, create, remove, link and rename only
+//!   beneath the workspace, the temp directory and configured extra writable directories.
+//!   Symlinks are resolved by the kernel before the check, so a link pointing outside does not
+//!   help, and a file from outside cannot be hard-linked or moved into the workspace (the
+//!   source directory lacks the `refer` right).
+//! - `read-only`: the same, with only the temp directory writable.
+//! - `off`: no filesystem restriction.
+//! - `network = false` (with any mode): TCP `connect` and `bind` are refused except for the
+//!   allowed ports. Landlock filters by port, not by address, so an allowed port is allowed on
+//!   every host, loopback included, and a blocked one is blocked on loopback too. UDP (and so
+//!   DNS), Unix sockets and raw sockets are not covered.
+//!
+//! `/dev/null`, `/dev/zero` and `/dev/full` stay writable in every mode.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+use std::str::FromStr;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use landlock::{
+    Access, AccessFs, AccessNet, CompatLevel, Compatible, LandlockStatus, NetPort, PathBeneath,
+    PathFd, RestrictSelf, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, ABI,
+};
+
+/// The filesystem rights are those of this ABI (write, refer, truncate, device ioctl); rights
+/// of later ABIs (e.g. connecting to Unix sockets by path) are not handled, so they stay
+/// allowed.
+const FS_ABI: ABI = ABI::V5;
+/// TCP bind and connect.
+const NET_ABI: ABI = ABI::V4;
+/// Device files every command may read and write.
+const DEVICES: [&str; 3] = ["/dev/null", "/dev/zero", "/dev/full"];
+
+/// What a command may write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SandboxMode {
+    /// No filesystem restriction.
+    Off,
+    /// Writes only in the temp directory.
+    ReadOnly,
+    /// Writes only in the workspace, the temp directory and extra writable directories.
+    WorkspaceWrite,
+}
+
+impl SandboxMode {
+    /// Every mode, as written in `config.toml`, flags and the API.
+    pub const ALL: [SandboxMode; 3] = [
+        SandboxMode::WorkspaceWrite,
+        SandboxMode::ReadOnly,
+        SandboxMode::Off,
+    ];
+
+    /// `off`, `read-only` or `workspace-write`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::Off => "off",
+            SandboxMode::ReadOnly => "read-only",
+            SandboxMode::WorkspaceWrite => "workspace-write",
+        }
+    }
+}
+
+impl fmt::Display for SandboxMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for SandboxMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<SandboxMode, String> {
+        SandboxMode::ALL
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown sandbox mode {s:?} (expected workspace-write, read-only or off)")
+            })
+    }
+}
+
+/// What a session asks for, before the kernel is consulted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SandboxRequest {
+    /// `None`: `workspace-write` where the kernel has Landlock, `off` where it has not.
+    pub mode: Option<SandboxMode>,
+    /// Whether commands may connect to and bind TCP ports.
+    pub network: bool,
+    /// TCP ports commands may still connect to and bind when `network` is false.
+    pub allow_ports: Vec<u16>,
+    /// Refuse, rather than run with less, when the kernel cannot enforce everything asked.
+    pub strict: bool,
+    /// The writable temp directory (default: [`std::env::temp_dir`]); commands get it as
+    /// `TMPDIR`.
+    pub temp_dir: Option<PathBuf>,
+    /// More directories writable in `workspace-write` mode (e.g. a build cache).
+    pub writable: Vec<PathBuf>,
+}
+
+impl Default for SandboxRequest {
+    fn default() -> SandboxRequest {
+        SandboxRequest {
+            mode: None,
+            network: true,
+            allow_ports: Vec::new(),
+            strict: false,
+            temp_dir: None,
+            writable: Vec::new(),
+        }
+    }
+}
+
+/// Landlock on the running kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Landlock {
+    /// Available, with this ABI version (capped at the newest the `landlock` crate knows).
+    Abi(u8),
+    /// Built into the kernel but not enabled at boot (`lsm=` lacks `landlock`).
+    NotEnabled,
+    /// Not built into the kernel.
+    NotImplemented,
+}
+
+impl Landlock {
+    /// Asks the running kernel, once per process.
+    pub fn probe() -> Landlock {
+        static PROBED: OnceLock<Landlock> = OnceLock::new();
+        *PROBED.get_or_init(|| {
+            // Applying no flags without no_new_privs makes no change to the thread: this is
+            // only the crate's public way to read the kernel's Landlock status.
+            match RestrictSelf::default().no_new_privs(false).apply() {
+                Ok(status) => match status.landlock {
+                    LandlockStatus::Available { effective_abi, .. } => {
+                        Landlock::Abi(abi_number(effective_abi))
+                    }
+                    LandlockStatus::NotEnabled => Landlock::NotEnabled,
+                    LandlockStatus::NotImplemented => Landlock::NotImplemented,
+                },
+                Err(_) => Landlock::NotImplemented,
+            }
+        })
+    }
+
+    fn abi(self) -> u8 {
+        match self {
+            Landlock::Abi(n) => n,
+            Landlock::NotEnabled | Landlock::NotImplemented => 0,
+        }
+    }
+}
+
+impl fmt::Display for Landlock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Landlock::Abi(n) => write!(f, "Landlock ABI {n}"),
+            Landlock::NotEnabled => f.write_str("Landlock is not enabled in this kernel"),
+            Landlock::NotImplemented => f.write_str("this kernel has no Landlock"),
+        }
+    }
+}
+
+/// `ABI` is non-exhaustive, so it cannot be cast; its versions are ordered.
+fn abi_number(abi: ABI) -> u8 {
+    const KNOWN: [ABI; 10] = [
+        ABI::V1,
+        ABI::V2,
+        ABI::V3,
+        ABI::V4,
+        ABI::V5,
+        ABI::V6,
+        ABI::V7,
+        ABI::V8,
+        ABI::V9,
+        ABI::V10,
+    ];
+    KNOWN.iter().filter(|known| abi >= **known).count() as u8
+}
+
+/// A protection asked for that the kernel cannot give.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Gap {
+    /// No Landlock: commands run unconfined.
+    Landlock,
+    /// Landlock ABI < 3: `truncate(2)` on a file outside the writable paths is not refused.
+    Truncate,
+    /// Landlock ABI < 4: TCP is not blocked although `network = false`.
+    Network,
+    /// Landlock ABI < 5: ioctls on device files opened for reading are not refused.
+    DeviceIoctl,
+}
+
+impl Gap {
+    /// A short name, as shown in the API (`truncate`, `network`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Gap::Landlock => "landlock",
+            Gap::Truncate => "truncate",
+            Gap::Network => "network",
+            Gap::DeviceIoctl => "device-ioctl",
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Gap::Landlock => "commands run unconfined",
+            Gap::Truncate => {
+                "truncating files outside the writable paths is not blocked (needs ABI 3)"
+            }
+            Gap::Network => "TCP connections are not blocked (needs ABI 4)",
+            Gap::DeviceIoctl => "ioctls on device files are not blocked (needs ABI 5)",
+        }
+    }
+}
+
+/// Why a sandbox cannot be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// `strict` was asked and the kernel cannot enforce everything.
+    #[error("the {mode} sandbox was asked for strictly, but {landlock}: {}", gaps_text(.gaps))]
+    NotEnforceable {
+        /// The mode asked for.
+        mode: SandboxMode,
+        /// What the kernel offers.
+        landlock: Landlock,
+        /// What it cannot enforce.
+        gaps: Vec<Gap>,
+    },
+    /// A writable directory cannot be used.
+    #[error("sandbox: {}: {source}", path.display())]
+    Path {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+}
+
+fn gaps_text(gaps: &[Gap]) -> String {
+    gaps.iter()
+        .map(|g| g.describe())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The effective sandbox of a session: what its commands are confined by on this kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sandbox {
+    requested: Option<SandboxMode>,
+    mode: SandboxMode,
+    network: bool,
+    network_asked: bool,
+    allow_ports: Vec<u16>,
+    strict: bool,
+    temp_dir: PathBuf,
+    writable: Vec<PathBuf>,
+    landlock: Landlock,
+    gaps: Vec<Gap>,
+}
+
+impl Default for Sandbox {
+    fn default() -> Sandbox {
+        Sandbox::off()
+    }
+}
+
+impl Sandbox {
+    /// No sandbox: commands run as the user, as they always did.
+    pub fn off() -> Sandbox {
+        Sandbox {
+            requested: Some(SandboxMode::Off),
+            mode: SandboxMode::Off,
+            network: true,
+            network_asked: true,
+            allow_ports: Vec::new(),
+            strict: false,
+            temp_dir: std::env::temp_dir(),
+            writable: Vec::new(),
+            landlock: Landlock::NotImplemented,
+            gaps: Vec::new(),
+        }
+    }
+
+    /// Resolves `request` against the running kernel.
+    pub fn resolve(request: &SandboxRequest) -> Result<Sandbox, SandboxError> {
+        Sandbox::resolve_for(request, Landlock::probe())
+    }
+
+    /// Resolves `request` as if the kernel offered `landlock` (what [`Sandbox::resolve`] does
+    /// with the probed value; tests use it to see other kernels).
+    pub fn resolve_for(
+        request: &SandboxRequest,
+        landlock: Landlock,
+    ) -> Result<Sandbox, SandboxError> {
+        let abi = landlock.abi();
+        let asked = request.mode.unwrap_or(if abi > 0 {
+            SandboxMode::WorkspaceWrite
+        } else {
+            SandboxMode::Off
+        });
+        let wants_fs = asked != SandboxMode::Off;
+        let wants_net = !request.network;
+        let mut gaps = Vec::new();
+        if abi == 0 {
+            if wants_fs || wants_net {
+                gaps.push(Gap::Landlock);
+            }
+        } else {
+            if wants_fs && abi < 3 {
+                gaps.push(Gap::Truncate);
+            }
+            if wants_net && abi < 4 {
+                gaps.push(Gap::Network);
+            }
+            if wants_fs && abi < 5 {
+                gaps.push(Gap::DeviceIoctl);
+            }
+        }
+        if request.strict && !gaps.is_empty() {
+            return Err(SandboxError::NotEnforceable {
+                mode: asked,
+                landlock,
+                gaps,
+            });
+        }
+        let canonical = |p: &Path| {
+            std::fs::canonicalize(p).map_err(|source| SandboxError::Path {
+                path: p.to_path_buf(),
+                source,
+            })
+        };
+        let temp_dir = request.temp_dir.clone().unwrap_or_else(std::env::temp_dir);
+        let no_landlock = gaps.contains(&Gap::Landlock);
+        Ok(Sandbox {
+            requested: request.mode,
+            mode: if no_landlock { SandboxMode::Off } else { asked },
+            network: request.network || no_landlock || gaps.contains(&Gap::Network),
+            network_asked: request.network,
+            allow_ports: request.allow_ports.clone(),
+            strict: request.strict,
+            temp_dir: if wants_fs {
+                canonical(&temp_dir)?
+            } else {
+                temp_dir
+            },
+            writable: if wants_fs {
+                request
+                    .writable
+                    .iter()
+                    .map(|p| canonical(p))
+                    .collect::<Result<_, _>>()?
+            } else {
+                Vec::new()
+            },
+            landlock,
+            gaps,
+        })
+    }
+
+    /// The effective mode: `off` when the kernel cannot confine commands at all.
+    pub fn mode(&self) -> SandboxMode {
+        self.mode
+    }
+
+    /// The mode the session asked for (`None`: the default).
+    pub fn requested(&self) -> Option<SandboxMode> {
+        self.requested
+    }
+
+    /// The mode the session asked for, the default resolved (`workspace-write` where Landlock
+    /// exists): penguin's own file tools honour it even where the kernel cannot.
+    pub fn intended(&self) -> SandboxMode {
+        self.requested.unwrap_or(if self.landlock.abi() > 0 {
+            SandboxMode::WorkspaceWrite
+        } else {
+            SandboxMode::Off
+        })
+    }
+
+    /// Whether commands may use TCP (effective: true when it cannot be blocked here).
+    pub fn network(&self) -> bool {
+        self.network
+    }
+
+    /// TCP ports allowed while the network is blocked.
+    pub fn allow_ports(&self) -> &[u16] {
+        &self.allow_ports
+    }
+
+    /// The writable temp directory.
+    pub fn temp_dir(&self) -> &Path {
+        &self.temp_dir
+    }
+
+    /// Landlock on this kernel, as found when the sandbox was resolved ([`Sandbox::off`] does
+    /// not ask, and says `NotImplemented`).
+    pub fn landlock(&self) -> Landlock {
+        self.landlock
+    }
+
+    /// Protections asked for that this kernel cannot give.
+    pub fn gaps(&self) -> &[Gap] {
+        &self.gaps
+    }
+
+    /// Whether commands are confined at all.
+    pub fn is_active(&self) -> bool {
+        self.mode != SandboxMode::Off || !self.network
+    }
+
+    /// One line for a status display, e.g. `sandbox: workspace-write, network off (Landlock
+    /// ABI 7)`, `sandbox: off (workspace-write asked, but this kernel has no Landlock)`.
+    pub fn summary(&self) -> String {
+        let mut s = format!("sandbox: {}", self.mode);
+        if !self.network {
+            s.push_str(", network off");
+            if !self.allow_ports.is_empty() {
+                s.push_str(&format!(
+                    " (ports {} allowed)",
+                    ports_text(&self.allow_ports)
+                ));
+            }
+        }
+        let mut notes = Vec::new();
+        if self.gaps.contains(&Gap::Landlock) {
+            let net = if self.network_asked {
+                ""
+            } else {
+                ", network off"
+            };
+            notes.push(format!(
+                "{}{net} asked, but {}",
+                self.intended(),
+                self.landlock
+            ));
+        } else if self.is_active() || self.requested.is_none() {
+            notes.push(self.landlock.to_string());
+        }
+        let missing: Vec<&str> = self
+            .gaps
+            .iter()
+            .filter(|g| **g != Gap::Landlock)
+            .map(|g| g.as_str())
+            .collect();
+        if !missing.is_empty() {
+            notes.push(format!("not enforced: {}", missing.join(", ")));
+        }
+        if !notes.is_empty() {
+            s.push_str(&format!(" ({})", notes.join("; ")));
+        }
+        s
+    }
+
+    /// What the kernel cannot enforce of what was asked, as a warning for the user; `None`
+    /// when everything asked is enforced.
+    pub fn warning(&self) -> Option<String> {
+        if self.gaps.is_empty() {
+            return None;
+        }
+        let asked = self.intended();
+        Some(format!(
+            "the {asked} sandbox{} is not fully enforced: {}; {}. Running with what is available (--sandbox strict refuses instead).",
+            if self.network { "" } else { " with network off" },
+            self.landlock,
+            gaps_text(&self.gaps),
+        ))
+    }
+
+    /// [`Sandbox::warning`], but only the first time this process sees that text: a server
+    /// resolving a sandbox per session says it once.
+    pub fn warning_once(&self) -> Option<String> {
+        static SAID: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+        let text = self.warning()?;
+        let mut said = SAID
+            .get_or_init(Mutex::default)
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        said.insert(text.clone()).then_some(text)
+    }
+
+    /// The directories commands may write beneath (besides the device files), for `workspace`.
+    pub fn writable_roots(&self, workspace: &Path) -> Vec<PathBuf> {
+        match self.mode {
+            SandboxMode::Off => Vec::new(),
+            SandboxMode::ReadOnly => vec![self.temp_dir.clone()],
+            SandboxMode::WorkspaceWrite => {
+                let mut roots = vec![workspace.to_path_buf(), self.temp_dir.clone()];
+                roots.extend(self.writable.iter().cloned());
+                roots
+            }
+        }
+    }
+
+    /// Runs `start` on a fresh thread confined by this sandbox for `workspace`, and returns
+    /// what it returns. Every process `start` spawns (with `std` or `tokio`, which is entered
+    /// when the caller runs inside a runtime) is confined, with all its descendants; the
+    /// calling thread and the rest of the process are not.
+    ///
+    /// `start` must only spawn processes: a thread it started would be confined as well. With
+    /// the sandbox inactive, `start` runs unconfined on that thread all the same.
+    ///
+    /// This is what background command sessions and MCP stdio servers call to start their
+    /// process under the session's sandbox.
+    pub fn confine<T, F>(&self, workspace: &Path, start: F) -> io::Result<T>
+    where
+        T: Send,
+        F: FnOnce() -> io::Result<T> + Send,
+    {
+        let runtime = tokio::runtime::Handle::try_current().ok();
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let _entered = runtime.as_ref().map(|r| r.enter());
+                    if self.is_active() {
+                        self.restrict_current_thread(workspace)?;
+                    }
+                    start()
+                })
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("the sandboxed spawn panicked")))
+        })
+    }
+
+    /// Spawns `command` confined by this sandbox for `workspace` (see [`Sandbox::confine`]).
+    /// With the filesystem confined, `TMPDIR` is set to the writable temp directory.
+    pub fn spawn(
+        &self,
+        command: &mut tokio::process::Command,
+        workspace: &Path,
+    ) -> io::Result<tokio::process::Child> {
+        if self.mode != SandboxMode::Off {
+            command.env("TMPDIR", &self.temp_dir);
+        }
+        self.confine(workspace, || command.spawn())
+    }
+
+    /// Applies the rules to the calling thread. Only ever called on a thread made for it.
+    fn restrict_current_thread(&self, workspace: &Path) -> io::Result<()> {
+        let level = if self.strict {
+            CompatLevel::HardRequirement
+        } else {
+            CompatLevel::BestEffort
+        };
+        let err = |what: &str, e: &dyn fmt::Display| {
+            io::Error::other(format!("the sandbox cannot be applied ({what}): {e}"))
+        };
+        let confine_fs = self.mode != SandboxMode::Off;
+        let mut ruleset = Ruleset::default().set_compatibility(level);
+        if confine_fs {
+            ruleset = ruleset
+                .handle_access(AccessFs::from_all(FS_ABI))
+                .map_err(|e| err("filesystem", &e))?;
+        }
+        if !self.network {
+            ruleset = ruleset
+                .handle_access(AccessNet::from_all(NET_ABI))
+                .map_err(|e| err("network", &e))?;
+        }
+        let mut rules = ruleset.create().map_err(|e| err("ruleset", &e))?;
+        if confine_fs {
+            let open =
+                |path: &Path| PathFd::new(path).map_err(|e| err(&path.display().to_string(), &e));
+            rules = rules
+                .add_rule(PathBeneath::new(
+                    open(Path::new("/"))?,
+                    AccessFs::from_read(FS_ABI),
+                ))
+                .map_err(|e| err("/", &e))?;
+            for root in self.writable_roots(workspace) {
+                rules = rules
+                    .add_rule(PathBeneath::new(open(&root)?, AccessFs::from_all(FS_ABI)))
+                    .map_err(|e| err(&root.display().to_string(), &e))?;
+            }
+            for device in DEVICES {
+                // A container may lack one of them; nothing to allow then.
+                if let Ok(fd) = PathFd::new(device) {
+                    rules = rules
+                        .add_rule(PathBeneath::new(fd, AccessFs::from_file(FS_ABI)))
+                        .map_err(|e| err(device, &e))?;
+                }
+            }
+        }
+        if !self.network {
+            for port in &self.allow_ports {
+                rules = rules
+                    .add_rule(NetPort::new(*port, AccessNet::from_all(NET_ABI)))
+                    .map_err(|e| err(&format!("port {port}"), &e))?;
+            }
+        }
+        let status = rules.restrict_self().map_err(|e| err("restrict", &e))?;
+        if status.ruleset == RulesetStatus::NotEnforced {
+            // Resolution found Landlock, so this means it vanished or failed: never run a
+            // command unconfined while the session shows it confined.
+            return Err(err("restrict", &"the kernel enforced none of the rules"));
+        }
+        Ok(())
+    }
+
+    /// A note for the model when a command failed in a way the sandbox may have caused, from
+    /// the failure lines `scan` kept; `None` when nothing points at the sandbox.
+    pub(crate) fn denial_note(&self, scan: &DenialScan, workspace: &Path) -> Option<String> {
+        if !self.is_active() || scan.hits.is_empty() {
+            return None;
+        }
+        let roots = self.writable_roots(workspace);
+        let mut paths: Vec<String> = Vec::new();
+        let mut ports: Vec<u16> = Vec::new();
+        let mut unlocated = false;
+        for line in &scan.hits {
+            if self.network && !MARKERS.iter().any(|m| line.contains(m)) {
+                // A failed connection with the network allowed is not the sandbox's doing.
+                continue;
+            }
+            let mut located = false;
+            if self.mode != SandboxMode::Off {
+                for candidate in path_candidates(line) {
+                    located = true;
+                    let real = real_location(workspace, &candidate);
+                    if roots.iter().any(|r| real.starts_with(r)) {
+                        continue;
+                    }
+                    let shown = if real == lexical_join(workspace, &candidate) {
+                        format!("'{candidate}'")
+                    } else {
+                        format!("'{candidate}' (really {})", real.display())
+                    };
+                    if !paths.contains(&shown) {
+                        paths.push(shown);
+                    }
+                }
+            }
+            if !self.network {
+                for port in port_candidates(line) {
+                    located = true;
+                    if !self.allow_ports.contains(&port) && !ports.contains(&port) {
+                        ports.push(port);
+                    }
+                }
+            }
+            unlocated |= !located;
+        }
+        let mut suspects = Vec::new();
+        if !paths.is_empty() {
+            suspects.push(format!(
+                "{} (outside the paths it may write)",
+                paths.join(", ")
+            ));
+        }
+        if !ports.is_empty() {
+            suspects.push(format!("TCP port {}", ports_text(&ports)));
+        }
+        if suspects.is_empty() && !unlocated {
+            // Every failure named a place the sandbox allows: not the sandbox's doing.
+            return None;
+        }
+        let policy = self.policy_text(workspace);
+        Some(if suspects.is_empty() {
+            format!(
+                "[sandbox: the command reported a permission error while running under the sandbox ({policy}). penguin cannot tell which access failed; if it wrote outside the writable paths{}, the sandbox refused it. Retrying will not help: if the command needs that access, ask the user.]",
+                if self.network { "" } else { " or opened a TCP connection" }
+            )
+        } else {
+            format!(
+                "[sandbox: the command reported a permission error while running under the sandbox ({policy}); probably refused by the sandbox: {}. This is penguin's reading of the output, not a kernel report. Retrying will not help: if the command needs that access, ask the user.]",
+                suspects.join("; ")
+            )
+        })
+    }
+
+    fn policy_text(&self, workspace: &Path) -> String {
+        let fs = match self.mode {
+            SandboxMode::Off => "filesystem unrestricted".to_owned(),
+            mode => {
+                let roots: Vec<String> = self
+                    .writable_roots(workspace)
+                    .iter()
+                    .map(|r| r.display().to_string())
+                    .collect();
+                format!("mode {mode}: writes only beneath {}", roots.join(", "))
+            }
+        };
+        if self.network {
+            fs
+        } else if self.allow_ports.is_empty() {
+            format!("{fs}; network off: TCP connect and bind refused")
+        } else {
+            format!(
+                "{fs}; network off: TCP connect and bind refused except ports {}",
+                ports_text(&self.allow_ports)
+            )
+        }
+    }
+}
+
+fn ports_text(ports: &[u16]) -> String {
+    ports
+        .iter()
+        .map(u16::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Texts that commands print for EACCES, EPERM and EXDEV (what Landlock answers).
+const MARKERS: [&str; 9] = [
+    "Permission denied",
+    "Operation not permitted",
+    "Invalid cross-device link",
+    "[Errno 13]",
+    "[Errno 1]",
+    "[Errno 18]",
+    "EACCES",
+    "EPERM",
+    "EXDEV",
+];
+
+/// Texts of a failed TCP connection: with the network off, a connection to a port that is not
+/// allowed never leaves the machine, so these point at the sandbox too (curl, for one, prints
+/// its own text rather than the errno's).
+const NET_MARKERS: [&str; 3] = ["Failed to connect", "Couldn't connect", "could not connect"];
+
+/// How many failure lines are kept, and how long a line may get.
+const MAX_HITS: usize = 8;
+const MAX_LINE: usize = 4096;
+
+/// Watches a command's output, one stream at a time, for lines reporting a permission error.
+#[derive(Debug, Default)]
+pub(crate) struct DenialScan {
+    line: String,
+    hits: Vec<String>,
+}
+
+impl DenialScan {
+    /// Feeds decoded output.
+    pub(crate) fn push(&mut self, text: &str) {
+        let mut rest = text;
+        while let Some(i) = rest.find('\n') {
+            self.append(&rest[..i]);
+            self.end_line();
+            rest = &rest[i + 1..];
+        }
+        self.append(rest);
+    }
+
+    /// The end of the stream.
+    pub(crate) fn finish(&mut self) {
+        self.end_line();
+    }
+
+    /// Lines of another stream's scan, kept after this one's.
+    pub(crate) fn merge(&mut self, other: DenialScan) {
+        for hit in other.hits {
+            if self.hits.len() < MAX_HITS {
+                self.hits.push(hit);
+            }
+        }
+    }
+
+    fn append(&mut self, text: &str) {
+        let room = MAX_LINE.saturating_sub(self.line.len());
+        if room == 0 {
+            return;
+        }
+        let mut cut = text.len().min(room);
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        self.line.push_str(&text[..cut]);
+    }
+
+    fn end_line(&mut self) {
+        let line = std::mem::take(&mut self.line);
+        let marked = MARKERS.iter().chain(&NET_MARKERS).any(|m| line.contains(m));
+        if self.hits.len() < MAX_HITS && marked {
+            self.hits.push(line);
+        }
+    }
+}
+
+/// Paths a failure line names: quoted text that looks like a path, and words starting with
+/// `/`. Quoted text is what coreutils, shells and Python print (`'x'`, `"x"`, `‘x’`).
+fn path_candidates(line: &str) -> Vec<String> {
+    const EDGES: [char; 12] = ['\'', '"', '‘', '’', '`', '(', ')', '[', ']', ':', ',', ';'];
+    let mut out: Vec<String> = Vec::new();
+    let mut push = |p: &str, sure: bool| {
+        let p = p.trim_matches(EDGES);
+        let looks_like_path = sure
+            || p.contains('/')
+            || (!p.contains(' ') && p.contains('.') && !p.starts_with('.') && !p.ends_with('.'));
+        if !p.is_empty() && looks_like_path && !p.contains("://") && !out.iter().any(|o| o == p) {
+            out.push(p.to_owned());
+        }
+    };
+    for (open, close) in [('\'', '\''), ('"', '"'), ('‘', '’'), ('`', '\'')] {
+        let mut rest = line;
+        while let Some(start) = rest.find(open) {
+            let after = &rest[start + open.len_utf8()..];
+            let Some(end) = after.find(close) else { break };
+            push(&after[..end], false);
+            rest = &after[end + close.len_utf8()..];
+        }
+    }
+    for word in line.split_whitespace() {
+        let word = word.trim_matches(EDGES);
+        if word.starts_with('/') {
+            push(word, false);
+        }
+    }
+    // `sh: 1: cannot create out.txt: Permission denied` names a bare relative path.
+    if let Some((_, rest)) = line.split_once("cannot create ") {
+        if let Some((path, _)) = rest.split_once(": ") {
+            if !path.contains(' ') {
+                push(path, true);
+            }
+        }
+    }
+    out
+}
+
+/// Where `path` (relative to `workspace`) really is: symlinks resolved as far as the path
+/// exists, since the kernel checked the link's target, not the link.
+fn real_location(workspace: &Path, path: &str) -> PathBuf {
+    let abs = lexical_join(workspace, path);
+    if let Ok(real) = std::fs::canonicalize(&abs) {
+        return real;
+    }
+    match (abs.parent(), abs.file_name()) {
+        (Some(parent), Some(name)) => std::fs::canonicalize(parent)
+            .map(|p| p.join(name))
+            .unwrap_or(abs),
+        _ => abs,
+    }
+}
+
+/// Ports a failure line names: `port N`, or `host:N`.
+fn port_candidates(line: &str) -> Vec<u16> {
+    let mut out = Vec::new();
+    let words: Vec<&str> = line.split_whitespace().collect();
+    for (i, word) in words.iter().enumerate() {
+        let word = word.trim_matches(|c: char| !c.is_ascii_alphanumeric() && c != ':' && c != '.');
+        if word.eq_ignore_ascii_case("port") {
+            if let Some(port) = words
+                .get(i + 1)
+                .and_then(|n| n.trim_matches(|c: char| !c.is_ascii_digit()).parse().ok())
+            {
+                out.push(port);
+            }
+        } else if let Some((host, port)) = word.rsplit_once(':') {
+            let hostlike = !host.is_empty()
+                && host
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-');
+            if (hostlike && host.contains('.')) || host == "localhost" {
+                if let Ok(port) = port.parse::<u16>() {
+                    out.push(port);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `base` joined with `path` and normalized without touching the filesystem.
+fn lexical_join(base: &Path, path: &str) -> PathBuf {
+    let mut out = PathBuf::new();
+    for comp in base.join(path).components() {
+        match comp {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Calls the session's approver allowed to run outside the sandbox, once each: an approver
+/// that offers "run this once outside the sandbox" grants the call, the tools take the grant
+/// when the call runs.
+#[derive(Clone, Debug, Default)]
+pub struct SandboxBypass {
+    granted: Arc<Mutex<HashSet<(String, String)>>>,
+}
+
+impl SandboxBypass {
+    /// A bypass set with nothing granted.
+    pub fn new() -> SandboxBypass {
+        SandboxBypass::default()
+    }
+
+    /// Lets the `exec_command` call `tool_call_id` with these exact `arguments` run once
+    /// outside the sandbox.
+    pub fn grant(&self, tool_call_id: &str, arguments: &str) {
+        self.lock()
+            .insert((tool_call_id.to_owned(), arguments.to_owned()));
+    }
+
+    /// Whether this call was granted; the grant is used up.
+    pub fn take(&self, tool_call_id: &str, arguments: &str) -> bool {
+        self.lock()
+            .remove(&(tool_call_id.to_owned(), arguments.to_owned()))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<(String, String)>> {
+        self.granted.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl PartialEq for SandboxBypass {
+    fn eq(&self, other: &SandboxBypass) -> bool {
+        Arc::ptr_eq(&self.granted, &other.granted)
+    }
+}
+
+impl Eq for SandboxBypass {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(mode: Option<SandboxMode>, network: bool, strict: bool) -> SandboxRequest {
+        SandboxRequest {
+            mode,
+            network,
+            strict,
+            ..SandboxRequest::default()
+        }
+    }
+
+    #[test]
+    fn modes_parse_and_print() {
+        for mode in SandboxMode::ALL {
+            assert_eq!(mode.as_str().parse::<SandboxMode>(), Ok(mode));
+        }
+        let err = "write".parse::<SandboxMode>().unwrap_err();
+        assert!(err.contains("workspace-write, read-only or off"), "{err}");
+    }
+
+    #[test]
+    fn the_default_is_workspace_write_where_landlock_exists_and_off_elsewhere() {
+        let on = Sandbox::resolve_for(&SandboxRequest::default(), Landlock::Abi(7)).unwrap();
+        assert_eq!(on.mode(), SandboxMode::WorkspaceWrite);
+        assert!(on.gaps().is_empty() && on.warning().is_none());
+        assert_eq!(on.summary(), "sandbox: workspace-write (Landlock ABI 7)");
+        let none =
+            Sandbox::resolve_for(&SandboxRequest::default(), Landlock::NotImplemented).unwrap();
+        assert_eq!(none.mode(), SandboxMode::Off);
+        assert!(!none.is_active() && none.gaps().is_empty());
+        assert_eq!(none.summary(), "sandbox: off (this kernel has no Landlock)");
+        assert_eq!(Sandbox::off().summary(), "sandbox: off");
+    }
+
+    #[test]
+    fn a_kernel_without_landlock_runs_unconfined_and_says_so_or_refuses_when_strict() {
+        let asked = request(Some(SandboxMode::WorkspaceWrite), false, false);
+        let sb = Sandbox::resolve_for(&asked, Landlock::NotEnabled).unwrap();
+        assert_eq!(sb.mode(), SandboxMode::Off);
+        assert!(
+            sb.network(),
+            "TCP cannot be blocked, so it is not claimed blocked"
+        );
+        assert!(!sb.is_active());
+        assert_eq!(sb.gaps(), [Gap::Landlock]);
+        assert_eq!(
+            sb.summary(),
+            "sandbox: off (workspace-write, network off asked, but Landlock is not enabled in this kernel)"
+        );
+        let warning = sb.warning().unwrap();
+        assert!(warning.contains("commands run unconfined"), "{warning}");
+        let strict = request(Some(SandboxMode::WorkspaceWrite), true, true);
+        let err = Sandbox::resolve_for(&strict, Landlock::NotImplemented).unwrap_err();
+        assert!(
+            err.to_string().contains("this kernel has no Landlock"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn missing_abi_features_are_named_and_strict_refuses_them() {
+        let asked = request(Some(SandboxMode::ReadOnly), false, false);
+        let sb = Sandbox::resolve_for(&asked, Landlock::Abi(3)).unwrap();
+        assert_eq!(sb.mode(), SandboxMode::ReadOnly);
+        assert!(sb.network(), "ABI 3 cannot block TCP");
+        assert_eq!(sb.gaps(), [Gap::Network, Gap::DeviceIoctl]);
+        assert_eq!(
+            sb.summary(),
+            "sandbox: read-only (Landlock ABI 3; not enforced: network, device-ioctl)"
+        );
+        let warning = sb.warning().unwrap();
+        assert!(
+            warning.contains("TCP connections are not blocked (needs ABI 4)"),
+            "{warning}"
+        );
+        assert_eq!(sb.warning_once(), Some(warning.clone()));
+        assert_eq!(sb.warning_once(), None, "said once per process");
+        let strict = request(Some(SandboxMode::ReadOnly), false, true);
+        let err = Sandbox::resolve_for(&strict, Landlock::Abi(4)).unwrap_err();
+        assert!(err.to_string().contains("needs ABI 5"), "{err}");
+        assert!(Sandbox::resolve_for(&strict, Landlock::Abi(5)).is_ok());
+        // network on and mode off ask for nothing, so an old kernel is no gap.
+        let off = request(Some(SandboxMode::Off), true, true);
+        assert!(Sandbox::resolve_for(&off, Landlock::NotImplemented).is_ok());
+    }
+
+    #[test]
+    fn a_missing_writable_directory_is_an_error() {
+        let asked = SandboxRequest {
+            writable: vec!["/nonexistent/penguin-cache".into()],
+            ..SandboxRequest::default()
+        };
+        let err = Sandbox::resolve_for(&asked, Landlock::Abi(7)).unwrap_err();
+        assert!(
+            err.to_string().contains("/nonexistent/penguin-cache"),
+            "{err}"
+        );
+    }
+
+    fn scan(lines: &str) -> DenialScan {
+        let mut scan = DenialScan::default();
+        // Split mid-line to show chunks need not be whole lines.
+        let (a, b) = lines.split_at(lines.len() / 2);
+        scan.push(a);
+        scan.push(b);
+        scan.finish();
+        scan
+    }
+
+    fn sandbox(mode: SandboxMode, network: bool) -> Sandbox {
+        let temp = std::env::temp_dir().canonicalize().unwrap();
+        Sandbox::resolve_for(
+            &SandboxRequest {
+                mode: Some(mode),
+                network,
+                allow_ports: vec![5432],
+                temp_dir: Some(temp),
+                ..SandboxRequest::default()
+            },
+            Landlock::Abi(7),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_denied_path_outside_the_writable_roots_is_named() {
+        let sb = sandbox(SandboxMode::WorkspaceWrite, true);
+        let ws = Path::new("/work/ws");
+        let s = scan("touch: cannot touch '/etc/x': Permission denied\nln: failed to create hard link 'a' => '/srv/b': Invalid cross-device link\n");
+        let note = sb.denial_note(&s, ws).unwrap();
+        assert!(note.contains("'/etc/x', '/srv/b'"), "{note}");
+        assert!(!note.contains("'a'"), "inside the workspace: {note}");
+        assert!(
+            note.contains("mode workspace-write: writes only beneath /work/ws"),
+            "{note}"
+        );
+        assert!(note.contains("not a kernel report"), "{note}");
+        // A relative path inside the workspace is not the sandbox's doing.
+        let s = scan("sh: 1: cannot create out.txt: Permission denied\n");
+        assert_eq!(sb.denial_note(&s, ws), None);
+        // In read-only mode the workspace is not writable.
+        let ro = sandbox(SandboxMode::ReadOnly, true);
+        let note = ro.denial_note(&s, ws).unwrap();
+        assert!(note.contains("'out.txt'"), "{note}");
+    }
+
+    #[test]
+    fn a_denied_port_is_named_and_an_unlocated_error_gets_a_hedged_note() {
+        let sb = sandbox(SandboxMode::WorkspaceWrite, false);
+        let ws = Path::new("/work/ws");
+        let s = scan(
+            "curl: (7) Failed to connect to 127.0.0.1 port 8080 after 0 ms: Permission denied\n",
+        );
+        let note = sb.denial_note(&s, ws).unwrap();
+        assert!(note.contains("TCP port 8080"), "{note}");
+        assert!(note.contains("network off"), "{note}");
+        let s = scan("PermissionError: [Errno 13] Permission denied");
+        let note = sb.denial_note(&s, ws).unwrap();
+        assert!(note.contains("cannot tell which access failed"), "{note}");
+        assert!(note.contains("or opened a TCP connection"), "{note}");
+        let s = scan("connect to localhost:5432 failed: Permission denied\n");
+        assert_eq!(sb.denial_note(&s, ws), None, "5432 is allowed");
+        assert_eq!(sb.denial_note(&scan("all good\n"), ws), None);
+        let s = scan("curl: (7) Failed to connect to example.org port 443 after 0 ms: Couldn't connect to server\n");
+        let note = sb.denial_note(&s, ws).unwrap();
+        assert!(note.contains("TCP port 443"), "{note}");
+        let open = sandbox(SandboxMode::WorkspaceWrite, true);
+        assert_eq!(open.denial_note(&s, ws), None, "the network was allowed");
+        assert_eq!(
+            Sandbox::off().denial_note(&scan("Permission denied\n"), ws),
+            None
+        );
+    }
+
+    #[test]
+    fn the_bypass_is_granted_per_call_and_used_once() {
+        let bypass = SandboxBypass::new();
+        bypass.grant("c1", "{\"cmd\":\"x\"}");
+        assert!(!bypass.take("c1", "{\"cmd\":\"y\"}"));
+        assert!(bypass.take("c1", "{\"cmd\":\"x\"}"));
+        assert!(!bypass.take("c1", "{\"cmd\":\"x\"}"));
+    }
+}

@@ -1,0 +1,433 @@
+//! `exec_command` under the Landlock sandbox, with real commands: what a command may write,
+//! read and connect to in each mode, and that the policy reaches every descendant.
+//!
+//! Each test prints why it skips on a kernel without (enough) Landlock.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+
+use penguin_engine::{CancellationToken, Environment, ToolCallRequest};
+use penguin_omni_protocol::{build, ModelPayload, StopReason};
+use penguin_tools::sandbox::Landlock;
+use penguin_tools::{
+    BuiltinTools, Sandbox, SandboxBypass, SandboxMode, SandboxRequest, ToolsConfig,
+};
+use serde_json::json;
+
+const ID: &str = "call_sb";
+const SECRET: &str = "outside, untouched\n";
+
+/// True when this kernel's Landlock has at least ABI `min`; otherwise says why the test skips.
+fn landlock_at_least(test: &str, min: u8) -> bool {
+    match Landlock::probe() {
+        Landlock::Abi(n) if n >= min => true,
+        other => {
+            eprintln!("SKIPPED {test}: needs Landlock ABI {min}, and {other}");
+            false
+        }
+    }
+}
+
+/// A workspace, a private temp directory and a directory outside both, in one scratch dir;
+/// `outside/secret.txt` holds [`SECRET`].
+struct Scene {
+    _base: tempfile::TempDir,
+    ws: PathBuf,
+    tmp: PathBuf,
+    outside: PathBuf,
+}
+
+impl Scene {
+    fn new() -> Scene {
+        let base = tempfile::tempdir().expect("tempdir");
+        let root = base.path().canonicalize().expect("canonical");
+        let (ws, tmp, outside) = (root.join("ws"), root.join("tmp"), root.join("outside"));
+        for d in [&ws, &tmp, &outside] {
+            std::fs::create_dir(d).expect("mkdir");
+        }
+        std::fs::write(outside.join("secret.txt"), SECRET).expect("secret");
+        Scene {
+            _base: base,
+            ws,
+            tmp,
+            outside,
+        }
+    }
+
+    fn sandbox(&self, mode: SandboxMode, network: bool, allow_ports: Vec<u16>) -> Sandbox {
+        Sandbox::resolve(&SandboxRequest {
+            mode: Some(mode),
+            network,
+            allow_ports,
+            strict: true,
+            // Not the system temp directory: the scratch dirs live there, and "outside" must
+            // really be outside everything writable.
+            temp_dir: Some(self.tmp.clone()),
+            writable: Vec::new(),
+        })
+        .expect("this kernel enforces the sandbox fully")
+    }
+
+    fn tools(&self, sandbox: Sandbox) -> BuiltinTools {
+        let config = ToolsConfig {
+            sandbox,
+            ..ToolsConfig::default()
+        };
+        BuiltinTools::new(&self.ws, config).expect("workspace")
+    }
+
+    fn secret(&self) -> String {
+        std::fs::read_to_string(self.outside.join("secret.txt")).expect("secret still there")
+    }
+}
+
+/// Runs one tool call; returns the complete output and its stop reason.
+async fn call(tools: &BuiltinTools, name: &str, args: serde_json::Value) -> (String, StopReason) {
+    let request = ToolCallRequest {
+        call: build::tool_call(name, args.to_string(), ID, StopReason::Completed, None),
+        cancel: CancellationToken::new(),
+        approver: None,
+        thinking_level: None,
+    };
+    let mut sink = Vec::new();
+    tools.execute(request, &mut sink).await;
+    let last = sink.last().expect("an output");
+    let Some(ModelPayload::ToolCallOutput(done)) = last.model() else {
+        panic!("expected the complete output last, got {last:?}");
+    };
+    (done.output.clone(), done.stop_reason.expect("stop reason"))
+}
+
+async fn sh(tools: &BuiltinTools, cmd: &str) -> (String, StopReason) {
+    call(tools, "exec_command", json!({ "cmd": cmd })).await
+}
+
+fn q(p: &Path) -> String {
+    format!("'{}'", p.display())
+}
+
+#[tokio::test]
+async fn workspace_write_allows_the_workspace_and_temp_and_refuses_everything_else() {
+    if !landlock_at_least("workspace_write", 2) {
+        return;
+    }
+    let s = Scene::new();
+    let tools = s.tools(s.sandbox(SandboxMode::WorkspaceWrite, true, vec![]));
+    let out = q(&s.outside);
+
+    let (o, stop) = sh(&tools, "echo inside > inside.txt && mkdir -p d/e && mv inside.txt d/e/ && cat d/e/inside.txt && echo x > /dev/null").await;
+    assert_eq!((o.as_str(), stop), ("inside\n", StopReason::Completed));
+
+    let (o, stop) = sh(
+        &tools,
+        "echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\" && echo \"$TMPDIR\"",
+    )
+    .await;
+    assert_eq!(stop, StopReason::Completed, "{o}");
+    assert_eq!(o, format!("t\n{}\n", s.tmp.display()));
+
+    // Reading outside is allowed.
+    let (o, stop) = sh(&tools, &format!("cat {out}/secret.txt")).await;
+    assert_eq!((o.as_str(), stop), (SECRET, StopReason::Completed));
+
+    // A plain write outside.
+    let (o, stop) = sh(&tools, &format!("echo x > {out}/new.txt")).await;
+    assert_eq!(stop, StopReason::Failed, "{o}");
+    assert!(o.contains("Permission denied"), "{o}");
+    assert!(o.contains("[sandbox: "), "the model is told: {o}");
+    assert!(o.contains("mode workspace-write"), "{o}");
+    assert!(
+        o.contains(&format!("{}/new.txt", s.outside.display())),
+        "{o}"
+    );
+    assert!(!s.outside.join("new.txt").exists());
+
+    // Through a symlink in the workspace, to a file and to a directory.
+    let (o, stop) = sh(&tools, &format!("ln -s {out}/secret.txt link && ln -s {out} dirlink && echo evil > link; echo evil > dirlink/new.txt; echo evil >> link")).await;
+    assert_eq!(stop, StopReason::Failed, "{o}");
+    assert_eq!(s.secret(), SECRET);
+    assert!(!s.outside.join("new.txt").exists());
+    let real = s.outside.join("secret.txt");
+    assert!(
+        o.contains(&format!("'link' (really {})", real.display())),
+        "the note names where the link leads: {o}"
+    );
+
+    // A hard link of an outside file into the workspace (writable through the workspace name).
+    let (o, stop) = sh(&tools, &format!("ln {out}/secret.txt hard")).await;
+    assert_eq!(stop, StopReason::Failed, "{o}");
+    assert!(!s.ws.join("hard").exists(), "{o}");
+    assert!(o.contains("[sandbox: "), "{o}");
+
+    // Moving an outside file in: the rename is refused, and mv's copy fallback cannot remove
+    // the original, so the file outside stays.
+    let (o, stop) = sh(&tools, &format!("mv {out}/secret.txt moved.txt")).await;
+    assert_eq!(stop, StopReason::Failed, "{o}");
+    assert_eq!(s.secret(), SECRET);
+    assert!(!s.ws.join("moved.txt").exists(), "{o}");
+
+    // Removing, truncating, renaming outside.
+    for cmd in [
+        format!("rm {out}/secret.txt"),
+        format!("truncate -s 0 {out}/secret.txt"),
+        format!("mv {out}/secret.txt {out}/renamed.txt"),
+        format!("mkdir {out}/d"),
+    ] {
+        let (o, stop) = sh(&tools, &cmd).await;
+        assert_eq!(stop, StopReason::Failed, "{cmd}: {o}");
+        assert_eq!(s.secret(), SECRET, "{cmd}");
+    }
+    assert!(!s.outside.join("d").exists());
+
+    // penguin itself was never confined: this test (the host process) still writes outside.
+    std::fs::write(s.outside.join("by_host.txt"), "host").expect("the host is not confined");
+}
+
+#[tokio::test]
+async fn read_only_allows_only_the_temp_directory() {
+    if !landlock_at_least("read_only", 2) {
+        return;
+    }
+    let s = Scene::new();
+    std::fs::write(s.ws.join("a.txt"), "workspace file\n").unwrap();
+    let tools = s.tools(s.sandbox(SandboxMode::ReadOnly, true, vec![]));
+
+    let (o, stop) = sh(
+        &tools,
+        "cat a.txt && echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\"",
+    )
+    .await;
+    assert_eq!(
+        (o.as_str(), stop),
+        ("workspace file\nt\n", StopReason::Completed)
+    );
+    let (o, stop) = sh(&tools, &format!("cat {}/secret.txt", q(&s.outside))).await;
+    assert_eq!((o.as_str(), stop), (SECRET, StopReason::Completed));
+
+    let (o, stop) = sh(&tools, "echo x > b.txt").await;
+    assert_eq!(stop, StopReason::Failed, "{o}");
+    assert!(o.contains("mode read-only"), "{o}");
+    assert!(o.contains("'b.txt'"), "{o}");
+    let (o, stop) = sh(&tools, "echo more >> a.txt; rm a.txt").await;
+    assert_eq!(stop, StopReason::Failed, "{o}");
+    assert_eq!(
+        std::fs::read_to_string(s.ws.join("a.txt")).unwrap(),
+        "workspace file\n"
+    );
+    assert!(!s.ws.join("b.txt").exists());
+
+    // penguin's own file tools refuse as well.
+    let (o, stop) = call(
+        &tools,
+        "write_file",
+        json!({"path": "c.txt", "content": "x"}),
+    )
+    .await;
+    assert_eq!(stop, StopReason::Failed);
+    assert!(o.contains("read-only"), "{o}");
+    let (o, stop) = call(&tools, "read_file", json!({"path": "a.txt"})).await;
+    assert_eq!(
+        (o.as_str(), stop),
+        ("workspace file\n", StopReason::Completed)
+    );
+}
+
+#[tokio::test]
+async fn children_grandchildren_and_background_jobs_inherit_the_policy() {
+    if !landlock_at_least("inheritance", 2) {
+        return;
+    }
+    let s = Scene::new();
+    let tools = s.tools(s.sandbox(SandboxMode::WorkspaceWrite, true, vec![]));
+    let out = s.outside.display().to_string();
+    let cmd = format!(
+        "sh -c 'echo child > {out}/child.txt'; \
+         sh -c \"sh -c 'echo grandchild > {out}/grandchild.txt'\"; \
+         (echo background > {out}/background.txt) & wait; \
+         nohup sh -c 'echo detached > {out}/detached.txt' > /dev/null 2>&1; \
+         sh -c 'echo inside > child_inside.txt'"
+    );
+    let (o, stop) = sh(&tools, &cmd).await;
+    assert_eq!(
+        stop,
+        StopReason::Completed,
+        "the last command succeeds: {o}"
+    );
+    for f in [
+        "child.txt",
+        "grandchild.txt",
+        "background.txt",
+        "detached.txt",
+    ] {
+        assert!(!s.outside.join(f).exists(), "{f} was written: {o}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(s.ws.join("child_inside.txt")).unwrap(),
+        "inside\n"
+    );
+}
+
+#[tokio::test]
+async fn a_sandboxed_command_is_still_killed_on_timeout() {
+    if !landlock_at_least("timeout", 2) {
+        return;
+    }
+    let s = Scene::new();
+    let tools = s.tools(s.sandbox(SandboxMode::WorkspaceWrite, false, vec![]));
+    let started = std::time::Instant::now();
+    let (o, stop) = call(
+        &tools,
+        "exec_command",
+        json!({"cmd": "echo $$ > pid; sleep 60", "timeout_ms": 300}),
+    )
+    .await;
+    assert_eq!(stop, StopReason::Failed, "{o}");
+    assert!(o.contains("[tool timeout: exceeded 300ms]"), "{o}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    let pid = std::fs::read_to_string(s.ws.join("pid")).unwrap();
+    // SIGKILL was sent when the call ended; the kernel tears the process down right after.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let dead = match std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())) {
+            Err(_) => true,
+            Ok(stat) => stat
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+        };
+        if dead {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sandboxed shell {} outlived its timeout",
+            pid.trim()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn off_runs_commands_unconfined() {
+    let s = Scene::new();
+    let tools = s.tools(Sandbox::off());
+    let (o, stop) = sh(&tools, &format!("echo x > {}/new.txt", q(&s.outside))).await;
+    assert_eq!((o.as_str(), stop), ("[no output]", StopReason::Completed));
+    assert!(s.outside.join("new.txt").exists());
+}
+
+/// Connects to `port` with a Python socket; prints `connected` on success.
+fn python_connect(port: u16) -> String {
+    format!(
+        "python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5); print('connected')\""
+    )
+}
+
+fn python_available(test: &str) -> bool {
+    let ok = std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("SKIPPED {test}: python3 is not installed");
+    }
+    ok
+}
+
+#[tokio::test]
+async fn network_off_refuses_tcp_except_allowed_ports() {
+    if !landlock_at_least("network", 4) || !python_available("network") {
+        return;
+    }
+    let s = Scene::new();
+    // Listening before the command runs: a refused connection is the sandbox, not a race.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let other = TcpListener::bind("127.0.0.1:0").unwrap();
+    let other_port = other.local_addr().unwrap().port();
+
+    let open = s.tools(s.sandbox(SandboxMode::WorkspaceWrite, true, vec![]));
+    let (o, stop) = sh(&open, &python_connect(port)).await;
+    assert_eq!((o.as_str(), stop), ("connected\n", StopReason::Completed));
+
+    let closed = s.tools(s.sandbox(SandboxMode::WorkspaceWrite, false, vec![other_port]));
+    let (o, stop) = sh(&closed, &python_connect(port)).await;
+    assert_eq!(stop, StopReason::Failed, "{o}");
+    assert!(o.contains("PermissionError"), "{o}");
+    assert!(o.contains("[sandbox: "), "{o}");
+    assert!(o.contains("network off"), "{o}");
+    let (o, stop) = sh(
+        &closed,
+        &format!("curl -sS http://127.0.0.1:{port}/ -o /dev/null"),
+    )
+    .await;
+    assert_eq!(stop, StopReason::Failed, "{o}");
+    assert!(o.contains(&format!("TCP port {port}")), "{o}");
+    // The explicitly allowed port stays reachable, on loopback too.
+    let (o, stop) = sh(&closed, &python_connect(other_port)).await;
+    assert_eq!((o.as_str(), stop), ("connected\n", StopReason::Completed));
+    // Binding a port is refused as well.
+    let bind = "python3 -c \"import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); print('bound')\"";
+    let (o, stop) = sh(&closed, bind).await;
+    assert_eq!(stop, StopReason::Failed, "{o}");
+    let (o, stop) = sh(&open, bind).await;
+    assert_eq!((o.as_str(), stop), ("bound\n", StopReason::Completed));
+
+    // With mode off, network = false still blocks TCP (and only TCP).
+    let net_only = s.tools(s.sandbox(SandboxMode::Off, false, vec![]));
+    let (o, stop) = sh(&net_only, &python_connect(port)).await;
+    assert_eq!(stop, StopReason::Failed, "{o}");
+    let (o, stop) = sh(
+        &net_only,
+        &format!("echo x > {}/net_only.txt", q(&s.outside)),
+    )
+    .await;
+    assert_eq!((o.as_str(), stop), ("[no output]", StopReason::Completed));
+}
+
+#[tokio::test]
+async fn a_granted_call_runs_once_outside_the_sandbox() {
+    if !landlock_at_least("bypass", 2) {
+        return;
+    }
+    let s = Scene::new();
+    let bypass = SandboxBypass::new();
+    let tools = s
+        .tools(s.sandbox(SandboxMode::WorkspaceWrite, true, vec![]))
+        .with_bypass(bypass.clone());
+    let args = json!({ "cmd": format!("echo x >> {}/granted.txt", q(&s.outside)) });
+    bypass.grant(ID, &args.to_string());
+    let (o, stop) = call(&tools, "exec_command", args.clone()).await;
+    assert_eq!((o.as_str(), stop), ("[no output]", StopReason::Completed));
+    let (o, stop) = call(&tools, "exec_command", args).await;
+    assert_eq!(stop, StopReason::Failed, "the grant is used up: {o}");
+    assert_eq!(
+        std::fs::read_to_string(s.outside.join("granted.txt")).unwrap(),
+        "x\n"
+    );
+}
+
+/// What a background command session or an MCP stdio server does: its own process, started
+/// with `std`, under the session's sandbox.
+#[test]
+fn confine_works_for_any_spawner() {
+    if !landlock_at_least("confine", 2) {
+        return;
+    }
+    let s = Scene::new();
+    let sandbox = s.sandbox(SandboxMode::WorkspaceWrite, true, vec![]);
+    let status = sandbox
+        .confine(&s.ws, || {
+            std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!(
+                    "echo x > {}/std.txt; echo y > inside.txt",
+                    q(&s.outside)
+                ))
+                .current_dir(&s.ws)
+                .status()
+        })
+        .unwrap();
+    assert!(status.success(), "the last write is allowed");
+    assert!(!s.outside.join("std.txt").exists());
+    assert!(s.ws.join("inside.txt").exists());
+}
