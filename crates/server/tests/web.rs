@@ -1618,6 +1618,7 @@ fn rust_snapshot(r: &penguin::sse_transport::ClientReducer) -> Value {
         "fragments": s.fragments.iter().map(|f| json!([f.key.origin.join("/"), kind(f.key.kind), f.key.tool_call_id, f.content])).collect::<Vec<_>>(),
         "taskState": s.task_state.as_ref().map(|t| serde_json::to_value(t).unwrap()),
         "approvals": s.approvals.iter().map(|a| json!([a.origin.join("/"), a.tool_call_id])).collect::<Vec<_>>(),
+        "traceWarning": s.trace_warning,
         "live": r.is_live(),
     })
 }
@@ -1640,7 +1641,7 @@ const JS_RUN: &str = "const [ops] = arguments;
 return import('/assets/stream.js').then(({ StreamReducer }) => {
   const noop = () => {};
   const r = new StreamReducer({ reset: noop, message: noop, dropped: noop, fragment: noop,
-    fragmentStopped: noop, taskState: noop, approvals: noop, title: noop, ready: noop });
+    fragmentStopped: noop, taskState: noop, approvals: noop, title: noop, traceWarning: noop, ready: noop });
   return ops.map((op) => {
     if (op.event) r.onEvent(op.event[0], op.event[1], op.event[2]);
     else r.onHistory(JSON.parse(op.history));
@@ -1651,6 +1652,7 @@ return import('/assets/stream.js').then(({ StreamReducer }) => {
       fragments: [...r.fragments.values()].map((f) => [f.origin.join('/'), f.kind, f.toolCallId, f.content]),
       taskState: ts,
       approvals: r.approvals.map((a) => [a.origin.join('/'), a.toolCallId]),
+      traceWarning: r.traceWarning,
       live: r.live,
     };
   });
@@ -1769,7 +1771,12 @@ async fn the_pages_reducer_agrees_with_client_reducer_step_by_step() {
         ev("2222bbbb-3", false, &decided),
         ev("2222bbbb-4", false, &decided),
         ev("2222bbbb-5", true, &ask),
-        ev("2222bbbb-6", true, &idle),
+        ev(
+            "2222bbbb-6",
+            true,
+            &json!({"type": "trace_write_failed", "sessionId": "s", "failedRecords": 1, "message": "the trace lost a record"}),
+        ),
+        ev("2222bbbb-7", true, &idle),
     ];
     cases.push(("resync with a subagent's approval", resync));
 

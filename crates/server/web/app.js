@@ -163,6 +163,12 @@ function sessionList() {
   );
   const workspace = h("input", { name: "workspace", placeholder: "workspace (default: the server's)" });
   const model = h("input", { name: "model", placeholder: "model (default: the server's)" });
+  const sandbox = h(
+    "select",
+    { name: "sandbox" },
+    h("option", { value: "" }, "server's default"),
+    ["workspace-write", "read-only", "off"].map((m) => h("option", { value: m }, m)),
+  );
   const create = h(
     "form",
     {
@@ -172,6 +178,7 @@ function sessionList() {
         const body = { approvalMode: mode.value };
         if (workspace.value.trim()) body.workspace = workspace.value.trim();
         if (model.value.trim()) body.model = model.value.trim();
+        if (sandbox.value) body.sandbox = { mode: sandbox.value };
         try {
           const r = await api.sessions.create(body);
           navigate(`/sessions/${encodeURIComponent(r.session.id)}`);
@@ -183,6 +190,7 @@ function sessionList() {
     workspace,
     model,
     h("label", {}, "approvals ", mode),
+    h("label", {}, "sandbox ", sandbox),
     h("button", { type: "submit", dataset: { action: "create" } }, "New session"),
   );
 
@@ -413,11 +421,25 @@ function sessionView(id) {
     titleEl.textContent = info.title || info.id;
     document.title = `penguin · ${info.title || info.id}`;
     modeSel.value = info.approvalMode;
+    const sandbox = info.sandbox;
     metaEl.replaceChildren(
       h("span", { title: "model" }, modelOf(info)),
       h("span", { class: "workspace", title: info.workspace || "" }, info.workspace || ""),
+      sandbox
+        ? h(
+            "span",
+            {
+              class: `sandbox${sandbox.notEnforced && sandbox.notEnforced.length ? " weak" : ""}`,
+              title: sandbox.notEnforced && sandbox.notEnforced.length ? `not enforced here: ${sandbox.notEnforced.join(", ")}` : "",
+            },
+            sandbox.summary,
+          )
+        : null,
       h("span", { title: info.createdAt || "" }, `created ${relativeTime(info.createdAt)}`),
     );
+    if (info.traceWriteFailures) {
+      traceWarning(`This session's trace lost ${info.traceWriteFailures} record(s): what is shown here may not survive a restart.`);
+    }
   }
 
   // Transcript and its scrolling: stay at the bottom while the reader is there.
@@ -460,6 +482,12 @@ function sessionView(id) {
     { class: "banner", hidden: true, role: "status" },
     "Connection lost: reconnecting. What happens meanwhile is shown once it is back.",
   );
+  // The trace losing records is not something to hide: what is shown may not survive a restart.
+  const traceBanner = h("div", { class: "banner trace", hidden: true, role: "alert" });
+  const traceWarning = (text) => {
+    traceBanner.textContent = text;
+    traceBanner.hidden = !text;
+  };
 
   // Pending approvals, including subagents' (with their origin), always in view.
   const approvalsEl = h("div", { class: "approvals", hidden: true });
@@ -594,6 +622,7 @@ function sessionView(id) {
       if (info) info.title = t;
       titleEl.textContent = t;
     },
+    traceWarning,
     ready: () => {
       transcript.ready();
       olderBtn.hidden = !(stream.page && stream.page.hasMore);
@@ -633,7 +662,7 @@ function sessionView(id) {
         h("div", { class: "meta-row" }, metaEl, h("label", {}, "approvals ", modeSel)),
       ),
       pane,
-      h("div", { class: "dock" }, banner, approvalsEl, pendingEl, h("div", { class: "composer" }, input, h("div", { class: "buttons" }, sendBtn, queueBtn, abortBtn))),
+      h("div", { class: "dock" }, banner, traceBanner, approvalsEl, pendingEl, h("div", { class: "composer" }, input, h("div", { class: "buttons" }, sendBtn, queueBtn, abortBtn))),
     ),
   );
   showState();

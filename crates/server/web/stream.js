@@ -10,7 +10,7 @@
 //                            fragment it closes must go
 //   fragment(frag)           an in-flight fragment opened or grew
 //   fragmentStopped(frag)    a fragment's stop arrived (its complete message follows)
-//   taskState(ts), approvals(list), title(text), ready()
+//   taskState(ts), approvals(list), title(text), traceWarning(text), ready()
 
 export const DEDUP_WINDOW = 100;
 
@@ -92,6 +92,7 @@ export class StreamReducer {
     this.taskState = null;
     this.approvals = [];
     this.title = null;
+    this.traceWarning = null;
     this.live = false;
     this.buffer = [];
     this.lastEpoch = null;
@@ -292,6 +293,10 @@ export class StreamReducer {
       case "session_title":
         this.title = ev.title;
         this.sink.title(ev.title);
+        break;
+      case "trace_write_failed":
+        this.traceWarning = ev.message;
+        this.sink.traceWarning(ev.message);
         break;
       default:
         break;
