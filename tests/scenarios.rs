@@ -1,6 +1,8 @@
-//! Every scenario in `tests/scenarios/` (copies of the reference's conformance scenarios) runs
-//! through the real engine and matches the reference's three observables, compared the way
-//! `shared/tools/compare-scenario.py` compares them.
+//! Every scenario in `tests/scenarios/` runs through the real engine and matches the
+//! reference's three observables, compared the way `shared/tools/compare-scenario.py` compares
+//! them: copies of the reference's conformance scenarios and of the regressions random
+//! differential testing found, and same-instant cases (`abort-*`, `same-instant-*`) whose
+//! expected files the reference engine (`shared/tools/reference`) produced.
 
 use std::path::{Path, PathBuf};
 
@@ -126,6 +128,27 @@ fn invalid_scenarios_name_the_field() {
             "tools.call_a.stream[0].delay_ms",
         ),
         (r#"{"llm": [], "runs": [], "colour": 1}"#, "colour"),
+        // Keys the runner would drop are named, not ignored.
+        (
+            r#"{"llm": [], "runs": [{"input": [{"type": "model_msg", "payload": {"type": "text", "role": "user", "text": "hi", "colour": "red"}}]}]}"#,
+            "runs[0].input[0].payload.colour",
+        ),
+        (
+            r#"{"llm": [{"stream": [{"delay_ms": 0, "message": {"type": "model_msg", "payload": {"type": "tool_call", "role": "assistant", "name": "a", "arguments": "{}", "tool_call_id": "c", "extra": 1}}}]}], "runs": []}"#,
+            "llm[0].stream[0].message.payload.extra",
+        ),
+        (
+            r#"{"llm": [], "runs": [], "tools": {"c": {"stream": [{"delay_ms": 0, "message": {"type": "model_msg", "payload": {"type": "tool_call_output", "role": "user", "output": "", "tool_call_id": "c", "images": ["x"], "note": null}}}]}}}"#,
+            "tools.c.stream[0].message.payload.note",
+        ),
+        (
+            r#"{"llm": [], "runs": [], "approvals": {"by_id": {"c": {"decision": "allow", "delay": 5}}}}"#,
+            "approvals.by_id.c.delay",
+        ),
+        (
+            r#"{"llm": [], "runs": [], "approvals": {"defaults": "allow"}}"#,
+            "approvals.defaults",
+        ),
     ];
     for (text, path) in cases {
         let err = Scenario::parse(text).expect_err(text);

@@ -119,8 +119,16 @@ fn ci(root: &Path) -> Result<(), String> {
     run(root, "build penguin", build)?;
     let shared_check = root.join("../shared/tools/check-scenarios.sh");
     if shared_check.exists() {
+        // The binary the build step just made, wherever cargo put it.
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| root.join("target"));
         let mut check = Command::new(shared_check);
-        check.arg("target/debug/penguin");
+        // The regressions are the reference's answers to what random differential testing
+        // found; the v2 scenarios join (`--all`) once penguin runs them.
+        check
+            .arg("--regressions")
+            .arg(target.join("debug").join("penguin"));
         run(root, "scenarios (shared)", check)?;
     } else {
         // The in-repo copy of the scenarios is checked by `tests/scenarios.rs` above.

@@ -17,7 +17,7 @@ use penguin_omni_protocol::{
     CompactionMode, CompactionReason, EventPayload, ModelPayload, OmniMessage, StopReason,
 };
 
-use crate::carry::build_carry_over;
+use crate::carry::{build_carry_over, downgrade_carried_goal_input};
 use crate::run::{abort, backoff, deliver_steering, Shared};
 use crate::texts;
 use crate::turn::{emit, emit_stream_only, generate, panic_text, request_end, Item, Turn};
@@ -176,7 +176,12 @@ pub(crate) async fn compact_manually(
         discard_context(shared, producer, CompactionReason::Manual).await;
         return;
     }
-    let folded = std::mem::take(&mut shared.state().pending_carry_over);
+    // Downgraded on the drained snapshot: a restore after a failed compaction keeps the
+    // downgraded copies, which is harmless because the downgrade is idempotent.
+    let folded: Vec<OmniMessage> = std::mem::take(&mut shared.state().pending_carry_over)
+        .into_iter()
+        .map(downgrade_carried_goal_input)
+        .collect();
     let result = summarize_context(
         shared,
         producer,

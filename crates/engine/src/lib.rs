@@ -21,6 +21,7 @@ mod carry;
 mod compaction;
 mod config;
 mod environment;
+mod instant;
 mod run;
 pub mod scripted;
 mod turn;

@@ -10,11 +10,11 @@ use penguin_llm_providers::{CancellationToken, Llm, ThinkingLevel};
 use penguin_merge_queue::{merge_queue_with_hook, Consumer, Producer};
 use penguin_omni_protocol::markers::marker_block;
 use penguin_omni_protocol::{
-    build, Frame, ModelPayload, OmniMessage, StopReason, StreamEventType, TokenCounts,
+    build, Frame, ModelPayload, OmniMessage, Role, StopReason, StreamEventType, TokenCounts,
 };
 use tokio::sync::oneshot;
 
-use crate::carry::{build_carry_over, with_retried_turns};
+use crate::carry::{build_carry_over, downgrade_carried_goal_input, with_retried_turns};
 use crate::compaction::{self, Compactability};
 use crate::config::EngineConfig;
 use crate::environment::{Approver, Environment, TraceSink};
@@ -317,8 +317,10 @@ impl Engine {
         if !st.run_in_flight {
             return Steered::NotRunning;
         }
+        // The reference's `carriesSteering`: only an image_url or a non-blank text (of any
+        // role) makes steering worth delivering.
         let meaningful = input.iter().any(|m| match m.model() {
-            Some(ModelPayload::ImageUrl(_) | ModelPayload::InlineData(_)) => true,
+            Some(ModelPayload::ImageUrl(_)) => true,
             Some(ModelPayload::Text(t)) => !t.text.trim().is_empty(),
             _ => false,
         });
@@ -431,6 +433,7 @@ async fn run_to_completion(
             std::mem::take(&mut st.pending_bootstrap),
         )
     };
+    let carry = carry.into_iter().map(downgrade_carried_goal_input);
     let mut input: Vec<OmniMessage> = summary.iter().cloned().chain(carry).collect();
     // Carry-over is never written: its real messages were written when produced, and its
     // synthetic ones are never persisted.
@@ -568,25 +571,28 @@ fn emit_max_turns(producer: &Producer<Item>, max_turns: i64) {
     emit(producer, build::assistant_text(text, StopReason::Failed));
 }
 
-/// Drains the steering queue into `[user_steering]` texts (plus any images), each streamed and
-/// written, and returns them for the next input.
+/// Drains the steering queue, each queued input becoming one `[user_steering]` user text
+/// (its user texts joined) followed by the rest of that input unchanged, and returns them for
+/// the next input. Every message is streamed and written.
+///
+/// The steering text is there even when the input had no user text (an image alone): it is
+/// what marks the images after it as steering rather than the start of a new task.
 pub(crate) fn deliver_steering(shared: &Shared, producer: &Producer<Item>) -> Vec<OmniMessage> {
     let queued = std::mem::take(&mut shared.state().steering);
     let mut delivered = Vec::new();
     for (_, input) in queued {
-        let (texts, rest): (Vec<OmniMessage>, Vec<OmniMessage>) = input
-            .into_iter()
-            .partition(|m| matches!(m.model(), Some(ModelPayload::Text(_))));
-        let joined: Vec<&str> = texts
-            .iter()
-            .filter_map(|m| m.model().and_then(ModelPayload::content))
-            .collect();
-        if !joined.is_empty() {
-            delivered.push(build::user_text(marker_block(
-                "user_steering",
-                &joined.join("\n\n"),
-            )));
+        let mut texts = Vec::new();
+        let mut rest = Vec::new();
+        for msg in input {
+            match msg.model() {
+                Some(ModelPayload::Text(t)) if t.role == Role::User => texts.push(t.text.clone()),
+                _ => rest.push(msg),
+            }
         }
+        delivered.push(build::user_text(marker_block(
+            "user_steering",
+            &texts.join("\n\n"),
+        )));
         delivered.extend(rest);
     }
     for msg in &delivered {

@@ -75,7 +75,7 @@ fn messages(v: &Value, path: &str) -> Result<Vec<OmniMessage>, ScriptError> {
         .iter()
         .enumerate()
         .map(|(i, m)| {
-            OmniMessage::from_value_stamping(m.clone()).map_err(|e| {
+            OmniMessage::from_value_exact(m.clone()).map_err(|e| {
                 let p = if e.path.is_empty() {
                     format!("{path}[{i}]")
                 } else {
@@ -251,6 +251,13 @@ impl TraceSink for MemoryTrace {
     }
 }
 
+/// When a run's timer (abort, steer) fires. The reference sets a timer for these, and a timer
+/// never fires at the instant it was set (node runs a 0 ms timer 1 ms later): everything the
+/// run does at that instant comes first.
+pub fn timer_delay(after: Duration) -> Duration {
+    after.max(Duration::from_millis(1))
+}
+
 /// Runs every run of `scenario` on one engine, recording into `trace`.
 ///
 /// Timing follows tokio time; run it on a paused clock to make it deterministic and instant.
@@ -259,10 +266,16 @@ pub async fn run_scenario(
     trace: Arc<dyn TraceSink>,
 ) -> (Vec<Frame>, Vec<Vec<OmniMessage>>) {
     let model = scenario.llm.clone();
+    // Scenarios run on a paused clock, where the reference's order of same-instant messages
+    // is the order to reproduce.
+    let config = EngineConfig {
+        same_instant_order: true,
+        ..scenario.engine
+    };
     let engine = Engine::with_parts(
         Box::new(scenario.llm),
         Arc::new(scenario.tools),
-        scenario.engine,
+        config,
         Some(trace),
         InitialState::default(),
     );
@@ -283,14 +296,14 @@ pub async fn run_scenario(
         if let Some(after) = run.abort_after {
             let cancel = cancel.clone();
             timers.spawn(async move {
-                tokio::time::sleep(after).await;
+                tokio::time::sleep(timer_delay(after)).await;
                 cancel.cancel();
             });
         }
         for (after, input) in run.steer {
             let engine = engine.clone();
             timers.spawn(async move {
-                tokio::time::sleep(after).await;
+                tokio::time::sleep(timer_delay(after)).await;
                 engine.steer(input);
             });
         }
