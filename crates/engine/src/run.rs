@@ -47,6 +47,29 @@ impl fmt::Debug for RunOptions {
 #[error("a run is already in progress on this engine")]
 pub struct EngineBusy;
 
+/// Queues notices on an engine while it exists (see [`Engine::notifier`]).
+#[derive(Clone)]
+pub struct Notifier(std::sync::Weak<Shared>);
+
+impl fmt::Debug for Notifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Notifier")
+    }
+}
+
+impl Notifier {
+    /// [`Engine::notify`]; false once the engine is gone.
+    pub fn notify(&self, notice: OmniMessage) -> bool {
+        match self.0.upgrade() {
+            Some(shared) => {
+                shared.state().notices.push(notice);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
 /// Identifies a queued steering input, for [`Engine::unsteer`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SteerId(u64);
@@ -341,6 +364,12 @@ impl Engine {
     /// ([`take_notices`](Self::take_notices)) to start a task of its own.
     pub fn notify(&self, notice: OmniMessage) {
         self.shared.state().notices.push(notice);
+    }
+
+    /// A handle that queues notices without keeping the engine alive: what a background
+    /// listener held by the engine's own environment must use.
+    pub fn notifier(&self) -> Notifier {
+        Notifier(Arc::downgrade(&self.shared))
     }
 
     /// The queued notices, taken out of the engine (an idle host starting a task with them).

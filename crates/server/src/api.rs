@@ -312,3 +312,26 @@ pub struct PageInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before: Option<String>,
 }
+
+/// One background command of a session.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProcessInfo {
+    /// The `process_id` the model uses.
+    pub process_id: String,
+    /// The command line.
+    pub command: String,
+    /// The OS pid of its shell (its process group).
+    pub pid: Option<i32>,
+    /// Whether it still runs.
+    pub running: bool,
+    /// How it ended (`exit code 0`, ...), once it has.
+    pub exit: Option<String>,
+}
+
+/// `GET /api/sessions/:id/processes`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProcessList {
+    /// Oldest first.
+    pub processes: Vec<ProcessInfo>,
+}

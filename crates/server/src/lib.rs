@@ -259,6 +259,11 @@ pub fn router(state: AppState) -> Router {
         .route(&format!("{s}/abort"), post(routes::abort))
         .route(&format!("{s}/retry-now"), post(routes::retry_now))
         .route(&format!("{s}/compact"), post(routes::compact))
+        .route(&format!("{s}/processes"), get(routes::processes))
+        .route(
+            &format!("{s}/processes/{{process}}/kill"),
+            post(routes::kill_process),
+        )
         .route("/api/events", get(routes::events))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)

@@ -620,3 +620,59 @@ mod tests {
         }
     }
 }
+
+/// The session's background commands.
+fn background_commands(e: &Entry) -> Vec<crate::api::ProcessInfo> {
+    let Some(background) = e.env.background() else {
+        return Vec::new();
+    };
+    background
+        .tasks()
+        .into_iter()
+        .filter(|t| t.kind == penguin_omni_protocol::background::BackgroundKind::Command)
+        .map(|t| crate::api::ProcessInfo {
+            process_id: t.id,
+            command: t.label,
+            pid: t.pid,
+            running: t.running,
+            exit: t.detail,
+        })
+        .collect()
+}
+
+pub(crate) async fn processes(
+    State(app): State<AppState>,
+    p: Result<Path<String>, PathRejection>,
+) -> ApiResult {
+    let e = entry(&app, p).await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &crate::api::ProcessList {
+            processes: background_commands(&e),
+        },
+    ))
+}
+
+pub(crate) async fn kill_process(
+    State(app): State<AppState>,
+    p: Result<Path<(String, String)>, PathRejection>,
+) -> ApiResult {
+    let Path((id, process)) =
+        p.map_err(|e| ApiError::bad_request("invalid_path", e.body_text()))?;
+    let e = app.sessions.get(&id).await?;
+    let killed = e.env.background().is_some_and(|b| {
+        background_commands(&e)
+            .iter()
+            .any(|p| p.process_id == process)
+            && b.kill(&process)
+    });
+    if killed {
+        Ok(StatusCode::NO_CONTENT.into_response())
+    } else {
+        Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "process_not_found",
+            format!("session {id} has no background command {process:?}"),
+        ))
+    }
+}

@@ -74,7 +74,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use penguin_engine::{Environment, MessageSink, Permission, ToolCallRequest};
+use penguin_engine::{BackgroundWork, Environment, MessageSink, Permission, ToolCallRequest};
 use penguin_omni_protocol::{build, ModelPayload, StopReason, ToolCall, ToolDefinition};
 
 use contract::{ArchiveBudget, Limits, Tool};
@@ -82,9 +82,7 @@ use exec::{ExecCommand, InputCommand, KillCommand};
 use files::{FileOp, FileTool};
 
 pub use builtin::BuiltinTool;
-pub use command::{
-    kill_all_background_processes, BackgroundListener, CommandSessions, ProcessInfo, MAX_PROCESSES,
-};
+pub use command::{kill_all_background_processes, CommandSessions, MAX_PROCESSES};
 pub use contract::ARCHIVE_DIR;
 pub use sandbox::{Sandbox, SandboxBypass, SandboxMode, SandboxRequest};
 
@@ -272,5 +270,9 @@ impl Environment for BuiltinTools {
 
     fn permission(&self, name: &str) -> Permission {
         BuiltinTool::from_name(name).map_or(Permission::ReadWrite, BuiltinTool::permission)
+    }
+
+    fn background(&self) -> Option<Arc<dyn BackgroundWork>> {
+        Some(Arc::new(self.commands.clone()))
     }
 }

@@ -162,8 +162,8 @@ async fn a_background_server_answers_while_the_session_works_and_kill_ends_it() 
     assert!(page.contains("hello from the server"), "never served");
     let listed = tools.commands().list();
     assert_eq!(listed.len(), 1);
-    assert!(listed[0].running && listed[0].command.contains("http.server"));
-    let pid = listed[0].pid;
+    assert!(listed[0].running && listed[0].label.contains("http.server"));
+    let pid = listed[0].pid.expect("a command has a pid");
     let (out, _) = call(&tools, "kill_command", json!({"process_id": id})).await;
     assert!(out.contains(&format!("[process {id} killed")), "{out}");
     eventually("the server's group is gone", || !group_alive(pid)).await;
@@ -205,7 +205,7 @@ async fn a_background_launch_reports_when_it_settles_and_a_kill_reports_nothing(
     let (out, _) = call(&tools, "kill_command", json!({"process_id": id})).await;
     assert!(out.contains("killed"), "{out}");
     assert!(
-        tools.commands().list().iter().all(|p| p.process_id != id),
+        tools.commands().list().iter().all(|p| p.id != id),
         "a killed command is forgotten"
     );
     // Give a report, if one were (wrongly) armed, every chance to arrive.
@@ -227,7 +227,7 @@ async fn kill_ends_a_process_that_traps_term_and_its_grandchildren() {
     )
     .await;
     let id = process_id(&out);
-    let pid = tools.commands().list()[0].pid;
+    let pid = tools.commands().list()[0].pid.expect("a pid");
     assert!(group_alive(pid));
     call(&tools, "kill_command", json!({"process_id": id})).await;
     // SIGTERM is ignored; SIGKILL follows after the grace period and takes the group.
@@ -244,7 +244,7 @@ async fn the_end_of_the_session_leaves_no_process_behind() {
     )
     .await;
     assert!(out.contains("process_id"), "{out}");
-    let pid = tools.commands().list()[0].pid;
+    let pid = tools.commands().list()[0].pid.expect("a pid");
     assert!(group_alive(pid));
     drop(tools);
     eventually("the group is gone with the session", || !group_alive(pid)).await;

@@ -11,8 +11,8 @@ mod process;
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
-use std::time::SystemTime;
 
+use penguin_engine::{BackgroundListener, BackgroundTask, BackgroundWork};
 use penguin_omni_protocol::background::{BackgroundKind, BackgroundTaskDone};
 
 pub(crate) use process::{Exit, ManagedProcess};
@@ -22,28 +22,6 @@ pub const MAX_PROCESSES: usize = 64;
 
 /// Output of a settled background command that goes into its report, in chars.
 pub const REPORT_OUTPUT_CAP: usize = 4000;
-
-/// Receives the report of each settled background launch.
-pub type BackgroundListener = Arc<dyn Fn(BackgroundTaskDone) + Send + Sync>;
-
-/// A background command as a host lists it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProcessInfo {
-    /// The `process_id` the model uses.
-    pub process_id: String,
-    /// The command line.
-    pub command: String,
-    /// Where it runs.
-    pub cwd: String,
-    /// The OS pid of its shell (its process group).
-    pub pid: i32,
-    /// Whether its foreground process still runs.
-    pub running: bool,
-    /// How it ended (`exit code 0`, ...), once it has.
-    pub exit: Option<String>,
-    /// When it started.
-    pub started_at: SystemTime,
-}
 
 struct Entry {
     id: String,
@@ -183,18 +161,17 @@ impl CommandSessions {
     }
 
     /// The background commands, oldest first.
-    pub fn list(&self) -> Vec<ProcessInfo> {
+    pub fn list(&self) -> Vec<BackgroundTask> {
         self.inner
             .lock()
             .iter()
-            .map(|e| ProcessInfo {
-                process_id: e.id.clone(),
-                command: e.process.cmd.clone(),
-                cwd: e.process.cwd.display().to_string(),
-                pid: e.process.pid(),
+            .map(|e| BackgroundTask {
+                id: e.id.clone(),
+                kind: BackgroundKind::Command,
+                label: e.process.cmd.clone(),
                 running: e.process.running(),
-                exit: e.process.exit().map(|x| x.detail()),
-                started_at: e.process.started,
+                detail: e.process.exit().map(|x| x.detail()),
+                pid: Some(e.process.pid()),
             })
             .collect()
     }
@@ -242,5 +219,23 @@ impl CommandSessions {
                 output: buffer::tail(&output, REPORT_OUTPUT_CAP),
             });
         }));
+    }
+}
+
+impl BackgroundWork for CommandSessions {
+    fn set_listener(&self, listener: BackgroundListener) {
+        CommandSessions::set_listener(self, listener);
+    }
+
+    fn tasks(&self) -> Vec<BackgroundTask> {
+        self.list()
+    }
+
+    fn kill(&self, id: &str) -> bool {
+        CommandSessions::kill(self, id)
+    }
+
+    fn kill_all(&self) {
+        CommandSessions::kill_all(self);
     }
 }

@@ -3,10 +3,10 @@
 //! the command can outlive the tool call that started it.
 
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
@@ -73,8 +73,6 @@ struct State {
 /// past that call, the session's registry.
 pub(crate) struct ManagedProcess {
     pub(crate) cmd: String,
-    pub(crate) cwd: PathBuf,
-    pub(crate) started: SystemTime,
     pgid: Pid,
     state: Mutex<State>,
     wake: Notify,
@@ -128,8 +126,6 @@ impl ManagedProcess {
         };
         let process = Arc::new(ManagedProcess {
             cmd: cmd.to_owned(),
-            cwd: cwd.to_path_buf(),
-            started: SystemTime::now(),
             pgid: Pid::from_raw(pid),
             state: Mutex::new(State {
                 buffer: CappedText::new(OUTPUT_CAP, "earlier output"),
