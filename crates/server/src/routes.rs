@@ -599,28 +599,6 @@ pub(crate) async fn remove_follow_up(
     Ok(json_response(StatusCode::OK, &recalled(mirror, thinking)))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_the_two_stream_routes_take_a_query_token() {
-        assert!(is_stream_route(&Method::GET, "/api/events"));
-        assert!(is_stream_route(&Method::GET, "/api/sessions/s1/stream"));
-        assert!(!is_stream_route(&Method::POST, "/api/sessions/s1/stream"));
-        assert!(!is_stream_route(&Method::POST, "/api/events"));
-        for path in [
-            "/api/sessions/s1/approvals/stream",
-            "/api/sessions//stream",
-            "/api/sessions/s1/x/stream",
-            "/stream",
-            "/api/sessions/s1/messages",
-        ] {
-            assert!(!is_stream_route(&Method::GET, path), "{path}");
-        }
-    }
-}
-
 /// The session's background commands.
 fn background_commands(e: &Entry) -> Vec<crate::api::ProcessInfo> {
     let Some(background) = e.env.background() else {
@@ -674,5 +652,27 @@ pub(crate) async fn kill_process(
             "process_not_found",
             format!("session {id} has no background command {process:?}"),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_two_stream_routes_take_a_query_token() {
+        assert!(is_stream_route(&Method::GET, "/api/events"));
+        assert!(is_stream_route(&Method::GET, "/api/sessions/s1/stream"));
+        assert!(!is_stream_route(&Method::POST, "/api/sessions/s1/stream"));
+        assert!(!is_stream_route(&Method::POST, "/api/events"));
+        for path in [
+            "/api/sessions/s1/approvals/stream",
+            "/api/sessions//stream",
+            "/api/sessions/s1/x/stream",
+            "/stream",
+            "/api/sessions/s1/messages",
+        ] {
+            assert!(!is_stream_route(&Method::GET, path), "{path}");
+        }
     }
 }
