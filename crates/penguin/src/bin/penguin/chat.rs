@@ -83,6 +83,10 @@ pub(crate) async fn repl(
         "{} — /quit to leave, /compact; while a task runs, type to steer it, /abort or Ctrl-C to interrupt",
         session_line(&session)
     );
+    // A background launch that settles while the prompt waits starts a task carrying its notice.
+    let notice = Arc::new(tokio::sync::Notify::new());
+    let hook = notice.clone();
+    session.on_notice(Arc::new(move || hook.notify_one()));
     loop {
         eprint!("› ");
         let _ = std::io::stderr().flush();
@@ -90,6 +94,19 @@ pub(crate) async fn repl(
         let line = tokio::select! {
             line = console.read_line() => line,
             _ = tokio::signal::ctrl_c() => None,
+            () = notice.notified() => {
+                let notices = session.engine().take_notices();
+                if notices.is_empty() {
+                    continue;
+                }
+                eprintln!("\n(background work finished; telling the model)");
+                run_task(&mut session, notices, &task, approver.clone(), Some((&console, &quit)))
+                    .await?;
+                if quit.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                continue;
+            }
         };
         let Some(line) = line else {
             break;
