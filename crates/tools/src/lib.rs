@@ -51,6 +51,8 @@
 mod contract;
 mod exec;
 mod files;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 pub mod notes;
 mod path;
 pub mod policy;
