@@ -240,6 +240,17 @@ impl Environment for SubagentEnvironment {
             self.inner.permission(name)
         }
     }
+
+    fn connect_servers(&self) -> Vec<String> {
+        self.inner.connect_servers()
+    }
+
+    async fn connect(
+        &self,
+        cancel: &penguin_engine::CancellationToken,
+    ) -> Option<Vec<penguin_omni_protocol::McpConnectResult>> {
+        self.inner.connect(cancel).await
+    }
 }
 
 /// Ends the output: the note delta, stop, then the complete output (content + "\n" + note).

@@ -1106,9 +1106,13 @@ async fn the_demo_model_runs_behind_a_model_factory() {
             compaction: Some(penguin::engine::CompactionConfig::default()),
             ..EngineConfig::default()
         },
-        environment: Arc::new(|_: &std::path::Path, _: &penguin::tools::Sandbox| {
-            Ok(Arc::new(ScriptedEnvironment::default()) as Arc<dyn Environment>)
-        }),
+        environment: Arc::new(
+            |_: &std::path::Path,
+             _: &penguin::tools::Sandbox,
+             _: &[penguin::tools::mcp::McpServerConfig]| {
+                Ok(Arc::new(ScriptedEnvironment::default()) as Arc<dyn Environment>)
+            },
+        ),
         policy: Default::default(),
         sandbox: Default::default(),
     };
