@@ -16,7 +16,7 @@ fn main() -> ExitCode {
         Some("e2e") => e2e(&root),
         Some("bench") => bench(&root),
         _ => {
-            eprintln!("usage: cargo xtask <ci|e2e|bench>\n  ci     formatting, clippy, tests, the real-model e2e, docs and the scenario check\n  e2e    only the real-model end-to-end tests (starts and stops a local llama.cpp server)\n  bench  the benchmarks");
+            eprintln!("usage: cargo xtask <ci|e2e|bench>\n  ci     formatting, clippy, the MCP test servers, tests, the real-model e2e, docs and the scenario check\n  e2e    only the real-model end-to-end tests (starts and stops a local llama.cpp server)\n  bench  the benchmarks");
             return ExitCode::from(2);
         }
     };
@@ -101,8 +101,17 @@ fn ci(root: &Path) -> Result<(), String> {
     ]);
     run(root, "clippy", clippy)?;
 
+    // The MCP tests talk to real servers (npm packages); installed once, idempotently.
+    let mcp_servers = root.join("target/mcp-servers");
+    let mut install = Command::new("bash");
+    install
+        .arg("scripts/install-mcp-servers.sh")
+        .arg(&mcp_servers);
+    run(root, "MCP test servers", install)?;
+
     let mut test = cargo();
-    test.args(["test", "--workspace", "--all-features"]);
+    test.args(["test", "--workspace", "--all-features"])
+        .env("PENGUIN_MCP_SERVERS", &mcp_servers);
     run(root, "tests", test)?;
 
     e2e(root)?;
