@@ -70,11 +70,13 @@ pub(crate) async fn list(
     };
     let inner = BuiltinTools::new(&workspace, none)
         .map_err(|e| format!("workspace {}: {e}", workspace.display()))?;
+    // Servers with `sandbox = true` start confined here too.
+    let sandbox = crate::setup::Confinement::resolve(&agent, &Default::default())?.sandbox;
     let env = McpEnvironment::new(
         Arc::new(inner),
         &agent.config.mcp_servers,
         &workspace,
-        Sandbox::off(),
+        sandbox,
         ToolsConfig::default(),
     )
     // Each server's line says why it failed.
