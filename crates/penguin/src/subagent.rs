@@ -251,6 +251,10 @@ impl Environment for SubagentEnvironment {
     ) -> Option<Vec<penguin_omni_protocol::McpConnectResult>> {
         self.inner.connect(cancel).await
     }
+
+    fn background(&self) -> Option<Arc<dyn penguin_engine::BackgroundWork>> {
+        self.inner.background()
+    }
 }
 
 /// Ends the output: the note delta, stop, then the complete output (content + "\n" + note).

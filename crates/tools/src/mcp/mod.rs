@@ -597,6 +597,10 @@ impl Environment for McpEnvironment {
         self.shared.servers.iter().map(|s| s.name.clone()).collect()
     }
 
+    fn background(&self) -> Option<Arc<dyn penguin_engine::BackgroundWork>> {
+        self.inner.background()
+    }
+
     async fn connect(&self, cancel: &CancellationToken) -> Option<Vec<McpConnectResult>> {
         let _single = tokio::select! {
             g = self.shared.connecting.lock() => g,

@@ -50,6 +50,8 @@ pub(crate) fn interrupt_on_ctrl_c(
             cancel.cancel();
             if tokio::signal::ctrl_c().await.is_ok() {
                 let _ = tokio::task::spawn_blocking(move || writer.flush()).await;
+                // Exiting skips destructors: end the session's background commands first.
+                penguin::tools::kill_all_background_processes();
                 std::process::exit(130);
             }
         }
