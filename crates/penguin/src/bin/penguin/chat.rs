@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use penguin::agent::Agent;
 use penguin::engine::CancellationToken;
 use penguin::omni_protocol::build;
 use penguin::session::Session;
@@ -26,7 +25,7 @@ pub(crate) async fn chat(
     workspace: Option<PathBuf>,
     resume_id: Option<String>,
 ) -> Result<ExitCode, String> {
-    let agent = Agent::from_env().map_err(|e| e.to_string())?;
+    let agent = crate::mcp::agent(&model.mcp)?;
     let confinement = Confinement::resolve(&agent, &sandbox)?;
     let session = match resume_id {
         Some(id) => open_session(&agent, &id, &model, &confinement)?,

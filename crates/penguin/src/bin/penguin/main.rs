@@ -4,6 +4,7 @@ mod args;
 mod chat;
 mod checks;
 mod console;
+mod mcp;
 mod render;
 mod run;
 mod serve;
@@ -12,7 +13,7 @@ mod watch;
 
 use std::process::ExitCode;
 
-use args::{Cli, Command, ScenarioCommand, TraceCommand};
+use args::{Cli, Command, McpCommand, ScenarioCommand, TraceCommand};
 use clap::Parser;
 
 fn main() -> ExitCode {
@@ -39,6 +40,14 @@ fn main() -> ExitCode {
             command: TraceCommand::Check { files },
         } => checks::trace_check(&files),
         Command::Sessions => setup::sessions(),
+        Command::Mcp {
+            command:
+                McpCommand::List {
+                    mcp,
+                    workspace,
+                    json,
+                },
+        } => with_runtime(mcp::list(mcp, workspace, json)),
         Command::Watch {
             session_id,
             url,

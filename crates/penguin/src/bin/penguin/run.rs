@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures::StreamExt;
-use penguin::agent::Agent;
 use penguin::engine::{AllowAll, Approver, CancellationToken, RunOptions};
 use penguin::omni_protocol::{build, Frame, OmniMessage};
 use penguin::session::Session;
@@ -264,7 +263,7 @@ pub(crate) async fn run(
     sandbox: SandboxArgs,
     workspace: Option<PathBuf>,
 ) -> Result<ExitCode, String> {
-    let agent = Agent::from_env().map_err(|e| e.to_string())?;
+    let agent = crate::mcp::agent(&model.mcp)?;
     let workspace = workspace_dir(workspace)?;
     // Read a piped prompt before the console takes stdin over for approvals.
     let prompt = read_prompt(prompt)?;
@@ -292,7 +291,7 @@ pub(crate) async fn resume(
     task: TaskArgs,
     sandbox: SandboxArgs,
 ) -> Result<ExitCode, String> {
-    let agent = Agent::from_env().map_err(|e| e.to_string())?;
+    let agent = crate::mcp::agent(&model.mcp)?;
     let confinement = Confinement::resolve(&agent, &sandbox)?;
     let mut session = open_session(&agent, &id, &model, &confinement)?;
     let Some(prompt) = prompt else {
