@@ -222,6 +222,9 @@ mod tests {
         // Any 24-byte string is kept inline, and kept as it was.
         let odd = Timestamp::from_string("é-is-two-bytes-so-24-b.".into());
         assert_eq!(odd.as_str(), "é-is-two-bytes-so-24-b.");
-        assert_eq!(Timestamp::from_unix_millis(-1).as_str(), "1969-12-31T23:59:59.999Z");
+        assert_eq!(
+            Timestamp::from_unix_millis(-1).as_str(),
+            "1969-12-31T23:59:59.999Z"
+        );
     }
 }
