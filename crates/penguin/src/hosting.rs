@@ -252,7 +252,8 @@ pub type EnvironmentBuilder =
 pub struct ModelFactory {
     /// The model every session uses (`model` in a request overrides its id).
     pub spec: ModelSpec,
-    /// The system prompt of new sessions.
+    /// The base of new sessions' system prompts: each session's prompt adds its workspace,
+    /// the machine, its tools and its `AGENTS.md` files ([`crate::prompt`]).
     pub system_prompt: String,
     /// The workspace of sessions created without one.
     pub default_workspace: PathBuf,
@@ -318,10 +319,12 @@ impl SessionFactory for ModelFactory {
             .sandbox(req.sandbox.as_ref())
             .map_err(FactoryError::InvalidRequest)?;
         let env = (self.environment)(&workspace, &sandbox).map_err(FactoryError::Internal)?;
+        let system_prompt =
+            crate::prompt::system_prompt_for(&self.system_prompt, &workspace, env.tools());
         let llm = build_llm(
             &spec,
             ModelContext {
-                system_prompt: self.system_prompt.clone(),
+                system_prompt: system_prompt.clone(),
                 tools: env.tools(),
                 ..ModelContext::default()
             },
@@ -332,7 +335,7 @@ impl SessionFactory for ModelFactory {
             provider: spec.protocol.as_str().into(),
             model_id: spec.model_id.clone(),
             context_window: spec.context_window,
-            system_prompt: self.system_prompt.clone(),
+            system_prompt,
             workspace,
             source: None,
             durability: req.durability,
