@@ -299,7 +299,7 @@ impl Default for DemoModel {
     }
 }
 
-const DEMO_INTRO: &str = "I am penguin's demo model (no model is configured). I will list the workspace with a tool call so you can see a full turn: approval, tool output, and my reply.";
+const DEMO_INTRO: &str = "I am penguin's built-in demo model. I will list the workspace with a tool call so you can see a full turn: approval, tool output, and my reply.";
 
 fn words(text: &str) -> Vec<String> {
     let mut out = Vec::new();

@@ -282,7 +282,7 @@ impl Console {
         if let Some(term) = &self.term {
             let answer = term.ask(question.to_owned()).await.ok().flatten();
             if let Some(a) = &answer {
-                term.answered(question, a);
+                term.answered(a);
             }
             return answer;
         }

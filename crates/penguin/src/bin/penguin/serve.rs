@@ -5,7 +5,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use penguin::agent::Agent;
-use penguin::models::Protocol;
 
 use crate::args::ServeArgs;
 use crate::setup::{
@@ -42,9 +41,6 @@ pub(crate) fn serve(args: ServeArgs) -> Result<ExitCode, String> {
             )
         }
         Source::Model(spec) => {
-            if spec.protocol == Protocol::Demo {
-                eprintln!("penguin: no model configured; sessions use the built-in demo model");
-            }
             // Resolved now so a strict sandbox the kernel cannot give stops the server before
             // it listens, and what it lacks is said once at startup.
             let confinement = Confinement::resolve(&agent, &sandbox)?;

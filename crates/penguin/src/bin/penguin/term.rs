@@ -58,6 +58,10 @@ struct State {
     bottom_shown: bool,
     /// stdout's cursor is at the start of a line.
     at_line_start: bool,
+    /// The output line under way was already broken once to show the draft: it is not
+    /// broken again (the draft shows once the line ends), so typing never chops a line
+    /// into pieces.
+    broke_line: bool,
     /// stdin has ended (the terminal hung up).
     ended: bool,
 }
@@ -149,6 +153,9 @@ impl Term {
         if let Some(&last) = bytes.last() {
             st.at_line_start = last == b'\n';
         }
+        if bytes.contains(&b'\n') {
+            st.broke_line = false;
+        }
         Ok(())
     }
 
@@ -205,9 +212,21 @@ impl Term {
             let _ = tx.send(None);
             return rx;
         }
+        // The whole question goes into the output, right under its tool line, where it
+        // can wrap freely and stays on record; the bottom line only takes the answer.
+        hide(&mut st);
+        {
+            let mut out = std::io::stdout().lock();
+            if !st.at_line_start {
+                let _ = writeln!(out);
+            }
+            let _ = writeln!(out, "{BOLD}{}{RESET}", question.trim_end());
+            let _ = out.flush();
+        }
+        st.at_line_start = true;
         let saved_draft = std::mem::take(&mut st.draft);
         st.question = Some(Question {
-            text: question,
+            text: answer_prompt(&question),
             tx,
             saved_draft,
         });
@@ -216,14 +235,14 @@ impl Term {
     }
 
     /// Shows the answer given to a question, in the output, so the screen keeps a record.
-    pub fn answered(&self, question: &str, answer: &str) {
+    pub fn answered(&self, answer: &str) {
         let mut st = self.lock();
         hide(&mut st);
         let mut out = std::io::stdout().lock();
         if !st.at_line_start {
             let _ = writeln!(out);
         }
-        let _ = writeln!(out, "{DIM}{question}{RESET}{answer}");
+        let _ = writeln!(out, "{DIM}  answered: {RESET}{answer}");
         let _ = out.flush();
         st.at_line_start = true;
         draw(&mut st);
@@ -273,6 +292,22 @@ impl Term {
                 }
             }
         }
+    }
+}
+
+/// The bottom line while a question waits: the letters it offers (`[y]es / [n]o` → `y/n`).
+fn answer_prompt(question: &str) -> String {
+    let letters: Vec<String> = question
+        .match_indices('[')
+        .filter_map(|(i, _)| {
+            let rest = &question[i + 1..];
+            let end = rest.find(']')?;
+            (end == 1).then(|| rest[..1].to_owned())
+        })
+        .collect();
+    match letters.is_empty() {
+        true => "answer › ".into(),
+        false => format!("answer [{}] › ", letters.join("/")),
     }
 }
 
@@ -386,7 +421,7 @@ fn draw(st: &mut State) {
     if !wanted {
         return;
     }
-    let urgent = st.question.is_some() || !st.draft.is_empty();
+    let urgent = st.question.is_some() || (!st.draft.is_empty() && !st.broke_line);
     if !st.at_line_start {
         if !urgent {
             // Text is streaming mid-line: the spinner waits for the line to end.
@@ -396,6 +431,7 @@ fn draw(st: &mut State) {
         let _ = writeln!(out);
         let _ = out.flush();
         st.at_line_start = true;
+        st.broke_line = true;
     }
     let mut err = std::io::stderr().lock();
     // Without autowrap the line never spills onto a second row, so one `\r` + erase-line
@@ -428,6 +464,14 @@ mod tests {
         for &b in s {
             key(st, b);
         }
+    }
+
+    #[test]
+    fn the_answer_prompt_lists_the_offered_letters() {
+        assert_eq!(
+            answer_prompt("Allow x {}? [y]es / [n]o / [a]lways (every x call): "),
+            "answer [y/n/a] › "
+        );
     }
 
     #[test]
