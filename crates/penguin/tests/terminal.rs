@@ -23,16 +23,15 @@ fn strip(raw: &[u8]) -> String {
     let mut chars = s.chars().peekable();
     while let Some(c) = chars.next() {
         match c {
-            '\x1b' => match chars.next() {
-                Some('[') => {
+            '\x1b' => {
+                if chars.next() == Some('[') {
                     for c in chars.by_ref() {
                         if ('@'..='~').contains(&c) {
                             break;
                         }
                     }
                 }
-                Some(_) | None => {}
-            },
+            }
             '\r' => {}
             c => out.push(c),
         }

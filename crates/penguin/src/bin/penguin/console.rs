@@ -54,6 +54,8 @@ struct Inner {
     /// stdin has ended: a prompt asked from now on gets no answer. (The REPL queue never
     /// reports the end itself: `repl_tx` keeps it open.)
     ended: AtomicBool,
+    /// Signalled when stdin ends, for a REPL waiting on its queue.
+    ended_signal: tokio::sync::Notify,
 }
 
 impl Console {
@@ -74,6 +76,7 @@ impl Console {
                         fixed: None,
                         repl_tx: None,
                         ended: AtomicBool::new(false),
+                        ended_signal: tokio::sync::Notify::new(),
                     }),
                     term: Some(term),
                     shared: Arc::default(),
@@ -173,6 +176,7 @@ impl Console {
             fixed: None,
             repl_tx: Some(tx.clone()),
             ended: AtomicBool::new(false),
+            ended_signal: tokio::sync::Notify::new(),
         });
         let reader = inner.clone();
         std::thread::spawn(move || {
@@ -205,6 +209,8 @@ impl Console {
             // End of input: a waiting prompt, and every later one, gets no answer (deny).
             let mut slot = reader.answer.lock().unwrap_or_else(|p| p.into_inner());
             reader.ended.store(true, Ordering::SeqCst);
+            reader.ended_signal.notify_waiters();
+            reader.ended_signal.notify_one();
             if let Some(prompt) = slot.take() {
                 let _ = prompt.send(None);
             }
@@ -228,18 +234,35 @@ impl Console {
                 fixed: Some(StdMutex::new(lines.into())),
                 repl_tx: None,
                 ended: AtomicBool::new(false),
+                ended_signal: tokio::sync::Notify::new(),
             }),
             term: None,
             shared: Arc::default(),
         }
     }
 
-    /// The next REPL line, or `None` at end of input.
+    /// The next REPL line, or `None` at end of input (once every line typed before it is
+    /// read).
     pub async fn read_line(&self) -> Option<String> {
         if let Some(fixed) = &self.inner.fixed {
             return fixed.lock().unwrap_or_else(|p| p.into_inner()).pop_front();
         }
-        self.inner.lines.lock().await.recv().await
+        let mut lines = self.inner.lines.lock().await;
+        loop {
+            let ended = self.inner.ended_signal.notified();
+            match lines.try_recv() {
+                Ok(line) => return Some(line),
+                Err(mpsc::error::TryRecvError::Disconnected) => return None,
+                Err(mpsc::error::TryRecvError::Empty) => {}
+            }
+            if self.inner.ended.load(Ordering::SeqCst) {
+                return None;
+            }
+            tokio::select! {
+                line = lines.recv() => return line,
+                _ = ended => {}
+            }
+        }
     }
 
     /// Lines typed from now on, until the returned guard is dropped, go to it rather than to the

@@ -466,5 +466,11 @@ pub(crate) async fn resume(
     };
     let prompt = read_prompt(Some(prompt))?;
     announce(&session);
+    if !task.jsonl {
+        let recap = crate::show::recap(&agent, session.id(), 2);
+        if !recap.is_empty() {
+            eprint!("earlier in this session:\n{recap}");
+        }
+    }
     one_task(&mut session, prompt, &task, confinement.bypass()).await
 }

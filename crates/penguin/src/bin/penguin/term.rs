@@ -202,16 +202,6 @@ impl Term {
     pub fn ask(&self, question: String) -> oneshot::Receiver<Option<String>> {
         let (tx, rx) = oneshot::channel();
         let mut st = self.lock();
-        if !st.steer {
-            if let Some(line) = st.typed_ahead.pop_front() {
-                let _ = tx.send(Some(line));
-                return rx;
-            }
-        }
-        if st.ended {
-            let _ = tx.send(None);
-            return rx;
-        }
         // The whole question goes into the output, right under its tool line, where it
         // can wrap freely and stays on record; the bottom line only takes the answer.
         hide(&mut st);
@@ -224,6 +214,16 @@ impl Term {
             let _ = out.flush();
         }
         st.at_line_start = true;
+        if !st.steer {
+            if let Some(line) = st.typed_ahead.pop_front() {
+                let _ = tx.send(Some(line));
+                return rx;
+            }
+        }
+        if st.ended {
+            let _ = tx.send(None);
+            return rx;
+        }
         let saved_draft = std::mem::take(&mut st.draft);
         st.question = Some(Question {
             text: answer_prompt(&question),
