@@ -37,7 +37,7 @@ fn ok(out: Output) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// A scripted run in `ws`; returns its session id (the first line of stderr names it).
+/// A scripted run in `ws`; returns its session id (stderr names it before the task).
 fn scripted_run(home: &Path, ws: &Path, name: &str, prompt: &str) -> String {
     let out = bin(home)
         .current_dir(ws)
@@ -55,11 +55,11 @@ fn scripted_run(home: &Path, ws: &Path, name: &str, prompt: &str) -> String {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     ok(out);
-    let first = stderr.lines().next().unwrap_or_default();
-    first
-        .strip_prefix("session ")
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("session "))
         .and_then(|r| r.split_whitespace().next())
-        .unwrap_or_else(|| panic!("the first stderr line names the session: {stderr}"))
+        .unwrap_or_else(|| panic!("stderr names the session: {stderr}"))
         .to_owned()
 }
 

@@ -21,6 +21,12 @@ use args::{Cli, Command, ScenarioCommand, TraceCommand};
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // A panic during a task must not leave the terminal without echo.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        term::restore();
+        default_hook(info);
+    }));
     let cli = Cli::parse();
     let log_file = match &cli.command {
         Command::Serve(args) => args.log_file.as_deref(),

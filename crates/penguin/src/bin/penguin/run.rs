@@ -384,8 +384,8 @@ pub(crate) fn read_prompt(prompt: Option<String>) -> Result<String, String> {
     Ok(prompt)
 }
 
-/// The session line on stderr: dimmed on a terminal. With `--jsonl` it is the first line of
-/// stderr, so a script can read the id while stdout stays pure JSON.
+/// The session line on stderr: dimmed on a terminal. With `--jsonl` too (after any notice
+/// about the model or the sandbox), so a script can read the id while stdout stays pure JSON.
 pub(crate) fn announce(session: &Session) {
     if color_for(std::io::stderr().is_terminal()) {
         eprintln!("\x1b[2m{}\x1b[0m", session_line(session));
