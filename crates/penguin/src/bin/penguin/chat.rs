@@ -13,8 +13,9 @@ use penguin::session::Session;
 
 use penguin::tools::SandboxBypass;
 
+use crate::approve::TerminalApprover;
 use crate::args::{ModelArgs, SandboxArgs, TaskArgs};
-use crate::console::{Console, TerminalApprover};
+use crate::console::Console;
 use crate::editor::{Input, LineEditor};
 use crate::run::{approver, interrupt_on_ctrl_c, render, run_task};
 use crate::setup::{
@@ -158,8 +159,8 @@ fn approvals_text(asking: Option<&TerminalApprover>, clear: bool) -> String {
     let mut out = String::from("allowed without asking:\n");
     for s in &scopes {
         out.push_str(&match s {
-            crate::console::Scope::Tool(t) => format!("  every {t} call\n"),
-            crate::console::Scope::Command(p) => {
+            crate::approve::Scope::Tool(t) => format!("  every {t} call\n"),
+            crate::approve::Scope::Command(p) => {
                 format!("  exec_command with a command starting `{p}`\n")
             }
         });

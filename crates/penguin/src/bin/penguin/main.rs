@@ -1,9 +1,11 @@
 //! The `penguin` command.
 
+mod approve;
 mod args;
 mod chat;
 mod checks;
 mod console;
+mod describe;
 mod editor;
 mod init;
 mod markdown;

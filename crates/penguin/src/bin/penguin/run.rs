@@ -15,8 +15,9 @@ use penguin::session::Session;
 
 use penguin::tools::SandboxBypass;
 
+use crate::approve::TerminalApprover;
 use crate::args::{ModelArgs, SandboxArgs, TaskArgs};
-use crate::console::{Console, TerminalApprover};
+use crate::console::Console;
 use crate::render::{color_for, status_text, user_text_display, Renderer, UserText};
 use crate::setup::{
     new_session, open_session, pick_source, resolve_session_id, session_line, workspace_dir,
