@@ -1,6 +1,8 @@
-//! Every scenario in `tests/scenarios/` (copies of the reference's conformance scenarios) runs
-//! through the real engine and matches the reference's three observables, compared the way
-//! `shared/tools/compare-scenario.py` compares them.
+//! Every scenario in `tests/scenarios/` runs through the real engine and matches the
+//! reference's three observables, compared the way `shared/tools/compare-scenario.py` compares
+//! them: copies of the reference's conformance scenarios and of the regressions random
+//! differential testing found, and same-instant cases (`abort-*`, `same-instant-*`) whose
+//! expected files the reference engine (`shared/tools/reference`) produced.
 
 use std::path::{Path, PathBuf};
 
@@ -32,19 +34,22 @@ fn kept(v: &Value) -> bool {
     !matches!(t, Some("session_meta" | "trace_rotate")) && pt != Some("tool_list_ready")
 }
 
-fn load(path: &Path, requests: bool) -> Vec<Value> {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    lines_to_values(&text, requests)
-}
-
-fn lines_to_values(text: &str, requests: bool) -> Vec<Value> {
+/// `strict` keeps `session_meta`, `tool_list_ready` and `trace_rotate` records (v2).
+fn lines_to_values(text: &str, requests: bool, strict: bool) -> Vec<Value> {
+    let kept = |v: &Value| strict || kept(v);
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| serde_json::from_str::<Value>(l).expect("expected files are JSON lines"))
         .map(|v| {
             if requests {
                 let input = v["input"].as_array().cloned().unwrap_or_default();
-                Value::Array(input.into_iter().filter(kept).map(normalize).collect())
+                Value::Array(
+                    input
+                        .into_iter()
+                        .filter(|v| kept(v))
+                        .map(normalize)
+                        .collect(),
+                )
             } else {
                 v
             }
@@ -55,7 +60,11 @@ fn lines_to_values(text: &str, requests: bool) -> Vec<Value> {
 }
 
 fn scenario_files() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    scenario_files_in("scenarios")
+}
+
+fn scenario_files_in(folder: &str) -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(folder);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("tests/scenarios exists")
         .map(|e| e.expect("dir entry").path())
@@ -69,6 +78,19 @@ fn scenario_files() -> Vec<PathBuf> {
 fn scenarios_match_the_reference() {
     let files = scenario_files();
     assert!(files.len() >= 4, "the reference scenarios are present");
+    check_all(files, false);
+}
+
+/// v2 scenarios (compaction, notices, bootstrap records), compared strictly: session heads,
+/// tool lists and rotations count like any record.
+#[test]
+fn v2_scenarios_match_the_reference_strictly() {
+    let files = scenario_files_in("scenarios-v2");
+    assert!(files.len() >= 6, "the v2 scenarios are present");
+    check_all(files, true);
+}
+
+fn check_all(files: Vec<PathBuf>, strict: bool) {
     for file in files {
         let name = file.file_stem().unwrap().to_string_lossy().into_owned();
         let scenario = Scenario::parse(&std::fs::read_to_string(&file).unwrap()).unwrap();
@@ -85,13 +107,21 @@ fn scenarios_match_the_reference() {
             .map(|r| format!("{}\n", serde_json::json!({ "input": r })))
             .collect();
         let dir = file.parent().unwrap();
+        let trace: String = out
+            .trace_lines()
+            .into_iter()
+            .map(|l| format!("{l}\n"))
+            .collect();
         for (kind, actual, is_req) in [
             ("stream", join(&out.stream), false),
-            ("trace", join(&out.trace), false),
+            ("trace", trace, false),
             ("req", requests, true),
         ] {
-            let expected = load(&dir.join(format!("{name}.{kind}.jsonl")), is_req);
-            let actual = lines_to_values(&actual, is_req);
+            let path = dir.join(format!("{name}.{kind}.jsonl"));
+            let text = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let expected = lines_to_values(&text, is_req, strict);
+            let actual = lines_to_values(&actual, is_req, strict);
             assert_eq!(actual.len(), expected.len(), "{name}.{kind}: record count");
             for (i, (a, e)) in actual.iter().zip(&expected).enumerate() {
                 assert_eq!(a, e, "{name}.{kind}: record {i} differs");
@@ -126,6 +156,27 @@ fn invalid_scenarios_name_the_field() {
             "tools.call_a.stream[0].delay_ms",
         ),
         (r#"{"llm": [], "runs": [], "colour": 1}"#, "colour"),
+        // Keys the runner would drop are named, not ignored.
+        (
+            r#"{"llm": [], "runs": [{"input": [{"type": "model_msg", "payload": {"type": "text", "role": "user", "text": "hi", "colour": "red"}}]}]}"#,
+            "runs[0].input[0].payload.colour",
+        ),
+        (
+            r#"{"llm": [{"stream": [{"delay_ms": 0, "message": {"type": "model_msg", "payload": {"type": "tool_call", "role": "assistant", "name": "a", "arguments": "{}", "tool_call_id": "c", "extra": 1}}}]}], "runs": []}"#,
+            "llm[0].stream[0].message.payload.extra",
+        ),
+        (
+            r#"{"llm": [], "runs": [], "tools": {"c": {"stream": [{"delay_ms": 0, "message": {"type": "model_msg", "payload": {"type": "tool_call_output", "role": "user", "output": "", "tool_call_id": "c", "images": ["x"], "note": null}}}]}}}"#,
+            "tools.c.stream[0].message.payload.note",
+        ),
+        (
+            r#"{"llm": [], "runs": [], "approvals": {"by_id": {"c": {"decision": "allow", "delay": 5}}}}"#,
+            "approvals.by_id.c.delay",
+        ),
+        (
+            r#"{"llm": [], "runs": [], "approvals": {"defaults": "allow"}}"#,
+            "approvals.defaults",
+        ),
     ];
     for (text, path) in cases {
         let err = Scenario::parse(text).expect_err(text);

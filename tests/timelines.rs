@@ -204,3 +204,57 @@ fn compaction() {
         )
     );
 }
+
+/// A background notice arriving while a tool runs: it waits for the next input assembly and
+/// goes out before the user's steering (the reference's v2 scenario).
+#[test]
+fn notice_mid_tool() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios-v2")
+        .join("notice-during-tool-before-steering.json");
+    let out =
+        run_scenario_blocking(Scenario::parse(&std::fs::read_to_string(path).unwrap()).unwrap())
+            .unwrap();
+    let requests = support::requests_timeline(&out.requests);
+    insta::assert_snapshot!("notice_mid_tool", format!("{}\n{requests}", both(&out)));
+}
+
+/// A background notice arriving while the session is idle: the next run delivers it after its
+/// prompt, in the same request, and the model answers both.
+#[test]
+fn notice_at_an_idle_session() {
+    let notice = penguin::omni_protocol::background::BackgroundTaskDone {
+        kind: penguin::omni_protocol::background::BackgroundKind::Command,
+        id: "proc-0a1b2c3d".into(),
+        label: "cargo build".into(),
+        completed: true,
+        detail: "exit code 0".into(),
+        output: "Finished".into(),
+    }
+    .notice();
+    let usage = r#"{"type": "event_msg", "payload": {"type": "token_usage", "session": {"cache_read": 0, "cache_write": 0, "output": 1, "total": 10}, "request": {"cache_read": 0, "cache_write": 0, "output": 1, "total": 10}}}"#;
+    let text = |t: &str| {
+        format!(
+            r#"{{"stream": [{{"delay_ms": 1, "message": {{"type": "model_msg", "payload": {{"type": "text", "role": "assistant", "text": "{t}", "stop_reason": "completed"}}}}}}, {{"delay_ms": 1, "message": {usage}}}]}}"#
+        )
+    };
+    let scenario = format!(
+        r#"{{
+          "llm": [{}, {}],
+          "runs": [
+            {{"input": [{{"type": "model_msg", "payload": {{"type": "text", "role": "user", "text": "start the build"}}}}]}},
+            {{"input": [{{"type": "model_msg", "payload": {{"type": "text", "role": "user", "text": "and now?"}}}}],
+              "notices": [{{"after_ms": 0, "message": {}}}]}}
+          ]
+        }}"#,
+        text("Building in the background."),
+        text("The build finished."),
+        notice.to_json()
+    );
+    let out = run_scenario_blocking(Scenario::parse(&scenario).unwrap()).unwrap();
+    let requests = support::requests_timeline(&out.requests);
+    insta::assert_snapshot!(
+        "notice_at_an_idle_session",
+        format!("{}\n{requests}", both(&out))
+    );
+}

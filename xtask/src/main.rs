@@ -1,4 +1,4 @@
-//! Project automation: `cargo xtask ci`, `cargo xtask e2e`, `cargo xtask bench`.
+//! Project automation: `cargo xtask ci`, `cargo xtask e2e`, `cargo xtask web`, `cargo xtask bench`.
 //!
 //! Each step prints the command it runs and the first failure stops everything.
 
@@ -14,9 +14,10 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(&root),
         Some("e2e") => e2e(&root),
+        Some("web") => web(&root),
         Some("bench") => bench(&root),
         _ => {
-            eprintln!("usage: cargo xtask <ci|e2e|bench>\n  ci     formatting, clippy, tests, the real-model e2e, docs and the scenario check\n  e2e    only the real-model end-to-end tests (starts and stops a local llama.cpp server)\n  bench  the benchmarks");
+            eprintln!("usage: cargo xtask <ci|e2e|web|bench>\n  ci     formatting, clippy, tests, the real-model e2e, the web app in a browser, docs and the scenario check\n  e2e    only the real-model end-to-end tests (starts and stops a local llama.cpp server)\n  web    only the web app's tests in headless Chromium (installs it when missing)\n  bench  the benchmarks");
             return ExitCode::from(2);
         }
     };
@@ -106,6 +107,7 @@ fn ci(root: &Path) -> Result<(), String> {
     run(root, "tests", test)?;
 
     e2e(root)?;
+    web(root)?;
 
     let mut doc = cargo();
     doc.args(["doc", "--workspace", "--no-deps", "--all-features"])
@@ -117,8 +119,14 @@ fn ci(root: &Path) -> Result<(), String> {
     run(root, "build penguin", build)?;
     let shared_check = root.join("../shared/tools/check-scenarios.sh");
     if shared_check.exists() {
+        // The binary the build step just made, wherever cargo put it.
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| root.join("target"));
         let mut check = Command::new(shared_check);
-        check.arg("target/debug/penguin");
+        // Every shared scenario: the base set, v2 (compaction, notices, bootstrap records,
+        // compared strictly) and the regressions random differential testing found.
+        check.arg("--all").arg(target.join("debug").join("penguin"));
         run(root, "scenarios (shared)", check)?;
     } else {
         // The in-repo copy of the scenarios is checked by `tests/scenarios.rs` above.
@@ -200,6 +208,27 @@ fn e2e(root: &Path) -> Result<(), String> {
     ])
     .env("PENGUIN_MODEL_SERVER", &url);
     run(root, "e2e tests", test)
+}
+
+/// The web app in a real headless Chromium: installs Debian's chromium and chromedriver when
+/// missing, then runs the browser tests (ignored by a plain `cargo test`). One test at a time:
+/// each drives its own browser, and two cores are better spent on one.
+fn web(root: &Path) -> Result<(), String> {
+    let mut install = Command::new("bash");
+    install.arg("scripts/install-browser.sh");
+    run(root, "install browser", install)?;
+    let mut test = cargo();
+    test.args([
+        "test",
+        "-p",
+        "penguin-server",
+        "--test",
+        "web",
+        "--",
+        "--ignored",
+        "--test-threads=1",
+    ]);
+    run(root, "web app in Chromium", test)
 }
 
 fn bench(root: &Path) -> Result<(), String> {

@@ -1,9 +1,10 @@
 //! Carry-over after an interrupt (§2.9) and the retry input of the reconnect ladder (§2.8).
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 
 use penguin_omni_protocol::markers::{self, TranscriptLine};
-use penguin_omni_protocol::{build, ModelPayload, OmniMessage, StopReason};
+use penguin_omni_protocol::{build, Body, ModelPayload, OmniMessage, Role, StopReason};
 
 use crate::texts;
 use crate::turn::Turn;
@@ -61,6 +62,26 @@ pub(crate) fn with_retried_turns(next_input: &[OmniMessage], failed: &[Turn]) ->
     input
 }
 
+/// `downgradeCarriedGoalInput`: carry-over holding a goal round's input is only ever consumed
+/// after that goal run ended, so its user text is downgraded to a note about the dead round.
+/// Anything else is returned as it is.
+pub(crate) fn downgrade_carried_goal_input(msg: OmniMessage) -> OmniMessage {
+    let downgraded = match msg.model() {
+        Some(ModelPayload::Text(t)) if t.role == Role::User && !t.text.is_empty() => {
+            match markers::downgrade_goal_input(&t.text) {
+                Cow::Owned(text) => text,
+                Cow::Borrowed(_) => return msg,
+            }
+        }
+        _ => return msg,
+    };
+    let mut msg = msg;
+    if let Body::Model(ModelPayload::Text(t)) = &mut msg.body {
+        t.text = downgraded;
+    }
+    msg
+}
+
 /// `buildCarryOver`: what the next run must send first after this run ended early.
 pub(crate) fn build_carry_over(attempt_input: &[OmniMessage], turn: &Turn) -> Vec<OmniMessage> {
     if turn.outcome.status == StopReason::Completed {
@@ -96,7 +117,11 @@ pub(crate) fn build_carry_over(attempt_input: &[OmniMessage], turn: &Turn) -> Ve
         if let Some(ModelPayload::Text(t)) = msg.model() {
             match markers::unwrap_synthetic_block(&t.text) {
                 Some(inner) => lines.extend(inner),
-                None => lines.push(TranscriptLine::UserInput(t.text.clone()).render()),
+                // A goal round can only be cut off here when its goal run ended with it.
+                None => lines.push(
+                    TranscriptLine::UserInput(markers::downgrade_goal_input(&t.text).into_owned())
+                        .render(),
+                ),
             }
         }
     }
@@ -175,6 +200,34 @@ mod tests {
             text_of(&carry[1]),
             "[turn_aborted]\n  [user_input]explain[/user_input]\n  [text]first try[/text]\n  [text]I will[/text]\n  [tool_call name=\"read\" id=\"call_1\"]{\"p\":1}[/tool_call]\n[/turn_aborted]"
         );
+    }
+
+    #[test]
+    fn case_b_with_nothing_to_transcribe_is_an_empty_block() {
+        let input = vec![build::user_text("[turn_aborted]\n[/turn_aborted]")];
+        let carry = build_carry_over(&input, &turn(StopReason::Aborted, vec![], vec![], vec![]));
+        assert_eq!(text_of(&carry[0]), "[turn_aborted]\n[/turn_aborted]");
+    }
+
+    #[test]
+    fn goal_rounds_are_downgraded_when_carried() {
+        let round = "[goal]\nround: 2\nprotocol\n[/goal]\n\nmake all tests pass";
+        let note = "[goal round 2 of an ended goal run \u{2014} protocol omitted; do not act on it]\nmake all tests pass";
+        let carry = build_carry_over(
+            &[build::user_text(round)],
+            &turn(StopReason::Aborted, vec![], vec![], vec![]),
+        );
+        assert_eq!(
+            text_of(&carry[0]),
+            format!("[turn_aborted]\n  [user_input]{note}[/user_input]\n[/turn_aborted]")
+        );
+        assert_eq!(
+            text_of(&downgrade_carried_goal_input(build::user_text(round))),
+            note
+        );
+        // Only user texts are the goal loop's input.
+        let said = build::assistant_text(round, StopReason::Completed);
+        assert_eq!(text_of(&downgrade_carried_goal_input(said)), round);
     }
 
     #[test]

@@ -17,8 +17,8 @@ use penguin_omni_protocol::{
     CompactionMode, CompactionReason, EventPayload, ModelPayload, OmniMessage, StopReason,
 };
 
-use crate::carry::build_carry_over;
-use crate::run::{abort, backoff, deliver_steering, Shared};
+use crate::carry::{build_carry_over, downgrade_carried_goal_input};
+use crate::run::{abort, backoff, deliver_notices, deliver_steering, Shared};
 use crate::texts;
 use crate::turn::{emit, emit_stream_only, generate, panic_text, request_end, Item, Turn};
 
@@ -94,8 +94,11 @@ fn mode(shared: &Shared) -> CompactionMode {
         .map_or(CompactionMode::Summarize, |c| c.mode)
 }
 
+/// A task boundary: no tool outputs to answer, and nothing queued (steering, a notice) that
+/// would take the task one more turn.
 fn at_boundary(shared: &Shared, mid_task: bool) -> bool {
-    !mid_task && shared.state().steering.is_empty()
+    let st = shared.state();
+    !mid_task && st.steering.is_empty() && st.notices.is_empty()
 }
 
 /// The checkpoint after every completed turn.
@@ -135,6 +138,7 @@ pub(crate) async fn checkpoint(
             // context (this first write rotates the trace) and is not streamed.
             shared.record_only(summary.clone());
             let mut next = vec![summary];
+            next.extend(deliver_notices(shared, producer));
             next.extend(deliver_steering(shared, producer));
             Checkpoint::Continue(next)
         }
@@ -176,7 +180,12 @@ pub(crate) async fn compact_manually(
         discard_context(shared, producer, CompactionReason::Manual).await;
         return;
     }
-    let folded = std::mem::take(&mut shared.state().pending_carry_over);
+    // Downgraded on the drained snapshot: a restore after a failed compaction keeps the
+    // downgraded copies, which is harmless because the downgrade is idempotent.
+    let folded: Vec<OmniMessage> = std::mem::take(&mut shared.state().pending_carry_over)
+        .into_iter()
+        .map(downgrade_carried_goal_input)
+        .collect();
     let result = summarize_context(
         shared,
         producer,

@@ -59,6 +59,12 @@ pub struct EngineConfig {
     pub compaction: Option<CompactionConfig>,
     /// Retry budget of a compaction (all failure kinds together); defaults to `max_reconnects`.
     pub compaction_max_reconnects: Option<u32>,
+    /// For replays on a paused clock (scenarios): what a turn's producers emit at one instant
+    /// is held until the clock moves on and released in the reference's order (see
+    /// `instant.rs`). Every wait must then be on the clock, as a scripted approver's is: an
+    /// approver waiting for a person to see the call would wait for a message still held. Off,
+    /// messages go out as they come, the only meaningful order on a running clock.
+    pub same_instant_order: bool,
 }
 
 impl Default for EngineConfig {
@@ -70,6 +76,7 @@ impl Default for EngineConfig {
             reconnect_backoff_max: Duration::from_millis(30_000),
             compaction: None,
             compaction_max_reconnects: None,
+            same_instant_order: false,
         }
     }
 }

@@ -3,6 +3,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use penguin_llm_providers::{CancellationToken, MessageSink};
+use penguin_omni_protocol::background::{BackgroundKind, BackgroundTaskDone};
 use penguin_omni_protocol::{ApprovalDecision, Frame, OmniMessage, ToolCall, ToolDefinition};
 
 /// What a tool may do, for approval policies.
@@ -61,6 +62,48 @@ pub trait Environment: Send + Sync {
 
     /// What a tool may do; unknown tools are treated as read-write.
     fn permission(&self, name: &str) -> Permission;
+
+    /// The work this environment keeps running past its tool calls (background commands,
+    /// background subagents), for the host to list, kill and hear from. `None`: it has none.
+    fn background(&self) -> Option<Arc<dyn BackgroundWork>> {
+        None
+    }
+}
+
+/// Where reports of settled background launches go.
+pub type BackgroundListener = Arc<dyn Fn(BackgroundTaskDone) + Send + Sync>;
+
+/// One piece of background work, as a host lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackgroundTask {
+    /// The handle the model uses (`process_id`, `subagent_id`).
+    pub id: String,
+    /// Command or subagent.
+    pub kind: BackgroundKind,
+    /// What runs: a command line, a subagent's task.
+    pub label: String,
+    /// Whether it still runs.
+    pub running: bool,
+    /// How it ended (`exit code 0`, ...), once it has.
+    pub detail: Option<String>,
+    /// The OS process (group) of a command.
+    pub pid: Option<i32>,
+}
+
+/// Work an environment keeps running past its tool calls.
+pub trait BackgroundWork: Send + Sync {
+    /// Where reports of settled background launches go (the session turns them into harness
+    /// notices); replaces an earlier listener.
+    fn set_listener(&self, listener: BackgroundListener);
+
+    /// What runs, or has ended and not been collected yet.
+    fn tasks(&self) -> Vec<BackgroundTask>;
+
+    /// Ends one (a killed task sends no report); false when the id is unknown.
+    fn kill(&self, id: &str) -> bool;
+
+    /// Ends everything at once: the session is going away.
+    fn kill_all(&self);
 }
 
 /// Why an approver could not answer. The engine logs it and denies the call (the reference's

@@ -21,6 +21,7 @@ mod carry;
 mod compaction;
 mod config;
 mod environment;
+mod instant;
 mod run;
 pub mod scripted;
 mod turn;
@@ -28,14 +29,16 @@ mod turn;
 pub use compaction::Compactability;
 pub use config::{CompactionConfig, EngineConfig, DEFAULT_COMPACTION_PROMPT};
 pub use environment::{
-    AllowAll, ApprovalError, Approver, Environment, Permission, ToolCallRequest, TraceSink,
+    AllowAll, ApprovalError, Approver, BackgroundListener, BackgroundTask, BackgroundWork,
+    Environment, Permission, ToolCallRequest, TraceSink,
 };
 pub use penguin_llm_providers::{
     CancellationToken, Llm, LlmOutcome, LlmRequest, MessageSink, ThinkingLevel,
 };
 pub use penguin_omni_protocol::Frame;
 pub use run::{
-    Counters, Engine, EngineBusy, InitialState, LlmFactory, RunOptions, RunStream, SteerId, Steered,
+    Counters, Engine, EngineBusy, InitialState, LlmFactory, Notifier, RunOptions, RunStream,
+    SteerId, Steered,
 };
 
 /// The exact texts the engine produces, in one place so tests and docs can refer to them.

@@ -10,11 +10,11 @@ use penguin_llm_providers::{CancellationToken, Llm, ThinkingLevel};
 use penguin_merge_queue::{merge_queue_with_hook, Consumer, Producer};
 use penguin_omni_protocol::markers::marker_block;
 use penguin_omni_protocol::{
-    build, Frame, ModelPayload, OmniMessage, StopReason, StreamEventType, TokenCounts,
+    build, Frame, ModelPayload, OmniMessage, Role, StopReason, StreamEventType, TokenCounts,
 };
 use tokio::sync::oneshot;
 
-use crate::carry::{build_carry_over, with_retried_turns};
+use crate::carry::{build_carry_over, downgrade_carried_goal_input, with_retried_turns};
 use crate::compaction::{self, Compactability};
 use crate::config::EngineConfig;
 use crate::environment::{Approver, Environment, TraceSink};
@@ -46,6 +46,29 @@ impl fmt::Debug for RunOptions {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("a run is already in progress on this engine")]
 pub struct EngineBusy;
+
+/// Queues notices on an engine while it exists (see [`Engine::notifier`]).
+#[derive(Clone)]
+pub struct Notifier(std::sync::Weak<Shared>);
+
+impl fmt::Debug for Notifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Notifier")
+    }
+}
+
+impl Notifier {
+    /// [`Engine::notify`]; false once the engine is gone.
+    pub fn notify(&self, notice: OmniMessage) -> bool {
+        match self.0.upgrade() {
+            Some(shared) => {
+                shared.state().notices.push(notice);
+                true
+            }
+            None => false,
+        }
+    }
+}
 
 /// Identifies a queued steering input, for [`Engine::unsteer`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -101,6 +124,8 @@ pub(crate) struct State {
     pub(crate) counters: Counters,
     pub(crate) steering: Vec<(SteerId, Vec<OmniMessage>)>,
     pub(crate) next_steer_id: u64,
+    /// Harness notices (settled background work) waiting for the next input assembly.
+    pub(crate) notices: Vec<OmniMessage>,
     pub(crate) task_running: bool,
     /// A run (not a compaction) is in flight: only a run takes steering.
     pub(crate) run_in_flight: bool,
@@ -317,8 +342,10 @@ impl Engine {
         if !st.run_in_flight {
             return Steered::NotRunning;
         }
+        // The reference's `carriesSteering`: only an image_url or a non-blank text (of any
+        // role) makes steering worth delivering.
         let meaningful = input.iter().any(|m| match m.model() {
-            Some(ModelPayload::ImageUrl(_) | ModelPayload::InlineData(_)) => true,
+            Some(ModelPayload::ImageUrl(_)) => true,
             Some(ModelPayload::Text(t)) => !t.text.trim().is_empty(),
             _ => false,
         });
@@ -329,6 +356,30 @@ impl Engine {
         st.next_steer_id += 1;
         st.steering.push((id, input));
         Steered::Queued(id)
+    }
+
+    /// Queues a harness notice (a `[background_task_done]` user text): a running task delivers
+    /// it at its next input assembly, before steering, and takes one more turn for it; an idle
+    /// engine delivers it with the next run's input, unless the host takes it first
+    /// ([`take_notices`](Self::take_notices)) to start a task of its own.
+    pub fn notify(&self, notice: OmniMessage) {
+        self.shared.state().notices.push(notice);
+    }
+
+    /// A handle that queues notices without keeping the engine alive: what a background
+    /// listener held by the engine's own environment must use.
+    pub fn notifier(&self) -> Notifier {
+        Notifier(Arc::downgrade(&self.shared))
+    }
+
+    /// The queued notices, taken out of the engine (an idle host starting a task with them).
+    pub fn take_notices(&self) -> Vec<OmniMessage> {
+        std::mem::take(&mut self.shared.state().notices)
+    }
+
+    /// How many notices wait for delivery.
+    pub fn pending_notices(&self) -> usize {
+        self.shared.state().notices.len()
     }
 
     /// Removes a queued steering input; false when it was already delivered or dropped.
@@ -431,6 +482,7 @@ async fn run_to_completion(
             std::mem::take(&mut st.pending_bootstrap),
         )
     };
+    let carry = carry.into_iter().map(downgrade_carried_goal_input);
     let mut input: Vec<OmniMessage> = summary.iter().cloned().chain(carry).collect();
     // Carry-over is never written: its real messages were written when produced, and its
     // synthetic ones are never persisted.
@@ -445,6 +497,8 @@ async fn run_to_completion(
     }
     let config = &shared.config;
     let mut next_input = input;
+    // Notices that arrived while the session was idle ride the first request, after the prompt.
+    next_input.extend(deliver_notices(shared, producer));
     let mut turn_count: i64 = 0;
     loop {
         if config.max_turns > 0 && turn_count >= config.max_turns {
@@ -518,7 +572,9 @@ async fn run_to_completion(
                 continue;
             }
         }
-        let injected = deliver_steering(shared, producer);
+        // Notices first: the user's own words come last.
+        let mut injected = deliver_notices(shared, producer);
+        injected.extend(deliver_steering(shared, producer));
         if !mid_task && injected.is_empty() {
             return;
         }
@@ -568,25 +624,38 @@ fn emit_max_turns(producer: &Producer<Item>, max_turns: i64) {
     emit(producer, build::assistant_text(text, StopReason::Failed));
 }
 
-/// Drains the steering queue into `[user_steering]` texts (plus any images), each streamed and
-/// written, and returns them for the next input.
+/// Drains the harness notices (§2.11): each is streamed and written, and returned for the next
+/// input.
+pub(crate) fn deliver_notices(shared: &Shared, producer: &Producer<Item>) -> Vec<OmniMessage> {
+    let notices = std::mem::take(&mut shared.state().notices);
+    for msg in &notices {
+        emit(producer, msg.clone());
+    }
+    notices
+}
+
+/// Drains the steering queue, each queued input becoming one `[user_steering]` user text
+/// (its user texts joined) followed by the rest of that input unchanged, and returns them for
+/// the next input. Every message is streamed and written.
+///
+/// The steering text is there even when the input had no user text (an image alone): it is
+/// what marks the images after it as steering rather than the start of a new task.
 pub(crate) fn deliver_steering(shared: &Shared, producer: &Producer<Item>) -> Vec<OmniMessage> {
     let queued = std::mem::take(&mut shared.state().steering);
     let mut delivered = Vec::new();
     for (_, input) in queued {
-        let (texts, rest): (Vec<OmniMessage>, Vec<OmniMessage>) = input
-            .into_iter()
-            .partition(|m| matches!(m.model(), Some(ModelPayload::Text(_))));
-        let joined: Vec<&str> = texts
-            .iter()
-            .filter_map(|m| m.model().and_then(ModelPayload::content))
-            .collect();
-        if !joined.is_empty() {
-            delivered.push(build::user_text(marker_block(
-                "user_steering",
-                &joined.join("\n\n"),
-            )));
+        let mut texts = Vec::new();
+        let mut rest = Vec::new();
+        for msg in input {
+            match msg.model() {
+                Some(ModelPayload::Text(t)) if t.role == Role::User => texts.push(t.text.clone()),
+                _ => rest.push(msg),
+            }
         }
+        delivered.push(build::user_text(marker_block(
+            "user_steering",
+            &texts.join("\n\n"),
+        )));
         delivered.extend(rest);
     }
     for msg in &delivered {

@@ -5,7 +5,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use penguin_llm_providers::scripted::{parse_steps, play, OpenSegments, Played, ScriptError, Step};
+use penguin_llm_providers::scripted::{
+    check_keys, parse_steps, play, OpenSegments, Played, ScriptError, Step,
+};
 use penguin_llm_providers::MessageSink;
 use penguin_omni_protocol::{
     build, ApprovalDecision, ModelPayload, OmniMessage, StopReason, ToolDefinition,
@@ -34,9 +36,11 @@ impl ScriptedEnvironment {
         let mut scripts = HashMap::new();
         for (id, script) in obj {
             let path = format!("tools.{id}");
-            let stream = script
+            let script = script
                 .as_object()
-                .ok_or_else(|| ScriptError::new(&path, "expected an object {stream}"))?
+                .ok_or_else(|| ScriptError::new(&path, "expected an object {stream}"))?;
+            check_keys(script, &path, &["stream"])?;
+            let stream = script
                 .get("stream")
                 .ok_or_else(|| ScriptError::new(format!("{path}.stream"), "missing"))?;
             scripts.insert(id.clone(), parse_steps(stream, &format!("{path}.stream"))?);
@@ -64,9 +68,11 @@ impl Environment for ScriptedEnvironment {
             streamed: String::new(),
         };
         if play(steps, &request.cancel, &mut open, &mut tap).await == Played::Aborted {
-            if open.is_open("partial_tool_call_output") {
+            // As in the reference: any open segment is closed instead of answering with the
+            // streamed output; only a tool with nothing open answers itself.
+            if open.any_open() {
                 for msg in open.close_all(StopReason::Aborted) {
-                    tap.inner.emit(msg).await;
+                    tap.inner.emit_closure(msg).await;
                 }
             } else {
                 let streamed = std::mem::take(&mut tap.streamed);
@@ -120,8 +126,8 @@ pub enum ScriptedDecision {
 /// Answers approvals from a scenario's `approvals` object.
 #[derive(Clone, Debug)]
 pub struct ScriptedApprover {
-    default: (ScriptedDecision, Duration),
-    by_id: HashMap<String, (ScriptedDecision, Duration)>,
+    default: (ScriptedDecision, Option<Duration>),
+    by_id: HashMap<String, (ScriptedDecision, Option<Duration>)>,
 }
 
 impl ScriptedApprover {
@@ -130,11 +136,9 @@ impl ScriptedApprover {
         let obj = approvals
             .as_object()
             .ok_or_else(|| ScriptError::new("approvals", "expected an object"))?;
+        check_keys(obj, "approvals", &["default", "by_id"])?;
         let default = match obj.get("default") {
-            None | Some(Value::Null) => (
-                ScriptedDecision::Decide(ApprovalDecision::Deny),
-                Duration::ZERO,
-            ),
+            None | Some(Value::Null) => (ScriptedDecision::Decide(ApprovalDecision::Deny), None),
             Some(v) => parse_decision(v, "approvals.default")?,
         };
         let mut by_id = HashMap::new();
@@ -142,7 +146,8 @@ impl ScriptedApprover {
             let map = map
                 .as_object()
                 .ok_or_else(|| ScriptError::new("approvals.by_id", "expected an object"))?;
-            for (id, v) in map {
+            // A null entry falls back to the default, as the reference's `??` does.
+            for (id, v) in map.iter().filter(|(_, v)| !v.is_null()) {
                 by_id.insert(
                     id.clone(),
                     parse_decision(v, &format!("approvals.by_id.{id}"))?,
@@ -153,10 +158,15 @@ impl ScriptedApprover {
     }
 }
 
-fn parse_decision(v: &Value, path: &str) -> Result<(ScriptedDecision, Duration), ScriptError> {
+/// A decision, and the delay of the object form (absent for a bare decision string).
+fn parse_decision(
+    v: &Value,
+    path: &str,
+) -> Result<(ScriptedDecision, Option<Duration>), ScriptError> {
     let (word, delay) = match v {
-        Value::String(s) => (s.as_str(), 0),
+        Value::String(s) => (s.as_str(), None),
         Value::Object(o) => {
+            check_keys(o, path, &["decision", "delay_ms"])?;
             let word = o.get("decision").and_then(Value::as_str).ok_or_else(|| {
                 ScriptError::new(format!("{path}.decision"), "missing or not a string")
             })?;
@@ -169,7 +179,7 @@ fn parse_decision(v: &Value, path: &str) -> Result<(ScriptedDecision, Duration),
                     )
                 })?,
             };
-            (word, delay)
+            (word, Some(Duration::from_millis(delay)))
         }
         _ => {
             return Err(ScriptError::new(
@@ -186,7 +196,7 @@ fn parse_decision(v: &Value, path: &str) -> Result<(ScriptedDecision, Duration),
                 .map_err(|e: String| ScriptError::new(path, format!("{e} or throw")))?,
         ),
     };
-    Ok((decision, Duration::from_millis(delay)))
+    Ok((decision, delay))
 }
 
 #[async_trait]
@@ -194,8 +204,13 @@ impl Approver for ScriptedApprover {
     async fn approve(&self, call: &OmniMessage) -> Result<ApprovalDecision, ApprovalError> {
         let id = call.tool_call_id().unwrap_or_default();
         let (decision, delay) = self.by_id.get(id).copied().unwrap_or(self.default);
-        if !delay.is_zero() {
-            tokio::time::sleep(delay).await;
+        if let Some(delay) = delay {
+            // The reference answers a delayed decision from a timer, and a timer never fires
+            // at the instant it was set: node runs it 1 ms later at the earliest.
+            tokio::time::sleep(delay.max(Duration::from_millis(1))).await;
+            // A timer of the run due at this same instant (its interrupt) was set before this
+            // one and goes first in the reference; let it.
+            tokio::task::yield_now().await;
         }
         match decision {
             ScriptedDecision::Decide(d) => Ok(d),
@@ -203,5 +218,46 @@ impl Approver for ScriptedApprover {
                 "scripted approver throws for {id}"
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn call(id: &str) -> OmniMessage {
+        build::tool_call("write_file", "{}", id, StopReason::Completed, None)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn decisions_fall_back_like_the_reference() {
+        let approver = ScriptedApprover::from_json(
+            &json!({"default": "allow", "by_id": {"a": null, "b": "forbidden"}}),
+        )
+        .unwrap();
+        assert_eq!(
+            approver.approve(&call("a")).await,
+            Ok(ApprovalDecision::Allow)
+        );
+        assert_eq!(
+            approver.approve(&call("b")).await,
+            Ok(ApprovalDecision::Forbidden)
+        );
+        let silent = ScriptedApprover::from_json(&json!({})).unwrap();
+        assert_eq!(silent.approve(&call("a")).await, Ok(ApprovalDecision::Deny));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_delayed_decision_never_answers_at_once() {
+        let approver =
+            ScriptedApprover::from_json(&json!({"default": {"decision": "deny", "delay_ms": 0}}))
+                .unwrap();
+        let start = tokio::time::Instant::now();
+        assert_eq!(
+            approver.approve(&call("a")).await,
+            Ok(ApprovalDecision::Deny)
+        );
+        assert_eq!(start.elapsed(), Duration::from_millis(1));
     }
 }

@@ -17,6 +17,7 @@ use penguin_omni_protocol::{
 use tokio::task::JoinSet;
 
 use crate::environment::{Approver, ToolCallRequest};
+use crate::instant::{self, Chain, Orderer};
 use crate::run::Shared;
 use crate::texts;
 
@@ -60,11 +61,18 @@ pub(crate) async fn run_turn(
     producer: &Producer<Item>,
     p: TurnParams<'_>,
 ) -> Turn {
-    emit(producer, build::request_begin());
+    let order = Arc::new(Orderer::new(
+        shared.clone(),
+        producer.clone(),
+        p.cancel.clone(),
+    ));
+    let chain = order.driver();
+    order.push(chain, build::request_begin(), instant::SAME_JOB);
     let outputs = Arc::new(Mutex::new(Vec::new()));
     let mut driver = Driver {
         shared: shared.clone(),
-        producer: producer.clone(),
+        order: order.clone(),
+        chain,
         approver: p.approver,
         cancel: p.cancel.clone(),
         thinking_level: p.thinking_level,
@@ -80,9 +88,10 @@ pub(crate) async fn run_turn(
         thinking_level: p.thinking_level,
     };
     let outcome = generate(shared, request, &mut driver).await;
-    emit(
-        producer,
+    order.push(
+        chain,
         request_end(shared, &outcome, p.reconnects, shared.config.max_reconnects),
+        instant::REQUEST_END,
     );
 
     // request_end does not wait for tools; the turn does.
@@ -91,6 +100,7 @@ pub(crate) async fn run_turn(
             tracing::error!("tool task failed to join: {e}");
         }
     }
+    order.flush();
     let collected = std::mem::take(&mut *outputs.lock().expect("outputs lock"));
     let mut by_id: HashMap<String, OmniMessage> = HashMap::new();
     for out in collected {
@@ -164,7 +174,8 @@ pub(crate) fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
 /// The driver: consumes the LLM stream, approves calls one at a time, dispatches tools.
 struct Driver {
     shared: Arc<Shared>,
-    producer: Producer<Item>,
+    order: Arc<Orderer>,
+    chain: Chain,
     approver: Option<Arc<dyn Approver>>,
     cancel: CancellationToken,
     thinking_level: Option<ThinkingLevel>,
@@ -178,7 +189,19 @@ struct Driver {
 #[async_trait]
 impl MessageSink for Driver {
     async fn emit(&mut self, msg: OmniMessage) {
-        emit(&self.producer, msg.clone());
+        self.take(msg, instant::MESSAGE).await;
+    }
+
+    async fn emit_closure(&mut self, msg: OmniMessage) {
+        self.take(msg, instant::CLOSURE).await;
+    }
+}
+
+impl Driver {
+    /// One message of the model's stream: streamed, then acted on (segments kept for
+    /// transcripts, calls approved and dispatched).
+    async fn take(&mut self, msg: OmniMessage, cost: i64) {
+        self.order.push(self.chain, msg.clone(), cost);
         match &msg.body {
             Body::Event(EventPayload::TokenUsage { session, request }) => {
                 self.shared.observe_token_usage(*session, *request);
@@ -199,12 +222,19 @@ impl MessageSink for Driver {
                     return;
                 }
                 let Some(decision) = self.approve(&msg).await else {
+                    // The reference waits for the approver even then, so the model goes on
+                    // only after everything the interrupt closed.
+                    self.order.defer(self.chain);
                     return;
                 };
                 if self.cancel.is_cancelled() {
                     return;
                 }
-                emit(&self.producer, build::approval_decision(decision, &id));
+                self.order.push(
+                    self.chain,
+                    build::approval_decision(decision, &id),
+                    instant::APPROVAL,
+                );
                 match decision {
                     ApprovalDecision::Allow => self.dispatch(msg),
                     denied => {
@@ -214,7 +244,7 @@ impl MessageSink for Driver {
                             texts::DENIED_BY_USER
                         };
                         let out = build::tool_call_output(text, id, StopReason::Aborted);
-                        emit(&self.producer, out.clone());
+                        self.order.push(self.chain, out.clone(), instant::DENIAL);
                         self.outputs.lock().expect("outputs lock").push(out);
                     }
                 }
@@ -222,9 +252,7 @@ impl MessageSink for Driver {
             _ => {}
         }
     }
-}
 
-impl Driver {
     /// Asks the approver; `None` when the interrupt fired while waiting (then no
     /// approval_decision is emitted, as in the reference).
     async fn approve(&self, call: &OmniMessage) -> Option<ApprovalDecision> {
@@ -262,8 +290,8 @@ impl Driver {
             thinking_level: self.thinking_level,
         };
         let mut sink = ToolSink {
-            shared: self.shared.clone(),
-            producer: self.producer.clone(),
+            chain: self.order.fork(self.chain),
+            order: self.order.clone(),
             outputs: self.outputs.clone(),
             tool_call_id: id,
             answered: false,
@@ -288,7 +316,7 @@ impl Driver {
                     &sink.tool_call_id,
                     StopReason::Failed,
                 );
-                sink.collect(out);
+                sink.collect(out, instant::MESSAGE);
             } else if let Err(panic) = result {
                 tracing::warn!(
                     "[penguin] environment threw after tool output: {}",
@@ -301,24 +329,21 @@ impl Driver {
 
 /// `executeOne`'s view of one running tool.
 struct ToolSink {
-    shared: Arc<Shared>,
-    producer: Producer<Item>,
+    order: Arc<Orderer>,
+    chain: Chain,
     outputs: Arc<Mutex<Vec<OmniMessage>>>,
     tool_call_id: String,
     answered: bool,
 }
 
 impl ToolSink {
-    fn collect(&mut self, out: OmniMessage) {
-        emit(&self.producer, out.clone());
+    fn collect(&mut self, out: OmniMessage, cost: i64) {
+        self.order.push(self.chain, out.clone(), cost);
         self.outputs.lock().expect("outputs lock").push(out);
         self.answered = true;
     }
-}
 
-#[async_trait]
-impl MessageSink for ToolSink {
-    async fn emit(&mut self, msg: OmniMessage) {
+    fn take(&mut self, msg: OmniMessage, cost: i64) {
         if msg.has_origin() {
             // A child session's message: streamed, never recorded, never this call's output.
             // Its first message (session_meta, one hop) leaves the pointer in our Trace.
@@ -326,17 +351,28 @@ impl MessageSink for ToolSink {
                 (Body::SessionMeta(_), Some([hop])) => Some(build::subagent(hop.clone())),
                 _ => None,
             };
-            emit(&self.producer, msg);
+            self.order.push(self.chain, msg, cost);
             if let Some(pointer) = pointer {
-                self.shared.record_only(pointer);
+                self.order.record_only(self.chain, pointer);
             }
             return;
         }
         let is_output = matches!(msg.model(), Some(ModelPayload::ToolCallOutput(_)));
         if is_output && msg.tool_call_id() == Some(self.tool_call_id.as_str()) {
-            self.collect(msg);
+            self.collect(msg, cost);
         } else {
-            emit(&self.producer, msg);
+            self.order.push(self.chain, msg, cost);
         }
+    }
+}
+
+#[async_trait]
+impl MessageSink for ToolSink {
+    async fn emit(&mut self, msg: OmniMessage) {
+        self.take(msg, instant::MESSAGE);
+    }
+
+    async fn emit_closure(&mut self, msg: OmniMessage) {
+        self.take(msg, instant::CLOSURE);
     }
 }

@@ -9,7 +9,9 @@ use penguin_engine::scripted::ScriptedEnvironment;
 use penguin_engine::{CancellationToken, Engine, EngineConfig, Frame, RunOptions, Steered};
 use penguin_llm_providers::scripted::{ScriptedModel, ScriptedRequest, Step};
 use penguin_llm_providers::LlmOutcome;
-use penguin_omni_protocol::{build, EventPayload, OmniMessage, StopReason, TokenCounts};
+use penguin_omni_protocol::{
+    build, Body, EventPayload, InlineData, ModelPayload, OmniMessage, Role, StopReason, TokenCounts,
+};
 
 fn usage() -> Step {
     Step {
@@ -276,6 +278,65 @@ async fn steering_keeps_the_task_alive_and_is_streamed_and_sent() {
     assert_eq!(requests.len(), 2);
     assert_eq!(requests[1][0].model().unwrap().content(), Some(steering));
     assert!(!e.is_running());
+}
+
+/// One queued input becomes one `[user_steering]` text holding its user texts, followed by
+/// everything else it held, unchanged; an image alone still gets the (empty) steering text.
+#[tokio::test(start_paused = true)]
+async fn steering_wraps_user_texts_and_keeps_the_rest_after_them() {
+    let slow = ok(vec![
+        Step {
+            delay: Duration::from_millis(100),
+            ..text("first")
+        },
+        usage(),
+    ]);
+    let (e, model) = engine(vec![slow, ok(vec![text("second"), usage()])], quick());
+    let stream = e
+        .run(vec![build::user_text("go")], RunOptions::default())
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let image = build::image_url("https://example.com/a.png");
+    assert!(matches!(e.steer(vec![image.clone()]), Steered::Queued(_)));
+    let said = build::assistant_text("assistant steer", StopReason::Completed);
+    assert!(matches!(
+        e.steer(vec![said.clone(), build::user_text("user steer")]),
+        Steered::Queued(_)
+    ));
+    // Only an image_url or non-blank text is worth steering with.
+    assert_eq!(
+        e.steer(vec![OmniMessage::new(Body::Model(
+            ModelPayload::InlineData(InlineData {
+                role: Role::User,
+                data: "aGk=".into(),
+                mime_type: "image/png".into(),
+                stop_reason: None,
+                fidelity: None,
+            })
+        ))]),
+        Steered::Empty
+    );
+    let _: Vec<Frame> = stream.collect().await;
+    let sent: Vec<String> = model.requests()[1]
+        .iter()
+        .map(|m| {
+            serde_json::to_value(m.model().unwrap())
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let expected = [
+        build::user_text("[user_steering]\n\n[/user_steering]"),
+        image,
+        build::user_text("[user_steering]\nuser steer\n[/user_steering]"),
+        said,
+    ]
+    .map(|m| {
+        serde_json::to_value(m.model().unwrap())
+            .unwrap()
+            .to_string()
+    });
+    assert_eq!(sent, expected);
 }
 
 #[tokio::test(start_paused = true)]

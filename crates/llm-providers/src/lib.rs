@@ -119,6 +119,14 @@ pub use wire::{ModelConfig, StreamDecoder, WireError, WireProtocol, WireRequest}
 pub trait MessageSink: Send {
     /// Hands over one message.
     async fn emit(&mut self, msg: OmniMessage);
+
+    /// Hands over a message the producer adds to close a segment its stream left open (the
+    /// stop fragment, then the complete message), rather than one it streamed. An engine
+    /// replaying a script on a paused clock schedules it a step later than a streamed
+    /// message, as the reference does; otherwise it is [`MessageSink::emit`].
+    async fn emit_closure(&mut self, msg: OmniMessage) {
+        self.emit(msg).await;
+    }
 }
 
 #[async_trait]

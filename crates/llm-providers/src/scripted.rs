@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use penguin_omni_protocol::{
-    build, EventPayload, ModelPayload, OmniMessage, StopReason, StreamEventType, Timestamp,
-    TokenCounts,
+    build, Body, EventPayload, ModelPayload, OmniMessage, StopReason, StreamEventType, Text,
+    Thinking, Timestamp, TokenCounts, ToolCall, ToolCallOutput,
 };
 use serde_json::Value;
 
@@ -57,6 +57,20 @@ impl ScriptError {
     }
 }
 
+/// Rejects the first key of `obj` that is not in `allowed`, naming it: a scenario file that
+/// says something the runner would ignore must not run as if it had not said it.
+pub fn check_keys(
+    obj: &serde_json::Map<String, Value>,
+    path: &str,
+    allowed: &[&str],
+) -> Result<(), ScriptError> {
+    match obj.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(k) if path.is_empty() => Err(ScriptError::new(k.clone(), "unknown field")),
+        Some(k) => Err(ScriptError::new(format!("{path}.{k}"), "unknown field")),
+        None => Ok(()),
+    }
+}
+
 /// Parses a `stream` array of `{delay_ms, message}` steps.
 pub fn parse_steps(value: &Value, path: &str) -> Result<Vec<Step>, ScriptError> {
     let items = value
@@ -70,6 +84,7 @@ pub fn parse_steps(value: &Value, path: &str) -> Result<Vec<Step>, ScriptError> 
             let obj = step
                 .as_object()
                 .ok_or_else(|| ScriptError::new(&p, "expected an object {delay_ms, message}"))?;
+            check_keys(obj, &p, &["delay_ms", "message"])?;
             let delay = match obj.get("delay_ms") {
                 None => 0,
                 Some(v) => v.as_u64().ok_or_else(|| {
@@ -79,7 +94,7 @@ pub fn parse_steps(value: &Value, path: &str) -> Result<Vec<Step>, ScriptError> 
             let msg = obj
                 .get("message")
                 .ok_or_else(|| ScriptError::new(format!("{p}.message"), "missing"))?;
-            let message = OmniMessage::from_value_stamping(msg.clone()).map_err(|e| {
+            let message = OmniMessage::from_value_exact(msg.clone()).map_err(|e| {
                 let field = if e.path.is_empty() {
                     format!("{p}.message")
                 } else {
@@ -100,6 +115,7 @@ pub fn parse_request(value: &Value, path: &str) -> Result<ScriptedRequest, Scrip
     let obj = value
         .as_object()
         .ok_or_else(|| ScriptError::new(path, "expected an object {stream, outcome}"))?;
+    check_keys(obj, path, &["stream", "outcome"])?;
     let stream = match obj.get("stream") {
         Some(s) => parse_steps(s, &format!("{path}.stream"))?,
         None => Vec::new(),
@@ -115,6 +131,7 @@ fn parse_outcome(value: &Value, path: &str) -> Result<LlmOutcome, ScriptError> {
     let obj = value.as_object().ok_or_else(|| {
         ScriptError::new(path, "expected an object {status, message?, permanent?}")
     })?;
+    check_keys(obj, path, &["status", "message", "permanent"])?;
     let status = obj
         .get("status")
         .ok_or_else(|| ScriptError::new(format!("{path}.status"), "missing"))?
@@ -151,19 +168,18 @@ fn parse_outcome(value: &Value, path: &str) -> Result<LlmOutcome, ScriptError> {
 
 #[derive(Debug)]
 struct Segment {
-    kind: &'static str,
-    name: String,
+    /// The start fragment, which the closing stop fragment copies.
+    start: ModelPayload,
     tool_call_id: String,
     content: String,
-    /// The stop fragment was yielded (with this reason) and the complete message is still owed.
-    stopped: Option<StopReason>,
 }
 
-/// The `partial_*` segments a producer has opened and not yet completed, in opening order.
+/// The `partial_*` segments a producer has opened and not yet stopped, in opening order.
 ///
-/// A segment stays tracked after its stop fragment until its complete message is yielded, so
-/// an interrupt that lands between the two still produces the complete message: the stream
-/// keeps "complete right after stop" even when a script is cut at that point.
+/// A segment is open from its start fragment to its stop fragment. A stopped segment is not
+/// open even when its complete message never came: a script cut there breaks the streaming
+/// discipline, and replaying it faithfully means the stream shows that, so nothing is added
+/// for it.
 #[derive(Debug, Default)]
 pub struct OpenSegments {
     open: Vec<Segment>,
@@ -175,102 +191,104 @@ impl OpenSegments {
         let Some(p) = msg.model() else {
             return;
         };
-        if !p.is_partial() {
-            // A complete message settles the oldest stopped segment of its kind.
-            let id = p.tool_call_id().unwrap_or("");
-            let settles = |s: &Segment| {
-                s.stopped.is_some()
-                    && partial_to_complete(s.kind) == Some(p.type_name())
-                    && s.tool_call_id == id
-            };
-            if let Some(i) = self.open.iter().position(settles) {
-                self.open.remove(i);
-            }
+        let Some((event, content)) = p.partial_parts() else {
             return;
-        }
-        let (event, content) = p.partial_parts().expect("partial");
+        };
         let kind = p.type_name();
         let id = p.tool_call_id().unwrap_or("");
         let pos = self
             .open
             .iter()
-            .position(|s| s.kind == kind && s.tool_call_id == id && s.stopped.is_none());
+            .position(|s| s.start.type_name() == kind && s.tool_call_id == id);
         match (event, pos) {
-            (StreamEventType::Start, _) => {
-                if let Some(i) = pos {
-                    self.open.remove(i);
-                }
-                let name = match p {
-                    ModelPayload::PartialToolCall(c) => c.name.clone(),
-                    _ => String::new(),
-                };
-                self.open.push(Segment {
-                    kind,
-                    name,
+            // A second start of the same segment replaces it where it stands: the reference
+            // keys segments in an insertion-ordered map.
+            (StreamEventType::Start, Some(i)) => {
+                self.open[i] = Segment {
+                    start: p.clone(),
                     tool_call_id: id.to_owned(),
                     content: content.to_owned(),
-                    stopped: None,
-                });
+                };
             }
+            (StreamEventType::Start, None) => self.open.push(Segment {
+                start: p.clone(),
+                tool_call_id: id.to_owned(),
+                content: content.to_owned(),
+            }),
             (StreamEventType::Delta, Some(i)) => self.open[i].content.push_str(content),
             (StreamEventType::Stop, Some(i)) => {
-                self.open[i].content.push_str(content);
-                self.open[i].stopped = Some(p.stop_reason().unwrap_or(StopReason::Completed));
+                self.open.remove(i);
             }
             _ => {}
         }
     }
 
-    /// True when a segment of `kind` (a `partial_*` type) has started and not stopped.
-    pub fn is_open(&self, kind: &str) -> bool {
-        self.open
-            .iter()
-            .any(|s| s.kind == kind && s.stopped.is_none())
+    /// True when some segment has started and not stopped.
+    pub fn any_open(&self) -> bool {
+        !self.open.is_empty()
     }
 
-    /// Closes every open segment in opening order: a stop fragment with empty content and
-    /// `reason`, then the complete message holding what the segment streamed, with `reason`.
-    /// A segment already stopped only gets its owed complete message, with its stop's reason.
+    /// Closes every open segment in opening order: a stop fragment (the start fragment with
+    /// empty content, `reason`, and for a tool call an empty name), then the complete message
+    /// holding what the segment streamed, with `reason`.
     pub fn close_all(&mut self, reason: StopReason) -> Vec<OmniMessage> {
         use StreamEventType::Stop;
         let mut out = Vec::new();
         for s in self.open.drain(..) {
-            let stopped = s.stopped;
-            let reason = stopped.unwrap_or(reason);
-            let (stop, complete) = match s.kind {
-                "partial_text" => (
-                    build::partial_text(Stop, "", reason),
-                    build::assistant_text(s.content, reason),
-                ),
-                "partial_thinking" => (
-                    build::partial_thinking(Stop, "", reason),
-                    build::thinking(s.content, reason, None),
-                ),
-                "partial_tool_call" => (
-                    build::partial_tool_call(Stop, "", "", &s.tool_call_id, reason),
-                    build::tool_call(s.name, s.content, s.tool_call_id, reason, None),
-                ),
-                _ => (
-                    build::partial_tool_call_output(Stop, "", &s.tool_call_id, reason),
-                    build::tool_call_output(s.content, s.tool_call_id, reason),
-                ),
+            let (stop, complete) = match s.start {
+                ModelPayload::PartialText(mut p) => {
+                    let role = p.role;
+                    (p.event_type, p.text, p.stop_reason) = (Stop, String::new(), Some(reason));
+                    let complete = ModelPayload::Text(Text {
+                        role,
+                        text: s.content,
+                        stop_reason: Some(reason),
+                        fidelity: None,
+                        sender: None,
+                    });
+                    (ModelPayload::PartialText(p), complete)
+                }
+                ModelPayload::PartialThinking(mut p) => {
+                    let role = p.role;
+                    (p.event_type, p.thinking, p.stop_reason) = (Stop, String::new(), Some(reason));
+                    let complete = ModelPayload::Thinking(Thinking {
+                        role,
+                        thinking: s.content,
+                        stop_reason: Some(reason),
+                        fidelity: None,
+                    });
+                    (ModelPayload::PartialThinking(p), complete)
+                }
+                ModelPayload::PartialToolCall(mut p) => {
+                    let complete = ModelPayload::ToolCall(ToolCall {
+                        role: p.role,
+                        name: std::mem::take(&mut p.name),
+                        arguments: s.content,
+                        tool_call_id: p.tool_call_id.clone(),
+                        stop_reason: Some(reason),
+                        fidelity: None,
+                    });
+                    (p.event_type, p.arguments, p.stop_reason) =
+                        (Stop, String::new(), Some(reason));
+                    (ModelPayload::PartialToolCall(p), complete)
+                }
+                ModelPayload::PartialToolCallOutput(mut p) => {
+                    let complete = ModelPayload::ToolCallOutput(ToolCallOutput {
+                        role: p.role,
+                        output: s.content,
+                        images: None,
+                        tool_call_id: p.tool_call_id.clone(),
+                        stop_reason: Some(reason),
+                    });
+                    (p.event_type, p.output, p.stop_reason) = (Stop, String::new(), Some(reason));
+                    (ModelPayload::PartialToolCallOutput(p), complete)
+                }
+                _ => unreachable!("only partial fragments open segments"),
             };
-            if stopped.is_none() {
-                out.push(stop);
-            }
-            out.push(complete);
+            out.push(OmniMessage::new(Body::Model(stop)));
+            out.push(OmniMessage::new(Body::Model(complete)));
         }
         out
-    }
-}
-
-fn partial_to_complete(kind: &str) -> Option<&'static str> {
-    match kind {
-        "partial_text" => Some("text"),
-        "partial_thinking" => Some("thinking"),
-        "partial_tool_call" => Some("tool_call"),
-        "partial_tool_call_output" => Some("tool_call_output"),
-        _ => None,
     }
 }
 
@@ -297,10 +315,20 @@ pub async fn play(
         if cancel.is_cancelled() {
             return Played::Aborted;
         }
-        tokio::select! {
-            biased;
-            _ = cancel.cancelled() => return Played::Aborted,
-            _ = tokio::time::sleep(step.delay) => {}
+        // A zero delay does not wait at all, as in the reference: the step belongs to the
+        // same instant, so nothing else gets to run before it.
+        if !step.delay.is_zero() {
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return Played::Aborted,
+                _ = tokio::time::sleep(step.delay) => {}
+            }
+            // A timer of the run (its interrupt, a steer) due at this same instant was set
+            // before this step's and goes first in the reference; let it.
+            tokio::task::yield_now().await;
+            if cancel.is_cancelled() {
+                return Played::Aborted;
+            }
         }
         let msg = build::restamped(step.message.clone(), Timestamp::now());
         open.observe(&msg);
@@ -376,10 +404,17 @@ impl Llm for ScriptedModel {
             inner: sink,
             last: None,
         };
-        match play(&script.stream, &request.cancel, &mut open, &mut tap).await {
+        let played = play(&script.stream, &request.cancel, &mut open, &mut tap).await;
+        // An interrupt that fired while the last step was being delivered (the engine waits
+        // on an approval there) still ends the request as aborted.
+        let played = match played {
+            Played::Finished if request.cancel.is_cancelled() => Played::Aborted,
+            other => other,
+        };
+        match played {
             Played::Finished => {
                 for m in open.close_all(script.outcome.status) {
-                    tap.emit(m).await;
+                    tap.emit_closure(m).await;
                 }
                 if let Some(session) = tap.last {
                     self.shared.lock().expect("scripted model lock").session = session;
@@ -388,7 +423,7 @@ impl Llm for ScriptedModel {
             }
             Played::Aborted => {
                 for m in open.close_all(StopReason::Aborted) {
-                    sink.emit(m).await;
+                    sink.emit_closure(m).await;
                 }
                 LlmOutcome::new(StopReason::Aborted)
             }
@@ -413,6 +448,10 @@ impl MessageSink for TokenTap<'_> {
             self.last = Some(*session);
         }
         self.inner.emit(msg).await;
+    }
+
+    async fn emit_closure(&mut self, msg: OmniMessage) {
+        self.inner.emit_closure(msg).await;
     }
 }
 
@@ -492,15 +531,18 @@ mod tests {
         assert_eq!(out[3].model().unwrap().content(), Some("Hel"));
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn abort_between_stop_and_complete_still_yields_the_complete() {
-        let steps = json!([
+    fn cut_after_stop() -> Value {
+        json!([
             {"delay_ms": 1, "message": {"type": "model_msg", "payload": {"type": "partial_text", "role": "assistant", "event_type": "start", "text": "", "stop_reason": "completed"}}},
             {"delay_ms": 1, "message": {"type": "model_msg", "payload": {"type": "partial_text", "role": "assistant", "event_type": "delta", "text": "Hi", "stop_reason": "completed"}}},
             {"delay_ms": 1, "message": {"type": "model_msg", "payload": {"type": "partial_text", "role": "assistant", "event_type": "stop", "text": "", "stop_reason": "completed"}}},
             {"delay_ms": 100, "message": {"type": "model_msg", "payload": {"type": "text", "role": "assistant", "text": "Hi", "stop_reason": "completed"}}}
-        ]);
-        let mut model = ScriptedModel::from_json(&json!([{ "stream": steps }])).unwrap();
+        ])
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stopped_segment_is_not_closed_again_on_abort() {
+        let mut model = ScriptedModel::from_json(&json!([{ "stream": cut_after_stop() }])).unwrap();
         let cancel = tokio_util::sync::CancellationToken::new();
         let c = cancel.clone();
         tokio::spawn(async move {
@@ -522,11 +564,99 @@ mod tests {
             [
                 "partial_text:completed",
                 "partial_text:completed",
-                "partial_text:completed",
-                "text:completed"
+                "partial_text:completed"
             ]
         );
-        assert_eq!(out[3].model().unwrap().content(), Some("Hi"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stopped_segment_is_not_closed_again_when_the_script_ends() {
+        let mut steps = cut_after_stop();
+        steps.as_array_mut().unwrap().pop();
+        let mut model = ScriptedModel::from_json(&json!([{ "stream": steps }])).unwrap();
+        let mut out = Vec::new();
+        let req = LlmRequest {
+            new_messages: vec![],
+            cancel: Default::default(),
+            thinking_level: None,
+        };
+        assert_eq!(
+            model.stream_generate(req, &mut out).await.status,
+            StopReason::Completed
+        );
+        assert_eq!(out.len(), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_interrupt_during_the_last_step_ends_the_request_as_aborted() {
+        // The sink holds the last message as the engine does while a call awaits approval; the
+        // interrupt fires meanwhile.
+        struct Holding(Vec<OmniMessage>, tokio_util::sync::CancellationToken);
+        #[async_trait]
+        impl MessageSink for Holding {
+            async fn emit(&mut self, msg: OmniMessage) {
+                self.0.push(msg);
+                if self.0.len() == 2 {
+                    self.1.cancel();
+                }
+            }
+        }
+        let mut steps = text_steps();
+        steps.as_array_mut().unwrap().truncate(2);
+        let mut model = ScriptedModel::from_json(&json!([{ "stream": steps }])).unwrap();
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let mut sink = Holding(Vec::new(), cancel.clone());
+        let req = LlmRequest {
+            new_messages: vec![],
+            cancel,
+            thinking_level: None,
+        };
+        assert_eq!(
+            model.stream_generate(req, &mut sink).await.status,
+            StopReason::Aborted
+        );
+        assert_eq!(
+            types(&sink.0),
+            [
+                "partial_text:completed",
+                "partial_text:completed",
+                "partial_text:aborted",
+                "text:aborted"
+            ]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn closing_copies_the_start_fragment() {
+        let steps = json!([
+            {"delay_ms": 0, "message": {"type": "model_msg", "payload": {"type": "partial_tool_call", "role": "assistant", "event_type": "start", "name": "read", "arguments": "{\"a", "tool_call_id": "c1"}}},
+            {"delay_ms": 0, "message": {"type": "model_msg", "payload": {"type": "partial_text", "role": "assistant", "event_type": "start", "text": "x"}}},
+            {"delay_ms": 0, "message": {"type": "model_msg", "payload": {"type": "partial_tool_call", "role": "assistant", "event_type": "delta", "name": "", "arguments": "\":1}", "tool_call_id": "c1"}}}
+        ]);
+        let mut model = ScriptedModel::from_json(
+            &json!([{ "stream": steps, "outcome": {"status": "malformed"} }]),
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        let req = LlmRequest {
+            new_messages: vec![],
+            cancel: Default::default(),
+            thinking_level: None,
+        };
+        model.stream_generate(req, &mut out).await;
+        let closes: Vec<Value> = out[3..]
+            .iter()
+            .map(|m| serde_json::to_value(m).unwrap()["payload"].clone())
+            .collect();
+        assert_eq!(
+            closes,
+            [
+                json!({"type": "partial_tool_call", "role": "assistant", "event_type": "stop", "name": "", "arguments": "", "tool_call_id": "c1", "stop_reason": "malformed"}),
+                json!({"type": "tool_call", "role": "assistant", "name": "read", "arguments": "{\"a\":1}", "tool_call_id": "c1", "stop_reason": "malformed"}),
+                json!({"type": "partial_text", "role": "assistant", "event_type": "stop", "text": "", "stop_reason": "malformed"}),
+                json!({"type": "text", "role": "assistant", "text": "x", "stop_reason": "malformed"}),
+            ]
+        );
     }
 
     #[tokio::test]
@@ -554,5 +684,33 @@ mod tests {
         let err =
             ScriptedModel::from_json(&json!([{"outcome": {"status": "exploded"}}])).unwrap_err();
         assert_eq!(err.path, "llm[0].outcome.status");
+        let err = ScriptedModel::from_json(
+            &json!([{"stream": [], "outcome": {"status": "failed", "retry": true}}]),
+        )
+        .unwrap_err();
+        assert_eq!(err.path, "llm[0].outcome.retry");
+        let err = ScriptedModel::from_json(&json!([{"stream": [{"delay": 5, "message": {}}]}]))
+            .unwrap_err();
+        assert_eq!(err.path, "llm[0].stream[0].delay");
+    }
+
+    #[test]
+    fn unknown_payload_keys_are_rejected_not_dropped() {
+        let step = |payload: Value| json!([{"stream": [{"delay_ms": 0, "message": {"type": "model_msg", "payload": payload}}]}]);
+        let err = ScriptedModel::from_json(&step(
+            json!({"type": "text", "role": "assistant", "text": "hi", "colour": "red"}),
+        ))
+        .unwrap_err();
+        assert_eq!(err.path, "llm[0].stream[0].message.payload.colour");
+        let err = ScriptedModel::from_json(&json!([{"stream": [{"message": {"type": "model_msg", "payload": {"type": "text", "role": "assistant", "text": "hi"}, "extra": 1}}]}])).unwrap_err();
+        assert_eq!(err.path, "llm[0].stream[0].message.extra");
+        let usage = json!({"type": "token_usage", "session": {"cache_read": 0, "cache_write": 0, "output": 1, "total": 1, "input": 0}, "request": {"cache_read": 0, "cache_write": 0, "output": 1, "total": 1}});
+        let err = ScriptedModel::from_json(
+            &json!([{"stream": [{"message": {"type": "event_msg", "payload": usage}}]}]),
+        )
+        .unwrap_err();
+        assert_eq!(err.path, "llm[0].stream[0].message.payload.session.input");
+        // Fidelity is opaque provider data: anything inside it is carried, so it is accepted.
+        ScriptedModel::from_json(&step(json!({"type": "text", "role": "assistant", "text": "hi", "fidelity": {"anything": [1, {"x": null}]}}))).unwrap();
     }
 }

@@ -18,6 +18,7 @@
 //! ```
 
 mod aggregate;
+pub mod background;
 pub mod build;
 mod frame;
 pub mod markers;

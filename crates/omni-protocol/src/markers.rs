@@ -24,18 +24,38 @@ pub fn marker_block(tag: &str, body: &str) -> String {
     format!("[{tag}]\n{body}\n[/{tag}]")
 }
 
+/// The opening tag, the lines and the closing tag, joined by newlines. Unlike
+/// [`marker_block`], no lines means no body line at all: the reference joins the tags and
+/// lines rather than wrapping a body, so an empty transcript is `"[tag]\n[/tag]"`.
+fn transcript_block(tag: &str, lines: &[String]) -> String {
+    let open = format!("[{tag}]");
+    let close = format!("[/{tag}]");
+    std::iter::once(open.as_str())
+        .chain(lines.iter().map(String::as_str))
+        .chain(std::iter::once(close.as_str()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The `[turn_aborted]` block of a Case B carry-over.
+///
+/// ```
+/// use penguin_omni_protocol::markers::turn_aborted_block;
+/// assert_eq!(turn_aborted_block(&[]), "[turn_aborted]\n[/turn_aborted]");
+/// assert_eq!(turn_aborted_block(&["  [text]a[/text]".into()]), "[turn_aborted]\n  [text]a[/text]\n[/turn_aborted]");
+/// ```
 pub fn turn_aborted_block(lines: &[String]) -> String {
-    marker_block("turn_aborted", &lines.join("\n"))
+    transcript_block("turn_aborted", lines)
 }
 
 /// The `[turn_retried]` block of a reconnect attempt.
 pub fn turn_retried_block(lines: &[String]) -> String {
-    marker_block("turn_retried", &lines.join("\n"))
+    transcript_block("turn_retried", lines)
 }
 
 /// `unwrapSyntheticBlock`: when `text` is entirely one `[turn_aborted]` or `[turn_retried]`
-/// block (either form), returns its inner lines.
+/// block (either form), returns its inner lines. An empty body has no lines (not one empty
+/// line), so merging an empty block into a new one adds nothing.
 pub fn unwrap_synthetic_block(text: &str) -> Option<Vec<String>> {
     for tag in ["turn_aborted", "turn_retried"] {
         for (open, close) in [
@@ -54,6 +74,9 @@ pub fn unwrap_synthetic_block(text: &str) -> Option<Vec<String>> {
                 if rest[at + close.len()..].chars().all(char::is_whitespace) {
                     let inner = &rest[..at];
                     let inner = inner.strip_suffix('\n').unwrap_or(inner);
+                    if inner.is_empty() {
+                        return Some(Vec::new());
+                    }
                     return Some(inner.split('\n').map(str::to_owned).collect());
                 }
                 from = at + close.len();
@@ -176,6 +199,88 @@ impl TranscriptLine {
     }
 }
 
+/// A goal round's input, as `parseGoalMessage` reads it: a text that starts with a `[goal]`
+/// block whose first line is `round: N` (N > 0) and whose closing tag stands on its own line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GoalRound<'a> {
+    /// The round number, spelled as the reference's number formatting spells it.
+    pub round: String,
+    /// The text after the block, leading blank lines removed.
+    pub rest: &'a str,
+}
+
+/// Parses a goal round's input; `None` for any other text.
+///
+/// ```
+/// use penguin_omni_protocol::markers::parse_goal_message;
+/// let g = parse_goal_message("[goal]\nround: 2\nrules\n[/goal]\n\nship it").unwrap();
+/// assert_eq!((g.round.as_str(), g.rest), ("2", "ship it"));
+/// assert_eq!(parse_goal_message("[goal]\nround: 0\nx\n[/goal]"), None);
+/// assert_eq!(parse_goal_message("[goal]\nround: 1\n[/goal] trailing"), None);
+/// ```
+pub fn parse_goal_message(text: &str) -> Option<GoalRound<'_>> {
+    const CLOSE: &str = "\n[/goal]";
+    let after = text.strip_prefix("[goal]\nround: ")?;
+    let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return None;
+    }
+    let round = js_integer_string(&after[..digits])?;
+    let body = after[digits..].strip_prefix('\n')?;
+    // The reference's lazy `[\s\S]*?\n\[/goal\](?:\n|$)`: the first closing tag that ends
+    // the text or its line.
+    let mut from = 0;
+    let rest = loop {
+        let at = from + body[from..].find(CLOSE)?;
+        let tail = &body[at + CLOSE.len()..];
+        if tail.is_empty() || tail.starts_with('\n') {
+            break tail;
+        }
+        from = at + 1;
+    };
+    Some(GoalRound {
+        round,
+        rest: rest.trim_start_matches('\n'),
+    })
+}
+
+/// `Number(digits)` as JavaScript prints it back, or `None` unless it is a positive integer
+/// (the reference rejects 0 and numbers too large to be finite).
+fn js_integer_string(digits: &str) -> Option<String> {
+    let n: f64 = digits.parse().ok()?;
+    if !n.is_finite() || n <= 0.0 {
+        return None;
+    }
+    if n < 1e21 {
+        return Some(format!("{n}"));
+    }
+    // JavaScript switches to exponent notation at 1e21 and always signs the exponent.
+    Some(format!("{n:e}").replacen('e', "e+", 1))
+}
+
+/// `downgradeGoalInput`: a goal round's input reused after its goal run ended becomes a
+/// one-line past-tense note plus the round's body, so the model does not act on a dead goal's
+/// protocol. Any other text comes back unchanged.
+///
+/// ```
+/// use penguin_omni_protocol::markers::downgrade_goal_input;
+/// assert_eq!(
+///     downgrade_goal_input("[goal]\nround: 1\nrules\n[/goal]\n\nmake tests pass"),
+///     "[goal round 1 of an ended goal run \u{2014} protocol omitted; do not act on it]\nmake tests pass"
+/// );
+/// assert_eq!(downgrade_goal_input("plain"), "plain");
+/// ```
+pub fn downgrade_goal_input(text: &str) -> std::borrow::Cow<'_, str> {
+    match parse_goal_message(text) {
+        Some(g) => format!(
+            "[goal round {} of an ended goal run \u{2014} protocol omitted; do not act on it]\n{}",
+            g.round, g.rest
+        )
+        .into(),
+        None => text.into(),
+    }
+}
+
 /// `[attached image: <path|url>]`
 pub fn attached_image_line(path_or_url: &str) -> String {
     format!("[attached image: {path_or_url}]")
@@ -273,6 +378,53 @@ mod tests {
             None
         );
         assert_eq!(unwrap_synthetic_block("hello"), None);
+    }
+
+    #[test]
+    fn empty_blocks_have_no_body_line_and_unwrap_to_no_lines() {
+        assert_eq!(turn_retried_block(&[]), "[turn_retried]\n[/turn_retried]");
+        for empty in [
+            "[turn_aborted]\n[/turn_aborted]",
+            "[turn_aborted][/turn_aborted]",
+            "[turn_aborted]\n\n[/turn_aborted]",
+            "<turn_retried></turn_retried>",
+        ] {
+            assert_eq!(unwrap_synthetic_block(empty), Some(vec![]), "{empty:?}");
+        }
+        // One blank line inside is a body of its own, kept as the reference keeps it.
+        assert_eq!(
+            unwrap_synthetic_block("[turn_aborted]\n\n\n[/turn_aborted]"),
+            Some(vec![String::new(), String::new()])
+        );
+    }
+
+    #[test]
+    fn goal_rounds_parse_like_the_reference() {
+        let g = parse_goal_message("[goal]\nround: 007\n[/goal] not yet\n[/goal]").unwrap();
+        assert_eq!((g.round.as_str(), g.rest), ("7", ""));
+        let g = parse_goal_message("[goal]\nround: 3\n\n[/goal]\n\n\nbody\n").unwrap();
+        assert_eq!(g.rest, "body\n");
+        for not_goal in [
+            "[goal]\nround: 1\n[/goal]",
+            "[goal]\nround: x\n\n[/goal]",
+            "[goal]\nround: 1 \n\n[/goal]",
+            " [goal]\nround: 1\n\n[/goal]",
+            "[goal]\nround: 1\nbody [/goal]",
+        ] {
+            assert_eq!(parse_goal_message(not_goal), None, "{not_goal:?}");
+        }
+        assert_eq!(
+            parse_goal_message("[goal]\nround: 1000000000000000000000\n\n[/goal]")
+                .unwrap()
+                .round,
+            "1e+21"
+        );
+        assert_eq!(
+            parse_goal_message("[goal]\nround: 12345678901234567890\n\n[/goal]")
+                .unwrap()
+                .round,
+            "12345678901234567000"
+        );
     }
 
     #[test]

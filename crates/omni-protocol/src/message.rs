@@ -804,6 +804,23 @@ impl OmniMessage {
         Self::from_object_with_timestamp(obj, timestamp)
     }
 
+    /// Like [`OmniMessage::from_value_stamping`], but a field the message would not carry back
+    /// out is an error naming it (`payload.colour`), instead of being dropped. For files that
+    /// script messages verbatim (scenarios), where a silently dropped key would make the run
+    /// differ from what the file says. A `null` a typed field reads as absent counts as
+    /// dropped too.
+    pub fn from_value_exact(value: Value) -> Result<OmniMessage, ParseError> {
+        let msg = OmniMessage::from_value_stamping(value.clone())?;
+        let back = serde_json::to_value(&msg).map_err(|e| ParseError::new("", e.to_string()))?;
+        match first_dropped_key(&value, &back, "") {
+            Some(path) => Err(ParseError::new(
+                path,
+                "unknown field (it would be dropped, not passed on)",
+            )),
+            None => Ok(msg),
+        }
+    }
+
     fn from_object_with_timestamp(
         mut obj: Map<String, Value>,
         timestamp: Timestamp,
@@ -934,6 +951,29 @@ fn missing_field_path(payload: &Value, ty: &str, field: &str) -> String {
         }
     }
     format!("payload.{field}")
+}
+
+/// The path of the first object key in `given` that `kept` lacks, depth first.
+fn first_dropped_key(given: &Value, kept: &Value, path: &str) -> Option<String> {
+    let join = |key: &str| {
+        if path.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{path}.{key}")
+        }
+    };
+    match (given, kept) {
+        (Value::Object(g), Value::Object(k)) => g.iter().find_map(|(key, gv)| match k.get(key) {
+            None => Some(join(key)),
+            Some(kv) => first_dropped_key(gv, kv, &join(key)),
+        }),
+        (Value::Array(g), Value::Array(k)) => g
+            .iter()
+            .zip(k)
+            .enumerate()
+            .find_map(|(i, (gv, kv))| first_dropped_key(gv, kv, &format!("{path}[{i}]"))),
+        _ => None,
+    }
 }
 
 /// The scalar an "invalid type" message quotes (an integer, boolean, string or null).

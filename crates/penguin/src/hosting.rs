@@ -75,6 +75,10 @@ impl HostedSession for Session {
         Session::environment(self).clone()
     }
 
+    fn on_notice(&self, hook: Arc<dyn Fn() + Send + Sync>) {
+        Session::on_notice(self, hook);
+    }
+
     fn sandbox(&self) -> Option<SandboxInfo> {
         Session::sandbox(self).map(sandbox_info)
     }

@@ -8,10 +8,11 @@ use std::time::Duration;
 use futures::StreamExt;
 use penguin_engine::scripted::{ScriptedApprover, ScriptedEnvironment};
 use penguin_engine::{
-    Approver, CancellationToken, Engine, EngineConfig, InitialState, RunOptions, TraceSink,
+    Approver, CancellationToken, CompactionConfig, Engine, EngineConfig, InitialState, RunOptions,
+    TraceSink,
 };
 use penguin_llm_providers::scripted::{ScriptError, ScriptedModel};
-use penguin_omni_protocol::{Frame, OmniMessage};
+use penguin_omni_protocol::{CompactionMode, Frame, OmniMessage};
 use serde_json::Value;
 
 /// One run of a scenario.
@@ -23,6 +24,21 @@ pub struct ScenarioRun {
     pub abort_after: Option<Duration>,
     /// Steering inputs and when to send them, relative to the run's start.
     pub steer: Vec<(Duration, Vec<OmniMessage>)>,
+    /// Background notices and when they arrive (zero: before the run starts).
+    pub notices: Vec<(Duration, OmniMessage)>,
+    /// A manual `compact()` instead of a run (the input is ignored).
+    pub compact: bool,
+}
+
+/// What the session around the bare engine brings (v2 `session`).
+#[derive(Clone, Debug, Default)]
+pub struct ScenarioSession {
+    /// Rewritten at the head of each new trace file.
+    pub session_meta: Option<OmniMessage>,
+    /// Written after the bootstrap records, and at the head of each new file.
+    pub tool_list: Option<OmniMessage>,
+    /// The first run's owed records; `None`: the first run owes nothing.
+    pub bootstrap_records: Option<Vec<OmniMessage>>,
 }
 
 /// A parsed scenario file.
@@ -40,6 +56,8 @@ pub struct Scenario {
     pub tools: ScriptedEnvironment,
     /// The runs, executed one after another on one engine.
     pub runs: Vec<ScenarioRun>,
+    /// The session's head records (v2).
+    pub session: ScenarioSession,
 }
 
 fn check_keys(
@@ -67,6 +85,92 @@ fn ms(v: &Value, path: &str) -> Result<Duration, ScriptError> {
         .ok_or_else(|| ScriptError::new(path, "expected a non-negative integer (milliseconds)"))
 }
 
+fn message(v: &Value, path: &str) -> Result<OmniMessage, ScriptError> {
+    OmniMessage::from_value_exact(v.clone()).map_err(|e| {
+        let p = if e.path.is_empty() {
+            path.to_owned()
+        } else {
+            format!("{path}.{}", e.path)
+        };
+        ScriptError::new(p, e.message)
+    })
+}
+
+fn object<'a>(v: &'a Value, path: &str) -> Result<&'a serde_json::Map<String, Value>, ScriptError> {
+    v.as_object()
+        .ok_or_else(|| ScriptError::new(path, "expected an object"))
+}
+
+/// v2 `engine.compaction`.
+fn compaction(v: &Value) -> Result<CompactionConfig, ScriptError> {
+    let path = "engine.compaction";
+    let c = object(v, path)?;
+    check_keys(
+        c,
+        path,
+        &["mode", "max_context_length", "max_session_turns", "prompt"],
+    )?;
+    let int = |key: &str| -> Result<i64, ScriptError> {
+        match c.get(key) {
+            None | Some(Value::Null) => Ok(0),
+            Some(v) => v
+                .as_i64()
+                .ok_or_else(|| ScriptError::new(format!("{path}.{key}"), "expected an integer")),
+        }
+    };
+    let mode = match c.get("mode").and_then(Value::as_str) {
+        None | Some("summarize") => CompactionMode::Summarize,
+        Some("discard") => CompactionMode::Discard,
+        Some(other) => {
+            return Err(ScriptError::new(
+                format!("{path}.mode"),
+                format!("expected \"summarize\" or \"discard\", got {other:?}"),
+            ))
+        }
+    };
+    let prompt = match c.get("prompt") {
+        None | Some(Value::Null) => "Summarize the conversation so far.".to_owned(),
+        Some(Value::String(p)) => p.clone(),
+        Some(_) => {
+            return Err(ScriptError::new(
+                format!("{path}.prompt"),
+                "expected a string",
+            ))
+        }
+    };
+    Ok(CompactionConfig {
+        // ≤ 0 or absent: that trigger is off.
+        max_context_length: u64::try_from(int("max_context_length")?).unwrap_or(0),
+        max_session_turns: int("max_session_turns")?.max(0),
+        mode,
+        prompt,
+    })
+}
+
+/// v2 `session`.
+fn session(v: &Value) -> Result<ScenarioSession, ScriptError> {
+    let s = object(v, "session")?;
+    check_keys(
+        s,
+        "session",
+        &["session_meta", "tool_list", "bootstrap_records"],
+    )?;
+    let one = |key: &str| -> Result<Option<OmniMessage>, ScriptError> {
+        match s.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(m) => message(m, &format!("session.{key}")).map(Some),
+        }
+    };
+    Ok(ScenarioSession {
+        session_meta: one("session_meta")?,
+        tool_list: one("tool_list")?,
+        bootstrap_records: match s.get("bootstrap_records") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(messages(v, "session.bootstrap_records")?),
+        },
+    })
+}
+
 fn messages(v: &Value, path: &str) -> Result<Vec<OmniMessage>, ScriptError> {
     let items = v
         .as_array()
@@ -75,7 +179,7 @@ fn messages(v: &Value, path: &str) -> Result<Vec<OmniMessage>, ScriptError> {
         .iter()
         .enumerate()
         .map(|(i, m)| {
-            OmniMessage::from_value_stamping(m.clone()).map_err(|e| {
+            OmniMessage::from_value_exact(m.clone()).map_err(|e| {
                 let p = if e.path.is_empty() {
                     format!("{path}[{i}]")
                 } else {
@@ -98,7 +202,15 @@ impl Scenario {
         check_keys(
             obj,
             "",
-            &["description", "engine", "approvals", "llm", "tools", "runs"],
+            &[
+                "description",
+                "engine",
+                "approvals",
+                "llm",
+                "tools",
+                "runs",
+                "session",
+            ],
         )?;
         let description = match obj.get("description") {
             None | Some(Value::Null) => String::new(),
@@ -118,8 +230,25 @@ impl Scenario {
                     "max_reconnects",
                     "reconnect_backoff_ms",
                     "reconnect_backoff_max_ms",
+                    "compaction",
+                    "compaction_max_reconnects",
                 ],
             )?;
+            if let Some(c) = e.get("compaction").filter(|v| !v.is_null()) {
+                engine.compaction = Some(compaction(c)?);
+            }
+            if let Some(v) = e.get("compaction_max_reconnects").filter(|v| !v.is_null()) {
+                engine.compaction_max_reconnects = Some(
+                    v.as_u64()
+                        .and_then(|n| u32::try_from(n).ok())
+                        .ok_or_else(|| {
+                            ScriptError::new(
+                                "engine.compaction_max_reconnects",
+                                "expected a non-negative integer",
+                            )
+                        })?,
+                );
+            }
             if let Some(v) = e.get("max_turns") {
                 engine.max_turns = v
                     .as_i64()
@@ -167,12 +296,51 @@ impl Scenario {
             let r = r
                 .as_object()
                 .ok_or_else(|| ScriptError::new(&path, "expected an object"))?;
-            check_keys(r, &path, &["input", "abort_after_ms", "steer"])?;
-            let input = messages(
-                r.get("input")
-                    .ok_or_else(|| ScriptError::new(format!("{path}.input"), "missing"))?,
-                &format!("{path}.input"),
+            check_keys(
+                r,
+                &path,
+                &["input", "abort_after_ms", "steer", "notices", "compact"],
             )?;
+            let compact = match r.get("compact") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(b)) => *b,
+                Some(_) => {
+                    return Err(ScriptError::new(
+                        format!("{path}.compact"),
+                        "expected a boolean",
+                    ))
+                }
+            };
+            // A compaction run takes no input.
+            let input = match r.get("input") {
+                None if compact => Vec::new(),
+                v => messages(
+                    v.ok_or_else(|| ScriptError::new(format!("{path}.input"), "missing"))?,
+                    &format!("{path}.input"),
+                )?,
+            };
+            let mut notices = Vec::new();
+            if let Some(n) = r.get("notices").filter(|v| !v.is_null()) {
+                let n = n.as_array().ok_or_else(|| {
+                    ScriptError::new(format!("{path}.notices"), "expected an array")
+                })?;
+                for (j, entry) in n.iter().enumerate() {
+                    let np = format!("{path}.notices[{j}]");
+                    let e = object(entry, &np)?;
+                    check_keys(e, &np, &["after_ms", "message"])?;
+                    let after = ms(
+                        e.get("after_ms")
+                            .ok_or_else(|| ScriptError::new(format!("{np}.after_ms"), "missing"))?,
+                        &format!("{np}.after_ms"),
+                    )?;
+                    let msg = message(
+                        e.get("message")
+                            .ok_or_else(|| ScriptError::new(format!("{np}.message"), "missing"))?,
+                        &format!("{np}.message"),
+                    )?;
+                    notices.push((after, msg));
+                }
+            }
             let abort_after = match r.get("abort_after_ms") {
                 None | Some(Value::Null) => None,
                 Some(v) => Some(ms(v, &format!("{path}.abort_after_ms"))?),
@@ -205,8 +373,14 @@ impl Scenario {
                 input,
                 abort_after,
                 steer,
+                notices,
+                compact,
             });
         }
+        let session = match obj.get("session") {
+            None | Some(Value::Null) => ScenarioSession::default(),
+            Some(v) => session(v)?,
+        };
         Ok(Scenario {
             description,
             engine,
@@ -214,6 +388,7 @@ impl Scenario {
             llm,
             tools,
             runs,
+            session,
         })
     }
 }
@@ -225,30 +400,71 @@ pub struct ScenarioOutput {
     pub stream: Vec<Frame>,
     /// Every record the trace received, in order.
     pub trace: Vec<Frame>,
+    /// Where the trace rotated to a new file: before the record at each of these indices.
+    pub rotations: Vec<usize>,
     /// The `new_messages` of every model request.
     pub requests: Vec<Vec<OmniMessage>>,
 }
 
-/// A trace sink that keeps records in memory, in order.
+impl ScenarioOutput {
+    /// The `--trace` lines: every record, and `{"type":"trace_rotate"}` where a new file starts,
+    /// so they read as the concatenation of every file of the session.
+    pub fn trace_lines(&self) -> Vec<&str> {
+        let mut out = Vec::with_capacity(self.trace.len() + self.rotations.len());
+        let mut rotations = self.rotations.iter().peekable();
+        for (i, frame) in self.trace.iter().enumerate() {
+            while rotations.next_if(|&&r| r == i).is_some() {
+                out.push(TRACE_ROTATE);
+            }
+            out.push(frame.json());
+        }
+        out.extend(rotations.map(|_| TRACE_ROTATE));
+        out
+    }
+}
+
+/// The `--trace` line that marks a rotation.
+pub const TRACE_ROTATE: &str = r#"{"type":"trace_rotate"}"#;
+
+/// A trace sink that keeps records, and where the files rotate, in memory, in order.
 #[derive(Debug, Default, Clone)]
 pub struct MemoryTrace {
-    records: Arc<Mutex<Vec<Frame>>>,
+    inner: Arc<Mutex<(Vec<Frame>, Vec<usize>)>>,
 }
 
 impl MemoryTrace {
     /// Everything recorded so far.
     pub fn records(&self) -> Vec<Frame> {
-        self.records.lock().expect("memory trace lock").clone()
+        self.inner.lock().expect("memory trace lock").0.clone()
+    }
+
+    /// Where the trace rotated: before the record at each index.
+    pub fn rotations(&self) -> Vec<usize> {
+        self.inner.lock().expect("memory trace lock").1.clone()
     }
 }
 
 impl TraceSink for MemoryTrace {
     fn record(&self, frame: &Frame) {
-        self.records
+        self.inner
             .lock()
             .expect("memory trace lock")
+            .0
             .push(frame.clone());
     }
+
+    fn rotate(&self) {
+        let mut inner = self.inner.lock().expect("memory trace lock");
+        let at = inner.0.len();
+        inner.1.push(at);
+    }
+}
+
+/// When a run's timer (abort, steer) fires. The reference sets a timer for these, and a timer
+/// never fires at the instant it was set (node runs a 0 ms timer 1 ms later): everything the
+/// run does at that instant comes first.
+pub fn timer_delay(after: Duration) -> Duration {
+    after.max(Duration::from_millis(1))
 }
 
 /// Runs every run of `scenario` on one engine, recording into `trace`.
@@ -259,13 +475,39 @@ pub async fn run_scenario(
     trace: Arc<dyn TraceSink>,
 ) -> (Vec<Frame>, Vec<Vec<OmniMessage>>) {
     let model = scenario.llm.clone();
+    // Scenarios run on a paused clock, where the reference's order of same-instant messages
+    // is the order to reproduce.
+    let config = EngineConfig {
+        same_instant_order: true,
+        ..scenario.engine
+    };
+    let session = scenario.session;
+    let initial = InitialState {
+        // The first run owes its bootstrap records, then the tool list, after its input.
+        bootstrap_records: session
+            .bootstrap_records
+            .map(|records| {
+                records
+                    .into_iter()
+                    .chain(session.tool_list.clone())
+                    .collect()
+            })
+            .unwrap_or_default(),
+        ..InitialState::default()
+    };
     let engine = Engine::with_parts(
         Box::new(scenario.llm),
         Arc::new(scenario.tools),
-        scenario.engine,
+        config,
         Some(trace),
-        InitialState::default(),
+        initial,
     );
+    if let Some(meta) = session.session_meta {
+        engine.set_context_head(meta, session.tool_list);
+    }
+    // A compacted context is played by the same script: clones share its queue of requests.
+    let next_context = model.clone();
+    engine.enable_compaction(Arc::new(move |_| Box::new(next_context.clone())));
     let approver: Option<Arc<dyn Approver>> =
         scenario.approvals.map(|a| Arc::new(a) as Arc<dyn Approver>);
     let mut stream_out = Vec::new();
@@ -276,21 +518,39 @@ pub async fn run_scenario(
             cancel: cancel.clone(),
             thinking_level: None,
         };
-        let mut stream = engine
-            .run(run.input, options)
-            .expect("runs execute one after another");
+        // Notices due at 0 ms are waiting before the run starts.
+        let (now, later): (Vec<_>, Vec<_>) = run
+            .notices
+            .into_iter()
+            .partition(|(after, _)| after.is_zero());
+        for (_, notice) in now {
+            engine.notify(notice);
+        }
+        let started = if run.compact {
+            engine.compact(cancel.clone())
+        } else {
+            engine.run(run.input, options)
+        };
+        let mut stream = started.expect("runs execute one after another");
         let mut timers = tokio::task::JoinSet::new();
+        for (after, notice) in later {
+            let engine = engine.clone();
+            timers.spawn(async move {
+                tokio::time::sleep(timer_delay(after)).await;
+                engine.notify(notice);
+            });
+        }
         if let Some(after) = run.abort_after {
             let cancel = cancel.clone();
             timers.spawn(async move {
-                tokio::time::sleep(after).await;
+                tokio::time::sleep(timer_delay(after)).await;
                 cancel.cancel();
             });
         }
         for (after, input) in run.steer {
             let engine = engine.clone();
             timers.spawn(async move {
-                tokio::time::sleep(after).await;
+                tokio::time::sleep(timer_delay(after)).await;
                 engine.steer(input);
             });
         }
@@ -314,6 +574,7 @@ pub fn run_scenario_blocking(scenario: Scenario) -> std::io::Result<ScenarioOutp
     Ok(ScenarioOutput {
         stream,
         trace: trace.records(),
+        rotations: trace.rotations(),
         requests,
     })
 }

@@ -20,6 +20,33 @@ use penguin_trace_store::{
     new_session_id, resume_session, Durability, Resumed, TraceError, TraceLocation, Writer,
 };
 
+/// What a host runs when a background notice arrives.
+pub type NoticeHook = Arc<std::sync::Mutex<Option<Arc<dyn Fn() + Send + Sync>>>>;
+
+/// Routes the reports of the environment's background work to the engine as harness notices
+/// (delivered at the running task's next input assembly, or with the next run), then tells
+/// the host, which may start a task for them while the session is idle.
+fn route_notices(engine: &Engine, env: &Arc<dyn Environment>) -> NoticeHook {
+    let hook: NoticeHook = Arc::default();
+    if let Some(background) = env.background() {
+        // Weak: the listener lives in the environment the engine owns.
+        let (engine, hook) = (engine.notifier(), Arc::downgrade(&hook));
+        background.set_listener(Arc::new(move |done| {
+            if !engine.notify(done.notice()) {
+                return;
+            }
+            let Some(hook) = hook.upgrade() else {
+                return;
+            };
+            let host = hook.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            if let Some(host) = host {
+                host();
+            }
+        }));
+    }
+    hook
+}
+
 /// The trace-store writer as the engine's trace sink.
 #[derive(Clone, Debug)]
 pub struct WriterSink(pub Writer);
@@ -88,6 +115,8 @@ pub struct Session {
     announced: bool,
     policy: CommandPolicy,
     env: Arc<dyn Environment>,
+    // Called after a background notice was queued: an idle host starts a task for it.
+    notice_hook: NoticeHook,
     sandbox: Option<Sandbox>,
 }
 
@@ -146,12 +175,14 @@ impl Session {
             initial,
         );
         engine.set_context_head(meta.clone(), Some(tool_list.clone()));
+        let notice_hook = route_notices(&engine, &env);
         Ok(Session {
             id,
             meta,
             tool_list,
             engine,
             writer,
+            notice_hook,
             meta_written: false,
             announced: false,
             policy: Default::default(),
@@ -220,12 +251,14 @@ impl Session {
             .session_meta()
             .map(|m| m.session_id.clone())
             .unwrap_or_default();
+        let notice_hook = route_notices(&engine, &env);
         Ok(Session {
             id,
             meta,
             tool_list,
             engine,
             writer,
+            notice_hook,
             meta_written: true,
             announced: false,
             policy: Default::default(),
@@ -332,6 +365,13 @@ impl Session {
     /// The session's tools.
     pub fn environment(&self) -> &Arc<dyn Environment> {
         &self.env
+    }
+
+    /// Runs `hook` after each background notice is queued (on the thread that settled the
+    /// work): an idle host starts a task with [`Engine::take_notices`]; a running task
+    /// delivers them itself.
+    pub fn on_notice(&self, hook: Arc<dyn Fn() + Send + Sync>) {
+        *self.notice_hook.lock().unwrap_or_else(|p| p.into_inner()) = Some(hook);
     }
 }
 

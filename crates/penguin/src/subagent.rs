@@ -240,6 +240,10 @@ impl Environment for SubagentEnvironment {
             self.inner.permission(name)
         }
     }
+
+    fn background(&self) -> Option<Arc<dyn penguin_engine::BackgroundWork>> {
+        self.inner.background()
+    }
 }
 
 /// Ends the output: the note delta, stop, then the complete output (content + "\n" + note).

@@ -621,3 +621,118 @@ fn a_blank_prompt_is_refused_before_any_model_is_asked() {
     assert!(stderr.contains("the prompt is empty"), "{stderr}");
     assert!(traces(home.path()).is_empty(), "nothing was written");
 }
+
+#[test]
+fn serve_refuses_a_short_token_and_warns_when_listening_beyond_loopback() {
+    use std::io::BufRead;
+    let home = tempfile::tempdir().unwrap();
+    let out = bin()
+        .env("PENGUIN_HOME", home.path())
+        .env("PENGUIN_TOKEN", "x")
+        .args(["serve", "--port", "0"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("at least 16"), "{stderr}");
+
+    let mut child = bin()
+        .env("PENGUIN_HOME", home.path())
+        .env("PENGUIN_TOKEN", "a-long-enough-token-0123")
+        .args(["serve", "--host", "0.0.0.0", "--port", "0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(60));
+        let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+    });
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let warning = stderr
+        .lines()
+        .map_while(Result::ok)
+        .find(|l| l.starts_with("warning: listening on 0.0.0.0"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(warning.is_some_and(|w| w.contains("other machines can reach")));
+}
+
+/// One plain HTTP/1.1 request; the whole answer as text.
+fn http_get(addr: &str, path: &str, token: Option<&str>) -> String {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(15)))
+        .unwrap();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn serve_prints_the_web_apps_url_with_the_token_and_serves_the_page() {
+    use std::io::BufRead;
+    let home = tempfile::tempdir().unwrap();
+    let mut child = bin()
+        .env("PENGUIN_HOME", home.path())
+        .env_remove("PENGUIN_TOKEN")
+        .args([
+            "serve",
+            "--port",
+            "0",
+            "--provider",
+            "scripted",
+            "--scenario",
+        ])
+        .arg(scenario("seed-two-tools"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("penguin serve starts");
+    // Read the printed lines on a thread, so a server that prints nothing fails the test
+    // after a bound instead of hanging it.
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let url = loop {
+        let line = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("serve prints the web app's URL");
+        if let Some(url) = line.strip_prefix("open the web app: ") {
+            break url.to_owned();
+        }
+    };
+    let (base, token) = url
+        .split_once("/#token=")
+        .expect("the token in the fragment");
+    let addr = base.strip_prefix("http://").unwrap();
+    let saved = std::fs::read_to_string(home.path().join("server-token")).unwrap();
+    assert_eq!(token, saved.trim());
+
+    let page = http_get(addr, "/", None);
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    assert!(page.contains(r#"src="/assets/app.js""#), "{page}");
+    let api = http_get(addr, "/api/sessions", Some(token));
+    assert!(api.starts_with("HTTP/1.1 200"), "{api}");
+    assert!(http_get(addr, "/api/sessions", None).starts_with("HTTP/1.1 401"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

@@ -284,11 +284,54 @@ pub struct ErrorDetail {
 }
 
 /// `GET /api/sessions/:id/messages`: the history, then what is still streaming.
+///
+/// Query: none (everything), `tailLimit=N` (the last N units), or `before=F:O[&limit=N]` (the
+/// units recorded before trace position `F:O`, the newest N of them). A unit is one record of
+/// the session's own trace, together with what it expands to (a `subagent` pointer becomes the
+/// child's whole run, so a page never splits one), or one pending input not recorded yet.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MessagesPage {
     /// Trace records (and inputs not written yet), oldest first, subagent pointers expanded.
     pub messages: Vec<serde_json::Value>,
-    /// The fragments of the segment streaming now, while a task runs.
+    /// The fragments of the segment streaming now, while a task runs (never on a `before`
+    /// page).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live: Option<penguin_sse_transport::LiveTail>,
+    /// Where older history continues; present when `tailLimit` or `before` was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<PageInfo>,
+}
+
+/// The paging part of a [`MessagesPage`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PageInfo {
+    /// Whether units older than this page exist.
+    pub has_more: bool,
+    /// The `before` value that fetches the page just older than this one (when `has_more`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<String>,
+}
+
+/// One background command of a session.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProcessInfo {
+    /// The `process_id` the model uses.
+    pub process_id: String,
+    /// The command line.
+    pub command: String,
+    /// The OS pid of its shell (its process group).
+    pub pid: Option<i32>,
+    /// Whether it still runs.
+    pub running: bool,
+    /// How it ended (`exit code 0`, ...), once it has.
+    pub exit: Option<String>,
+}
+
+/// `GET /api/sessions/:id/processes`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProcessList {
+    /// Oldest first.
+    pub processes: Vec<ProcessInfo>,
 }

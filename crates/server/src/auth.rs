@@ -190,7 +190,7 @@ pub fn presented_token(headers: &HeaderMap, uri: &Uri, allow_query: bool) -> Opt
 
 /// Decodes `%XX` escapes and `+`; malformed escapes are kept literally (they then fail the
 /// comparison, which is the right outcome for a malformed token).
-fn percent_decode(s: &str) -> String {
+pub(crate) fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

@@ -215,13 +215,20 @@ impl Entry {
     /// Whether the session can leave memory without losing anything: it has a trace to be
     /// loaded again from, and nothing runs, waits or is queued in it.
     pub(crate) fn unloadable(&self) -> bool {
-        let rt = self.rt();
-        rt.status == SessionStatus::Idle
-            && rt.has_trace
-            && !rt.deleted
-            && rt.follow_ups.is_empty()
-            && rt.pending_inputs.is_empty()
-            && self.approvals.requests().is_empty()
+        let idle = {
+            let rt = self.rt();
+            rt.status == SessionStatus::Idle
+                && rt.has_trace
+                && !rt.deleted
+                && rt.follow_ups.is_empty()
+                && rt.pending_inputs.is_empty()
+        };
+        // Unloading ends a session's background work: a dev server keeps its session loaded.
+        idle && self.approvals.requests().is_empty()
+            && self
+                .env
+                .background()
+                .is_none_or(|b| b.tasks().iter().all(|t| !t.running))
     }
 
     /// The session as the API shows it.

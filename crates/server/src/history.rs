@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
+use crate::api::PageInfo;
+
 /// How many trailing history messages a pending hold is compared against.
 pub const PENDING_WINDOW: usize = 50;
 
@@ -211,6 +213,136 @@ pub fn append_missing(messages: &mut Vec<Value>, pending: impl IntoIterator<Item
     }
 }
 
+/// Which part of the history `/messages` answers with (§5.7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Window {
+    /// Everything, pending holds included.
+    All,
+    /// The last N units, pending holds included.
+    Tail(usize),
+    /// The units recorded before a trace position, at most `limit` of them (the newest).
+    Before {
+        /// Only records strictly before this position.
+        position: TracePosition,
+        /// At most this many units (the newest); all when absent.
+        limit: Option<usize>,
+    },
+}
+
+/// A record's place in a session's own trace: file index, then line ordinal in that file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TracePosition {
+    /// The trace file's `NNN`.
+    pub file_index: u32,
+    /// The record's ordinal in that file, from 0.
+    pub ordinal: u64,
+}
+
+impl TracePosition {
+    /// Parses `F:O`, the `before` cursor's spelling.
+    pub fn parse(s: &str) -> Option<TracePosition> {
+        let (f, o) = s.split_once(':')?;
+        let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+        if !digits(f) || !digits(o) {
+            return None;
+        }
+        Some(TracePosition {
+            file_index: f.parse().ok()?,
+            ordinal: o.parse().ok()?,
+        })
+    }
+
+    /// The `tracePosition` of a record read by [`read_history`].
+    pub fn of(record: &Value) -> Option<TracePosition> {
+        let p = record.get("tracePosition")?;
+        Some(TracePosition {
+            file_index: u32::try_from(p.get("fileIndex")?.as_u64()?).ok()?,
+            ordinal: p.get("ordinal")?.as_u64()?,
+        })
+    }
+
+    /// The position just after this one in the same file: a `before` cursor that includes it.
+    fn next(self) -> TracePosition {
+        TracePosition {
+            file_index: self.file_index,
+            ordinal: self.ordinal + 1,
+        }
+    }
+}
+
+impl std::fmt::Display for TracePosition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.file_index, self.ordinal)
+    }
+}
+
+/// The messages of a `/messages` answer and its paging info, from the session's own records
+/// (as [`read_history`] gives them) and the pending holds.
+///
+/// Only the selected records' subagent pointers are expanded, so an old page does not read
+/// every child trace of the session.
+pub fn page_of(
+    traces_dir: &Path,
+    session_id: &str,
+    own: Vec<Value>,
+    pending: Vec<String>,
+    window: Window,
+) -> (Vec<Value>, Option<PageInfo>) {
+    let expand = |records: Vec<Value>| {
+        expand_subagents(traces_dir, records, &mut vec![session_id.to_owned()])
+    };
+    match window {
+        Window::Before { position, limit } => {
+            let older: Vec<Value> = own
+                .into_iter()
+                .take_while(|r| TracePosition::of(r).is_some_and(|p| p < position))
+                .collect();
+            let start = limit.map_or(0, |n| older.len().saturating_sub(n));
+            let before = older.get(start).and_then(TracePosition::of);
+            let page = PageInfo {
+                has_more: start > 0,
+                before: (start > 0).then(|| before.map(|p| p.to_string())).flatten(),
+            };
+            (expand(older.into_iter().skip(start).collect()), Some(page))
+        }
+        Window::All | Window::Tail(_) => {
+            let last_own = own.last().and_then(TracePosition::of);
+            // Each own record with its expansion is one unit; `starts[i]` is where unit i
+            // begins in `messages`, and `positions[i]` its trace position (none for a hold).
+            let mut messages = Vec::with_capacity(own.len());
+            let mut starts = Vec::with_capacity(own.len());
+            let mut positions = Vec::with_capacity(own.len());
+            for record in own {
+                starts.push(messages.len());
+                positions.push(TracePosition::of(&record));
+                messages.extend(expand(vec![record]));
+            }
+            let recorded = messages.len();
+            append_missing(&mut messages, pending);
+            for i in recorded..messages.len() {
+                starts.push(i);
+                positions.push(None);
+            }
+            let Window::Tail(n) = window else {
+                return (messages, None);
+            };
+            let first = starts.len().saturating_sub(n);
+            let has_more = first > 0;
+            // A page that starts at a pending hold continues just after the last record.
+            let before = has_more
+                .then(|| positions[first].or(last_own.map(TracePosition::next)))
+                .flatten();
+            let cut = starts.get(first).copied().unwrap_or(messages.len());
+            messages.drain(..cut);
+            let page = PageInfo {
+                has_more,
+                before: before.map(|p| p.to_string()),
+            };
+            (messages, Some(page))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -306,5 +438,45 @@ mod tests {
         );
         assert_eq!(msgs.len(), 3);
         assert_eq!(msgs[2], json!({"c": 3}));
+    }
+
+    #[test]
+    fn a_tail_page_that_starts_at_a_pending_hold_continues_after_the_last_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let own: Vec<Value> = (0..3)
+            .map(|i| json!({"n": i, "tracePosition": {"fileIndex": 2, "ordinal": i}}))
+            .collect();
+        let pending = vec![r#"{"p":1}"#.to_string(), r#"{"p":2}"#.to_string()];
+        let (msgs, page) = page_of(
+            dir.path(),
+            "s",
+            own.clone(),
+            pending.clone(),
+            Window::Tail(1),
+        );
+        assert_eq!(msgs, [json!({"p": 2})]);
+        let page = page.unwrap();
+        assert!(page.has_more);
+        assert_eq!(page.before.as_deref(), Some("2:3"));
+        let position = TracePosition::parse("2:3").unwrap();
+        let (older, page) = page_of(
+            dir.path(),
+            "s",
+            own.clone(),
+            Vec::new(),
+            Window::Before {
+                position,
+                limit: Some(2),
+            },
+        );
+        assert_eq!(older, own[1..]);
+        assert_eq!(page.unwrap().before.as_deref(), Some("2:1"));
+
+        let (all, page) = page_of(dir.path(), "s", own.clone(), pending, Window::All);
+        assert_eq!(all.len(), 5);
+        assert!(page.is_none());
+        assert_eq!(TracePosition::parse("1:"), None);
+        assert_eq!(TracePosition::parse("+1:2"), None);
+        assert!(TracePosition::parse("1:2").unwrap() < TracePosition::parse("2:0").unwrap());
     }
 }

@@ -44,6 +44,10 @@ pub trait HostedSession: Send + 'static {
     /// The session's tools, consulted for `read-only` approvals.
     fn environment(&self) -> Arc<dyn Environment>;
 
+    /// Runs `hook` after each background notice is queued on the engine, so an idle session
+    /// can start a task carrying it. Sessions without background work never call it.
+    fn on_notice(&self, _hook: Arc<dyn Fn() + Send + Sync>) {}
+
     /// The sandbox its commands run under, when its tools have one.
     fn sandbox(&self) -> Option<SandboxInfo> {
         None

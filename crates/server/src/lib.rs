@@ -4,8 +4,10 @@
 //! - Sessions are hosted in memory once created (or loaded from their trace on first use after
 //!   a restart). Each running task is driven by its own tokio task, which publishes every frame
 //!   to the session's SSE channel with the very bytes the Trace records.
-//! - Every request needs `Authorization: Bearer <token>` (the two stream routes also take
-//!   `?access_token=`, since an `EventSource` cannot send headers).
+//! - Every `/api` request needs `Authorization: Bearer <token>` (the two stream routes also
+//!   take `?access_token=`, since an `EventSource` cannot send headers).
+//! - [`web`] is the browser app, compiled in and served without the token at `/` and
+//!   `/sessions/{id}`; it signs in with the token from the URL [`serve`] prints.
 //! - Sessions come from a [`SessionFactory`]: the server owns ids, channels, approvals,
 //!   steering and follow-ups, never models or tools. The `penguin` crate has factories for
 //!   configured models and for scenario files.
@@ -28,6 +30,7 @@ mod sessions;
 mod settings;
 mod steering;
 mod tasks;
+pub mod web;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -225,10 +228,11 @@ pub const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 /// How long a channel must be quiet before [`serve`] reclaims it.
 pub const CHANNEL_IDLE_AFTER: std::time::Duration = std::time::Duration::from_secs(30 * 60);
 
-/// Every route, behind the token check. Unknown routes answer 404 JSON.
+/// Every API route, behind the token check, and the web app's page and assets, outside it.
+/// Unknown routes answer 404 JSON (after the token check, so they reveal nothing).
 pub fn router(state: AppState) -> Router {
     let s = "/api/sessions/{id}";
-    Router::new()
+    let api = Router::new()
         .route(
             "/api/sessions",
             post(routes::create_session).get(routes::list_sessions),
@@ -255,18 +259,24 @@ pub fn router(state: AppState) -> Router {
         .route(&format!("{s}/abort"), post(routes::abort))
         .route(&format!("{s}/retry-now"), post(routes::retry_now))
         .route(&format!("{s}/compact"), post(routes::compact))
+        .route(&format!("{s}/processes"), get(routes::processes))
+        .route(
+            &format!("{s}/processes/{{process}}/kill"),
+            post(routes::kill_process),
+        )
         .route("/api/events", get(routes::events))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             routes::auth,
-        ))
-        .with_state(state)
+        ));
+    // Merged after the layer, so the token check does not wrap the page's routes.
+    api.merge(web::router()).with_state(state)
 }
 
-/// Binds `host:port`, prints the URL (and the token when this start generated it), and serves
-/// until Ctrl-C.
+/// Binds `host:port`, prints the web app's URL with the token in its fragment (see
+/// [`web::sign_in_url`]) and where the token came from, and serves until Ctrl-C.
 pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
     let token = resolve_token(opts.token.as_deref(), &opts.data_root)?;
     let addr = format!("{}:{}", opts.host, opts.port);
@@ -278,6 +288,10 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
         })?;
     let local = listener.local_addr()?;
     println!("penguin server listening on http://{local}");
+    println!(
+        "open the web app: {}",
+        web::sign_in_url(local, &token.value)
+    );
     if !local.ip().is_loopback() {
         eprintln!(
             "warning: listening on {}, which other machines can reach; anyone with the token can run commands in this session's workspaces",

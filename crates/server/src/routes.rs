@@ -17,11 +17,11 @@ use crate::api::{
     ApprovalMode, CompactAccepted, CreateSessionRequest, MessagesPage, Recalled, RetryNow,
     SandboxSettings, SessionEnvelope, SessionInfo, SessionList, SteerAccepted, TaskAccepted,
 };
-use crate::auth::{host_allowed, presented_token, tokens_match};
+use crate::auth::{host_allowed, percent_decode, presented_token, tokens_match};
 use crate::entry::Entry;
 use crate::error::{json_response, kind, opt_bool, opt_str, read_object, ApiError};
 use crate::history::{
-    append_missing, expand_subagents, first_record, read_history, session_ids, trace_files,
+    first_record, page_of, read_history, session_ids, trace_files, TracePosition, Window,
 };
 use crate::sessions::USER_CHANNEL;
 use crate::tasks::TaskInput;
@@ -256,30 +256,41 @@ pub(crate) async fn delete_session(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-fn parse_query(uri: &Uri) -> Result<Option<usize>, ApiError> {
+fn query_usize(k: &str, v: &str) -> Result<usize, ApiError> {
+    v.parse::<usize>().map_err(|_| {
+        ApiError::bad_request(
+            "invalid_query",
+            format!("{k}: expected a non-negative integer, got {v:?}"),
+        )
+    })
+}
+
+pub(crate) fn parse_query(uri: &Uri) -> Result<Window, ApiError> {
     let mut tail = None;
+    let mut before = None;
+    let mut limit = None;
     for pair in uri
         .query()
         .unwrap_or("")
         .split('&')
         .filter(|p| !p.is_empty())
     {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let (k, raw) = pair.split_once('=').unwrap_or((pair, ""));
+        // A browser's URLSearchParams or encodeURIComponent writes `:` as `%3A`.
+        let decoded = percent_decode(raw);
+        let v = decoded.as_str();
         match k {
-            "tailLimit" => {
-                let n = v.parse::<usize>().map_err(|_| {
+            "tailLimit" => tail = Some(query_usize(k, v)?),
+            "limit" => limit = Some(query_usize(k, v)?),
+            "before" => {
+                before = Some(TracePosition::parse(v).ok_or_else(|| {
                     ApiError::bad_request(
                         "invalid_query",
-                        format!("tailLimit: expected a non-negative integer, got {v:?}"),
+                        format!(
+                            "before: expected <fileIndex>:<ordinal> (a tracePosition), got {v:?}"
+                        ),
                     )
-                })?;
-                tail = Some(n);
-            }
-            "before" | "limit" => {
-                return Err(ApiError::bad_request(
-                    "invalid_query",
-                    format!("{k}: paging backwards is not supported by this server; use tailLimit or no query"),
-                ))
+                })?)
             }
             // The stream's token parameter may be reused on every URL by a client.
             "access_token" => {}
@@ -291,7 +302,19 @@ fn parse_query(uri: &Uri) -> Result<Option<usize>, ApiError> {
             }
         }
     }
-    Ok(tail)
+    match (tail, before, limit) {
+        (Some(_), Some(_), _) => Err(ApiError::bad_request(
+            "invalid_query",
+            "tailLimit and before cannot be combined",
+        )),
+        (_, None, Some(_)) => Err(ApiError::bad_request(
+            "invalid_query",
+            "limit is only allowed together with before",
+        )),
+        (_, Some(position), limit) => Ok(Window::Before { position, limit }),
+        (Some(n), None, None) => Ok(Window::Tail(n)),
+        (None, None, None) => Ok(Window::All),
+    }
 }
 
 pub(crate) async fn messages(
@@ -300,7 +323,7 @@ pub(crate) async fn messages(
     uri: Uri,
 ) -> ApiResult {
     let e = entry(&app, p).await?;
-    let tail = parse_query(&uri)?;
+    let window = parse_query(&uri)?;
     // Captured before the trace is read: every event up to the live cursor is then either in
     // the trace, in the fragments, or in the pending holds.
     let snap = app.sessions.history_snapshot(&e);
@@ -311,25 +334,30 @@ pub(crate) async fn messages(
     }
     let traces = app.sessions.cfg.location.traces_dir();
     let id = e.id.clone();
-    let read = tokio::task::spawn_blocking(move || {
+    // A `before` page is history only: the live tail and the pending holds belong to the
+    // newest end, which such a page never reaches.
+    let pending: Vec<String> = match window {
+        Window::Before { .. } => Vec::new(),
+        _ => snap.pending.iter().map(|f| f.json().to_owned()).collect(),
+    };
+    let live = match window {
+        Window::Before { .. } => None,
+        _ => snap.live.map(LiveTail::from),
+    };
+    let (messages, page) = tokio::task::spawn_blocking(move || {
         let files = trace_files(&traces, &id)?;
         let own = read_history(&files)?;
-        Ok::<_, std::io::Error>(expand_subagents(&traces, own, &mut vec![id]))
+        Ok::<_, std::io::Error>(page_of(&traces, &id, own, pending, window))
     })
     .await
     .map_err(|err| ApiError::internal(format!("history reader failed: {err}")))?
     .map_err(|err| ApiError::internal(format!("cannot read the session's trace: {err}")))?;
-    let mut msgs = read;
-    append_missing(&mut msgs, snap.pending.iter().map(|f| f.json().to_owned()));
-    if let Some(n) = tail {
-        let start = msgs.len().saturating_sub(n);
-        msgs.drain(..start);
-    }
     Ok(json_response(
         StatusCode::OK,
         &MessagesPage {
-            messages: msgs,
-            live: snap.live.map(LiveTail::from),
+            messages,
+            live,
+            page,
         },
     ))
 }
@@ -569,6 +597,62 @@ pub(crate) async fn remove_follow_up(
     let e = app.sessions.get(&id).await?;
     let (mirror, thinking) = app.sessions.remove_follow_up(&e, &fid)?;
     Ok(json_response(StatusCode::OK, &recalled(mirror, thinking)))
+}
+
+/// The session's background commands.
+fn background_commands(e: &Entry) -> Vec<crate::api::ProcessInfo> {
+    let Some(background) = e.env.background() else {
+        return Vec::new();
+    };
+    background
+        .tasks()
+        .into_iter()
+        .filter(|t| t.kind == penguin_omni_protocol::background::BackgroundKind::Command)
+        .map(|t| crate::api::ProcessInfo {
+            process_id: t.id,
+            command: t.label,
+            pid: t.pid,
+            running: t.running,
+            exit: t.detail,
+        })
+        .collect()
+}
+
+pub(crate) async fn processes(
+    State(app): State<AppState>,
+    p: Result<Path<String>, PathRejection>,
+) -> ApiResult {
+    let e = entry(&app, p).await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &crate::api::ProcessList {
+            processes: background_commands(&e),
+        },
+    ))
+}
+
+pub(crate) async fn kill_process(
+    State(app): State<AppState>,
+    p: Result<Path<(String, String)>, PathRejection>,
+) -> ApiResult {
+    let Path((id, process)) =
+        p.map_err(|e| ApiError::bad_request("invalid_path", e.body_text()))?;
+    let e = app.sessions.get(&id).await?;
+    let killed = e.env.background().is_some_and(|b| {
+        background_commands(&e)
+            .iter()
+            .any(|p| p.process_id == process)
+            && b.kill(&process)
+    });
+    if killed {
+        Ok(StatusCode::NO_CONTENT.into_response())
+    } else {
+        Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "process_not_found",
+            format!("session {id} has no background command {process:?}"),
+        ))
+    }
 }
 
 #[cfg(test)]

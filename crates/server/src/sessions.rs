@@ -74,7 +74,7 @@ impl Sessions {
         self.cfg.hub.get(key)
     }
 
-    fn insert(&self, session: Box<dyn HostedSession>, has_trace: bool) -> Arc<Entry> {
+    fn insert(self: &Arc<Self>, session: Box<dyn HostedSession>, has_trace: bool) -> Arc<Entry> {
         let Settings {
             approval_mode,
             title,
@@ -85,6 +85,14 @@ impl Sessions {
             Runtime::new(approval_mode, title, has_trace),
         ));
         self.touch(&entry);
+        // Weak both ways: the hook lives inside the session the entry holds.
+        let (sessions, weak) = (Arc::downgrade(self), Arc::downgrade(&entry));
+        entry.session().on_notice(Arc::new(move || {
+            let (Some(sessions), Some(entry)) = (sessions.upgrade(), weak.upgrade()) else {
+                return;
+            };
+            sessions.start_notices(&entry);
+        }));
         lock(&self.entries).insert(entry.id.clone(), entry.clone());
         self.unload_idle();
         entry
@@ -131,7 +139,7 @@ impl Sessions {
 
     /// `POST /api/sessions`.
     pub(crate) fn create(
-        &self,
+        self: &Arc<Self>,
         req: crate::api::CreateSessionRequest,
     ) -> Result<Arc<Entry>, ApiError> {
         let workspace = match (req.workspace, &self.cfg.workspace_root) {
@@ -173,7 +181,7 @@ impl Sessions {
     }
 
     /// A hosted session, loading it from its trace when this process has not seen it yet.
-    pub(crate) async fn get(&self, id: &str) -> Result<Arc<Entry>, ApiError> {
+    pub(crate) async fn get(self: &Arc<Self>, id: &str) -> Result<Arc<Entry>, ApiError> {
         if !valid_session_id(id) {
             return Err(ApiError::bad_request(
                 "invalid_session_id",

@@ -282,6 +282,34 @@ impl Sessions {
         self.channel(USER_CHANNEL).publish_server_event(&ev);
     }
 
+    /// Starts a task carrying the background notices an idle session holds (§2.14): the
+    /// model reacts to the report with nobody asking. A running task delivers them itself.
+    pub(crate) fn start_notices(self: &Arc<Self>, entry: &Arc<Entry>) {
+        let _p = lock(&entry.publish);
+        self.start_notices_locked(entry);
+    }
+
+    /// [`start_notices`](Self::start_notices); the caller holds `entry.publish`.
+    fn start_notices_locked(self: &Arc<Self>, entry: &Arc<Entry>) {
+        {
+            let rt = entry.rt();
+            if rt.status != SessionStatus::Idle || rt.deleted || !rt.follow_ups.is_empty() {
+                return;
+            }
+        }
+        let notices = entry.session().engine().take_notices();
+        if notices.is_empty() {
+            return;
+        }
+        if let Err(e) = self.begin_run_locked(entry, notices, None) {
+            tracing::warn!(
+                "[server] session {}: could not start a task for a background notice: {}",
+                entry.id,
+                e.message
+            );
+        }
+    }
+
     fn start_next_follow_up(self: &Arc<Self>, entry: &Arc<Entry>) {
         let _p = lock(&entry.publish);
         let next = {
@@ -291,21 +319,24 @@ impl Sessions {
             }
             rt.follow_ups.pop_front()
         };
-        if let Some(f) = next {
-            let kept = FollowUp {
-                mirror: f.mirror.clone(),
-                input: f.input.clone(),
-                thinking: f.thinking,
-            };
-            if let Err(e) = self.begin_run_locked(entry, f.input, f.thinking) {
-                // Keep it at the head of the queue: the next settle starts it.
-                entry.rt().follow_ups.push_front(kept);
-                tracing::warn!(
-                    "[server] follow-up of session {} could not start yet: {}",
-                    entry.id,
-                    e.message
-                );
-            }
+        let Some(f) = next else {
+            // Nothing the user queued: a notice that came as the task ended goes next.
+            self.start_notices_locked(entry);
+            return;
+        };
+        let kept = FollowUp {
+            mirror: f.mirror.clone(),
+            input: f.input.clone(),
+            thinking: f.thinking,
+        };
+        if let Err(e) = self.begin_run_locked(entry, f.input, f.thinking) {
+            // Keep it at the head of the queue: the next settle starts it.
+            entry.rt().follow_ups.push_front(kept);
+            tracing::warn!(
+                "[server] follow-up of session {} could not start yet: {}",
+                entry.id,
+                e.message
+            );
         }
     }
 

@@ -1244,3 +1244,126 @@ fn low_open_file_limit() {
     let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("read the open-file limit");
     setrlimit(Resource::RLIMIT_NOFILE, 256.min(hard), hard).expect("lower the open-file limit");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_web_app_is_served_without_the_token_and_the_api_still_needs_it() {
+    let srv = start(0).await;
+    let get = |path: &str| srv.http.get(srv.url(path)).send();
+    for path in ["/", "/sessions/session-anything"] {
+        let res = get(path).await.unwrap();
+        assert_eq!(res.status().as_u16(), 200, "{path}");
+        assert_eq!(
+            res.headers()["content-type"].to_str().unwrap(),
+            "text/html; charset=utf-8"
+        );
+        let csp = res.headers()["content-security-policy"].to_str().unwrap();
+        assert!(csp.contains("script-src 'self'"), "{csp}");
+        let html = res.text().await.unwrap();
+        assert!(html.contains(r#"<script type="module" src="/assets/app.js">"#));
+    }
+    let res = get("/assets/app.js").await.unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    assert_eq!(
+        res.headers()["content-type"].to_str().unwrap(),
+        "text/javascript; charset=utf-8"
+    );
+    let etag = res.headers()["etag"].to_str().unwrap().to_owned();
+    assert!(res.text().await.unwrap().contains("SessionStream"));
+    let again = srv
+        .http
+        .get(srv.url("/assets/app.js"))
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        again.status().as_u16(),
+        304,
+        "an unchanged asset is not resent"
+    );
+    assert_eq!(get("/assets/nope.js").await.unwrap().status().as_u16(), 404);
+
+    // The API, and paths that are neither page nor API, still need the token.
+    for path in ["/api/sessions", "/elsewhere", "/sessions/a/b"] {
+        assert_eq!(get(path).await.unwrap().status().as_u16(), 401, "{path}");
+    }
+    assert_eq!(srv.get("/elsewhere").await.status, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_pages_backwards_with_the_before_cursor() {
+    let srv = start(0).await;
+    let id = srv.create("allow-all").await;
+    let mut s = srv.stream(&id, None).await;
+    s.next().await;
+    assert_eq!(srv.task(&id, "read a.txt").await.status, 202);
+    s.until(|e| e.is_state("idle")).await;
+
+    let full = srv.history(&id).await;
+    let full = full["messages"].as_array().unwrap().clone();
+    assert!(full.len() > 8, "{full:?}");
+    let path = format!("/api/sessions/{id}/messages");
+
+    // The newest page, then older ones until the start: together, the whole history once.
+    let tail = srv.get(&format!("{path}?tailLimit=3")).await;
+    assert_eq!(tail.status, 200, "{}", tail.body);
+    let mut pages = vec![tail.body["messages"].as_array().unwrap().clone()];
+    assert_eq!(pages[0].len(), 3);
+    assert_eq!(tail.body["page"]["hasMore"], true);
+    let mut before = tail.body["page"]["before"].as_str().unwrap().to_owned();
+    assert_eq!(
+        before,
+        format!(
+            "{}:{}",
+            pages[0][0]["tracePosition"]["fileIndex"], pages[0][0]["tracePosition"]["ordinal"]
+        ),
+        "the cursor is the first record of the page"
+    );
+    loop {
+        let r = srv.get(&format!("{path}?before={before}&limit=4")).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert!(r.body.get("live").is_none());
+        let msgs = r.body["messages"].as_array().unwrap().clone();
+        assert!(!msgs.is_empty() && msgs.len() <= 4);
+        pages.insert(0, msgs);
+        if r.body["page"]["hasMore"] == false {
+            assert!(r.body["page"].get("before").is_none());
+            break;
+        }
+        before = r.body["page"]["before"].as_str().unwrap().to_owned();
+    }
+    let joined: Vec<Value> = pages.into_iter().flatten().collect();
+    assert_eq!(joined, full);
+
+    let encoded = srv
+        .get(&format!(
+            "{path}?before={}&limit=4",
+            before.replace(':', "%3A")
+        ))
+        .await;
+    assert_eq!(
+        encoded.status, 200,
+        "a percent-encoded cursor: {}",
+        encoded.body
+    );
+    let everything = srv.get(&format!("{path}?before=99999:0")).await;
+    assert_eq!(everything.body["messages"].as_array().unwrap(), &full);
+    assert_eq!(everything.body["page"], json!({"hasMore": false}));
+    assert!(full_page_has_no_page_info(&srv.get(&path).await.body));
+
+    for bad in [
+        "tailLimit=2&before=1:0",
+        "limit=2",
+        "before=1",
+        "before=a:1",
+        "before=1:0&limit=x",
+    ] {
+        let r = srv.get(&format!("{path}?{bad}")).await;
+        assert_eq!(r.status, 400, "{bad}: {}", r.body);
+        assert_eq!(r.body["error"]["code"], "invalid_query", "{bad}");
+    }
+}
+
+fn full_page_has_no_page_info(body: &Value) -> bool {
+    body.get("page").is_none()
+}

@@ -44,9 +44,15 @@ pub(crate) type ToolResult = Result<ToolOutcome, String>;
 #[derive(Debug)]
 pub(crate) struct Output {
     tx: mpsc::Sender<String>,
+    timeout: Option<Duration>,
 }
 
 impl Output {
+    /// The call's effective timeout, so a tool can hand back before it fires.
+    pub(crate) fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
     /// Sends one chunk; waits while the sink is behind.
     pub(crate) async fn emit(&self, chunk: impl Into<String>) {
         let chunk = chunk.into();
@@ -153,7 +159,8 @@ pub(crate) async fn execute(
 
     let mut acc = Accumulator::new(id, limits);
     let (tx, mut rx) = mpsc::channel(CHANNEL_DEPTH);
-    let mut running = Box::pin(AssertUnwindSafe(tool.run(args, Output { tx })).catch_unwind());
+    let mut running =
+        Box::pin(AssertUnwindSafe(tool.run(args, Output { tx, timeout })).catch_unwind());
     let mut deadline = Box::pin(async move {
         match timeout {
             Some(t) => tokio::time::sleep(t).await,

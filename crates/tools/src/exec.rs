@@ -1,32 +1,99 @@
-//! `exec_command`: `sh -c CMD` in the workspace, in its own process group, under the session's
-//! sandbox.
+//! `exec_command`, `input_command` and `kill_command`: shell commands in the workspace, each in
+//! its own process group under the session's sandbox, that may run past the call that started
+//! them (a dev server, a long build) and are reached again by their `process_id`.
 
-use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::Pid;
 use serde::Deserialize;
 use serde_json::Value;
-use tokio::io::AsyncReadExt;
-use tokio::process::Command;
 
+use crate::command::{CommandSessions, Exit, ManagedProcess};
 use crate::contract::{Output, Tool, ToolOutcome, ToolResult};
 use crate::notes;
-use crate::sandbox::{DenialScan, Sandbox};
+use crate::path::resolve;
+use crate::sandbox::Sandbox;
 use penguin_omni_protocol::StopReason;
 
-/// How long to keep reading after the shell exited and its group was killed. Output already
-/// in the pipes is read well within it; only a process that left the group (setsid) and still
-/// holds the pipe makes us wait this long before we stop reading.
-const DRAIN_GRACE: Duration = Duration::from_millis(500);
+/// How long `exec_command` waits for a command before handing back its `process_id`.
+pub(crate) const DEFAULT_EXEC_YIELD: Duration = Duration::from_secs(60);
+/// How long `input_command` waits after writing.
+const DEFAULT_WRITE_YIELD: Duration = Duration::from_millis(250);
+/// How long an empty `input_command` poll waits: most builds finish within one.
+const DEFAULT_POLL_YIELD: Duration = Duration::from_secs(120);
+/// A shorter wait is not worth a round trip.
+const MIN_YIELD: Duration = Duration::from_millis(250);
+/// A call hands back at least this long before its timeout would fire.
+const TIMEOUT_MARGIN: Duration = Duration::from_secs(1);
+
+/// "Wait until it ends": the call's timeout (or its interrupt) comes first.
+const NO_YIELD: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Ctrl-C, sent alone as `chars`: SIGINT to the process group.
+const INTERRUPT: &str = "\u{3}";
+
+/// How long to wait: the asked (or default) time, at least [`MIN_YIELD`], and a margin before
+/// the call's timeout. `None` when the timeout leaves no room for a wait: the call then simply
+/// runs under its timeout.
+fn yield_time(
+    asked: Option<u64>,
+    default: Duration,
+    timeout: Option<Duration>,
+) -> Option<Duration> {
+    let want = asked.map_or(default, Duration::from_millis).max(MIN_YIELD);
+    match timeout {
+        None => Some(want),
+        Some(t) => {
+            let ceiling = t.checked_sub(TIMEOUT_MARGIN)?;
+            (ceiling >= MIN_YIELD).then(|| want.min(ceiling))
+        }
+    }
+}
+
+/// The note and stop reason of a command that has exited.
+fn exit_outcome(exit: Option<Exit>) -> ToolOutcome {
+    let failed = |note: String| ToolOutcome {
+        note: Some(note),
+        stop: Some(StopReason::Failed),
+        images: Vec::new(),
+    };
+    match exit {
+        Some(Exit::Code(0)) => ToolOutcome::default(),
+        Some(Exit::Code(code)) => failed(notes::exit_code(code)),
+        Some(Exit::Signal(signal)) => failed(notes::exit_signal(signal)),
+        Some(Exit::Unknown(_)) | None => failed(notes::EXIT_STATUS_UNKNOWN.to_owned()),
+    }
+}
+
+/// Ends a command still owned by its call when the call goes away (interrupt, timeout, a
+/// foreground command that finished): only a registered command outlives its call.
+struct Owned(Option<Arc<ManagedProcess>>);
+
+impl Owned {
+    fn release(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            p.kill_now();
+        }
+    }
+}
 
 #[derive(Deserialize)]
-struct Args {
+struct ExecArgs {
     cmd: String,
+    #[serde(default)]
+    workdir: Option<String>,
+    #[serde(default)]
+    yield_time_ms: Option<u64>,
+    #[serde(default)]
+    run_in_background: bool,
     #[serde(default)]
     #[expect(
         dead_code,
@@ -41,68 +108,7 @@ pub(crate) struct ExecCommand {
     pub root: PathBuf,
     /// Confines the command; [`Sandbox::off`] for a call allowed to run outside it.
     pub sandbox: Sandbox,
-}
-
-/// Kills the process group with SIGKILL, at the latest when dropped: the wrapper drops a
-/// running tool to interrupt it, and this is what takes the whole tree down with it.
-struct GroupKill(Option<Pid>);
-
-impl GroupKill {
-    fn kill(&mut self) {
-        if let Some(pgid) = self.0.take() {
-            // ESRCH (everyone already gone) is the normal case after a clean exit.
-            let _ = killpg(pgid, Signal::SIGKILL);
-        }
-    }
-}
-
-impl Drop for GroupKill {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// Decodes a byte stream as UTF-8 across chunk boundaries; invalid bytes become U+FFFD.
-#[derive(Default)]
-struct Utf8Stream {
-    pending: Vec<u8>,
-}
-
-impl Utf8Stream {
-    fn push(&mut self, bytes: &[u8]) -> String {
-        self.pending.extend_from_slice(bytes);
-        let mut out = String::new();
-        loop {
-            match std::str::from_utf8(&self.pending) {
-                Ok(s) => {
-                    out.push_str(s);
-                    self.pending.clear();
-                    return out;
-                }
-                Err(e) => {
-                    let valid = e.valid_up_to();
-                    out.push_str(&String::from_utf8_lossy(&self.pending[..valid]));
-                    match e.error_len() {
-                        Some(bad) => {
-                            out.push(char::REPLACEMENT_CHARACTER);
-                            self.pending.drain(..valid + bad);
-                        }
-                        None => {
-                            // An incomplete sequence at the end: wait for the next chunk.
-                            self.pending.drain(..valid);
-                            return out;
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    fn finish(&mut self) -> String {
-        let rest = String::from_utf8_lossy(&self.pending).into_owned();
-        self.pending.clear();
-        rest
-    }
+    pub commands: CommandSessions,
 }
 
 #[async_trait]
@@ -115,99 +121,53 @@ impl Tool for ExecCommand {
     }
 
     async fn run(&self, args: Value, out: Output) -> ToolResult {
-        let Args { cmd, .. } = serde_json::from_value(args)
+        let args: ExecArgs = serde_json::from_value(args)
             .map_err(|e| format!("invalid arguments for exec_command: {e}"))?;
-        let mut command = Command::new("sh");
-        command
-            .arg("-c")
-            .arg(&cmd)
-            .current_dir(&self.root)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        let mut child = self
-            .sandbox
-            .spawn(&mut command, &self.root)
-            .map_err(|e| format!("failed to start sh: {e}"))?;
-        let pid = child
-            .id()
-            .and_then(|p| i32::try_from(p).ok())
-            .ok_or("the shell exited before it could be tracked")?;
-        let mut group = GroupKill(Some(Pid::from_raw(pid)));
-        let (Some(mut stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take())
-        else {
-            return Err("the shell's output pipes are missing".to_owned());
+        let cwd = match args.workdir.as_deref().filter(|w| !w.is_empty()) {
+            Some(w) => resolve(&self.root, w)?,
+            None => self.root.clone(),
         };
-
-        let (mut out_buf, mut err_buf) = (vec![0u8; 8192], vec![0u8; 8192]);
-        let (mut out_dec, mut err_dec) = (Utf8Stream::default(), Utf8Stream::default());
-        let (mut out_scan, mut err_scan) = (DenialScan::default(), DenialScan::default());
-        let (mut out_open, mut err_open) = (true, true);
-        let mut status = None;
-        let drain = tokio::time::sleep(Duration::from_secs(86_400));
-        tokio::pin!(drain);
-        while out_open || err_open || status.is_none() {
-            tokio::select! {
-                r = stdout.read(&mut out_buf), if out_open => match r {
-                    Ok(n) if n > 0 => {
-                        let text = out_dec.push(&out_buf[..n]);
-                        out_scan.push(&text);
-                        out.emit(text).await;
-                    }
-                    _ => out_open = false,
-                },
-                r = stderr.read(&mut err_buf), if err_open => match r {
-                    Ok(n) if n > 0 => {
-                        let text = err_dec.push(&err_buf[..n]);
-                        err_scan.push(&text);
-                        out.emit(text).await;
-                    }
-                    _ => err_open = false,
-                },
-                st = child.wait(), if status.is_none() => {
-                    status = Some(st.map_err(|e| format!("waiting for the shell failed: {e}"))?);
-                    // Background jobs the command left behind would keep the pipes open
-                    // forever; they go down with the group, and we read what is left.
-                    group.kill();
-                    drain.as_mut().reset(tokio::time::Instant::now() + DRAIN_GRACE);
-                },
-                () = &mut drain, if status.is_some() => break,
-            }
+        if !cwd.is_dir() {
+            return Err(format!("workdir {}: not a directory", cwd.display()));
         }
-        for (dec, scan) in [(&mut out_dec, &mut out_scan), (&mut err_dec, &mut err_scan)] {
-            let text = dec.finish();
-            scan.push(&text);
-            scan.finish();
-            out.emit(text).await;
+        let process = ManagedProcess::spawn(&args.cmd, &cwd, &self.root, &self.sandbox)?;
+        let mut owned = Owned(Some(process.clone()));
+        if args.run_in_background {
+            let id = self.commands.register(process.clone()).ok_or_else(|| {
+                format!(
+                    "too many background commands ({}); kill_command or poll finished ones first",
+                    crate::command::MAX_PROCESSES
+                )
+            })?;
+            owned.release();
+            self.commands.arm_report(&id, &process);
+            return Ok(ToolOutcome {
+                note: Some(notes::command_in_background(&id)),
+                ..ToolOutcome::default()
+            });
         }
-        out_scan.merge(err_scan);
-
-        let Some(status) = status else {
-            return Err("the shell's exit status is missing".to_owned());
-        };
-        let mut outcome = match (status.code(), status.signal()) {
-            (Some(0), _) => ToolOutcome::default(),
-            (Some(code), _) => ToolOutcome {
-                note: Some(notes::exit_code(code)),
-                stop: Some(StopReason::Failed),
-                images: Vec::new(),
-            },
-            (None, Some(signal)) => ToolOutcome {
-                note: Some(notes::exit_signal(signal)),
-                stop: Some(StopReason::Failed),
-                images: Vec::new(),
-            },
-            (None, None) => ToolOutcome {
-                note: Some(notes::EXIT_STATUS_UNKNOWN.to_owned()),
-                stop: Some(StopReason::Failed),
-                images: Vec::new(),
-            },
-        };
+        let yield_for = yield_time(args.yield_time_ms, DEFAULT_EXEC_YIELD, out.timeout());
+        // With no room for a wait, the command runs until it ends or the call times out.
+        process.collect(yield_for.unwrap_or(NO_YIELD), &out).await;
+        if process.running() {
+            return match self.commands.register(process.clone()) {
+                Some(id) => {
+                    owned.release();
+                    Ok(ToolOutcome {
+                        note: Some(notes::command_still_running(&id)),
+                        ..ToolOutcome::default()
+                    })
+                }
+                None => Err(format!(
+                    "the command was still running and was killed: too many background commands ({})",
+                    crate::command::MAX_PROCESSES
+                )),
+            };
+        }
+        let mut outcome = exit_outcome(process.exit());
         // Only a failed command gets the note: one that recovered from a refusal needs no help.
         if outcome.stop.is_some() {
-            if let Some(denial) = self.sandbox.denial_note(&out_scan, &self.root) {
+            if let Some(denial) = self.sandbox.denial_note(&process.denials(), &self.root) {
                 outcome.note = Some(match outcome.note {
                     Some(note) => format!("{note}\n{denial}"),
                     None => denial,
@@ -218,27 +178,112 @@ impl Tool for ExecCommand {
     }
 }
 
+#[derive(Deserialize)]
+struct InputArgs {
+    process_id: String,
+    #[serde(default)]
+    chars: Option<String>,
+    #[serde(default)]
+    yield_time_ms: Option<u64>,
+}
+
+/// `input_command`: writes to a command's stdin (or interrupts it), then collects what it
+/// printed. An interrupted poll leaves the command running.
+#[derive(Debug)]
+pub(crate) struct InputCommand {
+    pub commands: CommandSessions,
+}
+
+#[async_trait]
+impl Tool for InputCommand {
+    async fn run(&self, args: Value, out: Output) -> ToolResult {
+        let args: InputArgs = serde_json::from_value(args)
+            .map_err(|e| format!("invalid arguments for input_command: {e}"))?;
+        let id = args.process_id;
+        let process = self
+            .commands
+            .get(&id)
+            .ok_or_else(|| notes::unknown_process(&id))?;
+        let chars = args.chars.unwrap_or_default();
+        let default = if chars.is_empty() {
+            DEFAULT_POLL_YIELD
+        } else {
+            DEFAULT_WRITE_YIELD
+        };
+        if chars == INTERRUPT {
+            process.interrupt();
+        } else if chars.contains(INTERRUPT) {
+            return Err(
+                "chars mixes U+0003 (Ctrl-C) with other content; send \"\\u0003\" alone to interrupt"
+                    .into(),
+            );
+        } else if !chars.is_empty() {
+            process.write(&chars).await?;
+        }
+        let yield_for = yield_time(args.yield_time_ms, default, out.timeout());
+        process.collect(yield_for.unwrap_or(NO_YIELD), &out).await;
+        if process.running() {
+            return Ok(ToolOutcome {
+                note: Some(notes::process_still_running(&id)),
+                ..ToolOutcome::default()
+            });
+        }
+        self.commands.remove(&id);
+        Ok(exit_outcome(process.exit()))
+    }
+}
+
+#[derive(Deserialize)]
+struct KillArgs {
+    process_id: String,
+}
+
+/// `kill_command`: ends a command's whole group and hands back what it printed since the last
+/// look. A killed command sends no completion report.
+#[derive(Debug)]
+pub(crate) struct KillCommand {
+    pub commands: CommandSessions,
+}
+
+#[async_trait]
+impl Tool for KillCommand {
+    async fn run(&self, args: Value, out: Output) -> ToolResult {
+        let args: KillArgs = serde_json::from_value(args)
+            .map_err(|e| format!("invalid arguments for kill_command: {e}"))?;
+        let id = args.process_id;
+        let process = self
+            .commands
+            .get(&id)
+            .ok_or_else(|| notes::unknown_process(&id))?;
+        process.disarm();
+        out.emit(process.drain()).await;
+        let exit = process.exit();
+        self.commands.remove(&id);
+        Ok(ToolOutcome {
+            note: Some(match exit {
+                None => notes::process_killed(&id),
+                Some(exit) => notes::process_had_exited(&id, &exit.detail()),
+            }),
+            ..ToolOutcome::default()
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::Utf8Stream;
+    use super::*;
 
     #[test]
-    fn utf8_is_decoded_across_chunk_boundaries() {
-        let bytes = "héllo €".as_bytes();
-        let mut dec = Utf8Stream::default();
-        let mut text = String::new();
-        for b in bytes {
-            text.push_str(&dec.push(std::slice::from_ref(b)));
-        }
-        text.push_str(&dec.finish());
-        assert_eq!(text, "héllo €");
-    }
-
-    #[test]
-    fn invalid_bytes_become_replacement_characters() {
-        let mut dec = Utf8Stream::default();
-        let mut text = dec.push(b"a\xffb\xe2\x82");
-        text.push_str(&dec.finish());
-        assert_eq!(text, "a\u{fffd}b\u{fffd}");
+    fn waits_leave_a_margin_before_the_timeout_or_do_not_happen() {
+        let s = Duration::from_secs;
+        assert_eq!(yield_time(None, s(60), Some(s(120))), Some(s(60)));
+        assert_eq!(yield_time(None, s(60), Some(s(30))), Some(s(29)));
+        assert_eq!(yield_time(Some(10), s(60), None), Some(MIN_YIELD));
+        assert_eq!(yield_time(Some(5_000), s(60), None), Some(s(5)));
+        // Too short a timeout for any wait: the command simply runs under it.
+        assert_eq!(
+            yield_time(None, s(60), Some(Duration::from_millis(300))),
+            None
+        );
     }
 }

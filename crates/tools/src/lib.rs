@@ -44,10 +44,22 @@
 //! refuse too. A [`SandboxBypass`] lets an approver run one call outside the sandbox.
 //!
 //! Interrupt and timeout stop a tool by dropping its future: `exec_command` then kills its
-//! whole process group with SIGKILL. A command's background jobs do not outlive the call
-//! either: once the shell exits its group is killed and the remaining pipe contents are read
-//! for at most half a second, so a process that keeps the pipe open cannot hang the call.
+//! whole process group with SIGKILL. A command's background jobs do not outlive it: once the
+//! shell exits its group is killed and the remaining pipe contents are read for at most half a
+//! second, so a process that keeps the pipe open cannot hang the call.
+//!
+//! # Command sessions
+//!
+//! A command still running when `exec_command`'s wait (`yield_time_ms`, default 60 s, ending at
+//! least 1 s before the call's timeout) runs out keeps running: the output names its
+//! `process_id`, and `input_command` writes to it or polls it, `kill_command` ends its group
+//! (SIGTERM, SIGKILL after a second). `run_in_background` returns at once; when the command
+//! settles, the session's [`CommandSessions`] listener gets a report (the harness notice).
+//! Output waits in a 1 MiB buffer per command; a session keeps at most [`MAX_PROCESSES`]; every
+//! process dies with its session, and [`kill_all_background_processes`] ends all of them.
 
+mod builtin;
+mod command;
 mod contract;
 mod exec;
 mod files;
@@ -62,14 +74,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use penguin_engine::{Environment, MessageSink, Permission, ToolCallRequest};
+use penguin_engine::{BackgroundWork, Environment, MessageSink, Permission, ToolCallRequest};
 use penguin_omni_protocol::{build, ModelPayload, StopReason, ToolCall, ToolDefinition};
-use serde_json::json;
 
 use contract::{ArchiveBudget, Limits, Tool};
-use exec::ExecCommand;
+use exec::{ExecCommand, InputCommand, KillCommand};
 use files::{FileOp, FileTool};
 
+pub use builtin::BuiltinTool;
+pub use command::{kill_all_background_processes, CommandSessions, MAX_PROCESSES};
 pub use contract::ARCHIVE_DIR;
 pub use sandbox::{Sandbox, SandboxBypass, SandboxMode, SandboxRequest};
 
@@ -78,120 +91,6 @@ pub const DEFAULT_MAX_OUTPUT_CHARS: i64 = 16_000;
 
 /// The reference's default per-call timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// One built-in tool.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum BuiltinTool {
-    /// `exec_command {cmd, timeout_ms?}`: `sh -c cmd` in the workspace.
-    ExecCommand,
-    /// `read_file {path, start_line?, end_line?}`.
-    ReadFile,
-    /// `write_file {path, content}`.
-    WriteFile,
-    /// `edit_file {path, old_string, new_string, replace_all?}`.
-    EditFile,
-}
-
-impl BuiltinTool {
-    /// Every built-in tool, in the order they are offered.
-    pub const ALL: [BuiltinTool; 4] = [
-        BuiltinTool::ExecCommand,
-        BuiltinTool::ReadFile,
-        BuiltinTool::WriteFile,
-        BuiltinTool::EditFile,
-    ];
-
-    /// The name the model calls it by.
-    pub fn name(self) -> &'static str {
-        match self {
-            BuiltinTool::ExecCommand => "exec_command",
-            BuiltinTool::ReadFile => "read_file",
-            BuiltinTool::WriteFile => "write_file",
-            BuiltinTool::EditFile => "edit_file",
-        }
-    }
-
-    /// The tool called `name`, if any.
-    pub fn from_name(name: &str) -> Option<BuiltinTool> {
-        BuiltinTool::ALL.into_iter().find(|t| t.name() == name)
-    }
-
-    /// `Read` for `read_file`, `ReadWrite` for the others.
-    pub fn permission(self) -> Permission {
-        match self {
-            BuiltinTool::ReadFile => Permission::Read,
-            _ => Permission::ReadWrite,
-        }
-    }
-
-    /// The definition offered to the model, with the JSON Schema of its arguments.
-    pub fn definition(self) -> ToolDefinition {
-        let (description, parameters) = match self {
-            BuiltinTool::ExecCommand => (
-                "Run a shell command (sh -c) in the workspace directory. stdout and stderr are \
-                 returned interleaved; a non-zero exit is reported as [exit code: N]. Background \
-                 processes are killed when the command exits.",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "cmd": {"type": "string", "description": "The shell command."},
-                        "timeout_ms": {
-                            "type": "integer",
-                            "minimum": 1,
-                            "description": "Timeout for this command in milliseconds; it can shorten the configured timeout, not extend it."
-                        }
-                    },
-                    "required": ["cmd"],
-                    "additionalProperties": false
-                }),
-            ),
-            BuiltinTool::ReadFile => (
-                "Read a UTF-8 text file in the workspace, optionally only lines start_line..=end_line (1-based, inclusive).",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "path": {"type": "string", "description": "Path relative to the workspace root."},
-                        "start_line": {"type": "integer", "minimum": 1, "description": "First line to return (1-based)."},
-                        "end_line": {"type": "integer", "minimum": 1, "description": "Last line to return (inclusive)."}
-                    },
-                    "required": ["path"],
-                    "additionalProperties": false
-                }),
-            ),
-            BuiltinTool::WriteFile => (
-                "Write a file in the workspace, creating parent directories and replacing any existing content.",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "path": {"type": "string", "description": "Path relative to the workspace root."},
-                        "content": {"type": "string", "description": "The complete new content."}
-                    },
-                    "required": ["path", "content"],
-                    "additionalProperties": false
-                }),
-            ),
-            BuiltinTool::EditFile => (
-                "Replace an exact string in a workspace file. old_string must occur exactly once unless replace_all is true.",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "path": {"type": "string", "description": "Path relative to the workspace root."},
-                        "old_string": {"type": "string", "description": "The exact text to replace."},
-                        "new_string": {"type": "string", "description": "The replacement text."},
-                        "replace_all": {"type": "boolean", "description": "Replace every occurrence.", "default": false}
-                    },
-                    "required": ["path", "old_string", "new_string"],
-                    "additionalProperties": false
-                }),
-            ),
-        };
-        ToolDefinition {
-            name: self.name().to_owned(),
-            description: description.to_owned(),
-            parameters: Some(parameters),
-        }
-    }
-}
 
 /// Limits and the set of enabled tools.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -236,6 +135,8 @@ pub struct BuiltinTools {
     // Shared by clones: the archive limit is per session, not per copy.
     archive_budget: Arc<ArchiveBudget>,
     bypass: SandboxBypass,
+    // Shared by clones: one session's background commands.
+    commands: CommandSessions,
 }
 
 impl BuiltinTools {
@@ -258,7 +159,14 @@ impl BuiltinTools {
             config,
             archive_budget,
             bypass: SandboxBypass::new(),
+            commands: CommandSessions::new(),
         })
+    }
+
+    /// The session's background commands: list and kill them, or hear when background
+    /// launches settle ([`CommandSessions::set_listener`]).
+    pub fn commands(&self) -> &CommandSessions {
+        &self.commands
     }
 
     /// These tools, running the `exec_command` calls granted in `bypass` outside the sandbox.
@@ -307,6 +215,13 @@ impl BuiltinTools {
                 } else {
                     self.config.sandbox.clone()
                 },
+                commands: self.commands.clone(),
+            }),
+            BuiltinTool::InputCommand => Box::new(InputCommand {
+                commands: self.commands.clone(),
+            }),
+            BuiltinTool::KillCommand => Box::new(KillCommand {
+                commands: self.commands.clone(),
             }),
             BuiltinTool::ReadFile => Box::new(FileTool {
                 op: FileOp::Read,
@@ -355,5 +270,9 @@ impl Environment for BuiltinTools {
 
     fn permission(&self, name: &str) -> Permission {
         BuiltinTool::from_name(name).map_or(Permission::ReadWrite, BuiltinTool::permission)
+    }
+
+    fn background(&self) -> Option<Arc<dyn BackgroundWork>> {
+        Some(Arc::new(self.commands.clone()))
     }
 }

@@ -76,3 +76,33 @@ pub fn invalid_arguments(tool: &str, err: &str) -> String {
 pub fn unknown_tool(name: &str) -> String {
     format!("Unknown tool: {name}")
 }
+
+/// `exec_command` with `run_in_background`: the command runs on and reports when it settles.
+pub fn command_in_background(id: &str) -> String {
+    format!("[command running in background with process_id {id}; its completion will arrive as a user message — no need to poll. Use input_command to interact or kill_command to stop it]")
+}
+
+/// A command still running at the end of `exec_command`'s wait.
+pub fn command_still_running(id: &str) -> String {
+    format!("[process running with process_id {id}; use input_command to send input or poll for output]")
+}
+
+/// A command still running at the end of `input_command`'s wait.
+pub fn process_still_running(id: &str) -> String {
+    format!("[process still running with process_id {id}]")
+}
+
+/// A `process_id` this session does not know.
+pub fn unknown_process(id: &str) -> String {
+    format!("unknown process_id {id} (the session may have exited and been cleared)")
+}
+
+/// `kill_command` on a running command.
+pub fn process_killed(id: &str) -> String {
+    format!("[process {id} killed (SIGTERM to the process group, SIGKILL after a grace period)]")
+}
+
+/// `kill_command` on a command that had already exited.
+pub fn process_had_exited(id: &str, status: &str) -> String {
+    format!("[process {id} had already exited ({status}); session removed]")
+}

@@ -744,7 +744,7 @@ const MAX_HITS: usize = 8;
 const MAX_LINE: usize = 4096;
 
 /// Watches a command's output, one stream at a time, for lines reporting a permission error.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct DenialScan {
     line: String,
     hits: Vec<String>,

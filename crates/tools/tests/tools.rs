@@ -388,7 +388,14 @@ async fn definitions_and_permissions() {
     let names: Vec<String> = tools.tools().into_iter().map(|d| d.name).collect();
     assert_eq!(
         names,
-        ["exec_command", "read_file", "write_file", "edit_file"]
+        [
+            "exec_command",
+            "input_command",
+            "kill_command",
+            "read_file",
+            "write_file",
+            "edit_file"
+        ]
     );
     for def in tools.tools() {
         let params = def.parameters.expect("schema");

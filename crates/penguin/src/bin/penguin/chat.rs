@@ -190,13 +190,38 @@ pub(crate) async fn repl(
         "{} — /help for commands, /quit or Ctrl-D to leave; while a task runs, type to steer it, /abort or Ctrl-C to interrupt",
         session_line(&session)
     );
+    // A background launch that settles while the prompt waits starts a task carrying its notice.
+    // The line editor cannot be interrupted, so on a terminal the notice is announced above the
+    // prompt and goes to the model with the next line (an empty one sends it alone).
+    let notice = Arc::new(tokio::sync::Notify::new());
+    let hook = notice.clone();
+    session.on_notice(Arc::new(move || hook.notify_one()));
+    let reading = Arc::new(AtomicBool::new(false));
+    if let Some(mut printer) = editor.as_mut().and_then(LineEditor::printer) {
+        let (notice, reading) = (notice.clone(), reading.clone());
+        tokio::spawn(async move {
+            loop {
+                notice.notified().await;
+                if reading.load(Ordering::SeqCst) {
+                    let _ = printer.print(
+                        "(background work finished: press Enter to tell the model now, or it goes with your next message)".into(),
+                    );
+                }
+            }
+        });
+    }
     loop {
         let line = match editor.as_mut() {
-            Some(ed) => match ed.read("› ", console.take_next_prompt()).await {
-                Input::Line(line) => line,
-                Input::Cleared => continue,
-                Input::End => break,
-            },
+            Some(ed) => {
+                reading.store(true, Ordering::SeqCst);
+                let read = ed.read("› ", console.take_next_prompt()).await;
+                reading.store(false, Ordering::SeqCst);
+                match read {
+                    Input::Line(line) => line,
+                    Input::Cleared => continue,
+                    Input::End => break,
+                }
+            }
             None => {
                 eprint!("› ");
                 let _ = std::io::Write::flush(&mut std::io::stderr());
@@ -205,16 +230,40 @@ pub(crate) async fn repl(
                 let line = tokio::select! {
                     line = console.read_line() => line,
                     _ = tokio::signal::ctrl_c() => None,
+                    () = notice.notified() => {
+                        let notices = session.engine().take_notices();
+                        if notices.is_empty() {
+                            continue;
+                        }
+                        eprintln!("\n(background work finished; telling the model)");
+                        run_task(&mut session, notices, &task, approver.clone(), &console, Some(&quit))
+                            .await?;
+                        crate::run::INTERRUPTED.store(false, Ordering::SeqCst);
+                        if quit.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        continue;
+                    }
                 };
                 let Some(line) = line else { break };
                 line
             }
         };
         let line = line.trim();
-        if line.is_empty() {
+        let command = match line.is_empty() {
+            true => None,
+            false => command(line),
+        };
+        // Notices that arrived at a terminal's prompt go first, with the next prompt (an empty
+        // line sends them alone); a command leaves them queued.
+        let notices = match (&editor, &command) {
+            (Some(_), None) => session.engine().take_notices(),
+            _ => Vec::new(),
+        };
+        if line.is_empty() && notices.is_empty() {
             continue;
         }
-        match command(line) {
+        match command {
             Some(Command::Quit) => break,
             Some(Command::Help) => eprintln!("{}", help()),
             Some(Command::Compact) => compact(&mut session, &task, &console).await?,
@@ -237,9 +286,13 @@ pub(crate) async fn repl(
                 eprintln!("unknown command {name}: nothing was sent (/help lists the commands)")
             }
             None => {
+                let mut input = notices;
+                if !line.is_empty() {
+                    input.push(build::user_text(line));
+                }
                 let end = run_task(
                     &mut session,
-                    vec![build::user_text(line)],
+                    input,
                     &task,
                     approver.clone(),
                     &console,

@@ -33,9 +33,9 @@ pub(crate) fn scenario_run(
     stdout.flush().map_err(|e| format!("stdout: {e}"))?;
     if let Some(p) = trace {
         let body: String = out
-            .trace
-            .iter()
-            .map(|f| format!("{}\n", f.json()))
+            .trace_lines()
+            .into_iter()
+            .map(|line| format!("{line}\n"))
             .collect();
         std::fs::write(&p, body).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
     }

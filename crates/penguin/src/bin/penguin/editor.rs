@@ -106,6 +106,12 @@ impl LineEditor {
         })
     }
 
+    /// A printer that writes above the prompt while a read waits (for notices).
+    pub fn printer(&mut self) -> Option<Box<dyn rustyline::ExternalPrinter + Send>> {
+        let printer = self.editor.as_mut()?.create_external_printer().ok()?;
+        Some(Box::new(printer))
+    }
+
     /// Reads one entry with `prompt`, starting from `initial` when given.
     pub async fn read(&mut self, prompt: &str, initial: Option<String>) -> Input {
         let Some(mut editor) = self.editor.take() else {

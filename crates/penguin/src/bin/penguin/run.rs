@@ -61,6 +61,8 @@ pub(crate) fn interrupt_on_ctrl_c(
             if tokio::signal::ctrl_c().await.is_ok() {
                 crate::term::restore();
                 let _ = tokio::task::spawn_blocking(move || writer.flush()).await;
+                // Exiting skips destructors: end the session's background commands first.
+                penguin::tools::kill_all_background_processes();
                 std::process::exit(130);
             }
         }

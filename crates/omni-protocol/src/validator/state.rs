@@ -1,0 +1,214 @@
+//! The validator's bookkeeping: producers, open segments, expectations, calls, requests.
+
+use crate::message::*;
+use std::collections::{BTreeMap, HashSet};
+
+use super::{Rule, Violation};
+
+pub(super) const DENIED_BY_USER: &str = "Tool call denied by user.";
+pub(super) const DENIED_BY_POLICY: &str = "Tool call denied by policy.";
+
+/// Who pushed a message into the merge queue (within one origin).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Producer {
+    /// The turn driver: LLM stream, request events, approvals, synthetic denial outputs.
+    Driver,
+    /// One dispatched tool call's execution.
+    Tool(String),
+}
+
+#[derive(Debug)]
+pub(super) struct OpenSegment {
+    pub(super) partial_type: &'static str,
+    pub(super) tool_call_id: String,
+    pub(super) producer: Producer,
+    pub(super) start: usize,
+    pub(super) name: String,
+    pub(super) content: String,
+}
+
+#[derive(Debug)]
+pub(super) enum Expect {
+    Complete {
+        producer: Producer,
+        partial_type: &'static str,
+        complete_type: &'static str,
+        tool_call_id: String,
+        name: String,
+        content: String,
+        stop_at: usize,
+    },
+    DenialOutput {
+        tool_call_id: String,
+        decision: ApprovalDecision,
+        at: usize,
+    },
+    RequestEnd {
+        usage_at: usize,
+    },
+}
+
+impl Expect {
+    pub(super) fn producer(&self) -> &Producer {
+        match self {
+            Expect::Complete { producer, .. } => producer,
+            Expect::DenialOutput { .. } | Expect::RequestEnd { .. } => &Producer::Driver,
+        }
+    }
+
+    /// The rule and detail when `got` arrives instead of what was expected.
+    pub(super) fn unmet(&self, got: &str) -> (Rule, String) {
+        match self {
+            Expect::Complete {
+                partial_type,
+                complete_type,
+                tool_call_id,
+                stop_at,
+                ..
+            } => (
+                Rule::CompleteAfterStop,
+                format!(
+                    "{partial_type}{} stop at message {stop_at} is not followed by its {complete_type}; {got}",
+                    id_suffix(tool_call_id)
+                ),
+            ),
+            Expect::DenialOutput {
+                tool_call_id,
+                decision,
+                at,
+            } => (
+                Rule::DenialOutput,
+                format!(
+                    "{decision} for {tool_call_id} at message {at} is not followed by its synthetic tool_call_output; {got}"
+                ),
+            ),
+            Expect::RequestEnd { usage_at } => (
+                Rule::RequestEndFollowsUsage,
+                format!("token_usage at message {usage_at} is not followed by request_end; {got}"),
+            ),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct Call {
+    pub(super) at: usize,
+    pub(super) approval: Option<(ApprovalDecision, usize)>,
+    pub(super) first_output: Option<usize>,
+    pub(super) complete_output: Option<usize>,
+    /// Needs no approval: made by a compaction request, whose calls are never dispatched.
+    pub(super) exempt: bool,
+    pub(super) unapproved_flagged: bool,
+    /// No longer owed an output: flagged as missing, excused by an abort, or exempt.
+    pub(super) settled: bool,
+}
+
+impl Call {
+    pub(super) fn denied(&self) -> bool {
+        matches!(self.approval, Some((d, _)) if d != ApprovalDecision::Allow)
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct Request {
+    pub(super) begin: usize,
+    pub(super) usage: Option<usize>,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct OriginState {
+    pub(super) segments: Vec<OpenSegment>,
+    pub(super) expects: Vec<Expect>,
+    pub(super) request: Option<Request>,
+    pub(super) calls: BTreeMap<String, Call>,
+    pub(super) uncommitted: HashSet<String>,
+    pub(super) compaction: Option<usize>,
+    pub(super) aborted_at: Option<usize>,
+}
+
+pub(super) struct Cx {
+    pub(super) index: usize,
+    pub(super) strict: bool,
+    pub(super) out: Vec<Violation>,
+}
+
+impl Cx {
+    pub(super) fn flag(&mut self, rule: Rule, detail: String) {
+        self.out.push(Violation {
+            index: Some(self.index),
+            line: None,
+            rule,
+            detail,
+        });
+    }
+}
+
+pub(super) fn id_suffix(id: &str) -> String {
+    if id.is_empty() {
+        String::new()
+    } else {
+        format!(" {id}")
+    }
+}
+
+/// "partial_text delta", "tool_call_output for call_a", ... for details.
+pub(super) fn describe(msg: &OmniMessage) -> String {
+    let mut s = msg.payload_type().to_owned();
+    if let Some((event, _)) = msg.model().and_then(ModelPayload::partial_parts) {
+        s.push(' ');
+        s.push_str(event.as_str());
+    }
+    if let Some(id) = msg.tool_call_id() {
+        s.push_str(" for ");
+        s.push_str(id);
+    }
+    s
+}
+
+/// Messages of the LLM stream proper (what `token_usage` must be the last of).
+pub(super) fn is_llm_stream(p: &ModelPayload) -> bool {
+    match p {
+        ModelPayload::PartialText(_)
+        | ModelPayload::PartialThinking(_)
+        | ModelPayload::PartialToolCall(_)
+        | ModelPayload::Thinking(_)
+        | ModelPayload::InlineThinking(_)
+        | ModelPayload::ToolCall(_) => true,
+        ModelPayload::PartialToolCallOutput(_) | ModelPayload::ToolCallOutput(_) => false,
+        other => other.role() == Role::Assistant,
+    }
+}
+
+/// Messages a new run may emit before its first `request_begin`.
+pub(super) fn opens_run(msg: &OmniMessage) -> bool {
+    match &msg.body {
+        Body::SessionMeta(_) => true,
+        Body::Model(p) => !p.is_partial() && p.role() == Role::User && p.tool_call_id().is_none(),
+        Body::Event(e) => matches!(
+            e,
+            EventPayload::RequestBegin
+                | EventPayload::Abort { .. }
+                | EventPayload::CompactionBegin { .. }
+                | EventPayload::GoalFinished { .. }
+                | EventPayload::Subagent { .. }
+                | EventPayload::ToolListReady { .. }
+                | EventPayload::McpConnectBegin { .. }
+                | EventPayload::McpConnectEnd { .. }
+        ),
+    }
+}
+
+pub(super) fn contents_match(complete_type: &str, streamed: &str, complete: &str) -> bool {
+    if streamed == complete {
+        return true;
+    }
+    // §1.8: a complete tool_call may carry JSON.stringify of the provider's parsed arguments.
+    complete_type == "tool_call"
+        && matches!(
+            (
+                serde_json::from_str::<serde_json::Value>(streamed),
+                serde_json::from_str::<serde_json::Value>(complete),
+            ),
+            (Ok(a), Ok(b)) if a == b
+        )
+}

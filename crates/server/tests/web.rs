@@ -1,0 +1,1859 @@
+//! The web app in a real headless Chromium, driven over chromedriver, against a real server
+//! (the penguin-server router over a socket) playing scripted sessions.
+//!
+//! These need Chromium and chromedriver (`scripts/install-browser.sh` installs Debian's), so
+//! they are opt-in:
+//!
+//! ```sh
+//! scripts/install-browser.sh
+//! cargo test -p penguin-server --test web -- --ignored --test-threads=1
+//! ```
+//!
+//! Every wait is for a condition in the page (or the server), polled with a bound; every step
+//! writes a screenshot under `target/web-screenshots/<test>/`. A page is compared with the
+//! trace message by message: every element made from a complete message carries `data-fp`
+//! (type, payload type, tool_call_id, timestamp, origin), and each must appear exactly once.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use penguin::engine::Environment;
+use penguin::hosting::ScenarioFactory;
+use penguin::scenario::Scenario;
+use penguin::server::web::sign_in_url;
+use penguin::server::{
+    router, AppState, CreateSession, FactoryError, HostedSession, LoadSession, ServeOptions,
+    SessionFactory,
+};
+use penguin::session::{Session, SessionSpec};
+use penguin::sse_transport::ChannelConfig;
+use penguin::subagent::{SubagentEnvironment, SubagentSpawner};
+use serde_json::{json, Value};
+
+const TOKEN: &str = "web-test-token-0123456789";
+/// How long any one condition may take to appear.
+const WAIT: Duration = Duration::from_secs(20);
+const POLL: Duration = Duration::from_millis(50);
+
+// ---------------------------------------------------------------------------------------------
+// Scenario building
+
+fn model(payload: Value) -> Value {
+    json!({"type": "model_msg", "payload": payload})
+}
+
+fn step(delay_ms: u64, message: Value) -> Value {
+    json!({"delay_ms": delay_ms, "message": message})
+}
+
+/// A streamed segment of `kind` (`text` or `thinking`): start, one delta per piece, stop, and
+/// the complete message.
+fn segment(kind: &str, pieces: &[&str]) -> Vec<Value> {
+    let partial = |event: &str, s: &str| {
+        model(
+            json!({"type": format!("partial_{kind}"), "role": "assistant", "event_type": event, kind: s, "stop_reason": "completed"}),
+        )
+    };
+    let mut out = vec![step(5, partial("start", ""))];
+    out.extend(pieces.iter().map(|p| step(5, partial("delta", p))));
+    out.push(step(5, partial("stop", "")));
+    out.push(step(
+        2,
+        model(json!({"type": kind, "role": "assistant", kind: pieces.concat(), "stop_reason": "completed"})),
+    ));
+    out
+}
+
+fn tool_call(name: &str, id: &str, args: &str) -> Vec<Value> {
+    let partial = |event: &str, n: &str, a: &str| {
+        model(
+            json!({"type": "partial_tool_call", "role": "assistant", "event_type": event, "name": n, "arguments": a, "tool_call_id": id, "stop_reason": "completed"}),
+        )
+    };
+    vec![
+        step(5, partial("start", name, "")),
+        step(5, partial("delta", "", args)),
+        step(5, partial("stop", "", "")),
+        step(
+            2,
+            model(
+                json!({"type": "tool_call", "role": "assistant", "name": name, "arguments": args, "tool_call_id": id, "stop_reason": "completed"}),
+            ),
+        ),
+    ]
+}
+
+/// A tool's script: output deltas with the given delays, then the complete output.
+fn tool_output(id: &str, pieces: &[(u64, &str)]) -> Value {
+    let partial = |event: &str, s: &str| {
+        model(
+            json!({"type": "partial_tool_call_output", "role": "user", "event_type": event, "output": s, "tool_call_id": id, "stop_reason": "completed"}),
+        )
+    };
+    let mut s = vec![step(5, partial("start", ""))];
+    s.extend(pieces.iter().map(|(d, p)| step(*d, partial("delta", p))));
+    s.push(step(5, partial("stop", "")));
+    let whole: String = pieces.iter().map(|(_, p)| *p).collect();
+    s.push(step(
+        2,
+        model(json!({"type": "tool_call_output", "role": "user", "output": whole, "tool_call_id": id, "stop_reason": "completed"})),
+    ));
+    json!({"stream": s})
+}
+
+fn usage(total: u64) -> Value {
+    let c = json!({"cache_read": 0, "cache_write": 0, "output": 7, "total": total});
+    step(
+        2,
+        json!({"type": "event_msg", "payload": {"type": "token_usage", "session": c, "request": c}}),
+    )
+}
+
+fn request(parts: Vec<Vec<Value>>, total: u64) -> Value {
+    let mut s: Vec<Value> = parts.into_iter().flatten().collect();
+    s.push(usage(total));
+    json!({"stream": s})
+}
+
+fn text_request(text: &str, total: u64) -> Value {
+    request(vec![segment("text", &[text])], total)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Server, and a proxy that can drop the browser's connections
+
+struct TestServer {
+    /// What the browser opens (the proxy's address when there is one).
+    base: String,
+    /// The server itself, for the test's own requests.
+    direct: String,
+    addr: SocketAddr,
+    http: reqwest::Client,
+    state: AppState,
+    workspace: PathBuf,
+    proxy: Option<Proxy>,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.state.shutdown();
+    }
+}
+
+struct Setup {
+    scenario: Value,
+    channel: Option<ChannelConfig>,
+    proxy: bool,
+    subagent_child: Option<Value>,
+}
+
+impl Setup {
+    fn new(scenario: Value) -> Setup {
+        Setup {
+            scenario,
+            channel: None,
+            proxy: false,
+            subagent_child: None,
+        }
+    }
+}
+
+async fn start(setup: Setup) -> TestServer {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let text = setup.scenario.to_string();
+    let factory: Arc<dyn SessionFactory> = match setup.subagent_child {
+        None => Arc::new(ScenarioFactory::from_text(&text, &workspace).unwrap()),
+        Some(child) => Arc::new(SubagentFactory {
+            parent: text,
+            child: child.to_string(),
+            workspace: workspace.canonicalize().unwrap(),
+        }),
+    };
+    let mut opts = ServeOptions::new(factory);
+    opts.data_root = dir.path().join("data");
+    opts.token = Some(TOKEN.into());
+    if let Some(c) = setup.channel {
+        opts.channel = c;
+    }
+    let state = AppState::new(&opts, TOKEN);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = router(state.clone());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let proxy = if setup.proxy {
+        Some(Proxy::start(addr).await)
+    } else {
+        None
+    };
+    let base = match &proxy {
+        Some(p) => format!("http://{}", p.addr),
+        None => format!("http://{addr}"),
+    };
+    TestServer {
+        base,
+        direct: format!("http://{addr}"),
+        addr,
+        http: reqwest::Client::new(),
+        state,
+        workspace,
+        proxy,
+        _dir: dir,
+    }
+}
+
+impl TestServer {
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.direct))
+            .bearer_auth(TOKEN);
+        if let Some(b) = body {
+            req = req
+                .header("content-type", "application/json")
+                .body(b.to_string());
+        }
+        let res = tokio::time::timeout(WAIT, req.send())
+            .await
+            .expect("request timed out")
+            .unwrap();
+        let status = res.status().as_u16();
+        let text = res.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    async fn create(&self, mode: &str) -> String {
+        let (status, body) = self
+            .call(
+                reqwest::Method::POST,
+                "/api/sessions",
+                Some(json!({"approvalMode": mode})),
+            )
+            .await;
+        assert_eq!(status, 201, "{body}");
+        body["session"]["id"].as_str().unwrap().to_owned()
+    }
+
+    async fn history(&self, id: &str) -> Vec<Value> {
+        let (status, body) = self
+            .call(
+                reqwest::Method::GET,
+                &format!("/api/sessions/{id}/messages"),
+                None,
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        body["messages"].as_array().unwrap().clone()
+    }
+
+    async fn state_of(&self, id: &str) -> String {
+        let (_, body) = self
+            .call(reqwest::Method::GET, &format!("/api/sessions/{id}"), None)
+            .await;
+        body["session"]["state"].as_str().unwrap_or("").to_owned()
+    }
+
+    /// Waits until the server says the session is idle.
+    async fn until_idle(&self, id: &str) {
+        let deadline = Instant::now() + WAIT;
+        while self.state_of(id).await != "idle" {
+            assert!(Instant::now() < deadline, "session {id} never went idle");
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    fn session_url(&self, id: &str) -> String {
+        format!("{}/sessions/{id}", self.base)
+    }
+}
+
+/// A TCP relay in front of the server: `cut` drops every connection and refuses new ones
+/// until `restore`, as a network outage would.
+struct Proxy {
+    addr: SocketAddr,
+    up: Arc<AtomicBool>,
+    conns: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
+}
+
+impl Proxy {
+    async fn start(target: SocketAddr) -> Proxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let up = Arc::new(AtomicBool::new(true));
+        let conns: Arc<Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
+        let (u, c) = (up.clone(), conns.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut inbound, _)) = listener.accept().await else {
+                    return;
+                };
+                if !u.load(Ordering::SeqCst) {
+                    drop(inbound);
+                    continue;
+                }
+                let task = tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+                c.lock().unwrap().push(task.abort_handle());
+            }
+        });
+        Proxy { addr, up, conns }
+    }
+
+    fn cut(&self) {
+        self.up.store(false, Ordering::SeqCst);
+        for c in self.conns.lock().unwrap().drain(..) {
+            c.abort();
+        }
+    }
+
+    fn restore(&self) {
+        self.up.store(true, Ordering::SeqCst);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A factory whose sessions have `run_subagent`, with scripted children
+
+struct SubagentFactory {
+    parent: String,
+    child: String,
+    workspace: PathBuf,
+}
+
+impl SessionFactory for SubagentFactory {
+    fn create(&self, req: &CreateSession) -> Result<Box<dyn HostedSession>, FactoryError> {
+        let internal = |e: &dyn std::fmt::Display| FactoryError::Internal(e.to_string());
+        let sc = Scenario::parse(&self.parent).map_err(|e| internal(&e))?;
+        let spec = |source: Option<String>, engine| SessionSpec {
+            location: req.location.clone(),
+            provider: "scripted".into(),
+            model_id: "scenario".into(),
+            context_window: None,
+            system_prompt: String::new(),
+            workspace: self.workspace.clone(),
+            source,
+            durability: req.durability,
+            engine,
+        };
+        let child_text = self.child.clone();
+        let child_spec = spec(Some("subagent".into()), sc.engine.clone());
+        let spawner: Arc<dyn SubagentSpawner> = Arc::new(move || {
+            let c = Scenario::parse(&child_text).expect("the child scenario parses");
+            let tools: Arc<dyn Environment> = Arc::new(c.tools);
+            Session::create(child_spec.clone(), Box::new(c.llm), tools)
+        });
+        let inner: Arc<dyn Environment> = Arc::new(sc.tools);
+        let env: Arc<dyn Environment> = Arc::new(SubagentEnvironment::new(inner, spawner));
+        let session = Session::create(spec(None, sc.engine), Box::new(sc.llm), env)
+            .map_err(|e| internal(&e))?;
+        Ok(Box::new(session))
+    }
+
+    fn load(&self, req: &LoadSession) -> Result<Box<dyn HostedSession>, FactoryError> {
+        Err(FactoryError::Unrecoverable(format!(
+            "this test server does not resume sessions ({})",
+            req.session_id
+        )))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The browser
+
+fn chromium_binary() -> &'static str {
+    // Debian's /usr/bin/chromium is a wrapper script; the real binary avoids its environment
+    // probing when present.
+    if Path::new("/usr/lib/chromium/chromium").exists() {
+        "/usr/lib/chromium/chromium"
+    } else {
+        "/usr/bin/chromium"
+    }
+}
+
+struct Browser {
+    client: Option<Client>,
+    driver: Child,
+    shots: PathBuf,
+    count: usize,
+    _profile: tempfile::TempDir,
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        // chromedriver and the Chromium it started share the process group made for it.
+        let pgid = nix::unistd::Pid::from_raw(self.driver.id() as i32);
+        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+        let _ = self.driver.wait();
+    }
+}
+
+fn is_stale(err: &fantoccini::error::CmdError) -> bool {
+    matches!(err, fantoccini::error::CmdError::Standard(e) if e.error == fantoccini::error::ErrorStatus::StaleElementReference)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Browser {
+    async fn start(test: &str) -> Browser {
+        use std::os::unix::process::CommandExt;
+        assert!(
+            Path::new("/usr/bin/chromedriver").exists(),
+            "chromedriver is missing: run scripts/install-browser.sh"
+        );
+        let shots = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .parent()
+            .unwrap()
+            .join("web-screenshots")
+            .join(test);
+        let _ = std::fs::remove_dir_all(&shots);
+        std::fs::create_dir_all(&shots).unwrap();
+        let port = free_port();
+        let log = std::fs::File::create(shots.join("chromedriver.log")).unwrap();
+        let driver = Command::new("/usr/bin/chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .process_group(0)
+            .spawn()
+            .expect("chromedriver starts");
+        let profile = tempfile::tempdir().unwrap();
+        let mut browser = Browser {
+            client: None,
+            driver,
+            shots,
+            count: 0,
+            _profile: profile,
+        };
+        let url = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + WAIT;
+        let http = reqwest::Client::new();
+        loop {
+            let ready = http.get(format!("{url}/status")).send().await.ok();
+            if let Some(r) = ready {
+                if r.status().is_success() {
+                    break;
+                }
+            }
+            assert!(Instant::now() < deadline, "chromedriver did not start");
+            tokio::time::sleep(POLL).await;
+        }
+        let mut caps = serde_json::Map::new();
+        caps.insert("browserName".into(), json!("chrome"));
+        caps.insert(
+            "goog:chromeOptions".into(),
+            json!({
+                "binary": chromium_binary(),
+                "args": [
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-quic",
+                    "--no-first-run",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                    "--disable-dev-shm-usage",
+                    "--disable-breakpad",
+                    "--disable-crash-reporter",
+                    "--window-size=1280,1000",
+                    format!("--user-data-dir={}", browser._profile.path().display()),
+                ]
+            }),
+        );
+        let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(caps)
+            .connect(&url)
+            .await
+            .expect("a Chromium session");
+        browser.client = Some(client);
+        browser
+    }
+
+    fn c(&self) -> &Client {
+        self.client.as_ref().unwrap()
+    }
+
+    async fn goto(&self, url: &str) {
+        self.c().goto(url).await.unwrap();
+    }
+
+    /// Writes `target/web-screenshots/<test>/<NN>-<label>.png`.
+    async fn shot(&mut self, label: &str) {
+        self.count += 1;
+        let png = self.c().screenshot().await.unwrap();
+        let path = self.shots.join(format!("{:02}-{label}.png", self.count));
+        std::fs::write(path, png).unwrap();
+    }
+
+    async fn js(&self, script: &str) -> Value {
+        self.c().execute(script, vec![]).await.unwrap()
+    }
+
+    /// Polls `script` (a function body) until it returns something truthy, and returns it.
+    async fn until(&mut self, what: &str, script: &str) -> Value {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let v = self.c().execute(script, vec![]).await.unwrap();
+            let truthy = match &v {
+                Value::Null | Value::Bool(false) => false,
+                Value::Number(n) => n.as_f64() != Some(0.0),
+                Value::String(s) => !s.is_empty(),
+                _ => true,
+            };
+            if truthy {
+                return v;
+            }
+            if Instant::now() > deadline {
+                self.shot(&format!("timeout-{}", what.replace(' ', "-")))
+                    .await;
+                let text = self
+                    .js("return document.getElementById('app').innerText")
+                    .await;
+                let errors = self
+                    .js("return [window.penguinErrors, document.getElementById('toast')?.textContent]")
+                    .await;
+                panic!("timed out waiting for {what}; the page shows:\n{text}\nerrors, toast: {errors}");
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Clicks the element `css` selects. An element redrawn between finding and clicking it
+    /// (stale) is found again, as a person would aim again; anything else fails at once.
+    async fn click(&self, css: &str) {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let e = self
+                .c()
+                .find(Locator::Css(css))
+                .await
+                .unwrap_or_else(|e| panic!("no element {css}: {e}"));
+            match e.click().await {
+                Ok(()) => return,
+                Err(err) if is_stale(&err) && Instant::now() < deadline => continue,
+                Err(err) => panic!("cannot click {css}: {err}"),
+            }
+        }
+    }
+
+    async fn type_into(&self, css: &str, text: &str) {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let e = self
+                .c()
+                .find(Locator::Css(css))
+                .await
+                .unwrap_or_else(|e| panic!("no element {css}: {e}"));
+            let typed = match e.clear().await {
+                Ok(()) => e.send_keys(text).await,
+                Err(err) => Err(err),
+            };
+            match typed {
+                Ok(()) => return,
+                Err(err) if is_stale(&err) && Instant::now() < deadline => continue,
+                Err(err) => panic!("cannot type into {css}: {err}"),
+            }
+        }
+    }
+
+    async fn text_of(&self, css: &str) -> String {
+        self.c()
+            .find(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("no element {css}: {e}"))
+            .text()
+            .await
+            .unwrap()
+    }
+
+    /// Opens the web app signed in, on one session's page, and waits for its history.
+    async fn open_session(&mut self, srv: &TestServer, id: &str) {
+        self.goto(&format!("{}#token={TOKEN}", srv.session_url(id)))
+            .await;
+        self.until(
+            "the session page to load",
+            "return document.getElementById('app').dataset.history === 'loaded'",
+        )
+        .await;
+    }
+
+    async fn send(&self, text: &str) {
+        self.type_into("textarea[name=input]", text).await;
+        self.click("button[data-action=send]").await;
+    }
+
+    async fn card_status(&mut self, call: &str, status: &str) {
+        let script = format!(
+            "const c = document.querySelector('.card[data-call-id=\"{call}\"]'); return c && c.dataset.status === '{status}'"
+        );
+        self.until(&format!("{call} to be {status}"), &script).await;
+    }
+
+    async fn close(mut self) {
+        if let Some(c) = self.client.take() {
+            let _ = c.close().await;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Comparing the page with the trace
+
+/// What `transcript.js` writes in `data-fp`.
+fn fingerprint(m: &Value) -> String {
+    let ty = m["type"].as_str().unwrap_or("");
+    let kind = if ty == "session_meta" {
+        "session_meta"
+    } else {
+        m["payload"]["type"].as_str().unwrap_or("")
+    };
+    let origin: Vec<&str> = m["origin"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    [
+        ty,
+        kind,
+        m["payload"]["tool_call_id"].as_str().unwrap_or(""),
+        m["timestamp"].as_str().unwrap_or(""),
+        &origin.join("/"),
+    ]
+    .join("|")
+}
+
+/// Every complete message of the session's history is on the page exactly once, and the page
+/// shows nothing else; each tool output sits in its own call's card with the recorded text.
+///
+/// The main session's `session_meta` is left out: it is never streamed (a page that watched
+/// the session from its start has not seen it), only recorded.
+async fn assert_page_matches_history(b: &mut Browser, srv: &TestServer, id: &str) {
+    let history = srv.history(id).await;
+    let shown: Vec<String> = serde_json::from_value(
+        b.js(
+            "return [...document.querySelectorAll('#transcript [data-fp]')].map(e => e.dataset.fp)",
+        )
+        .await,
+    )
+    .unwrap();
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for fp in &shown {
+        *counts.entry(fp.as_str()).or_default() += 1;
+    }
+    let dups: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(dups.is_empty(), "shown more than once: {dups:?}");
+    let expected: Vec<String> = history
+        .iter()
+        .filter(|m| !(m["type"] == "session_meta" && m.get("origin").is_none()))
+        .map(fingerprint)
+        .collect();
+    let missing: Vec<_> = expected
+        .iter()
+        .filter(|fp| !counts.contains_key(fp.as_str()))
+        .collect();
+    assert!(missing.is_empty(), "recorded but not shown: {missing:#?}");
+    let extra: Vec<_> = shown
+        .iter()
+        .filter(|fp| !expected.contains(fp))
+        .filter(|fp| !(fp.starts_with("session_meta|") && fp.ends_with('|')))
+        .collect();
+    assert!(extra.is_empty(), "shown but not recorded: {extra:#?}");
+
+    for m in &history {
+        if m["payload"]["type"] == "tool_call_output" {
+            let fp = fingerprint(m);
+            let script = format!(
+                "const e = document.querySelector('[data-fp=\"{fp}\"]'); const card = e && e.closest('.card'); return e && [e.textContent, card.dataset.callId]"
+            );
+            let got = b.js(&script).await;
+            assert_eq!(
+                got,
+                json!([m["payload"]["output"], m["payload"]["tool_call_id"]]),
+                "the output of {} in its own card",
+                m["payload"]["tool_call_id"]
+            );
+        }
+    }
+}
+
+fn payload_types(history: &[Value]) -> Vec<String> {
+    history
+        .iter()
+        .map(|m| {
+            m["payload"]["type"]
+                .as_str()
+                .unwrap_or("session_meta")
+                .to_owned()
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium: scripts/install-browser.sh, then --ignored"]
+async fn sign_in_then_list_create_rename_and_delete_sessions() {
+    let srv = start(Setup::new(json!({"llm": [], "runs": []}))).await;
+    let mut b = Browser::start("sign-in-and-sessions").await;
+
+    // A wrong token is refused on the sign-in form.
+    b.goto(&format!("{}/", srv.base)).await;
+    b.until(
+        "the sign-in form",
+        "return !!document.querySelector('form.sign-in')",
+    )
+    .await;
+    b.type_into("input[name=token]", "not-the-token").await;
+    b.click("form.sign-in button[type=submit]").await;
+    b.until(
+        "the refusal",
+        "const e = document.querySelector('.sign-in .error'); return e && !e.hidden && e.textContent.includes('refused')",
+    )
+    .await;
+    b.shot("refused-token").await;
+
+    // The URL serve prints signs in, and the token leaves the address bar.
+    b.goto(&sign_in_url(
+        srv.proxy.as_ref().map_or(srv.addr, |p| p.addr),
+        TOKEN,
+    ))
+    .await;
+    b.until(
+        "the session list",
+        "return document.getElementById('app').dataset.loaded === 'true'",
+    )
+    .await;
+    let url = b.c().current_url().await.unwrap();
+    assert!(!url.as_str().contains("token"), "{url}");
+    assert_eq!(
+        b.js("return sessionStorage.getItem('penguin.token')").await,
+        json!(TOKEN)
+    );
+    b.shot("empty-list").await;
+
+    // Create a session in the form: it opens at its own path.
+    let ws = srv.workspace.to_string_lossy().into_owned();
+    b.type_into("form.create input[name=workspace]", &ws).await;
+    b.c()
+        .find(Locator::Css("form.create select[name=approvalMode]"))
+        .await
+        .unwrap()
+        .select_by_value("always-ask")
+        .await
+        .unwrap();
+    b.click("button[data-action=create]").await;
+    let path = b
+        .until(
+            "the new session's page",
+            "return location.pathname.startsWith('/sessions/') && document.getElementById('app').dataset.history === 'loaded' && location.pathname",
+        )
+        .await;
+    let id = path
+        .as_str()
+        .unwrap()
+        .trim_start_matches("/sessions/")
+        .to_owned();
+    let (_, info) = srv
+        .call(reqwest::Method::GET, &format!("/api/sessions/{id}"), None)
+        .await;
+    assert_eq!(info["session"]["approvalMode"], "always-ask");
+    assert_eq!(
+        info["session"]["workspace"],
+        srv.workspace
+            .canonicalize()
+            .unwrap()
+            .to_string_lossy()
+            .as_ref()
+    );
+    b.until(
+        "the approval mode shown",
+        "return document.querySelector('select[name=approvalMode]').value === 'always-ask'",
+    )
+    .await;
+
+    // Rename it from its page.
+    b.click(".head-actions button[data-action=rename]").await;
+    b.type_into(".head-actions input[name=title]", "Penguin census")
+        .await;
+    b.click("button[data-action=save-title]").await;
+    b.until(
+        "the new title",
+        "return document.querySelector('.session-title').textContent === 'Penguin census'",
+    )
+    .await;
+    b.shot("renamed-session").await;
+
+    // A bookmark of the session's path, opened in a tab with no token, asks for one and then
+    // shows that session; one opened with #token= signs in by itself.
+    b.js("sessionStorage.clear(); return true").await;
+    b.goto(&srv.session_url(&id)).await;
+    b.until(
+        "the sign-in form",
+        "return !!document.querySelector('form.sign-in')",
+    )
+    .await;
+    b.type_into("input[name=token]", TOKEN).await;
+    b.click("form.sign-in button[type=submit]").await;
+    b.until(
+        "the bookmarked session",
+        "return document.querySelector('.session-title')?.textContent === 'Penguin census'",
+    )
+    .await;
+    b.js("sessionStorage.clear(); return true").await;
+    b.goto(&format!("{}#token={TOKEN}", srv.session_url(&id)))
+        .await;
+    b.until(
+        "the shared link's session",
+        "return document.querySelector('.session-title')?.textContent === 'Penguin census'",
+    )
+    .await;
+
+    // Back to the list: the row links to the session and shows what it is.
+    b.click(".crumbs a").await;
+    let row = format!("tr[data-session=\"{id}\"]");
+    b.until(
+        "the row",
+        &format!("return !!document.querySelector('{row}')"),
+    )
+    .await;
+    let text = b.text_of(&row).await;
+    assert!(text.contains("Penguin census"), "{text}");
+    assert!(text.contains("scripted / scenario"), "{text}");
+    assert!(text.contains("idle"), "{text}");
+    b.shot("list-with-session").await;
+
+    // Rename from the list, then delete.
+    b.click(&format!("{row} button[data-action=rename]")).await;
+    b.type_into(&format!("{row} input[name=title]"), "Renamed twice")
+        .await;
+    b.click(&format!("{row} button[data-action=save-title]"))
+        .await;
+    b.until(
+        "the list's new title",
+        &format!(
+            "return document.querySelector('{row} td.title a')?.textContent === 'Renamed twice'"
+        ),
+    )
+    .await;
+    b.click(&format!("{row} button[data-action=delete]")).await;
+    b.shot("confirm-delete").await;
+    b.click(&format!("{row} button[data-action=confirm-delete]"))
+        .await;
+    b.until(
+        "the row to go",
+        &format!("return !document.querySelector('{row}') && document.getElementById('app').dataset.loaded === 'true'"),
+    )
+    .await;
+    let (status, _) = srv
+        .call(reqwest::Method::GET, &format!("/api/sessions/{id}"), None)
+        .await;
+    assert_eq!(status, 404);
+    b.close().await;
+}
+
+/// Two tools: B finishes first and A's output lands after request_end; each output must be
+/// under its own call, with thinking, markdown and code rendered on the way.
+fn two_tools_scenario() -> Value {
+    let first = request(
+        vec![
+            segment("thinking", &["Need two", " files."]),
+            segment(
+                "text",
+                &["Reading **both** files:\n\n", "- `a.txt`\n- `b.txt`\n"],
+            ),
+            tool_call("read_file", "call_a", r#"{"path":"a.txt"}"#),
+            tool_call("read_file", "call_b", r#"{"path":"b.txt"}"#),
+        ],
+        120,
+    );
+    let second = request(
+        vec![segment(
+            "text",
+            &[
+                "Both read.\n\n```rust\nfn main() {\n    println!(\"<ok>\");\n}\n```\n",
+                "Done.",
+            ],
+        )],
+        240,
+    );
+    json!({
+        "llm": [first, second],
+        "tools": {
+            // A starts first and finishes last, long after B.
+            "call_a": tool_output("call_a", &[(50, "alpha "), (400, "from "), (400, "A")]),
+            "call_b": tool_output("call_b", &[(20, "beta "), (20, "from B")]),
+        },
+        "runs": []
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium: scripts/install-browser.sh, then --ignored"]
+async fn tool_outputs_arriving_out_of_call_order_each_render_under_their_own_call() {
+    let srv = start(Setup::new(two_tools_scenario())).await;
+    let id = srv.create("allow-all").await;
+    let mut b = Browser::start("two-tools-out-of-order").await;
+    b.open_session(&srv, &id).await;
+    b.shot("empty-session").await;
+
+    b.send("Read a.txt and b.txt").await;
+    // B is done while A still streams: B's output already sits under B.
+    b.card_status("call_b", "done").await;
+    b.shot("b-done-first").await;
+    b.until(
+        "the final answer",
+        "return document.getElementById('app').dataset.state === 'idle' && document.body.innerText.includes('Done.')",
+    )
+    .await;
+    b.card_status("call_a", "done").await;
+    b.shot("both-done").await;
+
+    // Stream order: B's output before A's, A's after the request ended.
+    let history = srv.history(&id).await;
+    let pos = |pred: &dyn Fn(&Value) -> bool| history.iter().position(pred).unwrap();
+    let out_a = pos(&|m| {
+        m["payload"]["type"] == "tool_call_output" && m["payload"]["tool_call_id"] == "call_a"
+    });
+    let out_b = pos(&|m| {
+        m["payload"]["type"] == "tool_call_output" && m["payload"]["tool_call_id"] == "call_b"
+    });
+    let end = pos(&|m| m["payload"]["type"] == "request_end");
+    assert!(
+        out_b < out_a && end < out_a,
+        "{:?}",
+        payload_types(&history)
+    );
+
+    // Cards in call order, each with its own output.
+    let cards = b
+        .js("return [...document.querySelectorAll('.card.tool')].map(c => [c.dataset.callId, c.querySelector('.output-text').textContent, c.querySelector('pre.args').textContent])")
+        .await;
+    assert_eq!(
+        cards,
+        json!([
+            ["call_a", "alpha from A", "{\n  \"path\": \"a.txt\"\n}"],
+            ["call_b", "beta from B", "{\n  \"path\": \"b.txt\"\n}"]
+        ])
+    );
+
+    // Thinking is collapsible; markdown and code are rendered, with no raw markers left.
+    let thinking = b
+        .js("const t = document.querySelector('details.thinking'); return [t.open, t.querySelector('.body').textContent]")
+        .await;
+    assert_eq!(thinking, json!([false, "Need two files."]));
+    let md = b
+        .js("const m = [...document.querySelectorAll('.msg.assistant .body')]; return [m[0].innerHTML, m[1].querySelector('pre.code code').textContent, m.map(e => e.textContent).join('\\n')]")
+        .await;
+    let html = md[0].as_str().unwrap();
+    assert!(
+        html.contains("<strong>both</strong>") && html.contains("<li><code>a.txt</code></li>"),
+        "{html}"
+    );
+    assert_eq!(md[1], "fn main() {\n    println!(\"<ok>\");\n}");
+    let shown = md[2].as_str().unwrap();
+    assert!(!shown.contains("```") && !shown.contains("**"), "{shown}");
+    assert_page_matches_history(&mut b, &srv, &id).await;
+
+    // A reload shows the same from history alone.
+    b.c().refresh().await.unwrap();
+    b.until(
+        "the reloaded history",
+        "return document.getElementById('app').dataset.history === 'loaded' && document.body.innerText.includes('Done.')",
+    )
+    .await;
+    b.shot("reloaded").await;
+    assert_page_matches_history(&mut b, &srv, &id).await;
+    b.close().await;
+}
+
+/// Request 1 calls `call_1` and `call_2`; request 2 answers. Every call is asked.
+fn approval_scenario() -> Value {
+    json!({
+        "llm": [
+            request(vec![
+                segment("text", &["I will run two commands."]),
+                tool_call("bash", "call_1", r#"{"command":"echo one"}"#),
+                tool_call("bash", "call_2", r#"{"command":"rm -rf build"}"#),
+            ], 100),
+            text_request("Ran one, skipped two.", 200),
+        ],
+        "tools": {"call_1": tool_output("call_1", &[(10, "one\n")])},
+        "runs": []
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium: scripts/install-browser.sh, then --ignored"]
+async fn approvals_clicked_in_the_page_reach_the_engine() {
+    let srv = start(Setup::new(approval_scenario())).await;
+    let id = srv.create("always-ask").await;
+    let mut b = Browser::start("approvals").await;
+    b.open_session(&srv, &id).await;
+    b.send("Run the commands").await;
+
+    b.card_status("call_1", "awaiting approval").await;
+    b.until(
+        "the approvals bar",
+        "return !!document.querySelector('.approvals .approval-row[data-call-id=call_1]')",
+    )
+    .await;
+    b.shot("call-1-asks").await;
+    b.click(".card[data-call-id=call_1] button[data-action=allow]")
+        .await;
+    b.card_status("call_1", "done").await;
+
+    // The second call is asked only once the first is decided (approvals are sequential).
+    b.card_status("call_2", "awaiting approval").await;
+    b.shot("call-2-asks").await;
+    b.click(".card[data-call-id=call_2] button[data-action=deny]")
+        .await;
+    b.card_status("call_2", "denied").await;
+    b.until(
+        "the answer",
+        "return document.getElementById('app').dataset.state === 'idle' && document.body.innerText.includes('Ran one, skipped two.')",
+    )
+    .await;
+    b.until(
+        "the approvals bar to empty",
+        "return document.querySelector('.approvals').hidden",
+    )
+    .await;
+    b.shot("decided").await;
+
+    // The engine got both decisions: the first call ran, the second got the denial output.
+    let history = srv.history(&id).await;
+    let decision = |call: &str| {
+        history
+            .iter()
+            .find(|m| {
+                m["payload"]["type"] == "approval_decision" && m["payload"]["tool_call_id"] == call
+            })
+            .map(|m| m["payload"]["decision"].clone())
+    };
+    assert_eq!(decision("call_1"), Some(json!("allow")));
+    assert_eq!(decision("call_2"), Some(json!("deny")));
+    let output = |call: &str| {
+        history
+            .iter()
+            .find(|m| {
+                m["payload"]["type"] == "tool_call_output" && m["payload"]["tool_call_id"] == call
+            })
+            .map(|m| m["payload"]["output"].clone())
+    };
+    assert_eq!(output("call_1"), Some(json!("one\n")));
+    assert_eq!(output("call_2"), Some(json!("Tool call denied by user.")));
+    assert_eq!(
+        b.text_of(".card[data-call-id=call_2] .decision").await,
+        "denied"
+    );
+    assert_page_matches_history(&mut b, &srv, &id).await;
+    b.close().await;
+}
+
+/// Request 1 calls `call_1` (asked); request 2 calls `call_2` (asked, then aborted).
+fn steering_scenario() -> Value {
+    json!({
+        "llm": [
+            request(vec![
+                segment("text", &["Looking around."]),
+                tool_call("list_dir", "call_1", r#"{"path":"."}"#),
+            ], 100),
+            request(vec![
+                segment("text", &["Focusing on the tests, as asked."]),
+                tool_call("bash", "call_2", r#"{"command":"cargo test"}"#),
+            ], 200),
+        ],
+        "tools": {"call_1": tool_output("call_1", &[(10, "src\ntests\n")])},
+        "runs": []
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium: scripts/install-browser.sh, then --ignored"]
+async fn steering_follow_ups_recall_and_abort_from_the_page() {
+    let srv = start(Setup::new(steering_scenario())).await;
+    let id = srv.create("always-ask").await;
+    let mut b = Browser::start("steer-and-abort").await;
+    b.open_session(&srv, &id).await;
+    b.send("Look at the project").await;
+    b.card_status("call_1", "awaiting approval").await;
+    b.until(
+        "the running composer",
+        "return document.querySelector('button[data-action=steer]') && !document.querySelector('button[data-action=abort]').hidden",
+    )
+    .await;
+
+    // Two steering inputs and a follow-up, queued while the task waits.
+    for text in ["Focus on the tests", "Also check the docs"] {
+        b.type_into("textarea[name=input]", text).await;
+        b.click("button[data-action=steer]").await;
+        b.until(
+            "the steering to queue",
+            &format!("return [...document.querySelectorAll('.pending-item.steering .text')].some(e => e.textContent === '{text}')"),
+        )
+        .await;
+    }
+    b.type_into("textarea[name=input]", "Then summarize").await;
+    b.click("button[data-action=queue]").await;
+    b.until(
+        "the follow-up to queue",
+        "return [...document.querySelectorAll('.pending-item.follow-up .text')].some(e => e.textContent === 'Then summarize')",
+    )
+    .await;
+    b.shot("queued").await;
+
+    // Recall the second steering input and the follow-up: both come back to the composer.
+    b.click(".pending-item.steering:nth-child(2) button[data-action=recall]")
+        .await;
+    b.until(
+        "one steering input left",
+        "return document.querySelectorAll('.pending-item.steering').length === 1",
+    )
+    .await;
+    b.click(".pending-item.follow-up button[data-action=recall]")
+        .await;
+    b.until(
+        "the recalled texts in the composer",
+        "return document.querySelectorAll('.pending-item').length === 1 && document.querySelector('textarea[name=input]').value === 'Also check the docs\\n\\nThen summarize'",
+    )
+    .await;
+    b.shot("recalled").await;
+    b.type_into("textarea[name=input]", "").await;
+
+    // The remaining steering input is delivered after the turn and shown once, as steering.
+    b.click(".card[data-call-id=call_1] button[data-action=allow]")
+        .await;
+    b.until(
+        "the delivered steering",
+        "return [...document.querySelectorAll('.msg.steering .body')].some(e => e.textContent === 'Focus on the tests')",
+    )
+    .await;
+    b.card_status("call_2", "awaiting approval").await;
+    b.shot("steered").await;
+
+    // Abort while call_2 waits.
+    b.click("button[data-action=abort]").await;
+    b.until(
+        "the abort",
+        "return document.getElementById('app').dataset.state === 'idle' && !!document.querySelector('.line.abort')",
+    )
+    .await;
+    b.card_status("call_2", "not run").await;
+    b.shot("aborted").await;
+
+    let history = srv.history(&id).await;
+    let texts: Vec<&str> = history
+        .iter()
+        .filter(|m| m["payload"]["type"] == "text" && m["payload"]["role"] == "user")
+        .filter_map(|m| m["payload"]["text"].as_str())
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "Look at the project",
+            "[user_steering]\nFocus on the tests\n[/user_steering]"
+        ],
+        "the recalled inputs never reached the engine"
+    );
+    let abort = history
+        .iter()
+        .find(|m| m["payload"]["type"] == "abort")
+        .expect("an abort");
+    assert_eq!(abort["payload"]["reason"], "aborted by user");
+    assert_eq!(b.text_of(".line.abort").await, "stopped: aborted by user");
+    assert_page_matches_history(&mut b, &srv, &id).await;
+    b.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium: scripts/install-browser.sh, then --ignored"]
+async fn retry_now_cuts_a_reconnect_wait_shown_with_its_countdown() {
+    let scenario = json!({
+        "engine": {"reconnect_backoff_ms": 60000, "reconnect_backoff_max_ms": 60000},
+        "llm": [
+            {"stream": segment("text", &["Thinking about"]), "outcome": {"status": "timeout", "message": "idle for 30s"}},
+            text_request("Recovered after the retry.", 100),
+        ],
+        "runs": []
+    });
+    let srv = start(Setup::new(scenario)).await;
+    let id = srv.create("allow-all").await;
+    let mut b = Browser::start("retry-now").await;
+    b.open_session(&srv, &id).await;
+    b.send("Go").await;
+    let countdown = b
+        .until(
+            "the countdown",
+            "const c = document.querySelector('.request-failed .countdown'); return c && c.textContent",
+        )
+        .await;
+    let countdown = countdown.as_str().unwrap().to_owned();
+    assert!(
+        countdown.contains("retrying in 60s") || countdown.contains("retrying in 59s"),
+        "{countdown}"
+    );
+    let line = b.text_of(".request-failed .what").await;
+    assert_eq!(line, "model request timeout: idle for 30s (attempt 1)");
+    b.shot("waiting-to-retry").await;
+    b.click("button[data-action=retry-now]").await;
+    b.until(
+        "the retried answer",
+        "return document.getElementById('app').dataset.state === 'idle' && document.body.innerText.includes('Recovered after the retry.')",
+    )
+    .await;
+    assert!(
+        b.js("return !document.querySelector('button[data-action=retry-now]')")
+            .await
+            .as_bool()
+            .unwrap(),
+        "the button goes once the retry starts"
+    );
+    b.shot("retried").await;
+    assert_page_matches_history(&mut b, &srv, &id).await;
+    b.close().await;
+}
+
+/// Request 1 streams text and calls `call_1` (asked); the tool streams; request 2 answers.
+fn reconnect_scenario() -> Value {
+    json!({
+        "llm": [
+            request(vec![
+                segment("text", &["Hello", " there"]),
+                tool_call("read_file", "call_1", r#"{"path":"a.txt"}"#),
+            ], 100),
+            request(vec![segment("thinking", &["All", " read."]), segment("text", &["Done", " reading."])], 200),
+        ],
+        "tools": {"call_1": tool_output("call_1", &[(10, "line 1\n"), (10, "line 2\n"), (10, "line 3\n")])},
+        "runs": []
+    })
+}
+
+/// The connection drops while the task waits for an approval; the task goes on to its end
+/// while the page is cut off; the page comes back and must show everything exactly once.
+async fn drop_mid_task(
+    test: &str,
+    channel: Option<ChannelConfig>,
+) -> (Browser, TestServer, String) {
+    let mut setup = Setup::new(reconnect_scenario());
+    setup.proxy = true;
+    setup.channel = channel;
+    let srv = start(setup).await;
+    let id = srv.create("always-ask").await;
+    let mut b = Browser::start(test).await;
+    b.open_session(&srv, &id).await;
+    b.send("Read a.txt").await;
+    b.card_status("call_1", "awaiting approval").await;
+    b.until(
+        "the page to be live",
+        "return document.getElementById('app').dataset.stream === 'live'",
+    )
+    .await;
+    b.shot("before-the-drop").await;
+
+    let proxy = srv.proxy.as_ref().unwrap();
+    proxy.cut();
+    b.until(
+        "the page to notice",
+        "return ['reconnecting', 'offline'].includes(document.getElementById('app').dataset.stream)",
+    )
+    .await;
+    // Decided behind the page's back: the rest of the task happens while it is cut off.
+    let (status, body) = srv
+        .call(
+            reqwest::Method::POST,
+            &format!("/api/sessions/{id}/approvals/call_1"),
+            Some(json!({"decision": "allow"})),
+        )
+        .await;
+    assert_eq!(status, 204, "{body}");
+    srv.until_idle(&id).await;
+    b.shot("cut-off").await;
+    proxy.restore();
+    b.until(
+        "the page to catch up",
+        "return document.getElementById('app').dataset.stream === 'live' && document.getElementById('app').dataset.state === 'idle' && document.body.innerText.includes('Done reading.')",
+    )
+    .await;
+    b.shot("caught-up").await;
+    (b, srv, id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium: scripts/install-browser.sh, then --ignored"]
+async fn a_dropped_connection_is_replayed_with_no_duplicate_or_missing_message() {
+    let (mut b, srv, id) = drop_mid_task("drop-and-replay", None).await;
+    assert_eq!(
+        b.js("const d = document.getElementById('app').dataset; return [d.resyncing || '0', d.offline || '0']").await,
+        json!(["0", "0"]),
+        "the browser reconnected by itself and the gap came from the replay buffer"
+    );
+    b.card_status("call_1", "done").await;
+    assert_eq!(
+        b.text_of(".card[data-call-id=call_1] .output-text").await,
+        "line 1\nline 2\nline 3"
+    );
+    assert_page_matches_history(&mut b, &srv, &id).await;
+    b.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium: scripts/install-browser.sh, then --ignored"]
+async fn a_drop_past_the_replay_window_resyncs_from_history() {
+    // A replay buffer far smaller than what happens while the page is cut off.
+    let channel = ChannelConfig {
+        max_events: 5,
+        ..ChannelConfig::default()
+    };
+    let (mut b, srv, id) = drop_mid_task("drop-and-resync", Some(channel)).await;
+    assert_ne!(
+        b.js("return document.getElementById('app').dataset.resyncing || '0'")
+            .await,
+        json!("0"),
+        "the server answered resync_required and the page reloaded history"
+    );
+    b.card_status("call_1", "done").await;
+    assert_page_matches_history(&mut b, &srv, &id).await;
+    b.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium: scripts/install-browser.sh, then --ignored"]
+async fn a_subagent_run_renders_nested_under_its_call_with_its_approvals() {
+    let parent = json!({
+        "llm": [
+            request(vec![
+                segment("text", &["Delegating the count."]),
+                tool_call("run_subagent", "call_sub", r#"{"prompt":"Count the files."}"#),
+            ], 100),
+            text_request("The subagent counted 3 files.", 200),
+        ],
+        "runs": []
+    });
+    let child = json!({
+        "llm": [
+            request(vec![segment("text", &["Let me look."]), tool_call("list_dir", "child_call", r#"{"path":"."}"#)], 50),
+            text_request("There are 3 files.", 80),
+        ],
+        "tools": {"child_call": tool_output("child_call", &[(10, "a\nb\nc\n")])},
+        "runs": []
+    });
+    let mut setup = Setup::new(parent);
+    setup.subagent_child = Some(child);
+    let srv = start(setup).await;
+    let id = srv.create("always-ask").await;
+    let mut b = Browser::start("subagent").await;
+    b.open_session(&srv, &id).await;
+    b.send("How many files are there?").await;
+
+    b.card_status("call_sub", "awaiting approval").await;
+    b.click(".card[data-call-id=call_sub] button[data-action=allow]")
+        .await;
+
+    // The child's own call is asked with its origin, inside the subagent's nested run.
+    let nested = ".card[data-call-id=call_sub] .subagent-run .card[data-call-id=child_call]";
+    b.until(
+        "the child's call, nested",
+        &format!("const c = document.querySelector('{nested}'); return c && c.dataset.status === 'awaiting approval'"),
+    )
+    .await;
+    let origin = b
+        .until(
+            "the child's approval with its origin",
+            "const r = document.querySelector('.approvals .approval-row[data-call-id=child_call]'); return r && r.dataset.origin",
+        )
+        .await;
+    let child_id = origin.as_str().unwrap().to_owned();
+    assert!(child_id.starts_with("session-"), "{child_id}");
+    b.shot("child-asks").await;
+
+    // A reload mid-run (the parent's tool output is still streaming) rebuilds the nesting.
+    b.c().refresh().await.unwrap();
+    b.until(
+        "the nested child after a reload",
+        &format!("const c = document.querySelector('{nested}'); return document.getElementById('app').dataset.history === 'loaded' && c && c.dataset.status === 'awaiting approval'"),
+    )
+    .await;
+    let text = b
+        .text_of(".card[data-call-id=call_sub] .subagent-run")
+        .await;
+    assert!(
+        text.contains("Count the files.") && text.contains("Let me look."),
+        "{text}"
+    );
+    b.shot("reloaded-mid-run").await;
+
+    b.click(&format!("{nested} button[data-action=allow]"))
+        .await;
+    b.until(
+        "the parent's answer",
+        "return document.getElementById('app').dataset.state === 'idle' && document.body.innerText.includes('The subagent counted 3 files.')",
+    )
+    .await;
+    b.card_status("call_sub", "done").await;
+    let child_card = format!("{nested} .output-text");
+    assert_eq!(b.text_of(&child_card).await, "a\nb\nc");
+    let sub_text = b
+        .text_of(".card[data-call-id=call_sub] .subagent-run")
+        .await;
+    assert!(sub_text.contains("There are 3 files."), "{sub_text}");
+    assert_eq!(
+        b.js("return document.querySelectorAll('.subagent-run').length")
+            .await,
+        json!(1)
+    );
+    b.shot("done").await;
+    assert_page_matches_history(&mut b, &srv, &id).await;
+
+    // From history alone (the child's run expanded from its own trace), nested the same way.
+    b.c().refresh().await.unwrap();
+    b.until(
+        "the nested run from history",
+        &format!("return document.getElementById('app').dataset.history === 'loaded' && !!document.querySelector('{nested}')"),
+    )
+    .await;
+    b.shot("from-history").await;
+    assert_page_matches_history(&mut b, &srv, &id).await;
+    b.close().await;
+}
+
+/// A recorded message, as history gives it.
+fn rec(ts: &str, m: Value) -> Value {
+    let mut m = m;
+    m["timestamp"] = json!(format!("2026-11-30T10:00:{ts}.000Z"));
+    m
+}
+
+fn user_text(text: &str) -> Value {
+    model(json!({"type": "text", "role": "user", "text": text, "stop_reason": "completed"}))
+}
+
+fn event(payload: Value) -> Value {
+    json!({"type": "event_msg", "payload": payload})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium: scripts/install-browser.sh, then --ignored"]
+async fn compaction_notices_and_marker_texts_render_as_one_readable_event_each() {
+    // Shapes a scripted server cannot produce (a scenario session has no compaction model and
+    // no background tasks): the page's transcript module is fed a recorded history directly.
+    let srv = start(Setup::new(json!({"llm": [], "runs": []}))).await;
+    let id = srv.create("allow-all").await;
+    let mut b = Browser::start("rendering-rules").await;
+    b.open_session(&srv, &id).await;
+    let history = json!([
+        rec("01", user_text("Hello")),
+        rec(
+            "02",
+            model(
+                json!({"type": "text", "role": "assistant", "text": "Hi!", "stop_reason": "completed"})
+            )
+        ),
+        rec(
+            "03",
+            event(
+                json!({"type": "compaction_begin", "reason": "manual", "mode": "summarize", "context": 1234, "turns": 1})
+            )
+        ),
+        rec("04", user_text("Summarize the conversation so far.")),
+        rec("05", event(json!({"type": "request_begin"}))),
+        rec(
+            "06",
+            model(
+                json!({"type": "text", "role": "assistant", "text": "[summary]The user said **hello**.[/summary]", "stop_reason": "completed"})
+            )
+        ),
+        rec(
+            "07",
+            event(json!({"type": "request_end", "status": "completed"}))
+        ),
+        rec(
+            "08",
+            event(
+                json!({"type": "token_usage", "session": {"cache_read": 0, "cache_write": 0, "output": 9, "total": 40}, "request": {"cache_read": 0, "cache_write": 0, "output": 9, "total": 40}})
+            )
+        ),
+        rec(
+            "09",
+            event(
+                json!({"type": "compaction_end", "reason": "manual", "mode": "summarize", "status": "completed", "attempt": 1})
+            )
+        ),
+        rec(
+            "10",
+            json!({"type": "session_meta", "payload": {"session_id": "s", "provider": "p", "model_id": "m"}})
+        ),
+        rec(
+            "11",
+            user_text("[context_summary]\nThe user said **hello**.\n[/context_summary]")
+        ),
+        rec(
+            "12",
+            model(
+                json!({"type": "text", "role": "user", "text": "[background_task_done]\nAutomatic notification from the harness, not the user: a background task you started has finished.\nkind: bash\nid: bg-7\nstatus: completed\n[/background_task_done]\n\nbuild finished in 3s", "stop_reason": "completed", "sender": "harness"})
+            )
+        ),
+        rec(
+            "13",
+            user_text("[user_steering]\nUse the fast path\n[/user_steering]")
+        ),
+        rec(
+            "14",
+            event(
+                json!({"type": "request_end", "status": "failed", "error_message": "HTTP 500", "attempt": 6})
+            )
+        ),
+        rec("15", event(json!({"type": "goal_round", "round": 2}))),
+    ]);
+    let script = "const [history] = arguments;\n\
+        return import('/assets/transcript.js').then(({ Transcript }) => {\n\
+          const root = document.getElementById('transcript');\n\
+          const t = new Transcript(root, { decide() {}, retryNow() {} });\n\
+          t.taskState({ type: 'task_state', state: 'idle' });\n\
+          for (const m of history) t.message(m);\n\
+          const q = (s) => [...root.querySelectorAll(s)];\n\
+          return {\n\
+            cards: q('.card.compaction').length,\n\
+            status: q('.card.compaction')[0].dataset.status,\n\
+            summary: q('.card.compaction .summary .md')[0].innerHTML,\n\
+            answers: q('.msg.assistant').map((e) => e.textContent),\n\
+            users: q('.msg.user').map((e) => e.textContent),\n\
+            notice: q('details.marker-background_task_done > summary').map((e) => e.textContent),\n\
+            noticeBody: q('details.marker-background_task_done .md')[0].textContent,\n\
+            failed: q('.request-failed .what').map((e) => e.textContent),\n\
+            retryButtons: q('[data-action=retry-now]').length,\n\
+            rawMarkers: /\\[(summary|context_summary|user_steering|background_task_done)\\]/.test(root.innerText),\n\
+            fps: q('[data-fp]').length,\n\
+          };\n\
+        });";
+    let got = b.c().execute(script, vec![history.clone()]).await.unwrap();
+    b.shot("rendered").await;
+    assert_eq!(got["cards"], 1);
+    assert_eq!(got["status"], "completed");
+    assert_eq!(
+        got["summary"],
+        "<p>The user said <strong>hello</strong>.</p>"
+    );
+    assert_eq!(
+        got["answers"],
+        json!(["Hi!"]),
+        "the summary is not an answer"
+    );
+    assert_eq!(
+        got["users"],
+        json!(["youHello", "steeringUse the fast path"])
+    );
+    assert_eq!(
+        got["notice"],
+        json!(["background task finished: bash · bg-7 · completed"])
+    );
+    assert!(got["noticeBody"]
+        .as_str()
+        .unwrap()
+        .contains("build finished in 3s"));
+    assert_eq!(
+        got["failed"],
+        json!(["model request failed: HTTP 500 (attempt 6)"])
+    );
+    assert_eq!(got["retryButtons"], 0, "no retry is planned");
+    assert_eq!(got["rawMarkers"], false);
+    assert_eq!(
+        got["fps"],
+        json!(history.as_array().unwrap().len()),
+        "one element per message"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The page's reducer against the Rust one
+
+fn at(seq: &str, ts: &str, m: Value) -> (String, Value) {
+    (seq.to_owned(), rec(ts, m))
+}
+
+fn partial_text_msg(event: &str, text: &str) -> Value {
+    model(
+        json!({"type": "partial_text", "role": "assistant", "event_type": event, "text": text, "stop_reason": "completed"}),
+    )
+}
+
+/// One operation for both reducers: an SSE event (id, event name, data) or a history answer.
+fn ev(id: &str, server: bool, data: &Value) -> Value {
+    json!({"event": [id, if server { Value::from("server_event") } else { Value::Null }, data.to_string()]})
+}
+
+fn hist(h: Value) -> Value {
+    json!({"history": h.to_string()})
+}
+
+/// The state of a `ClientReducer` in the shape the page's snapshot uses.
+fn rust_snapshot(r: &penguin::sse_transport::ClientReducer) -> Value {
+    let s = r.state();
+    let kind = |k: penguin::sse_transport::PartialKind| match k {
+        penguin::sse_transport::PartialKind::Text => "text",
+        penguin::sse_transport::PartialKind::Thinking => "thinking",
+        penguin::sse_transport::PartialKind::ToolCall => "tool_call",
+        penguin::sse_transport::PartialKind::ToolCallOutput => "tool_call_output",
+    };
+    json!({
+        "messages": s.messages.iter().map(|m| serde_json::from_str::<Value>(&m.to_json()).unwrap()).collect::<Vec<_>>(),
+        "fragments": s.fragments.iter().map(|f| json!([f.key.origin.join("/"), kind(f.key.kind), f.key.tool_call_id, f.content])).collect::<Vec<_>>(),
+        "taskState": s.task_state.as_ref().map(|t| serde_json::to_value(t).unwrap()),
+        "approvals": s.approvals.iter().map(|a| json!([a.origin.join("/"), a.tool_call_id])).collect::<Vec<_>>(),
+        "traceWarning": s.trace_warning,
+        "live": r.is_live(),
+    })
+}
+
+fn rust_run(ops: &[Value]) -> Vec<Value> {
+    let mut r = penguin::sse_transport::ClientReducer::new();
+    ops.iter()
+        .map(|op| {
+            if let Some(e) = op.get("event") {
+                r.on_event(e[0].as_str(), e[1].as_str(), e[2].as_str().unwrap());
+            } else {
+                r.on_history(serde_json::from_str(op["history"].as_str().unwrap()).unwrap());
+            }
+            rust_snapshot(&r)
+        })
+        .collect()
+}
+
+const JS_RUN: &str = "const [ops] = arguments;
+return import('/assets/stream.js').then(({ StreamReducer }) => {
+  const noop = () => {};
+  const r = new StreamReducer({ reset: noop, message: noop, dropped: noop, fragment: noop,
+    fragmentStopped: noop, taskState: noop, approvals: noop, title: noop, traceWarning: noop, ready: noop });
+  return ops.map((op) => {
+    if (op.event) r.onEvent(op.event[0], op.event[1], op.event[2]);
+    else r.onHistory(JSON.parse(op.history));
+    let ts = null;
+    if (r.taskState) { ts = { ...r.taskState }; delete ts.type; }
+    return {
+      messages: JSON.parse(JSON.stringify(r.messages)),
+      fragments: [...r.fragments.values()].map((f) => [f.origin.join('/'), f.kind, f.toolCallId, f.content]),
+      taskState: ts,
+      approvals: r.approvals.map((a) => [a.origin.join('/'), a.toolCallId]),
+      traceWarning: r.traceWarning,
+      live: r.live,
+    };
+  });
+});";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium: scripts/install-browser.sh, then --ignored"]
+async fn the_pages_reducer_agrees_with_client_reducer_step_by_step() {
+    let srv = start(Setup::new(json!({"llm": [], "runs": []}))).await;
+    let mut b = Browser::start("reducer-conformance").await;
+    b.goto(&format!("{}/", srv.base)).await;
+    b.until(
+        "the page",
+        "return !!document.querySelector('form.sign-in')",
+    )
+    .await;
+
+    // One run as the server numbers it: input, state, request, a streamed text, usage.
+    let e = "0000abcd";
+    let with_pos = |m: &Value, ordinal: u64| {
+        let mut m = m.clone();
+        m["tracePosition"] = json!({"fileIndex": 1, "ordinal": ordinal});
+        m
+    };
+    let u = rec("01", user_text("hi"));
+    let rb = rec("02", event(json!({"type": "request_begin"})));
+    let running = json!({"type": "task_state", "state": "running", "queued": 0});
+    let idle = json!({"type": "task_state", "state": "idle", "queued": 0});
+    let stream = [
+        at("3", "02", event(json!({"type": "request_begin"}))),
+        at("4", "03", partial_text_msg("start", "")),
+        at("5", "04", partial_text_msg("delta", "Hel")),
+        at("7", "05", partial_text_msg("delta", "lo")),
+        at("8", "06", partial_text_msg("stop", "")),
+        at(
+            "9",
+            "07",
+            model(
+                json!({"type": "text", "role": "assistant", "text": "Hello", "stop_reason": "completed"}),
+            ),
+        ),
+        at(
+            "10",
+            "08",
+            event(
+                json!({"type": "token_usage", "session": {"cache_read": 0, "cache_write": 0, "output": 1, "total": 9}, "request": {"cache_read": 0, "cache_write": 0, "output": 1, "total": 9}}),
+            ),
+        ),
+    ];
+    let sse = |epoch: &str, i: usize| ev(&format!("{epoch}-{}", stream[i].0), false, &stream[i].1);
+    // The fragment the server's live tail held at cursor 5.
+    let mut fragment = rec("03", partial_text_msg("start", "Hel"));
+    fragment["payload"]
+        .as_object_mut()
+        .unwrap()
+        .shift_remove("stop_reason");
+    // Histories travel as JSON text: chromedriver would sort the keys of an object argument,
+    // and dedup compares messages as serialized, key order included (as the reference does).
+    let history = |cursor: &str| {
+        hist(
+            json!({"messages": [with_pos(&u, 0), with_pos(&rb, 1)], "live": {"cursor": cursor, "fragments": [fragment.clone()]}}),
+        )
+    };
+    let snapshot = ev(&format!("{e}-6"), true, &running);
+
+    let mut cases: Vec<(&str, Vec<Value>)> = Vec::new();
+    // Events buffered before history arrives, some covered by its live cursor.
+    let mut joined = vec![sse(e, 0), sse(e, 1), sse(e, 2), snapshot.clone(), sse(e, 3)];
+    joined.push(history(&format!("{e}-5")));
+    joined.extend([
+        sse(e, 4),
+        sse(e, 5),
+        sse(e, 6),
+        ev(&format!("{e}-11"), true, &idle),
+    ]);
+    cases.push(("buffered, then history", joined));
+    // History first; events at or below the cursor arrive after it (still in flight).
+    let mut late = vec![history(&format!("{e}-5"))];
+    late.extend([
+        sse(e, 0),
+        sse(e, 1),
+        sse(e, 2),
+        snapshot.clone(),
+        sse(e, 3),
+        sse(e, 4),
+        sse(e, 5),
+        sse(e, 6),
+    ]);
+    cases.push(("history, then in-flight events", late));
+    // The stream's epoch is not the cursor's: the live tail is ignored.
+    let other = "1111aaaa";
+    let mut epochs = vec![sse(other, 0), sse(other, 1), sse(other, 2)];
+    epochs.push(history(&format!("{e}-5")));
+    epochs.extend([sse(other, 3), sse(other, 4), sse(other, 5), sse(other, 6)]);
+    cases.push(("another epoch", epochs));
+    // A subagent's approval, a resync that rebuilds from fresh history, then the decision.
+    let call = rec(
+        "20",
+        json!({"type": "model_msg", "payload": {"type": "tool_call", "role": "assistant", "name": "bash", "arguments": "{}", "tool_call_id": "c1", "stop_reason": "completed"}, "origin": ["child"]}),
+    );
+    let ask = json!({"type": "approval_request", "toolCall": call, "origin": ["child"]});
+    let decided = rec(
+        "21",
+        json!({"type": "event_msg", "payload": {"type": "approval_decision", "decision": "allow", "tool_call_id": "c1"}, "origin": ["child"]}),
+    );
+    let resync = vec![
+        history(&format!("{e}-2")),
+        ev(&format!("{e}-12"), false, &call),
+        ev(&format!("{e}-13"), true, &ask),
+        ev("", true, &json!({"type": "resync_required"})),
+        ev("2222bbbb-1", true, &running),
+        ev("2222bbbb-2", true, &ask),
+        hist(
+            json!({"messages": [with_pos(&u, 0), with_pos(&rb, 1), call.clone()], "live": {"cursor": "2222bbbb-0", "fragments": []}}),
+        ),
+        ev("2222bbbb-3", false, &decided),
+        ev("2222bbbb-4", false, &decided),
+        ev("2222bbbb-5", true, &ask),
+        ev(
+            "2222bbbb-6",
+            true,
+            &json!({"type": "trace_write_failed", "sessionId": "s", "failedRecords": 1, "message": "the trace lost a record"}),
+        ),
+        ev("2222bbbb-7", true, &idle),
+    ];
+    cases.push(("resync with a subagent's approval", resync));
+
+    for (name, ops) in cases {
+        let rust = rust_run(&ops);
+        let js = b
+            .c()
+            .execute(JS_RUN, vec![Value::Array(ops.clone())])
+            .await
+            .unwrap();
+        let js = js.as_array().unwrap();
+        assert_eq!(js.len(), rust.len(), "{name}");
+        for (i, (j, r)) in js.iter().zip(&rust).enumerate() {
+            assert_eq!(j, r, "{name}: after operation {i} ({})", ops[i]);
+        }
+        // Each case ends with every message once and nothing in flight.
+        let last = rust.last().unwrap();
+        assert_eq!(last["fragments"], json!([]), "{name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium: scripts/install-browser.sh, then --ignored"]
+async fn a_long_history_loads_its_tail_first_and_earlier_pages_on_demand() {
+    // 80 calls (call, decision, output: 240 records): more than the page's first window.
+    let calls: Vec<Value> = (0..80)
+        .map(|i| {
+            step(
+                1,
+                model(json!({"type": "tool_call", "role": "assistant", "name": "list_dir", "arguments": format!("{{\"n\":{i}}}"), "tool_call_id": format!("call_{i:02}"), "stop_reason": "completed"})),
+            )
+        })
+        .collect();
+    let scenario = json!({
+        "llm": [request(vec![calls], 100), text_request("All listed.", 200)],
+        "runs": []
+    });
+    let srv = start(Setup::new(scenario)).await;
+    let id = srv.create("allow-all").await;
+    let (status, _) = srv
+        .call(
+            reqwest::Method::POST,
+            &format!("/api/sessions/{id}/tasks"),
+            Some(json!({"input": [{"type": "text", "text": "List 80 times"}]})),
+        )
+        .await;
+    assert_eq!(status, 202);
+    srv.until_idle(&id).await;
+
+    let mut b = Browser::start("history-pages").await;
+    b.open_session(&srv, &id).await;
+    b.until(
+        "the tail and the button",
+        "return document.body.innerText.includes('All listed.') && !document.querySelector('button[data-action=load-earlier]').hidden",
+    )
+    .await;
+    let first = b
+        .js("return [document.querySelectorAll('#transcript [data-fp]').length, !!document.querySelector('.card[data-call-id=call_00]')]")
+        .await;
+    assert_eq!(
+        first[1], false,
+        "the oldest calls are not loaded yet: {first}"
+    );
+    b.shot("tail").await;
+
+    b.click("button[data-action=load-earlier]").await;
+    b.until(
+        "the whole history",
+        "return document.querySelector('button[data-action=load-earlier]').hidden && !!document.querySelector('.card[data-call-id=call_00] [data-fp]')",
+    )
+    .await;
+    b.shot("all-loaded").await;
+    assert_page_matches_history(&mut b, &srv, &id).await;
+    let cards = b
+        .js("return [...document.querySelectorAll('.card.tool')].map(c => c.dataset.callId)")
+        .await;
+    let expected: Vec<String> = (0..80).map(|i| format!("call_{i:02}")).collect();
+    assert_eq!(cards, json!(expected), "one card per call, in call order");
+    b.close().await;
+}

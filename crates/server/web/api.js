@@ -1,0 +1,107 @@
+// The token and the JSON API.
+//
+// The token arrives in the URL fragment (`#token=…`), which browsers never send to a server,
+// and is kept in sessionStorage: it lives as long as the tab and is not shared with other
+// sites. It is removed from the address bar at once so it does not end up in a bookmark, a
+// shared link or a screenshot.
+
+const TOKEN_KEY = "penguin.token";
+
+export function takeTokenFromFragment() {
+  const hash = location.hash.startsWith("#") ? location.hash.slice(1) : "";
+  if (!hash) return false;
+  const params = new URLSearchParams(hash);
+  const token = params.get("token");
+  if (token === null) return false;
+  params.delete("token");
+  const rest = params.toString();
+  history.replaceState(history.state, "", location.pathname + location.search + (rest ? `#${rest}` : ""));
+  if (token.trim() === "") return false;
+  sessionStorage.setItem(TOKEN_KEY, token.trim());
+  return true;
+}
+
+export function token() {
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+export function setToken(t) {
+  sessionStorage.setItem(TOKEN_KEY, t.trim());
+}
+
+export function clearToken() {
+  sessionStorage.removeItem(TOKEN_KEY);
+}
+
+export class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+// Every API call: JSON in and out, the token as a bearer header. A 401 signs the page out
+// (the token is wrong or the server was restarted with another one).
+export async function call(method, path, body, { signOutOn401 = true } = {}) {
+  const headers = { Authorization: `Bearer ${token() || ""}` };
+  const init = { method, headers, cache: "no-store" };
+  if (body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  let res;
+  try {
+    res = await fetch(path, init);
+  } catch (err) {
+    throw new ApiError(0, "network", `cannot reach the server (${err.message})`);
+  }
+  const text = await res.text();
+  let data = null;
+  if (text) {
+    try {
+      data = JSON.parse(text);
+    } catch {
+      data = null;
+    }
+  }
+  if (!res.ok) {
+    const e = data && data.error ? data.error : { code: "http_" + res.status, message: text || res.statusText };
+    if (res.status === 401 && signOutOn401) {
+      clearToken();
+      window.dispatchEvent(new CustomEvent("penguin:signed-out", { detail: e.message }));
+    }
+    throw new ApiError(res.status, e.code, e.message);
+  }
+  return data;
+}
+
+const enc = encodeURIComponent;
+
+// Whether the stored token is this server's, without signing out when it is not.
+export async function checkToken() {
+  await call("GET", "/api/sessions", undefined, { signOutOn401: false });
+}
+
+export const sessions = {
+  list: () => call("GET", "/api/sessions"),
+  get: (id) => call("GET", `/api/sessions/${enc(id)}`),
+  create: (body) => call("POST", "/api/sessions", body),
+  patch: (id, body) => call("PATCH", `/api/sessions/${enc(id)}`, body),
+  remove: (id) => call("DELETE", `/api/sessions/${enc(id)}`),
+  messages: (id, query) => call("GET", `/api/sessions/${enc(id)}/messages${query ? `?${query}` : ""}`),
+  task: (id, text, queueIfBusy) =>
+    call("POST", `/api/sessions/${enc(id)}/tasks`, { input: [{ type: "text", text }], queueIfBusy: !!queueIfBusy }),
+  steer: (id, text) => call("POST", `/api/sessions/${enc(id)}/steer`, { text }),
+  unsteer: (id, steerId) => call("DELETE", `/api/sessions/${enc(id)}/steer/${enc(steerId)}`),
+  removeFollowUp: (id, fid) => call("DELETE", `/api/sessions/${enc(id)}/follow-ups/${enc(fid)}`),
+  decide: (id, callId, decision) => call("POST", `/api/sessions/${enc(id)}/approvals/${enc(callId)}`, { decision }),
+  abort: (id) => call("POST", `/api/sessions/${enc(id)}/abort`),
+  retryNow: (id) => call("POST", `/api/sessions/${enc(id)}/retry-now`),
+  compact: (id) => call("POST", `/api/sessions/${enc(id)}/compact`),
+};
+
+// An EventSource cannot send headers: the two stream routes take the token as a query.
+export function streamUrl(path) {
+  return `${path}?access_token=${enc(token() || "")}`;
+}

@@ -1,0 +1,739 @@
+// penguin's web app: the session list and one session's live view, over the server's API.
+//
+// Every view has its own path (`/`, `/sessions/ID`), so it can be bookmarked, shared and
+// reloaded; links are real links, and navigation inside the page only swaps the view.
+
+import * as api from "./api.js";
+import { SessionStream } from "./stream.js";
+import { Transcript } from "./transcript.js";
+
+// Uncaught errors are kept, so a support request (or a test) can read what went wrong.
+window.penguinErrors = [];
+window.addEventListener("error", (e) => window.penguinErrors.push(String(e.message)));
+window.addEventListener("unhandledrejection", (e) =>
+  window.penguinErrors.push(String((e.reason && e.reason.stack) || e.reason)),
+);
+
+const app = document.getElementById("app");
+let teardown = () => {};
+
+function h(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "class") e.className = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else if (k === "dataset") Object.assign(e.dataset, v);
+    else if (k in e && typeof v !== "string") e[k] = v;
+    else e.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
+function navigate(path) {
+  if (location.pathname !== path) history.pushState(null, "", path);
+  route();
+}
+
+function link(path, ...children) {
+  return h(
+    "a",
+    {
+      href: path,
+      onclick: (e) => {
+        if (e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
+        e.preventDefault();
+        navigate(path);
+      },
+    },
+    ...children,
+  );
+}
+
+let toastTimer = null;
+function toast(message, kind = "error") {
+  let t = document.getElementById("toast");
+  if (!t) {
+    t = h("div", { id: "toast", role: "status" });
+    document.body.append(t);
+  }
+  t.textContent = message;
+  t.className = `toast ${kind}`;
+  t.hidden = false;
+  clearTimeout(toastTimer);
+  toastTimer = setTimeout(() => (t.hidden = true), 6000);
+}
+
+function relativeTime(iso) {
+  if (!iso) return "";
+  const t = Date.parse(iso);
+  if (Number.isNaN(t)) return iso;
+  const s = Math.round((Date.now() - t) / 1000);
+  if (s < 45) return "just now";
+  if (s < 90 * 60) return `${Math.round(s / 60)} min ago`;
+  if (s < 36 * 3600) return `${Math.round(s / 3600)} h ago`;
+  return new Date(t).toLocaleDateString();
+}
+
+function modelOf(s) {
+  return [s.provider, s.model].filter(Boolean).join(" / ") || "—";
+}
+
+function header(...right) {
+  return h(
+    "header",
+    { class: "top" },
+    link("/", h("img", { src: "/assets/favicon.svg", alt: "", class: "logo" }), h("span", { class: "brand" }, "penguin")),
+    h("div", { class: "spacer" }),
+    ...right,
+    h(
+      "button",
+      {
+        class: "quiet",
+        dataset: { action: "sign-out" },
+        onclick: () => {
+          api.clearToken();
+          route();
+        },
+      },
+      "Sign out",
+    ),
+  );
+}
+
+// --- sign in -----------------------------------------------------------------------------------
+
+function signIn(reason) {
+  document.title = "penguin · sign in";
+  const input = h("input", {
+    type: "password",
+    name: "token",
+    autocomplete: "current-password",
+    placeholder: "access token",
+    required: true,
+  });
+  const error = h("p", { class: "error", hidden: !reason }, reason || "");
+  const form = h(
+    "form",
+    {
+      class: "sign-in",
+      onsubmit: async (e) => {
+        e.preventDefault();
+        api.setToken(input.value);
+        try {
+          await api.checkToken();
+          route();
+        } catch (err) {
+          api.clearToken();
+          error.hidden = false;
+          error.textContent = err.status === 401 ? "That token was refused." : err.message;
+        }
+      },
+    },
+    h("h1", {}, "penguin"),
+    h(
+      "p",
+      {},
+      "Open the link ",
+      h("code", {}, "penguin serve"),
+      " printed, or paste the server's access token (from PENGUIN_TOKEN or the server-token file).",
+    ),
+    input,
+    h("button", { type: "submit" }, "Sign in"),
+    error,
+  );
+  app.replaceChildren(h("main", { class: "center" }, form));
+  input.focus();
+}
+
+// --- the session list ----------------------------------------------------------------------
+
+function sessionList() {
+  document.title = "penguin · sessions";
+  const rows = h("tbody");
+  const empty = h("p", { class: "muted", hidden: true }, "No sessions yet: create one above.");
+  const mode = h(
+    "select",
+    { name: "approvalMode" },
+    ["allow-all", "always-ask", "read-only", "deny-all"].map((m) => h("option", { value: m }, m)),
+  );
+  const workspace = h("input", { name: "workspace", placeholder: "workspace (default: the server's)" });
+  const model = h("input", { name: "model", placeholder: "model (default: the server's)" });
+  const sandbox = h(
+    "select",
+    { name: "sandbox" },
+    h("option", { value: "" }, "server's default"),
+    ["workspace-write", "read-only", "off"].map((m) => h("option", { value: m }, m)),
+  );
+  const create = h(
+    "form",
+    {
+      class: "create",
+      onsubmit: async (e) => {
+        e.preventDefault();
+        const body = { approvalMode: mode.value };
+        if (workspace.value.trim()) body.workspace = workspace.value.trim();
+        if (model.value.trim()) body.model = model.value.trim();
+        if (sandbox.value) body.sandbox = { mode: sandbox.value };
+        try {
+          const r = await api.sessions.create(body);
+          navigate(`/sessions/${encodeURIComponent(r.session.id)}`);
+        } catch (err) {
+          toast(err.message);
+        }
+      },
+    },
+    workspace,
+    model,
+    h("label", {}, "approvals ", mode),
+    h("label", {}, "sandbox ", sandbox),
+    h("button", { type: "submit", dataset: { action: "create" } }, "New session"),
+  );
+
+  let stale = false;
+  const refresh = async () => {
+    if (stale) return;
+    try {
+      const { sessions } = await api.sessions.list();
+      if (stale) return;
+      // A row being renamed or confirming a delete stays as it is: an update elsewhere must
+      // not throw away what the reader is typing.
+      // An unchanged row is kept too, so a click aimed at it is not lost to a redraw.
+      const kept = new Map(
+        [...rows.children]
+          .filter((tr) => tr.dataset.editing || sessions.some((s) => tr.dataset.info === JSON.stringify(s)))
+          .map((tr) => [tr.dataset.session, tr]),
+      );
+      rows.replaceChildren(...sessions.map((s) => kept.get(s.id) || row(s)));
+      empty.hidden = sessions.length > 0;
+      app.dataset.loaded = "true";
+    } catch (err) {
+      if (err.status !== 401) toast(err.message);
+    }
+  };
+
+  const row = (s) => {
+    const title = s.title || s.id;
+    const path = `/sessions/${encodeURIComponent(s.id)}`;
+    const titleCell = h("td", { class: "title" }, link(path, title), s.source ? h("span", { class: "badge" }, s.source) : null);
+    const actions = h("td", { class: "actions" });
+    const done = () => {
+      delete tr.dataset.editing;
+      refresh();
+    };
+    const showActions = () =>
+      actions.replaceChildren(
+        h("button", { class: "quiet", dataset: { action: "rename" }, onclick: rename }, "Rename"),
+        h("button", { class: "quiet danger", dataset: { action: "delete" }, onclick: confirmDelete }, "Delete"),
+      );
+    function rename() {
+      tr.dataset.editing = "true";
+      const input = h("input", { value: s.title || "", name: "title", placeholder: "title" });
+      const save = async (e) => {
+        e.preventDefault();
+        try {
+          await api.sessions.patch(s.id, { title: input.value });
+        } catch (err) {
+          toast(err.message);
+        }
+        done();
+      };
+      titleCell.replaceChildren(
+        h(
+          "form",
+          { class: "inline", onsubmit: save },
+          input,
+          h("button", { type: "submit", dataset: { action: "save-title" } }, "Save"),
+          h("button", { type: "button", class: "quiet", onclick: done }, "Cancel"),
+        ),
+      );
+      input.focus();
+    }
+    function confirmDelete() {
+      tr.dataset.editing = "true";
+      actions.replaceChildren(
+        h("span", {}, "Delete this session and its trace? "),
+        h(
+          "button",
+          {
+            class: "danger",
+            dataset: { action: "confirm-delete" },
+            onclick: async () => {
+              try {
+                await api.sessions.remove(s.id);
+              } catch (err) {
+                toast(err.message);
+              }
+              done();
+            },
+          },
+          "Delete",
+        ),
+        h("button", { class: "quiet", onclick: done }, "Keep"),
+      );
+    }
+    showActions();
+    const tr = h(
+      "tr",
+      { dataset: { session: s.id, state: s.state, info: JSON.stringify(s) } },
+      titleCell,
+      h("td", {}, modelOf(s)),
+      h("td", {}, h("span", { class: `state ${s.state}` }, s.state)),
+      h("td", { class: "workspace", title: s.workspace || "" }, s.workspace || "—"),
+      h("td", { title: s.createdAt || "" }, relativeTime(s.createdAt)),
+      h("td", { title: s.lastActiveAt || "" }, relativeTime(s.lastActiveAt)),
+      actions,
+    );
+    return tr;
+  };
+
+  app.replaceChildren(
+    header(),
+    h(
+      "main",
+      { class: "list" },
+      h("h1", {}, "Sessions"),
+      create,
+      h(
+        "table",
+        { class: "sessions" },
+        h(
+          "thead",
+          {},
+          h("tr", {}, ["Title", "Model", "State", "Workspace", "Created", "Last active", ""].map((t) => h("th", {}, t))),
+        ),
+        rows,
+      ),
+      empty,
+    ),
+  );
+
+  // The user channel tells when any session starts, stops, appears or gets a title.
+  const events = new EventSource(api.streamUrl("/api/events"));
+  let timer = null;
+  events.addEventListener("server_event", () => {
+    clearTimeout(timer);
+    timer = setTimeout(refresh, 150);
+  });
+  refresh();
+  return () => {
+    stale = true;
+    clearTimeout(timer);
+    events.close();
+  };
+}
+
+// --- one session ---------------------------------------------------------------------------
+
+function sessionView(id) {
+  document.title = "penguin · session";
+  let info = null;
+  let taskState = { state: "idle" };
+  let stream = null;
+
+  const titleEl = h("h1", { class: "session-title" }, id);
+  const metaEl = h("div", { class: "session-meta" });
+  const stateEl = h("span", { class: "state idle" }, "idle");
+  const connEl = h("span", { class: "conn" }, "connecting");
+  const modeSel = h(
+    "select",
+    {
+      name: "approvalMode",
+      onchange: async () => {
+        try {
+          info = (await api.sessions.patch(id, { approvalMode: modeSel.value })).session;
+        } catch (err) {
+          toast(err.message);
+        }
+      },
+    },
+    ["allow-all", "always-ask", "read-only", "deny-all"].map((m) => h("option", { value: m }, m)),
+  );
+  const headActions = h("div", { class: "head-actions" });
+  const showHeadActions = () =>
+    headActions.replaceChildren(
+      h("button", { class: "quiet", dataset: { action: "rename" }, onclick: rename }, "Rename"),
+      h("button", { class: "quiet", dataset: { action: "compact" }, onclick: compact }, "Compact"),
+      h("button", { class: "quiet danger", dataset: { action: "delete" }, onclick: confirmDelete }, "Delete"),
+    );
+  function rename() {
+    const input = h("input", { name: "title", value: info?.title || "", placeholder: "title" });
+    headActions.replaceChildren(
+      h(
+        "form",
+        {
+          class: "inline",
+          onsubmit: async (e) => {
+            e.preventDefault();
+            try {
+              info = (await api.sessions.patch(id, { title: input.value })).session;
+              showInfo();
+            } catch (err) {
+              toast(err.message);
+            }
+            showHeadActions();
+          },
+        },
+        input,
+        h("button", { type: "submit", dataset: { action: "save-title" } }, "Save"),
+        h("button", { type: "button", class: "quiet", onclick: showHeadActions }, "Cancel"),
+      ),
+    );
+    input.focus();
+  }
+  async function compact() {
+    try {
+      await api.sessions.compact(id);
+    } catch (err) {
+      toast(err.message);
+    }
+  }
+  function confirmDelete() {
+    headActions.replaceChildren(
+      h("span", {}, "Delete this session? "),
+      h(
+        "button",
+        {
+          class: "danger",
+          dataset: { action: "confirm-delete" },
+          onclick: async () => {
+            try {
+              await api.sessions.remove(id);
+              navigate("/");
+            } catch (err) {
+              toast(err.message);
+            }
+          },
+        },
+        "Delete",
+      ),
+      h("button", { class: "quiet", onclick: showHeadActions }, "Keep"),
+    );
+  }
+  showHeadActions();
+
+  function showInfo() {
+    if (!info) return;
+    titleEl.textContent = info.title || info.id;
+    document.title = `penguin · ${info.title || info.id}`;
+    modeSel.value = info.approvalMode;
+    const sandbox = info.sandbox;
+    metaEl.replaceChildren(
+      h("span", { title: "model" }, modelOf(info)),
+      h("span", { class: "workspace", title: info.workspace || "" }, info.workspace || ""),
+      sandbox
+        ? h(
+            "span",
+            {
+              class: `sandbox${sandbox.notEnforced && sandbox.notEnforced.length ? " weak" : ""}`,
+              title: sandbox.notEnforced && sandbox.notEnforced.length ? `not enforced here: ${sandbox.notEnforced.join(", ")}` : "",
+            },
+            sandbox.summary,
+          )
+        : null,
+      h("span", { title: info.createdAt || "" }, `created ${relativeTime(info.createdAt)}`),
+    );
+    if (info.traceWriteFailures) {
+      traceWarning(`This session's trace lost ${info.traceWriteFailures} record(s): what is shown here may not survive a restart.`);
+    }
+  }
+
+  // Transcript and its scrolling: stay at the bottom while the reader is there.
+  const pane = h("div", { class: "pane" });
+  const olderBtn = h("button", { class: "quiet older", hidden: true, dataset: { action: "load-earlier" } }, "Load earlier messages");
+  const transcriptEl = h("div", { class: "transcript", id: "transcript" });
+  pane.append(olderBtn, transcriptEl);
+  let stick = true;
+  pane.addEventListener("scroll", () => {
+    stick = pane.scrollHeight - pane.scrollTop - pane.clientHeight < 60;
+  });
+  new MutationObserver(() => {
+    if (stick) pane.scrollTop = pane.scrollHeight;
+  }).observe(transcriptEl, { childList: true, subtree: true, characterData: true });
+
+  const decide = async (callId, decision, buttons) => {
+    for (const b of buttons) b.disabled = true;
+    try {
+      await api.sessions.decide(id, callId, decision);
+    } catch (err) {
+      for (const b of buttons) b.disabled = false;
+      toast(err.message);
+    }
+  };
+  const transcript = new Transcript(transcriptEl, {
+    decide,
+    retryNow: async (btn) => {
+      btn.disabled = true;
+      try {
+        await api.sessions.retryNow(id);
+      } catch (err) {
+        btn.disabled = false;
+        toast(err.message);
+      }
+    },
+  });
+
+  const banner = h(
+    "div",
+    { class: "banner", hidden: true, role: "status" },
+    "Connection lost: reconnecting. What happens meanwhile is shown once it is back.",
+  );
+  // The trace losing records is not something to hide: what is shown may not survive a restart.
+  const traceBanner = h("div", { class: "banner trace", hidden: true, role: "alert" });
+  const traceWarning = (text) => {
+    traceBanner.textContent = text;
+    traceBanner.hidden = !text;
+  };
+
+  // Pending approvals, including subagents' (with their origin), always in view.
+  const approvalsEl = h("div", { class: "approvals", hidden: true });
+  const showApprovals = (list) => {
+    approvalsEl.hidden = list.length === 0;
+    approvalsEl.replaceChildren(
+      ...list.map((a) => {
+        const call = a.request.toolCall?.payload || {};
+        const buttons = [];
+        const btn = (decision, label) => {
+          const b = h("button", { class: decision, dataset: { action: decision } }, label);
+          b.addEventListener("click", () => decide(a.toolCallId, decision, buttons));
+          buttons.push(b);
+          return b;
+        };
+        return h(
+          "div",
+          { class: "approval-row", dataset: { callId: a.toolCallId, origin: a.origin.join("/") } },
+          h("span", { class: "tool-name" }, call.name || "tool call"),
+          a.origin.length ? h("span", { class: "badge", title: a.origin.join(" › ") }, `subagent ${a.origin.map((o) => o.slice(-8)).join(" › ")}`) : null,
+          h("code", { class: "args-summary" }, (call.arguments || "").slice(0, 160)),
+          btn("allow", "Allow"),
+          btn("deny", "Deny"),
+        );
+      }),
+    );
+  };
+
+  // Steering and follow-ups waiting to be used, each recallable into the composer.
+  const pendingEl = h("div", { class: "pending", hidden: true });
+  const showPending = () => {
+    const steer = taskState.pendingSteering || [];
+    const follow = taskState.pendingFollowUps || [];
+    pendingEl.hidden = steer.length + follow.length === 0;
+    const item = (kind, p, recall) =>
+      h(
+        "div",
+        { class: `pending-item ${kind}`, dataset: { id: p.id, kind } },
+        h("span", { class: "badge" }, kind === "steering" ? "steering, queued" : "follow-up, queued"),
+        h("span", { class: "text" }, p.text),
+        h(
+          "button",
+          {
+            class: "quiet",
+            dataset: { action: "recall" },
+            onclick: async () => {
+              try {
+                const r = await recall(id, p.id);
+                input.value = input.value ? `${input.value}\n\n${r.text}` : r.text;
+                input.focus();
+              } catch (err) {
+                toast(err.code === "not_pending" ? "Too late: it was already delivered." : err.message);
+              }
+            },
+          },
+          "Recall",
+        ),
+      );
+    pendingEl.replaceChildren(
+      ...steer.map((p) => item("steering", p, api.sessions.unsteer)),
+      ...follow.map((p) => item("follow-up", p, api.sessions.removeFollowUp)),
+    );
+  };
+
+  // The composer: send when idle; steer, queue or abort while a task runs.
+  const input = h("textarea", { name: "input", rows: 3, placeholder: "Ask for something…" });
+  const sendBtn = h("button", { class: "primary", dataset: { action: "send" } }, "Send");
+  const queueBtn = h("button", { dataset: { action: "queue" }, hidden: true }, "Queue as follow-up");
+  const abortBtn = h("button", { class: "danger", dataset: { action: "abort" }, hidden: true }, "Abort");
+  const running = () => taskState.state !== "idle";
+  const submit = async (queue) => {
+    const text = input.value;
+    if (!text.trim()) return;
+    try {
+      if (running() && !queue) {
+        await api.sessions.steer(id, text);
+      } else {
+        await api.sessions.task(id, text, queue || running());
+      }
+      input.value = "";
+    } catch (err) {
+      if (err.code === "not_running") toast("The task has ended: press Send to start a new one.");
+      else toast(err.message);
+    }
+  };
+  sendBtn.addEventListener("click", () => submit(false));
+  queueBtn.addEventListener("click", () => submit(true));
+  abortBtn.addEventListener("click", async () => {
+    try {
+      await api.sessions.abort(id);
+    } catch (err) {
+      toast(err.message);
+    }
+  });
+  input.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+      e.preventDefault();
+      submit(false);
+    }
+  });
+  const showState = () => {
+    const s = taskState.state;
+    stateEl.textContent = s;
+    stateEl.className = `state ${s}`;
+    app.dataset.state = s;
+    sendBtn.textContent = s === "running" ? "Steer" : s === "compacting" ? "Queue" : "Send";
+    sendBtn.dataset.action = s === "running" ? "steer" : "send";
+    queueBtn.hidden = s !== "running";
+    abortBtn.hidden = s === "idle";
+    input.placeholder = s === "running" ? "Steer the running task, or queue a follow-up…" : "Ask for something…";
+    showPending();
+  };
+
+  const sink = {
+    reset: () => transcript.reset(),
+    message: (m) => transcript.message(m),
+    dropped: (m) => transcript.dropped(m),
+    fragment: (f) => transcript.fragment(f),
+    fragmentStopped: (f) => transcript.fragmentStopped(f),
+    taskState: (ts) => {
+      transcript.taskState(ts);
+      if (ts) {
+        taskState = ts;
+        showState();
+      }
+    },
+    approvals: (list) => {
+      transcript.approvals(list);
+      showApprovals(list);
+    },
+    title: (t) => {
+      if (info) info.title = t;
+      titleEl.textContent = t;
+    },
+    traceWarning,
+    ready: () => {
+      transcript.ready();
+      olderBtn.hidden = !(stream.page && stream.page.hasMore);
+      app.dataset.history = "loaded";
+    },
+  };
+
+  olderBtn.addEventListener("click", async () => {
+    const before = stream.page && stream.page.before;
+    if (!before) return;
+    olderBtn.disabled = true;
+    const keep = pane.scrollHeight - pane.scrollTop;
+    try {
+      const h = await api.sessions.messages(id, `before=${encodeURIComponent(before)}&limit=200`);
+      stream.page = h.page || null;
+      stick = false;
+      stream.reducer.prepend(h.messages || []);
+      pane.scrollTop = pane.scrollHeight - keep;
+    } catch (err) {
+      toast(err.message);
+    }
+    olderBtn.disabled = false;
+    olderBtn.hidden = !(stream.page && stream.page.hasMore);
+  });
+
+  app.dataset.history = "";
+  app.replaceChildren(
+    header(connEl),
+    h(
+      "main",
+      { class: "session" },
+      h(
+        "div",
+        { class: "session-head" },
+        h("div", { class: "crumbs" }, link("/", "← Sessions")),
+        h("div", { class: "title-row" }, titleEl, stateEl, headActions),
+        h("div", { class: "meta-row" }, metaEl, h("label", {}, "approvals ", modeSel)),
+      ),
+      pane,
+      h("div", { class: "dock" }, banner, traceBanner, approvalsEl, pendingEl, h("div", { class: "composer" }, input, h("div", { class: "buttons" }, sendBtn, queueBtn, abortBtn))),
+    ),
+  );
+  showState();
+
+  api.sessions
+    .get(id)
+    .then((r) => {
+      info = r.session;
+      showInfo();
+    })
+    .catch((err) => {
+      if (err.status === 404 || err.status === 400) notFound(`No session ${id} on this server.`);
+      else if (err.status !== 401) toast(err.message);
+    });
+
+  stream = new SessionStream({
+    url: api.streamUrl(`/api/sessions/${encodeURIComponent(id)}/stream`),
+    loadHistory: () => api.sessions.messages(id, "tailLimit=200"),
+    sink,
+    onStatus: (s) => {
+      connEl.textContent = s;
+      connEl.className = `conn ${s}`;
+      app.dataset.stream = s;
+      banner.hidden = !["reconnecting", "offline"].includes(s);
+      // Counted for whoever wants to know how the page got back in sync (tests do).
+      if (s === "resyncing" || s === "offline") app.dataset[s] = String(Number(app.dataset[s] || 0) + 1);
+    },
+    onFatal: (err) => {
+      if (err.status === 404) notFound(`No session ${id} on this server.`);
+    },
+  });
+  stream.start();
+  return () => {
+    stream.close();
+    transcript.destroy();
+  };
+}
+
+function notFound(message) {
+  teardown();
+  teardown = () => {};
+  document.title = "penguin · not found";
+  app.replaceChildren(header(), h("main", { class: "center" }, h("h1", {}, "Not found"), h("p", {}, message), link("/", "← Sessions")));
+}
+
+// --- routing -------------------------------------------------------------------------------
+
+function route(reason) {
+  teardown();
+  teardown = () => {};
+  delete app.dataset.loaded;
+  delete app.dataset.state;
+  delete app.dataset.stream;
+  delete app.dataset.resyncing;
+  delete app.dataset.offline;
+  if (!api.token()) {
+    signIn(typeof reason === "string" ? reason : "");
+    return;
+  }
+  const path = location.pathname;
+  const m = path.match(/^\/sessions\/([^/]+)\/?$/);
+  if (path === "/" || path === "") teardown = sessionList();
+  else if (m) teardown = sessionView(decodeURIComponent(m[1]));
+  else notFound(`Nothing at ${path}.`);
+}
+
+window.addEventListener("popstate", () => route());
+// Opening the printed link in a tab already on this page only changes the fragment: no reload.
+window.addEventListener("hashchange", () => {
+  if (api.takeTokenFromFragment()) route();
+});
+window.addEventListener("penguin:signed-out", (e) => route(`Signed out: ${e.detail}`));
+api.takeTokenFromFragment();
+route();

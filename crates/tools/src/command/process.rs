@@ -1,0 +1,365 @@
+//! One command started by `exec_command`: `sh -c CMD` in its own process group, its output
+//! kept in a capped buffer until someone collects it, its exit observed in the background so
+//! the command can outlive the tool call that started it.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{ChildStdin, Command};
+use tokio::sync::Notify;
+
+use super::buffer::CappedText;
+use crate::contract::Output;
+use crate::sandbox::{DenialScan, Sandbox};
+
+/// Output a command may hold undelivered; older output is dropped (and says so).
+const OUTPUT_CAP: usize = 1024 * 1024;
+
+/// How long to keep reading after the shell exited and its group was killed: only a process
+/// that left the group (setsid) and still holds the pipe makes us wait this long.
+const DRAIN_GRACE: Duration = Duration::from_millis(500);
+
+/// Between SIGTERM and SIGKILL when a command is killed on purpose.
+const KILL_GRACE: Duration = Duration::from_secs(1);
+
+/// How the foreground process ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Exit {
+    /// It exited with this code.
+    Code(i32),
+    /// A signal ended it.
+    Signal(i32),
+    /// Its status could not be had.
+    Unknown(String),
+}
+
+impl Exit {
+    /// Whether the command succeeded.
+    pub(crate) fn success(&self) -> bool {
+        matches!(self, Exit::Code(0))
+    }
+
+    /// `exit code 2`, `terminated by signal 9`, ...: the detail line of a completion report.
+    pub(crate) fn detail(&self) -> String {
+        match self {
+            Exit::Code(c) => format!("exit code {c}"),
+            Exit::Signal(s) => format!("terminated by signal {s}"),
+            Exit::Unknown(e) => format!("exit status unknown: {e}"),
+        }
+    }
+}
+
+/// Called once when a background command settles: its exit and the output nobody collected.
+pub(crate) type ExitWatcher = Box<dyn FnOnce(&Exit, String) + Send>;
+
+struct State {
+    buffer: CappedText,
+    /// One per pipe, so lines of stdout and stderr are never mixed.
+    scans: [DenialScan; 2],
+    exit: Option<Exit>,
+    /// Exited and its output read (or given up on): nothing more will arrive.
+    settled: bool,
+    watcher: Option<ExitWatcher>,
+    killed: bool,
+}
+
+/// A running (or finished) command. Shared by the tool call that started it and, once it runs
+/// past that call, the session's registry.
+pub(crate) struct ManagedProcess {
+    pub(crate) cmd: String,
+    pgid: Pid,
+    state: Mutex<State>,
+    wake: Notify,
+    stdin: tokio::sync::Mutex<Option<ChildStdin>>,
+}
+
+impl std::fmt::Debug for ManagedProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ManagedProcess")
+            .field("cmd", &self.cmd)
+            .field("pgid", &self.pgid)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl ManagedProcess {
+    /// Starts `sh -c cmd` in `cwd`, confined by `sandbox` (whose workspace is `root`).
+    pub(crate) fn spawn(
+        cmd: &str,
+        cwd: &Path,
+        root: &Path,
+        sandbox: &Sandbox,
+    ) -> Result<Arc<ManagedProcess>, String> {
+        let mut command = Command::new("sh");
+        command
+            .arg("-c")
+            .arg(cmd)
+            .current_dir(cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            // Pagers and prompts would wait for a terminal nobody types into.
+            .env("PAGER", "cat")
+            .env("GIT_PAGER", "cat")
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("GIT_EDITOR", "true");
+        let mut child = sandbox
+            .spawn(&mut command, root)
+            .map_err(|e| format!("failed to start sh: {e}"))?;
+        let pid = child
+            .id()
+            .and_then(|p| i32::try_from(p).ok())
+            .ok_or("the shell exited before it could be tracked")?;
+        let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+            return Err("the shell's output pipes are missing".to_owned());
+        };
+        let process = Arc::new(ManagedProcess {
+            cmd: cmd.to_owned(),
+            pgid: Pid::from_raw(pid),
+            state: Mutex::new(State {
+                buffer: CappedText::new(OUTPUT_CAP, "earlier output"),
+                scans: Default::default(),
+                exit: None,
+                settled: false,
+                watcher: None,
+                killed: false,
+            }),
+            wake: Notify::new(),
+            stdin: tokio::sync::Mutex::new(child.stdin.take()),
+        });
+        let readers = [
+            tokio::spawn(read_into(stdout, 0, process.clone())),
+            tokio::spawn(read_into(stderr, 1, process.clone())),
+        ];
+        let aborts: Vec<_> = readers.iter().map(|r| r.abort_handle()).collect();
+        let waiter = process.clone();
+        tokio::spawn(async move {
+            let exit = match child.wait().await {
+                Ok(st) => match (st.code(), st.signal()) {
+                    (Some(c), _) => Exit::Code(c),
+                    (None, Some(s)) => Exit::Signal(s),
+                    (None, None) => Exit::Unknown("no code and no signal".into()),
+                },
+                Err(e) => Exit::Unknown(e.to_string()),
+            };
+            lock(&waiter.state).exit = Some(exit);
+            waiter.wake.notify_waiters();
+            // The foreground process decides completion: jobs it left behind go down with
+            // the group, and what they already wrote is read.
+            waiter.signal(Signal::SIGKILL);
+            let drained = tokio::time::timeout(DRAIN_GRACE, async {
+                for r in readers {
+                    let _ = r.await;
+                }
+            })
+            .await;
+            if drained.is_err() {
+                // A process that left the group holds the pipes: stop reading them.
+                for a in aborts {
+                    a.abort();
+                }
+            }
+            waiter.settle();
+        });
+        Ok(process)
+    }
+
+    fn settle(&self) {
+        let report = {
+            let mut st = lock(&self.state);
+            st.settled = true;
+            let exit = st.exit.clone();
+            match (st.watcher.take(), exit) {
+                (Some(w), Some(exit)) => Some((w, exit, st.buffer.drain())),
+                _ => None,
+            }
+        };
+        self.wake.notify_waiters();
+        if let Some((watcher, exit, output)) = report {
+            watcher(&exit, output);
+        }
+    }
+
+    fn push(&self, pipe: usize, text: &str) {
+        {
+            let mut st = lock(&self.state);
+            st.scans[pipe].push(text);
+            st.buffer.push(text);
+        }
+        self.wake.notify_waiters();
+    }
+
+    fn signal(&self, signal: Signal) {
+        // ESRCH (everyone already gone) is the normal case after an exit.
+        let _ = killpg(self.pgid, signal);
+    }
+
+    /// Whether the foreground process still runs.
+    pub(crate) fn running(&self) -> bool {
+        lock(&self.state).exit.is_none()
+    }
+
+    /// How it ended, once it has.
+    pub(crate) fn exit(&self) -> Option<Exit> {
+        lock(&self.state).exit.clone()
+    }
+
+    /// The process group id (the shell's pid).
+    pub(crate) fn pid(&self) -> i32 {
+        self.pgid.as_raw()
+    }
+
+    /// What the sandbox refusals in its output suggest, for the exit note.
+    pub(crate) fn denials(&self) -> DenialScan {
+        let st = lock(&self.state);
+        let [mut out, mut err] = st.scans.clone();
+        out.finish();
+        err.finish();
+        out.merge(err);
+        out
+    }
+
+    /// Calls `watcher` once the command settles (at once when it already has), unless
+    /// [`disarm`](Self::disarm)ed first: a background launch's completion report.
+    pub(crate) fn on_settled(&self, watcher: ExitWatcher) {
+        let ready = {
+            let mut st = lock(&self.state);
+            if st.settled {
+                st.exit.clone().map(|e| (e, st.buffer.drain()))
+            } else {
+                st.watcher = Some(watcher);
+                return;
+            }
+        };
+        if let Some((exit, output)) = ready {
+            watcher(&exit, output);
+        }
+    }
+
+    /// Drops an armed completion report: a deliberate kill reports its own outcome.
+    pub(crate) fn disarm(&self) {
+        lock(&self.state).watcher = None;
+    }
+
+    /// The output nobody has collected yet.
+    pub(crate) fn drain(&self) -> String {
+        lock(&self.state).buffer.drain()
+    }
+
+    /// Streams output to `out` as it arrives, until the command has settled or `yield_for` has
+    /// passed. The process is left running (an interrupted call drops this future).
+    pub(crate) async fn collect(&self, yield_for: Duration, out: &Output) {
+        let deadline = tokio::time::Instant::now() + yield_for;
+        loop {
+            let notified = self.wake.notified();
+            tokio::pin!(notified);
+            // Registered before the state is read, so no wake-up between the two is lost.
+            notified.as_mut().enable();
+            let (chunk, settled) = {
+                let mut st = lock(&self.state);
+                (st.buffer.drain(), st.settled)
+            };
+            if !chunk.is_empty() {
+                out.emit(chunk).await;
+                continue;
+            }
+            if settled {
+                return;
+            }
+            tokio::select! {
+                () = &mut notified => {}
+                () = tokio::time::sleep_until(deadline) => {
+                    let tail = self.drain();
+                    if !tail.is_empty() {
+                        out.emit(tail).await;
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Writes to the command's stdin.
+    pub(crate) async fn write(&self, chars: &str) -> Result<(), String> {
+        let mut stdin = self.stdin.lock().await;
+        let Some(pipe) = stdin.as_mut() else {
+            return Err("its stdin is closed".into());
+        };
+        let written = async {
+            pipe.write_all(chars.as_bytes()).await?;
+            pipe.flush().await
+        }
+        .await;
+        written.map_err(|e| {
+            *stdin = None;
+            format!("cannot write to its stdin: {e}")
+        })
+    }
+
+    /// Ctrl-C: SIGINT to the whole group.
+    pub(crate) fn interrupt(&self) {
+        self.signal(Signal::SIGINT);
+    }
+
+    /// Ends the whole group: SIGTERM, then SIGKILL after a grace period. Idempotent.
+    pub(crate) fn kill(self: &Arc<Self>) {
+        {
+            let mut st = lock(&self.state);
+            if st.killed {
+                return;
+            }
+            st.killed = true;
+        }
+        self.signal(Signal::SIGTERM);
+        let me = self.clone();
+        let escalate = async move {
+            tokio::time::sleep(KILL_GRACE).await;
+            me.signal(Signal::SIGKILL);
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(escalate);
+            }
+            // No runtime (a drop at exit): no grace period either.
+            Err(_) => self.kill_now(),
+        }
+    }
+
+    /// SIGKILL to the whole group at once (a session or penguin going away).
+    pub(crate) fn kill_now(&self) {
+        lock(&self.state).killed = true;
+        self.signal(Signal::SIGKILL);
+    }
+}
+
+/// Reads one pipe into the process's buffer, decoding UTF-8 across chunk boundaries.
+async fn read_into(mut pipe: impl AsyncRead + Unpin, index: usize, process: Arc<ManagedProcess>) {
+    let mut buf = vec![0u8; 8192];
+    let mut decoder = super::buffer::Utf8Stream::default();
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(n) if n > 0 => {
+                let text = decoder.push(&buf[..n]);
+                if !text.is_empty() {
+                    process.push(index, &text);
+                }
+            }
+            _ => break,
+        }
+    }
+    let rest = decoder.finish();
+    if !rest.is_empty() {
+        process.push(index, &rest);
+    }
+}
