@@ -17,7 +17,7 @@ fn main() -> ExitCode {
         Some("web") => web(&root),
         Some("bench") => bench(&root),
         _ => {
-            eprintln!("usage: cargo xtask <ci|e2e|web|bench>\n  ci     formatting, clippy, tests, the real-model e2e, the web app in a browser, docs and the scenario check\n  e2e    only the real-model end-to-end tests (starts and stops a local llama.cpp server)\n  web    only the web app's tests in headless Chromium (installs it when missing)\n  bench  the benchmarks");
+            eprintln!("usage: cargo xtask <ci|e2e|web|bench>\n  ci     formatting, clippy, the MCP test servers, tests, the real-model e2e, the web app in a browser, docs and the scenario check\n  e2e    only the real-model end-to-end tests (starts and stops a local llama.cpp server)\n  web    only the web app's tests in headless Chromium (installs it when missing)\n  bench  the benchmarks");
             return ExitCode::from(2);
         }
     };
@@ -102,8 +102,17 @@ fn ci(root: &Path) -> Result<(), String> {
     ]);
     run(root, "clippy", clippy)?;
 
+    // The MCP tests talk to real servers (npm packages); installed once, idempotently.
+    let mcp_servers = root.join("target/mcp-servers");
+    let mut install = Command::new("bash");
+    install
+        .arg("scripts/install-mcp-servers.sh")
+        .arg(&mcp_servers);
+    run(root, "MCP test servers", install)?;
+
     let mut test = cargo();
-    test.args(["test", "--workspace", "--all-features"]);
+    test.args(["test", "--workspace", "--all-features"])
+        .env("PENGUIN_MCP_SERVERS", &mcp_servers);
     run(root, "tests", test)?;
 
     e2e(root)?;

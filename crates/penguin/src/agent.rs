@@ -12,7 +12,7 @@ use penguin_omni_protocol::{
 use penguin_trace_store::{data_root, read_trace, Durability, ReadMode, TraceLocation};
 
 use crate::config::{Config, ConfigError};
-use crate::models::{build_llm, ModelContext, ModelSpec};
+use crate::models::{build_llm, model_rebuild, ModelContext, ModelSpec};
 use crate::session::{Session, SessionError, SessionSpec};
 
 /// The system prompt of sessions that do not bring their own.
@@ -132,6 +132,7 @@ impl Agent {
             tools: env.tools(),
             ..ModelContext::default()
         };
+        let rebuild = model_rebuild(model, cx.clone());
         let llm = build_llm(model, cx)?;
         let spec = model;
         let model = SessionModel {
@@ -142,8 +143,9 @@ impl Agent {
         };
         let mut agent = self.clone();
         agent.engine = self.engine_for(spec);
-        let session =
+        let mut session =
             agent.create_session_with(model, workspace, env, Some(system_prompt), source)?;
+        session.set_model_rebuild(rebuild);
         session.enable_compaction(spec);
         if let Err(e) = self.record_model(session.id(), spec) {
             tracing::warn!(
@@ -230,8 +232,10 @@ impl Agent {
             history: resumed.history.clone(),
             session_tokens: resumed.session_tokens,
         };
+        let rebuild = model_rebuild(&model, cx.clone());
         let llm = build_llm(&model, cx)?;
         let mut session = Session::resume(resumed, writer, self.engine_for(&model), llm, env)?;
+        session.set_model_rebuild(rebuild);
         session.set_command_policy(self.policy());
         session.enable_compaction(&model);
         Ok(session)

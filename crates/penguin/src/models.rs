@@ -457,6 +457,19 @@ pub fn llm_factory(
     })
 }
 
+/// Rebuilds the model of `cx` with other tools (a session's tools found by connecting MCP
+/// servers); a model that cannot be built fails its requests with the reason.
+pub fn model_rebuild(spec: &ModelSpec, cx: ModelContext) -> crate::session::ModelRebuild {
+    let spec = spec.clone();
+    std::sync::Arc::new(move |tools| {
+        let cx = ModelContext {
+            tools,
+            ..cx.clone()
+        };
+        build_llm(&spec, cx).unwrap_or_else(|e| Box::new(Unavailable(e.to_string())))
+    })
+}
+
 /// A model that could not be built: every request fails with the reason, so the engine's
 /// ladder and abort report it instead of a panic.
 #[derive(Debug)]

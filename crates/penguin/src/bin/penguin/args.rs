@@ -34,6 +34,15 @@ pub(crate) struct ModelArgs {
     /// Scenario file for --provider scripted: the model and tools play its scripts.
     #[arg(long)]
     pub(crate) scenario: Option<PathBuf>,
+    // --- MCP (see mcp.rs) ---
+    /// With --provider scripted: the scenario's model calls penguin's real tools (built-in and
+    /// MCP) instead of the scenario's scripted ones.
+    #[arg(long, requires = "scenario")]
+    pub(crate) real_tools: bool,
+    /// An MCP server over stdio for this run, besides config.toml's: NAME=COMMAND [ARGS...]
+    /// (split on spaces); repeatable. Its tools are mcp__NAME__TOOL.
+    #[arg(long = "mcp", value_name = "NAME=COMMAND")]
+    pub(crate) mcp: Vec<String>,
 }
 
 #[derive(Args, Debug, Clone, Default)]
@@ -189,6 +198,27 @@ pub(crate) enum Command {
     Trace {
         #[command(subcommand)]
         command: TraceCommand,
+    },
+    /// MCP servers.
+    Mcp {
+        #[command(subcommand)]
+        command: McpCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum McpCommand {
+    /// Connect each configured server (config.toml's and --mcp's) and show its status and tools.
+    List {
+        /// An extra stdio server: NAME=COMMAND [ARGS...]; repeatable.
+        #[arg(long = "mcp", value_name = "NAME=COMMAND")]
+        mcp: Vec<String>,
+        /// The workspace stdio servers start in (default: the current directory).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+        /// Print the results as JSON (the `results` of mcp_connect_end, plus each server's tools).
+        #[arg(long)]
+        json: bool,
     },
 }
 

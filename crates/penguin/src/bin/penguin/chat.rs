@@ -44,7 +44,7 @@ pub(crate) async fn chat(
     resume_id: Option<String>,
     last: bool,
 ) -> Result<ExitCode, String> {
-    let agent = Agent::from_env().map_err(|e| e.to_string())?;
+    let agent = crate::mcp::agent(&model.mcp)?;
     let confinement = Confinement::resolve(&agent, &sandbox)?;
     let session = if resume_id.is_some() || last {
         let id = resolve_session_id(&agent, resume_id.as_deref(), last)?;

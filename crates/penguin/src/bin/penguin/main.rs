@@ -9,6 +9,7 @@ mod describe;
 mod editor;
 mod init;
 mod markdown;
+mod mcp;
 mod render;
 mod run;
 mod serve;
@@ -19,7 +20,7 @@ mod watch;
 
 use std::process::ExitCode;
 
-use args::{Cli, Command, ScenarioCommand, TraceCommand};
+use args::{Cli, Command, McpCommand, ScenarioCommand, TraceCommand};
 use clap::Parser;
 
 fn main() -> ExitCode {
@@ -63,6 +64,14 @@ fn main() -> ExitCode {
             init::completions(shell);
             Ok(ExitCode::SUCCESS)
         }
+        Command::Mcp {
+            command:
+                McpCommand::List {
+                    mcp,
+                    workspace,
+                    json,
+                },
+        } => with_runtime(mcp::list(mcp, workspace, json)),
         Command::Watch {
             session_id,
             url,

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures::StreamExt;
-use penguin::agent::Agent;
 use penguin::engine::{AllowAll, Approver, CancellationToken, RunOptions};
 use penguin::omni_protocol::{build, Body, Frame, ModelPayload, OmniMessage, Role};
 use penguin::session::Session;
@@ -404,7 +403,7 @@ pub(crate) async fn run(
     sandbox: SandboxArgs,
     workspace: Option<PathBuf>,
 ) -> Result<ExitCode, String> {
-    let agent = Agent::from_env().map_err(|e| e.to_string())?;
+    let agent = crate::mcp::agent(&model.mcp)?;
     let workspace = workspace_dir(workspace)?;
     // Read a piped prompt before the console takes stdin over for approvals.
     let prompt = read_prompt(prompt)?;
@@ -426,7 +425,7 @@ pub(crate) fn print_system_prompt(
     sandbox: SandboxArgs,
     workspace: Option<PathBuf>,
 ) -> Result<ExitCode, String> {
-    let agent = Agent::from_env().map_err(|e| e.to_string())?;
+    let agent = crate::mcp::agent(&model.mcp)?;
     let workspace = workspace_dir(workspace)?;
     let flags = penguin::config::ModelFlags {
         model: model.model.clone(),
@@ -460,7 +459,7 @@ pub(crate) async fn resume(
     task: TaskArgs,
     sandbox: SandboxArgs,
 ) -> Result<ExitCode, String> {
-    let agent = Agent::from_env().map_err(|e| e.to_string())?;
+    let agent = crate::mcp::agent(&model.mcp)?;
     let id = resolve_session_id(&agent, id.as_deref(), id.is_none())?;
     let confinement = Confinement::resolve(&agent, &sandbox)?;
     let mut session = open_session(&agent, &id, &model, &confinement)?;

@@ -16,10 +16,11 @@ use penguin::tools::{BuiltinTools, Sandbox, SandboxBypass, ToolsConfig};
 
 use crate::args::{ModelArgs, SandboxArgs};
 
-/// What a session is built from: a model plus tools, or a scenario's scripts.
+/// What a session is built from: a model plus tools, or a scenario's scripts (with the real
+/// tools instead of its scripted ones when the flag says so).
 pub(crate) enum Source {
     Model(ModelSpec),
-    Scenario(Box<Scenario>),
+    Scenario(Box<Scenario>, bool),
 }
 
 pub(crate) fn pick_source(agent: &Agent, args: &ModelArgs) -> Result<Source, String> {
@@ -29,7 +30,7 @@ pub(crate) fn pick_source(agent: &Agent, args: &ModelArgs) -> Result<Source, Str
             .as_ref()
             .ok_or("--provider scripted needs --scenario FILE")?;
         let scenario = Scenario::from_file(path).map_err(|e| e.to_string())?;
-        return Ok(Source::Scenario(Box::new(scenario)));
+        return Ok(Source::Scenario(Box::new(scenario), args.real_tools));
     }
     let flags = ModelFlags {
         model: args.model.clone(),
@@ -159,7 +160,12 @@ pub(crate) fn session_tools(
     sandbox: &Sandbox,
     bypass: &SandboxBypass,
 ) -> Result<Arc<dyn Environment>, String> {
-    let tools = workspace_tools(workspace, sandbox, bypass)?;
+    let tools = crate::mcp::with_servers(
+        agent,
+        workspace,
+        sandbox,
+        workspace_tools(workspace, sandbox, bypass)?,
+    );
     let (agent, spec, ws, child_tools) = (
         agent.clone(),
         spec.clone(),
@@ -199,21 +205,46 @@ pub(crate) fn new_session(
             session.set_sandbox(confinement.sandbox.clone());
             Ok(session)
         }
-        Source::Scenario(s) => agent
-            .create_session_with(
-                SessionModel {
-                    llm: Box::new(s.llm),
-                    provider: "scripted".into(),
-                    model_id: "scenario".into(),
-                    context_window: None,
-                },
-                workspace,
-                Arc::new(s.tools),
-                None,
-                None,
-            )
-            .map_err(|e| e.to_string()),
+        Source::Scenario(s, real_tools) => {
+            let Scenario { llm, tools, .. } = *s;
+            let tools = scenario_tools(agent, tools, real_tools, workspace, confinement)?;
+            agent
+                .create_session_with(
+                    SessionModel {
+                        llm: Box::new(llm),
+                        provider: "scripted".into(),
+                        model_id: "scenario".into(),
+                        context_window: None,
+                    },
+                    workspace,
+                    tools,
+                    None,
+                    None,
+                )
+                .map_err(|e| e.to_string())
+        }
     }
+}
+
+/// The scenario's scripted tools, or with `real_tools` the workspace's built-in tools and the
+/// agent's MCP servers.
+fn scenario_tools(
+    agent: &Agent,
+    scripted: penguin::engine::scripted::ScriptedEnvironment,
+    real_tools: bool,
+    workspace: &Path,
+    confinement: &Confinement,
+) -> Result<Arc<dyn Environment>, String> {
+    if !real_tools {
+        return Ok(Arc::new(scripted));
+    }
+    let builtin = workspace_tools(workspace, &confinement.sandbox, &confinement.bypass)?;
+    Ok(crate::mcp::with_servers(
+        agent,
+        workspace,
+        &confinement.sandbox,
+        builtin,
+    ))
 }
 
 pub(crate) fn workspace_dir(workspace: Option<PathBuf>) -> Result<PathBuf, String> {
@@ -281,12 +312,19 @@ pub(crate) fn open_session(
     confinement: &Confinement,
 ) -> Result<Session, String> {
     if model.provider.as_deref() == Some("scripted") {
-        let Source::Scenario(s) = pick_source(agent, model)? else {
+        let Source::Scenario(s, real_tools) = pick_source(agent, model)? else {
             unreachable!("scripted gives a scenario")
         };
-        let s = *s;
+        let (meta, _) = penguin::session::Session::load(&agent.location, id, agent.durability)
+            .map_err(|e| e.to_string())?;
+        let workspace = meta
+            .meta
+            .map(|m| PathBuf::from(m.workspace))
+            .unwrap_or_default();
+        let Scenario { llm, tools, .. } = *s;
+        let tools = scenario_tools(agent, tools, real_tools, &workspace, confinement)?;
         return agent
-            .resume_session_with(id, Box::new(s.llm), Arc::new(s.tools))
+            .resume_session_with(id, Box::new(llm), tools)
             .map_err(|e| e.to_string());
     }
     let mut session = agent
