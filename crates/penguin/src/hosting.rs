@@ -273,7 +273,8 @@ fn mcp_entries(raw: &[serde_json::Value]) -> Result<Vec<McpServerConfig>, Factor
 pub struct ModelFactory {
     /// The model every session uses (`model` in a request overrides its id).
     pub spec: ModelSpec,
-    /// The system prompt of new sessions.
+    /// The base of new sessions' system prompts: each session's prompt adds its workspace,
+    /// the machine, its tools and its `AGENTS.md` files ([`crate::prompt`]).
     pub system_prompt: String,
     /// The workspace of sessions created without one.
     pub default_workspace: PathBuf,
@@ -341,8 +342,10 @@ impl SessionFactory for ModelFactory {
         let servers = mcp_entries(&req.mcp_servers)?;
         let env =
             (self.environment)(&workspace, &sandbox, &servers).map_err(FactoryError::Internal)?;
+        let system_prompt =
+            crate::prompt::system_prompt_for(&self.system_prompt, &workspace, env.tools());
         let cx = ModelContext {
-            system_prompt: self.system_prompt.clone(),
+            system_prompt: system_prompt.clone(),
             tools: env.tools(),
             ..ModelContext::default()
         };
@@ -354,7 +357,7 @@ impl SessionFactory for ModelFactory {
             provider: spec.protocol.as_str().into(),
             model_id: spec.model_id.clone(),
             context_window: spec.context_window,
-            system_prompt: self.system_prompt.clone(),
+            system_prompt,
             workspace,
             source: None,
             durability: req.durability,

@@ -4,8 +4,6 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use penguin::models::Protocol;
-
 use crate::args::ServeArgs;
 use crate::setup::{
     pick_source, sandbox_request, session_tools, workspace_dir, Confinement, Source,
@@ -41,9 +39,6 @@ pub(crate) fn serve(args: ServeArgs) -> Result<ExitCode, String> {
             )
         }
         Source::Model(spec) => {
-            if spec.protocol == Protocol::Demo {
-                eprintln!("penguin: no model configured; sessions use the built-in demo model");
-            }
             // Resolved now so a strict sandbox the kernel cannot give stops the server before
             // it listens, and what it lacks is said once at startup.
             let confinement = Confinement::resolve(&agent, &sandbox)?;
