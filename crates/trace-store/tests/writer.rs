@@ -531,3 +531,27 @@ fn a_writer_that_never_records_holds_no_thread_and_no_file() {
     w.flush().unwrap();
     assert!(w.current_path().exists());
 }
+
+#[test]
+fn commits_arriving_together_share_an_fsync_and_none_is_left_unsynced() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = writer(dir.path(), Durability::AtCommit);
+    rec(&w, meta());
+    for _ in 0..2_000 {
+        rec(&w, build::request_begin());
+        rec(&w, end(StopReason::Completed));
+    }
+    // No flush: the writer syncs on its own once the queue is empty.
+    let mut waited = 0;
+    while (w.written() < 4_001 || w.syncs() == 0) && waited < 2_000 {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        waited += 1;
+    }
+    assert_eq!(w.written(), 4_001);
+    let syncs = w.syncs();
+    assert!(syncs >= 1, "the last commit is synced");
+    assert!(
+        syncs < 2_000,
+        "commits were grouped: {syncs} fsyncs for 2,000 commits"
+    );
+}
