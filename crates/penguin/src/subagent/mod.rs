@@ -1,38 +1,54 @@
-//! `run_subagent`: a child session in the same workspace, streamed into the parent (§4 of the
-//! reference behaviour, foreground mode).
+//! Subagents (§4 of the reference behaviour): `run_subagent` starts a child session in the same
+//! workspace; `input_subagent` and `kill_subagent` reach a child that outlived its call.
 //!
 //! - The child has its own session and Trace; the parent's Trace gets only the `subagent`
-//!   pointer (the engine writes it when it sees the child's `session_meta` with one origin hop).
-//! - Every child message reaches the parent stream with the child's id prepended to `origin`;
-//!   the first is the child's `session_meta`, the second its prompt (the child engine never
-//!   echoes input).
-//! - The child's own assistant text is re-emitted as the tool's output deltas, so the tool's
-//!   output is the child's answer.
-//! - The child inherits the parent's approver; the host sees the child's calls with their origin.
-//! - Depth limit 1: a child session is given no `run_subagent`.
+//!   pointer (the engine writes it when it sees the child's `session_meta` with one origin hop,
+//!   which every launch sends through the tool first).
+//! - Foreground (the default): for `yield_time_ms` (default 300 s) the call forwards the child's
+//!   messages with the child's id prepended to `origin`, and re-emits the child's own answer
+//!   text as its output deltas. A child still running when the window ends is kept as
+//!   `subagent-<last 8 of its id>`; an interrupt during the window kills it.
+//! - `run_in_background`: the call returns at once; the child's messages go to the host live
+//!   through [`Session::on_background_message`](crate::session::Session::on_background_message)
+//!   (never through the parent engine, so never into its Trace), and the end of each of its
+//!   rounds comes back as a `[background_task_done]` notice through the environment's
+//!   [`BackgroundWork`] listener.
+//! - Approvals are inherited: the child's calls go, origin-tagged, to the approver of the call
+//!   whose window is open, else (a background launch) to the launching call's approver.
+//! - At most [`MAX_CHILDREN`] children are kept; a running one is never evicted. All of them
+//!   die with the parent session's environment (the session ended or was unloaded).
+//! - Depth limit 1: a child session is given no subagent tools.
+
+mod child;
+mod registry;
+mod tools;
 
 use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use futures::StreamExt;
-use penguin_engine::{
-    ApprovalError, Approver, Environment, MessageSink, Permission, RunOptions, ToolCallRequest,
-};
-use penguin_omni_protocol::{
-    build, ApprovalDecision, EventPayload, ModelPayload, OmniMessage, Role, StopReason,
-    StreamEventType, TextSender, ToolDefinition,
-};
+use penguin_engine::{BackgroundWork, Environment, MessageSink, Permission, ToolCallRequest};
+use penguin_omni_protocol::ToolDefinition;
+use serde_json::json;
+
+pub use child::{MESSAGE_BUFFER_CAP, TEXT_BUFFER_CAP};
+pub use registry::MAX_CHILDREN;
+pub use tools::{DEFAULT_POLL_YIELD, DEFAULT_YIELD};
 
 use crate::session::{Session, SessionError};
+use registry::{Children, SubagentWork};
 
-/// The tool's name.
+/// Starts a child session.
 pub const RUN_SUBAGENT: &str = "run_subagent";
+/// Polls a kept child, or sends it a follow-up prompt.
+pub const INPUT_SUBAGENT: &str = "input_subagent";
+/// Ends a kept child.
+pub const KILL_SUBAGENT: &str = "kill_subagent";
 
 /// Creates child sessions.
 pub trait SubagentSpawner: Send + Sync {
     /// A new child session (same workspace, its own Trace, `source: "subagent"`, and tools
-    /// without `run_subagent`).
+    /// without the subagent tools).
     fn spawn(&self) -> Result<Session, SessionError>;
 }
 
@@ -42,10 +58,12 @@ impl<F: Fn() -> Result<Session, SessionError> + Send + Sync> SubagentSpawner for
     }
 }
 
-/// Wraps an Environment with `run_subagent`.
+/// Wraps an Environment with the subagent tools.
 pub struct SubagentEnvironment {
     inner: Arc<dyn Environment>,
     spawner: Arc<dyn SubagentSpawner>,
+    children: Arc<Children>,
+    work: Arc<SubagentWork>,
 }
 
 impl fmt::Debug for SubagentEnvironment {
@@ -56,226 +74,102 @@ impl fmt::Debug for SubagentEnvironment {
 }
 
 impl SubagentEnvironment {
-    /// `inner`'s tools plus `run_subagent`, spawning children with `spawner`.
+    /// `inner`'s tools plus the subagent tools, spawning children with `spawner`.
     pub fn new(
         inner: Arc<dyn Environment>,
         spawner: Arc<dyn SubagentSpawner>,
     ) -> SubagentEnvironment {
-        SubagentEnvironment { inner, spawner }
-    }
-
-    /// The tool's definition.
-    pub fn definition() -> ToolDefinition {
-        ToolDefinition {
-            name: RUN_SUBAGENT.into(),
-            description: "Delegate a self-contained task to a subagent: a fresh session in the same workspace with the same tools (except this one). Its final answer is this tool's output.".into(),
-            parameters: Some(serde_json::json!({
-                "type": "object",
-                "properties": {"prompt": {"type": "string", "description": "The complete task for the subagent; it sees nothing else of this conversation."}},
-                "required": ["prompt"],
-                "additionalProperties": false
-            })),
+        let children = Arc::new(Children::default());
+        let work = Arc::new(SubagentWork {
+            children: children.clone(),
+            inner: inner.background(),
+        });
+        SubagentEnvironment {
+            inner,
+            spawner,
+            children,
+            work,
         }
     }
-}
 
-/// The parent's approver, seeing child calls with the child's hop in their origin.
-struct InheritedApprover {
-    parent: Option<Arc<dyn Approver>>,
-    hop: String,
-}
-
-#[async_trait]
-impl Approver for InheritedApprover {
-    async fn approve(&self, call: &OmniMessage) -> Result<ApprovalDecision, ApprovalError> {
-        match &self.parent {
-            Some(p) => p.approve(&call.clone().with_origin(self.hop.clone())).await,
-            None => Ok(ApprovalDecision::Deny),
-        }
+    /// The tools' definitions.
+    pub fn definitions() -> Vec<ToolDefinition> {
+        let subagent_id =
+            json!({"type": "string", "description": "The subagent_id returned by run_subagent."});
+        vec![
+            ToolDefinition {
+                name: RUN_SUBAGENT.into(),
+                description: "Delegate a self-contained task to a subagent: a fresh session in the same workspace with the same tools (except these subagent tools). Its final answer is this tool's output. If it is still working when yield_time_ms elapses, you get the output so far and a subagent_id, and it keeps running (drive it with input_subagent).".into(),
+                parameters: Some(json!({
+                    "type": "object",
+                    "properties": {
+                        "prompt": {"type": "string", "description": "The complete task for the subagent: include all context it needs and the exact final output you expect back; it sees nothing else of this conversation."},
+                        "yield_time_ms": {"type": "number", "description": "How long to wait for the subagent before returning. Defaults to 300000; minimum 250, capped below the tool timeout."},
+                        "run_in_background": {"type": "boolean", "description": "Start the subagent in the background: return a subagent_id at once. When it finishes, its answer arrives as an automatic user message; no polling needed. Good for parallel subtasks; interact via input_subagent, stop via kill_subagent.", "default": false}
+                    },
+                    "required": ["prompt"],
+                    "additionalProperties": false
+                })),
+            },
+            ToolDefinition {
+                name: INPUT_SUBAGENT.into(),
+                description: "Interact with a subagent started by run_subagent that is still kept: poll for new output, or, once it is idle, send a follow-up prompt to continue the same subagent session. Its pending tool approvals are asked while this call waits.".into(),
+                parameters: Some(json!({
+                    "type": "object",
+                    "properties": {
+                        "subagent_id": subagent_id,
+                        "prompt": {"type": "string", "description": "A follow-up task, delivered as a new user message on the same session; only accepted when the subagent is idle. Empty (the default) only polls for new output and status."},
+                        "yield_time_ms": {"type": "number", "description": "How long to wait for new output or completion. Follow-up prompts default to 300000, empty polls to 10000; minimum 250, capped below the tool timeout."}
+                    },
+                    "required": ["subagent_id"],
+                    "additionalProperties": false
+                })),
+            },
+            ToolDefinition {
+                name: KILL_SUBAGENT.into(),
+                description: "Terminate a subagent started by run_subagent: aborts its run (denying its pending approvals), returns its answer text not yet delivered, and removes it. Also removes an idle subagent, freeing its slot.".into(),
+                parameters: Some(json!({
+                    "type": "object",
+                    "properties": {"subagent_id": subagent_id},
+                    "required": ["subagent_id"],
+                    "additionalProperties": false
+                })),
+            },
+        ]
     }
 }
 
 #[async_trait]
 impl Environment for SubagentEnvironment {
     async fn execute(&self, request: ToolCallRequest, sink: &mut dyn MessageSink) {
-        let call = request.tool_call().clone();
-        if call.name != RUN_SUBAGENT {
-            return self.inner.execute(request, sink).await;
-        }
-        let id = call.tool_call_id.clone();
-        sink.emit(build::partial_tool_call_output(
-            StreamEventType::Start,
-            "",
-            &id,
-            StopReason::Completed,
-        ))
-        .await;
-        let prompt = serde_json::from_str::<serde_json::Value>(&call.arguments)
-            .ok()
-            .and_then(|v| v.get("prompt").and_then(|p| p.as_str()).map(str::to_owned))
-            .filter(|p| !p.trim().is_empty());
-        let Some(prompt) = prompt else {
-            let note = "[run_subagent error: the arguments need a non-empty \"prompt\" string]";
-            return close(sink, &id, "", note, StopReason::Failed).await;
-        };
-        let mut child = match self.spawner.spawn() {
-            Ok(c) => c,
-            Err(e) => {
-                return close(
-                    sink,
-                    &id,
-                    "",
-                    &format!("[subagent error: {e}]"),
-                    StopReason::Failed,
-                )
-                .await
+        match request.tool_call().name.as_str() {
+            RUN_SUBAGENT => {
+                tools::run_subagent(&self.children, self.spawner.as_ref(), request, sink).await
             }
-        };
-        let hop = child.id().to_owned();
-        sink.emit(child.meta().clone().with_origin(hop.clone()))
-            .await;
-        let input = build::user_text_from(prompt, TextSender::ParentAgent);
-        sink.emit(input.clone().with_origin(hop.clone())).await;
-        let approver: Arc<dyn Approver> = Arc::new(InheritedApprover {
-            parent: request.approver.clone(),
-            hop: hop.clone(),
-        });
-        let options = RunOptions {
-            approver: Some(approver),
-            cancel: request.cancel.child_token(),
-            thinking_level: request.thinking_level,
-        };
-        let mut stream = match child.run(vec![input], options) {
-            Ok(s) => s,
-            Err(e) => {
-                return close(
-                    sink,
-                    &id,
-                    "",
-                    &format!("[subagent error: {e}]"),
-                    StopReason::Failed,
-                )
-                .await
-            }
-        };
-        let mut answer = String::new();
-        let mut segments = 0usize;
-        let mut aborted: Option<String> = None;
-        while let Some(frame) = stream.next().await {
-            let msg = frame.message();
-            let direct = !msg.has_origin();
-            if direct {
-                match &msg.body {
-                    penguin_omni_protocol::Body::Model(ModelPayload::PartialText(t))
-                        if t.role == Role::Assistant =>
-                    {
-                        match t.event_type {
-                            StreamEventType::Start if segments > 0 && !answer.is_empty() => {
-                                // Separate the child's answers across turns so the output reads
-                                // as text; emitted as a delta so deltas still equal the output.
-                                answer.push_str("\n\n");
-                                sink.emit(build::partial_tool_call_output(
-                                    StreamEventType::Delta,
-                                    "\n\n",
-                                    &id,
-                                    StopReason::Completed,
-                                ))
-                                .await;
-                            }
-                            StreamEventType::Delta if !t.text.is_empty() => {
-                                answer.push_str(&t.text);
-                                sink.emit(build::partial_tool_call_output(
-                                    StreamEventType::Delta,
-                                    &t.text,
-                                    &id,
-                                    StopReason::Completed,
-                                ))
-                                .await;
-                            }
-                            StreamEventType::Stop => segments += 1,
-                            _ => {}
-                        }
-                    }
-                    penguin_omni_protocol::Body::Event(EventPayload::Abort { reason }) => {
-                        aborted = Some(reason.clone().unwrap_or_default());
-                    }
-                    _ => {}
-                }
-            }
-            sink.emit(msg.clone().with_origin(hop.clone())).await;
+            INPUT_SUBAGENT => tools::input_subagent(&self.children, request, sink).await,
+            KILL_SUBAGENT => tools::kill_subagent(&self.children, request, sink).await,
+            _ => self.inner.execute(request, sink).await,
         }
-        // Flushing waits for the disk (fsync); keep that off the runtime's workers.
-        let writer = child.writer().clone();
-        match tokio::task::spawn_blocking(move || writer.flush()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!("subagent {hop}: trace flush failed: {e}"),
-            Err(e) => tracing::warn!("subagent {hop}: trace flush task failed: {e}"),
-        }
-        let (note, status) = match aborted {
-            Some(_) if request.cancel.is_cancelled() => (
-                "[interrupted: tool aborted by user]".to_owned(),
-                StopReason::Aborted,
-            ),
-            Some(reason) => (format!("[subagent aborted: {reason}]"), StopReason::Failed),
-            None if answer.is_empty() => (
-                "[subagent finished without a text answer]".to_owned(),
-                StopReason::Completed,
-            ),
-            None => (String::new(), StopReason::Completed),
-        };
-        close(sink, &id, &answer, &note, status).await;
     }
 
     fn tools(&self) -> Vec<ToolDefinition> {
         let mut tools = self.inner.tools();
-        tools.push(SubagentEnvironment::definition());
+        tools.extend(SubagentEnvironment::definitions());
         tools
     }
 
     fn permission(&self, name: &str) -> Permission {
-        if name == RUN_SUBAGENT {
-            // The child's own calls are approved one by one; spawning reads nothing itself.
-            Permission::Read
-        } else {
-            self.inner.permission(name)
+        match name {
+            // The child's own calls are approved one by one; starting or prompting it reads
+            // nothing itself.
+            RUN_SUBAGENT | INPUT_SUBAGENT => Permission::Read,
+            // Throws away the child's work in progress.
+            KILL_SUBAGENT => Permission::ReadWrite,
+            _ => self.inner.permission(name),
         }
     }
 
-    fn background(&self) -> Option<Arc<dyn penguin_engine::BackgroundWork>> {
-        self.inner.background()
+    fn background(&self) -> Option<Arc<dyn BackgroundWork>> {
+        Some(self.work.clone())
     }
-}
-
-/// Ends the output: the note delta, stop, then the complete output (content + "\n" + note).
-async fn close(
-    sink: &mut dyn MessageSink,
-    id: &str,
-    content: &str,
-    note: &str,
-    status: StopReason,
-) {
-    let mut output = content.to_owned();
-    if !note.is_empty() {
-        let delta = if content.is_empty() {
-            note.to_owned()
-        } else {
-            format!("\n{note}")
-        };
-        output.push_str(&delta);
-        sink.emit(build::partial_tool_call_output(
-            StreamEventType::Delta,
-            delta,
-            id,
-            StopReason::Completed,
-        ))
-        .await;
-    }
-    sink.emit(build::partial_tool_call_output(
-        StreamEventType::Stop,
-        "",
-        id,
-        status,
-    ))
-    .await;
-    sink.emit(build::tool_call_output(output, id, status)).await;
 }
