@@ -87,6 +87,7 @@ pub(crate) async fn repl(
     let notice = Arc::new(tokio::sync::Notify::new());
     let hook = notice.clone();
     session.on_notice(Arc::new(move || hook.notify_one()));
+    show_background_messages(&session, task.jsonl);
     loop {
         eprint!("› ");
         let _ = std::io::stderr().flush();
@@ -140,3 +141,21 @@ pub(crate) async fn repl(
     eprintln!("resume with: penguin resume {}", session.id());
     Ok(ExitCode::SUCCESS)
 }
+
+// ---- Background subagents (see `Session::on_background_message`) ---------------------------
+// Their messages are in no run's stream: shown as they come, on stderr, each line tagged with
+// the child it is from (JSON lines on stdout with --jsonl).
+fn show_background_messages(session: &Session, jsonl: bool) {
+    use std::io::IsTerminal;
+    let color = std::io::stderr().is_terminal();
+    let renderer = std::sync::Mutex::new(crate::render::Renderer::new(std::io::stderr(), color));
+    session.on_background_message(Arc::new(move |msg| {
+        if jsonl {
+            println!("{}", msg.to_json());
+            return;
+        }
+        let mut r = renderer.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = r.frame(&penguin::omni_protocol::Frame::new(msg));
+    }));
+}
+// ---- end of background subagents ------------------------------------------------------------
