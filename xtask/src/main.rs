@@ -17,7 +17,7 @@ fn main() -> ExitCode {
         Some("web") => web(&root),
         Some("bench") => bench(&root),
         _ => {
-            eprintln!("usage: cargo xtask <ci|e2e|web|bench>\n  ci     formatting, clippy, tests, the real-model e2e, the web app in a browser, docs and the scenario check\n  e2e    only the real-model end-to-end tests (starts and stops a local llama.cpp server)\n  web    only the web app's tests in headless Chromium (installs it when missing)\n  bench  the benchmarks");
+            eprintln!("usage: cargo xtask <ci|e2e|web|bench>\n  ci     formatting, clippy, the MCP test servers, tests, the real-model e2e, the web app in a browser, docs and the scenario check\n  e2e    only the real-model end-to-end tests (starts and stops a local llama.cpp server)\n  web    only the web app's tests in headless Chromium (installs it when missing)\n  bench  the benchmarks");
             return ExitCode::from(2);
         }
     };
@@ -78,7 +78,6 @@ fn ci(root: &Path) -> Result<(), String> {
         "anthropic-messages",
         "openai-responses",
         "gemini",
-        "http",
     ] {
         features.push(vec!["--no-default-features", "--features", f]);
     }
@@ -102,8 +101,17 @@ fn ci(root: &Path) -> Result<(), String> {
     ]);
     run(root, "clippy", clippy)?;
 
+    // The MCP tests talk to real servers (npm packages); installed once, idempotently.
+    let mcp_servers = root.join("target/mcp-servers");
+    let mut install = Command::new("bash");
+    install
+        .arg("scripts/install-mcp-servers.sh")
+        .arg(&mcp_servers);
+    run(root, "MCP test servers", install)?;
+
     let mut test = cargo();
-    test.args(["test", "--workspace", "--all-features"]);
+    test.args(["test", "--workspace", "--all-features"])
+        .env("PENGUIN_MCP_SERVERS", &mcp_servers);
     run(root, "tests", test)?;
 
     e2e(root)?;
@@ -114,8 +122,9 @@ fn ci(root: &Path) -> Result<(), String> {
         .env("RUSTDOCFLAGS", "-D warnings");
     run(root, "docs", doc)?;
 
+    // The workspace's feature set, as the tests built it: the binary is already there.
     let mut build = cargo();
-    build.args(["build", "-p", "penguin"]);
+    build.args(["build", "--workspace", "--all-features", "--bin", "penguin"]);
     run(root, "build penguin", build)?;
     let shared_check = root.join("../shared/tools/check-scenarios.sh");
     if shared_check.exists() {

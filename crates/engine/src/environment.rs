@@ -4,7 +4,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use penguin_llm_providers::{CancellationToken, MessageSink};
 use penguin_omni_protocol::background::{BackgroundKind, BackgroundTaskDone};
-use penguin_omni_protocol::{ApprovalDecision, Frame, OmniMessage, ToolCall, ToolDefinition};
+use penguin_omni_protocol::{
+    ApprovalDecision, Frame, McpConnectResult, OmniMessage, ToolCall, ToolDefinition,
+};
 
 /// What a tool may do, for approval policies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -62,6 +64,22 @@ pub trait Environment: Send + Sync {
 
     /// What a tool may do; unknown tools are treated as read-write.
     fn permission(&self, name: &str) -> Permission;
+
+    /// The servers whose tools are only known once connected (MCP), in config order. A
+    /// session connects them before its first run and streams that phase as
+    /// `mcp_connect_begin` / `mcp_connect_end`; empty (the default) means there is no phase.
+    fn connect_servers(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Connects [`Environment::connect_servers`], each bounded by its own timeout, and returns
+    /// one result per server; afterwards [`Environment::tools`] includes what they offer. A
+    /// server that fails is a failed result, never an error. `None` when `cancel` fired
+    /// first: the attempt is dropped (nothing stays connected) and the next call starts over.
+    /// Once connected, a call returns the same results without connecting again.
+    async fn connect(&self, _cancel: &CancellationToken) -> Option<Vec<McpConnectResult>> {
+        Some(Vec::new())
+    }
 
     /// The work this environment keeps running past its tool calls (background commands,
     /// background subagents), for the host to list, kill and hear from. `None`: it has none.

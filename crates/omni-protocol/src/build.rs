@@ -282,3 +282,27 @@ pub fn restamped(mut msg: OmniMessage, at: Timestamp) -> OmniMessage {
     msg.timestamp = at;
     msg
 }
+
+/// `mcp_connect_begin`: `servers` in config order.
+pub fn mcp_connect_begin(servers: Vec<String>) -> OmniMessage {
+    event(EventPayload::McpConnectBegin { servers })
+}
+
+/// `mcp_connect_end`: `failed` when any server's result is not `completed` (§1.6), `aborted`
+/// with no results when the connect was interrupted.
+pub fn mcp_connect_end(results: Vec<McpConnectResult>, aborted: bool) -> OmniMessage {
+    let status = if aborted {
+        McpConnectStatus::Aborted
+    } else if results
+        .iter()
+        .all(|r| r.status == McpConnectStatus::Completed)
+    {
+        McpConnectStatus::Completed
+    } else {
+        McpConnectStatus::Failed
+    };
+    event(EventPayload::McpConnectEnd {
+        status,
+        results: if aborted { Vec::new() } else { results },
+    })
+}

@@ -8,9 +8,51 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// An envelope timestamp.
 ///
 /// Kept as the exact string that was built or parsed, so a message read from a trace serializes
-/// back to the same bytes. Built timestamps are always `YYYY-MM-DDTHH:MM:SS.mmmZ`.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Timestamp(String);
+/// back to the same bytes. Built timestamps are always `YYYY-MM-DDTHH:MM:SS.mmmZ`, held inline
+/// (every message has one: no allocation for it).
+#[derive(Clone)]
+pub struct Timestamp(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    /// The canonical 24 ASCII bytes.
+    Canonical([u8; 24]),
+    /// Anything else read from a file, kept as it was.
+    Other(Box<str>),
+}
+
+impl PartialEq for Timestamp {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for Timestamp {}
+
+impl std::hash::Hash for Timestamp {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl PartialOrd for Timestamp {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Timestamp {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+fn digits(out: &mut [u8], mut n: i64) {
+    for b in out.iter_mut().rev() {
+        *b = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+}
 
 impl Timestamp {
     /// The current wall-clock time.
@@ -39,28 +81,48 @@ impl Timestamp {
             rem / 1000 % 60,
             rem % 1000,
         );
-        Timestamp(format!(
-            "{y:04}-{m:02}-{d:02}T{h:02}:{min:02}:{s:02}.{milli:03}Z"
-        ))
+        if !(0..=9999).contains(&y) {
+            // Outside what four digits hold: the general (allocating) path.
+            return Timestamp(Repr::Other(
+                format!("{y:04}-{m:02}-{d:02}T{h:02}:{min:02}:{s:02}.{milli:03}Z").into(),
+            ));
+        }
+        let mut b = *b"0000-00-00T00:00:00.000Z";
+        digits(&mut b[0..4], y);
+        digits(&mut b[5..7], m);
+        digits(&mut b[8..10], d);
+        digits(&mut b[11..13], h);
+        digits(&mut b[14..16], min);
+        digits(&mut b[17..19], s);
+        digits(&mut b[20..23], milli);
+        Timestamp(Repr::Canonical(b))
     }
 
     /// Wraps a string as a timestamp without checking its shape.
     pub fn from_string(s: String) -> Timestamp {
-        Timestamp(s)
+        match <[u8; 24]>::try_from(s.as_bytes()) {
+            Ok(b) => Timestamp(Repr::Canonical(b)),
+            Err(_) => Timestamp(Repr::Other(s.into())),
+        }
     }
 
     /// The timestamp as written.
     pub fn as_str(&self) -> &str {
-        &self.0
+        match &self.0 {
+            // Only ever filled from ASCII digits and separators, or from a `String`.
+            Repr::Canonical(b) => std::str::from_utf8(b).unwrap_or_default(),
+            Repr::Other(s) => s,
+        }
     }
 
     /// Milliseconds since the epoch, when the string has the canonical shape.
     pub fn unix_millis(&self) -> Option<i64> {
-        let b = self.0.as_bytes();
+        let text = self.as_str();
+        let b = text.as_bytes();
         if b.len() != 24 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[23] != b'Z' {
             return None;
         }
-        let num = |r: std::ops::Range<usize>| -> Option<i64> { self.0.get(r)?.parse().ok() };
+        let num = |r: std::ops::Range<usize>| -> Option<i64> { text.get(r)?.parse().ok() };
         let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
         let (h, mi, s, ms) = (num(11..13)?, num(14..16)?, num(17..19)?, num(20..23)?);
         Some(days_from_civil(y, mo, d) * 86_400_000 + ((h * 60 + mi) * 60 + s) * 1000 + ms)
@@ -93,25 +155,41 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
     }
 }
 
 impl fmt::Debug for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}", self.0)
+        write!(f, "{:?}", self.as_str())
     }
 }
 
 impl Serialize for Timestamp {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0)
+        s.serialize_str(self.as_str())
     }
 }
 
 impl<'de> Deserialize<'de> for Timestamp {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d).map(Timestamp)
+        struct Visit;
+        impl serde::de::Visitor<'_> for Visit {
+            type Value = Timestamp;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a timestamp string")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Timestamp, E> {
+                Ok(match <[u8; 24]>::try_from(v.as_bytes()) {
+                    Ok(b) => Timestamp(Repr::Canonical(b)),
+                    Err(_) => Timestamp(Repr::Other(v.into())),
+                })
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Timestamp, E> {
+                Ok(Timestamp::from_string(v))
+            }
+        }
+        d.deserialize_str(Visit)
     }
 }
 
@@ -140,6 +218,13 @@ mod tests {
         assert_eq!(
             Timestamp::from_string("yesterday".into()).unix_millis(),
             None
+        );
+        // Any 24-byte string is kept inline, and kept as it was.
+        let odd = Timestamp::from_string("é-is-two-bytes-so-24-b.".into());
+        assert_eq!(odd.as_str(), "é-is-two-bytes-so-24-b.");
+        assert_eq!(
+            Timestamp::from_unix_millis(-1).as_str(),
+            "1969-12-31T23:59:59.999Z"
         );
     }
 }

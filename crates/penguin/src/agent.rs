@@ -12,7 +12,7 @@ use penguin_omni_protocol::{
 use penguin_trace_store::{data_root, read_trace, Durability, ReadMode, TraceLocation};
 
 use crate::config::{Config, ConfigError};
-use crate::models::{build_llm, ModelContext, ModelSpec};
+use crate::models::{build_llm, model_rebuild, ModelContext, ModelSpec};
 use crate::session::{Session, SessionError, SessionSpec};
 
 /// The system prompt of sessions that do not bring their own.
@@ -66,8 +66,31 @@ pub struct SessionSummary {
     pub title: String,
     /// How the last run ended: `completed`, `aborted`, `failed`, `running or interrupted`, `empty`.
     pub state: String,
+    /// The workspace its tools act on (empty when the trace has no `session_meta`).
+    pub workspace: String,
     /// Trace files (one per model context).
     pub files: Vec<PathBuf>,
+}
+
+/// A session id that names no session, or more than one.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionLookupError {
+    /// No session id matches.
+    #[error("no session matches {0:?} (see `penguin sessions`)")]
+    NotFound(String),
+    /// Several do.
+    #[error("{query:?} matches {count} sessions ({}{}); give more of the id", matches.join(", "), if *count > matches.len() { ", …" } else { "" })]
+    Ambiguous {
+        /// What was asked.
+        query: String,
+        /// The newest few matches.
+        matches: Vec<String>,
+        /// How many matched.
+        count: usize,
+    },
+    /// The traces could not be listed.
+    #[error("cannot list the sessions: {0}")]
+    Io(std::io::Error),
 }
 
 impl Agent {
@@ -101,12 +124,15 @@ impl Agent {
         system_prompt: Option<String>,
         source: Option<String>,
     ) -> Result<Session, SessionError> {
-        let system_prompt = system_prompt.unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_owned());
+        let system_prompt = system_prompt.unwrap_or_else(|| {
+            crate::prompt::system_prompt_for(DEFAULT_SYSTEM_PROMPT, workspace, env.tools())
+        });
         let cx = ModelContext {
             system_prompt: system_prompt.clone(),
             tools: env.tools(),
             ..ModelContext::default()
         };
+        let rebuild = model_rebuild(model, cx.clone());
         let llm = build_llm(model, cx)?;
         let spec = model;
         let model = SessionModel {
@@ -117,9 +143,16 @@ impl Agent {
         };
         let mut agent = self.clone();
         agent.engine = self.engine_for(spec);
-        let session =
+        let mut session =
             agent.create_session_with(model, workspace, env, Some(system_prompt), source)?;
+        session.set_model_rebuild(rebuild);
         session.enable_compaction(spec);
+        if let Err(e) = self.record_model(session.id(), spec) {
+            tracing::warn!(
+                "[penguin] how session {} reaches its model could not be saved ({e}); resuming it will need --model or --provider",
+                session.id()
+            );
+        }
         Ok(session)
     }
 
@@ -199,20 +232,79 @@ impl Agent {
             history: resumed.history.clone(),
             session_tokens: resumed.session_tokens,
         };
+        let rebuild = model_rebuild(&model, cx.clone());
         let llm = build_llm(&model, cx)?;
         let mut session = Session::resume(resumed, writer, self.engine_for(&model), llm, env)?;
+        session.set_model_rebuild(rebuild);
         session.set_command_policy(self.policy());
         session.enable_compaction(&model);
         Ok(session)
     }
 
-    /// Every session with a trace, newest first.
-    pub fn sessions(&self) -> std::io::Result<Vec<SessionSummary>> {
+    /// Where the facade keeps its own per-session files (beside the traces, never in them).
+    fn models_dir(&self) -> PathBuf {
+        self.location
+            .root
+            .join(&self.location.project)
+            .join("agents")
+            .join(&self.location.agent)
+            .join("session_models")
+    }
+
+    /// Saves how session `id` reaches its model (protocol, base URL, key variable; never a
+    /// key), so a session made with ad-hoc flags resumes without them.
+    pub fn record_model(&self, id: &str, spec: &ModelSpec) -> std::io::Result<()> {
+        let dir = self.models_dir();
+        std::fs::create_dir_all(&dir)?;
+        let record = crate::models::ModelRecord::from(spec);
+        let text = serde_json::to_string_pretty(&record).map_err(std::io::Error::other)?;
+        std::fs::write(dir.join(format!("{id}.json")), text)
+    }
+
+    /// The model record saved for session `id`, when there is one.
+    pub fn recorded_model(&self, id: &str) -> Option<crate::models::ModelRecord> {
+        let text = std::fs::read_to_string(self.models_dir().join(format!("{id}.json"))).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    /// The one session `query` names: its full id, a unique prefix (with or without
+    /// `session-`), or a unique suffix (the short id the CLI shows).
+    pub fn resolve_id(&self, query: &str) -> Result<String, SessionLookupError> {
+        let query = query.trim();
+        if query.is_empty() {
+            return Err(SessionLookupError::NotFound(String::new()));
+        }
+        let ids = self.session_ids().map_err(SessionLookupError::Io)?;
+        if ids.iter().any(|id| id == query) {
+            return Ok(query.to_owned());
+        }
+        let long = format!("session-{query}");
+        let hits: Vec<&String> = ids
+            .iter()
+            .filter(|id| id.starts_with(query) || id.starts_with(&long) || id.ends_with(query))
+            .collect();
+        match hits.as_slice() {
+            [] => Err(SessionLookupError::NotFound(query.to_owned())),
+            [one] => Ok((*one).clone()),
+            many => Err(SessionLookupError::Ambiguous {
+                query: query.to_owned(),
+                matches: many.iter().rev().take(5).map(|s| (*s).clone()).collect(),
+                count: many.len(),
+            }),
+        }
+    }
+
+    /// Every session id with a trace, oldest first (ids sort by creation time).
+    pub fn session_ids(&self) -> std::io::Result<Vec<String>> {
+        Ok(self.session_files()?.into_keys().collect())
+    }
+
+    fn session_files(&self) -> std::io::Result<BTreeMap<String, Vec<PathBuf>>> {
         let dir = self.location.traces_dir();
         let mut files: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
         let dates = match std::fs::read_dir(&dir) {
             Ok(d) => d,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(files),
             Err(e) => return Err(e),
         };
         for date in dates {
@@ -231,14 +323,18 @@ impl Agent {
                 }
             }
         }
-        let mut out: Vec<SessionSummary> = files
+        for paths in files.values_mut() {
+            paths.sort();
+        }
+        Ok(files)
+    }
+
+    /// Every session with a trace, newest first.
+    pub fn sessions(&self) -> std::io::Result<Vec<SessionSummary>> {
+        let mut out: Vec<SessionSummary> = self
+            .session_files()?
             .into_iter()
-            .map(|(id, mut paths)| {
-                summarize(id, {
-                    paths.sort();
-                    paths
-                })
-            })
+            .map(|(id, paths)| summarize(id, paths))
             .collect();
         out.sort_by(|a, b| b.id.cmp(&a.id));
         Ok(out)
@@ -305,6 +401,7 @@ fn summarize(id: String, files: Vec<PathBuf>) -> SessionSummary {
         model: meta
             .map(|m| format!("{}/{}", m.provider, m.model_id))
             .unwrap_or_default(),
+        workspace: meta.map(|m| m.workspace.clone()).unwrap_or_default(),
         id,
         created,
         title,

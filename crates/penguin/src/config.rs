@@ -61,6 +61,9 @@ pub struct Config {
     /// What confines the commands sessions run.
     #[serde(default)]
     pub sandbox: SandboxEntry,
+    /// MCP servers whose tools every session gets (`[[mcp_servers]]`).
+    #[serde(default)]
+    pub mcp_servers: Vec<penguin_tools::mcp::McpServerConfig>,
 }
 
 /// `[sandbox]` in `config.toml`.

@@ -26,12 +26,13 @@ use penguin_engine::{
 use penguin_omni_protocol::{Frame, OmniMessage, SessionMeta};
 use penguin_server::api::{SandboxInfo, SandboxSettings};
 use penguin_server::{CreateSession, FactoryError, HostedSession, LoadSession, SessionFactory};
+use penguin_tools::mcp::McpServerConfig;
 use penguin_tools::policy::CommandPolicy;
 use penguin_tools::sandbox::Landlock;
 use penguin_tools::{Sandbox, SandboxRequest};
 use penguin_trace_store::Writer;
 
-use crate::models::{build_llm, ModelContext, ModelSpec};
+use crate::models::{build_llm, model_rebuild, ModelContext, ModelSpec};
 use penguin_llm_providers::scripted::ScriptError;
 
 use crate::scenario::{Scenario, ScenarioError};
@@ -250,9 +251,25 @@ fn checked_workspace(workspace: PathBuf) -> Result<PathBuf, FactoryError> {
 }
 
 /// Builds the tools of a session acting on a workspace, confining its commands with the
-/// sandbox, or says why it cannot.
-pub type EnvironmentBuilder =
-    Arc<dyn Fn(&Path, &Sandbox) -> Result<Arc<dyn Environment>, String> + Send + Sync>;
+/// sandbox, with the MCP servers the session's request adds (`mcpServers` of
+/// `POST /api/sessions`), or says why it cannot.
+pub type EnvironmentBuilder = Arc<
+    dyn Fn(&Path, &Sandbox, &[McpServerConfig]) -> Result<Arc<dyn Environment>, String>
+        + Send
+        + Sync,
+>;
+
+/// `mcpServers` of a request as entries. An entry that does not even have the shape of one is
+/// refused (400); one that has it but is invalid is the session's warning and failed server.
+fn mcp_entries(raw: &[serde_json::Value]) -> Result<Vec<McpServerConfig>, FactoryError> {
+    raw.iter()
+        .enumerate()
+        .map(|(i, v)| {
+            serde_json::from_value(v.clone())
+                .map_err(|e| FactoryError::InvalidRequest(format!("mcpServers[{i}]: {e}")))
+        })
+        .collect()
+}
 
 /// Serves one configured model ([`ModelSpec`], e.g. from `config::resolve_model`) with the tools
 /// an [`EnvironmentBuilder`] gives for each session's workspace.
@@ -260,7 +277,8 @@ pub type EnvironmentBuilder =
 pub struct ModelFactory {
     /// The model every session uses (`model` in a request overrides its id).
     pub spec: ModelSpec,
-    /// The system prompt of new sessions.
+    /// The base of new sessions' system prompts: each session's prompt adds its workspace,
+    /// the machine, its tools and its `AGENTS.md` files ([`crate::prompt`]).
     pub system_prompt: String,
     /// The workspace of sessions created without one.
     pub default_workspace: PathBuf,
@@ -325,22 +343,25 @@ impl SessionFactory for ModelFactory {
         let sandbox = self
             .sandbox(req.sandbox.as_ref())
             .map_err(FactoryError::InvalidRequest)?;
-        let env = (self.environment)(&workspace, &sandbox).map_err(FactoryError::Internal)?;
-        let llm = build_llm(
-            &spec,
-            ModelContext {
-                system_prompt: self.system_prompt.clone(),
-                tools: env.tools(),
-                ..ModelContext::default()
-            },
-        )
-        .map_err(|e| FactoryError::Internal(format!("model: {e}")))?;
+        let servers = mcp_entries(&req.mcp_servers)?;
+        let env =
+            (self.environment)(&workspace, &sandbox, &servers).map_err(FactoryError::Internal)?;
+        let system_prompt =
+            crate::prompt::system_prompt_for(&self.system_prompt, &workspace, env.tools());
+        let cx = ModelContext {
+            system_prompt: system_prompt.clone(),
+            tools: env.tools(),
+            ..ModelContext::default()
+        };
+        let rebuild = model_rebuild(&spec, cx.clone());
+        let llm =
+            build_llm(&spec, cx).map_err(|e| FactoryError::Internal(format!("model: {e}")))?;
         let session_spec = SessionSpec {
             location: req.location.clone(),
             provider: spec.protocol.as_str().into(),
             model_id: spec.model_id.clone(),
             context_window: spec.context_window,
-            system_prompt: self.system_prompt.clone(),
+            system_prompt,
             workspace,
             source: None,
             durability: req.durability,
@@ -348,6 +369,7 @@ impl SessionFactory for ModelFactory {
         };
         let mut session = Session::create(session_spec, llm, env)
             .map_err(|e| FactoryError::Internal(e.to_string()))?;
+        session.set_model_rebuild(rebuild);
         session.set_command_policy(self.policy.clone());
         session.set_sandbox(sandbox);
         session.enable_compaction(&spec);
@@ -368,20 +390,22 @@ impl SessionFactory for ModelFactory {
         let sandbox = self
             .sandbox(req.sandbox.as_ref())
             .map_err(FactoryError::Unrecoverable)?;
-        let env = (self.environment)(Path::new(&meta.workspace), &sandbox)
+        // Per-session servers of the request are not stored: a reloaded session has the
+        // server's own (`mcp_servers` of its config).
+        let env = (self.environment)(Path::new(&meta.workspace), &sandbox, &[])
             .map_err(FactoryError::Unrecoverable)?;
-        let llm = build_llm(
-            &spec,
-            ModelContext {
-                system_prompt: meta.system_prompt.clone(),
-                tools: env.tools(),
-                history: resumed.history.clone(),
-                session_tokens: resumed.session_tokens,
-            },
-        )
-        .map_err(|e| FactoryError::Unrecoverable(format!("model: {e}")))?;
+        let cx = ModelContext {
+            system_prompt: meta.system_prompt.clone(),
+            tools: env.tools(),
+            history: resumed.history.clone(),
+            session_tokens: resumed.session_tokens,
+        };
+        let rebuild = model_rebuild(&spec, cx.clone());
+        let llm =
+            build_llm(&spec, cx).map_err(|e| FactoryError::Unrecoverable(format!("model: {e}")))?;
         let mut session = Session::resume(resumed, writer, self.engine.clone(), llm, env)
             .map_err(unrecoverable)?;
+        session.set_model_rebuild(rebuild);
         session.set_command_policy(self.policy.clone());
         session.set_sandbox(sandbox);
         session.enable_compaction(&spec);

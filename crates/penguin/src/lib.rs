@@ -4,6 +4,7 @@
 //! - [`agent::Agent`]: where sessions live and how they are created, listed and resumed;
 //! - [`session::Session`]: an engine with its Trace and `session_meta`;
 //! - [`config`] and [`models`]: `config.toml`, flags and environment, and building the model;
+//! - [`prompt`]: the system prompt (workspace, OS, shell, date, tools, `AGENTS.md` files);
 //! - [`subagent`]: `run_subagent`, a child session streamed into its parent;
 //! - [`hosting`]: sessions for [`server`];
 //! - [`scenario`]: scenario files (scripted model, tools and approvals) through the real engine;
@@ -23,6 +24,7 @@ pub mod agent;
 pub mod config;
 pub mod hosting;
 pub mod models;
+pub mod prompt;
 pub mod scenario;
 pub mod session;
 pub mod subagent;

@@ -118,6 +118,88 @@ impl ModelSpec {
     }
 }
 
+/// How a session reaches its model, saved beside its trace (see [`crate::agent::Agent::record_model`])
+/// so that a session made with ad-hoc flags (`--provider`, `--base-url`) resumes as it was
+/// created. Never holds a key: only the name of the variable holding one.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ModelRecord {
+    /// Wire protocol.
+    pub protocol: Protocol,
+    /// Base URL.
+    pub base_url: String,
+    /// Upstream model id.
+    pub model_id: String,
+    /// Environment variable holding the API key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// Output token cap; 0 means the provider's default.
+    #[serde(default)]
+    pub max_output_tokens: u64,
+    /// Context window, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
+}
+
+impl From<&ModelSpec> for ModelRecord {
+    fn from(spec: &ModelSpec) -> Self {
+        ModelRecord {
+            protocol: spec.protocol,
+            base_url: spec.base_url.clone(),
+            model_id: spec.model_id.clone(),
+            api_key_env: spec.api_key_env.clone(),
+            max_output_tokens: spec.max_output_tokens,
+            context_window: spec.context_window,
+        }
+    }
+}
+
+impl ModelRecord {
+    /// The spec it describes (headers, thinking level and idle timeout at their defaults).
+    pub fn to_spec(&self) -> ModelSpec {
+        ModelSpec {
+            protocol: self.protocol,
+            base_url: self.base_url.clone(),
+            model_id: self.model_id.clone(),
+            api_key_env: self.api_key_env.clone(),
+            max_output_tokens: self.max_output_tokens,
+            context_window: self.context_window,
+            ..ModelSpec::demo()
+        }
+    }
+}
+
+impl ModelSpec {
+    /// The variable the API key is read from: the configured one, else the protocol's default.
+    pub fn key_env(&self) -> Option<String> {
+        self.api_key_env
+            .clone()
+            .or_else(|| ModelSpec::default_key_env(self.protocol).map(str::to_owned))
+    }
+
+    /// Why a request is bound to fail for want of a key, said before any is sent: the key
+    /// variable is unset (or empty) while it was named explicitly, or while the model is the
+    /// protocol's hosted API. A local server at another base URL usually needs no key, so
+    /// there a missing default variable is fine. `env` reads the environment.
+    pub fn missing_key(&self, env: impl Fn(&str) -> Option<String>) -> Option<String> {
+        if self.protocol == Protocol::Demo {
+            return None;
+        }
+        let var = self.key_env()?;
+        if env(&var).is_some_and(|v| !v.trim().is_empty()) {
+            return None;
+        }
+        let hosted = self.base_url.trim_end_matches('/')
+            == crate::config::default_base_url(self.protocol).trim_end_matches('/');
+        if self.api_key_env.is_none() && !hosted {
+            return None;
+        }
+        Some(format!(
+            "{var} is not set: {} at {} needs an API key. Export {var}=..., or name another variable with --api-key-env (or api_key_env in config.toml)",
+            self.protocol, self.base_url
+        ))
+    }
+}
+
 /// A model could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
@@ -150,10 +232,7 @@ pub fn build_llm(spec: &ModelSpec, cx: ModelContext) -> Result<Box<dyn Llm>, Mod
     if spec.protocol == Protocol::Demo {
         return Ok(Box::new(DemoModel::default()));
     }
-    let key_env = spec
-        .api_key_env
-        .clone()
-        .or_else(|| ModelSpec::default_key_env(spec.protocol).map(str::to_owned));
+    let key_env = spec.key_env();
     let mut config = ModelConfig::new(&spec.base_url, &spec.model_id);
     config.api_key = key_env
         .and_then(|var| std::env::var(var).ok())
@@ -220,7 +299,7 @@ impl Default for DemoModel {
     }
 }
 
-const DEMO_INTRO: &str = "I am penguin's demo model (no model is configured). I will list the workspace with a tool call so you can see a full turn: approval, tool output, and my reply.";
+const DEMO_INTRO: &str = "I am penguin's built-in demo model. I will list the workspace with a tool call so you can see a full turn: approval, tool output, and my reply.";
 
 fn words(text: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -373,6 +452,19 @@ pub fn llm_factory(
             tools: tools.clone(),
             history: Vec::new(),
             session_tokens,
+        };
+        build_llm(&spec, cx).unwrap_or_else(|e| Box::new(Unavailable(e.to_string())))
+    })
+}
+
+/// Rebuilds the model of `cx` with other tools (a session's tools found by connecting MCP
+/// servers); a model that cannot be built fails its requests with the reason.
+pub fn model_rebuild(spec: &ModelSpec, cx: ModelContext) -> crate::session::ModelRebuild {
+    let spec = spec.clone();
+    std::sync::Arc::new(move |tools| {
+        let cx = ModelContext {
+            tools,
+            ..cx.clone()
         };
         build_llm(&spec, cx).unwrap_or_else(|e| Box::new(Unavailable(e.to_string())))
     })

@@ -11,8 +11,9 @@ use penguin_engine::{
     Approver, CancellationToken, CompactionConfig, Engine, EngineConfig, InitialState, RunOptions,
     TraceSink,
 };
-use penguin_llm_providers::scripted::{ScriptError, ScriptedModel};
+use penguin_llm_providers::scripted::{parse_request, parse_steps, ScriptError, ScriptedModel};
 use penguin_omni_protocol::{CompactionMode, Frame, OmniMessage};
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 /// One run of a scenario.
@@ -171,6 +172,42 @@ fn session(v: &Value) -> Result<ScenarioSession, ScriptError> {
     })
 }
 
+/// `llm`, one request at a time.
+fn llm_requests(raw: &RawValue) -> Result<ScriptedModel, ScriptError> {
+    let items: Vec<&RawValue> = serde_json::from_str(raw.get())
+        .map_err(|_| ScriptError::new("llm", "expected an array of requests"))?;
+    let requests = items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let v: Value = serde_json::from_str(item.get()).unwrap_or(Value::Null);
+            parse_request(&v, &format!("llm[{i}]"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(ScriptedModel::new(requests))
+}
+
+/// `tools`, one tool at a time.
+fn tool_scripts(raw: &RawValue) -> Result<ScriptedEnvironment, ScriptError> {
+    if raw.get().trim() == "null" {
+        return Ok(ScriptedEnvironment::default());
+    }
+    let items: std::collections::BTreeMap<String, &RawValue> = serde_json::from_str(raw.get())
+        .map_err(|_| ScriptError::new("tools", "expected an object keyed by tool_call_id"))?;
+    let mut scripts = std::collections::HashMap::with_capacity(items.len());
+    for (id, item) in items {
+        let path = format!("tools.{id}");
+        let v: Value = serde_json::from_str(item.get()).unwrap_or(Value::Null);
+        let script = object(&v, &path)?;
+        check_keys(script, &path, &["stream"])?;
+        let stream = script
+            .get("stream")
+            .ok_or_else(|| ScriptError::new(format!("{path}.stream"), "missing"))?;
+        scripts.insert(id, parse_steps(stream, &format!("{path}.stream"))?);
+    }
+    Ok(ScriptedEnvironment::new(scripts))
+}
+
 fn messages(v: &Value, path: &str) -> Result<Vec<OmniMessage>, ScriptError> {
     let items = v
         .as_array()
@@ -194,24 +231,36 @@ fn messages(v: &Value, path: &str) -> Result<Vec<OmniMessage>, ScriptError> {
 impl Scenario {
     /// Parses a scenario file's text.
     pub fn parse(text: &str) -> Result<Scenario, ScriptError> {
-        let value: Value = serde_json::from_str(text)
-            .map_err(|e| ScriptError::new("(file)", format!("invalid JSON: {e}")))?;
-        let obj = value
-            .as_object()
-            .ok_or_else(|| ScriptError::new("(file)", "expected a JSON object"))?;
-        check_keys(
-            obj,
-            "",
-            &[
-                "description",
-                "engine",
-                "approvals",
-                "llm",
-                "tools",
-                "runs",
-                "session",
-            ],
-        )?;
+        // The scripts (`llm`, `tools`) are most of a large file: each request and tool is
+        // turned into a JSON tree and then into messages one at a time, never the whole file
+        // at once.
+        let top: std::collections::BTreeMap<String, &RawValue> = serde_json::from_str(text)
+            .map_err(|e| match serde_json::from_str::<Value>(text) {
+                Ok(_) => ScriptError::new("(file)", "expected a JSON object"),
+                Err(_) => ScriptError::new("(file)", format!("invalid JSON: {e}")),
+            })?;
+        let tree = |raw: &RawValue| -> Value {
+            // Already checked as JSON by the parse above.
+            serde_json::from_str(raw.get()).unwrap_or(Value::Null)
+        };
+        let obj: serde_json::Map<String, Value> = top
+            .iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "llm" | "tools"))
+            .map(|(k, raw)| (k.clone(), tree(raw)))
+            .collect();
+        let obj = &obj;
+        let allowed = [
+            "description",
+            "engine",
+            "approvals",
+            "llm",
+            "tools",
+            "runs",
+            "session",
+        ];
+        if let Some(k) = top.keys().find(|k| !allowed.contains(&k.as_str())) {
+            return Err(ScriptError::new(k.clone(), "unknown field"));
+        }
         let description = match obj.get("description") {
             None | Some(Value::Null) => String::new(),
             Some(Value::String(s)) => s.clone(),
@@ -276,13 +325,13 @@ impl Scenario {
             None | Some(Value::Null) => None,
             Some(a) => Some(ScriptedApprover::from_json(a)?),
         };
-        let llm = ScriptedModel::from_json(
-            obj.get("llm")
+        let llm = llm_requests(
+            top.get("llm")
                 .ok_or_else(|| ScriptError::new("llm", "missing"))?,
         )?;
-        let tools = match obj.get("tools") {
-            None | Some(Value::Null) => ScriptedEnvironment::default(),
-            Some(t) => ScriptedEnvironment::from_json(t)?,
+        let tools = match top.get("tools") {
+            None => ScriptedEnvironment::default(),
+            Some(raw) => tool_scripts(raw)?,
         };
         let runs_v = obj
             .get("runs")
@@ -407,20 +456,25 @@ pub struct ScenarioOutput {
 }
 
 impl ScenarioOutput {
-    /// The `--trace` lines: every record, and `{"type":"trace_rotate"}` where a new file starts,
-    /// so they read as the concatenation of every file of the session.
+    /// The `--trace` lines (see [`trace_lines`]).
     pub fn trace_lines(&self) -> Vec<&str> {
-        let mut out = Vec::with_capacity(self.trace.len() + self.rotations.len());
-        let mut rotations = self.rotations.iter().peekable();
-        for (i, frame) in self.trace.iter().enumerate() {
-            while rotations.next_if(|&&r| r == i).is_some() {
-                out.push(TRACE_ROTATE);
-            }
-            out.push(frame.json());
-        }
-        out.extend(rotations.map(|_| TRACE_ROTATE));
-        out
+        trace_lines(&self.trace, &self.rotations)
     }
+}
+
+/// The `--trace` lines: every record, and `{"type":"trace_rotate"}` before the record at each
+/// rotation index, so they read as the concatenation of every file of the session.
+pub fn trace_lines<'a>(trace: &'a [Frame], rotations: &[usize]) -> Vec<&'a str> {
+    let mut out = Vec::with_capacity(trace.len() + rotations.len());
+    let mut rotations = rotations.iter().peekable();
+    for (i, frame) in trace.iter().enumerate() {
+        while rotations.next_if(|&&r| r == i).is_some() {
+            out.push(TRACE_ROTATE);
+        }
+        out.push(frame.json());
+    }
+    out.extend(rotations.map(|_| TRACE_ROTATE));
+    out
 }
 
 /// The `--trace` line that marks a rotation.
@@ -473,7 +527,8 @@ pub fn timer_delay(after: Duration) -> Duration {
 pub async fn run_scenario(
     scenario: Scenario,
     trace: Arc<dyn TraceSink>,
-) -> (Vec<Frame>, Vec<Vec<OmniMessage>>) {
+    on_frame: &mut dyn FnMut(Frame),
+) -> Vec<Vec<OmniMessage>> {
     let model = scenario.llm.clone();
     // Scenarios run on a paused clock, where the reference's order of same-instant messages
     // is the order to reproduce.
@@ -510,7 +565,6 @@ pub async fn run_scenario(
     engine.enable_compaction(Arc::new(move |_| Box::new(next_context.clone())));
     let approver: Option<Arc<dyn Approver>> =
         scenario.approvals.map(|a| Arc::new(a) as Arc<dyn Approver>);
-    let mut stream_out = Vec::new();
     for run in scenario.runs {
         let cancel = CancellationToken::new();
         let options = RunOptions {
@@ -555,28 +609,41 @@ pub async fn run_scenario(
             });
         }
         while let Some(frame) = stream.next().await {
-            stream_out.push(frame);
+            on_frame(frame);
         }
         timers.abort_all();
     }
-    (stream_out, model.requests())
+    model.requests()
 }
 
 /// Parses and runs a scenario on a fresh paused-clock runtime, collecting the observables.
 #[cfg(feature = "scenario")]
 pub fn run_scenario_blocking(scenario: Scenario) -> std::io::Result<ScenarioOutput> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()?;
+    let mut stream = Vec::new();
     let trace = MemoryTrace::default();
-    let (stream, requests) = rt.block_on(run_scenario(scenario, Arc::new(trace.clone())));
+    let requests =
+        run_scenario_streaming(scenario, Arc::new(trace.clone()), &mut |f| stream.push(f))?;
     Ok(ScenarioOutput {
         stream,
         trace: trace.records(),
         rotations: trace.rotations(),
         requests,
     })
+}
+
+/// [`run_scenario`] on a fresh paused-clock runtime, handing each streamed frame to `on_frame`
+/// as it comes (a large scenario's stream need not be held in memory).
+#[cfg(feature = "scenario")]
+pub fn run_scenario_streaming(
+    scenario: Scenario,
+    trace: Arc<dyn TraceSink>,
+    on_frame: &mut dyn FnMut(Frame),
+) -> std::io::Result<Vec<Vec<OmniMessage>>> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()?;
+    Ok(rt.block_on(run_scenario(scenario, trace, on_frame)))
 }
 
 /// A scenario file could not be used.

@@ -3,17 +3,39 @@
 //! A session's first run (in each process that loads it) yields `tool_list_ready` before
 //! anything else and writes `session_meta` to the Trace before anything else; the engine writes
 //! the prompt, then the owed `tool_list_ready`, then the turn.
+//!
+//! # The connect phase (MCP)
+//!
+//! When the session's tools have servers to connect ([`Environment::connect_servers`]), the
+//! first run streams `mcp_connect_begin`, connects, then streams `mcp_connect_end` and the
+//! resulting `tool_list_ready` before the engine's turn, and the Trace holds the three right
+//! after the run's input (reference §2.14). The engine is not changed for this: it was built
+//! owing its `tool_list_ready` after the first input, and the session's trace sink writes the
+//! connect pair and the real tool list in that record's place, so they land exactly where the
+//! engine's ordering puts its bootstrap records. A model built before the tools were known is
+//! rebuilt for them (see [`Session::set_model_rebuild`]) and takes over at the first request.
+//!
+//! An interrupt during the connect ends the run with `mcp_connect_end(aborted)` and
+//! `abort("user")`; the session writes the input, the pair and the abort itself (the engine has
+//! not run), keeps the input for the next run, which connects again, and makes sure the engine
+//! does not write that input a second time.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use std::sync::Mutex;
+
+use async_trait::async_trait;
 use futures::stream::{self, BoxStream, StreamExt};
 use penguin_engine::{
     CancellationToken, Counters, Engine, EngineBusy, EngineConfig, Environment, InitialState, Llm,
-    RunOptions, TraceSink,
+    LlmOutcome, LlmRequest, MessageSink, RunOptions, TraceSink,
 };
-use penguin_omni_protocol::{build, ContextWindow, Frame, OmniMessage, SessionMeta};
+use penguin_omni_protocol::{
+    build, ContextWindow, EventPayload, Frame, OmniMessage, SessionMeta, TokenCounts,
+    ToolDefinition,
+};
 use penguin_tools::policy::CommandPolicy;
 use penguin_tools::Sandbox;
 use penguin_trace_store::{
@@ -80,6 +102,107 @@ impl TraceSink for WriterSink {
     }
 }
 
+/// The session's trace sink: the writer, plus what the connect phase changes about the
+/// engine's first records (see the module docs).
+#[derive(Debug)]
+struct SessionSink {
+    writer: Writer,
+    owed: Mutex<Owed>,
+}
+
+#[derive(Debug, Default)]
+struct Owed {
+    /// The serialized `tool_list_ready` the engine owes, and what to write in its place.
+    placeholder: Option<(String, Vec<OmniMessage>)>,
+    /// Serialized inputs already written by a run aborted during its connect: skipped once.
+    skip: Vec<String>,
+}
+
+impl TraceSink for SessionSink {
+    fn record(&self, frame: &Frame) {
+        let mut owed = lock(&self.owed);
+        if let Some(at) = owed.skip.iter().position(|s| s == frame.json()) {
+            owed.skip.remove(at);
+            return;
+        }
+        if owed
+            .placeholder
+            .as_ref()
+            .is_some_and(|(json, _)| json == frame.json())
+        {
+            let (_, records) = owed.placeholder.take().unwrap_or_default();
+            for m in records {
+                self.writer.record_message(m);
+            }
+            return;
+        }
+        self.writer.record(frame);
+    }
+
+    fn rotate(&self) {
+        self.writer.rotate();
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Builds the session's model again for the tools the connect phase found.
+pub type ModelRebuild = Arc<dyn Fn(Vec<ToolDefinition>) -> Box<dyn Llm> + Send + Sync>;
+
+/// The model the engine holds when the tools are only known after connecting: the current
+/// one, replaced by a rebuilt one before the first request that follows the connect.
+#[derive(Debug)]
+struct SwapLlm {
+    current: Box<dyn Llm>,
+    next: Arc<Mutex<Option<Box<dyn Llm>>>>,
+}
+
+#[async_trait]
+impl Llm for SwapLlm {
+    async fn stream_generate(
+        &mut self,
+        request: LlmRequest,
+        sink: &mut dyn MessageSink,
+    ) -> LlmOutcome {
+        if let Some(next) = lock(&self.next).take() {
+            self.current = next;
+        }
+        self.current.stream_generate(request, sink).await
+    }
+
+    fn session_tokens(&self) -> TokenCounts {
+        self.current.session_tokens()
+    }
+}
+
+/// What the first run of this load still has to do, shared with the run's stream.
+#[derive(Default)]
+struct Boot {
+    /// `tool_list_ready` was yielded (after the connect, when there is one).
+    announced: bool,
+    /// A connect phase is in flight.
+    connecting: bool,
+    /// Input of runs aborted during their connect, sent with the next run.
+    carry_input: Vec<OmniMessage>,
+    /// Those of them already written, serialized.
+    persisted: Vec<String>,
+    /// Rebuilds the model for the connected tools.
+    rebuild: Option<ModelRebuild>,
+    /// The model of compacted contexts, rebuilt with the connected tools.
+    compaction: Option<crate::models::ModelSpec>,
+}
+
+/// Clears `connecting` however the connect phase ends, dropped streams included.
+struct Connecting(Arc<Mutex<Boot>>);
+
+impl Drop for Connecting {
+    fn drop(&mut self) {
+        lock(&self.0).connecting = false;
+    }
+}
+
 /// What a new session is made of.
 #[derive(Clone, Debug)]
 pub struct SessionSpec {
@@ -127,11 +250,14 @@ pub enum SessionError {
 pub struct Session {
     id: String,
     meta: OmniMessage,
-    tool_list: OmniMessage,
+    /// The session's `tool_list_ready`: the one the engine owes until a connect replaces it.
+    tool_list: Arc<Mutex<OmniMessage>>,
     engine: Engine,
     writer: Writer,
+    sink: Arc<SessionSink>,
+    next_llm: Arc<Mutex<Option<Box<dyn Llm>>>>,
+    boot: Arc<Mutex<Boot>>,
     meta_written: bool,
-    announced: bool,
     policy: CommandPolicy,
     env: Arc<dyn Environment>,
     // Called after a background notice was queued: an idle host starts a task for it.
@@ -182,34 +308,17 @@ impl Session {
             workspace: absolute(&spec.workspace),
             source: spec.source,
         });
-        let tool_list = build::tool_list_ready(env.tools());
-        let initial = InitialState {
-            bootstrap_records: vec![tool_list.clone()],
-            ..InitialState::default()
-        };
-        let engine = Engine::with_parts(
-            llm,
-            env.clone(),
-            spec.engine,
-            Some(Arc::new(WriterSink(writer.clone()))),
-            initial,
-        );
-        engine.set_context_head(meta.clone(), Some(tool_list.clone()));
-        let (notice_hook, message_hook) = route_background(&engine, &env);
-        Ok(Session {
+        let initial = InitialState::default();
+        Ok(Session::assemble(
             id,
             meta,
-            tool_list,
-            engine,
             writer,
-            notice_hook,
-            message_hook,
-            meta_written: false,
-            announced: false,
-            policy: Default::default(),
+            spec.engine,
+            llm,
             env,
-            sandbox: None,
-        })
+            initial,
+            false,
+        ))
     }
 
     /// Reads a session's newest trace file and what resuming it gives, without building
@@ -245,7 +354,6 @@ impl Session {
                 path: writer.current_path(),
             })?;
         let meta = build::session_meta(meta_payload);
-        let tool_list = build::tool_list_ready(env.tools());
         let initial = InitialState {
             carry_over: resumed.carry_over,
             pending_summary: resumed.pending_summary,
@@ -254,42 +362,83 @@ impl Session {
                 last_request_total: resumed.last_request_total,
                 session_tokens: resumed.session_tokens,
             },
-            bootstrap_records: vec![tool_list.clone()],
+            bootstrap_records: Vec::new(),
             // A compacted context's file is finished: the first write starts the next one
             // (so merely loading a session never writes).
             pending_trace_rotation: resumed.context_closed,
             from_compaction: resumed.context_closed,
         };
-        let engine = Engine::with_parts(
-            llm,
-            env.clone(),
-            engine_config,
-            Some(Arc::new(WriterSink(writer.clone()))),
-            initial,
-        );
-        engine.set_context_head(meta.clone(), Some(tool_list.clone()));
         let id = meta
             .session_meta()
             .map(|m| m.session_id.clone())
             .unwrap_or_default();
-        let (notice_hook, message_hook) = route_background(&engine, &env);
-        Ok(Session {
+        Ok(Session::assemble(
             id,
             meta,
-            tool_list,
+            writer,
+            engine_config,
+            llm,
+            env,
+            initial,
+            true,
+        ))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn assemble(
+        id: String,
+        meta: OmniMessage,
+        writer: Writer,
+        config: EngineConfig,
+        llm: Box<dyn Llm>,
+        env: Arc<dyn Environment>,
+        mut initial: InitialState,
+        meta_written: bool,
+    ) -> Session {
+        let tool_list = build::tool_list_ready(env.tools());
+        initial.bootstrap_records = vec![tool_list.clone()];
+        let next_llm = Arc::new(Mutex::new(None));
+        let llm: Box<dyn Llm> = if env.connect_servers().is_empty() {
+            llm
+        } else {
+            Box::new(SwapLlm {
+                current: llm,
+                next: next_llm.clone(),
+            })
+        };
+        let sink = Arc::new(SessionSink {
+            writer: writer.clone(),
+            owed: Mutex::new(Owed::default()),
+        });
+        let engine = Engine::with_parts(llm, env.clone(), config, Some(sink.clone()), initial);
+        engine.set_context_head(meta.clone(), Some(tool_list.clone()));
+        let (notice_hook, message_hook) = route_background(&engine, &env);
+        Session {
+            id,
+            meta,
+            tool_list: Arc::new(Mutex::new(tool_list)),
             engine,
             writer,
+            sink,
             notice_hook,
             message_hook,
-            meta_written: true,
-            announced: false,
+            next_llm,
+            boot: Arc::new(Mutex::new(Boot::default())),
+            meta_written,
             policy: Default::default(),
             env,
             sandbox: None,
-        })
+        }
     }
 
-    /// Starts a run. The first run of this load yields `tool_list_ready` first.
+    /// How to build the session's model for the tools its connect phase finds (MCP servers).
+    /// Without it the model keeps the tools it was built with.
+    pub fn set_model_rebuild(&mut self, rebuild: ModelRebuild) {
+        lock(&self.boot).rebuild = Some(rebuild);
+    }
+
+    /// Starts a run. The first run of this load yields `tool_list_ready` first, after the
+    /// connect phase when the tools have servers to connect.
     pub fn run(
         &mut self,
         input: Vec<OmniMessage>,
@@ -300,18 +449,49 @@ impl Session {
             approver: self.policy.wrap(options.approver),
             ..options
         };
+        let (announced, carry) = {
+            let mut boot = lock(&self.boot);
+            if boot.connecting || self.engine.is_running() {
+                return Err(EngineBusy);
+            }
+            let carry = if boot.announced {
+                Vec::new()
+            } else {
+                std::mem::take(&mut boot.carry_input)
+            };
+            (boot.announced, carry)
+        };
         if !self.meta_written {
             self.writer.record_message(self.meta.clone());
             self.meta_written = true;
         }
-        let stream = self.engine.run(input, options)?;
-        let head: Vec<Frame> = if self.announced {
-            Vec::new()
-        } else {
-            vec![Frame::new(self.tool_list.clone())]
+        if announced {
+            return Ok(self.engine.run(input, options)?.boxed());
+        }
+        let servers = self.env.connect_servers();
+        if servers.is_empty() {
+            let stream = self.engine.run(input, options)?;
+            lock(&self.boot).announced = true;
+            let head = Frame::new(lock(&self.tool_list).clone());
+            return Ok(stream::iter([head]).chain(stream).boxed());
+        }
+        lock(&self.boot).connecting = true;
+        let phase = ConnectPhase {
+            guard: Connecting(self.boot.clone()),
+            engine: self.engine.clone(),
+            env: self.env.clone(),
+            writer: self.writer.clone(),
+            sink: self.sink.clone(),
+            next_llm: self.next_llm.clone(),
+            tool_list: self.tool_list.clone(),
+            meta: self.meta.clone(),
+            input: carry.into_iter().chain(input).collect(),
+            options,
         };
-        self.announced = true;
-        Ok(stream::iter(head).chain(stream).boxed())
+        let begin = build::mcp_connect_begin(servers);
+        Ok(stream::iter([Frame::new(begin.clone())])
+            .chain(stream::once(phase.finish(begin)).flatten())
+            .boxed())
     }
 
     /// Lets the engine compact this session's context, building each new context's model from
@@ -323,10 +503,8 @@ impl Session {
             .session_meta()
             .map(|m| m.system_prompt.clone())
             .unwrap_or_default();
-        let tools = match self.tool_list.event() {
-            Some(penguin_omni_protocol::EventPayload::ToolListReady { tools }) => tools.clone(),
-            _ => Vec::new(),
-        };
+        let tools = tools_of(&lock(&self.tool_list));
+        lock(&self.boot).compaction = Some(spec.clone());
         self.engine
             .enable_compaction(crate::models::llm_factory(spec, system_prompt, tools));
     }
@@ -337,6 +515,9 @@ impl Session {
         &mut self,
         cancel: CancellationToken,
     ) -> Result<BoxStream<'static, Frame>, EngineBusy> {
+        if lock(&self.boot).connecting {
+            return Err(EngineBusy);
+        }
         if self.engine.compactability() != penguin_engine::Compactability::Ok {
             // Nothing to do: write nothing either (a fresh session keeps no empty trace file).
             return Ok(stream::empty().boxed());
@@ -403,6 +584,100 @@ impl Session {
     /// later call replaces it.
     pub fn on_background_message(&self, hook: BackgroundMessageHook) {
         *self.message_hook.lock().unwrap_or_else(|p| p.into_inner()) = Some(hook);
+    }
+}
+
+fn tools_of(tool_list: &OmniMessage) -> Vec<ToolDefinition> {
+    match tool_list.event() {
+        Some(EventPayload::ToolListReady { tools }) => tools.clone(),
+        _ => Vec::new(),
+    }
+}
+
+/// The connect phase of a first run, from after `mcp_connect_begin` was yielded.
+struct ConnectPhase {
+    guard: Connecting,
+    engine: Engine,
+    env: Arc<dyn Environment>,
+    writer: Writer,
+    sink: Arc<SessionSink>,
+    next_llm: Arc<Mutex<Option<Box<dyn Llm>>>>,
+    tool_list: Arc<Mutex<OmniMessage>>,
+    meta: OmniMessage,
+    input: Vec<OmniMessage>,
+    options: RunOptions,
+}
+
+impl ConnectPhase {
+    async fn finish(self, begin: OmniMessage) -> BoxStream<'static, Frame> {
+        let Some(results) = self.env.connect(&self.options.cancel).await else {
+            return self.aborted(begin);
+        };
+        let end = build::mcp_connect_end(results, false);
+        let tools = self.env.tools();
+        let tool_list = build::tool_list_ready(tools.clone());
+        let owed = std::mem::replace(&mut *lock(&self.tool_list), tool_list.clone());
+        let boot = self.guard.0.clone();
+        {
+            let mut boot = lock(&boot);
+            if tools != tools_of(&owed) {
+                if let Some(rebuild) = &boot.rebuild {
+                    *lock(&self.next_llm) = Some(rebuild(tools.clone()));
+                }
+                if let Some(spec) = &boot.compaction {
+                    let system_prompt = self
+                        .meta
+                        .session_meta()
+                        .map(|m| m.system_prompt.clone())
+                        .unwrap_or_default();
+                    self.engine.enable_compaction(crate::models::llm_factory(
+                        spec,
+                        system_prompt,
+                        tools.clone(),
+                    ));
+                }
+            }
+            let mut sink = lock(&self.sink.owed);
+            sink.placeholder = Some((
+                Frame::new(owed).json().to_owned(),
+                vec![begin, end.clone(), tool_list.clone()],
+            ));
+            sink.skip = std::mem::take(&mut boot.persisted);
+            boot.announced = true;
+        }
+        self.engine
+            .set_context_head(self.meta.clone(), Some(tool_list.clone()));
+        drop(self.guard);
+        let head = stream::iter([Frame::new(end), Frame::new(tool_list)]);
+        match self.engine.run(self.input, self.options) {
+            Ok(run) => head.chain(run).boxed(),
+            // Only a compaction started from a clone of the engine can get here.
+            Err(EngineBusy) => head
+                .chain(stream::iter([Frame::new(build::abort(Some(
+                    "the session is busy".into(),
+                )))]))
+                .boxed(),
+        }
+    }
+
+    /// The run was interrupted while connecting: the Trace gets what the engine would have
+    /// written (the input, once) and the pair and the abort; the input waits for the next run.
+    fn aborted(self, begin: OmniMessage) -> BoxStream<'static, Frame> {
+        let end = build::mcp_connect_end(Vec::new(), true);
+        let abort = build::abort(Some("user".into()));
+        let mut boot = lock(&self.guard.0);
+        for m in &self.input {
+            let frame = Frame::new(m.clone());
+            if !boot.persisted.iter().any(|p| p == frame.json()) {
+                self.writer.record(&frame);
+                boot.persisted.push(frame.json().to_owned());
+            }
+        }
+        for m in [&begin, &end, &abort] {
+            self.writer.record_message(m.clone());
+        }
+        boot.carry_input = self.input;
+        stream::iter([Frame::new(end), Frame::new(abort)]).boxed()
     }
 }
 

@@ -153,6 +153,10 @@ pub struct CreateSessionRequest {
     /// The sandbox (default: the server's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxSettings>,
+    /// MCP servers for this session only, in addition to the server's (entries as in
+    /// `[[mcp_servers]]` of `config.toml`; the session factory validates them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<serde_json::Value>,
 }
 
 /// `PATCH /api/sessions/:id`.

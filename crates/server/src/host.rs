@@ -71,6 +71,8 @@ pub struct CreateSession {
     pub workspace: Option<PathBuf>,
     /// `sandbox` of the request, when given (the factory validates it).
     pub sandbox: Option<SandboxSettings>,
+    /// `mcpServers` of the request: MCP servers this session adds (the factory validates them).
+    pub mcp_servers: Vec<serde_json::Value>,
     /// Where the session's Trace must live: the server reads history from there.
     pub location: TraceLocation,
     /// The server's durability policy.

@@ -149,6 +149,18 @@ fn parse_sandbox(obj: &Map<String, Value>) -> Result<Option<SandboxSettings>, Ap
     }
 }
 
+/// `mcpServers`: an array of objects, each checked by the session factory.
+fn parse_mcp_servers(obj: &Map<String, Value>) -> Result<Vec<Value>, ApiError> {
+    match obj.get("mcpServers") {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) if items.iter().all(Value::is_object) => Ok(items.clone()),
+        Some(v) => Err(ApiError::field(
+            "mcpServers",
+            &format!("an array of server objects, got {}", kind(v)),
+        )),
+    }
+}
+
 pub(crate) async fn create_session(
     State(app): State<AppState>,
     headers: HeaderMap,
@@ -161,6 +173,7 @@ pub(crate) async fn create_session(
         workspace: opt_str(&obj, "workspace")?.map(str::to_owned),
         approval_mode: parse_mode(&obj)?,
         sandbox: parse_sandbox(&obj)?,
+        mcp_servers: parse_mcp_servers(&obj)?,
     };
     let entry = app.sessions.create(req)?;
     Ok(json_response(

@@ -158,6 +158,7 @@ impl Sessions {
             model: req.model,
             workspace,
             sandbox: req.sandbox.clone(),
+            mcp_servers: req.mcp_servers.clone(),
             location: self.cfg.location.clone(),
             durability: self.cfg.durability,
         };

@@ -33,15 +33,19 @@ async fn start(root: &std::path::Path, network: bool) -> Server {
         system_prompt: "You are a test.".into(),
         default_workspace: root.join("ws"),
         engine: EngineConfig::default(),
-        environment: Arc::new(|ws: &std::path::Path, sandbox: &Sandbox| {
-            let config = ToolsConfig {
-                sandbox: sandbox.clone(),
-                ..ToolsConfig::default()
-            };
-            BuiltinTools::new(ws, config)
-                .map(|t| Arc::new(t) as Arc<dyn Environment>)
-                .map_err(|e| e.to_string())
-        }),
+        environment: Arc::new(
+            |ws: &std::path::Path,
+             sandbox: &Sandbox,
+             _: &[penguin::tools::mcp::McpServerConfig]| {
+                let config = ToolsConfig {
+                    sandbox: sandbox.clone(),
+                    ..ToolsConfig::default()
+                };
+                BuiltinTools::new(ws, config)
+                    .map(|t| Arc::new(t) as Arc<dyn Environment>)
+                    .map_err(|e| e.to_string())
+            },
+        ),
         policy: Default::default(),
         sandbox: SandboxRequest {
             network,

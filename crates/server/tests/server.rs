@@ -1106,9 +1106,13 @@ async fn the_demo_model_runs_behind_a_model_factory() {
             compaction: Some(penguin::engine::CompactionConfig::default()),
             ..EngineConfig::default()
         },
-        environment: Arc::new(|_: &std::path::Path, _: &penguin::tools::Sandbox| {
-            Ok(Arc::new(ScriptedEnvironment::default()) as Arc<dyn Environment>)
-        }),
+        environment: Arc::new(
+            |_: &std::path::Path,
+             _: &penguin::tools::Sandbox,
+             _: &[penguin::tools::mcp::McpServerConfig]| {
+                Ok(Arc::new(ScriptedEnvironment::default()) as Arc<dyn Environment>)
+            },
+        ),
         policy: Default::default(),
         sandbox: Default::default(),
     };
@@ -1180,6 +1184,137 @@ async fn the_demo_model_runs_behind_a_model_factory() {
     assert!(msgs.iter().any(|m| m["payload"]["text"]
         .as_str()
         .is_some_and(|t| t.starts_with("[context_summary]"))));
+}
+
+/// `mcpServers` of `POST /api/sessions`: the session's own MCP server (the fixture, over node)
+/// joins its tools, and its connect phase leads the first task's stream. Needs the MCP test
+/// setup (`PENGUIN_MCP_SERVERS`, set by `cargo xtask ci`); says so and does nothing without it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_brings_its_own_mcp_servers() {
+    use penguin::engine::scripted::ScriptedEnvironment;
+    use penguin::engine::{EngineConfig, Environment};
+    use penguin::hosting::ModelFactory;
+    use penguin::models::ModelSpec;
+    use penguin::tools::mcp::{McpEnvironment, McpServerConfig};
+
+    if std::env::var_os("PENGUIN_MCP_SERVERS").is_none_or(|v| v.is_empty()) {
+        eprintln!("skipped: PENGUIN_MCP_SERVERS is not set (scripts/install-mcp-servers.sh)");
+        return;
+    }
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/mcp/fixture-server.mjs")
+        .display()
+        .to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let factory = ModelFactory {
+        spec: ModelSpec::demo(),
+        system_prompt: "You are a test.".into(),
+        default_workspace: dir.path().to_path_buf(),
+        engine: EngineConfig::default(),
+        environment: Arc::new(
+            |ws: &std::path::Path, sandbox: &penguin::tools::Sandbox, extra: &[McpServerConfig]| {
+                let inner = Arc::new(ScriptedEnvironment::default()) as Arc<dyn Environment>;
+                Ok(Arc::new(McpEnvironment::new(
+                    inner,
+                    extra,
+                    ws,
+                    sandbox.clone(),
+                    Default::default(),
+                )) as Arc<dyn Environment>)
+            },
+        ),
+        policy: Default::default(),
+        sandbox: Default::default(),
+    };
+    let mut opts = ServeOptions::new(Arc::new(factory));
+    opts.data_root = dir.path().join("data");
+    let state = AppState::new(&opts, TOKEN);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = router(state.clone());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let srv = TestServer {
+        base: format!("http://{addr}"),
+        data_root: opts.data_root.clone(),
+        http: reqwest::Client::new(),
+        state,
+        _dir: dir,
+    };
+
+    for (body, field) in [
+        (json!({"mcpServers": "fx"}), "mcpServers"),
+        (
+            json!({"mcpServers": [{"name": "fx", "colour": "red"}]}),
+            "mcpServers[0]",
+        ),
+    ] {
+        let r = srv.post("/api/sessions", body).await;
+        assert_eq!(r.status, 400, "{}", r.body);
+        let msg = r.body["error"]["message"].as_str().unwrap();
+        assert!(msg.starts_with(field), "{field}: {msg}");
+    }
+    let r = srv
+        .post(
+            "/api/sessions",
+            json!({"approvalMode": "allow-all", "mcpServers": [
+                {"name": "fx", "command": "node", "args": [fixture, "tools"]}
+            ]}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let id = r.body["session"]["id"].as_str().unwrap().to_owned();
+    let mut s = srv.stream(&id, None).await;
+    s.next().await;
+    assert_eq!(srv.task(&id, "hi").await.status, 202);
+    let run = s.until(|e| e.is_state("idle")).await;
+    let k = kinds(&run);
+    let at = |kind: &str| k.iter().position(|x| x == kind).unwrap_or(usize::MAX);
+    assert!(
+        at("mcp_connect_begin") < at("mcp_connect_end")
+            && at("mcp_connect_end") < at("tool_list_ready")
+            && at("tool_list_ready") < at("request_begin")
+            && at("request_begin") < usize::MAX,
+        "{k:?}"
+    );
+    let tools = run
+        .iter()
+        .find(|e| e.kind() == "tool_list_ready")
+        .unwrap()
+        .json();
+    assert!(
+        tools["payload"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "mcp__fx__pid"),
+        "{tools}"
+    );
+    // The history holds the pair and the tool list right after the task's input.
+    let history = srv.history(&id).await;
+    let types: Vec<&str> = history["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            m["payload"]["type"]
+                .as_str()
+                .unwrap_or(m["type"].as_str().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        &types[..6],
+        [
+            "session_meta",
+            "text",
+            "mcp_connect_begin",
+            "mcp_connect_end",
+            "tool_list_ready",
+            "request_begin"
+        ],
+        "{types:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -63,6 +63,8 @@ mod command;
 mod contract;
 mod exec;
 mod files;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 pub mod notes;
 mod path;
 pub mod policy;

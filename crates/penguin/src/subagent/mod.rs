@@ -169,6 +169,17 @@ impl Environment for SubagentEnvironment {
         }
     }
 
+    fn connect_servers(&self) -> Vec<String> {
+        self.inner.connect_servers()
+    }
+
+    async fn connect(
+        &self,
+        cancel: &penguin_engine::CancellationToken,
+    ) -> Option<Vec<penguin_omni_protocol::McpConnectResult>> {
+        self.inner.connect(cancel).await
+    }
+
     fn background(&self) -> Option<Arc<dyn BackgroundWork>> {
         Some(self.work.clone())
     }

@@ -21,8 +21,8 @@ pub(crate) struct ModelArgs {
     /// A configured model name, or the model id when --provider is given.
     #[arg(long)]
     pub(crate) model: Option<String>,
-    /// Provider protocol for an ad-hoc model: openai-chat, anthropic-messages, gemini, demo, or
-    /// scripted (with --scenario).
+    /// Provider protocol for an ad-hoc model: openai-chat (alias openai), openai-responses,
+    /// anthropic-messages (alias anthropic), gemini, demo, or scripted (with --scenario).
     #[arg(long)]
     pub(crate) provider: Option<String>,
     /// Base URL of the provider (e.g. http://127.0.0.1:8080/v1 for a local llama.cpp server).
@@ -34,6 +34,15 @@ pub(crate) struct ModelArgs {
     /// Scenario file for --provider scripted: the model and tools play its scripts.
     #[arg(long)]
     pub(crate) scenario: Option<PathBuf>,
+    // --- MCP (see mcp.rs) ---
+    /// With --provider scripted: the scenario's model calls penguin's real tools (built-in and
+    /// MCP) instead of the scenario's scripted ones.
+    #[arg(long, requires = "scenario")]
+    pub(crate) real_tools: bool,
+    /// An MCP server over stdio for this run, besides config.toml's: NAME=COMMAND [ARGS...]
+    /// (split on spaces); repeatable. Its tools are mcp__NAME__TOOL.
+    #[arg(long = "mcp", value_name = "NAME=COMMAND")]
+    pub(crate) mcp: Vec<String>,
 }
 
 #[derive(Args, Debug, Clone, Default)]
@@ -55,6 +64,11 @@ pub(crate) struct TaskArgs {
     /// Thinking effort: none, low, medium, high, xhigh, max.
     #[arg(long)]
     pub(crate) thinking: Option<ThinkingLevel>,
+    // --- CLI experience (issue 17) ---
+    /// Show tool output in full instead of its first line.
+    #[arg(long, short = 'v')]
+    pub(crate) verbose: bool,
+    // --- end CLI experience ---
 }
 
 #[derive(Subcommand, Debug)]
@@ -72,8 +86,13 @@ pub(crate) enum Command {
         /// The workspace the tools act on (default: the current directory).
         #[arg(long)]
         workspace: Option<PathBuf>,
+        // --- CLI experience (issue 17) ---
+        /// Print the system prompt a new session here would get, and exit.
+        #[arg(long)]
+        print_system_prompt: bool,
+        // --- end CLI experience ---
     },
-    /// A conversation over one session (`/quit` to leave).
+    /// A conversation over one session (`/help` lists its commands).
     Chat {
         #[command(flatten)]
         model: ModelArgs,
@@ -84,14 +103,21 @@ pub(crate) enum Command {
         /// The workspace the tools act on (default: the current directory).
         #[arg(long)]
         workspace: Option<PathBuf>,
-        /// Continue this session instead of starting a new one.
+        /// Continue this session (an id or a unique part of one) instead of starting a new one.
         #[arg(long)]
         resume: Option<String>,
+        // --- CLI experience (issue 17) ---
+        /// Continue the newest session of this workspace.
+        #[arg(long, conflicts_with = "resume")]
+        last: bool,
+        // --- end CLI experience ---
     },
     /// Continue a session: run PROMPT in it, or open a chat when no prompt is given.
     Resume {
-        /// The session id (see `penguin sessions`).
-        session_id: String,
+        /// The session id, or a unique part of it (see `penguin sessions`); with --last, the
+        /// prompt.
+        #[arg(required_unless_present = "last")]
+        session_id: Option<String>,
         /// The prompt.
         prompt: Option<String>,
         #[command(flatten)]
@@ -100,9 +126,48 @@ pub(crate) enum Command {
         task: TaskArgs,
         #[command(flatten)]
         sandbox: SandboxArgs,
+        // --- CLI experience (issue 17) ---
+        /// Continue the newest session of the current workspace.
+        #[arg(long)]
+        last: bool,
+        // --- end CLI experience ---
     },
-    /// List sessions, newest first.
-    Sessions,
+    /// List sessions, the current workspace's first, each newest first.
+    Sessions {
+        // --- CLI experience (issue 17) ---
+        /// Only the current workspace's sessions.
+        #[arg(long)]
+        here: bool,
+        // --- end CLI experience ---
+    },
+    // --- CLI experience (issue 17) ---
+    /// Show a stored session as it happened, from its trace (no model needed).
+    Show {
+        /// The session id, or a unique part of it.
+        #[arg(required_unless_present = "last")]
+        session_id: Option<String>,
+        /// The newest session of the current workspace.
+        #[arg(long, conflicts_with = "session_id")]
+        last: bool,
+        /// Print the raw trace records (JSON lines) instead.
+        #[arg(long)]
+        jsonl: bool,
+        /// Show tool output in full.
+        #[arg(long, short = 'v')]
+        verbose: bool,
+    },
+    /// Write a commented starter config.toml into the data root.
+    Init {
+        /// Replace an existing config.toml.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Print shell completions: bash, zsh, fish, elvish or powershell.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    // --- end CLI experience ---
     /// Follow a session on a running `penguin serve`: its history, then what it does live.
     Watch {
         /// The session id.
@@ -133,6 +198,27 @@ pub(crate) enum Command {
     Trace {
         #[command(subcommand)]
         command: TraceCommand,
+    },
+    /// MCP servers.
+    Mcp {
+        #[command(subcommand)]
+        command: McpCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum McpCommand {
+    /// Connect each configured server (config.toml's and --mcp's) and show its status and tools.
+    List {
+        /// An extra stdio server: NAME=COMMAND [ARGS...]; repeatable.
+        #[arg(long = "mcp", value_name = "NAME=COMMAND")]
+        mcp: Vec<String>,
+        /// The workspace stdio servers start in (default: the current directory).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+        /// Print the results as JSON (the `results` of mcp_connect_end, plus each server's tools).
+        #[arg(long)]
+        json: bool,
     },
 }
 

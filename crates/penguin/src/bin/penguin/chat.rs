@@ -1,8 +1,9 @@
-//! `penguin chat`: the REPL, steering during a task, `/compact`.
+//! `penguin chat`: the REPL (a line editor on a terminal), its slash commands, steering during
+//! a task, `/compact`.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use penguin::agent::Agent;
@@ -12,12 +13,28 @@ use penguin::session::Session;
 
 use penguin::tools::SandboxBypass;
 
+use crate::approve::TerminalApprover;
 use crate::args::{ModelArgs, SandboxArgs, TaskArgs};
 use crate::console::Console;
+use crate::editor::{Input, LineEditor};
 use crate::run::{approver, interrupt_on_ctrl_c, render, run_task};
 use crate::setup::{
-    new_session, open_session, pick_source, session_line, workspace_dir, Confinement,
+    new_session, open_session, pick_source, resolve_session_id, session_line, workspace_dir,
+    Confinement,
 };
+
+/// The REPL's commands, with what they do (`/help`).
+pub(crate) const COMMANDS: &[(&str, &str)] = &[
+    ("/help", "this list"),
+    (
+        "/approvals",
+        "what \"always\" answers allow; /approvals clear forgets them",
+    ),
+    ("/expand", "the last collapsed tool output, in full"),
+    ("/compact", "replace the context with a summary now"),
+    ("/abort", "(during a task) interrupt it; so does Ctrl-C"),
+    ("/quit", "leave (also /exit, or Ctrl-D on an empty line)"),
+];
 
 pub(crate) async fn chat(
     model: ModelArgs,
@@ -25,23 +42,30 @@ pub(crate) async fn chat(
     sandbox: SandboxArgs,
     workspace: Option<PathBuf>,
     resume_id: Option<String>,
+    last: bool,
 ) -> Result<ExitCode, String> {
-    let agent = Agent::from_env().map_err(|e| e.to_string())?;
+    let agent = crate::mcp::agent(&model.mcp)?;
     let confinement = Confinement::resolve(&agent, &sandbox)?;
-    let session = match resume_id {
-        Some(id) => open_session(&agent, &id, &model, &confinement)?,
-        None => new_session(
+    let session = if resume_id.is_some() || last {
+        let id = resolve_session_id(&agent, resume_id.as_deref(), last)?;
+        open_session(&agent, &id, &model, &confinement)?
+    } else {
+        new_session(
             &agent,
             pick_source(&agent, &model)?,
             &workspace_dir(workspace)?,
             &confinement,
-        )?,
+        )?
     };
-    repl(session, task, confinement.bypass()).await
+    repl(&agent, session, task, confinement.bypass()).await
 }
 
 /// `/compact`: replace the context with a summary now (the session's next run starts with it).
-pub(crate) async fn compact(session: &mut Session, task: &TaskArgs) -> Result<(), String> {
+pub(crate) async fn compact(
+    session: &mut Session,
+    task: &TaskArgs,
+    console: &Console,
+) -> Result<(), String> {
     use penguin::engine::Compactability;
     match session.engine().compactability() {
         Compactability::Ok => {}
@@ -61,8 +85,9 @@ pub(crate) async fn compact(session: &mut Session, task: &TaskArgs) -> Result<()
     let cancel = CancellationToken::new();
     let ctrl_c = interrupt_on_ctrl_c(cancel.clone(), session.writer().clone());
     let mut stream = session.compact(cancel.clone()).map_err(|e| e.to_string())?;
-    render(&mut stream, task.jsonl, None, &cancel).await?;
+    render(&mut stream, task, None, &cancel, console).await?;
     ctrl_c.abort();
+    crate::run::INTERRUPTED.store(false, Ordering::SeqCst);
     if cancel.is_cancelled() {
         eprintln!("compaction interrupted; the context is unchanged");
     } else if !task.jsonl {
@@ -71,70 +96,227 @@ pub(crate) async fn compact(session: &mut Session, task: &TaskArgs) -> Result<()
     Ok(())
 }
 
+/// A line the REPL handles itself, or `None` for a prompt.
+#[derive(Debug, PartialEq, Eq)]
+enum Command<'a> {
+    Quit,
+    Help,
+    Compact,
+    Approvals { clear: bool },
+    Expand,
+    Abort,
+    Unknown(&'a str),
+}
+
+/// `/word` (one token of letters) is a command; `/etc/hosts is wrong` is a prompt.
+fn command(line: &str) -> Option<Command<'_>> {
+    let mut words = line.split_whitespace();
+    let first = words.next()?;
+    let name = first.strip_prefix('/')?;
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphabetic() || c == '-') {
+        return None;
+    }
+    let rest: Vec<&str> = words.collect();
+    Some(match (name, rest.as_slice()) {
+        ("quit" | "exit", []) => Command::Quit,
+        ("help", []) => Command::Help,
+        ("compact", []) => Command::Compact,
+        ("approvals", []) => Command::Approvals { clear: false },
+        ("approvals", ["clear"]) => Command::Approvals { clear: true },
+        ("expand", []) => Command::Expand,
+        ("abort", []) => Command::Abort,
+        _ => Command::Unknown(first),
+    })
+}
+
+fn help() -> String {
+    let mut out = String::from("commands:\n");
+    for (name, what) in COMMANDS {
+        out.push_str(&format!("  {name:<12} {what}\n"));
+    }
+    out.push_str(
+        "anything else is sent to the model. While a task runs, typing steers it (sent after the current turn).\n\
+         Keys: ↑/↓ history, Alt-Enter or a trailing \\ for a new line, Ctrl-C clears the line, Ctrl-D leaves.",
+    );
+    out
+}
+
+fn approvals_text(asking: Option<&TerminalApprover>, clear: bool) -> String {
+    let Some(asking) = asking else {
+        return "every call is allowed without asking (--yes)".into();
+    };
+    let scopes = asking.scopes();
+    if clear {
+        asking.clear();
+        return format!(
+            "forgot {} \"always\" answer(s); every call is asked again",
+            scopes.len()
+        );
+    }
+    if scopes.is_empty() {
+        return "nothing is auto-approved: every call is asked (answer a to allow one tool, or one command prefix, from then on)".into();
+    }
+    let mut out = String::from("allowed without asking:\n");
+    for s in &scopes {
+        out.push_str(&match s {
+            crate::approve::Scope::Tool(t) => format!("  every {t} call\n"),
+            crate::approve::Scope::Command(p) => {
+                format!("  exec_command with a command starting `{p}`\n")
+            }
+        });
+    }
+    out.push_str("(/approvals clear forgets them)");
+    out
+}
+
 pub(crate) async fn repl(
+    agent: &Agent,
     mut session: Session,
     task: TaskArgs,
     bypass: Option<SandboxBypass>,
 ) -> Result<ExitCode, String> {
     let console = Console::stdin();
-    let approver = approver(&task, &console, bypass);
-    let quit = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (approver, asking) = approver(&task, &console, bypass);
+    let quit = Arc::new(AtomicBool::new(false));
+    let mut editor = match console.term() {
+        Some(_) => Some(LineEditor::new(&agent.location.root)?),
+        None => None,
+    };
+    let recap = crate::show::recap(agent, session.id(), 2);
+    if !recap.is_empty() {
+        eprint!("earlier in this session:\n{recap}");
+    }
     eprintln!(
-        "{} — /quit to leave, /compact; while a task runs, type to steer it, /abort or Ctrl-C to interrupt",
+        "{} — /help for commands, /quit or Ctrl-D to leave; while a task runs, type to steer it, /abort or Ctrl-C to interrupt",
         session_line(&session)
     );
     // A background launch that settles while the prompt waits starts a task carrying its notice.
+    // The line editor cannot be interrupted, so on a terminal the notice is announced above the
+    // prompt and goes to the model with the next line (an empty one sends it alone).
     let notice = Arc::new(tokio::sync::Notify::new());
     let hook = notice.clone();
     session.on_notice(Arc::new(move || hook.notify_one()));
-    show_background_messages(&session, task.jsonl);
-    loop {
-        eprint!("› ");
-        let _ = std::io::stderr().flush();
-        // Ctrl-C at the prompt leaves, as it would in any REPL (during a task it interrupts).
-        let line = tokio::select! {
-            line = console.read_line() => line,
-            _ = tokio::signal::ctrl_c() => None,
-            () = notice.notified() => {
-                let notices = session.engine().take_notices();
-                if notices.is_empty() {
-                    continue;
+    let reading = Arc::new(AtomicBool::new(false));
+    if let Some(mut printer) = editor.as_mut().and_then(LineEditor::printer) {
+        let (notice, reading) = (notice.clone(), reading.clone());
+        tokio::spawn(async move {
+            loop {
+                notice.notified().await;
+                if reading.load(Ordering::SeqCst) {
+                    let _ = printer.print(
+                        "(background work finished: press Enter to tell the model now, or it goes with your next message)".into(),
+                    );
                 }
-                eprintln!("\n(background work finished; telling the model)");
-                run_task(&mut session, notices, &task, approver.clone(), Some((&console, &quit)))
-                    .await?;
-                if quit.load(std::sync::atomic::Ordering::Relaxed) {
-                    break;
-                }
-                continue;
             }
-        };
-        let Some(line) = line else {
-            break;
+        });
+    }
+    show_background_messages(&session, &console, &mut editor, &reading, task.jsonl);
+    loop {
+        let line = match editor.as_mut() {
+            Some(ed) => {
+                reading.store(true, Ordering::SeqCst);
+                let read = ed.read("› ", console.take_next_prompt()).await;
+                reading.store(false, Ordering::SeqCst);
+                match read {
+                    Input::Line(line) => line,
+                    Input::Cleared => continue,
+                    Input::End => break,
+                }
+            }
+            None => {
+                eprint!("› ");
+                let _ = std::io::Write::flush(&mut std::io::stderr());
+                // Ctrl-C at the prompt leaves, as it would in any REPL (during a task it
+                // interrupts).
+                let line = tokio::select! {
+                    line = console.read_line() => line,
+                    _ = tokio::signal::ctrl_c() => None,
+                    () = notice.notified() => {
+                        let notices = session.engine().take_notices();
+                        if notices.is_empty() {
+                            continue;
+                        }
+                        eprintln!("\n(background work finished; telling the model)");
+                        run_task(&mut session, notices, &task, approver.clone(), &console, Some(&quit))
+                            .await?;
+                        crate::run::INTERRUPTED.store(false, Ordering::SeqCst);
+                        if quit.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        continue;
+                    }
+                };
+                let Some(line) = line else { break };
+                line
+            }
         };
         let line = line.trim();
-        match line {
-            "" => continue,
-            "/quit" | "/exit" => break,
-            "/compact" => {
-                compact(&mut session, &task).await?;
-                continue;
-            }
-            "/abort" => {
-                eprintln!("nothing is running (while a task runs, /abort or Ctrl-C interrupts it and typing steers it)");
-                continue;
-            }
-            _ => {}
+        let command = match line.is_empty() {
+            true => None,
+            false => command(line),
+        };
+        // Notices that arrived at a terminal's prompt go first, with the next prompt (an empty
+        // line sends them alone); a command leaves them queued.
+        let notices = match (&editor, &command) {
+            (Some(_), None) => session.engine().take_notices(),
+            _ => Vec::new(),
+        };
+        if line.is_empty() && notices.is_empty() {
+            continue;
         }
-        run_task(
-            &mut session,
-            vec![build::user_text(line)],
-            &task,
-            approver.clone(),
-            Some((&console, &quit)),
-        )
-        .await?;
-        if quit.load(std::sync::atomic::Ordering::Relaxed) {
+        match command {
+            Some(Command::Quit) => break,
+            Some(Command::Help) => eprintln!("{}", help()),
+            Some(Command::Compact) => compact(&mut session, &task, &console).await?,
+            Some(Command::Approvals { clear }) => {
+                eprintln!("{}", approvals_text(asking.as_deref(), clear))
+            }
+            Some(Command::Expand) => match console.collapsed() {
+                Some((name, output)) => {
+                    println!("{name}:");
+                    for l in output.lines() {
+                        println!("    {l}");
+                    }
+                }
+                None => eprintln!("no collapsed tool output yet"),
+            },
+            Some(Command::Abort) => eprintln!(
+                "nothing is running (while a task runs, /abort or Ctrl-C interrupts it and typing steers it)"
+            ),
+            Some(Command::Unknown(name)) => {
+                eprintln!("unknown command {name}: nothing was sent (/help lists the commands)")
+            }
+            None => {
+                let mut input = notices;
+                if !line.is_empty() {
+                    input.push(build::user_text(line));
+                }
+                let end = run_task(
+                    &mut session,
+                    input,
+                    &task,
+                    approver.clone(),
+                    &console,
+                    Some(&quit),
+                )
+                .await?;
+                // In chat an interrupted task returns to the prompt, not to the shell.
+                crate::run::INTERRUPTED.store(false, Ordering::SeqCst);
+                if !end.undelivered.is_empty() {
+                    let text = end.undelivered.join("\n");
+                    match console.term() {
+                        Some(_) => {
+                            eprintln!("not delivered to the model (the task ended first); it is in the prompt below to send or edit:");
+                            console.offer_next_prompt(text);
+                        }
+                        None => eprintln!(
+                            "not delivered to the model (the task ended first): {text}"
+                        ),
+                    }
+                }
+            }
+        }
+        if quit.load(Ordering::Relaxed) {
             break;
         }
     }
@@ -143,19 +325,88 @@ pub(crate) async fn repl(
 }
 
 // ---- Background subagents (see `Session::on_background_message`) ---------------------------
-// Their messages are in no run's stream: shown as they come, on stderr, each line tagged with
-// the child it is from (JSON lines on stdout with --jsonl).
-fn show_background_messages(session: &Session, jsonl: bool) {
-    use std::io::IsTerminal;
-    let color = std::io::stderr().is_terminal();
-    let renderer = std::sync::Mutex::new(crate::render::Renderer::new(std::io::stderr(), color));
+// Their messages are in no run's stream. One line each for what a person follows (answers,
+// tool calls, an abort), tagged with the child, written where notices go: above the prompt
+// while the line editor reads, else above the task's bottom line (or on stderr). With
+// --jsonl, every message as a JSON line on stdout.
+fn show_background_messages(
+    session: &Session,
+    console: &Console,
+    editor: &mut Option<LineEditor>,
+    reading: &Arc<AtomicBool>,
+    jsonl: bool,
+) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    // Printing may wait for the terminal: not on the child's own task.
     session.on_background_message(Arc::new(move |msg| {
-        if jsonl {
-            println!("{}", msg.to_json());
-            return;
-        }
-        let mut r = renderer.lock().unwrap_or_else(|p| p.into_inner());
-        let _ = r.frame(&penguin::omni_protocol::Frame::new(msg));
+        let _ = tx.send(msg);
     }));
+    let (console, reading) = (console.clone(), reading.clone());
+    let mut printer = editor.as_mut().and_then(LineEditor::printer);
+    tokio::spawn(async move {
+        while let Some(msg) = rx.recv().await {
+            if jsonl {
+                println!("{}", msg.to_json());
+                continue;
+            }
+            let Some(line) = background_line(&msg) else {
+                continue;
+            };
+            match printer.as_mut() {
+                Some(p) if reading.load(Ordering::SeqCst) => {
+                    let _ = p.print(line);
+                }
+                _ => console.note(&line),
+            }
+        }
+    });
+}
+
+fn background_line(msg: &penguin::omni_protocol::OmniMessage) -> Option<String> {
+    use penguin::omni_protocol::{Body, EventPayload, ModelPayload, Role, StopReason};
+    let hop = msg.origin.as_ref()?.last()?;
+    let tag = format!("[{}]", &hop[hop.len().saturating_sub(8)..]);
+    let clip = crate::render::clip;
+    match &msg.body {
+        Body::Model(ModelPayload::Text(t))
+            if t.role == Role::Assistant && !t.text.trim().is_empty() =>
+        {
+            Some(format!("{tag} {}", clip(t.text.trim(), 200)))
+        }
+        Body::Model(ModelPayload::ToolCall(c))
+            if c.stop_reason.is_none_or(|r| r == StopReason::Completed) =>
+        {
+            Some(format!("{tag} ⚙ {} {}", c.name, clip(&c.arguments, 80)))
+        }
+        Body::Event(EventPayload::Abort { reason }) => Some(format!(
+            "{tag} aborted{}",
+            reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        )),
+        _ => None,
+    }
 }
 // ---- end of background subagents ------------------------------------------------------------
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slash_words_are_commands_and_paths_are_prompts() {
+        assert_eq!(command("/help"), Some(Command::Help));
+        assert_eq!(
+            command("/approvals clear"),
+            Some(Command::Approvals { clear: true })
+        );
+        assert_eq!(
+            command("/frobnicate"),
+            Some(Command::Unknown("/frobnicate"))
+        );
+        assert_eq!(command("/quit now"), Some(Command::Unknown("/quit")));
+        assert_eq!(command("/etc/hosts is wrong"), None);
+        assert_eq!(command("fix /help text"), None);
+    }
+}

@@ -24,24 +24,32 @@ pub(crate) fn scenario_run(
     requests: Option<PathBuf>,
 ) -> Result<ExitCode, String> {
     let scenario = Scenario::from_file(&path).map_err(|e| e.to_string())?;
-    let out = penguin::scenario::run_scenario_blocking(scenario)
-        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let trace_sink = penguin::scenario::MemoryTrace::default();
     let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
-    for frame in &out.stream {
-        writeln!(stdout, "{}", frame.json()).map_err(|e| format!("stdout: {e}"))?;
-    }
-    stdout.flush().map_err(|e| format!("stdout: {e}"))?;
+    let mut written = Ok(());
+    let requests_log = penguin::scenario::run_scenario_streaming(
+        scenario,
+        std::sync::Arc::new(trace_sink.clone()),
+        &mut |frame| {
+            if written.is_ok() {
+                written = writeln!(stdout, "{}", frame.json());
+            }
+        },
+    )
+    .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    written
+        .and_then(|()| stdout.flush())
+        .map_err(|e| format!("stdout: {e}"))?;
     if let Some(p) = trace {
-        let body: String = out
-            .trace_lines()
+        let records = trace_sink.records();
+        let body: String = penguin::scenario::trace_lines(&records, &trace_sink.rotations())
             .into_iter()
             .map(|line| format!("{line}\n"))
             .collect();
         std::fs::write(&p, body).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
     }
     if let Some(p) = requests {
-        let body: String = out
-            .requests
+        let body: String = requests_log
             .iter()
             .map(|input| format!("{}\n", serde_json::json!({ "input": input })))
             .collect();

@@ -1,15 +1,12 @@
-//! The terminal side of a session: lines from stdin shared by the REPL and approval prompts,
-//! and the approvers the CLI offers.
+//! The terminal side of a session: input shared by the REPL and approval prompts (the
+//! interactive terminal of `term.rs`, or stdin line by line), and what the REPL, the renderer
+//! and the approver share.
 
 use std::collections::VecDeque;
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 
-use async_trait::async_trait;
-use penguin::engine::{ApprovalError, Approver};
-use penguin::tools::SandboxBypass;
-use penguin_omni_protocol::{ApprovalDecision, ModelPayload, OmniMessage};
 use tokio::sync::{mpsc, oneshot, Mutex};
 
 /// Lines typed on stdin, shared by the REPL and approval prompts.
@@ -20,6 +17,23 @@ use tokio::sync::{mpsc, oneshot, Mutex};
 #[derive(Clone, Debug)]
 pub struct Console {
     inner: Arc<Inner>,
+    /// The interactive terminal, when stdin, stdout and stderr are all one.
+    term: Option<Arc<crate::term::Term>>,
+    shared: Arc<Shared>,
+}
+
+/// What the REPL, the renderer and the approver share besides input.
+#[derive(Debug, Default)]
+struct Shared {
+    /// Tool calls already on screen: an approval question waits for its call's line.
+    shown: StdMutex<std::collections::HashSet<String>>,
+    shown_changed: tokio::sync::Notify,
+    /// A renderer is showing calls (else nobody would mark them and nothing waits).
+    rendering: AtomicBool,
+    /// Text offered as the next prompt (steering that was never delivered).
+    next_prompt: StdMutex<Option<String>>,
+    /// The last tool output shown collapsed: its tool and full text, for `/expand`.
+    collapsed: StdMutex<Option<(String, String)>>,
 }
 
 #[derive(Debug)]
@@ -37,11 +51,120 @@ struct Inner {
     /// stdin has ended: a prompt asked from now on gets no answer. (The REPL queue never
     /// reports the end itself: `repl_tx` keeps it open.)
     ended: AtomicBool,
+    /// Signalled when stdin ends, for a REPL waiting on its queue.
+    ended_signal: tokio::sync::Notify,
 }
 
 impl Console {
-    /// Starts reading stdin.
+    /// Reads the terminal (see [`crate::term`]) when stdin, stdout and stderr are one; else
+    /// reads stdin line by line.
     pub fn stdin() -> Console {
+        let all_terminal = std::io::stdin().is_terminal()
+            && std::io::stdout().is_terminal()
+            && std::io::stderr().is_terminal();
+        if all_terminal {
+            if let Some(term) = crate::term::Term::start() {
+                let (_tx, rx) = mpsc::unbounded_channel();
+                return Console {
+                    inner: Arc::new(Inner {
+                        lines: Mutex::new(rx),
+                        answer: StdMutex::new(None),
+                        task: StdMutex::new(None),
+                        fixed: None,
+                        repl_tx: None,
+                        ended: AtomicBool::new(false),
+                        ended_signal: tokio::sync::Notify::new(),
+                    }),
+                    term: Some(term),
+                    shared: Arc::default(),
+                };
+            }
+        }
+        Console::lines()
+    }
+
+    /// The interactive terminal, when there is one.
+    pub fn term(&self) -> Option<&Arc<crate::term::Term>> {
+        self.term.as_ref()
+    }
+
+    /// Marks a tool call as shown on screen.
+    pub fn mark_shown(&self, tool_call_id: &str) {
+        self.shared
+            .shown
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(tool_call_id.to_owned());
+        self.shared.shown_changed.notify_waiters();
+    }
+
+    /// A renderer now shows this console's calls (approval questions wait for them).
+    pub fn set_rendering(&self, on: bool) {
+        self.shared.rendering.store(on, Ordering::SeqCst);
+        self.shared.shown_changed.notify_waiters();
+    }
+
+    /// Waits (briefly) until the call's line is on screen, so its question comes after it.
+    pub async fn until_shown(&self, tool_call_id: &str) {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
+        loop {
+            let notified = self.shared.shown_changed.notified();
+            if !self.shared.rendering.load(Ordering::SeqCst)
+                || self
+                    .shared
+                    .shown
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .contains(tool_call_id)
+            {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Offers `text` as the next prompt's starting text.
+    pub fn offer_next_prompt(&self, text: String) {
+        *self
+            .shared
+            .next_prompt
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(text);
+    }
+
+    /// The text offered for the next prompt, once.
+    pub fn take_next_prompt(&self) -> Option<String> {
+        self.shared
+            .next_prompt
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+    }
+
+    /// Keeps the last collapsed tool output for `/expand`.
+    pub fn set_collapsed(&self, collapsed: Option<(String, String)>) {
+        if collapsed.is_some() {
+            *self
+                .shared
+                .collapsed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = collapsed;
+        }
+    }
+
+    /// The last collapsed tool output.
+    pub fn collapsed(&self) -> Option<(String, String)> {
+        self.shared
+            .collapsed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Reads stdin line by line (stdin is not a terminal).
+    fn lines() -> Console {
         let (tx, rx) = mpsc::unbounded_channel();
         let inner = Arc::new(Inner {
             lines: Mutex::new(rx),
@@ -50,6 +173,7 @@ impl Console {
             fixed: None,
             repl_tx: Some(tx.clone()),
             ended: AtomicBool::new(false),
+            ended_signal: tokio::sync::Notify::new(),
         });
         let reader = inner.clone();
         std::thread::spawn(move || {
@@ -82,11 +206,17 @@ impl Console {
             // End of input: a waiting prompt, and every later one, gets no answer (deny).
             let mut slot = reader.answer.lock().unwrap_or_else(|p| p.into_inner());
             reader.ended.store(true, Ordering::SeqCst);
+            reader.ended_signal.notify_waiters();
+            reader.ended_signal.notify_one();
             if let Some(prompt) = slot.take() {
                 let _ = prompt.send(None);
             }
         });
-        Console { inner }
+        Console {
+            inner,
+            term: None,
+            shared: Arc::default(),
+        }
     }
 
     /// A console fed from a list (tests): prompts and the REPL take lines in the order they ask.
@@ -101,16 +231,35 @@ impl Console {
                 fixed: Some(StdMutex::new(lines.into())),
                 repl_tx: None,
                 ended: AtomicBool::new(false),
+                ended_signal: tokio::sync::Notify::new(),
             }),
+            term: None,
+            shared: Arc::default(),
         }
     }
 
-    /// The next REPL line, or `None` at end of input.
+    /// The next REPL line, or `None` at end of input (once every line typed before it is
+    /// read).
     pub async fn read_line(&self) -> Option<String> {
         if let Some(fixed) = &self.inner.fixed {
             return fixed.lock().unwrap_or_else(|p| p.into_inner()).pop_front();
         }
-        self.inner.lines.lock().await.recv().await
+        let mut lines = self.inner.lines.lock().await;
+        loop {
+            let ended = self.inner.ended_signal.notified();
+            match lines.try_recv() {
+                Ok(line) => return Some(line),
+                Err(mpsc::error::TryRecvError::Disconnected) => return None,
+                Err(mpsc::error::TryRecvError::Empty) => {}
+            }
+            if self.inner.ended.load(Ordering::SeqCst) {
+                return None;
+            }
+            tokio::select! {
+                line = lines.recv() => return line,
+                _ = ended => {}
+            }
+        }
     }
 
     /// Lines typed from now on, until the returned guard is dropped, go to it rather than to the
@@ -118,7 +267,9 @@ impl Console {
     /// the prompt. A test console never has task lines.
     pub fn task_lines(&self) -> TaskLines {
         let (tx, rx) = mpsc::unbounded_channel();
-        if self.inner.fixed.is_none() {
+        if let Some(term) = &self.term {
+            term.set_task_lines(tx);
+        } else if self.inner.fixed.is_none() {
             *self.inner.task.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
         }
         TaskLines {
@@ -129,6 +280,10 @@ impl Console {
 
     /// Hands a line a task could not use back to the REPL's prompt, after what is queued.
     pub fn requeue(&self, line: String) {
+        if self.term.is_some() {
+            self.offer_next_prompt(line);
+            return;
+        }
         match (&self.inner.repl_tx, &self.inner.fixed) {
             (Some(tx), _) => {
                 let _ = tx.send(line);
@@ -138,6 +293,30 @@ impl Console {
                 .unwrap_or_else(|p| p.into_inner())
                 .push_back(line),
             (None, None) => {}
+        }
+    }
+
+    /// Asks `question` and returns the answer: on the terminal's bottom line, else on stderr
+    /// with the next line of stdin. `None` at end of input.
+    pub async fn ask(&self, question: &str) -> Option<String> {
+        if let Some(term) = &self.term {
+            let answer = term.ask(question.to_owned()).await.ok().flatten();
+            if let Some(a) = &answer {
+                term.answered(a);
+            }
+            return answer;
+        }
+        let mut err = std::io::stderr();
+        let _ = write!(err, "{question}");
+        let _ = err.flush();
+        self.answer().await
+    }
+
+    /// Prints a line of penguin's own: above the bottom line on a terminal, else on stderr.
+    pub fn note(&self, text: &str) {
+        match &self.term {
+            Some(term) => term.note(text),
+            None => eprintln!("{text}"),
         }
     }
 
@@ -205,154 +384,7 @@ impl Drop for TaskLines {
     }
 }
 
-/// Asks on the terminal: `y` allow, `n` deny, `a` allow this and every later call, and for a
-/// command under a sandbox `u`: run this one call outside the sandbox.
-#[derive(Debug)]
-pub struct TerminalApprover {
-    console: Console,
-    always: AtomicBool,
-    bypass: Option<SandboxBypass>,
-}
-
-impl TerminalApprover {
-    /// An approver reading answers from `console`.
-    pub fn new(console: Console) -> TerminalApprover {
-        TerminalApprover {
-            console,
-            always: AtomicBool::new(false),
-            bypass: None,
-        }
-    }
-
-    /// Offers `u` for commands, granting the call in `bypass` (the session's tools' grants).
-    pub fn with_bypass(mut self, bypass: Option<SandboxBypass>) -> TerminalApprover {
-        self.bypass = bypass;
-        self
-    }
-
-    /// The command call `u` would run outside the sandbox: its id and arguments.
-    fn bypassable(&self, call: &OmniMessage) -> Option<(String, String)> {
-        self.bypass.as_ref()?;
-        match call.model() {
-            Some(ModelPayload::ToolCall(c)) if c.name == "exec_command" => {
-                Some((c.tool_call_id.clone(), c.arguments.clone()))
-            }
-            _ => None,
-        }
-    }
-}
-
-/// The prompt shown for a call.
-pub fn approval_prompt(call: &OmniMessage) -> String {
-    let (name, args) = match call.model() {
-        Some(ModelPayload::ToolCall(c)) => (c.name.as_str(), c.arguments.as_str()),
-        _ => ("?", ""),
-    };
-    let from = call
-        .origin
-        .as_ref()
-        .map(|o| format!(" (from subagent {})", o.join("/")))
-        .unwrap_or_default();
-    format!("Allow {name} {args}{from}? [y]es / [n]o / [a]lways: ")
-}
-
-/// The prompt for a command that may run once outside the sandbox.
-fn bypass_prompt(call: &OmniMessage) -> String {
-    let prompt = approval_prompt(call);
-    let head = prompt.trim_end_matches(": ");
-    format!("{head} / [u]nsandboxed, this once: ")
-}
-
-#[async_trait]
-impl Approver for TerminalApprover {
-    async fn approve(&self, call: &OmniMessage) -> Result<ApprovalDecision, ApprovalError> {
-        if self.always.load(Ordering::Relaxed) {
-            return Ok(ApprovalDecision::Allow);
-        }
-        let bypassable = self.bypassable(call);
-        let prompt = match bypassable {
-            Some(_) => bypass_prompt(call),
-            None => approval_prompt(call),
-        };
-        let mut err = std::io::stderr();
-        let _ = write!(err, "{prompt}");
-        let _ = err.flush();
-        let answer = self.console.answer().await;
-        if answer.is_none() {
-            let _ = writeln!(
-                err,
-                "\n(no answer: input has ended, so the call is denied; pass --yes to allow tool calls without asking)"
-            );
-        }
-        Ok(
-            match answer
-                .as_deref()
-                .map(str::trim)
-                .map(str::to_ascii_lowercase)
-                .as_deref()
-            {
-                Some("y" | "yes") => ApprovalDecision::Allow,
-                Some("a" | "always") => {
-                    self.always.store(true, Ordering::Relaxed);
-                    ApprovalDecision::Allow
-                }
-                Some("u" | "unsandboxed") => match (&bypassable, &self.bypass) {
-                    (Some((id, args)), Some(bypass)) => {
-                        bypass.grant(id, args);
-                        ApprovalDecision::Allow
-                    }
-                    // Not offered for this call: an answer to a question not asked is no.
-                    _ => ApprovalDecision::Deny,
-                },
-                _ => ApprovalDecision::Deny,
-            },
-        )
-    }
-}
-
 /// True when stdout is a terminal (color and the status line are on).
 pub fn stdout_is_terminal() -> bool {
     std::io::stdout().is_terminal()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use penguin_omni_protocol::{build, StopReason};
-
-    #[tokio::test]
-    async fn answers_map_to_decisions_and_always_sticks() {
-        let console = Console::from_lines(vec!["n".into(), "y".into(), "a".into()]);
-        let approver = TerminalApprover::new(console);
-        let call = build::tool_call("exec_command", "{}", "c", StopReason::Completed, None);
-        assert_eq!(approver.approve(&call).await, Ok(ApprovalDecision::Deny));
-        assert_eq!(approver.approve(&call).await, Ok(ApprovalDecision::Allow));
-        assert_eq!(approver.approve(&call).await, Ok(ApprovalDecision::Allow));
-        // No input left, but "always" answers without asking.
-        assert_eq!(approver.approve(&call).await, Ok(ApprovalDecision::Allow));
-        let denied_at_eof = TerminalApprover::new(Console::from_lines(vec![]));
-        assert_eq!(
-            denied_at_eof.approve(&call).await,
-            Ok(ApprovalDecision::Deny)
-        );
-    }
-
-    #[tokio::test]
-    async fn u_grants_one_command_outside_the_sandbox() {
-        let bypass = SandboxBypass::new();
-        let console = Console::from_lines(vec!["u".into(), "u".into(), "u".into()]);
-        let approver = TerminalApprover::new(console).with_bypass(Some(bypass.clone()));
-        let args = r#"{"cmd":"make install"}"#;
-        let call = build::tool_call("exec_command", args, "c1", StopReason::Completed, None);
-        assert!(bypass_prompt(&call).ends_with("[a]lways / [u]nsandboxed, this once: "));
-        assert_eq!(approver.approve(&call).await, Ok(ApprovalDecision::Allow));
-        assert!(bypass.take("c1", args), "granted for this call");
-        assert!(!bypass.take("c1", args), "once");
-        // `u` for a file tool is not offered, so it is no.
-        let file = build::tool_call("write_file", "{}", "c2", StopReason::Completed, None);
-        assert_eq!(approver.approve(&file).await, Ok(ApprovalDecision::Deny));
-        // Without a sandbox there is nothing to run outside of.
-        let plain = TerminalApprover::new(Console::from_lines(vec!["u".into()]));
-        assert_eq!(plain.approve(&call).await, Ok(ApprovalDecision::Deny));
-    }
 }

@@ -1,21 +1,35 @@
 //! The `penguin` command.
 
+mod approve;
 mod args;
 mod chat;
 mod checks;
 mod console;
+mod describe;
+mod editor;
+mod init;
+mod markdown;
+mod mcp;
 mod render;
 mod run;
 mod serve;
 mod setup;
+mod show;
+mod term;
 mod watch;
 
 use std::process::ExitCode;
 
-use args::{Cli, Command, ScenarioCommand, TraceCommand};
+use args::{Cli, Command, McpCommand, ScenarioCommand, TraceCommand};
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // A panic during a task must not leave the terminal without echo.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        term::restore();
+        default_hook(info);
+    }));
     let cli = Cli::parse();
     let log_file = match &cli.command {
         Command::Serve(args) => args.log_file.as_deref(),
@@ -38,7 +52,26 @@ fn main() -> ExitCode {
         Command::Trace {
             command: TraceCommand::Check { files },
         } => checks::trace_check(&files),
-        Command::Sessions => setup::sessions(),
+        Command::Sessions { here } => setup::sessions(here),
+        Command::Show {
+            session_id,
+            last,
+            jsonl,
+            verbose,
+        } => show::show(session_id, last, jsonl, verbose),
+        Command::Init { force } => init::init(force),
+        Command::Completions { shell } => {
+            init::completions(shell);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Mcp {
+            command:
+                McpCommand::List {
+                    mcp,
+                    workspace,
+                    json,
+                },
+        } => with_runtime(mcp::list(mcp, workspace, json)),
         Command::Watch {
             session_id,
             url,
@@ -49,9 +82,18 @@ fn main() -> ExitCode {
         Command::Run {
             prompt,
             model,
+            task: _,
+            sandbox,
+            workspace,
+            print_system_prompt: true,
+        } => run::print_system_prompt(prompt, model, sandbox, workspace),
+        Command::Run {
+            prompt,
+            model,
             task,
             sandbox,
             workspace,
+            print_system_prompt: false,
         } => with_runtime(run::run(prompt, model, task, sandbox, workspace)),
         Command::Chat {
             model,
@@ -59,14 +101,23 @@ fn main() -> ExitCode {
             sandbox,
             workspace,
             resume,
-        } => with_runtime(chat::chat(model, task, sandbox, workspace, resume)),
+            last,
+        } => with_runtime(chat::chat(model, task, sandbox, workspace, resume, last)),
         Command::Resume {
             session_id,
             prompt,
             model,
             task,
             sandbox,
-        } => with_runtime(run::resume(session_id, prompt, model, task, sandbox)),
+            last,
+        } => {
+            // With --last the only positional is the prompt.
+            let (id, prompt) = match last {
+                true => (None, session_id.or(prompt)),
+                false => (session_id, prompt),
+            };
+            with_runtime(run::resume(id, prompt, model, task, sandbox))
+        }
     };
     match result {
         Ok(code) => code,

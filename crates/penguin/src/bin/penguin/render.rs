@@ -8,12 +8,20 @@ use penguin_omni_protocol::{
     ApprovalDecision, Body, EventPayload, Frame, ModelPayload, StopReason, StreamEventType,
 };
 
+pub use crate::describe::{cause, user_text_display, UserText};
+
 const DIM: &str = "\x1b[2m";
 const BOLD: &str = "\x1b[1m";
 const RED: &str = "\x1b[31m";
 const GREEN: &str = "\x1b[32m";
 const YELLOW: &str = "\x1b[33m";
 const RESET: &str = "\x1b[0m";
+
+/// Whether to style output for a terminal: it is one, and `NO_COLOR` is not set
+/// (<https://no-color.org>: any non-empty value).
+pub fn color_for(terminal: bool) -> bool {
+    terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
 
 /// What the renderer knows about the run so far (for exit codes and the status line).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -24,6 +32,10 @@ pub struct RunSummary {
     pub last_status: Option<StopReason>,
     /// Tool calls seen.
     pub tool_calls: usize,
+    /// Tokens of this task's requests (the main session's).
+    pub tokens: penguin_omni_protocol::TokenCounts,
+    /// `request_end`s that failed with a refused connection.
+    pub refused: u32,
 }
 
 impl RunSummary {
@@ -34,7 +46,22 @@ impl RunSummary {
             return;
         }
         match msg.event() {
-            Some(EventPayload::RequestEnd { status, .. }) => self.last_status = Some(*status),
+            Some(EventPayload::RequestEnd {
+                status,
+                error_message,
+                ..
+            }) => {
+                self.last_status = Some(*status);
+                if error_message
+                    .as_deref()
+                    .is_some_and(|m| m.contains("Connection refused"))
+                {
+                    self.refused += 1;
+                }
+            }
+            Some(EventPayload::TokenUsage { request, .. }) => {
+                self.tokens = self.tokens + *request;
+            }
             Some(EventPayload::Abort { reason }) => {
                 self.aborted = Some(reason.clone().unwrap_or_default())
             }
@@ -76,6 +103,10 @@ pub enum Waiting {
 pub struct Renderer<W: Write> {
     out: W,
     color: bool,
+    verbose: bool,
+    markdown: Option<crate::markdown::Markdown>,
+    /// The last tool output shown collapsed: its tool and full text.
+    collapsed: Option<(String, String)>,
     names: HashMap<String, String>,
     streaming: Option<&'static str>,
     at_line_start: bool,
@@ -90,6 +121,9 @@ impl<W: Write> Renderer<W> {
         Renderer {
             out,
             color,
+            verbose: false,
+            markdown: None,
+            collapsed: None,
             names: HashMap::new(),
             streaming: None,
             at_line_start: true,
@@ -97,6 +131,17 @@ impl<W: Write> Renderer<W> {
             waiting: Waiting::Nothing,
             summary: RunSummary::default(),
         }
+    }
+
+    /// Shows tool output in full instead of its first line.
+    pub fn verbose(mut self, verbose: bool) -> Self {
+        self.verbose = verbose;
+        self
+    }
+
+    /// The last tool output shown collapsed (tool name, full output).
+    pub fn collapsed(&self) -> Option<&(String, String)> {
+        self.collapsed.as_ref()
     }
 
     /// The run so far.
@@ -109,8 +154,14 @@ impl<W: Write> Renderer<W> {
         &self.waiting
     }
 
+    /// A dimmed line of penguin's own (not the model's).
+    pub fn note(&mut self, text: &str) -> io::Result<()> {
+        let (dim, reset) = (self.style(DIM), self.style(RESET));
+        self.line(&format!("{dim}{text}{reset}"))?;
+        self.out.flush()
+    }
+
     /// The writer.
-    #[cfg(test)]
     pub fn into_inner(self) -> W {
         self.out
     }
@@ -175,6 +226,9 @@ impl<W: Write> Renderer<W> {
                     self.waiting = Waiting::Nothing;
                 }
                 match p {
+                    ModelPayload::PartialText(t) if child.is_none() && self.color => {
+                        self.stream_markdown(t.event_type, &t.text)?
+                    }
                     ModelPayload::PartialText(t) if child.is_none() => {
                         self.stream_part("text", t.event_type, &t.text, "", "")?
                     }
@@ -185,15 +239,37 @@ impl<W: Write> Renderer<W> {
                         if t.role == penguin_omni_protocol::Role::User && child.is_none() =>
                     {
                         // Input shown by a watcher (history, server-published prompts) and
-                        // delivered steering.
-                        self.line(&format!("{bold}› {}{reset}", t.text.trim_end()))?;
+                        // delivered steering, without the markers the model reads.
+                        match user_text_display(&t.text) {
+                            UserText::Prompt(text) => {
+                                self.line(&format!("{bold}› {}{reset}", text.trim_end()))?
+                            }
+                            UserText::Steering(text) => self.line(&format!(
+                                "{bold}› {}{reset} {dim}(steering, delivered){reset}",
+                                text.trim_end()
+                            ))?,
+                            UserText::Note(note) => self.line(&format!("{dim}({note}){reset}"))?,
+                            UserText::Hidden => {}
+                        }
                     }
                     ModelPayload::Text(t) if t.role == penguin_omni_protocol::Role::Assistant => {
                         if let Some(c) = &child {
                             self.line(&format!("{dim}{c}{}{reset}", t.text.trim_end()))?;
                         } else if self.streaming.take() != Some("text") {
                             // A model that sends only complete messages.
-                            self.line(t.text.trim_end())?;
+                            let text = format!("{}\n", t.text.trim_end());
+                            let shown = match self.color {
+                                true => {
+                                    let mut md = crate::markdown::Markdown::new();
+                                    md.push(&text) + &md.finish()
+                                }
+                                false => text,
+                            };
+                            if !self.at_line_start {
+                                writeln!(self.out)?;
+                            }
+                            self.raw(&shown)?;
+                            self.at_line_start = true;
                         }
                         if t.stop_reason == Some(StopReason::Failed) && child.is_none() {
                             self.line(&format!("{yellow}(cut off){reset}"))?;
@@ -232,7 +308,10 @@ impl<W: Write> Renderer<W> {
                         };
                         let lines = o.output.lines().count();
                         let first = o.output.lines().next().unwrap_or("");
-                        let more = if lines > 1 {
+                        if lines > 1 && !self.verbose && child.is_none() {
+                            self.collapsed = Some((name.clone(), o.output.clone()));
+                        }
+                        let more = if lines > 1 && !self.verbose {
                             format!(" {dim}(+{} lines){reset}", lines - 1)
                         } else {
                             String::new()
@@ -242,6 +321,11 @@ impl<W: Write> Renderer<W> {
                             "  {color}{prefix}{mark} {name}{reset}: {}{more}",
                             clip(first, 100)
                         ))?;
+                        if self.verbose {
+                            for l in o.output.lines().skip(1) {
+                                self.line(&format!("    {dim}{}{reset}", l.trim_end()))?;
+                            }
+                        }
                         if child.is_none() {
                             self.running_tools = self.running_tools.saturating_sub(1);
                             self.waiting = if self.running_tools > 0 {
@@ -283,14 +367,25 @@ impl<W: Write> Renderer<W> {
                         Waiting::Nothing
                     };
                     if *status != StopReason::Completed && *status != StopReason::Aborted {
-                        let detail = error_message
-                            .as_deref()
-                            .map(|m| format!(": {m}"))
-                            .unwrap_or_default();
+                        let detail = cause(*status, error_message.as_deref());
                         self.line(&format!(
-                            "{yellow}request {status} (attempt {}){detail}{reset}",
+                            "{yellow}request {status} (attempt {}): {detail}{reset}",
                             attempt.unwrap_or(1)
                         ))?;
+                        if self.summary.refused == 1
+                            && error_message
+                                .as_deref()
+                                .is_some_and(|m| m.contains("Connection refused"))
+                        {
+                            self.line(&format!(
+                                "{dim}  nothing is listening at the model's address: is the server running? Check --base-url (or base_url in config.toml){reset}"
+                            ))?;
+                        }
+                        if *status == StopReason::Auth {
+                            self.line(&format!(
+                                "{dim}  the provider refused the API key: check the variable it is read from (--api-key-env, or the provider's default such as OPENAI_API_KEY){reset}"
+                            ))?;
+                        }
                         if let Some(ms) = retry_in_ms {
                             self.waiting = Waiting::Backoff {
                                 attempt: attempt.unwrap_or(1),
@@ -309,6 +404,41 @@ impl<W: Write> Renderer<W> {
             _ => {}
         }
         self.out.flush()
+    }
+
+    /// Streamed reply text, rendered as markdown as it arrives.
+    fn stream_markdown(&mut self, event: StreamEventType, content: &str) -> io::Result<()> {
+        match event {
+            StreamEventType::Start => {
+                if !self.at_line_start {
+                    writeln!(self.out)?;
+                    self.at_line_start = true;
+                }
+                self.streaming = Some("text");
+                let mut md = crate::markdown::Markdown::new();
+                let shown = md.push(content);
+                self.markdown = Some(md);
+                self.raw(&shown)?;
+            }
+            StreamEventType::Delta => {
+                let shown = self
+                    .markdown
+                    .get_or_insert_with(crate::markdown::Markdown::new)
+                    .push(content);
+                self.raw(&shown)?;
+            }
+            StreamEventType::Stop => {
+                if let Some(mut md) = self.markdown.take() {
+                    let rest = md.finish();
+                    self.raw(&rest)?;
+                }
+                if !self.at_line_start {
+                    writeln!(self.out)?;
+                    self.at_line_start = true;
+                }
+            }
+        }
+        Ok(())
     }
 
     fn stream_part(
@@ -345,7 +475,7 @@ fn short_id(id: &str) -> &str {
     &id[n.saturating_sub(8)..]
 }
 
-fn clip(s: &str, max: usize) -> String {
+pub(crate) fn clip(s: &str, max: usize) -> String {
     let one: String = s.chars().map(|c| if c == '\n' { ' ' } else { c }).collect();
     if one.chars().count() > max {
         format!("{}…", one.chars().take(max - 1).collect::<String>())

@@ -3,41 +3,48 @@
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use futures::StreamExt;
-use penguin::agent::Agent;
 use penguin::engine::{AllowAll, Approver, CancellationToken, RunOptions};
-use penguin::omni_protocol::{build, Frame, OmniMessage};
+use penguin::omni_protocol::{build, Body, Frame, ModelPayload, OmniMessage, Role};
 use penguin::session::Session;
 
 use penguin::tools::SandboxBypass;
 
+use crate::approve::TerminalApprover;
 use crate::args::{ModelArgs, SandboxArgs, TaskArgs};
-use crate::console::{stdout_is_terminal, Console, TerminalApprover};
-use crate::render::{status_text, Renderer};
+use crate::console::Console;
+use crate::render::{color_for, status_text, user_text_display, Renderer, UserText};
 use crate::setup::{
-    new_session, open_session, pick_source, session_line, workspace_dir, Confinement,
+    new_session, open_session, pick_source, resolve_session_id, session_line, workspace_dir,
+    Confinement,
 };
 
-/// `bypass`: the grants of the session's tools, when a command can be run once outside the
-/// sandbox.
+/// The approver of a task, and the terminal one when it asks (for `/approvals`). `bypass`:
+/// the grants of the session's tools, when a command can be run once outside the sandbox.
 pub(crate) fn approver(
     task: &TaskArgs,
     console: &Console,
     bypass: Option<SandboxBypass>,
-) -> Arc<dyn Approver> {
+) -> (Arc<dyn Approver>, Option<Arc<TerminalApprover>>) {
     if task.yes {
-        return Arc::new(AllowAll);
+        return (Arc::new(AllowAll), None);
     }
     if !std::io::stdin().is_terminal() {
         eprintln!(
             "penguin: stdin is not a terminal: tool calls are asked there and denied when it ends; pass --yes to allow them without asking"
         );
     }
-    Arc::new(TerminalApprover::new(console.clone()).with_bypass(bypass))
+    let asking = Arc::new(TerminalApprover::new(console.clone()).with_bypass(bypass));
+    (asking.clone(), Some(asking))
 }
+
+/// Set when Ctrl-C interrupted a task: `run` then exits with 130, as a shell expects of a
+/// command stopped by SIGINT.
+pub(crate) static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 /// The first Ctrl-C interrupts `cancel`'s task; a second one exits at once, after syncing the
 /// trace so nothing already streamed is lost.
@@ -47,9 +54,11 @@ pub(crate) fn interrupt_on_ctrl_c(
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
+            INTERRUPTED.store(true, Ordering::SeqCst);
             eprintln!("\ninterrupting (Ctrl-C again to exit)");
             cancel.cancel();
             if tokio::signal::ctrl_c().await.is_ok() {
+                crate::term::restore();
                 let _ = tokio::task::spawn_blocking(move || writer.flush()).await;
                 // Exiting skips destructors: end the session's background commands first.
                 penguin::tools::kill_all_background_processes();
@@ -59,6 +68,15 @@ pub(crate) fn interrupt_on_ctrl_c(
     })
 }
 
+/// How a task ended.
+#[derive(Debug, Default)]
+pub(crate) struct TaskEnd {
+    /// It completed, and its trace is whole.
+    pub(crate) ok: bool,
+    /// Steering typed during it that never reached the model (it ended first).
+    pub(crate) undelivered: Vec<String>,
+}
+
 /// Runs one task in `session`, rendering it (or printing JSON lines). Ctrl-C interrupts the
 /// task; a second Ctrl-C exits at once.
 pub(crate) async fn run_task(
@@ -66,8 +84,9 @@ pub(crate) async fn run_task(
     input: Vec<OmniMessage>,
     task: &TaskArgs,
     approver: Arc<dyn Approver>,
-    repl: Option<(&Console, &Arc<std::sync::atomic::AtomicBool>)>,
-) -> Result<bool, String> {
+    console: &Console,
+    quit: Option<&Arc<AtomicBool>>,
+) -> Result<TaskEnd, String> {
     let cancel = CancellationToken::new();
     let ctrl_c = interrupt_on_ctrl_c(cancel.clone(), session.writer().clone());
     let options = RunOptions {
@@ -75,15 +94,17 @@ pub(crate) async fn run_task(
         cancel: cancel.clone(),
         thinking_level: task.thinking,
     };
+    let started = Instant::now();
     let mut stream = session.run(input, options).map_err(|e| e.to_string())?;
-    let control = repl.map(|(console, quit)| Control {
+    let control = quit.map(|quit| Control {
         lines: console.task_lines(),
         console: console.clone(),
         engine: session.engine().clone(),
         cancel: cancel.clone(),
         quit: quit.clone(),
+        queued: Vec::new(),
     });
-    let ok = render(&mut stream, task.jsonl, control, &cancel).await?;
+    let shown = render(&mut stream, task, control, &cancel, console).await?;
     ctrl_c.abort();
     if let Err(e) = session.writer().flush() {
         eprintln!("penguin: the trace could not be synced: {e}");
@@ -95,8 +116,41 @@ pub(crate) async fn run_task(
             session.id()
         );
     }
-    // A task whose Trace lost records did not complete cleanly, whatever the stream said.
-    Ok(ok && failed == 0)
+    if !task.jsonl {
+        end_line(session, &shown.summary, started.elapsed());
+    }
+    Ok(TaskEnd {
+        // A task whose Trace lost records did not complete cleanly, whatever the stream said.
+        ok: shown.ok && failed == 0,
+        undelivered: shown.undelivered,
+    })
+}
+
+/// `✓ done · model · tokens · time` on stderr after a task.
+fn end_line(session: &Session, summary: &crate::render::RunSummary, took: std::time::Duration) {
+    let model = session
+        .meta()
+        .session_meta()
+        .map(|m| format!("{}/{}", m.provider, m.model_id))
+        .unwrap_or_default();
+    let t = summary.tokens;
+    let (mark, what) = match (&summary.aborted, summary.succeeded()) {
+        (_, true) => ("✓", "done".to_owned()),
+        (Some(_), _) => ("⏹", "interrupted".to_owned()),
+        (None, false) => ("✗", "failed".to_owned()),
+    };
+    let line = format!(
+        "{mark} {what} · {model} · {} tokens ({} in, {} out) · {:.1}s",
+        t.total,
+        t.cache_read + t.cache_write,
+        t.output,
+        took.as_secs_f64()
+    );
+    if color_for(std::io::stderr().is_terminal()) {
+        eprintln!("\x1b[2m{line}\x1b[0m");
+    } else {
+        eprintln!("{line}");
+    }
 }
 
 /// What a REPL user can do while a task runs: type to steer it, `/abort` to interrupt it.
@@ -106,50 +160,92 @@ pub(crate) struct Control {
     engine: penguin::engine::Engine,
     cancel: CancellationToken,
     /// Set by `/quit` during a task: the REPL leaves once the task has ended.
-    quit: Arc<std::sync::atomic::AtomicBool>,
+    quit: Arc<AtomicBool>,
+    /// Steering queued and not yet seen delivered.
+    queued: Vec<String>,
 }
 
 impl Control {
     /// A line typed during the task. What the task cannot use (other commands, text after the
     /// run ended) goes back to the prompt.
-    fn line(&self, line: String) {
+    fn line(&mut self, line: String) {
         match line.trim() {
             "" => {}
             "/abort" => {
-                eprintln!("interrupting");
+                self.console.note("interrupting");
                 self.cancel.cancel();
             }
             "/quit" | "/exit" => {
-                eprintln!("interrupting, then leaving");
-                self.quit.store(true, std::sync::atomic::Ordering::Relaxed);
+                self.console.note("interrupting, then leaving");
+                self.quit.store(true, Ordering::Relaxed);
                 self.cancel.cancel();
+            }
+            cmd if cmd.starts_with('/') && self.console.term().is_some() => {
+                self.console.note(&format!(
+                    "{cmd}: while a task runs, only /abort and /quit work; type anything else to steer"
+                ));
             }
             cmd if cmd.starts_with('/') => self.console.requeue(line),
             text => match self.engine.steer(vec![build::user_text(text)]) {
                 penguin::engine::Steered::Queued(_) => {
-                    eprintln!("(steering: sent to the model after the current turn)")
+                    self.console.note(&format!(
+                        "(steering queued: \"{text}\" reaches the model after the current turn)"
+                    ));
+                    self.queued.push(text.to_owned());
                 }
                 penguin::engine::Steered::Empty => {}
                 penguin::engine::Steered::NotRunning => self.console.requeue(line),
             },
         }
     }
+
+    /// A frame of the task: delivered steering leaves the queue.
+    fn saw(&mut self, frame: &Frame) {
+        let msg = frame.message();
+        if msg.has_origin() {
+            return;
+        }
+        if let Body::Model(ModelPayload::Text(t)) = &msg.body {
+            if t.role == Role::User {
+                if let UserText::Steering(body) = user_text_display(&t.text) {
+                    if let Some(i) = self.queued.iter().position(|q| body.trim() == q.trim()) {
+                        self.queued.remove(i);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What [`render`] saw.
+#[derive(Debug, Default)]
+pub(crate) struct Shown {
+    pub(crate) ok: bool,
+    pub(crate) summary: crate::render::RunSummary,
+    pub(crate) undelivered: Vec<String>,
 }
 
 /// Shows a task's stream (rendered, or raw JSON lines) until it ends; with `control`, lines
-/// typed meanwhile steer or abort it. Returns whether the task completed.
+/// typed meanwhile steer or abort it.
 ///
 /// When stdout is closed (`penguin run --jsonl | head -1`) nobody is reading any more: the task
 /// is interrupted, the rest of its stream still reaches the Trace, and nothing more is printed.
 pub(crate) async fn render(
     stream: &mut futures::stream::BoxStream<'static, Frame>,
-    jsonl: bool,
+    task: &TaskArgs,
     control: Option<Control>,
     cancel: &CancellationToken,
-) -> Result<bool, String> {
-    let tty = stdout_is_terminal();
+    console: &Console,
+) -> Result<Shown, String> {
+    let jsonl = task.jsonl;
+    let term = console.term().cloned();
+    let tty = std::io::stdout().is_terminal();
     let status_on = !jsonl && tty && std::io::stderr().is_terminal();
-    let mut r = Renderer::new(std::io::stdout(), tty);
+    let out: Box<dyn Write + Send> = match &term {
+        Some(t) => Box::new(crate::term::TermOut(t.clone())),
+        None => Box::new(std::io::stdout()),
+    };
+    let mut r = Renderer::new(out, color_for(tty)).verbose(task.verbose);
     let mut summary = crate::render::RunSummary::default();
     let mut tick = tokio::time::interval(std::time::Duration::from_millis(120));
     let mut since = Instant::now();
@@ -158,21 +254,34 @@ pub(crate) async fn render(
     let has_control = control.is_some();
     let mut control = control;
     let mut closed = false;
-    loop {
+    if let Some(t) = &term {
+        t.begin_task(has_control);
+    }
+    console.set_rendering(true);
+    let result = loop {
         tokio::select! {
             frame = stream.next() => {
-                let Some(frame) = frame else { break };
-                if shown {
+                let Some(frame) = frame else { break Ok(()) };
+                if shown && term.is_none() {
                     eprint!("\r\x1b[2K");
                     shown = false;
                 }
                 if closed {
                     continue;
                 }
+                if let Some(c) = control.as_mut() {
+                    c.saw(&frame);
+                }
                 let written = if jsonl {
                     summary.observe(&frame);
-                    let mut out = std::io::stdout().lock();
-                    writeln!(out, "{}", frame.json()).and_then(|()| out.flush())
+                    let line = format!("{}\n", frame.json());
+                    match &term {
+                        Some(t) => t.write_out(line.as_bytes()).and_then(|()| t.flush_out()),
+                        None => {
+                            let mut out = std::io::stdout().lock();
+                            out.write_all(line.as_bytes()).and_then(|()| out.flush())
+                        }
+                    }
                 } else {
                     r.frame(&frame)
                 };
@@ -183,7 +292,10 @@ pub(crate) async fn render(
                         cancel.cancel();
                         continue;
                     }
-                    Err(e) => return Err(format!("stdout: {e}")),
+                    Err(e) => break Err(format!("stdout: {e}")),
+                }
+                if let Some(ModelPayload::ToolCall(c)) = frame.message().model() {
+                    console.mark_shown(&c.tool_call_id);
                 }
                 if *r.waiting() != last_waiting {
                     last_waiting = r.waiting().clone();
@@ -191,29 +303,42 @@ pub(crate) async fn render(
                 }
             }
             line = async { control.as_mut().expect("guarded").lines.next().await }, if has_control => {
-                control.as_ref().expect("guarded").line(line);
+                control.as_mut().expect("guarded").line(line);
             }
             _ = tick.tick(), if status_on => {
-                if let Some(text) = status_text(r.waiting(), since.elapsed().as_millis() as u64) {
-                    eprint!("\r\x1b[2K\x1b[2m{text}\x1b[0m");
-                    shown = true;
+                let text = status_text(r.waiting(), since.elapsed().as_millis() as u64);
+                match &term {
+                    Some(t) => t.set_status(text),
+                    None => if let Some(text) = text {
+                        eprint!("\r\x1b[2K\x1b[2m{text}\x1b[0m");
+                        shown = true;
+                    },
                 }
             }
+        }
+    };
+    console.set_rendering(false);
+    if let Some(t) = &term {
+        let draft = t.end_task();
+        if !draft.trim().is_empty() {
+            console.offer_next_prompt(draft);
         }
     }
     if shown {
         eprint!("\r\x1b[2K");
     }
-    Ok(if closed {
-        false
-    } else if jsonl {
-        summary.succeeded()
-    } else {
-        r.summary().succeeded()
+    result?;
+    console.set_collapsed(r.collapsed().cloned());
+    let summary = if jsonl { summary } else { r.summary().clone() };
+    Ok(Shown {
+        ok: !closed && summary.succeeded(),
+        summary,
+        undelivered: control.map(|c| c.queued).unwrap_or_default(),
     })
 }
 
-/// Runs one prompt in `session`; the exit code says whether the task completed.
+/// Runs one prompt in `session`; the exit code says whether the task completed (130 when
+/// Ctrl-C interrupted it).
 pub(crate) async fn one_task(
     session: &mut Session,
     prompt: String,
@@ -221,15 +346,19 @@ pub(crate) async fn one_task(
     bypass: Option<SandboxBypass>,
 ) -> Result<ExitCode, String> {
     let console = Console::stdin();
-    let ok = run_task(
+    let (approver, _) = approver(task, &console, bypass);
+    let end = run_task(
         session,
         vec![build::user_text(prompt)],
         task,
-        approver(task, &console, bypass),
+        approver,
+        &console,
         None,
     )
     .await?;
-    Ok(if ok {
+    Ok(if INTERRUPTED.load(Ordering::SeqCst) {
+        ExitCode::from(130)
+    } else if end.ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
@@ -257,6 +386,16 @@ pub(crate) fn read_prompt(prompt: Option<String>) -> Result<String, String> {
     Ok(prompt)
 }
 
+/// The session line on stderr: dimmed on a terminal. With `--jsonl` too (after any notice
+/// about the model or the sandbox), so a script can read the id while stdout stays pure JSON.
+pub(crate) fn announce(session: &Session) {
+    if color_for(std::io::stderr().is_terminal()) {
+        eprintln!("\x1b[2m{}\x1b[0m", session_line(session));
+    } else {
+        eprintln!("{}", session_line(session));
+    }
+}
+
 pub(crate) async fn run(
     prompt: Option<String>,
     model: ModelArgs,
@@ -264,7 +403,7 @@ pub(crate) async fn run(
     sandbox: SandboxArgs,
     workspace: Option<PathBuf>,
 ) -> Result<ExitCode, String> {
-    let agent = Agent::from_env().map_err(|e| e.to_string())?;
+    let agent = crate::mcp::agent(&model.mcp)?;
     let workspace = workspace_dir(workspace)?;
     // Read a piped prompt before the console takes stdin over for approvals.
     let prompt = read_prompt(prompt)?;
@@ -275,32 +414,65 @@ pub(crate) async fn run(
         &workspace,
         &confinement,
     )?;
-    if !task.jsonl {
-        if std::io::stderr().is_terminal() {
-            eprintln!("\x1b[2m{}\x1b[0m", session_line(&session));
-        } else {
-            eprintln!("{}", session_line(&session));
-        }
-    }
+    announce(&session);
     one_task(&mut session, prompt, &task, confinement.bypass()).await
 }
 
+/// `penguin run --print-system-prompt`: the prompt a new session here would start with.
+pub(crate) fn print_system_prompt(
+    _prompt: Option<String>,
+    model: ModelArgs,
+    sandbox: SandboxArgs,
+    workspace: Option<PathBuf>,
+) -> Result<ExitCode, String> {
+    let agent = crate::mcp::agent(&model.mcp)?;
+    let workspace = workspace_dir(workspace)?;
+    let flags = penguin::config::ModelFlags {
+        model: model.model.clone(),
+        provider: model.provider.clone().filter(|p| p != "scripted"),
+        base_url: model.base_url.clone(),
+        api_key_env: model.api_key_env.clone(),
+    };
+    let spec = penguin::config::resolve_model(&agent.config, &flags, |k| std::env::var(k).ok())
+        .map_err(|e| e.to_string())?;
+    let confinement = Confinement::resolve(&agent, &sandbox)?;
+    let tools = crate::setup::session_tools(
+        &agent,
+        &spec,
+        &workspace,
+        &confinement.sandbox,
+        &confinement.bypass,
+    )?;
+    let prompt = penguin::prompt::system_prompt_for(
+        penguin::agent::DEFAULT_SYSTEM_PROMPT,
+        &workspace,
+        tools.tools(),
+    );
+    println!("{prompt}");
+    Ok(ExitCode::SUCCESS)
+}
+
 pub(crate) async fn resume(
-    id: String,
+    id: Option<String>,
     prompt: Option<String>,
     model: ModelArgs,
     task: TaskArgs,
     sandbox: SandboxArgs,
 ) -> Result<ExitCode, String> {
-    let agent = Agent::from_env().map_err(|e| e.to_string())?;
+    let agent = crate::mcp::agent(&model.mcp)?;
+    let id = resolve_session_id(&agent, id.as_deref(), id.is_none())?;
     let confinement = Confinement::resolve(&agent, &sandbox)?;
     let mut session = open_session(&agent, &id, &model, &confinement)?;
     let Some(prompt) = prompt else {
-        return crate::chat::repl(session, task, confinement.bypass()).await;
+        return crate::chat::repl(&agent, session, task, confinement.bypass()).await;
     };
     let prompt = read_prompt(Some(prompt))?;
+    announce(&session);
     if !task.jsonl {
-        eprintln!("{}", session_line(&session));
+        let recap = crate::show::recap(&agent, session.id(), 2);
+        if !recap.is_empty() {
+            eprint!("earlier in this session:\n{recap}");
+        }
     }
     one_task(&mut session, prompt, &task, confinement.bypass()).await
 }

@@ -4,9 +4,6 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use penguin::agent::Agent;
-use penguin::models::Protocol;
-
 use crate::args::ServeArgs;
 use crate::setup::{
     pick_source, sandbox_request, session_tools, workspace_dir, Confinement, Source,
@@ -26,10 +23,10 @@ pub(crate) fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     } = args;
     use penguin::hosting::{ModelFactory, ScenarioFactory};
     use penguin::server::{ServeOptions, SessionFactory};
-    let agent = Agent::from_env().map_err(|e| e.to_string())?;
+    let agent = crate::mcp::agent(&model.mcp)?;
     let workspace = workspace_dir(workspace)?;
     let factory: Arc<dyn SessionFactory> = match pick_source(&agent, &model)? {
-        Source::Scenario(_) => {
+        Source::Scenario(..) => {
             let path = model
                 .scenario
                 .as_ref()
@@ -42,9 +39,6 @@ pub(crate) fn serve(args: ServeArgs) -> Result<ExitCode, String> {
             )
         }
         Source::Model(spec) => {
-            if spec.protocol == Protocol::Demo {
-                eprintln!("penguin: no model configured; sessions use the built-in demo model");
-            }
             // Resolved now so a strict sandbox the kernel cannot give stops the server before
             // it listens, and what it lacks is said once at startup.
             let confinement = Confinement::resolve(&agent, &sandbox)?;
@@ -61,9 +55,16 @@ pub(crate) fn serve(args: ServeArgs) -> Result<ExitCode, String> {
                 system_prompt: penguin::agent::DEFAULT_SYSTEM_PROMPT.to_owned(),
                 default_workspace: workspace,
                 engine: agent.engine_for(&tools_spec),
-                environment: Arc::new(move |ws: &Path, sandbox: &penguin::tools::Sandbox| {
-                    session_tools(&tools_agent, &tools_spec, ws, sandbox, &bypass)
-                }),
+                environment: Arc::new(
+                    move |ws: &Path,
+                          sandbox: &penguin::tools::Sandbox,
+                          extra: &[penguin::tools::mcp::McpServerConfig]| {
+                        // A request's own MCP servers come after the configured ones.
+                        let mut agent = tools_agent.clone();
+                        agent.config.mcp_servers.extend_from_slice(extra);
+                        session_tools(&agent, &tools_spec, ws, sandbox, &bypass)
+                    },
+                ),
                 policy: agent.policy(),
                 sandbox: sandbox_request(&agent, &sandbox)?,
             })

@@ -16,10 +16,11 @@ use penguin::tools::{BuiltinTools, Sandbox, SandboxBypass, ToolsConfig};
 
 use crate::args::{ModelArgs, SandboxArgs};
 
-/// What a session is built from: a model plus tools, or a scenario's scripts.
+/// What a session is built from: a model plus tools, or a scenario's scripts (with the real
+/// tools instead of its scripted ones when the flag says so).
 pub(crate) enum Source {
     Model(ModelSpec),
-    Scenario(Box<Scenario>),
+    Scenario(Box<Scenario>, bool),
 }
 
 pub(crate) fn pick_source(agent: &Agent, args: &ModelArgs) -> Result<Source, String> {
@@ -29,7 +30,7 @@ pub(crate) fn pick_source(agent: &Agent, args: &ModelArgs) -> Result<Source, Str
             .as_ref()
             .ok_or("--provider scripted needs --scenario FILE")?;
         let scenario = Scenario::from_file(path).map_err(|e| e.to_string())?;
-        return Ok(Source::Scenario(Box::new(scenario)));
+        return Ok(Source::Scenario(Box::new(scenario), args.real_tools));
     }
     let flags = ModelFlags {
         model: args.model.clone(),
@@ -37,9 +38,61 @@ pub(crate) fn pick_source(agent: &Agent, args: &ModelArgs) -> Result<Source, Str
         base_url: args.base_url.clone(),
         api_key_env: args.api_key_env.clone(),
     };
-    resolve_model(&agent.config, &flags, |k| std::env::var(k).ok())
-        .map(Source::Model)
-        .map_err(|e| e.to_string())
+    let spec = resolve_model(&agent.config, &flags, |k| std::env::var(k).ok())
+        .map_err(|e| e.to_string())?;
+    check_key(&spec)?;
+    if spec.protocol == Protocol::Demo {
+        let asked =
+            args.model.as_deref() == Some("demo") || args.provider.as_deref() == Some("demo");
+        if asked {
+            eprintln!(
+                "penguin: using the built-in demo model (offline; it only lists the workspace)"
+            );
+        } else {
+            eprintln!("penguin: no model configured; using the built-in demo model (`penguin init` writes a starter config.toml; see the README)");
+        }
+    }
+    Ok(Source::Model(spec))
+}
+
+/// Refuses a model whose API key variable is unset before any request is sent, naming it.
+pub(crate) fn check_key(spec: &ModelSpec) -> Result<(), String> {
+    match spec.missing_key(|k| std::env::var(k).ok()) {
+        Some(problem) => Err(problem),
+        None => Ok(()),
+    }
+}
+
+/// The session an id argument (or `--last`) names: a full id, a unique part of one, or the
+/// newest session of the current directory's workspace.
+pub(crate) fn resolve_session_id(
+    agent: &Agent,
+    id: Option<&str>,
+    last: bool,
+) -> Result<String, String> {
+    if !last {
+        let id = id.ok_or("name a session (see `penguin sessions`) or pass --last")?;
+        return agent.resolve_id(id).map_err(|e| e.to_string());
+    }
+    let here = current_workspace()?;
+    let list = agent
+        .sessions()
+        .map_err(|e| format!("cannot list the sessions: {e}"))?;
+    list.into_iter()
+        .find(|s| Path::new(&s.workspace) == here)
+        .map(|s| s.id)
+        .ok_or_else(|| {
+            format!(
+                "no session has {} as its workspace yet (see `penguin sessions`)",
+                here.display()
+            )
+        })
+}
+
+/// The current directory as sessions record their workspace (canonical).
+pub(crate) fn current_workspace() -> Result<PathBuf, String> {
+    let dir = std::env::current_dir().map_err(|e| format!("current directory: {e}"))?;
+    Ok(std::fs::canonicalize(&dir).unwrap_or(dir))
 }
 
 /// `[sandbox]` of `config.toml` with `--sandbox` applied.
@@ -107,7 +160,12 @@ pub(crate) fn session_tools(
     sandbox: &Sandbox,
     bypass: &SandboxBypass,
 ) -> Result<Arc<dyn Environment>, String> {
-    let tools = workspace_tools(workspace, sandbox, bypass)?;
+    let tools = crate::mcp::with_servers(
+        agent,
+        workspace,
+        sandbox,
+        workspace_tools(workspace, sandbox, bypass)?,
+    );
     let (agent, spec, ws, child_tools) = (
         agent.clone(),
         spec.clone(),
@@ -134,9 +192,6 @@ pub(crate) fn new_session(
 ) -> Result<Session, String> {
     match source {
         Source::Model(spec) => {
-            if spec.protocol == Protocol::Demo {
-                eprintln!("penguin: no model configured; using the built-in demo model (see the README to configure one)");
-            }
             let tools = session_tools(
                 agent,
                 &spec,
@@ -150,21 +205,46 @@ pub(crate) fn new_session(
             session.set_sandbox(confinement.sandbox.clone());
             Ok(session)
         }
-        Source::Scenario(s) => agent
-            .create_session_with(
-                SessionModel {
-                    llm: Box::new(s.llm),
-                    provider: "scripted".into(),
-                    model_id: "scenario".into(),
-                    context_window: None,
-                },
-                workspace,
-                Arc::new(s.tools),
-                None,
-                None,
-            )
-            .map_err(|e| e.to_string()),
+        Source::Scenario(s, real_tools) => {
+            let Scenario { llm, tools, .. } = *s;
+            let tools = scenario_tools(agent, tools, real_tools, workspace, confinement)?;
+            agent
+                .create_session_with(
+                    SessionModel {
+                        llm: Box::new(llm),
+                        provider: "scripted".into(),
+                        model_id: "scenario".into(),
+                        context_window: None,
+                    },
+                    workspace,
+                    tools,
+                    None,
+                    None,
+                )
+                .map_err(|e| e.to_string())
+        }
     }
+}
+
+/// The scenario's scripted tools, or with `real_tools` the workspace's built-in tools and the
+/// agent's MCP servers.
+fn scenario_tools(
+    agent: &Agent,
+    scripted: penguin::engine::scripted::ScriptedEnvironment,
+    real_tools: bool,
+    workspace: &Path,
+    confinement: &Confinement,
+) -> Result<Arc<dyn Environment>, String> {
+    if !real_tools {
+        return Ok(Arc::new(scripted));
+    }
+    let builtin = workspace_tools(workspace, &confinement.sandbox, &confinement.bypass)?;
+    Ok(crate::mcp::with_servers(
+        agent,
+        workspace,
+        &confinement.sandbox,
+        builtin,
+    ))
 }
 
 pub(crate) fn workspace_dir(workspace: Option<PathBuf>) -> Result<PathBuf, String> {
@@ -178,6 +258,9 @@ pub(crate) fn workspace_dir(workspace: Option<PathBuf>) -> Result<PathBuf, Strin
     Ok(dir)
 }
 
+/// The model a resumed session continues with: the flags when given, else the configured
+/// model it was made with, else how it was made (saved beside its trace when created, so a
+/// session of `--provider X --base-url Y` resumes without them).
 pub(crate) fn model_for_resume(
     agent: &Agent,
     args: &ModelArgs,
@@ -202,8 +285,11 @@ pub(crate) fn model_for_resume(
         .iter()
         .find(|(_, m)| m.model == meta.model_id && m.protocol == meta.provider)
         .map(|(name, _)| name.clone());
-    match found {
-        Some(name) => resolve_model(
+    let recorded = agent
+        .recorded_model(&meta.session_id)
+        .filter(|r| r.protocol.as_str() == meta.provider && r.model_id == meta.model_id);
+    match (found, recorded) {
+        (Some(name), _) => resolve_model(
             &agent.config,
             &ModelFlags {
                 model: Some(name),
@@ -211,8 +297,9 @@ pub(crate) fn model_for_resume(
             },
             |_| None,
         ),
-        None => Err(penguin::config::ConfigError::Invalid(format!(
-            "the session used {}/{}, which is not configured; pass --model or --provider",
+        (None, Some(record)) => Ok(record.to_spec()),
+        (None, None) => Err(penguin::config::ConfigError::Invalid(format!(
+            "the session used {}/{}, which is not configured and was not recorded; pass --model, or --provider with --base-url",
             meta.provider, meta.model_id
         ))),
     }
@@ -225,18 +312,29 @@ pub(crate) fn open_session(
     confinement: &Confinement,
 ) -> Result<Session, String> {
     if model.provider.as_deref() == Some("scripted") {
-        let Source::Scenario(s) = pick_source(agent, model)? else {
+        let Source::Scenario(s, real_tools) = pick_source(agent, model)? else {
             unreachable!("scripted gives a scenario")
         };
-        let s = *s;
+        let (meta, _) = penguin::session::Session::load(&agent.location, id, agent.durability)
+            .map_err(|e| e.to_string())?;
+        let workspace = meta
+            .meta
+            .map(|m| PathBuf::from(m.workspace))
+            .unwrap_or_default();
+        let Scenario { llm, tools, .. } = *s;
+        let tools = scenario_tools(agent, tools, real_tools, &workspace, confinement)?;
         return agent
-            .resume_session_with(id, Box::new(s.llm), Arc::new(s.tools))
+            .resume_session_with(id, Box::new(llm), tools)
             .map_err(|e| e.to_string());
     }
     let mut session = agent
         .resume_session(
             id,
-            |meta| model_for_resume(agent, model, meta),
+            |meta| {
+                let spec = model_for_resume(agent, model, meta)?;
+                check_key(&spec).map_err(penguin::config::ConfigError::Invalid)?;
+                Ok(spec)
+            },
             // run_subagent children use the same model, so the tools need it too.
             |w, spec| session_tools(agent, spec, w, &confinement.sandbox, &confinement.bypass),
         )
@@ -253,22 +351,81 @@ pub(crate) fn session_line(session: &Session) -> String {
     }
 }
 
-pub(crate) fn sessions() -> Result<ExitCode, String> {
+pub(crate) fn sessions(here_only: bool) -> Result<ExitCode, String> {
     let agent = Agent::from_env().map_err(|e| e.to_string())?;
     let list = agent
         .sessions()
         .map_err(|e| format!("cannot list {}: {e}", agent.location.traces_dir().display()))?;
-    if list.is_empty() {
-        println!(
-            "no sessions yet under {}",
-            agent.location.traces_dir().display()
-        );
+    let here = current_workspace()?;
+    let here_str = here.display().to_string();
+    let (mine, others): (Vec<_>, Vec<_>) = list.into_iter().partition(|s| s.workspace == here_str);
+    let shown: Vec<_> = if here_only {
+        mine
+    } else {
+        mine.into_iter().chain(others).collect()
+    };
+    if shown.is_empty() {
+        match here_only {
+            true => println!("no sessions in {here_str} yet (`penguin sessions` lists all)"),
+            false => println!(
+                "no sessions yet under {}",
+                agent.location.traces_dir().display()
+            ),
+        }
+        return Ok(ExitCode::SUCCESS);
     }
-    for s in list {
-        println!(
-            "{}  {}  {:<28}  {:<22}  {}",
-            s.id, s.created, s.model, s.state, s.title
-        );
-    }
+    print!("{}", sessions_table(&shown, &here_str));
     Ok(ExitCode::SUCCESS)
+}
+
+/// The table of `penguin sessions`: a header, then one row per session; the workspace is
+/// shown as `.` for the current one and with `~` for the home directory.
+pub(crate) fn sessions_table(list: &[penguin::agent::SessionSummary], here: &str) -> String {
+    let home = std::env::var("HOME").unwrap_or_default();
+    let place = |w: &str| -> String {
+        if w == here {
+            ".".into()
+        } else if !home.is_empty() && w.starts_with(&home) {
+            format!("~{}", &w[home.len()..])
+        } else {
+            w.to_owned()
+        }
+    };
+    let rows: Vec<[String; 6]> = list
+        .iter()
+        .map(|s| {
+            [
+                s.id.clone(),
+                s.created.clone(),
+                place(&s.workspace),
+                s.model.clone(),
+                s.state.clone(),
+                s.title.clone(),
+            ]
+        })
+        .collect();
+    let header = ["ID", "CREATED", "WORKSPACE", "MODEL", "STATE", "TITLE"];
+    let mut widths = header.map(|h| h.chars().count());
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let mut out = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                out.push_str(c);
+            } else {
+                out.push_str(c);
+                out.push_str(&" ".repeat(widths[i] - c.chars().count() + 2));
+            }
+        }
+        out.trim_end().to_owned() + "\n"
+    };
+    let mut out = line(&header.map(String::from));
+    for r in &rows {
+        out.push_str(&line(r));
+    }
+    out
 }

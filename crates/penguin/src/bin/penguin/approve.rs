@@ -1,0 +1,344 @@
+//! The approver the CLI offers: `y`, `n`, `a` (always, for one scope) and, for a command under
+//! a sandbox, `u` (this once outside it).
+
+use std::sync::Mutex as StdMutex;
+
+use async_trait::async_trait;
+use penguin::engine::{ApprovalError, Approver};
+use penguin::tools::SandboxBypass;
+use penguin_omni_protocol::{ApprovalDecision, ModelPayload, OmniMessage};
+
+use crate::console::Console;
+
+/// What an "always" answer allows from then on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Every call of one tool (never `exec_command`: commands are scoped by prefix).
+    Tool(String),
+    /// `exec_command` calls whose command is this prefix, or starts with it and a space, and
+    /// chains no other command.
+    Command(String),
+}
+
+impl std::fmt::Display for Scope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Scope::Tool(t) => write!(f, "{t}"),
+            Scope::Command(p) => write!(f, "`{p}`"),
+        }
+    }
+}
+
+/// The command of an `exec_command` call, its whitespace squashed.
+fn command_of(name: &str, args: &str) -> Option<String> {
+    if name != "exec_command" {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(args).ok()?;
+    let cmd = v.get("cmd")?.as_str()?;
+    Some(cmd.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+/// A command that runs more than its first program (`a && b`, `a | b`, `$(b)`, redirections)
+/// is never covered by a prefix: `cargo test && rm -rf ~` must not pass as `cargo test`.
+fn chains(cmd: &str) -> bool {
+    ["&", "|", ";", "`", "$(", ">", "<", "\n"]
+        .iter()
+        .any(|op| cmd.contains(op))
+}
+
+/// The prefix "always" grants for a command: its program, plus its subcommand when the
+/// second word looks like one (`cargo test`, `git status`, but `ls` for `ls -la`).
+pub fn command_prefix(cmd: &str) -> Option<String> {
+    if chains(cmd) {
+        return None;
+    }
+    let mut words = cmd.split_whitespace();
+    let program = words.next()?;
+    let sub = words.next().filter(|w| {
+        w.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+            && w.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+    });
+    Some(match sub {
+        Some(sub) => format!("{program} {sub}"),
+        None => program.to_owned(),
+    })
+}
+
+impl Scope {
+    /// The scope "always" grants for a call of `name` with `args`; `None` when it grants
+    /// nothing beyond this call (a command chaining others).
+    pub fn for_call(name: &str, args: &str) -> Option<Scope> {
+        match command_of(name, args) {
+            Some(cmd) => command_prefix(&cmd).map(Scope::Command),
+            None if name == "exec_command" => None,
+            None => Some(Scope::Tool(name.to_owned())),
+        }
+    }
+
+    /// Whether this scope allows a call of `name` with `args`.
+    pub fn covers(&self, name: &str, args: &str) -> bool {
+        match self {
+            Scope::Tool(t) => t == name && name != "exec_command",
+            Scope::Command(prefix) => command_of(name, args).is_some_and(|cmd| {
+                !chains(&cmd) && (cmd == *prefix || cmd.starts_with(&format!("{prefix} ")))
+            }),
+        }
+    }
+}
+
+/// Asks on the terminal: `y` allow, `n` deny, `a` allow this and later calls of the same
+/// scope (one tool, or for `exec_command` one command prefix), and for a command under a
+/// sandbox `u`: run this one call outside the sandbox.
+#[derive(Debug)]
+pub struct TerminalApprover {
+    console: Console,
+    always: StdMutex<Vec<Scope>>,
+    bypass: Option<SandboxBypass>,
+}
+
+impl TerminalApprover {
+    /// An approver reading answers from `console`.
+    pub fn new(console: Console) -> TerminalApprover {
+        TerminalApprover {
+            console,
+            always: StdMutex::new(Vec::new()),
+            bypass: None,
+        }
+    }
+
+    /// Offers `u` for commands, granting the call in `bypass` (the session's tools' grants).
+    pub fn with_bypass(mut self, bypass: Option<SandboxBypass>) -> TerminalApprover {
+        self.bypass = bypass;
+        self
+    }
+
+    /// What "always" answers have allowed so far.
+    pub fn scopes(&self) -> Vec<Scope> {
+        self.always
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Forgets every "always" answer.
+    pub fn clear(&self) {
+        self.always
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        self.publish();
+    }
+
+    /// The status line's note of what is auto-approved (empty when nothing is).
+    pub fn summary(&self) -> String {
+        let scopes = self.scopes();
+        if scopes.is_empty() {
+            return String::new();
+        }
+        let list: Vec<String> = scopes.iter().map(Scope::to_string).collect();
+        format!("auto-approved: {}", list.join(", "))
+    }
+
+    fn publish(&self) {
+        if let Some(term) = self.console.term() {
+            term.set_approvals(self.summary());
+        }
+    }
+
+    /// The command call `u` would run outside the sandbox: its id and arguments.
+    fn bypassable(&self, call: &OmniMessage) -> Option<(String, String)> {
+        self.bypass.as_ref()?;
+        match call.model() {
+            Some(ModelPayload::ToolCall(c)) if c.name == "exec_command" => {
+                Some((c.tool_call_id.clone(), c.arguments.clone()))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The prompt shown for a call.
+pub fn approval_prompt(call: &OmniMessage) -> String {
+    let (name, args) = match call.model() {
+        Some(ModelPayload::ToolCall(c)) => (c.name.as_str(), c.arguments.as_str()),
+        _ => ("?", ""),
+    };
+    let from = call
+        .origin
+        .as_ref()
+        .map(|o| format!(" (from subagent {})", o.join("/")))
+        .unwrap_or_default();
+    let always = match Scope::for_call(name, args) {
+        Some(Scope::Command(p)) => format!(" (commands starting `{p}`)"),
+        Some(Scope::Tool(t)) => format!(" (every {t} call)"),
+        None => " (this call only: it chains commands)".into(),
+    };
+    format!("Allow {name} {args}{from}? [y]es / [n]o / [a]lways{always}: ")
+}
+
+/// The prompt for a command that may run once outside the sandbox.
+fn bypass_prompt(call: &OmniMessage) -> String {
+    let prompt = approval_prompt(call);
+    let head = prompt.trim_end_matches(": ");
+    format!("{head} / [u]nsandboxed, this once: ")
+}
+
+#[async_trait]
+impl Approver for TerminalApprover {
+    async fn approve(&self, call: &OmniMessage) -> Result<ApprovalDecision, ApprovalError> {
+        let (id, name, args) = match call.model() {
+            Some(ModelPayload::ToolCall(c)) => {
+                (c.tool_call_id.clone(), c.name.clone(), c.arguments.clone())
+            }
+            _ => Default::default(),
+        };
+        if self.scopes().iter().any(|s| s.covers(&name, &args)) {
+            return Ok(ApprovalDecision::Allow);
+        }
+        self.console.until_shown(&id).await;
+        let bypassable = self.bypassable(call);
+        let prompt = match bypassable {
+            Some(_) => bypass_prompt(call),
+            None => approval_prompt(call),
+        };
+        let answer = self.console.ask(&prompt).await;
+        if answer.is_none() {
+            self.console.note(
+                "(no answer: input has ended, so the call is denied; pass --yes to allow tool calls without asking)",
+            );
+        }
+        Ok(
+            match answer
+                .as_deref()
+                .map(str::trim)
+                .map(str::to_ascii_lowercase)
+                .as_deref()
+            {
+                Some("y" | "yes") => ApprovalDecision::Allow,
+                Some("a" | "always") => {
+                    match Scope::for_call(&name, &args) {
+                        Some(scope) => {
+                            self.console.note(&format!(
+                                "  from now on {} is allowed without asking (/approvals to review or clear)",
+                                match &scope {
+                                    Scope::Tool(t) => format!("every {t} call"),
+                                    Scope::Command(p) => format!("a command starting `{p}`"),
+                                }
+                            ));
+                            let mut always = self.always.lock().unwrap_or_else(|p| p.into_inner());
+                            if !always.contains(&scope) {
+                                always.push(scope);
+                            }
+                        }
+                        None => self.console.note(
+                            "  allowed this once: a command chaining others is asked every time",
+                        ),
+                    }
+                    self.publish();
+                    ApprovalDecision::Allow
+                }
+                Some("u" | "unsandboxed") => match (&bypassable, &self.bypass) {
+                    (Some((id, args)), Some(bypass)) => {
+                        bypass.grant(id, args);
+                        ApprovalDecision::Allow
+                    }
+                    // Not offered for this call: an answer to a question not asked is no.
+                    _ => ApprovalDecision::Deny,
+                },
+                _ => ApprovalDecision::Deny,
+            },
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use penguin_omni_protocol::{build, StopReason};
+
+    fn cmd(c: &str, id: &str) -> OmniMessage {
+        let args = serde_json::json!({ "cmd": c }).to_string();
+        build::tool_call("exec_command", args, id, StopReason::Completed, None)
+    }
+
+    #[tokio::test]
+    async fn answers_map_to_decisions_and_always_sticks_to_its_scope() {
+        let console = Console::from_lines(vec!["n".into(), "y".into(), "a".into()]);
+        let approver = TerminalApprover::new(console);
+        let call = cmd("cargo test -p x", "c");
+        assert_eq!(approver.approve(&call).await, Ok(ApprovalDecision::Deny));
+        assert_eq!(approver.approve(&call).await, Ok(ApprovalDecision::Allow));
+        assert_eq!(approver.approve(&call).await, Ok(ApprovalDecision::Allow));
+        assert_eq!(approver.scopes(), [Scope::Command("cargo test".into())]);
+        // No input left, but "always" answers without asking, within its scope only.
+        assert_eq!(
+            approver.approve(&cmd("cargo test", "d")).await,
+            Ok(ApprovalDecision::Allow)
+        );
+        for other in [
+            "cargo build",
+            "cargo testing",
+            "cargo test && rm -rf ~",
+            "rm -rf ~",
+        ] {
+            assert_eq!(
+                approver.approve(&cmd(other, "e")).await,
+                Ok(ApprovalDecision::Deny),
+                "{other} was asked (and denied: input has ended)"
+            );
+        }
+        let write = build::tool_call("write_file", "{}", "w", StopReason::Completed, None);
+        assert_eq!(approver.approve(&write).await, Ok(ApprovalDecision::Deny));
+        assert_eq!(approver.summary(), "auto-approved: `cargo test`");
+        approver.clear();
+        assert_eq!(approver.approve(&call).await, Ok(ApprovalDecision::Deny));
+        let denied_at_eof = TerminalApprover::new(Console::from_lines(vec![]));
+        assert_eq!(
+            denied_at_eof.approve(&call).await,
+            Ok(ApprovalDecision::Deny)
+        );
+    }
+
+    #[tokio::test]
+    async fn always_for_a_file_tool_covers_that_tool_only() {
+        let approver = TerminalApprover::new(Console::from_lines(vec!["a".into()]));
+        let write = build::tool_call("write_file", "{}", "w1", StopReason::Completed, None);
+        assert_eq!(approver.approve(&write).await, Ok(ApprovalDecision::Allow));
+        assert_eq!(approver.approve(&write).await, Ok(ApprovalDecision::Allow));
+        assert_eq!(
+            approver.approve(&cmd("ls", "c")).await,
+            Ok(ApprovalDecision::Deny)
+        );
+        assert_eq!(approver.scopes(), [Scope::Tool("write_file".into())]);
+    }
+
+    #[test]
+    fn command_prefixes_take_the_subcommand_but_not_flags_or_paths() {
+        assert_eq!(command_prefix("ls -la").as_deref(), Some("ls"));
+        assert_eq!(command_prefix("git  status").as_deref(), Some("git status"));
+        assert_eq!(command_prefix("python3 x.py").as_deref(), Some("python3"));
+        assert_eq!(command_prefix("cargo test | tail"), None);
+    }
+
+    #[tokio::test]
+    async fn u_grants_one_command_outside_the_sandbox() {
+        let bypass = SandboxBypass::new();
+        let console = Console::from_lines(vec!["u".into(), "u".into(), "u".into()]);
+        let approver = TerminalApprover::new(console).with_bypass(Some(bypass.clone()));
+        let args = r#"{"cmd":"make install"}"#;
+        let call = build::tool_call("exec_command", args, "c1", StopReason::Completed, None);
+        assert!(bypass_prompt(&call)
+            .ends_with("[a]lways (commands starting `make install`) / [u]nsandboxed, this once: "));
+        assert_eq!(approver.approve(&call).await, Ok(ApprovalDecision::Allow));
+        assert!(bypass.take("c1", args), "granted for this call");
+        assert!(!bypass.take("c1", args), "once");
+        // `u` for a file tool is not offered, so it is no.
+        let file = build::tool_call("write_file", "{}", "c2", StopReason::Completed, None);
+        assert_eq!(approver.approve(&file).await, Ok(ApprovalDecision::Deny));
+        // Without a sandbox there is nothing to run outside of.
+        let plain = TerminalApprover::new(Console::from_lines(vec!["u".into()]));
+        assert_eq!(plain.approve(&call).await, Ok(ApprovalDecision::Deny));
+    }
+}

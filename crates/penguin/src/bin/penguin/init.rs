@@ -1,0 +1,91 @@
+//! `penguin init` (a starter `config.toml`) and `penguin completions SHELL`.
+
+use std::process::ExitCode;
+
+use clap::CommandFactory;
+
+/// Every line commented out but the demo default, so the file parses as written and changes
+/// nothing until a model is uncommented.
+pub(crate) const STARTER_CONFIG: &str = r#"# penguin configuration. Flags override environment variables (PENGUIN_MODEL, ...), which
+# override this file. Keys are never stored here: a model names the variable that holds its key.
+
+# The model used when neither --model nor PENGUIN_MODEL names one ("demo" is built in and
+# works offline).
+default_model = "demo"
+
+# A local OpenAI-compatible server (llama.cpp, vLLM, Ollama, LM Studio):
+# [models.local]
+# protocol = "openai-chat"              # openai-chat | openai-responses | anthropic-messages | gemini | demo
+# base_url = "http://127.0.0.1:8080/v1"
+# model = "qwen2.5-coder"
+# context_window = 32768                # optional
+# max_output_tokens = 4096              # optional
+
+# A hosted model; the key is read from the named variable (each protocol has a default:
+# OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY):
+# [models.claude]
+# protocol = "anthropic-messages"
+# model = "claude-sonnet-4-5"
+# api_key_env = "ANTHROPIC_API_KEY"
+# thinking_level = "medium"             # none, low, medium, high, xhigh, max
+
+# Context compaction (these are the defaults):
+# [compaction]
+# max_context_length = 256000           # capped at the model's window - 2048; 0 disables
+# mode = "summarize"                    # or "discard"
+
+# Commands that are never run, whatever is approved:
+# [policy]
+# forbidden_commands = ["rm -rf /", "git push --force"]
+
+# How exec_command is confined (Landlock):
+# [sandbox]
+# mode = "workspace-write"              # workspace-write | read-only | off
+# network = true
+# writable = ["~/.cache/pip"]
+"#;
+
+pub(crate) fn init(force: bool) -> Result<ExitCode, String> {
+    let root = penguin::trace_store::data_root();
+    let path = penguin::config::config_path(&root);
+    if path.exists() && !force {
+        return Err(format!(
+            "{} already exists; pass --force to replace it",
+            path.display()
+        ));
+    }
+    std::fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
+    std::fs::write(&path, STARTER_CONFIG).map_err(|e| format!("{}: {e}", path.display()))?;
+    println!("wrote {}", path.display());
+    println!("uncomment a [models.*] section and set default_model to use it");
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn completions(shell: clap_complete::Shell) {
+    let mut cmd = crate::args::Cli::command();
+    clap_complete::generate(shell, &mut cmd, "penguin", &mut std::io::stdout());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_starter_config_parses_and_keeps_the_demo() {
+        let config = penguin::config::Config::parse(STARTER_CONFIG).unwrap();
+        assert_eq!(config.default_model.as_deref(), Some("demo"));
+        // Each commented section parses too once uncommented.
+        let uncommented: String = STARTER_CONFIG
+            .lines()
+            .map(|l| {
+                l.strip_prefix("# ")
+                    .filter(|r| r.starts_with('[') || r.contains(" = "))
+                    .unwrap_or(l)
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let config = penguin::config::Config::parse(&uncommented).unwrap();
+        assert_eq!(config.models.len(), 2);
+        assert_eq!(config.sandbox.writable, ["~/.cache/pip"]);
+    }
+}

@@ -1,0 +1,168 @@
+//! `penguin show`: a stored session rendered from its trace, offline, with its subagents'
+//! sessions nested where they ran; and the recap printed when a session is resumed.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use penguin::agent::Agent;
+use penguin::omni_protocol::{EventPayload, Frame, ModelPayload, OmniMessage, Role};
+use penguin::trace_store::{read_trace, ReadMode};
+
+use crate::render::{user_text_display, Renderer, UserText};
+use crate::setup::resolve_session_id;
+
+pub(crate) fn show(
+    id: Option<String>,
+    last: bool,
+    jsonl: bool,
+    verbose: bool,
+) -> Result<ExitCode, String> {
+    let agent = Agent::from_env().map_err(|e| e.to_string())?;
+    let id = resolve_session_id(&agent, id.as_deref(), last)?;
+    let files = trace_files(&agent, &id)?;
+    let mut out = std::io::stdout().lock();
+    let written = if jsonl {
+        files.iter().try_for_each(|f| {
+            let text = std::fs::read_to_string(f)
+                .map_err(|e| std::io::Error::other(format!("{}: {e}", f.display())))?;
+            out.write_all(text.as_bytes())
+        })
+    } else {
+        let color = crate::render::color_for(std::io::stdout().is_terminal());
+        let text = render_session(&agent, &id, color, verbose)?;
+        out.write_all(text.as_bytes())
+    };
+    match written {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn trace_files(agent: &Agent, id: &str) -> Result<Vec<PathBuf>, String> {
+    agent
+        .sessions()
+        .map_err(|e| format!("cannot list the sessions: {e}"))?
+        .into_iter()
+        .find(|s| s.id == id)
+        .map(|s| s.files)
+        .ok_or_else(|| format!("no trace for session {id}"))
+}
+
+fn messages(agent: &Agent, id: &str) -> Result<Vec<OmniMessage>, String> {
+    let mut all = Vec::new();
+    for f in trace_files(agent, id)? {
+        let read = read_trace(&f, ReadMode::Tolerant).map_err(|e| e.to_string())?;
+        all.extend(read.messages);
+    }
+    Ok(all)
+}
+
+/// The session as the live renderer showed it, preceded by a header line and followed by a
+/// totals line. A subagent's session is rendered where its pointer is, its lines marked
+/// with the child's short id.
+pub(crate) fn render_session(
+    agent: &Agent,
+    id: &str,
+    color: bool,
+    verbose: bool,
+) -> Result<String, String> {
+    let msgs = messages(agent, id)?;
+    let mut r = Renderer::new(Vec::new(), color).verbose(verbose);
+    let mut header = format!("session {id}");
+    if let Some(meta) = msgs.iter().find_map(OmniMessage::session_meta) {
+        header.push_str(&format!(
+            " · {}/{} · {}",
+            meta.provider, meta.model_id, meta.workspace
+        ));
+    }
+    let mut requests = 0u32;
+    let mut last_context_file = None;
+    for m in &msgs {
+        match m.event() {
+            Some(EventPayload::Subagent { session_id }) => {
+                let child = messages(agent, session_id).unwrap_or_default();
+                for c in child {
+                    // The child's meta and bookkeeping say nothing a reader needs.
+                    if c.session_meta().is_some() {
+                        continue;
+                    }
+                    let nested = c.with_origin(session_id.clone());
+                    r.frame(&Frame::new(nested)).map_err(|e| e.to_string())?;
+                }
+                continue;
+            }
+            Some(EventPayload::RequestBegin) => requests += 1,
+            _ => {}
+        }
+        if let Some(meta) = m.session_meta() {
+            // Each compacted context's file opens with the meta again.
+            if last_context_file.replace(meta.session_id.clone()).is_some() {
+                r.note("(context compacted here)")
+                    .map_err(|e| e.to_string())?;
+            }
+            continue;
+        }
+        r.frame(&Frame::new(m.clone())).map_err(|e| e.to_string())?;
+    }
+    let summary = r.summary().clone();
+    let body = String::from_utf8_lossy(&r.into_inner()).into_owned();
+    let t = summary.tokens;
+    Ok(format!(
+        "{header}\n{body}— {requests} request(s), {} tool call(s), {} tokens ({} in, {} out)\n",
+        summary.tool_calls,
+        t.total,
+        t.cache_read + t.cache_write,
+        t.output
+    ))
+}
+
+/// The last `n` exchanges of a stored session, briefly: each prompt and the first lines of
+/// the reply.
+pub(crate) fn recap(agent: &Agent, id: &str, n: usize) -> String {
+    let Ok(msgs) = messages(agent, id) else {
+        return String::new();
+    };
+    let mut exchanges: Vec<(String, String)> = Vec::new();
+    for m in msgs.iter().filter(|m| !m.has_origin()) {
+        match m.model() {
+            Some(ModelPayload::Text(t)) if t.role == Role::User => {
+                if let UserText::Prompt(p) = user_text_display(&t.text) {
+                    exchanges.push((p, String::new()));
+                }
+            }
+            Some(ModelPayload::Text(t)) if t.role == Role::Assistant => {
+                if let Some(last) = exchanges.last_mut() {
+                    last.1 = t.text.clone();
+                }
+            }
+            _ => {}
+        }
+    }
+    let start = exchanges.len().saturating_sub(n);
+    let mut out = String::new();
+    for (prompt, reply) in &exchanges[start..] {
+        out.push_str(&format!("› {}\n", one_line(prompt, 100)));
+        let lines: Vec<&str> = reply.lines().filter(|l| !l.trim().is_empty()).collect();
+        for l in lines.iter().take(3) {
+            out.push_str(&format!("  {}\n", one_line(l, 100)));
+        }
+        if lines.len() > 3 {
+            out.push_str(&format!("  (+{} lines)\n", lines.len() - 3));
+        }
+        if lines.is_empty() {
+            out.push_str("  (no reply)\n");
+        }
+    }
+    out
+}
+
+fn one_line(s: &str, max: usize) -> String {
+    let one = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one.chars().count() > max {
+        format!("{}…", one.chars().take(max - 1).collect::<String>())
+    } else {
+        one
+    }
+}

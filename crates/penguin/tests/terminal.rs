@@ -1,0 +1,282 @@
+//! The chat as a person uses it, in a pseudo-terminal (util-linux `script`): line editing,
+//! history, Ctrl-C and Ctrl-D at the prompt, slash commands, scoped "always" approvals and
+//! the order of a tool line and its approval question.
+//!
+//! Every step waits for the output it reacts to (bounded polling), never for a fixed time.
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+struct Pty {
+    child: Child,
+    stdin: ChildStdin,
+    out: Arc<Mutex<Vec<u8>>>,
+}
+
+/// The text of a terminal stream without its escape sequences and carriage returns.
+fn strip(raw: &[u8]) -> String {
+    let s = String::from_utf8_lossy(raw);
+    let mut out = String::new();
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\x1b' => {
+                if chars.next() == Some('[') {
+                    for c in chars.by_ref() {
+                        if ('@'..='~').contains(&c) {
+                            break;
+                        }
+                    }
+                }
+            }
+            '\r' => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+impl Pty {
+    fn spawn(home: &Path, dir: &Path, args: &str) -> Pty {
+        if Command::new("script").arg("--version").output().is_err() {
+            panic!("util-linux `script` is required for the pseudo-terminal tests");
+        }
+        // A fixed size: a new pseudo-terminal is 0x0, which no person's terminal is.
+        let cmdline = format!(
+            "stty cols 120 rows 40; exec {} {args}",
+            env!("CARGO_BIN_EXE_penguin")
+        );
+        let mut child = Command::new("script")
+            .args(["-qfec", &cmdline, "/dev/null"])
+            .current_dir(dir)
+            .env("PENGUIN_HOME", home)
+            .env("HOME", home)
+            .env("TERM", "xterm-256color")
+            .env_remove("NO_COLOR")
+            .env_remove("PENGUIN_MODEL")
+            .env_remove("PENGUIN_PROVIDER")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("script starts");
+        let stdin = child.stdin.take().unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let sink = out.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stdout.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        // A watchdog, so a hang fails the test instead of stalling the suite.
+        let pid = child.id();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(90));
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+        });
+        Pty { child, stdin, out }
+    }
+
+    fn text(&self) -> String {
+        strip(&self.out.lock().unwrap())
+    }
+
+    fn send(&mut self, keys: &str) {
+        self.stdin.write_all(keys.as_bytes()).unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Waits until `needle` has appeared `n` times.
+    fn wait_n(&self, needle: &str, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let text = self.text();
+            if text.matches(needle).count() >= n {
+                return;
+            }
+            if Instant::now() > deadline {
+                panic!("never saw {needle:?} ×{n}:\n{text}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn wait(&self, needle: &str) {
+        self.wait_n(needle, 1)
+    }
+
+    /// Waits for the prompt that follows the `n`-th occurrence of `after`.
+    fn wait_prompt_after(&self, after: &str, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let text = self.text();
+            let tail = text
+                .match_indices(after)
+                .nth(n - 1)
+                .map(|(i, _)| &text[i..]);
+            if tail.is_some_and(|t| t.contains("› ")) {
+                return;
+            }
+            if Instant::now() > deadline {
+                panic!("no prompt after {after:?} ×{n}:\n{text}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn finish(mut self) -> String {
+        let status = self.child.wait().unwrap();
+        let text = self.text();
+        assert!(status.success(), "{text}");
+        text
+    }
+}
+
+fn user_texts(home: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![home.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "jsonl") {
+                for line in std::fs::read_to_string(&p).unwrap().lines() {
+                    let v: serde_json::Value = serde_json::from_str(line).unwrap();
+                    if v["payload"]["type"] == "text" && v["payload"]["role"] == "user" {
+                        out.push(v["payload"]["text"].as_str().unwrap().to_owned());
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+const READY: &str = "/quit or Ctrl-D to leave";
+
+#[test]
+fn the_chat_prompt_edits_lines_keeps_history_and_knows_its_commands() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let mut chat = Pty::spawn(home.path(), ws.path(), "chat --yes --model demo");
+    chat.wait(READY);
+    chat.wait_prompt_after(READY, 1);
+    // An arrow key moves the cursor: it is not sent to the model as `^[[D`.
+    chat.send("helo\x1b[Dl\r");
+    chat.wait("✓ done");
+    chat.wait_prompt_after("✓ done", 1);
+    // Ctrl-C clears the line; nothing is sent.
+    chat.send("junk\x03");
+    chat.wait_prompt_after("junk", 1);
+    chat.send("/frobnicate\r");
+    chat.wait("unknown command /frobnicate");
+    chat.send("/help\r");
+    chat.wait("/approvals");
+    // Ctrl-D on the empty line leaves.
+    chat.send("\x04");
+    let screen = chat.finish();
+    assert!(screen.contains("resume with: penguin resume"), "{screen}");
+    assert_eq!(
+        user_texts(home.path()),
+        ["hello"],
+        "only the prompt reached the model: {screen}"
+    );
+    let history = std::fs::read_to_string(home.path().join("history")).unwrap();
+    assert!(history.contains("hello"), "{history}");
+
+    // History is saved per user: a new chat recalls the last entry with ↑.
+    let mut again = Pty::spawn(home.path(), ws.path(), "chat --yes --model demo");
+    again.wait(READY);
+    again.wait_prompt_after(READY, 1);
+    again.send("\x1b[A\r");
+    again.wait("commands:");
+    again.send("/quit\r");
+    again.finish();
+}
+
+#[test]
+fn always_allows_one_command_prefix_shown_after_its_tool_line_and_listed_by_approvals() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let mut chat = Pty::spawn(home.path(), ws.path(), "chat --model demo");
+    chat.wait(READY);
+    chat.wait_prompt_after(READY, 1);
+    chat.send("look\r");
+    chat.wait("answer [");
+    let text = chat.text();
+    let tool_line = text.find("⚙ exec_command").expect("tool line");
+    let question = text.find("Allow exec_command").expect("question");
+    assert!(
+        tool_line < question,
+        "the tool line comes before its question: {text}"
+    );
+    assert!(text.contains("[a]lways (commands starting `ls`)"), "{text}");
+    chat.send("a\r");
+    chat.wait("from now on a command starting `ls` is allowed without asking");
+    chat.wait("✓ done");
+    chat.wait_prompt_after("✓ done", 1);
+    chat.send("again\r");
+    chat.wait_n("✓ done", 2);
+    assert_eq!(
+        chat.text().matches("Allow exec_command").count(),
+        1,
+        "the second `ls -la` was not asked: {}",
+        chat.text()
+    );
+    chat.wait_prompt_after("✓ done", 2);
+    chat.send("/approvals\r");
+    chat.wait("exec_command with a command starting `ls`");
+    chat.send("/approvals clear\r");
+    chat.wait("forgot 1");
+    chat.send("third\r");
+    chat.wait_n("Allow exec_command", 2);
+    chat.wait_n("answer [", 2);
+    chat.send("n\r");
+    chat.wait("exec_command denied");
+    chat.wait_n("✓ done", 3);
+    chat.wait_prompt_after("✓ done", 3);
+    chat.send("\x04");
+    chat.finish();
+}
+
+#[test]
+fn typing_during_a_task_stays_out_of_the_output_and_undelivered_steering_is_offered_back() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let scenario = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/scenarios/interrupt-mid-stream.json");
+    let args = format!("chat --provider scripted --scenario {}", scenario.display());
+    let mut chat = Pty::spawn(home.path(), ws.path(), &args);
+    chat.wait(READY);
+    chat.wait_prompt_after(READY, 1);
+    chat.send("explain\r");
+    chat.wait("I will sta");
+    chat.send("walrus please\r");
+    chat.wait("(steering queued: \"walrus please\"");
+    chat.send("/abort\r");
+    chat.wait("not delivered to the model");
+    // Offered as the next prompt: Enter sends it.
+    chat.wait_prompt_after("not delivered to the model", 1);
+    let text = chat.text();
+    assert!(!text.contains("[user_steering]"), "{text}");
+    let model_line = text
+        .lines()
+        .find(|l| l.contains("I will sta"))
+        .unwrap()
+        .to_owned();
+    assert!(
+        !model_line.contains("walrus"),
+        "typed text never lands inside the model's output: {model_line:?}"
+    );
+    chat.send("\x15/quit\r");
+    chat.finish();
+}
