@@ -91,6 +91,11 @@ pub trait Environment: Send + Sync {
 /// Where reports of settled background launches go.
 pub type BackgroundListener = Arc<dyn Fn(BackgroundTaskDone) + Send + Sync>;
 
+/// Where the live messages of background work go: a background subagent's stream,
+/// origin-tagged. They bypass the engine (never recorded in the parent Trace), so the session
+/// hands them to its host.
+pub type BackgroundForward = Arc<dyn Fn(OmniMessage) + Send + Sync>;
+
 /// One piece of background work, as a host lists it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BackgroundTask {
@@ -113,6 +118,10 @@ pub trait BackgroundWork: Send + Sync {
     /// Where reports of settled background launches go (the session turns them into harness
     /// notices); replaces an earlier listener.
     fn set_listener(&self, listener: BackgroundListener);
+
+    /// Where the live messages of background work go; replaces an earlier one. Work that
+    /// streams nothing (commands) ignores it.
+    fn set_forward(&self, _forward: BackgroundForward) {}
 
     /// What runs, or has ended and not been collected yet.
     fn tasks(&self) -> Vec<BackgroundTask>;

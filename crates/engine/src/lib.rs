@@ -29,8 +29,8 @@ mod turn;
 pub use compaction::Compactability;
 pub use config::{CompactionConfig, EngineConfig, DEFAULT_COMPACTION_PROMPT};
 pub use environment::{
-    AllowAll, ApprovalError, Approver, BackgroundListener, BackgroundTask, BackgroundWork,
-    Environment, Permission, ToolCallRequest, TraceSink,
+    AllowAll, ApprovalError, Approver, BackgroundForward, BackgroundListener, BackgroundTask,
+    BackgroundWork, Environment, Permission, ToolCallRequest, TraceSink,
 };
 pub use penguin_llm_providers::{
     CancellationToken, Llm, LlmOutcome, LlmRequest, MessageSink, ThinkingLevel,

@@ -80,6 +80,10 @@ impl HostedSession for Session {
         Session::on_notice(self, hook);
     }
 
+    fn on_background_message(&self, hook: Arc<dyn Fn(OmniMessage) + Send + Sync>) {
+        Session::on_background_message(self, hook);
+    }
+
     fn sandbox(&self) -> Option<SandboxInfo> {
         Session::sandbox(self).map(sandbox_info)
     }

@@ -5,7 +5,8 @@
 //! - [`session::Session`]: an engine with its Trace and `session_meta`;
 //! - [`config`] and [`models`]: `config.toml`, flags and environment, and building the model;
 //! - [`prompt`]: the system prompt (workspace, OS, shell, date, tools, `AGENTS.md` files);
-//! - [`subagent`]: `run_subagent`, a child session streamed into its parent;
+//! - [`subagent`]: `run_subagent`, `input_subagent`, `kill_subagent`: child sessions, in the
+//!   foreground or the background;
 //! - [`hosting`]: sessions for [`server`];
 //! - [`scenario`]: scenario files (scripted model, tools and approvals) through the real engine;
 //! - [`watch`]: following a served session as the web client does.

@@ -45,11 +45,18 @@ use penguin_trace_store::{
 /// What a host runs when a background notice arrives.
 pub type NoticeHook = Arc<std::sync::Mutex<Option<Arc<dyn Fn() + Send + Sync>>>>;
 
+/// What a host runs with each live message of the session's background work.
+pub type BackgroundMessageHook = Arc<dyn Fn(OmniMessage) + Send + Sync>;
+
+type MessageHook = Arc<std::sync::Mutex<Option<BackgroundMessageHook>>>;
+
 /// Routes the reports of the environment's background work to the engine as harness notices
 /// (delivered at the running task's next input assembly, or with the next run), then tells
-/// the host, which may start a task for them while the session is idle.
-fn route_notices(engine: &Engine, env: &Arc<dyn Environment>) -> NoticeHook {
+/// the host, which may start a task for them while the session is idle; and routes the live
+/// messages of background subagents to the host, past the engine (so never into the Trace).
+fn route_background(engine: &Engine, env: &Arc<dyn Environment>) -> (NoticeHook, MessageHook) {
     let hook: NoticeHook = Arc::default();
+    let messages: MessageHook = Arc::default();
     if let Some(background) = env.background() {
         // Weak: the listener lives in the environment the engine owns.
         let (engine, hook) = (engine.notifier(), Arc::downgrade(&hook));
@@ -65,8 +72,20 @@ fn route_notices(engine: &Engine, env: &Arc<dyn Environment>) -> NoticeHook {
                 host();
             }
         }));
+        let host = Arc::downgrade(&messages);
+        background.set_forward(Arc::new(move |msg| {
+            // Display copies: with no host listening they are dropped (the child's own Trace
+            // keeps them).
+            let Some(host) = host.upgrade() else {
+                return;
+            };
+            let host = host.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            if let Some(host) = host {
+                host(msg);
+            }
+        }));
     }
-    hook
+    (hook, messages)
 }
 
 /// The trace-store writer as the engine's trace sink.
@@ -243,6 +262,7 @@ pub struct Session {
     env: Arc<dyn Environment>,
     // Called after a background notice was queued: an idle host starts a task for it.
     notice_hook: NoticeHook,
+    message_hook: MessageHook,
     sandbox: Option<Sandbox>,
 }
 
@@ -392,7 +412,7 @@ impl Session {
         });
         let engine = Engine::with_parts(llm, env.clone(), config, Some(sink.clone()), initial);
         engine.set_context_head(meta.clone(), Some(tool_list.clone()));
-        let notice_hook = route_notices(&engine, &env);
+        let (notice_hook, message_hook) = route_background(&engine, &env);
         Session {
             id,
             meta,
@@ -401,6 +421,7 @@ impl Session {
             writer,
             sink,
             notice_hook,
+            message_hook,
             next_llm,
             boot: Arc::new(Mutex::new(Boot::default())),
             meta_written,
@@ -554,6 +575,15 @@ impl Session {
     /// delivers them itself.
     pub fn on_notice(&self, hook: Arc<dyn Fn() + Send + Sync>) {
         *self.notice_hook.lock().unwrap_or_else(|p| p.into_inner()) = Some(hook);
+    }
+
+    /// Runs `hook` with each live message of the session's background work (a background
+    /// subagent's stream, origin-tagged), on the task that produced it. These messages bypass
+    /// the engine: they are in no run's stream and never in this session's Trace (the child's
+    /// own Trace keeps them), so a host that shows them publishes them itself. One hook; a
+    /// later call replaces it.
+    pub fn on_background_message(&self, hook: BackgroundMessageHook) {
+        *self.message_hook.lock().unwrap_or_else(|p| p.into_inner()) = Some(hook);
     }
 }
 

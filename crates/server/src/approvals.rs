@@ -66,6 +66,20 @@ impl Approvals {
         }
     }
 
+    /// Denies the requests of the session's own calls. A subagent's (with an origin) may
+    /// belong to a background child that outlives the task: it waits for its human.
+    pub(crate) fn deny_own(&self) {
+        let own: Vec<PendingApproval> = {
+            let mut p = lock(&self.pending);
+            let (own, kept) = p.drain(..).partition(|a| !a.call.has_origin());
+            *p = kept;
+            own
+        };
+        for a in own {
+            let _ = a.tx.send(ApprovalDecision::Deny);
+        }
+    }
+
     /// The announced requests, in registration order.
     pub(crate) fn requests(&self) -> Vec<OmniMessage> {
         lock(&self.pending)

@@ -48,6 +48,12 @@ pub trait HostedSession: Send + 'static {
     /// can start a task carrying it. Sessions without background work never call it.
     fn on_notice(&self, _hook: Arc<dyn Fn() + Send + Sync>) {}
 
+    /// Runs `hook` with each live message of the session's background work (a background
+    /// subagent's stream, origin-tagged): no run's stream carries these and the Trace never
+    /// holds them, so the server publishes them itself. Sessions without such work never
+    /// call it.
+    fn on_background_message(&self, _hook: Arc<dyn Fn(OmniMessage) + Send + Sync>) {}
+
     /// The sandbox its commands run under, when its tools have one.
     fn sandbox(&self) -> Option<SandboxInfo> {
         None

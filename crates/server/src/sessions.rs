@@ -93,6 +93,13 @@ impl Sessions {
             };
             sessions.start_notices(&entry);
         }));
+        let (sessions, weak) = (Arc::downgrade(self), Arc::downgrade(&entry));
+        entry.session().on_background_message(Arc::new(move |msg| {
+            let (Some(sessions), Some(entry)) = (sessions.upgrade(), weak.upgrade()) else {
+                return;
+            };
+            sessions.publish_background(&entry, msg);
+        }));
         lock(&self.entries).insert(entry.id.clone(), entry.clone());
         self.unload_idle();
         entry
@@ -312,6 +319,11 @@ impl Sessions {
             tracing::warn!("[server] flushing {} before delete: {e}", entry.id);
         }
         lock(&self.entries).remove(&entry.id);
+        // Now, not when the last reference goes: a running background subagent holds its
+        // launching task's approver, and with it this entry.
+        if let Some(background) = entry.env.background() {
+            background.kill_all();
+        }
         self.cfg.hub.reclaim(&entry.id);
         for f in crate::history::trace_files(&self.cfg.location.traces_dir(), &entry.id)
             .map_err(|e| ApiError::internal(format!("cannot list the session's traces: {e}")))?

@@ -240,14 +240,24 @@ impl Sessions {
         }
     }
 
-    /// The end of a run (§5.5 drive `finally`): clear the live tail, deny what is still
-    /// pending, go idle, announce it, and start the next follow-up.
+    /// Publishes a live message of the session's background work (a background subagent's
+    /// stream) on its channel: no run carries it, and the Trace never holds it.
+    pub(crate) fn publish_background(&self, entry: &Entry, msg: OmniMessage) {
+        let _p = lock(&entry.publish);
+        if entry.rt().deleted {
+            return;
+        }
+        self.channel(&entry.id).publish_message(&Frame::new(msg));
+    }
+
+    /// The end of a run (§5.5 drive `finally`): clear the live tail, deny what of the run
+    /// is still pending, go idle, announce it, and start the next follow-up.
     fn settle(self: &Arc<Self>, entry: &Arc<Entry>) {
         {
             let _p = lock(&entry.publish);
             self.channel(&entry.id).clear_live_tail();
             self.report_trace_failures_locked(entry);
-            entry.approvals.deny_all();
+            entry.approvals.deny_own();
             {
                 let mut rt = entry.rt();
                 rt.status = SessionStatus::Idle;

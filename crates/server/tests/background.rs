@@ -1,5 +1,7 @@
-//! Background commands of a served session: listed and killed over the API, and a background
-//! launch that settles while the session is idle starts a task carrying its notice.
+//! Background work of a served session: commands listed and killed over the API; a background
+//! launch that settles while the session is idle starts a task carrying its notice; a
+//! background subagent's messages published live on the session's channel, and its approval
+//! requests waiting for their human past the end of the task that launched it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -255,4 +257,344 @@ async fn background_commands_are_listed_and_killed_over_the_api() {
         .await
         .unwrap();
     assert_eq!(r.status(), 404);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Background subagents
+
+/// A tool that ends when the test releases it.
+#[derive(Clone)]
+struct Gate(Arc<tokio::sync::Notify>);
+
+#[async_trait::async_trait]
+impl penguin::engine::Environment for Gate {
+    async fn execute(
+        &self,
+        request: penguin::engine::ToolCallRequest,
+        sink: &mut dyn penguin::engine::MessageSink,
+    ) {
+        let id = request.tool_call().tool_call_id.clone();
+        self.0.notified().await;
+        sink.emit(penguin::omni_protocol::build::tool_call_output(
+            "released",
+            id,
+            penguin::omni_protocol::StopReason::Completed,
+        ))
+        .await;
+    }
+
+    fn tools(&self) -> Vec<penguin::omni_protocol::ToolDefinition> {
+        Vec::new()
+    }
+
+    // `wait` only reads, so a `read-only` session runs it without asking; a child's
+    // `exec_command` is looked up here too (the parent's tools answer for its children).
+    fn permission(&self, name: &str) -> penguin::engine::Permission {
+        if name == "wait" {
+            penguin::engine::Permission::Read
+        } else {
+            penguin::engine::Permission::ReadWrite
+        }
+    }
+}
+
+/// A parent whose tools are the subagent tools plus a gated `wait`; its children play `child`
+/// with scripted tools.
+struct WithSubagents {
+    parent: Value,
+    child: Value,
+    child_tools: Value,
+    gate: Arc<tokio::sync::Notify>,
+}
+
+impl SessionFactory for WithSubagents {
+    fn create(&self, req: &CreateSession) -> Result<Box<dyn HostedSession>, FactoryError> {
+        use penguin::engine::Environment;
+        use penguin::subagent::{SubagentEnvironment, SubagentSpawner};
+        let internal = |e: &dyn std::fmt::Display| FactoryError::Internal(e.to_string());
+        let workspace = req.workspace.clone().unwrap();
+        let spec = |source: Option<String>| SessionSpec {
+            location: req.location.clone(),
+            provider: "scripted".into(),
+            model_id: "scenario".into(),
+            context_window: None,
+            system_prompt: String::new(),
+            workspace: workspace.clone(),
+            source,
+            durability: req.durability,
+            engine: EngineConfig::default(),
+        };
+        let (child, child_tools, child_spec) = (
+            self.child.clone(),
+            self.child_tools.clone(),
+            spec(Some("subagent".into())),
+        );
+        let spawner: Arc<dyn SubagentSpawner> = Arc::new(move || {
+            let llm = ScriptedModel::from_json(&child).expect("the child script parses");
+            let tools = penguin::engine::scripted::ScriptedEnvironment::from_json(&child_tools)
+                .expect("the child tools parse");
+            Session::create(child_spec.clone(), Box::new(llm), Arc::new(tools))
+        });
+        let env: Arc<dyn Environment> = Arc::new(SubagentEnvironment::new(
+            Arc::new(Gate(self.gate.clone())),
+            spawner,
+        ));
+        let llm = ScriptedModel::from_json(&self.parent).map_err(|e| internal(&e))?;
+        let session = Session::create(spec(None), Box::new(llm), env).map_err(|e| internal(&e))?;
+        Ok(Box::new(session))
+    }
+
+    fn load(&self, _req: &LoadSession) -> Result<Box<dyn HostedSession>, FactoryError> {
+        Err(FactoryError::Unrecoverable("not in this test".into()))
+    }
+}
+
+fn partial_turn(text: &str) -> Value {
+    let part = |event: &str, t: &str| {
+        step(model(
+            json!({"type": "partial_text", "role": "assistant", "event_type": event, "text": t, "stop_reason": "completed"}),
+        ))
+    };
+    json!({"stream": [
+        part("start", ""),
+        part("delta", text),
+        part("stop", ""),
+        step(model(json!({"type": "text", "role": "assistant", "text": text, "stop_reason": "completed"}))),
+        step(usage()),
+    ]})
+}
+
+fn named_call_turn(name: &str, id: &str, args: Value) -> Value {
+    json!({"stream": [
+        step(model(json!({"type": "tool_call", "role": "assistant", "name": name, "arguments": args.to_string(), "tool_call_id": id, "stop_reason": "completed"}))),
+        step(usage()),
+    ]})
+}
+
+/// One SSE event of a session stream: `server_event` JSON, or an OmniMessage.
+struct Ev {
+    server: bool,
+    data: Value,
+}
+
+struct Events {
+    body: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<axum::body::Bytes>> + Send>>,
+    decoder: penguin::llm_providers::sse::SseDecoder,
+    ready: std::collections::VecDeque<Ev>,
+    seen: Vec<Ev>,
+}
+
+impl Events {
+    async fn open(srv: &Server, id: &str) -> Events {
+        let res = srv
+            .http
+            .get(format!("{}/api/sessions/{id}/stream", srv.base))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        Events {
+            body: Box::pin(res.bytes_stream()),
+            decoder: penguin::llm_providers::sse::SseDecoder::new(),
+            ready: Default::default(),
+            seen: Vec::new(),
+        }
+    }
+
+    /// Reads events until one matches (bounded: the test fails instead of hanging).
+    async fn until(&mut self, what: &str, pred: impl Fn(&Ev) -> bool) {
+        use futures::StreamExt;
+        let found = tokio::time::timeout(Duration::from_secs(20), async {
+            loop {
+                while let Some(ev) = self.ready.pop_front() {
+                    let done = pred(&ev);
+                    self.seen.push(ev);
+                    if done {
+                        return;
+                    }
+                }
+                let chunk = self.body.next().await.expect("the stream ended").unwrap();
+                for e in self.decoder.feed(&chunk).expect("valid SSE") {
+                    self.ready.push_back(Ev {
+                        server: e.event.as_deref() == Some("server_event"),
+                        data: serde_json::from_str(&e.data).unwrap(),
+                    });
+                }
+            }
+        })
+        .await;
+        assert!(
+            found.is_ok(),
+            "timed out waiting for {what}; seen: {:#}",
+            Value::Array(self.seen.iter().map(|e| e.data.clone()).collect())
+        );
+    }
+}
+
+fn idle(ev: &Ev) -> bool {
+    ev.server && ev.data["type"] == "task_state" && ev.data["state"] == "idle"
+}
+
+fn says(ev: &Ev, text: &str) -> bool {
+    !ev.server && ev.data["payload"]["text"] == text
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_subagent_streams_live_asks_past_its_launching_task_and_reports_to_an_idle_session(
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let factory = WithSubagents {
+        parent: json!([
+            named_call_turn(
+                "run_subagent",
+                "call_bg",
+                json!({"prompt": "check the build", "run_in_background": true})
+            ),
+            named_call_turn("wait", "call_wait", json!({})),
+            text_turn("Started."),
+            text_turn("The child reported."),
+        ]),
+        child: json!([
+            named_call_turn("exec_command", "c_make", json!({"cmd": "make"})),
+            partial_turn("Build is green."),
+        ]),
+        child_tools: json!({"c_make": {"stream": [step(model(json!({"type": "tool_call_output", "role": "user", "output": "ok", "tool_call_id": "c_make", "stop_reason": "completed"})))]}}),
+        gate: gate.clone(),
+    };
+    let mut opts = ServeOptions::new(Arc::new(factory));
+    opts.data_root = dir.path().join("data");
+    let state = AppState::new(&opts, TOKEN);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let app = router(state.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let srv = Server {
+        base,
+        http: reqwest::Client::new(),
+        state,
+        _dir: dir,
+    };
+    // Read-only: the parent's own tools run unasked, the child's command waits for a human.
+    let created = srv
+        .post(
+            "/api/sessions",
+            json!({"workspace": ws.display().to_string(), "approvalMode": "read-only"}),
+        )
+        .await;
+    let id = created["session"]["id"].as_str().unwrap().to_owned();
+    let mut events = Events::open(&srv, &id).await;
+    srv.post(
+        &format!("/api/sessions/{id}/tasks"),
+        json!({"input": [{"type": "text", "text": "delegate"}]}),
+    )
+    .await;
+
+    // The child asks while the parent sits in `wait`; the parent's task then ends.
+    events
+        .until("the child's approval request", |e| {
+            e.server && e.data["type"] == "approval_request"
+        })
+        .await;
+    let request = events.seen.last().unwrap().data.clone();
+    let child_id = request["origin"][0].as_str().unwrap().to_owned();
+    assert_eq!(request["origin"], json!([child_id]));
+    assert_eq!(request["toolCall"]["payload"]["tool_call_id"], "c_make");
+    gate.notify_one();
+    events.until("the first task's end", idle).await;
+    let first_task = events.seen.len();
+
+    // The request outlived that task; allowing it lets the child finish, which starts a task.
+    let r = srv
+        .http
+        .post(format!("{}/api/sessions/{id}/approvals/c_make", srv.base))
+        .bearer_auth(TOKEN)
+        .json(&json!({"decision": "allow"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    events
+        .until("the answer to the report", |e| {
+            says(e, "The child reported.")
+        })
+        .await;
+    events.until("the second task's end", idle).await;
+
+    let messages: Vec<&Value> = events
+        .seen
+        .iter()
+        .filter(|e| !e.server)
+        .map(|e| &e.data)
+        .collect();
+    let from_child = |m: &&Value| m["origin"] == json!([child_id]);
+    // Live, while the parent was idle: the child's answer, its approval and its command.
+    let after_first: Vec<&Value> = events.seen[first_task..]
+        .iter()
+        .filter(|e| !e.server)
+        .map(|e| &e.data)
+        .collect();
+    let live_answer = after_first
+        .iter()
+        .position(|m| from_child(m) && m["payload"]["text"] == "Build is green.")
+        .expect("the child's answer was published live");
+    assert!(after_first
+        .iter()
+        .any(|m| from_child(m) && m["payload"]["type"] == "approval_decision"));
+    let notice = after_first
+        .iter()
+        .position(|m| {
+            m["payload"]["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("[background_task_done]"))
+        })
+        .expect("the notice was published");
+    assert!(live_answer < notice);
+    assert_eq!(after_first[notice]["payload"]["sender"], "harness");
+    let text = after_first[notice]["payload"]["text"].as_str().unwrap();
+    assert!(
+        text.contains("Background subagent finished: `check the build`"),
+        "{text}"
+    );
+    assert!(text.ends_with("\n\nBuild is green."), "{text}");
+    let omni: Vec<penguin::omni_protocol::OmniMessage> = messages
+        .iter()
+        .map(|m| serde_json::from_value((*m).clone()).unwrap())
+        .collect();
+    let violations = penguin::omni_protocol::validator::StreamValidator::validate(&omni);
+    assert!(violations.is_empty(), "{violations:?}");
+
+    // The parent's trace: the pointer and the notice, nothing of the child's stream.
+    let traces = walk(&srv._dir.path().join("data"));
+    let parent = traces
+        .iter()
+        .find(|p| p.to_string_lossy().contains(&id))
+        .unwrap();
+    let trace = penguin::trace_store::read_trace(parent, penguin::trace_store::ReadMode::Strict)
+        .unwrap()
+        .messages;
+    assert!(trace.iter().all(|m| !m.has_origin()));
+    assert!(trace.iter().any(|m| matches!(
+        m.event(),
+        Some(penguin::omni_protocol::EventPayload::Subagent { session_id }) if *session_id == child_id
+    )));
+    assert!(trace
+        .iter()
+        .any(|m| m.model().and_then(|p| p.content()) == Some(text)));
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }

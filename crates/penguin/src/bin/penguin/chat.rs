@@ -210,6 +210,7 @@ pub(crate) async fn repl(
             }
         });
     }
+    show_background_messages(&session, &console, &mut editor, &reading, task.jsonl);
     loop {
         let line = match editor.as_mut() {
             Some(ed) => {
@@ -322,6 +323,72 @@ pub(crate) async fn repl(
     eprintln!("resume with: penguin resume {}", session.id());
     Ok(ExitCode::SUCCESS)
 }
+
+// ---- Background subagents (see `Session::on_background_message`) ---------------------------
+// Their messages are in no run's stream. One line each for what a person follows (answers,
+// tool calls, an abort), tagged with the child, written where notices go: above the prompt
+// while the line editor reads, else above the task's bottom line (or on stderr). With
+// --jsonl, every message as a JSON line on stdout.
+fn show_background_messages(
+    session: &Session,
+    console: &Console,
+    editor: &mut Option<LineEditor>,
+    reading: &Arc<AtomicBool>,
+    jsonl: bool,
+) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    // Printing may wait for the terminal: not on the child's own task.
+    session.on_background_message(Arc::new(move |msg| {
+        let _ = tx.send(msg);
+    }));
+    let (console, reading) = (console.clone(), reading.clone());
+    let mut printer = editor.as_mut().and_then(LineEditor::printer);
+    tokio::spawn(async move {
+        while let Some(msg) = rx.recv().await {
+            if jsonl {
+                println!("{}", msg.to_json());
+                continue;
+            }
+            let Some(line) = background_line(&msg) else {
+                continue;
+            };
+            match printer.as_mut() {
+                Some(p) if reading.load(Ordering::SeqCst) => {
+                    let _ = p.print(line);
+                }
+                _ => console.note(&line),
+            }
+        }
+    });
+}
+
+fn background_line(msg: &penguin::omni_protocol::OmniMessage) -> Option<String> {
+    use penguin::omni_protocol::{Body, EventPayload, ModelPayload, Role, StopReason};
+    let hop = msg.origin.as_ref()?.last()?;
+    let tag = format!("[{}]", &hop[hop.len().saturating_sub(8)..]);
+    let clip = crate::render::clip;
+    match &msg.body {
+        Body::Model(ModelPayload::Text(t))
+            if t.role == Role::Assistant && !t.text.trim().is_empty() =>
+        {
+            Some(format!("{tag} {}", clip(t.text.trim(), 200)))
+        }
+        Body::Model(ModelPayload::ToolCall(c))
+            if c.stop_reason.is_none_or(|r| r == StopReason::Completed) =>
+        {
+            Some(format!("{tag} ⚙ {} {}", c.name, clip(&c.arguments, 80)))
+        }
+        Body::Event(EventPayload::Abort { reason }) => Some(format!(
+            "{tag} aborted{}",
+            reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        )),
+        _ => None,
+    }
+}
+// ---- end of background subagents ------------------------------------------------------------
 
 #[cfg(test)]
 mod tests {

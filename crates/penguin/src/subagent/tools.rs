@@ -1,0 +1,403 @@
+//! `run_subagent`, `input_subagent` and `kill_subagent`, and the collect window the first two
+//! share.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use penguin_engine::{Approver, CancellationToken, MessageSink, ToolCallRequest};
+use penguin_omni_protocol::{build, OmniMessage, StopReason, StreamEventType, TextSender};
+use serde_json::Value;
+
+use super::child::{Child, Exit};
+use super::registry::Children;
+use super::SubagentSpawner;
+
+/// How long `run_subagent` (and a follow-up prompt) waits for the child by default.
+pub const DEFAULT_YIELD: Duration = Duration::from_secs(300);
+/// How long an empty `input_subagent` poll waits by default.
+pub const DEFAULT_POLL_YIELD: Duration = Duration::from_secs(10);
+/// A shorter wait is not worth a round trip.
+const MIN_YIELD: Duration = Duration::from_millis(250);
+/// The reference's timeout of `run_subagent` and `input_subagent`: a window ends a second
+/// before it.
+const TOOL_TIMEOUT: Duration = Duration::from_secs(600);
+const TIMEOUT_MARGIN: Duration = Duration::from_secs(1);
+
+pub(crate) const TOO_MANY: &str =
+    "[run_subagent error: too many background subagents; poll or finish existing ones first]";
+const INTERRUPTED: &str = "[interrupted: tool aborted by user]";
+
+/// `yield_time_ms`, or the default, within [250 ms, timeout - 1 s].
+pub(crate) fn yield_time(args: &Value, default: Duration) -> Duration {
+    let asked = args
+        .get("yield_time_ms")
+        .and_then(Value::as_f64)
+        .filter(|ms| ms.is_finite())
+        .map_or(default, |ms| Duration::from_millis(ms.max(0.0) as u64));
+    asked
+        .max(MIN_YIELD)
+        .min(TOOL_TIMEOUT.saturating_sub(TIMEOUT_MARGIN).max(MIN_YIELD))
+}
+
+fn string_arg<'a>(args: &'a Value, name: &str) -> Option<&'a str> {
+    args.get(name).and_then(Value::as_str)
+}
+
+/// One call's output: started, streamed as deltas, then closed with its note.
+struct Output<'a> {
+    sink: &'a mut dyn MessageSink,
+    id: String,
+    content: String,
+}
+
+impl<'a> Output<'a> {
+    async fn start(sink: &'a mut dyn MessageSink, id: &str) -> Output<'a> {
+        sink.emit(build::partial_tool_call_output(
+            StreamEventType::Start,
+            "",
+            id,
+            StopReason::Completed,
+        ))
+        .await;
+        Output {
+            sink,
+            id: id.to_owned(),
+            content: String::new(),
+        }
+    }
+
+    async fn delta(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        self.content.push_str(text);
+        self.sink
+            .emit(build::partial_tool_call_output(
+                StreamEventType::Delta,
+                text,
+                &self.id,
+                StopReason::Completed,
+            ))
+            .await;
+    }
+
+    async fn message(&mut self, msg: OmniMessage) {
+        self.sink.emit(msg).await;
+    }
+
+    /// The note delta, the stop, then the complete output (content + "\n" + note).
+    async fn close(mut self, note: &str, status: StopReason) {
+        if !note.is_empty() {
+            let delta = if self.content.is_empty() {
+                note.to_owned()
+            } else {
+                format!("\n{note}")
+            };
+            self.delta(&delta).await;
+        }
+        self.sink
+            .emit(build::partial_tool_call_output(
+                StreamEventType::Stop,
+                "",
+                &self.id,
+                status,
+            ))
+            .await;
+        self.sink
+            .emit(build::tool_call_output(self.content, &self.id, status))
+            .await;
+    }
+
+    async fn fail(self, note: &str) {
+        self.close(note, StopReason::Failed).await;
+    }
+
+    async fn interrupted(self) {
+        self.close(INTERRUPTED, StopReason::Aborted).await;
+    }
+}
+
+/// Forwards what the child has produced: its messages as they are, its answer text as this
+/// call's output.
+async fn forward(child: &Child, out: &mut Output<'_>) {
+    for msg in child.drain_messages() {
+        out.message(msg).await;
+    }
+    out.delta(&child.drain_text()).await;
+}
+
+/// The collect window: forwards the child's output for up to `yield_for`, while the call's
+/// approver answers the child's requests. Ends early when the round ends or `cancel` fires;
+/// what to do with a child still running is the caller's.
+async fn collect(
+    child: &Arc<Child>,
+    out: &mut Output<'_>,
+    yield_for: Duration,
+    cancel: &CancellationToken,
+    approver: Option<Arc<dyn Approver>>,
+) {
+    let _window = approver.map(|a| child.attach_window(a));
+    let deadline = tokio::time::Instant::now() + yield_for;
+    loop {
+        let woken = child.woken();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        forward(child, out).await;
+        if !child.running() || cancel.is_cancelled() || tokio::time::Instant::now() >= deadline {
+            break;
+        }
+        if child.has_pending() {
+            continue;
+        }
+        tokio::select! {
+            () = &mut woken => {}
+            () = tokio::time::sleep_until(deadline) => {}
+            () = cancel.cancelled() => {}
+        }
+    }
+    forward(child, out).await;
+}
+
+/// Kills a child still owned by its call when the call goes away (interrupted, or its future
+/// dropped): only a registered child outlives its call.
+struct Owned(Option<Arc<Child>>);
+
+impl Owned {
+    fn release(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        if let Some(child) = self.0.take() {
+            child.kill();
+        }
+    }
+}
+
+fn exit_note(exit: Option<Exit>) -> (Option<String>, StopReason) {
+    match exit {
+        Some(exit) => {
+            let status = exit.status();
+            (exit.note, status)
+        }
+        None => (None, StopReason::Completed),
+    }
+}
+
+pub(crate) async fn run_subagent(
+    children: &Children,
+    spawner: &dyn SubagentSpawner,
+    request: ToolCallRequest,
+    sink: &mut dyn MessageSink,
+) {
+    let call = request.tool_call().clone();
+    let mut out = Output::start(sink, &call.tool_call_id).await;
+    let args: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
+    let Some(prompt) = string_arg(&args, "prompt").filter(|p| !p.trim().is_empty()) else {
+        return out
+            .fail("[run_subagent error: missing required string argument `prompt`]")
+            .await;
+    };
+    let background = args.get("run_in_background").and_then(Value::as_bool) == Some(true);
+    let yield_for = yield_time(&args, DEFAULT_YIELD);
+    if request.cancel.is_cancelled() {
+        return out.interrupted().await;
+    }
+    if !children.make_room() {
+        return out.fail(TOO_MANY).await;
+    }
+    let session = match spawner.spawn() {
+        Ok(s) => s,
+        Err(e) => return out.fail(&format!("[run_subagent error: {e}]")).await,
+    };
+    let child = Child::new(session, prompt, children.hooks.clone());
+    let mut owned = Owned(Some(child.clone()));
+    out.message(child.meta()).await;
+    let input = build::user_text_from(prompt, TextSender::ParentAgent);
+    if let Err(e) = child.claim_round() {
+        return out.fail(&format!("[run_subagent error: {e}]")).await;
+    }
+
+    if background {
+        let id = children.register(child.clone());
+        owned.release();
+        child.arm_report(id.clone());
+        // A standing approver: no window will ever be open for a child nobody waits on.
+        child.set_standing(request.approver.clone());
+        child.go_live();
+        // The prompt goes the way the meta went, so a host sees both before the child's
+        // first live message.
+        out.message(input.clone().with_origin(child.hop())).await;
+        child.launch(input, request.approver.is_some(), request.thinking_level);
+        let note = format!(
+            "[subagent running in background with subagent_id {id}; its completion will arrive as a user message — no need to poll. Use input_subagent to interact or kill_subagent to stop it]"
+        );
+        return out.close(&note, StopReason::Completed).await;
+    }
+
+    out.message(input.clone().with_origin(child.hop())).await;
+    child.launch(input, request.approver.is_some(), request.thinking_level);
+    collect(
+        &child,
+        &mut out,
+        yield_for,
+        &request.cancel,
+        request.approver.clone(),
+    )
+    .await;
+    if request.cancel.is_cancelled() {
+        // Dropping `owned` kills the child: an interrupt during its window ends it.
+        return out.interrupted().await;
+    }
+    if child.running() {
+        let id = children.register(child.clone());
+        owned.release();
+        let note = format!(
+            "[subagent running with subagent_id {id}; use input_subagent to poll for progress or send a follow-up prompt]{}",
+            child.approval_hint()
+        );
+        return out.close(&note, StopReason::Completed).await;
+    }
+    let (note, status) = exit_note(child.exit());
+    out.close(note.as_deref().unwrap_or(""), status).await;
+}
+
+fn unknown(tool: &str, id: &str) -> String {
+    format!(
+        "[{tool} error: unknown subagent_id {id} (the session may have finished and been cleared)]"
+    )
+}
+
+pub(crate) async fn input_subagent(
+    children: &Children,
+    request: ToolCallRequest,
+    sink: &mut dyn MessageSink,
+) {
+    let call = request.tool_call().clone();
+    let mut out = Output::start(sink, &call.tool_call_id).await;
+    let args: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
+    let Some(id) = string_arg(&args, "subagent_id").filter(|s| !s.is_empty()) else {
+        return out
+            .fail("Missing required argument \"subagent_id\" for input_subagent.")
+            .await;
+    };
+    let Some(child) = children.get(id) else {
+        return out.fail(&unknown("input_subagent", id)).await;
+    };
+    let prompt = string_arg(&args, "prompt").unwrap_or("");
+    let poll = prompt.trim().is_empty();
+    let yield_for = yield_time(
+        &args,
+        if poll {
+            DEFAULT_POLL_YIELD
+        } else {
+            DEFAULT_YIELD
+        },
+    );
+    if request.cancel.is_cancelled() {
+        return out.interrupted().await;
+    }
+    if !poll {
+        if child.running() {
+            return out
+                .fail(&format!("[input_subagent error: subagent {id} is still running; poll with an empty prompt to collect progress first]"))
+                .await;
+        }
+        if let Err(e) = child.claim_round() {
+            return out.fail(&format!("[input_subagent error: {e}]")).await;
+        }
+        if child.reports() {
+            // A background child's later rounds run past this call too.
+            child.set_standing(request.approver.clone());
+        }
+        let input = build::user_text_from(prompt, TextSender::ParentAgent);
+        out.message(input.clone().with_origin(child.hop())).await;
+        child.launch(input, request.approver.is_some(), request.thinking_level);
+    }
+    collect(
+        &child,
+        &mut out,
+        yield_for,
+        &request.cancel,
+        request.approver.clone(),
+    )
+    .await;
+    // An interrupt ends this look only: the child was launched earlier and keeps running.
+    if request.cancel.is_cancelled() {
+        return out.interrupted().await;
+    }
+    if child.running() {
+        let note = format!(
+            "[subagent still running with subagent_id {id}]{}",
+            child.approval_hint()
+        );
+        return out.close(&note, StopReason::Completed).await;
+    }
+    let (note, status) = exit_note(child.exit());
+    let idle =
+        format!("[subagent idle with subagent_id {id}; send a follow-up prompt to continue]");
+    let note = match note {
+        Some(n) => format!("{n} {idle}"),
+        None => idle,
+    };
+    out.close(&note, status).await;
+}
+
+pub(crate) async fn kill_subagent(
+    children: &Children,
+    request: ToolCallRequest,
+    sink: &mut dyn MessageSink,
+) {
+    let call = request.tool_call().clone();
+    let mut out = Output::start(sink, &call.tool_call_id).await;
+    let args: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
+    let Some(id) = string_arg(&args, "subagent_id").filter(|s| !s.is_empty()) else {
+        return out
+            .fail("Missing required argument \"subagent_id\" for kill_subagent.")
+            .await;
+    };
+    let Some(child) = children.get(id) else {
+        return out.fail(&unknown("kill_subagent", id)).await;
+    };
+    // The killer reads the outcome here: the kill sends no report.
+    child.disarm_report();
+    out.delta(&child.drain_text()).await;
+    let was_running = child.running();
+    children.remove(id);
+    let note = if was_running {
+        format!("[subagent {id} aborted and removed; its own trace keeps the work done so far]")
+    } else {
+        format!("[subagent {id} was idle; session removed]")
+    };
+    out.close(&note, StopReason::Completed).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn windows_are_clamped_between_a_quarter_second_and_the_tool_timeout() {
+        let ms = Duration::from_millis;
+        assert_eq!(yield_time(&json!({}), DEFAULT_YIELD), DEFAULT_YIELD);
+        assert_eq!(
+            yield_time(&json!({"yield_time_ms": 10}), DEFAULT_YIELD),
+            ms(250)
+        );
+        assert_eq!(
+            yield_time(&json!({"yield_time_ms": 1500}), DEFAULT_YIELD),
+            ms(1500)
+        );
+        assert_eq!(
+            yield_time(&json!({"yield_time_ms": 10_000_000}), DEFAULT_YIELD),
+            ms(599_000)
+        );
+        assert_eq!(
+            yield_time(&json!({"yield_time_ms": "soon"}), DEFAULT_POLL_YIELD),
+            DEFAULT_POLL_YIELD
+        );
+    }
+}
