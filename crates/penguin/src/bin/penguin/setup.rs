@@ -10,7 +10,7 @@ use penguin::config::{resolve_model, ModelFlags};
 use penguin::engine::Environment;
 use penguin::models::{ModelSpec, Protocol};
 use penguin::scenario::Scenario;
-use penguin::session::Session;
+use penguin::session::{Session, SessionError};
 use penguin::subagent::{SubagentEnvironment, SubagentSpawner};
 use penguin::tools::{BuiltinTools, Sandbox, SandboxBypass, ToolsConfig};
 
@@ -166,20 +166,23 @@ pub(crate) fn session_tools(
         sandbox,
         workspace_tools(workspace, sandbox, bypass)?,
     );
-    let (agent, spec, ws, child_tools) = (
+    let (agent, spec, ws, sandbox, bypass) = (
         agent.clone(),
         spec.clone(),
         workspace.to_path_buf(),
-        tools.clone(),
+        sandbox.clone(),
+        bypass.clone(),
     );
+    // Each child gets tools of its own: its background commands, and where their reports go,
+    // are the child's, never the parent's.
     let spawner: Arc<dyn SubagentSpawner> = Arc::new(move || {
-        agent.create_session(
-            &spec,
+        let child_tools = crate::mcp::with_servers(
+            &agent,
             &ws,
-            child_tools.clone(),
-            None,
-            Some("subagent".into()),
-        )
+            &sandbox,
+            workspace_tools(&ws, &sandbox, &bypass).map_err(SessionError::Tools)?,
+        );
+        agent.create_session(&spec, &ws, child_tools, None, Some("subagent".into()))
     });
     Ok(Arc::new(SubagentEnvironment::new(tools, spawner)))
 }
