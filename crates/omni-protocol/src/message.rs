@@ -772,9 +772,42 @@ impl OmniMessage {
 
     /// Parses one message, naming the offending field on failure.
     pub fn from_json(s: &str) -> Result<OmniMessage, ParseError> {
+        if let Some(msg) = OmniMessage::from_json_typed(s) {
+            return Ok(msg);
+        }
         let value: Value = serde_json::from_str(s)
             .map_err(|e| ParseError::new("", format!("invalid JSON: {e}")))?;
         OmniMessage::from_value(value)
+    }
+
+    /// The common case straight into the types, with no JSON tree in between (a resume reads
+    /// tens of thousands of lines). `None` for anything unusual: the tree path then accepts
+    /// exactly what it always did, or says precisely what is wrong.
+    fn from_json_typed(s: &str) -> Option<OmniMessage> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Envelope<'a> {
+            timestamp: Timestamp,
+            #[serde(rename = "type", borrow)]
+            kind: std::borrow::Cow<'a, str>,
+            #[serde(borrow)]
+            payload: &'a serde_json::value::RawValue,
+            #[serde(default)]
+            origin: Option<Vec<String>>,
+        }
+        let env: Envelope<'_> = serde_json::from_str(s).ok()?;
+        let payload = env.payload.get();
+        let body = match env.kind.as_ref() {
+            "session_meta" => Body::SessionMeta(serde_json::from_str(payload).ok()?),
+            "model_msg" => Body::Model(serde_json::from_str(payload).ok()?),
+            "event_msg" => Body::Event(serde_json::from_str(payload).ok()?),
+            _ => return None,
+        };
+        Some(OmniMessage {
+            timestamp: env.timestamp,
+            body,
+            origin: env.origin,
+        })
     }
 
     /// Parses an already-decoded JSON value.

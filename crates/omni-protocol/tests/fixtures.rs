@@ -188,3 +188,17 @@ fn report_display_lists_every_violation() {
         "{text}"
     );
 }
+
+/// The typed fast path of `from_json` and the JSON-tree path read every reference line the
+/// same, byte for byte on the way back out.
+#[test]
+fn the_typed_and_the_tree_parse_agree_on_every_reference_line() {
+    for path in fixtures(".jsonl") {
+        for line in read(&path).lines().filter(|l| !l.trim().is_empty()) {
+            let fast = OmniMessage::from_json(line).unwrap();
+            let tree = OmniMessage::from_value(serde_json::from_str(line).unwrap()).unwrap();
+            assert_eq!(fast.to_json(), tree.to_json(), "{}", path.display());
+            assert_eq!(fast.to_json(), line, "{}", path.display());
+        }
+    }
+}
