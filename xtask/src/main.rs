@@ -3,6 +3,7 @@
 //! Each step prints the command it runs and the first failure stops everything.
 
 mod deps;
+mod workloads;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -243,5 +244,12 @@ fn web(root: &Path) -> Result<(), String> {
 fn bench(root: &Path) -> Result<(), String> {
     let mut b = cargo();
     b.args(["bench", "--workspace", "--all-features"]);
-    run(root, "bench", b)
+    run(root, "bench", b)?;
+    let mut release = cargo();
+    release.args(["build", "--release", "-p", "penguin"]);
+    run(root, "release build", release)?;
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    workloads::run(root, &target.join("release").join("penguin"))
 }

@@ -219,7 +219,7 @@ impl Agent {
         pick_model: impl FnOnce(&SessionMeta) -> Result<ModelSpec, ConfigError>,
         make_env: impl FnOnce(&Path, &ModelSpec) -> Result<Arc<dyn Environment>, String>,
     ) -> Result<Session, SessionError> {
-        let (resumed, writer) = Session::load(&self.location, id, self.durability)?;
+        let (mut resumed, writer) = Session::load(&self.location, id, self.durability)?;
         let meta = resumed
             .meta
             .clone()
@@ -229,7 +229,9 @@ impl Agent {
         let cx = ModelContext {
             system_prompt: meta.system_prompt.clone(),
             tools: env.tools(),
-            history: resumed.history.clone(),
+            // The session itself continues from carry-over and counters: the history is the
+            // model's alone, so it moves rather than being copied.
+            history: std::mem::take(&mut resumed.history),
             session_tokens: resumed.session_tokens,
         };
         let rebuild = model_rebuild(&model, cx.clone());

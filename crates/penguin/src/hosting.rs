@@ -377,7 +377,7 @@ impl SessionFactory for ModelFactory {
     }
 
     fn load(&self, req: &LoadSession) -> Result<Box<dyn HostedSession>, FactoryError> {
-        let (resumed, writer, meta) = load(req)?;
+        let (mut resumed, writer, meta) = load(req)?;
         let mut spec = self.spec.clone();
         if meta.provider != spec.protocol.as_str() {
             return Err(FactoryError::Unrecoverable(format!(
@@ -397,7 +397,9 @@ impl SessionFactory for ModelFactory {
         let cx = ModelContext {
             system_prompt: meta.system_prompt.clone(),
             tools: env.tools(),
-            history: resumed.history.clone(),
+            // The session itself continues from carry-over and counters: the history is the
+            // model's alone, so it moves rather than being copied.
+            history: std::mem::take(&mut resumed.history),
             session_tokens: resumed.session_tokens,
         };
         let rebuild = model_rebuild(&spec, cx.clone());

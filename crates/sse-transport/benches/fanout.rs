@@ -114,8 +114,68 @@ async fn variant(axum_sse: bool) -> (f64, usize) {
     (start.elapsed().as_secs_f64(), total)
 }
 
+/// Per-event latency at 1,000 subscribers: events published every 2 ms, each subscriber's
+/// response stream read by its own task; the delay from publish to the chunk carrying the
+/// event. Returns (p50, p99, max) in ms and the peak RSS of the whole fan-out.
+async fn latency() -> (f64, f64, f64) {
+    const EVENTS: usize = 200;
+    let ch: Arc<Channel> = Channel::with_epoch(Epoch::from_u32(1), ChannelConfig::default());
+    let sent: Arc<std::sync::Mutex<Vec<Option<Instant>>>> =
+        Arc::new(std::sync::Mutex::new(vec![None; EVENTS + 1]));
+    let mut readers = Vec::new();
+    for _ in 0..SUBSCRIBERS {
+        let mut body = into_response(open_stream(&ch, None, Vec::new, &SseConfig::default()))
+            .into_body()
+            .into_data_stream();
+        let sent = sent.clone();
+        readers.push(tokio::spawn(async move {
+            let mut delays = Vec::with_capacity(EVENTS);
+            while delays.len() < EVENTS {
+                let Some(Ok(chunk)) = body.next().await else {
+                    break;
+                };
+                let now = Instant::now();
+                let text = String::from_utf8_lossy(&chunk);
+                for line in text.lines().filter_map(|l| l.strip_prefix("id: 00000001-")) {
+                    if let Some(at) = line
+                        .parse::<usize>()
+                        .ok()
+                        .and_then(|n| sent.lock().unwrap()[n])
+                    {
+                        delays.push(now.duration_since(at).as_secs_f64() * 1000.0);
+                    }
+                }
+            }
+            delays
+        }));
+    }
+    for _ in 0..EVENTS {
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        let mut sent = sent.lock().unwrap();
+        let id = ch.last_event_id().seq as usize + 1;
+        sent[id] = Some(Instant::now());
+        ch.publish(payload(SMALL_BYTES), None);
+    }
+    let mut all = Vec::new();
+    for r in readers {
+        all.extend(r.await.expect("reader"));
+    }
+    all.sort_by(f64::total_cmp);
+    let at = |q: f64| all[((all.len() as f64 * q) as usize).min(all.len() - 1)];
+    (at(0.5), at(0.99), all[all.len() - 1])
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--latency") {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let (p50, p99, max) = rt.block_on(latency());
+        println!("{p50:.3} {p99:.3} {max:.3} {}", peak_rss_kb());
+        return;
+    }
     if let Some(pos) = args.iter().position(|a| a == "--variant") {
         let axum_sse = args.get(pos + 1).map(String::as_str) == Some("axum");
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -152,4 +212,21 @@ fn main() {
             f[2].parse::<u64>().unwrap_or(0) >> 10
         );
     }
+    let out = Command::new(&me)
+        .arg("--latency")
+        .output()
+        .expect("run the latency variant");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let f: Vec<&str> = text.split_whitespace().collect();
+    if f.len() != 4 {
+        eprintln!("latency: failed: {}", String::from_utf8_lossy(&out.stderr));
+        std::process::exit(1);
+    }
+    println!(
+        "latency {SUBSCRIBERS} subscribers, an event every 2 ms: p50 {} ms, p99 {} ms, max {} ms, peak RSS {} MiB",
+        f[0],
+        f[1],
+        f[2],
+        f[3].parse::<u64>().unwrap_or(0) >> 10
+    );
 }

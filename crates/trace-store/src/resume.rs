@@ -44,7 +44,8 @@ pub struct Resumed {
     pub last_request_total: u64,
     /// Completed non-compaction requests in this context.
     pub session_turns: u64,
-    /// Complete messages and abort events, for the history view.
+    /// Complete messages and abort events, for the history view ([`resume_trace`] only:
+    /// [`resume_session`] leaves it empty).
     pub render_messages: Vec<OmniMessage>,
     /// The first session_meta.
     pub meta: Option<SessionMeta>,
@@ -211,6 +212,12 @@ fn last_completed_request_text(messages: &[OmniMessage]) -> Option<String> {
 /// Guarantees structural validity: every committed tool_call is answered exactly once, in
 /// `history` or in `carry_over`, after the call. Messages carrying an origin are ignored.
 pub fn resume_trace(messages: &[OmniMessage]) -> Resumed {
+    replay(messages, true)
+}
+
+/// [`resume_trace`]; `render` keeps `render_messages`, a whole copy of the conversation only a
+/// renderer wants (resuming a session to continue it does not).
+fn replay(messages: &[OmniMessage], render: bool) -> Resumed {
     let mut session_tokens = TokenCounts::default();
     let mut last_request_total = 0;
     let mut meta = None;
@@ -292,11 +299,13 @@ pub fn resume_trace(messages: &[OmniMessage]) -> Resumed {
                 r.in_compaction = false;
                 r.dangling = None;
             }
-            Body::Event(EventPayload::Abort { .. }) => render_messages.push(m.clone()),
+            Body::Event(EventPayload::Abort { .. }) if render => render_messages.push(m.clone()),
             Body::Event(_) => {}
             Body::Model(p) if p.is_partial() => {}
             Body::Model(p) => {
-                render_messages.push(m.clone());
+                if render {
+                    render_messages.push(m.clone());
+                }
                 if p.role() == Role::User {
                     r.pending.push(m.clone());
                 } else if r.in_request {
@@ -356,7 +365,9 @@ pub fn resume_session(
         }
     })?;
     let messages = read_trace_tolerant(&located.path)?;
-    let resumed = resume_trace(&messages);
+    // Continuing a session needs no render copy of the whole conversation.
+    let resumed = replay(&messages, false);
+    drop(messages);
     if resumed.meta.is_none() {
         return Err(TraceError::MissingMeta {
             path: located.path.clone(),
