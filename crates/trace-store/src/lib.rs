@@ -147,7 +147,7 @@ pub use reader::{
     TraceRead,
 };
 pub use resume::{
-    placeholder, resume_session, resume_trace, DanglingCompaction, Resumed, ResumedSession,
-    PLACEHOLDER_OUTPUT,
+    placeholder, resume_session, resume_trace, resume_trace_owned, DanglingCompaction, Resumed,
+    ResumedSession, PLACEHOLDER_OUTPUT,
 };
 pub use writer::{Durability, FlushHandle, Writer, WriterConfig};

@@ -1,6 +1,7 @@
 //! Session resume (§3.5, §3.6).
 
 use penguin_omni_protocol::markers::extract_summary;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use penguin_omni_protocol::markers::marker_block;
@@ -212,12 +213,39 @@ fn last_completed_request_text(messages: &[OmniMessage]) -> Option<String> {
 /// Guarantees structural validity: every committed tool_call is answered exactly once, in
 /// `history` or in `carry_over`, after the call. Messages carrying an origin are ignored.
 pub fn resume_trace(messages: &[OmniMessage]) -> Resumed {
-    replay(messages, true)
+    replay(messages, messages.iter().map(Cow::Borrowed), true)
 }
 
-/// [`resume_trace`]; `render` keeps `render_messages`, a whole copy of the conversation only a
-/// renderer wants (resuming a session to continue it does not).
-fn replay(messages: &[OmniMessage], render: bool) -> Resumed {
+/// [`resume_trace`] for a caller done with the records: they move into the history instead
+/// of being copied, and no `render_messages` are kept (continuing a session needs none).
+pub fn resume_trace_owned(messages: Vec<OmniMessage>) -> Resumed {
+    let scan = scan_counters(&messages);
+    if let Some(closed) = closed_context(&messages, &scan) {
+        return closed;
+    }
+    replay_records(scan, messages.into_iter().map(Cow::Owned), false)
+}
+
+/// Token counts and the session head, from every record.
+struct Scan {
+    session_tokens: TokenCounts,
+    last_request_total: u64,
+    meta: Option<SessionMeta>,
+}
+
+fn replay<'a>(
+    messages: &'a [OmniMessage],
+    records: impl Iterator<Item = Cow<'a, OmniMessage>>,
+    render: bool,
+) -> Resumed {
+    let scan = scan_counters(messages);
+    if let Some(closed) = closed_context(messages, &scan) {
+        return closed;
+    }
+    replay_records(scan, records, render)
+}
+
+fn scan_counters(messages: &[OmniMessage]) -> Scan {
     let mut session_tokens = TokenCounts::default();
     let mut last_request_total = 0;
     let mut meta = None;
@@ -231,40 +259,55 @@ fn replay(messages: &[OmniMessage], render: bool) -> Resumed {
             _ => {}
         }
     }
+    Scan {
+        session_tokens,
+        last_request_total,
+        meta,
+    }
+}
 
-    if let Some(Body::Event(EventPayload::CompactionEnd {
+/// A context a completed compaction closed: nothing to replay.
+fn closed_context(messages: &[OmniMessage], scan: &Scan) -> Option<Resumed> {
+    let Some(Body::Event(EventPayload::CompactionEnd {
         mode,
         status: StopReason::Completed,
         ..
     })) = messages.last().map(|m| &m.body)
-    {
-        let closed = Resumed {
-            context_closed: true,
-            session_tokens,
-            meta: meta.clone(),
-            ..Resumed::default()
-        };
-        match mode {
-            CompactionMode::Discard => return closed,
-            CompactionMode::Summarize => {
-                let s = extract_summary(&last_completed_request_text(messages).unwrap_or_default());
-                if !s.is_empty() {
-                    return Resumed {
-                        pending_summary: Some(build::user_text(marker_block(
-                            "context_summary",
-                            &s,
-                        ))),
-                        ..closed
-                    };
-                }
-                // An unusable summary voids the closure: replay the old context (legacy shape).
-            }
+    else {
+        return None;
+    };
+    let closed = Resumed {
+        context_closed: true,
+        session_tokens: scan.session_tokens,
+        meta: scan.meta.clone(),
+        ..Resumed::default()
+    };
+    match mode {
+        CompactionMode::Discard => Some(closed),
+        CompactionMode::Summarize => {
+            let s = extract_summary(&last_completed_request_text(messages).unwrap_or_default());
+            // An unusable summary voids the closure: replay the old context (legacy shape).
+            (!s.is_empty()).then(|| Resumed {
+                pending_summary: Some(build::user_text(marker_block("context_summary", &s))),
+                ..closed
+            })
         }
     }
+}
 
+fn replay_records<'a>(
+    scan: Scan,
+    records: impl Iterator<Item = Cow<'a, OmniMessage>>,
+    render: bool,
+) -> Resumed {
+    let Scan {
+        session_tokens,
+        last_request_total,
+        meta,
+    } = scan;
     let mut r = Replay::default();
     let mut render_messages = Vec::new();
-    for m in messages {
+    for m in records {
         if m.has_origin() {
             continue;
         }
@@ -299,17 +342,20 @@ fn replay(messages: &[OmniMessage], render: bool) -> Resumed {
                 r.in_compaction = false;
                 r.dangling = None;
             }
-            Body::Event(EventPayload::Abort { .. }) if render => render_messages.push(m.clone()),
+            Body::Event(EventPayload::Abort { .. }) if render => {
+                render_messages.push(m.into_owned())
+            }
             Body::Event(_) => {}
             Body::Model(p) if p.is_partial() => {}
             Body::Model(p) => {
+                let user = p.role() == Role::User;
                 if render {
-                    render_messages.push(m.clone());
+                    render_messages.push(m.as_ref().clone());
                 }
-                if p.role() == Role::User {
-                    r.pending.push(m.clone());
+                if user {
+                    r.pending.push(m.into_owned());
                 } else if r.in_request {
-                    r.outputs.push(m.clone());
+                    r.outputs.push(m.into_owned());
                 }
             }
         }
@@ -366,8 +412,7 @@ pub fn resume_session(
     })?;
     let messages = read_trace_tolerant(&located.path)?;
     // Continuing a session needs no render copy of the whole conversation.
-    let resumed = replay(&messages, false);
-    drop(messages);
+    let resumed = resume_trace_owned(messages);
     if resumed.meta.is_none() {
         return Err(TraceError::MissingMeta {
             path: located.path.clone(),

@@ -250,3 +250,42 @@ fn an_unclosed_request_without_a_resumed_run_stays_an_error() {
         "{problems:?}"
     );
 }
+
+#[test]
+fn resuming_owned_records_gives_what_resuming_borrowed_ones_does() {
+    for name in [
+        "seed-two-tools",
+        "deny-one",
+        "interrupt-mid-stream",
+        "reconnect-timeout-then-ok",
+    ] {
+        let read = read_trace(&fixture(name), ReadMode::Strict).unwrap();
+        let bytes = std::fs::read(fixture(name)).unwrap();
+        for cut in 0..=bytes.len() {
+            let part = penguin_trace_store::parse_trace_lines(
+                &bytes[..cut],
+                ReadMode::Tolerant,
+                Path::new(name),
+            )
+            .unwrap();
+            let borrowed = resume_trace(&part.messages);
+            let owned = penguin_trace_store::resume_trace_owned(part.messages);
+            // Placeholders are stamped when built: compare what they say.
+            let bodies = |v: &[OmniMessage]| {
+                v.iter()
+                    .map(|m| (m.body.clone(), m.origin.clone()))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(owned.history, borrowed.history, "{name} at {cut}");
+            assert_eq!(
+                bodies(&owned.carry_over),
+                bodies(&borrowed.carry_over),
+                "{name} at {cut}"
+            );
+            assert_eq!(owned.session_turns, borrowed.session_turns);
+            assert_eq!(owned.session_tokens, borrowed.session_tokens);
+            assert!(owned.render_messages.is_empty());
+        }
+        assert!(!read.messages.is_empty());
+    }
+}
