@@ -32,6 +32,30 @@ pub struct BackgroundTaskDone {
     pub output: String,
 }
 
+/// A report's tail of output: at most `cap` chars, the newest kept (the verdict is last).
+pub fn report_tail(text: &str, cap: usize) -> String {
+    let chars = text.chars().count();
+    if chars <= cap {
+        return text.to_owned();
+    }
+    let start = text.char_indices().nth(chars - cap).map_or(0, |(i, _)| i);
+    format!(
+        "[earlier output dropped: exceeded {cap} chars]\n{}",
+        &text[start..]
+    )
+}
+
+/// How a report names what ran: its first line, at most 120 chars.
+pub fn report_label(text: &str) -> String {
+    let line = text.lines().next().unwrap_or("");
+    if line.chars().count() <= 120 {
+        return line.to_owned();
+    }
+    let mut s: String = line.chars().take(119).collect();
+    s.push('…');
+    s
+}
+
 impl BackgroundTaskDone {
     /// The text of the notice.
     pub fn text(&self) -> String {
@@ -82,6 +106,19 @@ impl BackgroundTaskDone {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn report_tails_and_labels_are_bounded() {
+        assert_eq!(report_tail("abc", 5), "abc");
+        assert_eq!(
+            report_tail("abcdef", 2),
+            "[earlier output dropped: exceeded 2 chars]\nef"
+        );
+        assert_eq!(report_label("make\nmore"), "make");
+        let long = "x".repeat(130);
+        assert_eq!(report_label(&long).chars().count(), 120);
+        assert!(report_label(&long).ends_with('…'));
+    }
 
     #[test]
     fn the_notice_reads_like_the_reference() {

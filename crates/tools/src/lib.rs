@@ -84,7 +84,7 @@ use exec::{ExecCommand, InputCommand, KillCommand};
 use files::{FileOp, FileTool};
 
 pub use builtin::BuiltinTool;
-pub use command::{kill_all_background_processes, CommandSessions, MAX_PROCESSES};
+pub use command::{kill_all_background_processes, CappedText, CommandSessions, MAX_PROCESSES};
 pub use contract::ARCHIVE_DIR;
 pub use sandbox::{Sandbox, SandboxBypass, SandboxMode, SandboxRequest};
 

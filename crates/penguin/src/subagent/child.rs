@@ -21,11 +21,14 @@ use futures::StreamExt;
 use penguin_engine::{
     ApprovalError, Approver, CancellationToken, Frame, RunOptions, ThinkingLevel,
 };
-use penguin_omni_protocol::background::{BackgroundKind, BackgroundTaskDone};
+use penguin_omni_protocol::background::{
+    report_label, report_tail, BackgroundKind, BackgroundTaskDone,
+};
 use penguin_omni_protocol::{
     ApprovalDecision, Body, EventPayload, ModelPayload, OmniMessage, Role, StopReason,
     StreamEventType,
 };
+use penguin_tools::CappedText;
 use tokio::sync::{oneshot, Notify};
 
 use super::registry::Hooks;
@@ -65,73 +68,6 @@ impl Exit {
             note: Some(note),
         }
     }
-}
-
-/// Uncollected text, at most `cap` bytes: the newest is kept, and the next drain says how
-/// much of the oldest was dropped.
-#[derive(Debug)]
-pub(crate) struct CappedText {
-    text: String,
-    dropped: usize,
-    cap: usize,
-}
-
-impl CappedText {
-    pub(crate) fn new(cap: usize) -> CappedText {
-        CappedText {
-            text: String::new(),
-            dropped: 0,
-            cap,
-        }
-    }
-
-    pub(crate) fn push(&mut self, chunk: &str) {
-        self.text.push_str(chunk);
-        if self.text.len() > self.cap {
-            let mut cut = self.text.len() - self.cap;
-            while !self.text.is_char_boundary(cut) {
-                cut += 1;
-            }
-            self.dropped += cut;
-            self.text.drain(..cut);
-        }
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.text.is_empty() && self.dropped == 0
-    }
-
-    pub(crate) fn drain(&mut self) -> String {
-        let text = std::mem::take(&mut self.text);
-        match std::mem::take(&mut self.dropped) {
-            0 => text,
-            n => format!("[... {n} bytes of earlier subagent output dropped ...]\n{text}"),
-        }
-    }
-}
-
-/// A report's tail of the answer: at most `cap` chars, the newest kept (the verdict is last).
-pub(crate) fn tail(text: &str, cap: usize) -> String {
-    let chars = text.chars().count();
-    if chars <= cap {
-        return text.to_owned();
-    }
-    let start = text.char_indices().nth(chars - cap).map_or(0, |(i, _)| i);
-    format!(
-        "[earlier output dropped: exceeded {cap} chars]\n{}",
-        &text[start..]
-    )
-}
-
-/// The first line of a prompt, at most 120 chars: how lists and reports name a child.
-pub(crate) fn label(prompt: &str) -> String {
-    let line = prompt.lines().next().unwrap_or("");
-    if line.chars().count() <= 120 {
-        return line.to_owned();
-    }
-    let mut s: String = line.chars().take(119).collect();
-    s.push('…');
-    s
 }
 
 struct PendingApproval {
@@ -206,7 +142,7 @@ impl Child {
         let meta = session.meta().clone().with_origin(hop.clone());
         Arc::new(Child {
             hop,
-            label: label(prompt),
+            label: report_label(prompt),
             meta,
             cancel: CancellationToken::new(),
             hooks,
@@ -217,7 +153,7 @@ impl Child {
                 exit: None,
                 killed: false,
                 messages: VecDeque::new(),
-                text: CappedText::new(TEXT_BUFFER_CAP),
+                text: CappedText::new(TEXT_BUFFER_CAP, "earlier subagent output"),
                 approvals: VecDeque::new(),
                 window: None,
                 windows: 0,
@@ -464,7 +400,7 @@ impl Child {
                 label: self.label.clone(),
                 completed: exit.completed,
                 detail: exit.note.unwrap_or_default(),
-                output: tail(&self.drain_text(), REPORT_OUTPUT_CAP),
+                output: report_tail(&self.drain_text(), REPORT_OUTPUT_CAP),
             });
         }
     }
@@ -644,8 +580,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_text_buffer_keeps_the_newest_and_says_what_it_dropped() {
-        let mut b = CappedText::new(4);
+    fn the_text_buffer_names_subagent_output_when_it_drops() {
+        let mut b = CappedText::new(4, "earlier subagent output");
         b.push("ab");
         b.push("cdéf");
         assert_eq!(
@@ -653,20 +589,5 @@ mod tests {
             "[... 3 bytes of earlier subagent output dropped ...]\ndéf"
         );
         assert!(b.is_empty());
-        b.push("xy");
-        assert_eq!(b.drain(), "xy");
-    }
-
-    #[test]
-    fn reports_and_labels_are_bounded() {
-        assert_eq!(tail("abc", 5), "abc");
-        assert_eq!(
-            tail("abcdef", 2),
-            "[earlier output dropped: exceeded 2 chars]\nef"
-        );
-        assert_eq!(label("fix it\nthen test"), "fix it");
-        let long = "x".repeat(130);
-        assert_eq!(label(&long).chars().count(), 120);
-        assert!(label(&long).ends_with('…'));
     }
 }

@@ -47,7 +47,7 @@ impl Utf8Stream {
 /// Unread text, at most `cap` bytes: the newest is kept, and the next read says how much of
 /// the oldest was dropped.
 #[derive(Debug)]
-pub(crate) struct CappedText {
+pub struct CappedText {
     text: String,
     dropped: usize,
     cap: usize,
@@ -56,7 +56,7 @@ pub(crate) struct CappedText {
 
 impl CappedText {
     /// `label` names what is dropped, e.g. `earlier output`.
-    pub(crate) fn new(cap: usize, label: &'static str) -> CappedText {
+    pub fn new(cap: usize, label: &'static str) -> CappedText {
         CappedText {
             text: String::new(),
             dropped: 0,
@@ -65,7 +65,8 @@ impl CappedText {
         }
     }
 
-    pub(crate) fn push(&mut self, chunk: &str) {
+    /// Appends, dropping the oldest beyond the cap.
+    pub fn push(&mut self, chunk: &str) {
         self.text.push_str(chunk);
         if self.text.len() > self.cap {
             let mut cut = self.text.len() - self.cap;
@@ -77,8 +78,13 @@ impl CappedText {
         }
     }
 
+    /// Whether nothing is unread (dropped text counts: its marker is still owed).
+    pub fn is_empty(&self) -> bool {
+        self.text.is_empty() && self.dropped == 0
+    }
+
     /// Takes everything unread, led by a drop marker when the cap cut something.
-    pub(crate) fn drain(&mut self) -> String {
+    pub fn drain(&mut self) -> String {
         let text = std::mem::take(&mut self.text);
         if self.dropped == 0 {
             return text;
@@ -86,30 +92,6 @@ impl CappedText {
         let n = std::mem::take(&mut self.dropped);
         format!("[... {n} bytes of {} dropped ...]\n{text}", self.label)
     }
-}
-
-/// A report's tail of output: at most `cap` chars, the newest kept.
-pub(crate) fn tail(text: &str, cap: usize) -> String {
-    let chars = text.chars().count();
-    if chars <= cap {
-        return text.to_owned();
-    }
-    let start = text.char_indices().nth(chars - cap).map_or(0, |(i, _)| i);
-    format!(
-        "[earlier output dropped: exceeded {cap} chars]\n{}",
-        &text[start..]
-    )
-}
-
-/// The first line of a command, at most 120 chars: how a report names it.
-pub(crate) fn label(cmd: &str) -> String {
-    let line = cmd.lines().next().unwrap_or("");
-    if line.chars().count() <= 120 {
-        return line.to_owned();
-    }
-    let mut s: String = line.chars().take(119).collect();
-    s.push('…');
-    s
 }
 
 #[cfg(test)]
@@ -148,18 +130,5 @@ mod tests {
         assert_eq!(b.drain(), "");
         b.push("xy");
         assert_eq!(b.drain(), "xy");
-    }
-
-    #[test]
-    fn report_tails_and_labels_are_bounded() {
-        assert_eq!(tail("abc", 5), "abc");
-        assert_eq!(
-            tail("abcdef", 2),
-            "[earlier output dropped: exceeded 2 chars]\nef"
-        );
-        assert_eq!(label("make\nmore"), "make");
-        let long = "x".repeat(130);
-        assert_eq!(label(&long).chars().count(), 120);
-        assert!(label(&long).ends_with('…'));
     }
 }

@@ -8,12 +8,16 @@
 mod buffer;
 mod process;
 
+pub use buffer::CappedText;
+
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 
 use penguin_engine::{BackgroundListener, BackgroundTask, BackgroundWork};
-use penguin_omni_protocol::background::{BackgroundKind, BackgroundTaskDone};
+use penguin_omni_protocol::background::{
+    report_label, report_tail, BackgroundKind, BackgroundTaskDone,
+};
 
 pub(crate) use process::{Exit, ManagedProcess};
 
@@ -208,7 +212,7 @@ impl CommandSessions {
         let Some(listener) = listener else {
             return;
         };
-        let (id, label) = (id.to_owned(), buffer::label(&process.cmd));
+        let (id, label) = (id.to_owned(), report_label(&process.cmd));
         process.on_settled(Box::new(move |exit: &Exit, output: String| {
             listener(BackgroundTaskDone {
                 kind: BackgroundKind::Command,
@@ -216,7 +220,7 @@ impl CommandSessions {
                 label,
                 completed: exit.success(),
                 detail: exit.detail(),
-                output: buffer::tail(&output, REPORT_OUTPUT_CAP),
+                output: report_tail(&output, REPORT_OUTPUT_CAP),
             });
         }));
     }
