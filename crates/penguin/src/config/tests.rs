@@ -1,0 +1,179 @@
+use super::*;
+
+fn cfg() -> Config {
+    Config::parse(
+        r#"
+        default_model = "local"
+        [models.local]
+        protocol = "openai-chat"
+        base_url = "http://127.0.0.1:8080/v1"
+        model = "smollm2"
+        thinking_level = "low"
+        [models.claude]
+        protocol = "anthropic-messages"
+        model = "claude-x"
+        headers = { "X-Team" = "penguin" }
+        "#,
+    )
+    .unwrap()
+}
+
+fn none(_: &str) -> Option<String> {
+    None
+}
+
+#[test]
+fn precedence_is_flags_env_file_default() {
+    let c = cfg();
+    assert_eq!(
+        resolve_model(&Config::default(), &ModelFlags::default(), none).unwrap(),
+        ModelSpec::demo()
+    );
+    assert_eq!(
+        resolve_model(&c, &ModelFlags::default(), none)
+            .unwrap()
+            .model_id,
+        "smollm2"
+    );
+    let env = |k: &str| (k == "PENGUIN_MODEL").then(|| "claude".to_string());
+    let from_env = resolve_model(&c, &ModelFlags::default(), env).unwrap();
+    assert_eq!(
+        (from_env.protocol, from_env.base_url.as_str()),
+        (Protocol::AnthropicMessages, "https://api.anthropic.com")
+    );
+    assert_eq!(
+        from_env.headers,
+        [("X-Team".to_string(), "penguin".to_string())]
+    );
+    let flags = ModelFlags {
+        model: Some("local".into()),
+        ..Default::default()
+    };
+    assert_eq!(resolve_model(&c, &flags, env).unwrap().model_id, "smollm2");
+    let flags = ModelFlags {
+        provider: Some("gemini".into()),
+        model: Some("g-1".into()),
+        ..Default::default()
+    };
+    let spec = resolve_model(&c, &flags, env).unwrap();
+    assert_eq!(
+        (spec.protocol, spec.model_id.as_str()),
+        (Protocol::Gemini, "g-1")
+    );
+}
+
+#[test]
+fn errors_name_what_is_wrong() {
+    let c = cfg();
+    let err = resolve_model(
+        &c,
+        &ModelFlags {
+            model: Some("gpt".into()),
+            ..Default::default()
+        },
+        none,
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("no model named \"gpt\" (configured: claude, local"),
+        "{err}"
+    );
+    let err = resolve_model(
+        &c,
+        &ModelFlags {
+            provider: Some("openai-chat".into()),
+            ..Default::default()
+        },
+        none,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("needs --model"), "{err}");
+    let err = resolve_model(
+        &c,
+        &ModelFlags {
+            provider: Some("bard".into()),
+            ..Default::default()
+        },
+        none,
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("unknown provider protocol \"bard\""),
+        "{err}"
+    );
+    assert!(Config::parse("[models.x]\nprotocol = 1")
+        .unwrap_err()
+        .to_string()
+        .contains("protocol"));
+    assert!(Config::parse("colour = 1")
+        .unwrap_err()
+        .to_string()
+        .contains("colour"));
+    let e = Config::parse("[models.x]\nprotocol = \"openai-chat\"\nmodel = 7").unwrap_err();
+    assert_eq!(e.field, "models.x.model", "{e}");
+}
+
+#[test]
+fn the_sandbox_section_and_flag_make_the_request() {
+    let none = Config::parse("")
+        .unwrap()
+        .sandbox
+        .request(None, None)
+        .unwrap();
+    assert_eq!(none, SandboxRequest::default());
+    let c = Config::parse(
+        "[sandbox]\nmode = \"read-only\"\nnetwork = false\nallow_ports = [5432]\nwritable = [\"~/.cache\", \"/opt/x\"]",
+    )
+    .unwrap();
+    let home = Path::new("/home/u");
+    let r = c.sandbox.request(None, Some(home)).unwrap();
+    assert_eq!(
+        (r.mode, r.network, r.allow_ports.as_slice(), r.strict),
+        (Some(SandboxMode::ReadOnly), false, &[5432][..], false)
+    );
+    assert_eq!(
+        r.writable,
+        [PathBuf::from("/home/u/.cache"), PathBuf::from("/opt/x")]
+    );
+    // The flag wins over the file; strict keeps a confining mode and asks for all of it.
+    let r = c.sandbox.request(Some("off"), Some(home)).unwrap();
+    assert_eq!(r.mode, Some(SandboxMode::Off));
+    let r = c.sandbox.request(Some("strict"), Some(home)).unwrap();
+    assert_eq!((r.mode, r.strict), (Some(SandboxMode::ReadOnly), true));
+    let r = Config::default()
+        .sandbox
+        .request(Some("strict"), None)
+        .unwrap();
+    assert_eq!(
+        (r.mode, r.strict),
+        (Some(SandboxMode::WorkspaceWrite), true)
+    );
+    let e = c.sandbox.request(Some("loose"), Some(home)).unwrap_err();
+    assert!(
+        e.to_string().contains("--sandbox: unknown sandbox mode"),
+        "{e}"
+    );
+    let e = Config::parse("[sandbox]\nmode = \"jail\"")
+        .unwrap()
+        .sandbox
+        .request(None, None)
+        .unwrap_err();
+    assert!(e.to_string().contains("sandbox.mode"), "{e}");
+    let e = Config::parse("[sandbox]\nwritable = [\"rel\"]")
+        .unwrap()
+        .sandbox
+        .request(None, None)
+        .unwrap_err();
+    assert!(e.to_string().contains("not an absolute path"), "{e}");
+    assert_eq!(
+        Config::parse("[sandbox]\nnetwork = \"no\"")
+            .unwrap_err()
+            .field,
+        "sandbox.network"
+    );
+    let o = sandbox_override(&r, Some("off"), Some(false)).unwrap();
+    assert_eq!((o.mode, o.network), (Some(SandboxMode::Off), false));
+    assert!(sandbox_override(&r, Some("x"), None).is_err());
+}
