@@ -3,6 +3,111 @@
 
 use super::*;
 
+impl Sandbox {
+    /// A note for the model when a command failed in a way the sandbox may have caused, from
+    /// the failure lines `scan` kept; `None` when nothing points at the sandbox.
+    pub(crate) fn denial_note(&self, scan: &DenialScan, workspace: &Path) -> Option<String> {
+        if !self.is_active() || scan.hits.is_empty() {
+            return None;
+        }
+        let roots = self.writable_roots(workspace);
+        let mut paths: Vec<String> = Vec::new();
+        let mut ports: Vec<u16> = Vec::new();
+        let mut unlocated = false;
+        for line in &scan.hits {
+            if self.network && !MARKERS.iter().any(|m| line.contains(m)) {
+                // A failed connection with the network allowed is not the sandbox's doing.
+                continue;
+            }
+            let mut located = false;
+            if self.mode != SandboxMode::Off {
+                for candidate in path_candidates(line) {
+                    located = true;
+                    let real = real_location(workspace, &candidate);
+                    if roots.iter().any(|r| real.starts_with(r)) {
+                        continue;
+                    }
+                    let shown = if real == lexical_join(workspace, &candidate) {
+                        format!("'{candidate}'")
+                    } else {
+                        format!("'{candidate}' (really {})", real.display())
+                    };
+                    if !paths.contains(&shown) {
+                        paths.push(shown);
+                    }
+                }
+            }
+            if !self.network {
+                for port in port_candidates(line) {
+                    located = true;
+                    if !self.allow_ports.contains(&port) && !ports.contains(&port) {
+                        ports.push(port);
+                    }
+                }
+            }
+            unlocated |= !located;
+        }
+        let mut suspects = Vec::new();
+        if !paths.is_empty() {
+            suspects.push(format!(
+                "{} (outside the paths it may write)",
+                paths.join(", ")
+            ));
+        }
+        if !ports.is_empty() {
+            suspects.push(format!("TCP port {}", ports_text(&ports)));
+        }
+        if suspects.is_empty() && !unlocated {
+            // Every failure named a place the sandbox allows: not the sandbox's doing.
+            return None;
+        }
+        let policy = self.policy_text(workspace);
+        Some(if suspects.is_empty() {
+            format!(
+                "[sandbox: the command reported a permission error while running under the sandbox ({policy}). penguin cannot tell which access failed; if it wrote outside the writable paths{}, the sandbox refused it. Retrying will not help: if the command needs that access, ask the user.]",
+                if self.network { "" } else { " or opened a TCP connection" }
+            )
+        } else {
+            format!(
+                "[sandbox: the command reported a permission error while running under the sandbox ({policy}); probably refused by the sandbox: {}. This is penguin's reading of the output, not a kernel report. Retrying will not help: if the command needs that access, ask the user.]",
+                suspects.join("; ")
+            )
+        })
+    }
+
+    fn policy_text(&self, workspace: &Path) -> String {
+        let fs = match self.mode {
+            SandboxMode::Off => "filesystem unrestricted".to_owned(),
+            mode => {
+                let roots: Vec<String> = self
+                    .writable_roots(workspace)
+                    .iter()
+                    .map(|r| r.display().to_string())
+                    .collect();
+                format!("mode {mode}: writes only beneath {}", roots.join(", "))
+            }
+        };
+        if self.network {
+            fs
+        } else if self.allow_ports.is_empty() {
+            format!("{fs}; network off: TCP connect and bind refused")
+        } else {
+            format!(
+                "{fs}; network off: TCP connect and bind refused except ports {}",
+                ports_text(&self.allow_ports)
+            )
+        }
+    }
+}
+
+pub(super) fn ports_text(ports: &[u16]) -> String {
+    ports
+        .iter()
+        .map(u16::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Texts that commands print for EACCES, EPERM and EXDEV (what Landlock answers).
 pub(super) const MARKERS: [&str; 9] = [
     "Permission denied",
