@@ -18,7 +18,8 @@ use penguin_omni_protocol::{
 };
 
 use crate::carry::{build_carry_over, downgrade_carried_goal_input};
-use crate::run::{abort, backoff, deliver_notices, deliver_steering, Shared};
+use crate::run::Shared;
+use crate::task::{abort, backoff, deliver_notices, deliver_steering};
 use crate::texts;
 use crate::turn::{emit, emit_stream_only, generate, panic_text, request_end, Item, Turn};
 

@@ -24,6 +24,7 @@ mod environment;
 mod instant;
 mod run;
 pub mod scripted;
+mod task;
 mod turn;
 
 pub use compaction::Compactability;

@@ -20,27 +20,26 @@
 //! not run), keeps the input for the next run, which connects again, and makes sure the engine
 //! does not write that input a second time.
 
+mod connect;
+
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use std::sync::Mutex;
-
-use async_trait::async_trait;
 use futures::stream::{self, BoxStream, StreamExt};
 use penguin_engine::{
     CancellationToken, Counters, Engine, EngineBusy, EngineConfig, Environment, InitialState, Llm,
-    LlmOutcome, LlmRequest, MessageSink, RunOptions, TraceSink,
+    RunOptions, TraceSink,
 };
-use penguin_omni_protocol::{
-    build, ContextWindow, EventPayload, Frame, OmniMessage, SessionMeta, TokenCounts,
-    ToolDefinition,
-};
+use penguin_omni_protocol::{build, ContextWindow, Frame, OmniMessage, SessionMeta};
 use penguin_tools::policy::CommandPolicy;
 use penguin_tools::Sandbox;
 use penguin_trace_store::{
     new_session_id, resume_session, Durability, Resumed, TraceError, TraceLocation, Writer,
 };
+
+pub use connect::ModelRebuild;
+use connect::{tools_of, Boot, ConnectPhase, Connecting, Owed, SessionSink, SwapLlm};
 
 /// What a host runs when a background notice arrives.
 pub type NoticeHook = Arc<std::sync::Mutex<Option<Arc<dyn Fn() + Send + Sync>>>>;
@@ -102,105 +101,8 @@ impl TraceSink for WriterSink {
     }
 }
 
-/// The session's trace sink: the writer, plus what the connect phase changes about the
-/// engine's first records (see the module docs).
-#[derive(Debug)]
-struct SessionSink {
-    writer: Writer,
-    owed: Mutex<Owed>,
-}
-
-#[derive(Debug, Default)]
-struct Owed {
-    /// The serialized `tool_list_ready` the engine owes, and what to write in its place.
-    placeholder: Option<(String, Vec<OmniMessage>)>,
-    /// Serialized inputs already written by a run aborted during its connect: skipped once.
-    skip: Vec<String>,
-}
-
-impl TraceSink for SessionSink {
-    fn record(&self, frame: &Frame) {
-        let mut owed = lock(&self.owed);
-        if let Some(at) = owed.skip.iter().position(|s| s == frame.json()) {
-            owed.skip.remove(at);
-            return;
-        }
-        if owed
-            .placeholder
-            .as_ref()
-            .is_some_and(|(json, _)| json == frame.json())
-        {
-            let (_, records) = owed.placeholder.take().unwrap_or_default();
-            for m in records {
-                self.writer.record_message(m);
-            }
-            return;
-        }
-        self.writer.record(frame);
-    }
-
-    fn rotate(&self) {
-        self.writer.rotate();
-    }
-}
-
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Builds the session's model again for the tools the connect phase found.
-pub type ModelRebuild = Arc<dyn Fn(Vec<ToolDefinition>) -> Box<dyn Llm> + Send + Sync>;
-
-/// The model the engine holds when the tools are only known after connecting: the current
-/// one, replaced by a rebuilt one before the first request that follows the connect.
-#[derive(Debug)]
-struct SwapLlm {
-    current: Box<dyn Llm>,
-    next: Arc<Mutex<Option<Box<dyn Llm>>>>,
-}
-
-#[async_trait]
-impl Llm for SwapLlm {
-    async fn stream_generate(
-        &mut self,
-        request: LlmRequest,
-        sink: &mut dyn MessageSink,
-    ) -> LlmOutcome {
-        if let Some(next) = lock(&self.next).take() {
-            self.current = next;
-        }
-        self.current.stream_generate(request, sink).await
-    }
-
-    fn session_tokens(&self) -> TokenCounts {
-        self.current.session_tokens()
-    }
-}
-
-/// What the first run of this load still has to do, shared with the run's stream.
-#[derive(Default)]
-struct Boot {
-    /// `tool_list_ready` was yielded (after the connect, when there is one).
-    announced: bool,
-    /// A connect phase is in flight.
-    connecting: bool,
-    /// Input of runs aborted during their connect, sent with the next run.
-    carry_input: Vec<OmniMessage>,
-    /// Those of them already written, serialized.
-    persisted: Vec<String>,
-    /// Rebuilds the model for the connected tools.
-    rebuild: Option<ModelRebuild>,
-    /// The model of compacted contexts, rebuilt with the connected tools.
-    compaction: Option<crate::models::ModelSpec>,
-}
-
-/// Clears `connecting` however the connect phase ends, dropped streams included.
-struct Connecting(Arc<Mutex<Boot>>);
-
-impl Drop for Connecting {
-    fn drop(&mut self) {
-        lock(&self.0).connecting = false;
-    }
 }
 
 /// What a new session is made of.
@@ -584,100 +486,6 @@ impl Session {
     /// later call replaces it.
     pub fn on_background_message(&self, hook: BackgroundMessageHook) {
         *self.message_hook.lock().unwrap_or_else(|p| p.into_inner()) = Some(hook);
-    }
-}
-
-fn tools_of(tool_list: &OmniMessage) -> Vec<ToolDefinition> {
-    match tool_list.event() {
-        Some(EventPayload::ToolListReady { tools }) => tools.clone(),
-        _ => Vec::new(),
-    }
-}
-
-/// The connect phase of a first run, from after `mcp_connect_begin` was yielded.
-struct ConnectPhase {
-    guard: Connecting,
-    engine: Engine,
-    env: Arc<dyn Environment>,
-    writer: Writer,
-    sink: Arc<SessionSink>,
-    next_llm: Arc<Mutex<Option<Box<dyn Llm>>>>,
-    tool_list: Arc<Mutex<OmniMessage>>,
-    meta: OmniMessage,
-    input: Vec<OmniMessage>,
-    options: RunOptions,
-}
-
-impl ConnectPhase {
-    async fn finish(self, begin: OmniMessage) -> BoxStream<'static, Frame> {
-        let Some(results) = self.env.connect(&self.options.cancel).await else {
-            return self.aborted(begin);
-        };
-        let end = build::mcp_connect_end(results, false);
-        let tools = self.env.tools();
-        let tool_list = build::tool_list_ready(tools.clone());
-        let owed = std::mem::replace(&mut *lock(&self.tool_list), tool_list.clone());
-        let boot = self.guard.0.clone();
-        {
-            let mut boot = lock(&boot);
-            if tools != tools_of(&owed) {
-                if let Some(rebuild) = &boot.rebuild {
-                    *lock(&self.next_llm) = Some(rebuild(tools.clone()));
-                }
-                if let Some(spec) = &boot.compaction {
-                    let system_prompt = self
-                        .meta
-                        .session_meta()
-                        .map(|m| m.system_prompt.clone())
-                        .unwrap_or_default();
-                    self.engine.enable_compaction(crate::models::llm_factory(
-                        spec,
-                        system_prompt,
-                        tools.clone(),
-                    ));
-                }
-            }
-            let mut sink = lock(&self.sink.owed);
-            sink.placeholder = Some((
-                Frame::new(owed).json().to_owned(),
-                vec![begin, end.clone(), tool_list.clone()],
-            ));
-            sink.skip = std::mem::take(&mut boot.persisted);
-            boot.announced = true;
-        }
-        self.engine
-            .set_context_head(self.meta.clone(), Some(tool_list.clone()));
-        drop(self.guard);
-        let head = stream::iter([Frame::new(end), Frame::new(tool_list)]);
-        match self.engine.run(self.input, self.options) {
-            Ok(run) => head.chain(run).boxed(),
-            // Only a compaction started from a clone of the engine can get here.
-            Err(EngineBusy) => head
-                .chain(stream::iter([Frame::new(build::abort(Some(
-                    "the session is busy".into(),
-                )))]))
-                .boxed(),
-        }
-    }
-
-    /// The run was interrupted while connecting: the Trace gets what the engine would have
-    /// written (the input, once) and the pair and the abort; the input waits for the next run.
-    fn aborted(self, begin: OmniMessage) -> BoxStream<'static, Frame> {
-        let end = build::mcp_connect_end(Vec::new(), true);
-        let abort = build::abort(Some("user".into()));
-        let mut boot = lock(&self.guard.0);
-        for m in &self.input {
-            let frame = Frame::new(m.clone());
-            if !boot.persisted.iter().any(|p| p == frame.json()) {
-                self.writer.record(&frame);
-                boot.persisted.push(frame.json().to_owned());
-            }
-        }
-        for m in [&begin, &end, &abort] {
-            self.writer.record_message(m.clone());
-        }
-        boot.carry_input = self.input;
-        stream::iter([Frame::new(end), Frame::new(abort)]).boxed()
     }
 }
 

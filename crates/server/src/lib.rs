@@ -25,6 +25,7 @@ mod error;
 mod history;
 mod host;
 mod listener;
+mod requests;
 mod routes;
 mod sessions;
 mod settings;

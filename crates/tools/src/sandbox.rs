@@ -40,9 +40,11 @@ use std::str::FromStr;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use landlock::{
-    Access, AccessFs, AccessNet, CompatLevel, Compatible, LandlockStatus, NetPort, PathBeneath,
-    PathFd, RestrictSelf, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, ABI,
+    Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, RulesetStatus, ABI,
 };
+
+pub use kernel::{Gap, Landlock};
 
 /// The filesystem rights are those of this ABI (write, refer, truncate, device ioctl); rights
 /// of later ABIs (e.g. connecting to Unix sockets by path) are not handled, so they stay
@@ -128,108 +130,6 @@ impl Default for SandboxRequest {
             strict: false,
             temp_dir: None,
             writable: Vec::new(),
-        }
-    }
-}
-
-/// Landlock on the running kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Landlock {
-    /// Available, with this ABI version (capped at the newest the `landlock` crate knows).
-    Abi(u8),
-    /// Built into the kernel but not enabled at boot (`lsm=` lacks `landlock`).
-    NotEnabled,
-    /// Not built into the kernel.
-    NotImplemented,
-}
-
-impl Landlock {
-    /// Asks the running kernel, once per process.
-    pub fn probe() -> Landlock {
-        static PROBED: OnceLock<Landlock> = OnceLock::new();
-        *PROBED.get_or_init(|| {
-            // Applying no flags without no_new_privs makes no change to the thread: this is
-            // only the crate's public way to read the kernel's Landlock status.
-            match RestrictSelf::default().no_new_privs(false).apply() {
-                Ok(status) => match status.landlock {
-                    LandlockStatus::Available { effective_abi, .. } => {
-                        Landlock::Abi(abi_number(effective_abi))
-                    }
-                    LandlockStatus::NotEnabled => Landlock::NotEnabled,
-                    LandlockStatus::NotImplemented => Landlock::NotImplemented,
-                },
-                Err(_) => Landlock::NotImplemented,
-            }
-        })
-    }
-
-    fn abi(self) -> u8 {
-        match self {
-            Landlock::Abi(n) => n,
-            Landlock::NotEnabled | Landlock::NotImplemented => 0,
-        }
-    }
-}
-
-impl fmt::Display for Landlock {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Landlock::Abi(n) => write!(f, "Landlock ABI {n}"),
-            Landlock::NotEnabled => f.write_str("Landlock is not enabled in this kernel"),
-            Landlock::NotImplemented => f.write_str("this kernel has no Landlock"),
-        }
-    }
-}
-
-/// `ABI` is non-exhaustive, so it cannot be cast; its versions are ordered.
-fn abi_number(abi: ABI) -> u8 {
-    const KNOWN: [ABI; 10] = [
-        ABI::V1,
-        ABI::V2,
-        ABI::V3,
-        ABI::V4,
-        ABI::V5,
-        ABI::V6,
-        ABI::V7,
-        ABI::V8,
-        ABI::V9,
-        ABI::V10,
-    ];
-    KNOWN.iter().filter(|known| abi >= **known).count() as u8
-}
-
-/// A protection asked for that the kernel cannot give.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Gap {
-    /// No Landlock: commands run unconfined.
-    Landlock,
-    /// Landlock ABI < 3: `truncate(2)` on a file outside the writable paths is not refused.
-    Truncate,
-    /// Landlock ABI < 4: TCP is not blocked although `network = false`.
-    Network,
-    /// Landlock ABI < 5: ioctls on device files opened for reading are not refused.
-    DeviceIoctl,
-}
-
-impl Gap {
-    /// A short name, as shown in the API (`truncate`, `network`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Gap::Landlock => "landlock",
-            Gap::Truncate => "truncate",
-            Gap::Network => "network",
-            Gap::DeviceIoctl => "device-ioctl",
-        }
-    }
-
-    fn describe(self) -> &'static str {
-        match self {
-            Gap::Landlock => "commands run unconfined",
-            Gap::Truncate => {
-                "truncating files outside the writable paths is not blocked (needs ABI 3)"
-            }
-            Gap::Network => "TCP connections are not blocked (needs ABI 4)",
-            Gap::DeviceIoctl => "ioctls on device files are not blocked (needs ABI 5)",
         }
     }
 }
@@ -620,6 +520,7 @@ impl Sandbox {
 
 mod bypass;
 mod denial;
+mod kernel;
 
 pub use bypass::SandboxBypass;
 pub(crate) use denial::DenialScan;

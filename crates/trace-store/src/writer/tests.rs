@@ -1,3 +1,5 @@
+use std::io::Write;
+
 use super::*;
 use penguin_omni_protocol::{build, StopReason};
 

@@ -1,0 +1,228 @@
+//! Starting and reaching one MCP server: a stdio child in its own process group (optionally
+//! sandboxed), Streamable HTTP, or legacy HTTP+SSE; then its tool list, within the server's
+//! connect budget.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rmcp::service::RunningService;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::Value;
+use tokio::io::AsyncReadExt;
+
+use super::{sse, McpServer, McpTransport};
+use crate::Sandbox;
+
+/// Stderr kept per stdio server, to explain a failed start.
+const STDERR_TAIL_CHARS: usize = 2048;
+
+/// Kills a stdio server's whole process group when dropped, so `npx`-style launchers do not
+/// leave their real server behind.
+struct ChildGuard {
+    child: tokio::process::Child,
+}
+
+impl ChildGuard {
+    fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        if let Some(pid) = self.child.id().and_then(|p| i32::try_from(p).ok()) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+/// One live connection.
+pub(super) struct Connection {
+    pub(super) service: RunningService<RoleClient, ()>,
+    child: Option<Mutex<ChildGuard>>,
+    stderr: Arc<Mutex<String>>,
+    pub(super) dead: AtomicBool,
+}
+
+impl Connection {
+    pub(super) fn alive(&self) -> bool {
+        if self.dead.load(Ordering::Relaxed) || self.service.is_closed() {
+            return false;
+        }
+        match &self.child {
+            Some(child) => lock(child).exit_status().is_none(),
+            None => true,
+        }
+    }
+
+    /// Why it is gone, for the failed output.
+    pub(super) fn gone_detail(&self) -> String {
+        let status = self
+            .child
+            .as_ref()
+            .and_then(|c| lock(c).exit_status())
+            .map(|s| format!(" ({s})"))
+            .unwrap_or_default();
+        let tail = lock(&self.stderr).trim().to_owned();
+        if tail.is_empty() {
+            status
+        } else {
+            format!("{status}; server stderr: {tail}")
+        }
+    }
+}
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The variables a stdio server inherits from penguin; everything else it must be given.
+const INHERITED_ENV: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "TMPDIR",
+];
+
+async fn spawn_stdio(
+    server: &McpServer,
+    workspace: &Path,
+    sandbox: &Sandbox,
+) -> Result<
+    (
+        RunningService<RoleClient, ()>,
+        ChildGuard,
+        Arc<Mutex<String>>,
+    ),
+    String,
+> {
+    let McpTransport::Stdio {
+        command,
+        args,
+        env,
+        cwd,
+        sandbox: confined,
+    } = &server.transport
+    else {
+        unreachable!("spawn_stdio is only called for stdio servers")
+    };
+    let mut cmd = tokio::process::Command::new(command);
+    cmd.args(args)
+        .env_clear()
+        .envs(
+            INHERITED_ENV
+                .iter()
+                .filter_map(|k| std::env::var_os(k).map(|v| (*k, v))),
+        )
+        .envs(env)
+        .current_dir(match cwd {
+            Some(dir) => workspace.join(dir),
+            None => workspace.to_path_buf(),
+        })
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let spawned = if *confined {
+        sandbox.spawn(&mut cmd, workspace)
+    } else {
+        cmd.spawn()
+    };
+    let mut child = spawned.map_err(|e| format!("cannot start {command:?}: {e}"))?;
+    let stdout = child.stdout.take().ok_or("no stdout pipe")?;
+    let stdin = child.stdin.take().ok_or("no stdin pipe")?;
+    let stderr = child.stderr.take();
+    let guard = ChildGuard { child };
+    let tail = Arc::new(Mutex::new(String::new()));
+    if let Some(mut stderr) = stderr {
+        let tail = tail.clone();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 1024];
+            while let Ok(n) = stderr.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                let mut t = lock(&tail);
+                t.push_str(&String::from_utf8_lossy(&buf[..n]));
+                let excess = t.chars().count().saturating_sub(STDERR_TAIL_CHARS);
+                if excess > 0 {
+                    let cut = t.char_indices().nth(excess).map_or(t.len(), |(i, _)| i);
+                    t.drain(..cut);
+                }
+            }
+        });
+    }
+    let service = ().serve((stdout, stdin)).await.map_err(|e| e.to_string())?;
+    Ok((service, guard, tail))
+}
+
+/// Connects one server and lists its tools, within its connect budget.
+pub(super) async fn connect_server(
+    server: &McpServer,
+    workspace: &Path,
+    sandbox: &Sandbox,
+) -> Result<(Connection, Vec<Value>), String> {
+    let attempt = async {
+        let (service, child, stderr) = match &server.transport {
+            McpTransport::Stdio { .. } => {
+                let (service, child, stderr) = spawn_stdio(server, workspace, sandbox).await?;
+                (service, Some(Mutex::new(child)), stderr)
+            }
+            McpTransport::Http { url, headers } => {
+                install_crypto_provider();
+                let mut custom = HashMap::new();
+                for (k, v) in headers {
+                    if let (Ok(k), Ok(v)) = (
+                        http::HeaderName::try_from(k.as_str()),
+                        http::HeaderValue::try_from(v.as_str()),
+                    ) {
+                        custom.insert(k, v);
+                    }
+                }
+                let config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .custom_headers(custom);
+                let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
+                let service = ().serve(transport).await.map_err(|e| e.to_string())?;
+                (service, None, Arc::default())
+            }
+            McpTransport::Sse { url, headers } => {
+                let pair = sse::connect(url, headers).await?;
+                let service = ().serve(pair).await.map_err(|e| e.to_string())?;
+                (service, None, Arc::default())
+            }
+        };
+        let conn = Connection {
+            service,
+            child,
+            stderr,
+            dead: AtomicBool::new(false),
+        };
+        let tools = conn
+            .service
+            .peer()
+            .list_all_tools()
+            .await
+            .map_err(|e| format!("tools/list: {e}"))?;
+        let tools = tools
+            .iter()
+            .map(|t| serde_json::to_value(t).unwrap_or(Value::Null))
+            .collect();
+        Ok::<_, String>((conn, tools))
+    };
+    // The stderr tail explains most failed starts ("command not found", a stack trace).
+    match tokio::time::timeout(server.connect_timeout, attempt).await {
+        Ok(r) => r,
+        Err(_) => Err(format!(
+            "no answer within {} ms",
+            server.connect_timeout.as_millis()
+        )),
+    }
+}
+
+/// reqwest needs a process-wide rustls provider; ring is the one the rest of penguin uses.
+fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
