@@ -390,9 +390,10 @@ impl SessionFactory for ModelFactory {
         let sandbox = self
             .sandbox(req.sandbox.as_ref())
             .map_err(FactoryError::Unrecoverable)?;
-        // Per-session servers of the request are not stored: a reloaded session has the
-        // server's own (`mcp_servers` of its config).
-        let env = (self.environment)(Path::new(&meta.workspace), &sandbox, &[])
+        // The session's own servers were checked when it was created.
+        let servers = mcp_entries(&req.mcp_servers)
+            .map_err(|e| FactoryError::Unrecoverable(format!("stored {e}")))?;
+        let env = (self.environment)(Path::new(&meta.workspace), &sandbox, &servers)
             .map_err(FactoryError::Unrecoverable)?;
         let cx = ModelContext {
             system_prompt: meta.system_prompt.clone(),

@@ -88,6 +88,8 @@ pub struct LoadSession {
     pub session_id: String,
     /// The sandbox it was created with, when it asked for one.
     pub sandbox: Option<SandboxSettings>,
+    /// The `mcpServers` it was created with.
+    pub mcp_servers: Vec<serde_json::Value>,
     /// The server's durability policy.
     pub durability: Durability,
 }

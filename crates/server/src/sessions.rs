@@ -170,11 +170,12 @@ impl Sessions {
         if let Some(mode) = req.approval_mode {
             entry.rt().approval_mode = mode;
         }
-        if req.approval_mode.is_some() || req.sandbox.is_some() {
+        if req.approval_mode.is_some() || req.sandbox.is_some() || !req.mcp_servers.is_empty() {
             let settings = Settings {
                 approval_mode: entry.rt().approval_mode,
                 title: None,
                 sandbox: req.sandbox,
+                mcp_servers: req.mcp_servers,
             };
             self.settings.save(&entry.id, &settings);
         }
@@ -209,10 +210,12 @@ impl Sessions {
         if found.is_none() {
             return Err(ApiError::session_not_found(id));
         }
+        let kept = self.settings.load(id);
         let req = LoadSession {
             location: self.cfg.location.clone(),
             session_id: id.to_owned(),
-            sandbox: self.settings.load(id).sandbox,
+            sandbox: kept.sandbox,
+            mcp_servers: kept.mcp_servers,
             durability: self.cfg.durability,
         };
         let session = self.cfg.factory.load(&req).map_err(|e| match e {
@@ -244,14 +247,15 @@ impl Sessions {
     }
 
     fn save_settings(&self, entry: &Entry) {
-        // The sandbox is fixed at creation; only what the API can change is rewritten.
-        let sandbox = self.settings.load(&entry.id).sandbox;
+        // What the session was created with is fixed; only what the API can change is
+        // rewritten.
+        let kept = self.settings.load(&entry.id);
         let settings = {
             let rt = entry.rt();
             Settings {
                 approval_mode: rt.approval_mode,
                 title: rt.title.clone(),
-                sandbox,
+                ..kept
             }
         };
         self.settings.save(&entry.id, &settings);

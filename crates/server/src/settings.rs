@@ -1,6 +1,10 @@
-//! Per-session settings the API can change (approval mode, title), kept in
-//! `<agent>/server-sessions/<id>.json` so a restart keeps them.
+//! Per-session settings, kept in `<agent>/server-sessions/<id>.json` so a restart (or an idle
+//! unload) keeps them: what the API can change (approval mode, title) and what the session was
+//! created with (sandbox, MCP servers). The file may hold MCP headers and variables (tokens), so
+//! only its owner can read it.
 
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
 use penguin_trace_store::TraceLocation;
@@ -19,6 +23,9 @@ pub(crate) struct Settings {
     /// The sandbox asked for at creation: a reloaded session keeps it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) sandbox: Option<SandboxSettings>,
+    /// The `mcpServers` asked for at creation: a reloaded session connects them again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) mcp_servers: Vec<serde_json::Value>,
 }
 
 /// Where the settings of one agent's sessions live.
@@ -67,7 +74,13 @@ impl SettingsStore {
         let write = || -> std::io::Result<()> {
             std::fs::create_dir_all(&self.dir)?;
             let tmp = path.with_extension("json.tmp");
-            std::fs::write(&tmp, serde_json::to_vec(settings)?)?;
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)?;
+            file.write_all(&serde_json::to_vec(settings)?)?;
             std::fs::rename(&tmp, &path)
         };
         if let Err(e) = write() {
@@ -96,9 +109,20 @@ mod tests {
                 mode: Some("read-only".into()),
                 network: Some(false),
             }),
+            mcp_servers: vec![
+                serde_json::json!({"name": "docs", "url": "http://127.0.0.1:1/mcp",
+                "headers": {"Authorization": "Bearer secret"}}),
+            ],
         };
         store.save("s1", &s);
         assert_eq!(store.load("s1"), s);
+        // It may hold MCP credentials.
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(store.path("s1"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
         std::fs::write(store.path("s2"), "{not json").unwrap();
         assert_eq!(store.load("s2"), Settings::default());
         store.remove("s1");

@@ -1206,42 +1206,51 @@ async fn a_session_brings_its_own_mcp_servers() {
         .display()
         .to_string();
     let dir = tempfile::tempdir().unwrap();
-    let factory = ModelFactory {
-        spec: ModelSpec::demo(),
-        system_prompt: "You are a test.".into(),
-        default_workspace: dir.path().to_path_buf(),
-        engine: EngineConfig::default(),
-        environment: Arc::new(
-            |ws: &std::path::Path, sandbox: &penguin::tools::Sandbox, extra: &[McpServerConfig]| {
-                let inner = Arc::new(ScriptedEnvironment::default()) as Arc<dyn Environment>;
-                Ok(Arc::new(McpEnvironment::new(
-                    inner,
-                    extra,
-                    ws,
-                    sandbox.clone(),
-                    Default::default(),
-                )) as Arc<dyn Environment>)
-            },
-        ),
-        policy: Default::default(),
-        sandbox: Default::default(),
+    let root = dir.path().to_path_buf();
+    let serve = || {
+        let factory = ModelFactory {
+            spec: ModelSpec::demo(),
+            system_prompt: "You are a test.".into(),
+            default_workspace: root.clone(),
+            engine: EngineConfig::default(),
+            environment: Arc::new(
+                |ws: &std::path::Path,
+                 sandbox: &penguin::tools::Sandbox,
+                 extra: &[McpServerConfig]| {
+                    let inner = Arc::new(ScriptedEnvironment::default()) as Arc<dyn Environment>;
+                    Ok(Arc::new(McpEnvironment::new(
+                        inner,
+                        extra,
+                        ws,
+                        sandbox.clone(),
+                        Default::default(),
+                    )) as Arc<dyn Environment>)
+                },
+            ),
+            policy: Default::default(),
+            sandbox: Default::default(),
+        };
+        let mut opts = ServeOptions::new(Arc::new(factory));
+        opts.data_root = root.join("data");
+        let state = AppState::new(&opts, TOKEN);
+        async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let app = router(state.clone());
+            tokio::spawn(async move {
+                let _ = axum::serve(listener, app).await;
+            });
+            TestServer {
+                base: format!("http://{addr}"),
+                data_root: opts.data_root.clone(),
+                http: reqwest::Client::new(),
+                state,
+                // The data lives in `dir`, which outlives both servers.
+                _dir: tempfile::tempdir().unwrap(),
+            }
+        }
     };
-    let mut opts = ServeOptions::new(Arc::new(factory));
-    opts.data_root = dir.path().join("data");
-    let state = AppState::new(&opts, TOKEN);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = router(state.clone());
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    let srv = TestServer {
-        base: format!("http://{addr}"),
-        data_root: opts.data_root.clone(),
-        http: reqwest::Client::new(),
-        state,
-        _dir: dir,
-    };
+    let srv = serve().await;
 
     for (body, field) in [
         (json!({"mcpServers": "fx"}), "mcpServers"),
@@ -1314,6 +1323,27 @@ async fn a_session_brings_its_own_mcp_servers() {
             "request_begin"
         ],
         "{types:?}"
+    );
+
+    // A restarted server loads the session with the servers it was created with.
+    drop(srv);
+    let again = serve().await;
+    let mut s = again.stream(&id, None).await;
+    s.next().await;
+    assert_eq!(again.task(&id, "again").await.status, 202);
+    let run = s.until(|e| e.is_state("idle")).await;
+    let tools = run
+        .iter()
+        .find(|e| e.kind() == "tool_list_ready")
+        .unwrap_or_else(|| panic!("{:?}", kinds(&run)))
+        .json();
+    assert!(
+        tools["payload"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "mcp__fx__pid"),
+        "{tools}"
     );
 }
 
