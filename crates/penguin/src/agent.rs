@@ -93,6 +93,32 @@ pub enum SessionLookupError {
     Io(std::io::Error),
 }
 
+/// The one id of `ids` (oldest first) that `query` names: the full id, a unique prefix (with or
+/// without `session-`), or a unique suffix (the short id the CLI shows).
+pub fn match_session_id(ids: &[String], query: &str) -> Result<String, SessionLookupError> {
+    let query = query.trim();
+    if query.is_empty() {
+        return Err(SessionLookupError::NotFound(String::new()));
+    }
+    if ids.iter().any(|id| id == query) {
+        return Ok(query.to_owned());
+    }
+    let long = format!("session-{query}");
+    let hits: Vec<&String> = ids
+        .iter()
+        .filter(|id| id.starts_with(query) || id.starts_with(&long) || id.ends_with(query))
+        .collect();
+    match hits.as_slice() {
+        [] => Err(SessionLookupError::NotFound(query.to_owned())),
+        [one] => Ok((*one).clone()),
+        many => Err(SessionLookupError::Ambiguous {
+            query: query.to_owned(),
+            matches: many.iter().rev().take(5).map(|s| (*s).clone()).collect(),
+            count: many.len(),
+        }),
+    }
+}
+
 impl Agent {
     /// The default agent under `PENGUIN_HOME` (or `~/.penguin/data`), project `default`,
     /// agent `penguin`, with `config.toml` loaded.
@@ -272,28 +298,8 @@ impl Agent {
     /// The one session `query` names: its full id, a unique prefix (with or without
     /// `session-`), or a unique suffix (the short id the CLI shows).
     pub fn resolve_id(&self, query: &str) -> Result<String, SessionLookupError> {
-        let query = query.trim();
-        if query.is_empty() {
-            return Err(SessionLookupError::NotFound(String::new()));
-        }
         let ids = self.session_ids().map_err(SessionLookupError::Io)?;
-        if ids.iter().any(|id| id == query) {
-            return Ok(query.to_owned());
-        }
-        let long = format!("session-{query}");
-        let hits: Vec<&String> = ids
-            .iter()
-            .filter(|id| id.starts_with(query) || id.starts_with(&long) || id.ends_with(query))
-            .collect();
-        match hits.as_slice() {
-            [] => Err(SessionLookupError::NotFound(query.to_owned())),
-            [one] => Ok((*one).clone()),
-            many => Err(SessionLookupError::Ambiguous {
-                query: query.to_owned(),
-                matches: many.iter().rev().take(5).map(|s| (*s).clone()).collect(),
-                count: many.len(),
-            }),
-        }
+        match_session_id(&ids, query)
     }
 
     /// Every session id with a trace, oldest first (ids sort by creation time).

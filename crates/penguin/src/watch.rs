@@ -6,6 +6,7 @@
 use futures::StreamExt;
 use penguin_llm_providers::sse::SseDecoder;
 use penguin_omni_protocol::OmniMessage;
+use penguin_server::api::SessionList;
 use penguin_sse_transport::{ClientReducer, ClientState, History, SessionStatus};
 
 /// Where and how to connect.
@@ -17,6 +18,29 @@ pub struct Target {
     pub token: String,
     /// The session to watch.
     pub session_id: String,
+}
+
+/// The served session `query` names, matched as `penguin resume` matches (the full id, a unique
+/// prefix or a unique suffix) against the server's list.
+pub async fn resolve_session_id(base: &str, token: &str, query: &str) -> Result<String, String> {
+    let url = format!("{}/api/sessions", base.trim_end_matches('/'));
+    let res = reqwest::Client::new()
+        .get(&url)
+        .bearer_auth(token)
+        .send()
+        .await
+        .map_err(|e| format!("GET {url}: {e}"))?;
+    let status = res.status();
+    let body = res.text().await.map_err(|e| format!("GET {url}: {e}"))?;
+    if !status.is_success() {
+        return Err(format!("GET {url}: {status}: {body}"));
+    }
+    let list: SessionList =
+        serde_json::from_str(&body).map_err(|e| format!("GET {url}: not a session list: {e}"))?;
+    let mut ids: Vec<String> = list.sessions.into_iter().map(|s| s.id).collect();
+    ids.sort();
+    ids.dedup();
+    crate::agent::match_session_id(&ids, query).map_err(|e| e.to_string())
 }
 
 async fn history(client: &reqwest::Client, t: &Target) -> Result<History, String> {

@@ -1356,6 +1356,12 @@ async fn penguin_watch_follows_a_session_through_the_client_pattern() {
     assert_eq!(srv.task(&id, "hello").await.status, 202);
     // Mid-task (waiting for an approval): start watching, then let the task finish.
     s.until(|e| e.kind() == "approval_request").await;
+    // The short id the CLI shows (the id's tail) names it, as it does for `penguin resume`.
+    let short = &id[id.len() - 6..];
+    let resolved = penguin::watch::resolve_session_id(&srv.base, TOKEN, short).await;
+    assert_eq!(resolved.as_deref(), Ok(id.as_str()));
+    let missing = penguin::watch::resolve_session_id(&srv.base, TOKEN, "no-such-session").await;
+    assert!(missing.unwrap_err().contains("no session matches"));
     let target = penguin::watch::Target {
         base: srv.base.clone(),
         token: TOKEN.into(),

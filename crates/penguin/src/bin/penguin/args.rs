@@ -170,7 +170,7 @@ pub(crate) enum Command {
     // --- end CLI experience ---
     /// Follow a session on a running `penguin serve`: its history, then what it does live.
     Watch {
-        /// The session id.
+        /// The session: its full id, or a unique prefix or tail of it.
         session_id: String,
         /// The server.
         #[arg(long, default_value = "http://127.0.0.1:7364")]

@@ -26,6 +26,7 @@ pub(crate) async fn watch(
                 .map_err(|e| format!("no token: pass --token, set PENGUIN_TOKEN, or run the server here ({}: {e})", path.display()))?
         }
     };
+    let session_id = penguin::watch::resolve_session_id(&url, &token, &session_id).await?;
     let target = penguin::watch::Target {
         base: url,
         token,
