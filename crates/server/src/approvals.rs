@@ -80,6 +80,11 @@ impl Approvals {
         }
     }
 
+    /// Takes `id`'s request off the list when nobody waits for its answer any more.
+    fn forget_abandoned(&self, id: &str) {
+        lock(&self.pending).retain(|a| !(a.tool_call_id == id && a.tx.is_closed()));
+    }
+
     /// The announced requests, in registration order.
     pub(crate) fn requests(&self) -> Vec<OmniMessage> {
         lock(&self.pending)
@@ -98,6 +103,29 @@ impl Approvals {
             .find(|a| a.tool_call_id == id && !a.announced)?;
         a.announced = true;
         Some(a.call.clone())
+    }
+}
+
+/// One call's wait for a human. Dropped unanswered (the waiting call was cancelled: a killed
+/// background child, an interrupted run), it takes the request off the pending list, so no
+/// client is later offered a call that nobody waits for.
+struct Waiting<'a> {
+    approvals: &'a Approvals,
+    id: String,
+    rx: oneshot::Receiver<ApprovalDecision>,
+}
+
+impl Waiting<'_> {
+    async fn decision(mut self) -> ApprovalDecision {
+        // A sender dropped without an answer (an abort, the end of the run) denies.
+        (&mut self.rx).await.unwrap_or(ApprovalDecision::Deny)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.rx.close();
+        self.approvals.forget_abandoned(&self.id);
     }
 }
 
@@ -136,24 +164,30 @@ impl Approver for ServerApprover {
             .tool_call_id()
             .ok_or(ApprovalError::MissingToolCallId)?
             .to_owned();
-        let rx = {
+        let waiting = {
             // Registered and announced under the publish lock, so an abort (which denies under
             // the same lock) cannot slip in between.
             let _p = lock(&self.entry.publish);
             // A subagent's call (with an origin) is not on this session's own stream order
             // the same way; announce it at once.
             let shown = call.has_origin() || lock(&self.entry.published_calls).contains(&id);
-            let rx = self.entry.approvals.register(call.clone(), id, shown);
+            let rx = self
+                .entry
+                .approvals
+                .register(call.clone(), id.clone(), shown);
             if shown {
                 self.sessions
                     .channel(&self.entry.id)
                     .publish_server_event(&approval_request(call.clone()));
             }
-            rx
+            Waiting {
+                approvals: &self.entry.approvals,
+                id,
+                rx,
+            }
         };
-        // No timeout: a human may take as long as they like; an abort or the end of the run
-        // denies.
-        Ok(rx.await.unwrap_or(ApprovalDecision::Deny))
+        // No timeout: a human may take as long as they like.
+        Ok(waiting.decision().await)
     }
 }
 
@@ -187,6 +221,41 @@ mod tests {
         a.deny_all();
         assert_eq!(other.try_recv(), Ok(ApprovalDecision::Deny));
         assert!(a.requests().is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_abandoned_wait_takes_its_request_off_the_list() {
+        let a = Approvals::default();
+        let rx = a.register(call("c1"), "c1".into(), true);
+        let kept = a.register(call("c2"), "c2".into(), true);
+        let waiting = Waiting {
+            approvals: &a,
+            id: "c1".into(),
+            rx,
+        };
+        // The waiting call is cancelled (its future dropped) before anyone answers.
+        let wait = tokio::time::timeout(std::time::Duration::ZERO, waiting.decision());
+        assert!(wait.await.is_err());
+        let ids: Vec<_> = a
+            .requests()
+            .iter()
+            .filter_map(|c| c.tool_call_id().map(str::to_owned))
+            .collect();
+        assert_eq!(ids, ["c2"], "the other wait is untouched");
+        assert!(a.resolve("c2", ApprovalDecision::Allow));
+        assert_eq!(kept.await, Ok(ApprovalDecision::Allow));
+
+        // An answered wait leaves a re-registered request of the same call alone.
+        let rx = a.register(call("c3"), "c3".into(), true);
+        assert!(a.resolve("c3", ApprovalDecision::Allow));
+        let _again = a.register(call("c3"), "c3".into(), true);
+        let waiting = Waiting {
+            approvals: &a,
+            id: "c3".into(),
+            rx,
+        };
+        assert_eq!(waiting.decision().await, ApprovalDecision::Allow);
+        assert_eq!(a.requests().len(), 1);
     }
 
     #[test]
