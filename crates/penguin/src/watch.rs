@@ -24,19 +24,8 @@ pub struct Target {
 /// prefix or a unique suffix) against the server's list.
 pub async fn resolve_session_id(base: &str, token: &str, query: &str) -> Result<String, String> {
     let url = format!("{}/api/sessions", base.trim_end_matches('/'));
-    let res = reqwest::Client::new()
-        .get(&url)
-        .bearer_auth(token)
-        .send()
-        .await
-        .map_err(|e| format!("GET {url}: {e}"))?;
-    let status = res.status();
-    let body = res.text().await.map_err(|e| format!("GET {url}: {e}"))?;
-    if !status.is_success() {
-        return Err(format!("GET {url}: {status}: {body}"));
-    }
     let list: SessionList =
-        serde_json::from_str(&body).map_err(|e| format!("GET {url}: not a session list: {e}"))?;
+        get_json(&reqwest::Client::new(), &url, token, "a session list").await?;
     let mut ids: Vec<String> = list.sessions.into_iter().map(|s| s.id).collect();
     ids.sort();
     ids.dedup();
@@ -49,9 +38,20 @@ async fn history(client: &reqwest::Client, t: &Target) -> Result<History, String
         t.base.trim_end_matches('/'),
         t.session_id
     );
+    get_json(client, &url, &t.token, "a history").await
+}
+
+/// One authorized `GET` of a JSON body; errors name the URL and, for a bad body, what it
+/// should have been.
+async fn get_json<T: serde::de::DeserializeOwned>(
+    client: &reqwest::Client,
+    url: &str,
+    token: &str,
+    what: &str,
+) -> Result<T, String> {
     let res = client
-        .get(&url)
-        .bearer_auth(&t.token)
+        .get(url)
+        .bearer_auth(token)
         .send()
         .await
         .map_err(|e| format!("GET {url}: {e}"))?;
@@ -60,7 +60,7 @@ async fn history(client: &reqwest::Client, t: &Target) -> Result<History, String
     if !status.is_success() {
         return Err(format!("GET {url}: {status}: {body}"));
     }
-    serde_json::from_str(&body).map_err(|e| format!("GET {url}: not a history: {e}"))
+    serde_json::from_str(&body).map_err(|e| format!("GET {url}: not {what}: {e}"))
 }
 
 /// Follows the session, calling `show` for each complete message in render order (history

@@ -143,6 +143,11 @@ async fn start_with(pause_ms: u64, tweak: impl FnOnce(&mut ServeOptions)) -> Tes
     opts.data_root = dir.path().join("data");
     opts.token = Some(TOKEN.into());
     tweak(&mut opts);
+    serve(opts, dir).await
+}
+
+/// Serves `opts` on a free loopback port; `dir` lives as long as the server.
+async fn serve(opts: ServeOptions, dir: tempfile::TempDir) -> TestServer {
     let state = AppState::new(&opts, TOKEN);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -1116,23 +1121,9 @@ async fn the_demo_model_runs_behind_a_model_factory() {
         policy: Default::default(),
         sandbox: Default::default(),
     };
-    let root = dir.path().join("data");
     let mut opts = ServeOptions::new(Arc::new(factory));
-    opts.data_root = root;
-    let state = AppState::new(&opts, TOKEN);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = router(state.clone());
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    let srv = TestServer {
-        base: format!("http://{addr}"),
-        data_root: opts.data_root.clone(),
-        http: reqwest::Client::new(),
-        state,
-        _dir: dir,
-    };
+    opts.data_root = dir.path().join("data");
+    let srv = serve(opts, dir).await;
 
     let r = srv
         .post("/api/sessions", json!({"provider": "openai-chat"}))
@@ -1207,7 +1198,7 @@ async fn a_session_brings_its_own_mcp_servers() {
         .to_string();
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_path_buf();
-    let serve = || {
+    let start_mcp = || {
         let factory = ModelFactory {
             spec: ModelSpec::demo(),
             system_prompt: "You are a test.".into(),
@@ -1232,25 +1223,10 @@ async fn a_session_brings_its_own_mcp_servers() {
         };
         let mut opts = ServeOptions::new(Arc::new(factory));
         opts.data_root = root.join("data");
-        let state = AppState::new(&opts, TOKEN);
-        async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let addr = listener.local_addr().unwrap();
-            let app = router(state.clone());
-            tokio::spawn(async move {
-                let _ = axum::serve(listener, app).await;
-            });
-            TestServer {
-                base: format!("http://{addr}"),
-                data_root: opts.data_root.clone(),
-                http: reqwest::Client::new(),
-                state,
-                // The data lives in `dir`, which outlives both servers.
-                _dir: tempfile::tempdir().unwrap(),
-            }
-        }
+        // The data lives in `dir`, which outlives both servers.
+        serve(opts, tempfile::tempdir().unwrap())
     };
-    let srv = serve().await;
+    let srv = start_mcp().await;
 
     for (body, field) in [
         (json!({"mcpServers": "fx"}), "mcpServers"),
@@ -1327,7 +1303,7 @@ async fn a_session_brings_its_own_mcp_servers() {
 
     // A restarted server loads the session with the servers it was created with.
     drop(srv);
-    let again = serve().await;
+    let again = start_mcp().await;
     let mut s = again.stream(&id, None).await;
     s.next().await;
     assert_eq!(again.task(&id, "again").await.status, 202);
