@@ -45,9 +45,9 @@ pub use run::{
 /// The exact texts the engine produces, in one place so tests and docs can refer to them.
 pub mod texts {
     /// Synthetic output of a denied call.
-    pub const DENIED_BY_USER: &str = "Tool call denied by user.";
+    pub const DENIED_BY_USER: &str = penguin_omni_protocol::validator::DENIED_BY_USER;
     /// Synthetic output of a call the command policy forbade.
-    pub const DENIED_BY_POLICY: &str = "Tool call denied by policy.";
+    pub const DENIED_BY_POLICY: &str = penguin_omni_protocol::validator::DENIED_BY_POLICY;
     /// Case A placeholder for a committed call whose tool was interrupted.
     pub const INTERRUPTED_BY_USER: &str = "[interrupted: tool aborted by user]";
     /// Abort reason of a user interrupt.

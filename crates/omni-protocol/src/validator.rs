@@ -112,6 +112,7 @@ mod origin;
 mod state;
 
 use state::{Cx, OriginState};
+pub use state::{DENIED_BY_POLICY, DENIED_BY_USER};
 
 /// The stable name of a guarantee a [`Violation`] breaks. See the module docs for each rule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

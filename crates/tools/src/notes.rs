@@ -6,8 +6,9 @@
 /// Written when the call produced neither content nor any other note.
 pub const NO_OUTPUT: &str = "[no output]";
 
-/// Written when the user's interrupt stopped the tool (stop reason `aborted`).
-pub const INTERRUPTED: &str = "[interrupted: tool aborted by user]";
+/// Written when the user's interrupt stopped the tool (stop reason `aborted`): the text the
+/// engine puts in place of an interrupted call's output, so both read the same.
+pub const INTERRUPTED: &str = penguin_engine::texts::INTERRUPTED_BY_USER;
 
 /// `[output truncated: exceeded N chars]`, `N` being the configured cap.
 pub fn truncated(max_chars: usize) -> String {

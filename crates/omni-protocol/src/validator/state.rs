@@ -5,8 +5,10 @@ use std::collections::{BTreeMap, HashSet};
 
 use super::{Rule, Violation};
 
-pub(super) const DENIED_BY_USER: &str = "Tool call denied by user.";
-pub(super) const DENIED_BY_POLICY: &str = "Tool call denied by policy.";
+/// The synthetic output of a call the human denied (the seed's `deny`).
+pub const DENIED_BY_USER: &str = "Tool call denied by user.";
+/// The synthetic output of a call a command policy forbade (`forbidden`).
+pub const DENIED_BY_POLICY: &str = "Tool call denied by policy.";
 
 /// Who pushed a message into the merge queue (within one origin).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use penguin_engine::{Approver, CancellationToken, MessageSink, ToolCallRequest};
 use penguin_omni_protocol::{build, OmniMessage, StopReason, StreamEventType, TextSender};
+use penguin_tools::notes;
 use serde_json::Value;
 
 use super::child::{Child, Exit};
@@ -25,7 +26,6 @@ const TIMEOUT_MARGIN: Duration = Duration::from_secs(1);
 
 pub(crate) const TOO_MANY: &str =
     "[run_subagent error: too many background subagents; poll or finish existing ones first]";
-const INTERRUPTED: &str = "[interrupted: tool aborted by user]";
 
 /// `yield_time_ms`, or the default, within [250 ms, timeout - 1 s].
 pub(crate) fn yield_time(args: &Value, default: Duration) -> Duration {
@@ -113,7 +113,7 @@ impl<'a> Output<'a> {
     }
 
     async fn interrupted(self) {
-        self.close(INTERRUPTED, StopReason::Aborted).await;
+        self.close(notes::INTERRUPTED, StopReason::Aborted).await;
     }
 }
 

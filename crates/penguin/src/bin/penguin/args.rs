@@ -34,7 +34,6 @@ pub(crate) struct ModelArgs {
     /// Scenario file for --provider scripted: the model and tools play its scripts.
     #[arg(long)]
     pub(crate) scenario: Option<PathBuf>,
-    // --- MCP (see mcp.rs) ---
     /// With --provider scripted: the scenario's model calls penguin's real tools (built-in and
     /// MCP) instead of the scenario's scripted ones.
     #[arg(long, requires = "scenario")]
@@ -64,11 +63,9 @@ pub(crate) struct TaskArgs {
     /// Thinking effort: none, low, medium, high, xhigh, max.
     #[arg(long)]
     pub(crate) thinking: Option<ThinkingLevel>,
-    // --- CLI experience (issue 17) ---
     /// Show tool output in full instead of its first line.
     #[arg(long, short = 'v')]
     pub(crate) verbose: bool,
-    // --- end CLI experience ---
 }
 
 #[derive(Subcommand, Debug)]
@@ -86,11 +83,9 @@ pub(crate) enum Command {
         /// The workspace the tools act on (default: the current directory).
         #[arg(long)]
         workspace: Option<PathBuf>,
-        // --- CLI experience (issue 17) ---
         /// Print the system prompt a new session here would get, and exit.
         #[arg(long)]
         print_system_prompt: bool,
-        // --- end CLI experience ---
     },
     /// A conversation over one session (`/help` lists its commands).
     Chat {
@@ -106,11 +101,9 @@ pub(crate) enum Command {
         /// Continue this session (an id or a unique part of one) instead of starting a new one.
         #[arg(long)]
         resume: Option<String>,
-        // --- CLI experience (issue 17) ---
         /// Continue the newest session of this workspace.
         #[arg(long, conflicts_with = "resume")]
         last: bool,
-        // --- end CLI experience ---
     },
     /// Continue a session: run PROMPT in it, or open a chat when no prompt is given.
     Resume {
@@ -126,21 +119,16 @@ pub(crate) enum Command {
         task: TaskArgs,
         #[command(flatten)]
         sandbox: SandboxArgs,
-        // --- CLI experience (issue 17) ---
         /// Continue the newest session of the current workspace.
         #[arg(long)]
         last: bool,
-        // --- end CLI experience ---
     },
     /// List sessions, the current workspace's first, each newest first.
     Sessions {
-        // --- CLI experience (issue 17) ---
         /// Only the current workspace's sessions.
         #[arg(long)]
         here: bool,
-        // --- end CLI experience ---
     },
-    // --- CLI experience (issue 17) ---
     /// Show a stored session as it happened, from its trace (no model needed).
     Show {
         /// The session id, or a unique part of it.
@@ -167,7 +155,6 @@ pub(crate) enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
-    // --- end CLI experience ---
     /// Follow a session on a running `penguin serve`: its history, then what it does live.
     Watch {
         /// The session: its full id, or a unique prefix or tail of it.
