@@ -10,6 +10,9 @@
 //! - across runs every committed tool_call is answered exactly once (carry-over included);
 //! - the abort, when present, is the run's last message.
 
+#[path = "script.rs"]
+mod script;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -195,23 +198,7 @@ fn scenario(g: &Gen) -> Value {
                 }
             }
         }
-        // A complete follows its stop at once: a script that waits between them can be cut
-        // there, and the scripted model then leaves the segment without its complete (the
-        // scenario format's rule), which is a broken script rather than an engine behaviour.
-        let mut after_stop = false;
-        let stream: Vec<Value> = steps
-            .into_iter()
-            .enumerate()
-            .map(|(i, m)| {
-                let delay = if after_stop {
-                    0
-                } else {
-                    req.delays[i % req.delays.len()]
-                };
-                after_stop = m["payload"]["event_type"] == "stop";
-                json!({"delay_ms": delay, "message": m})
-            })
-            .collect();
+        let stream = script::timed_stream(steps, &req.delays);
         let mut entry = json!({"stream": stream});
         if req.outcome != StopReason::Completed {
             entry["outcome"] =

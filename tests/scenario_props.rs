@@ -12,6 +12,9 @@
 //!   image, a non-user text) follows it;
 //! - an output ready at dispatch comes before the model's next message.
 
+#[path = "script.rs"]
+mod script;
+
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -263,22 +266,7 @@ fn scenario(g: &Gen) -> (Value, Vec<String>) {
                 "request": {"cache_read": 0, "cache_write": 10, "output": 2, "total": 12}}}),
             ),
         }
-        // A complete follows its stop at once: a script waiting there could be cut between
-        // them, which breaks the streaming discipline by the script's own doing.
-        let mut after_stop = false;
-        let stream: Vec<Value> = steps
-            .into_iter()
-            .enumerate()
-            .map(|(i, m)| {
-                let delay = if after_stop {
-                    0
-                } else {
-                    req.delays[i % req.delays.len()]
-                };
-                after_stop = m["payload"]["event_type"] == "stop";
-                json!({"delay_ms": delay, "message": m})
-            })
-            .collect();
+        let stream = script::timed_stream(steps, &req.delays);
         entry["stream"] = json!(stream);
         llm.push(entry);
     }
