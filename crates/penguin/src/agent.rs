@@ -245,27 +245,16 @@ impl Agent {
         pick_model: impl FnOnce(&SessionMeta) -> Result<ModelSpec, ConfigError>,
         make_env: impl FnOnce(&Path, &ModelSpec) -> Result<Arc<dyn Environment>, String>,
     ) -> Result<Session, SessionError> {
-        let (mut resumed, writer) = Session::load(&self.location, id, self.durability)?;
+        let (resumed, writer) = Session::load(&self.location, id, self.durability)?;
         let meta = resumed
             .meta
             .clone()
             .expect("load guarantees a session_meta");
         let model = pick_model(&meta)?;
         let env = make_env(Path::new(&meta.workspace), &model).map_err(SessionError::Tools)?;
-        let cx = ModelContext {
-            system_prompt: meta.system_prompt.clone(),
-            tools: env.tools(),
-            // The session itself continues from carry-over and counters: the history is the
-            // model's alone, so it moves rather than being copied.
-            history: std::mem::take(&mut resumed.history),
-            session_tokens: resumed.session_tokens,
-        };
-        let rebuild = model_rebuild(&model, cx.clone());
-        let llm = build_llm(&model, cx)?;
-        let mut session = Session::resume(resumed, writer, self.engine_for(&model), llm, env)?;
-        session.set_model_rebuild(rebuild);
+        let mut session =
+            Session::resume_for_model(resumed, writer, self.engine_for(&model), &model, env)?;
         session.set_command_policy(self.policy());
-        session.enable_compaction(&model);
         Ok(session)
     }
 

@@ -377,7 +377,7 @@ impl SessionFactory for ModelFactory {
     }
 
     fn load(&self, req: &LoadSession) -> Result<Box<dyn HostedSession>, FactoryError> {
-        let (mut resumed, writer, meta) = load(req)?;
+        let (resumed, writer, meta) = load(req)?;
         let mut spec = self.spec.clone();
         if meta.provider != spec.protocol.as_str() {
             return Err(FactoryError::Unrecoverable(format!(
@@ -395,23 +395,11 @@ impl SessionFactory for ModelFactory {
             .map_err(|e| FactoryError::Unrecoverable(format!("stored {e}")))?;
         let env = (self.environment)(Path::new(&meta.workspace), &sandbox, &servers)
             .map_err(FactoryError::Unrecoverable)?;
-        let cx = ModelContext {
-            system_prompt: meta.system_prompt.clone(),
-            tools: env.tools(),
-            // The session itself continues from carry-over and counters: the history is the
-            // model's alone, so it moves rather than being copied.
-            history: std::mem::take(&mut resumed.history),
-            session_tokens: resumed.session_tokens,
-        };
-        let rebuild = model_rebuild(&spec, cx.clone());
-        let llm =
-            build_llm(&spec, cx).map_err(|e| FactoryError::Unrecoverable(format!("model: {e}")))?;
-        let mut session = Session::resume(resumed, writer, self.engine.clone(), llm, env)
-            .map_err(unrecoverable)?;
-        session.set_model_rebuild(rebuild);
+        let mut session =
+            Session::resume_for_model(resumed, writer, self.engine.clone(), &spec, env)
+                .map_err(unrecoverable)?;
         session.set_command_policy(self.policy.clone());
         session.set_sandbox(sandbox);
-        session.enable_compaction(&spec);
         Ok(Box::new(session))
     }
 }

@@ -286,6 +286,37 @@ impl Session {
         ))
     }
 
+    /// Resumes a session with a model built from `spec` for it: the recorded system prompt and
+    /// history, the environment's tools (rebuilt when a connect phase changes them), and
+    /// compaction through the same spec.
+    pub fn resume_for_model(
+        mut resumed: Resumed,
+        writer: Writer,
+        engine_config: EngineConfig,
+        spec: &crate::models::ModelSpec,
+        env: Arc<dyn Environment>,
+    ) -> Result<Session, SessionError> {
+        let system_prompt = resumed
+            .meta
+            .as_ref()
+            .map(|m| m.system_prompt.clone())
+            .unwrap_or_default();
+        let cx = crate::models::ModelContext {
+            system_prompt,
+            tools: env.tools(),
+            // The session itself continues from carry-over and counters: the history is the
+            // model's alone, so it moves rather than being copied.
+            history: std::mem::take(&mut resumed.history),
+            session_tokens: resumed.session_tokens,
+        };
+        let rebuild = crate::models::model_rebuild(spec, cx.clone());
+        let llm = crate::models::build_llm(spec, cx)?;
+        let mut session = Session::resume(resumed, writer, engine_config, llm, env)?;
+        session.set_model_rebuild(rebuild);
+        session.enable_compaction(spec);
+        Ok(session)
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn assemble(
         id: String,
