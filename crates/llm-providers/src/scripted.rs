@@ -71,6 +71,19 @@ pub fn check_keys(
     }
 }
 
+/// One message a script gives verbatim, at `path`: a field it would drop is an error naming
+/// it (`path.payload.colour`), see [`OmniMessage::from_value_exact`].
+pub fn exact_message(v: &Value, path: &str) -> Result<OmniMessage, ScriptError> {
+    OmniMessage::from_value_exact(v.clone()).map_err(|e| {
+        let field = if e.path.is_empty() {
+            path.to_owned()
+        } else {
+            format!("{path}.{}", e.path)
+        };
+        ScriptError::new(field, e.message)
+    })
+}
+
 /// Parses a `stream` array of `{delay_ms, message}` steps.
 pub fn parse_steps(value: &Value, path: &str) -> Result<Vec<Step>, ScriptError> {
     let items = value
@@ -94,14 +107,7 @@ pub fn parse_steps(value: &Value, path: &str) -> Result<Vec<Step>, ScriptError> 
             let msg = obj
                 .get("message")
                 .ok_or_else(|| ScriptError::new(format!("{p}.message"), "missing"))?;
-            let message = OmniMessage::from_value_exact(msg.clone()).map_err(|e| {
-                let field = if e.path.is_empty() {
-                    format!("{p}.message")
-                } else {
-                    format!("{p}.message.{}", e.path)
-                };
-                ScriptError::new(field, e.message)
-            })?;
+            let message = exact_message(msg, &format!("{p}.message"))?;
             Ok(Step {
                 delay: Duration::from_millis(delay),
                 message,

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use penguin_engine::scripted::{ScriptedApprover, ScriptedEnvironment};
 use penguin_engine::{CompactionConfig, EngineConfig};
-use penguin_llm_providers::scripted::{parse_request, parse_steps, ScriptError, ScriptedModel};
+use penguin_llm_providers::scripted::{
+    exact_message, parse_request, parse_steps, ScriptError, ScriptedModel,
+};
 use penguin_omni_protocol::{CompactionMode, OmniMessage};
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -35,17 +37,6 @@ fn ms(v: &Value, path: &str) -> Result<Duration, ScriptError> {
     v.as_u64()
         .map(Duration::from_millis)
         .ok_or_else(|| ScriptError::new(path, "expected a non-negative integer (milliseconds)"))
-}
-
-fn message(v: &Value, path: &str) -> Result<OmniMessage, ScriptError> {
-    OmniMessage::from_value_exact(v.clone()).map_err(|e| {
-        let p = if e.path.is_empty() {
-            path.to_owned()
-        } else {
-            format!("{path}.{}", e.path)
-        };
-        ScriptError::new(p, e.message)
-    })
 }
 
 fn object<'a>(v: &'a Value, path: &str) -> Result<&'a serde_json::Map<String, Value>, ScriptError> {
@@ -110,7 +101,7 @@ fn session(v: &Value) -> Result<ScenarioSession, ScriptError> {
     let one = |key: &str| -> Result<Option<OmniMessage>, ScriptError> {
         match s.get(key) {
             None | Some(Value::Null) => Ok(None),
-            Some(m) => message(m, &format!("session.{key}")).map(Some),
+            Some(m) => exact_message(m, &format!("session.{key}")).map(Some),
         }
     };
     Ok(ScenarioSession {
@@ -166,16 +157,7 @@ fn messages(v: &Value, path: &str) -> Result<Vec<OmniMessage>, ScriptError> {
     items
         .iter()
         .enumerate()
-        .map(|(i, m)| {
-            OmniMessage::from_value_exact(m.clone()).map_err(|e| {
-                let p = if e.path.is_empty() {
-                    format!("{path}[{i}]")
-                } else {
-                    format!("{path}[{i}].{}", e.path)
-                };
-                ScriptError::new(p, e.message)
-            })
-        })
+        .map(|(i, m)| exact_message(m, &format!("{path}[{i}]")))
         .collect()
 }
 
@@ -333,7 +315,7 @@ impl Scenario {
                             .ok_or_else(|| ScriptError::new(format!("{np}.after_ms"), "missing"))?,
                         &format!("{np}.after_ms"),
                     )?;
-                    let msg = message(
+                    let msg = exact_message(
                         e.get("message")
                             .ok_or_else(|| ScriptError::new(format!("{np}.message"), "missing"))?,
                         &format!("{np}.message"),
