@@ -70,6 +70,8 @@ pub struct SessionSummary {
     pub workspace: String,
     /// Trace files (one per model context).
     pub files: Vec<PathBuf>,
+    /// When its trace was last written (the newest file's modification time).
+    pub updated: std::time::SystemTime,
 }
 
 /// A session id that names no session, or more than one.
@@ -326,14 +328,16 @@ impl Agent {
         Ok(files)
     }
 
-    /// Every session with a trace, newest first.
+    /// Every session with a trace, most recently active first.
     pub fn sessions(&self) -> std::io::Result<Vec<SessionSummary>> {
         let mut out: Vec<SessionSummary> = self
             .session_files()?
             .into_iter()
             .map(|(id, paths)| summarize(id, paths))
             .collect();
-        out.sort_by(|a, b| b.id.cmp(&a.id));
+        // Most recently active first: two sessions made in the same second have ids that order
+        // by their random suffix, not by which came last.
+        out.sort_by(|a, b| b.updated.cmp(&a.updated).then_with(|| b.id.cmp(&a.id)));
         Ok(out)
     }
 }
@@ -394,7 +398,13 @@ fn summarize(id: String, files: Vec<PathBuf>) -> SessionSummary {
             ))
         })
         .unwrap_or_default();
+    let updated = files
+        .iter()
+        .filter_map(|f| std::fs::metadata(f).and_then(|m| m.modified()).ok())
+        .max()
+        .unwrap_or(std::time::UNIX_EPOCH);
     SessionSummary {
+        updated,
         model: meta
             .map(|m| format!("{}/{}", m.provider, m.model_id))
             .unwrap_or_default(),

@@ -458,3 +458,32 @@ fn init_completions_and_the_system_prompt() {
         .expect("the project's AGENTS.md");
     assert!(global < project, "nearest last: {prompt}");
 }
+
+#[test]
+fn sessions_made_in_the_same_second_list_the_most_recently_active_first() {
+    let home = tempfile::tempdir().unwrap();
+    let agent = penguin::agent::Agent::at(home.path().to_path_buf()).unwrap();
+    let day = agent.location.traces_dir().join("2026-11-30");
+    std::fs::create_dir_all(&day).unwrap();
+    // Same second; the suffixes order the other way round from the writes.
+    let older = "session-2026-11-30-13-52-35-ffffffff";
+    let newer = "session-2026-11-30-13-52-35-00000000";
+    let base = std::time::SystemTime::now();
+    for (id, at) in [(older, base), (newer, base + Duration::from_millis(5))] {
+        let path = day.join(format!("{id}_1.jsonl"));
+        std::fs::write(&path, "").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(at)
+            .unwrap();
+    }
+    let ids: Vec<String> = agent
+        .sessions()
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(ids, [newer, older]);
+}
