@@ -4,12 +4,13 @@
 //! The model is a stub OpenAI-compatible server on loopback that asks for one `exec_command`
 //! and then answers with text.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use penguin::tools::sandbox::Landlock;
+
+#[path = "support/stub_model.rs"]
+mod stub_model;
 
 fn landlock(test: &str) -> bool {
     match Landlock::probe() {
@@ -21,57 +22,13 @@ fn landlock(test: &str) -> bool {
     }
 }
 
-/// Serves chat completions: a tool call running `cmd` first, then (once the request carries
-/// the tool's output) a text. Returns its base URL.
+/// A tool call running `cmd` first, then (once the request carries the tool's output) a text.
 fn stub_model(cmd: String) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { return };
-            let body = read_request(&mut conn);
-            let args = serde_json::json!({ "cmd": cmd }).to_string();
-            let chunks = if body.contains(r#""role":"tool""#) {
-                vec![
-                    serde_json::json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": "done"}, "finish_reason": null}]}),
-                    serde_json::json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
-                ]
-            } else {
-                vec![
-                    serde_json::json!({"choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "exec_command", "arguments": args}}]}, "finish_reason": null}]}),
-                    serde_json::json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
-                ]
-            };
-            let mut out = String::from(
-                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n",
-            );
-            for c in chunks {
-                out.push_str(&format!("data: {c}\n\n"));
-            }
-            out.push_str("data: [DONE]\n\n");
-            let _ = conn.write_all(out.as_bytes());
-        }
-    });
-    url
-}
-
-fn read_request(conn: &mut std::net::TcpStream) -> String {
-    let mut reader = BufReader::new(conn);
-    let mut length = 0;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-            break;
-        }
-        if let Some((name, value)) = line.split_once(':') {
-            if name.eq_ignore_ascii_case("content-length") {
-                length = value.trim().parse().unwrap_or(0);
-            }
-        }
-    }
-    let mut body = vec![0; length];
-    let _ = reader.read_exact(&mut body);
-    String::from_utf8_lossy(&body).into_owned()
+    let args = serde_json::json!({ "cmd": cmd }).to_string();
+    stub_model::serve(move |body| match stub_model::has_tool_output(body) {
+        true => stub_model::text("done"),
+        false => stub_model::tool_call("exec_command", &args),
+    })
 }
 
 /// A penguin home configured for the stub, a workspace, a temp dir and a directory outside

@@ -3,11 +3,14 @@
 //! connection, HTTP 401 and 503 from a mock server), plus `init`, `completions`,
 //! `--print-system-prompt` and the exit code of an interrupted run.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
+
+#[path = "support/stub_model.rs"]
+mod stub_model;
 
 fn bin(home: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_penguin"));
@@ -165,33 +168,7 @@ fn show_renders_a_stored_session_offline_and_ids_work_by_prefix_or_last() {
 
 /// Answers every request with `status` and a JSON error body; returns the base URL.
 fn mock_server(status: &'static str) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for conn in listener.incoming().take(32) {
-            let Ok(mut conn) = conn else { continue };
-            let mut reader = BufReader::new(conn.try_clone().unwrap());
-            let mut length = 0usize;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    length = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0u8; length];
-            let _ = reader.read_exact(&mut body);
-            let reply = r#"{"error":{"message":"mock says no","type":"mock"}}"#;
-            let _ = write!(
-                conn,
-                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
-                reply.len()
-            );
-        }
-    });
-    format!("http://{addr}/v1")
+    stub_model::serve(move |_| stub_model::Reply::Error(status, "mock says no"))
 }
 
 /// Runs penguin until a stdout line contains `needle` (then kills it), or until it exits.

@@ -1,6 +1,7 @@
 //! The chat as a person uses it, in a pseudo-terminal (util-linux `script`): line editing,
 //! history, Ctrl-C and Ctrl-D at the prompt, slash commands, scoped "always" approvals and
-//! the order of a tool line and its approval question.
+//! the order of a tool line and its approval question, and background work finishing while
+//! the prompt waits.
 //!
 //! Every step waits for the output it reacts to (bounded polling), never for a fixed time.
 
@@ -9,6 +10,9 @@ use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+#[path = "support/stub_model.rs"]
+mod stub_model;
 
 struct Pty {
     child: Child,
@@ -55,6 +59,7 @@ impl Pty {
             .env("PENGUIN_HOME", home)
             .env("HOME", home)
             .env("TERM", "xterm-256color")
+            .env("PENGUIN_STUB_KEY", "k")
             .env_remove("NO_COLOR")
             .env_remove("PENGUIN_MODEL")
             .env_remove("PENGUIN_PROVIDER")
@@ -279,4 +284,56 @@ fn typing_during_a_task_stays_out_of_the_output_and_undelivered_steering_is_offe
     );
     chat.send("\x15/quit\r");
     chat.finish();
+}
+
+#[test]
+fn background_work_that_finishes_at_an_idle_prompt_starts_a_task_and_keeps_the_typed_line() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    // The command finishes when the test says so (a file appears), not after a guessed time.
+    let args = serde_json::json!({
+        "cmd": "while [ ! -e go ]; do sleep 0.05; done; echo built",
+        "run_in_background": true
+    })
+    .to_string();
+    let url = stub_model::serve(move |body| {
+        if body.contains("[background_task_done]") {
+            stub_model::text("The build finished.")
+        } else if stub_model::has_tool_output(body) {
+            stub_model::text("Started it.")
+        } else {
+            stub_model::tool_call("exec_command", &args)
+        }
+    });
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!("default_model = \"stub\"\n[models.stub]\nprotocol = \"openai-chat\"\nbase_url = \"{url}\"\nmodel = \"stub\"\napi_key_env = \"PENGUIN_STUB_KEY\"\n"),
+    )
+    .unwrap();
+    let mut chat = Pty::spawn(home.path(), ws.path(), "chat --yes");
+    chat.wait(READY);
+    chat.wait_prompt_after(READY, 1);
+    chat.send("start the build\r");
+    chat.wait("Started it.");
+    chat.wait_prompt_after("Started it.", 1);
+    // Half a line typed and not sent when the work finishes: kept for the next prompt.
+    chat.send("half a tho");
+    chat.wait("half a tho");
+    std::fs::write(ws.path().join("go"), "").unwrap();
+    chat.wait("(background work finished; telling the model)");
+    chat.wait("The build finished.");
+    chat.wait_prompt_after("The build finished.", 1);
+    let text = chat.text();
+    let after = &text[text.find("The build finished.").unwrap()..];
+    assert!(after.contains("› half a tho"), "{text}");
+    chat.send("\x15/quit\r");
+    chat.finish();
+
+    let users = user_texts(home.path());
+    let notice = users
+        .iter()
+        .find(|t| t.starts_with("[background_task_done]"))
+        .unwrap_or_else(|| panic!("the notice reached the model: {users:?}"));
+    assert!(notice.contains("built"), "{notice}");
+    assert!(!users.iter().any(|t| t.contains("half a tho")), "{users:?}");
 }

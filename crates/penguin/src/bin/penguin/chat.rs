@@ -190,30 +190,38 @@ pub(crate) async fn repl(
         "{} — /help for commands, /quit or Ctrl-D to leave; while a task runs, type to steer it, /abort or Ctrl-C to interrupt",
         session_line(&session)
     );
-    // A background launch that settles while the prompt waits starts a task carrying its notice.
-    // The line editor cannot be interrupted, so on a terminal the notice is announced above the
-    // prompt and goes to the model with the next line (an empty one sends it alone).
+    // A background launch that settles while the prompt waits starts a task carrying its notice:
+    // the notice hook wakes the line editor (or the plain reader's select below).
     let notice = Arc::new(tokio::sync::Notify::new());
     let hook = notice.clone();
     session.on_notice(Arc::new(move || hook.notify_one()));
     let reading = Arc::new(AtomicBool::new(false));
-    if let Some(mut printer) = editor.as_mut().and_then(LineEditor::printer) {
-        let (notice, reading) = (notice.clone(), reading.clone());
+    let waker = editor.as_ref().map(LineEditor::waker);
+    if let Some(waker) = waker.clone() {
+        let notice = notice.clone();
         tokio::spawn(async move {
             loop {
                 notice.notified().await;
-                if reading.load(Ordering::SeqCst) {
-                    let _ = printer.print(
-                        "(background work finished: press Enter to tell the model now, or it goes with your next message)".into(),
-                    );
-                }
+                waker.wake();
             }
         });
     }
     show_background_messages(&session, &console, &mut editor, &reading, task.jsonl);
     loop {
-        let line = match editor.as_mut() {
-            Some(ed) => {
+        let line = match (editor.as_mut(), &waker) {
+            (Some(ed), Some(waker)) => {
+                // Notices that came while no read waited (during a command, or after a task's
+                // last turn) go now; a later one wakes the read.
+                waker.forget();
+                let notices = session.engine().take_notices();
+                if !notices.is_empty() {
+                    tell_the_model(&mut session, notices, &task, &approver, &console, &quit)
+                        .await?;
+                    if quit.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    continue;
+                }
                 reading.store(true, Ordering::SeqCst);
                 let read = ed.read("› ", console.take_next_prompt()).await;
                 reading.store(false, Ordering::SeqCst);
@@ -221,9 +229,15 @@ pub(crate) async fn repl(
                     Input::Line(line) => line,
                     Input::Cleared => continue,
                     Input::End => break,
+                    Input::Woken(typed) => {
+                        if !typed.is_empty() {
+                            console.offer_next_prompt(typed);
+                        }
+                        continue;
+                    }
                 }
             }
-            None => {
+            _ => {
                 eprint!("› ");
                 let _ = std::io::Write::flush(&mut std::io::stderr());
                 // Ctrl-C at the prompt leaves, as it would in any REPL (during a task it
@@ -236,10 +250,9 @@ pub(crate) async fn repl(
                         if notices.is_empty() {
                             continue;
                         }
-                        eprintln!("\n(background work finished; telling the model)");
-                        run_task(&mut session, notices, &task, approver.clone(), &console, Some(&quit))
+                        eprintln!();
+                        tell_the_model(&mut session, notices, &task, &approver, &console, &quit)
                             .await?;
-                        crate::run::INTERRUPTED.store(false, Ordering::SeqCst);
                         if quit.load(Ordering::Relaxed) {
                             break;
                         }
@@ -255,8 +268,8 @@ pub(crate) async fn repl(
             true => None,
             false => command(line),
         };
-        // Notices that arrived at a terminal's prompt go first, with the next prompt (an empty
-        // line sends them alone); a command leaves them queued.
+        // A notice that arrived as the line was accepted goes with it; a command leaves it
+        // queued for the next turn of this loop.
         let notices = match (&editor, &command) {
             (Some(_), None) => session.engine().take_notices(),
             _ => Vec::new(),
@@ -300,20 +313,7 @@ pub(crate) async fn repl(
                     Some(&quit),
                 )
                 .await?;
-                // In chat an interrupted task returns to the prompt, not to the shell.
-                crate::run::INTERRUPTED.store(false, Ordering::SeqCst);
-                if !end.undelivered.is_empty() {
-                    let text = end.undelivered.join("\n");
-                    match console.term() {
-                        Some(_) => {
-                            eprintln!("not delivered to the model (the task ended first); it is in the prompt below to send or edit:");
-                            console.offer_next_prompt(text);
-                        }
-                        None => eprintln!(
-                            "not delivered to the model (the task ended first): {text}"
-                        ),
-                    }
-                }
+                after_task(end, &console);
             }
         }
         if quit.load(Ordering::Relaxed) {
@@ -322,6 +322,46 @@ pub(crate) async fn repl(
     }
     eprintln!("resume with: penguin resume {}", session.id());
     Ok(ExitCode::SUCCESS)
+}
+
+/// Starts a task carrying harness notices (background work settled while nothing ran).
+async fn tell_the_model(
+    session: &mut Session,
+    notices: Vec<penguin::omni_protocol::OmniMessage>,
+    task: &TaskArgs,
+    approver: &Arc<dyn penguin::engine::Approver>,
+    console: &Console,
+    quit: &Arc<AtomicBool>,
+) -> Result<(), String> {
+    eprintln!("(background work finished; telling the model)");
+    let end = run_task(
+        session,
+        notices,
+        task,
+        approver.clone(),
+        console,
+        Some(quit),
+    )
+    .await?;
+    after_task(end, console);
+    Ok(())
+}
+
+/// In chat an interrupted task returns to the prompt, not to the shell, and steering the task
+/// never delivered is offered back.
+fn after_task(end: crate::run::TaskEnd, console: &Console) {
+    crate::run::INTERRUPTED.store(false, Ordering::SeqCst);
+    if end.undelivered.is_empty() {
+        return;
+    }
+    let text = end.undelivered.join("\n");
+    match console.term() {
+        Some(_) => {
+            eprintln!("not delivered to the model (the task ended first); it is in the prompt below to send or edit:");
+            console.offer_next_prompt(text);
+        }
+        None => eprintln!("not delivered to the model (the task ended first): {text}"),
+    }
 }
 
 // ---- Background subagents (see `Session::on_background_message`) ---------------------------

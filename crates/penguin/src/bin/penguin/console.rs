@@ -125,13 +125,21 @@ impl Console {
         }
     }
 
-    /// Offers `text` as the next prompt's starting text.
+    /// Offers `text` as the next prompt's starting text (after what was offered already: a
+    /// half-typed line, then steering a task never delivered).
     pub fn offer_next_prompt(&self, text: String) {
-        *self
+        let mut next = self
             .shared
             .next_prompt
             .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some(text);
+            .unwrap_or_else(|p| p.into_inner());
+        match next.as_mut() {
+            Some(offered) => {
+                offered.push('\n');
+                offered.push_str(&text);
+            }
+            None => *next = Some(text),
+        }
     }
 
     /// The text offered for the next prompt, once.

@@ -1,8 +1,9 @@
 //! The chat prompt's line editor (rustyline): history saved per user in the data root,
 //! multi-line input, completion of slash commands, Ctrl-C clears the line, Ctrl-D on an empty
-//! line leaves.
+//! line leaves, and a [`Waker`] that ends a read from outside (background work finished).
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use rustyline::completion::Completer;
 use rustyline::error::ReadlineError;
@@ -21,10 +22,67 @@ pub enum Input {
     Cleared,
     /// Ctrl-D on an empty line, or the terminal went away.
     End,
+    /// [`Waker::wake`] ended the read; what had been typed so far.
+    Woken(String),
+}
+
+/// Where a read is, for [`Waker`]: rustyline cannot be told to return, but while it reads it
+/// turns SIGINT into "interrupted" (the terminal is raw, so Ctrl-C arrives as a key, not as
+/// this signal). The signal may only be sent while rustyline's handler is installed: from the
+/// first refresh of the line (the helper sees it) until the line is accepted (the validator
+/// sees it). Outside that window a SIGINT would reach the process's own handler instead.
+#[derive(Debug, Default)]
+struct WakeState {
+    phase: Phase,
+    /// A wake was asked for: sent as soon as the read is armed.
+    wanted: bool,
+    /// A SIGINT was sent for the current read.
+    sent: bool,
+    /// The line as last drawn, to give back when woken.
+    typed: String,
+}
+
+#[derive(Debug, Default, PartialEq, Eq, Clone, Copy)]
+enum Phase {
+    /// No read, or one whose line is accepted.
+    #[default]
+    Idle,
+    /// A read started; rustyline may not have installed its handler yet.
+    Starting,
+    /// rustyline is reading with its SIGINT handler installed.
+    Armed,
+}
+
+impl WakeState {
+    fn interrupt(&mut self) {
+        self.sent = true;
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::this(), nix::sys::signal::SIGINT);
+    }
+}
+
+/// Ends the prompt's current (or next) read with [`Input::Woken`], from any thread.
+#[derive(Clone, Debug)]
+pub struct Waker(Arc<Mutex<WakeState>>);
+
+impl Waker {
+    /// Asks for the read to end: now if one is waiting for keys, else as soon as the next one
+    /// starts (until [`Waker::forget`]).
+    pub fn wake(&self) {
+        let mut state = self.0.lock().unwrap();
+        state.wanted = true;
+        if state.phase == Phase::Armed && !state.sent {
+            state.interrupt();
+        }
+    }
+
+    /// Drops a wake asked for earlier: the caller has just looked for what it was about.
+    pub fn forget(&self) {
+        self.0.lock().unwrap().wanted = false;
+    }
 }
 
 #[derive(Debug)]
-struct ChatHelper;
+struct ChatHelper(Arc<Mutex<WakeState>>);
 
 impl Completer for ChatHelper {
     type Candidate = String;
@@ -50,6 +108,20 @@ impl Completer for ChatHelper {
 
 impl Hinter for ChatHelper {
     type Hint = String;
+
+    /// Called on every redraw of the line, from inside the read: the moment it is armed.
+    fn hint(&self, line: &str, _pos: usize, _ctx: &rustyline::Context<'_>) -> Option<String> {
+        let mut state = self.0.lock().unwrap();
+        state.typed.clear();
+        state.typed.push_str(line);
+        if state.phase == Phase::Starting {
+            state.phase = Phase::Armed;
+            if state.wanted && !state.sent {
+                state.interrupt();
+            }
+        }
+        None
+    }
 }
 
 impl Highlighter for ChatHelper {}
@@ -60,6 +132,8 @@ impl Validator for ChatHelper {
         Ok(if ctx.input().ends_with('\\') {
             ValidationResult::Incomplete
         } else {
+            // Accepted: rustyline returns and removes its handler next, so no more wakes.
+            self.0.lock().unwrap().phase = Phase::Idle;
             ValidationResult::Valid(None)
         })
     }
@@ -72,6 +146,10 @@ pub struct LineEditor {
     /// Taken while a read runs on a blocking thread.
     editor: Option<Editor<ChatHelper, FileHistory>>,
     history: PathBuf,
+    wake: Arc<Mutex<WakeState>>,
+    /// Keeps a SIGINT handler installed for the process while rustyline's is not, so a wake
+    /// racing the end of a read is ignored instead of ending penguin.
+    _sigint: Option<tokio::signal::unix::Signal>,
 }
 
 impl std::fmt::Debug for LineEditor {
@@ -95,15 +173,24 @@ impl LineEditor {
             .build();
         let mut editor: Editor<ChatHelper, FileHistory> =
             Editor::with_config(config).map_err(|e| format!("line editor: {e}"))?;
-        editor.set_helper(Some(ChatHelper));
+        let wake = Arc::new(Mutex::new(WakeState::default()));
+        editor.set_helper(Some(ChatHelper(wake.clone())));
         editor.bind_sequence(KeyEvent(KeyCode::Enter, Modifiers::ALT), Cmd::Newline);
         let history = root.join("history");
         // A missing history file is a first run, not an error.
         let _ = editor.load_history(&history);
+        let sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
         Ok(LineEditor {
             editor: Some(editor),
             history,
+            wake,
+            _sigint: sigint,
         })
+    }
+
+    /// A handle that ends a read from another thread.
+    pub fn waker(&self) -> Waker {
+        Waker(self.wake.clone())
     }
 
     /// A printer that writes above the prompt while a read waits (for notices).
@@ -118,6 +205,11 @@ impl LineEditor {
             return Input::End;
         };
         let prompt = prompt.to_owned();
+        {
+            let mut state = self.wake.lock().unwrap();
+            state.phase = Phase::Starting;
+            state.sent = false;
+        }
         let joined = tokio::task::spawn_blocking(move || {
             let read = match &initial {
                 Some(text) => editor.readline_with_initial(&prompt, (text, "")),
@@ -126,10 +218,21 @@ impl LineEditor {
             (editor, read)
         })
         .await;
+        let woken = {
+            let mut state = self.wake.lock().unwrap();
+            state.phase = Phase::Idle;
+            state.sent.then(|| {
+                state.wanted = false;
+                std::mem::take(&mut state.typed)
+            })
+        };
         let Ok((mut editor, read)) = joined else {
             return Input::End;
         };
         let input = match read {
+            Err(ReadlineError::Interrupted) if woken.is_some() => {
+                Input::Woken(woken.unwrap_or_default())
+            }
             Ok(line) => {
                 let line = line.replace("\\\n", "\n");
                 if !line.trim().is_empty() {

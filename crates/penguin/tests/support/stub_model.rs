@@ -1,0 +1,89 @@
+//! A stub OpenAI-compatible model on loopback for the CLI tests: each request's body goes to a
+//! function that says what to answer, so a test scripts a real provider path (HTTP, SSE,
+//! errors) without a model server. Shared by the test binaries through `#[path]`.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+
+/// What the stub answers one request with.
+pub enum Reply {
+    /// `200` and these chat-completion chunks as SSE, then `[DONE]`.
+    Stream(Vec<serde_json::Value>),
+    /// This status line (`503 Service Unavailable`) with an OpenAI-style error body.
+    Error(&'static str, &'static str),
+}
+
+/// Serves until the test process ends; returns the base URL (`http://127.0.0.1:PORT/v1`).
+pub fn serve(reply: impl Fn(&str) -> Reply + Send + 'static) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let body = read_request(&mut conn);
+            let out = match reply(&body) {
+                Reply::Stream(chunks) => {
+                    let mut out = String::from(
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n",
+                    );
+                    for c in chunks {
+                        out.push_str(&format!("data: {c}\n\n"));
+                    }
+                    out.push_str("data: [DONE]\n\n");
+                    out
+                }
+                Reply::Error(status, message) => {
+                    let body = serde_json::json!({"error": {"message": message, "type": "mock"}})
+                        .to_string();
+                    format!(
+                        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    )
+                }
+            };
+            let _ = conn.write_all(out.as_bytes());
+        }
+    });
+    url
+}
+
+/// A streamed answer of `text`.
+pub fn text(text: &str) -> Reply {
+    Reply::Stream(vec![
+        serde_json::json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": null}]}),
+        serde_json::json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+    ])
+}
+
+/// A streamed call of `name` with `arguments` (JSON text), id `call_1`.
+pub fn tool_call(name: &str, arguments: &str) -> Reply {
+    Reply::Stream(vec![
+        serde_json::json!({"choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": name, "arguments": arguments}}]}, "finish_reason": null}]}),
+        serde_json::json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+    ])
+}
+
+/// Whether a request body carries a tool's output (the model's turn after a call).
+pub fn has_tool_output(body: &str) -> bool {
+    body.contains(r#""role":"tool""#)
+}
+
+fn read_request(conn: &mut TcpStream) -> String {
+    let mut reader = BufReader::new(conn);
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.trim().parse().unwrap_or(0);
+            }
+        }
+    }
+    let mut body = vec![0; length];
+    let _ = reader.read_exact(&mut body);
+    String::from_utf8_lossy(&body).into_owned()
+}
