@@ -142,9 +142,19 @@ pub(crate) async fn list_sessions(State(app): State<AppState>) -> ApiResult {
         if app.sessions.is_loaded(&id) {
             continue;
         }
-        let meta = trace_files(&traces, &id)
-            .ok()
-            .and_then(|f| f.first().and_then(|f| first_record(&f.path)));
+        let files = trace_files(&traces, &id).unwrap_or_default();
+        let meta = files.first().and_then(|f| first_record(&f.path));
+        // When its trace was last written: what "last active" means for a session at rest.
+        let written = files
+            .iter()
+            .filter_map(|f| std::fs::metadata(&f.path).and_then(|m| m.modified()).ok())
+            .max()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| {
+                penguin_omni_protocol::Timestamp::from_unix_millis(d.as_millis() as i64)
+                    .as_str()
+                    .to_owned()
+            });
         let p = meta.as_ref().and_then(|m| m.get("payload"));
         let field = |k: &str| {
             p.and_then(|p| p.get(k))
@@ -166,13 +176,17 @@ pub(crate) async fn list_sessions(State(app): State<AppState>) -> ApiResult {
                 .and_then(|m| m.get("timestamp"))
                 .and_then(Value::as_str)
                 .map(str::to_owned),
-            last_active_at: None,
+            last_active_at: written,
             has_trace: true,
             trace_write_failures: 0,
             sandbox: None,
             id,
         });
     }
+    // Most recently active first; ids alone would order two sessions of one second by their
+    // random suffix.
+    let active = |s: &SessionInfo| s.last_active_at.clone().or_else(|| s.created_at.clone());
+    out.sort_by(|a, b| active(b).cmp(&active(a)).then_with(|| b.id.cmp(&a.id)));
     Ok(json_response(
         StatusCode::OK,
         &SessionList { sessions: out },

@@ -1096,6 +1096,61 @@ async fn a_restarted_server_serves_and_resumes_sessions_from_their_traces() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stored_sessions_are_listed_most_recently_active_first() {
+    let first = start(0).await;
+    let mut ids = Vec::new();
+    for text in ["one", "two"] {
+        let id = first.create("read-only").await;
+        let mut s = first.stream(&id, None).await;
+        s.next().await;
+        assert_eq!(first.task(&id, text).await.status, 202);
+        s.until(|e| e.is_state("idle")).await;
+        ids.push(id);
+    }
+    // Whatever their ids say (two sessions of one second order by a random suffix), the one
+    // whose trace was written last comes first.
+    ids.sort();
+    let (older, newer) = (ids[1].clone(), ids[0].clone());
+    let base = std::time::SystemTime::now();
+    let mut stack = vec![first.data_root.clone()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            if p.is_dir() {
+                stack.push(p);
+            } else if name.ends_with(".jsonl") {
+                let at = match name.starts_with(&newer) {
+                    true => base,
+                    false => base - std::time::Duration::from_secs(60),
+                };
+                std::fs::File::options()
+                    .write(true)
+                    .open(&p)
+                    .unwrap()
+                    .set_modified(at)
+                    .unwrap();
+            }
+        }
+    }
+    let root = first.data_root.clone();
+    let second = start_with(0, |o| o.data_root = root).await;
+    let r = second.get("/api/sessions").await;
+    let listed: Vec<&str> = r.body["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, [newer.as_str(), older.as_str()]);
+    assert!(
+        r.body["sessions"][0]["lastActiveAt"].is_string(),
+        "{}",
+        r.body
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_model_runs_behind_a_model_factory() {
     use penguin::engine::scripted::ScriptedEnvironment;
     use penguin::engine::{EngineConfig, Environment};

@@ -52,12 +52,16 @@ pub(crate) fn interrupt_on_ctrl_c(
     cancel: CancellationToken,
     writer: penguin::trace_store::Writer,
 ) -> tokio::task::JoinHandle<()> {
+    // Registered before the task starts, not at its first poll: a Ctrl-C that comes as the
+    // first messages print must interrupt, not kill penguin with the default action.
+    let sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt());
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
+        let Ok(mut sigint) = sigint else { return };
+        if sigint.recv().await.is_some() {
             INTERRUPTED.store(true, Ordering::SeqCst);
             eprintln!("\ninterrupting (Ctrl-C again to exit)");
             cancel.cancel();
-            if tokio::signal::ctrl_c().await.is_ok() {
+            if sigint.recv().await.is_some() {
                 crate::term::restore();
                 let _ = tokio::task::spawn_blocking(move || writer.flush()).await;
                 // Exiting skips destructors: end the session's background commands first.
