@@ -61,11 +61,13 @@ fn group_alive(pid: i32) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_still_running_at_its_wait_is_polled_to_its_end() {
-    let (_dir, tools) = tools();
+    let (dir, tools) = tools();
+    // It runs until the test lets it go, so it is still running at its wait however slow the
+    // machine.
     let (out, stop) = call(
         &tools,
         "exec_command",
-        json!({"cmd": "echo first; sleep 1; echo second", "yield_time_ms": 250}),
+        json!({"cmd": "echo first; while [ ! -e go ]; do sleep .05; done; echo second", "yield_time_ms": 2000}),
     )
     .await;
     assert_eq!(stop, StopReason::Completed, "{out}");
@@ -76,6 +78,7 @@ async fn a_command_still_running_at_its_wait_is_polled_to_its_end() {
     );
     let id = process_id(&out);
     assert_eq!(tools.commands().list().len(), 1);
+    std::fs::write(dir.path().join("go"), "").unwrap();
     // A poll returns only what was not returned before, and the exit once it came.
     let (out, stop) = call(&tools, "input_command", json!({"process_id": id})).await;
     assert_eq!((out.as_str(), stop), ("second\n", StopReason::Completed));
