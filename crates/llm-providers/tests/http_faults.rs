@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use penguin_llm_providers::testing::{check_discipline, describe_all, replay};
+use penguin_llm_providers::testing::{check_discipline, describe, describe_all, replay};
 use penguin_llm_providers::{
     openai_chat::OpenAiChatDecoder, CancellationToken, HttpModel, Llm, LlmOutcome, LlmRequest,
     MessageSink, ModelConfig, OpenAiChat, ToolCallIdAllocator,
@@ -211,11 +211,22 @@ fn done() -> Step {
     Step::Chunk(b"data: [DONE]\n\n".to_vec())
 }
 
+/// The idle timeout of the tests that are not about it: far longer than any gap a busy machine
+/// puts between two chunks of a canned response.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The idle timeout of the tests that are about it.
+const SHORT_IDLE_TIMEOUT: Duration = Duration::from_millis(200);
+
 fn model(server: &Server) -> HttpModel<OpenAiChat> {
+    model_idle(server, IDLE_TIMEOUT)
+}
+
+fn model_idle(server: &Server, idle_timeout: Duration) -> HttpModel<OpenAiChat> {
     let mut config = ModelConfig::new(&server.base_url, "test-model");
     config.api_key = Some("sk-test".into());
     config.system_prompt = "You are terse.".into();
-    config.idle_timeout = Some(Duration::from_millis(200));
+    config.idle_timeout = Some(idle_timeout);
     config.extra_headers = vec![("x-trace".into(), "fault-tests".into())];
     HttpModel::new(config, OpenAiChat::new(), ToolCallIdAllocator::new()).unwrap()
 }
@@ -454,18 +465,19 @@ async fn finish_reason_without_done_still_completes() {
 async fn stall_longer_than_the_idle_timeout_is_a_timeout_without_message() {
     let server = Server::start(vec![Canned::Stream(vec![
         content("wait"),
-        Step::Sleep(Duration::from_millis(1500)),
+        Step::Sleep(Duration::from_secs(5)),
         content("too late"),
         finish("stop", 1, 1),
         done(),
     ])])
     .await;
     let started = std::time::Instant::now();
-    let (got, outcome) = generate(&mut model(&server), request("x")).await;
+    let (got, outcome) = generate(&mut model_idle(&server, SHORT_IDLE_TIMEOUT), request("x")).await;
     assert_eq!(outcome, LlmOutcome::new(StopReason::Timeout));
     assert!(
-        started.elapsed() < Duration::from_millis(1200),
-        "gave up at the idle timeout"
+        started.elapsed() < Duration::from_secs(3),
+        "gave up at the idle timeout, not at the end of the stall: {:?}",
+        started.elapsed()
     );
     assert_eq!(
         &got[2..],
@@ -479,11 +491,11 @@ async fn headers_that_never_come_are_a_timeout() {
     let addr = listener.local_addr().unwrap();
     let holder = tokio::spawn(async move {
         let (socket, _) = listener.accept().await.unwrap();
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        tokio::time::sleep(Duration::from_secs(5)).await;
         drop(socket);
     });
     let mut config = ModelConfig::new(format!("http://{addr}/v1"), "m");
-    config.idle_timeout = Some(Duration::from_millis(200));
+    config.idle_timeout = Some(SHORT_IDLE_TIMEOUT);
     let mut model = HttpModel::new(config, OpenAiChat::new(), ToolCallIdAllocator::new()).unwrap();
     let (got, outcome) = generate(&mut model, request("x")).await;
     assert_eq!(outcome, LlmOutcome::new(StopReason::Timeout));
@@ -510,7 +522,7 @@ async fn a_slow_consumer_does_not_count_toward_the_idle_timeout() {
         done(),
     ])])
     .await;
-    let mut model = model(&server);
+    let mut model = model_idle(&server, SHORT_IDLE_TIMEOUT);
     let mut sink = SlowSink(Vec::new());
     let outcome = model.stream_generate(request("x"), &mut sink).await;
     assert_eq!(outcome, LlmOutcome::completed());
@@ -555,9 +567,24 @@ async fn error_event_after_http_200_is_classified() {
 
 #[tokio::test]
 async fn user_interrupt_mid_stream_is_aborted_and_closes_segments() {
+    /// The user interrupts as soon as the first delta shows.
+    struct InterruptAtFirstDelta {
+        msgs: Vec<OmniMessage>,
+        cancel: CancellationToken,
+    }
+    #[async_trait]
+    impl MessageSink for InterruptAtFirstDelta {
+        async fn emit(&mut self, msg: OmniMessage) {
+            if describe(&msg).contains("/delta ") {
+                self.cancel.cancel();
+            }
+            self.msgs.push(msg);
+        }
+    }
+    // The rest of the call comes only long after the interrupt.
     let server = Server::start(vec![Canned::Stream(vec![
         tool_fragment(Some("call_7"), Some("write"), "{\"x\":"),
-        Step::Sleep(Duration::from_millis(150)),
+        Step::Sleep(Duration::from_secs(5)),
         tool_fragment(None, None, "1}"),
         finish("tool_calls", 1, 1),
         done(),
@@ -565,12 +592,14 @@ async fn user_interrupt_mid_stream_is_aborted_and_closes_segments() {
     .await;
     let mut model = model(&server);
     let req = request("x");
-    let cancel = req.cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(60)).await;
-        cancel.cancel();
-    });
-    let (got, outcome) = generate(&mut model, req).await;
+    let mut sink = InterruptAtFirstDelta {
+        msgs: Vec::new(),
+        cancel: req.cancel.clone(),
+    };
+    let outcome = model.stream_generate(req, &mut sink).await;
+    check_discipline(&sink.msgs)
+        .unwrap_or_else(|e| panic!("discipline: {e}\n{:#?}", describe_all(&sink.msgs)));
+    let got = describe_all(&sink.msgs);
     assert_eq!(outcome, LlmOutcome::new(StopReason::Aborted));
     assert_eq!(
         got,
