@@ -169,11 +169,10 @@ fn texts(msgs: &[Value]) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_command_that_settles_while_idle_starts_a_task_with_its_notice() {
+    // The build finishes only when the test lets it, after the first task ended.
+    let build = "while [ ! -e go ]; do sleep .05; done; echo built";
     let llm = json!([
-        call_turn(
-            "c1",
-            json!({"cmd": "sleep 0.5; echo built", "run_in_background": true})
-        ),
+        call_turn("c1", json!({"cmd": build, "run_in_background": true})),
         text_turn("Started the build."),
         text_turn("The build finished."),
     ]);
@@ -183,6 +182,9 @@ async fn a_background_command_that_settles_while_idle_starts_a_task_with_its_not
         json!({"input": [{"type": "text", "text": "build it in the background"}]}),
     )
     .await;
+    srv.history_until(&id, |m| texts(m).iter().any(|t| t == "Started the build."))
+        .await;
+    std::fs::write(srv._dir.path().join("ws/go"), "").unwrap();
     let msgs = srv
         .history_until(&id, |m| texts(m).iter().any(|t| t == "The build finished."))
         .await;
@@ -191,7 +193,11 @@ async fn a_background_command_that_settles_while_idle_starts_a_task_with_its_not
         .iter()
         .position(|t| t.starts_with("[background_task_done]"))
         .expect("the notice is in the history");
-    assert!(texts[notice].contains("Background command finished: `sleep 0.5; echo built`"));
+    assert!(
+        texts[notice].contains(&format!("Background command finished: `{build}`")),
+        "{}",
+        texts[notice]
+    );
     assert!(texts[notice].contains("built"), "{}", texts[notice]);
     assert_eq!(texts[notice + 1], "The build finished.");
     assert!(
