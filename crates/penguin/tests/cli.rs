@@ -343,9 +343,23 @@ struct Chat {
     seen: Vec<String>,
 }
 
+/// A copy of the interrupt scenario, in `dir`, whose first request ends `final_ms` after its
+/// text stopped streaming: the time a line typed during that request has to reach it.
+fn interrupt_scenario_ending_after(dir: &Path, final_ms: u64) -> PathBuf {
+    let text = std::fs::read_to_string(scenario("interrupt-mid-stream")).unwrap();
+    let mut sc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let last = sc["llm"][0]["stream"]
+        .as_array_mut()
+        .and_then(|steps| steps.last_mut())
+        .expect("the first request streams");
+    last["delay_ms"] = serde_json::json!(final_ms);
+    let path = dir.join(format!("interrupt-mid-stream-{final_ms}.json"));
+    std::fs::write(&path, sc.to_string()).unwrap();
+    path
+}
+
 impl Chat {
-    fn start(home: &Path, ws: &Path) -> Chat {
-        let scenario = scenario("interrupt-mid-stream");
+    fn start(home: &Path, ws: &Path, scenario: &Path) -> Chat {
         let args = [
             "--provider",
             "scripted",
@@ -417,9 +431,13 @@ impl Chat {
 fn chat_lines_typed_during_a_task_steer_it_or_abort_it() {
     let ws = tempfile::tempdir().unwrap();
 
+    let scenarios = tempfile::tempdir().unwrap();
+
     // Steering: typed while the model writes, it reaches the model after the current turn.
+    // The turn lasts seconds after the first delta, so the line arrives within it.
+    let steered = interrupt_scenario_ending_after(scenarios.path(), 5_000);
     let home = tempfile::tempdir().unwrap();
-    let mut chat = Chat::start(home.path(), ws.path());
+    let mut chat = Chat::start(home.path(), ws.path(), &steered);
     chat.type_line("explain the repo");
     chat.until(r#""event_type":"delta""#);
     chat.type_line("faster please");
@@ -430,9 +448,11 @@ fn chat_lines_typed_during_a_task_steer_it_or_abort_it() {
         "{stream}"
     );
 
-    // /abort: the task ends with abort as its last message; the chat goes on.
+    // /abort: the task ends with abort as its last message; the chat goes on. The turn would
+    // last a minute: the abort always comes first.
+    let aborted = interrupt_scenario_ending_after(scenarios.path(), 60_000);
     let home = tempfile::tempdir().unwrap();
-    let mut chat = Chat::start(home.path(), ws.path());
+    let mut chat = Chat::start(home.path(), ws.path(), &aborted);
     chat.type_line("explain the repo");
     chat.until(r#""event_type":"delta""#);
     chat.type_line("/abort");
@@ -485,6 +505,19 @@ fn kill_run_at(home: &Path, ws: &Path, name: &str, yes: bool, needle: &str) {
         seen.last().is_some_and(|l| l.contains(needle)),
         "{name}: never saw {needle}: {seen:#?}"
     );
+    // Records reach the trace from a writer thread: the crash comes once there is a session to
+    // resume (its trace holds a complete record).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !traces(home)
+        .iter()
+        .any(|f| std::fs::read_to_string(f).is_ok_and(|t| t.contains('\n')))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{name}: no trace record was written"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     child.kill().unwrap();
     child.wait().unwrap();
 }
