@@ -84,6 +84,138 @@ pub fn exact_message(v: &Value, path: &str) -> Result<OmniMessage, ScriptError> 
     })
 }
 
+/// [`exact_message`] on JSON text, without a JSON tree for the common message; `path` is
+/// only built for an error.
+pub fn exact_message_json(
+    text: &str,
+    path: impl Fn() -> String,
+) -> Result<OmniMessage, ScriptError> {
+    OmniMessage::from_json_exact(text).map_err(|e| {
+        let path = path();
+        let field = if e.path.is_empty() {
+            path
+        } else {
+            format!("{path}.{}", e.path)
+        };
+        ScriptError::new(field, e.message)
+    })
+}
+
+/// One step as read in a single pass; its message is checked by [`exact_message_json`].
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStep<'a> {
+    #[serde(default)]
+    delay_ms: u64,
+    #[serde(borrow)]
+    message: &'a serde_json::value::RawValue,
+}
+
+/// One `llm` entry as read in a single pass. No stream (absent or null) is rare, and only the
+/// tree way tells the two apart, so it is not read here.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRequest<'a> {
+    #[serde(borrow)]
+    stream: Vec<RawStep<'a>>,
+    #[serde(borrow, default)]
+    outcome: Option<&'a serde_json::value::RawValue>,
+}
+
+fn steps(raw: &[RawStep<'_>], path: impl Fn() -> String) -> Result<Vec<Step>, ScriptError> {
+    raw.iter()
+        .enumerate()
+        .map(|(i, step)| {
+            Ok(Step {
+                delay: Duration::from_millis(step.delay_ms),
+                message: exact_message_json(step.message.get(), || {
+                    format!("{}[{i}].message", path())
+                })?,
+            })
+        })
+        .collect()
+}
+
+fn request(
+    raw: &RawRequest<'_>,
+    path: impl Fn() -> String,
+) -> Result<ScriptedRequest, ScriptError> {
+    let stream = steps(&raw.stream, || format!("{}.stream", path()))?;
+    let outcome = match raw.outcome {
+        None => LlmOutcome::completed(),
+        Some(o) => parse_outcome(&tree(o.get()), &format!("{}.outcome", path()))?,
+    };
+    Ok(ScriptedRequest { stream, outcome })
+}
+
+/// [`parse_steps`] on the JSON text of a `stream` array: each step read straight into its
+/// message; anything unusual is parsed as a tree for the error that names it.
+pub fn parse_steps_json(text: &str, path: &str) -> Result<Vec<Step>, ScriptError> {
+    match serde_json::from_str::<Vec<RawStep<'_>>>(text) {
+        Ok(raw) => steps(&raw, || path.to_owned()),
+        Err(_) => parse_steps(&tree(text), path),
+    }
+}
+
+/// [`parse_request`] on the JSON text of one `llm` entry.
+pub fn parse_request_json(text: &str, path: &str) -> Result<ScriptedRequest, ScriptError> {
+    match serde_json::from_str::<RawRequest<'_>>(text) {
+        Ok(raw) => request(&raw, || path.to_owned()),
+        Err(_) => parse_request(&tree(text), path),
+    }
+}
+
+/// The `llm` array of a scenario from its JSON text, errors naming `llm[i]...`. The whole
+/// array is read in one pass when it is well-formed, entry by entry when not.
+pub fn parse_requests_json(text: &str) -> Result<Vec<ScriptedRequest>, ScriptError> {
+    if let Ok(raw) = serde_json::from_str::<Vec<RawRequest<'_>>>(text) {
+        return raw
+            .iter()
+            .enumerate()
+            .map(|(i, r)| request(r, || format!("llm[{i}]")))
+            .collect();
+    }
+    let items: Vec<&serde_json::value::RawValue> = serde_json::from_str(text)
+        .map_err(|_| ScriptError::new("llm", "expected an array of requests"))?;
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| parse_request_json(item.get(), &format!("llm[{i}]")))
+        .collect()
+}
+
+/// Tool scripts (`{tool_call_id: {stream}}`) from JSON text in one pass, when well-formed;
+/// `None` sends the caller the way that names what is wrong.
+pub fn parse_tool_streams_json(
+    text: &str,
+) -> Option<Result<std::collections::HashMap<String, Vec<Step>>, ScriptError>> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct RawScript<'a> {
+        #[serde(borrow)]
+        stream: Vec<RawStep<'a>>,
+    }
+    let raw: std::collections::HashMap<String, RawScript<'_>> = serde_json::from_str(text).ok()?;
+    // In id order, so the first error named is the same on every run.
+    let mut ids: Vec<&String> = raw.keys().collect();
+    ids.sort();
+    let mut out = std::collections::HashMap::with_capacity(raw.len());
+    for id in ids {
+        match steps(&raw[id].stream, || format!("tools.{id}.stream")) {
+            Ok(s) => {
+                out.insert(id.clone(), s);
+            }
+            Err(e) => return Some(Err(e)),
+        }
+    }
+    Some(Ok(out))
+}
+
+/// The JSON tree of text already known to be JSON (a `RawValue`'s), or `null`.
+fn tree(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or(Value::Null)
+}
+
 /// Parses a `stream` array of `{delay_ms, message}` steps.
 pub fn parse_steps(value: &Value, path: &str) -> Result<Vec<Step>, ScriptError> {
     let items = value

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use crate::Timestamp;
 
 mod event;
+mod exact;
 mod parse;
 
 pub use event::*;

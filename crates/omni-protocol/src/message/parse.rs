@@ -297,7 +297,7 @@ pub struct ParseError {
 }
 
 impl ParseError {
-    fn new(path: impl Into<String>, message: impl Into<String>) -> ParseError {
+    pub(super) fn new(path: impl Into<String>, message: impl Into<String>) -> ParseError {
         ParseError {
             path: path.into(),
             message: message.into(),

@@ -6,7 +6,8 @@ use std::time::Duration;
 use penguin_engine::scripted::{ScriptedApprover, ScriptedEnvironment};
 use penguin_engine::{CompactionConfig, EngineConfig};
 use penguin_llm_providers::scripted::{
-    exact_message, parse_request, parse_steps, ScriptError, ScriptedModel,
+    exact_message, parse_requests_json, parse_steps, parse_tool_streams_json, ScriptError,
+    ScriptedModel,
 };
 use penguin_omni_protocol::{CompactionMode, OmniMessage};
 use serde_json::value::RawValue;
@@ -114,25 +115,18 @@ fn session(v: &Value) -> Result<ScenarioSession, ScriptError> {
     })
 }
 
-/// `llm`, one request at a time.
+/// `llm`.
 fn llm_requests(raw: &RawValue) -> Result<ScriptedModel, ScriptError> {
-    let items: Vec<&RawValue> = serde_json::from_str(raw.get())
-        .map_err(|_| ScriptError::new("llm", "expected an array of requests"))?;
-    let requests = items
-        .iter()
-        .enumerate()
-        .map(|(i, item)| {
-            let v: Value = serde_json::from_str(item.get()).unwrap_or(Value::Null);
-            parse_request(&v, &format!("llm[{i}]"))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(ScriptedModel::new(requests))
+    Ok(ScriptedModel::new(parse_requests_json(raw.get())?))
 }
 
-/// `tools`, one tool at a time.
+/// `tools`: in one pass when well-formed, else one tool at a time for the error.
 fn tool_scripts(raw: &RawValue) -> Result<ScriptedEnvironment, ScriptError> {
     if raw.get().trim() == "null" {
         return Ok(ScriptedEnvironment::default());
+    }
+    if let Some(scripts) = parse_tool_streams_json(raw.get()) {
+        return Ok(ScriptedEnvironment::new(scripts?));
     }
     let items: std::collections::BTreeMap<String, &RawValue> = serde_json::from_str(raw.get())
         .map_err(|_| ScriptError::new("tools", "expected an object keyed by tool_call_id"))?;
@@ -258,14 +252,23 @@ impl Scenario {
             None | Some(Value::Null) => None,
             Some(a) => Some(ScriptedApprover::from_json(a)?),
         };
-        let llm = llm_requests(
-            top.get("llm")
-                .ok_or_else(|| ScriptError::new("llm", "missing"))?,
-        )?;
-        let tools = match top.get("tools") {
-            None => ScriptedEnvironment::default(),
-            Some(raw) => tool_scripts(raw)?,
-        };
+        let llm = top
+            .get("llm")
+            .ok_or_else(|| ScriptError::new("llm", "missing"))?;
+        // The two scripts are most of a large file, and independent: one each per core. An
+        // error in `llm` is named first, as it would be read first.
+        let (llm, tools) = std::thread::scope(|s| {
+            let tools = s.spawn(|| match top.get("tools") {
+                None => Ok(ScriptedEnvironment::default()),
+                Some(raw) => tool_scripts(raw),
+            });
+            let llm = llm_requests(llm);
+            let tools = tools
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            (llm, tools)
+        });
+        let (llm, tools) = (llm?, tools?);
         let runs_v = obj
             .get("runs")
             .ok_or_else(|| ScriptError::new("runs", "missing"))?;
