@@ -126,11 +126,11 @@ fn model_parts(group: &[&ModelPayload]) -> Vec<Value> {
         match p {
             ModelPayload::Thinking(t) => parts.push(with_signature(
                 json!({"text": t.thinking, "thought": true}),
-                t.fidelity.as_ref(),
+                t.fidelity.as_deref(),
             )),
-            ModelPayload::Text(t) if !t.text.is_empty() || t.fidelity.is_some() => {
-                parts.push(with_signature(json!({"text": t.text}), t.fidelity.as_ref()))
-            }
+            ModelPayload::Text(t) if !t.text.is_empty() || t.fidelity.is_some() => parts.push(
+                with_signature(json!({"text": t.text}), t.fidelity.as_deref()),
+            ),
             ModelPayload::ToolCall(c) => {
                 let id = strip_suffix(&c.tool_call_id);
                 let args = match serde_json::from_str::<Value>(&c.arguments) {
@@ -143,7 +143,7 @@ fn model_parts(group: &[&ModelPayload]) -> Vec<Value> {
                 }
                 parts.push(with_signature(
                     json!({"functionCall": call}),
-                    c.fidelity.as_ref(),
+                    c.fidelity.as_deref(),
                 ));
             }
             _ => {}

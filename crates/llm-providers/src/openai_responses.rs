@@ -186,11 +186,11 @@ pub fn to_input_items(msgs: &[OmniMessage]) -> Vec<Value> {
             }
             (Role::Assistant, ModelPayload::Text(t)) => {
                 flush_user(&mut user_parts, &mut out);
-                push_assistant_text(&mut out, &t.text, t.fidelity.as_ref());
+                push_assistant_text(&mut out, &t.text, t.fidelity.as_deref());
             }
             (Role::Assistant, ModelPayload::Thinking(t)) => {
                 flush_user(&mut user_parts, &mut out);
-                match t.fidelity.as_ref().and_then(|f| f.get(REASONING_ITEM)) {
+                match t.fidelity.as_deref().and_then(|f| f.get(REASONING_ITEM)) {
                     Some(item) => out.push(item.clone()),
                     None if !t.thinking.is_empty() => out.push(json!({
                         "type": "reasoning",

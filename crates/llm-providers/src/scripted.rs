@@ -123,17 +123,15 @@ struct RawRequest<'a> {
 }
 
 fn steps(raw: &[RawStep<'_>], path: impl Fn() -> String) -> Result<Vec<Step>, ScriptError> {
-    raw.iter()
-        .enumerate()
-        .map(|(i, step)| {
-            Ok(Step {
-                delay: Duration::from_millis(step.delay_ms),
-                message: exact_message_json(step.message.get(), || {
-                    format!("{}[{i}].message", path())
-                })?,
-            })
-        })
-        .collect()
+    // Sized up front: collecting `Result`s grows the vector by doubling, and a step is large.
+    let mut out = Vec::with_capacity(raw.len());
+    for (i, step) in raw.iter().enumerate() {
+        out.push(Step {
+            delay: Duration::from_millis(step.delay_ms),
+            message: exact_message_json(step.message.get(), || format!("{}[{i}].message", path()))?,
+        });
+    }
+    Ok(out)
 }
 
 fn request(
@@ -169,11 +167,11 @@ pub fn parse_request_json(text: &str, path: &str) -> Result<ScriptedRequest, Scr
 /// array is read in one pass when it is well-formed, entry by entry when not.
 pub fn parse_requests_json(text: &str) -> Result<Vec<ScriptedRequest>, ScriptError> {
     if let Ok(raw) = serde_json::from_str::<Vec<RawRequest<'_>>>(text) {
-        return raw
-            .iter()
-            .enumerate()
-            .map(|(i, r)| request(r, || format!("llm[{i}]")))
-            .collect();
+        let mut out = Vec::with_capacity(raw.len());
+        for (i, r) in raw.iter().enumerate() {
+            out.push(request(r, || format!("llm[{i}]"))?);
+        }
+        return Ok(out);
     }
     let items: Vec<&serde_json::value::RawValue> = serde_json::from_str(text)
         .map_err(|_| ScriptError::new("llm", "expected an array of requests"))?;

@@ -13,8 +13,8 @@ fn event(p: EventPayload) -> OmniMessage {
     OmniMessage::new(Body::Event(p))
 }
 
-fn nonempty(f: Option<Fidelity>) -> Option<Fidelity> {
-    f.filter(|f| !f.is_empty())
+fn nonempty(f: Option<Fidelity>) -> Option<Box<Fidelity>> {
+    f.filter(|f| !f.is_empty()).map(Box::new)
 }
 
 /// A user text; `sender` is kept only when it is not `User`.
@@ -274,7 +274,7 @@ pub fn tool_list_ready(tools: Vec<ToolDefinition>) -> OmniMessage {
 
 /// `session_meta`.
 pub fn session_meta(meta: SessionMeta) -> OmniMessage {
-    OmniMessage::new(Body::SessionMeta(meta))
+    OmniMessage::new(Body::SessionMeta(Box::new(meta)))
 }
 
 /// Restamps a message: used by producers that replay prepared messages (scripts).

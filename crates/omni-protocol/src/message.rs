@@ -167,7 +167,7 @@ pub struct Text {
     pub stop_reason: Option<StopReason>,
     /// Provider wire data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fidelity: Option<Fidelity>,
+    pub fidelity: Option<Box<Fidelity>>,
     /// Who wrote a user text; absent means the user.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sender: Option<TextSender>,
@@ -199,7 +199,7 @@ pub struct InlineData {
     pub stop_reason: Option<StopReason>,
     /// Provider wire data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fidelity: Option<Fidelity>,
+    pub fidelity: Option<Box<Fidelity>>,
 }
 
 /// A complete thinking segment.
@@ -214,7 +214,7 @@ pub struct Thinking {
     pub stop_reason: Option<StopReason>,
     /// Provider wire data (signatures, encrypted reasoning).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fidelity: Option<Fidelity>,
+    pub fidelity: Option<Box<Fidelity>>,
 }
 
 /// A complete tool call.
@@ -233,7 +233,7 @@ pub struct ToolCall {
     pub stop_reason: Option<StopReason>,
     /// Provider wire data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fidelity: Option<Fidelity>,
+    pub fidelity: Option<Box<Fidelity>>,
 }
 
 /// A complete tool output.
@@ -460,8 +460,9 @@ impl ModelPayload {
 /// The three envelope kinds with their payloads.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Body {
-    /// `type: "session_meta"`
-    SessionMeta(SessionMeta),
+    /// `type: "session_meta"` (boxed: it is rare and large, and every message is as large as
+    /// its largest kind)
+    SessionMeta(Box<SessionMeta>),
     /// `type: "model_msg"`
     Model(ModelPayload),
     /// `type: "event_msg"`

@@ -61,7 +61,20 @@ impl Timestamp {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)
             .unwrap_or(0);
-        Timestamp::from_unix_millis(ms)
+        // Messages come thousands to a millisecond: the calendar is worked out once per one.
+        thread_local! {
+            static LAST: std::cell::Cell<Option<(i64, [u8; 24])>> = const { std::cell::Cell::new(None) };
+        }
+        LAST.with(|last| match last.get() {
+            Some((at, bytes)) if at == ms => Timestamp(Repr::Canonical(bytes)),
+            _ => {
+                let t = Timestamp::from_unix_millis(ms);
+                if let Repr::Canonical(bytes) = t.0 {
+                    last.set(Some((ms, bytes)));
+                }
+                t
+            }
+        })
     }
 
     /// The timestamp for `ms` milliseconds after the Unix epoch.

@@ -49,9 +49,10 @@ fn json_non_null() -> impl Strategy<Value = Value> {
     json_value().prop_filter("null reads back as None", |v| !v.is_null())
 }
 
-fn fidelity() -> impl Strategy<Value = Option<Fidelity>> {
+fn fidelity() -> impl Strategy<Value = Option<Box<Fidelity>>> {
     option::of(
-        vec((text(), json_value()), 0..4).prop_map(|kv| kv.into_iter().collect::<Map<_, _>>()),
+        vec((text(), json_value()), 0..4)
+            .prop_map(|kv| Box::new(kv.into_iter().collect::<Map<_, _>>())),
     )
 }
 
@@ -347,7 +348,7 @@ fn message() -> impl Strategy<Value = OmniMessage> {
         // Up to the year 9999: the timestamp format has four year digits.
         0i64..253_402_300_799_999,
         prop_oneof![
-            session_meta().prop_map(Body::SessionMeta),
+            session_meta().prop_map(|m| Body::SessionMeta(Box::new(m))),
             model_payload().prop_map(Body::Model),
             event_payload().prop_map(Body::Event),
         ],

@@ -89,7 +89,7 @@ fn complete_model_messages() {
             data: "ZW5jcnlwdGVk".into(),
             mime_type: "application/octet-stream".into(),
             stop_reason: Some(StopReason::Completed),
-            fidelity: Some(fidelity()),
+            fidelity: Some(Box::new(fidelity())),
         }))),
     );
     snap(

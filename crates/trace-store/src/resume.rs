@@ -255,7 +255,7 @@ fn scan_counters(messages: &[OmniMessage]) -> Scan {
                 session_tokens = *session;
                 last_request_total = request.total;
             }
-            Body::SessionMeta(sm) if meta.is_none() => meta = Some(sm.clone()),
+            Body::SessionMeta(sm) if meta.is_none() => meta = Some(SessionMeta::clone(sm)),
             _ => {}
         }
     }
