@@ -225,14 +225,21 @@ impl Agent {
         Ok(session)
     }
 
-    /// Resumes a session around an already-built model and environment.
+    /// Resumes a session around an already-built model; `make_env` builds the tools for the
+    /// session's recorded workspace.
     pub fn resume_session_with(
         &self,
         id: &str,
         llm: Box<dyn Llm>,
-        env: Arc<dyn Environment>,
+        make_env: impl FnOnce(&Path) -> Result<Arc<dyn Environment>, String>,
     ) -> Result<Session, SessionError> {
         let (resumed, writer) = Session::load(&self.location, id, self.durability)?;
+        let workspace = resumed
+            .meta
+            .as_ref()
+            .map(|m| PathBuf::from(&m.workspace))
+            .unwrap_or_default();
+        let env = make_env(&workspace).map_err(SessionError::Tools)?;
         let mut session = Session::resume(resumed, writer, self.engine.clone(), llm, env)?;
         session.set_command_policy(self.policy());
         Ok(session)

@@ -119,7 +119,9 @@ async fn an_interrupted_session_resumes_with_its_carry_over_first() {
         outcome: LlmOutcome::completed(),
     };
     let (model, log) = scripted(vec![ok], "m");
-    let mut resumed = agent.resume_session_with(&id, model.llm, env).unwrap();
+    let mut resumed = agent
+        .resume_session_with(&id, model.llm, |_| Ok(env))
+        .unwrap();
     let frames: Vec<_> = resumed
         .run(
             vec![build::user_text("go on")],
@@ -214,7 +216,9 @@ async fn a_call_left_open_by_a_crash_gets_the_exited_placeholder() {
         }],
         "m",
     );
-    let mut resumed = agent.resume_session_with(&id, model.llm, env).unwrap();
+    let mut resumed = agent
+        .resume_session_with(&id, model.llm, |_| Ok(env))
+        .unwrap();
     let _: Vec<_> = resumed
         .run(vec![build::user_text("again")], RunOptions::default())
         .unwrap()

@@ -54,24 +54,35 @@ fn fast(s: &str) -> Option<OmniMessage> {
     }
     let payload = env.payload.get();
     let flat: Flat<'_> = serde_json::from_str(payload).ok()?;
-    let tag = flat.tag?;
-    // Each payload type's struct, read directly (its `type` key is the tag, which the struct
-    // does not declare, so `type` is always allowed).
+    let body = model_payload(flat.tag?, payload, Some(&flat.keys))?;
+    Some(OmniMessage {
+        timestamp: env.timestamp.unwrap_or_else(Timestamp::now),
+        body: Body::Model(body),
+        origin: env.origin,
+    })
+}
+
+/// A `model_msg` payload of type `tag` from its text, read as that type's struct directly (not
+/// through serde's buffering of an internally tagged enum). With `keys`, `None` when one of
+/// them is not a field of that type (its `type` key is the tag, always allowed).
+pub(super) fn model_payload(tag: &str, text: &str, keys: Option<&[&str]>) -> Option<ModelPayload> {
     macro_rules! by_tag {
         ($($name:literal => $variant:ident($ty:ty)),* $(,)?) => {
             match tag {
                 $($name => {
-                    let fields = fields_of::<$ty>();
-                    if !flat.keys.iter().all(|k| *k == "type" || fields.contains(k)) {
-                        return None;
+                    if let Some(keys) = keys {
+                        let fields = fields_of::<$ty>();
+                        if !keys.iter().all(|k| *k == "type" || fields.contains(k)) {
+                            return None;
+                        }
                     }
-                    ModelPayload::$variant(serde_json::from_str::<$ty>(payload).ok()?)
+                    ModelPayload::$variant(serde_json::from_str::<$ty>(text).ok()?)
                 })*
                 _ => return None,
             }
         };
     }
-    let body = by_tag! {
+    Some(by_tag! {
         "text" => Text(Text),
         "image_url" => ImageUrl(ImageUrl),
         "inline_data" => InlineData(InlineData),
@@ -83,11 +94,6 @@ fn fast(s: &str) -> Option<OmniMessage> {
         "partial_thinking" => PartialThinking(PartialThinking),
         "partial_tool_call" => PartialToolCall(PartialToolCall),
         "partial_tool_call_output" => PartialToolCallOutput(PartialToolCallOutput),
-    };
-    Some(OmniMessage {
-        timestamp: env.timestamp.unwrap_or_else(Timestamp::now),
-        body: Body::Model(body),
-        origin: env.origin,
     })
 }
 

@@ -38,7 +38,22 @@ impl OmniMessage {
         let payload = env.payload.get();
         let body = match env.kind.as_ref() {
             "session_meta" => Body::SessionMeta(serde_json::from_str(payload).ok()?),
-            "model_msg" => Body::Model(serde_json::from_str(payload).ok()?),
+            "model_msg" => {
+                #[derive(Deserialize)]
+                struct Tag<'a> {
+                    #[serde(rename = "type", borrow)]
+                    tag: std::borrow::Cow<'a, str>,
+                }
+                // Written payloads start with their tag: no pass over a long text to find it.
+                let tag = match payload
+                    .strip_prefix(r#"{"type":""#)
+                    .and_then(|rest| rest.split_once('"'))
+                {
+                    Some((tag, _)) if !tag.contains('\\') => std::borrow::Cow::Borrowed(tag),
+                    _ => serde_json::from_str::<Tag<'_>>(payload).ok()?.tag,
+                };
+                Body::Model(super::exact::model_payload(&tag, payload, None)?)
+            }
             "event_msg" => Body::Event(serde_json::from_str(payload).ok()?),
             _ => return None,
         };

@@ -318,16 +318,11 @@ pub(crate) fn open_session(
         let Source::Scenario(s, real_tools) = pick_source(agent, model)? else {
             unreachable!("scripted gives a scenario")
         };
-        let (meta, _) = penguin::session::Session::load(&agent.location, id, agent.durability)
-            .map_err(|e| e.to_string())?;
-        let workspace = meta
-            .meta
-            .map(|m| PathBuf::from(m.workspace))
-            .unwrap_or_default();
         let Scenario { llm, tools, .. } = *s;
-        let tools = scenario_tools(agent, tools, real_tools, &workspace, confinement)?;
         return agent
-            .resume_session_with(id, Box::new(llm), tools)
+            .resume_session_with(id, Box::new(llm), |workspace| {
+                scenario_tools(agent, tools, real_tools, workspace, confinement)
+            })
             .map_err(|e| e.to_string());
     }
     let mut session = agent
