@@ -351,9 +351,10 @@ impl Channel {
         }
     }
 
-    /// Forgets the in-flight fragments (the run ended).
+    /// Forgets the in-flight fragments of the session's own run (it ended); see
+    /// [`LiveTailTracker::end_run`].
     pub fn clear_live_tail(&self) {
-        self.lock().live_tail.clear();
+        self.lock().live_tail.end_run();
     }
 
     /// Disconnects every subscriber and refuses new ones (their streams end at once). Used when
