@@ -12,7 +12,7 @@ use penguin_omni_protocol::{
 use penguin_trace_store::{data_root, read_trace, Durability, ReadMode, TraceLocation};
 
 use crate::config::{Config, ConfigError};
-use crate::models::{build_llm, model_rebuild, ModelContext, ModelSpec};
+use crate::models::ModelSpec;
 use crate::session::{Session, SessionError, SessionSpec};
 
 /// The system prompt of sessions that do not bring their own.
@@ -155,27 +155,20 @@ impl Agent {
         let system_prompt = system_prompt.unwrap_or_else(|| {
             crate::prompt::system_prompt_for(DEFAULT_SYSTEM_PROMPT, workspace, env.tools())
         });
-        let cx = ModelContext {
-            system_prompt: system_prompt.clone(),
-            tools: env.tools(),
-            ..ModelContext::default()
+        let spec = SessionSpec {
+            location: self.location.clone(),
+            provider: String::new(),
+            model_id: String::new(),
+            context_window: None,
+            system_prompt,
+            workspace: workspace.to_path_buf(),
+            source,
+            durability: self.durability,
+            engine: self.engine_for(model),
         };
-        let rebuild = model_rebuild(model, cx.clone());
-        let llm = build_llm(model, cx)?;
-        let spec = model;
-        let model = SessionModel {
-            llm,
-            provider: spec.protocol.as_str().to_owned(),
-            model_id: spec.model_id.clone(),
-            context_window: spec.context_window,
-        };
-        let mut agent = self.clone();
-        agent.engine = self.engine_for(spec);
-        let mut session =
-            agent.create_session_with(model, workspace, env, Some(system_prompt), source)?;
-        session.set_model_rebuild(rebuild);
-        session.enable_compaction(spec);
-        if let Err(e) = self.record_model(session.id(), spec) {
+        let mut session = Session::create_for_model(spec, model, env)?;
+        session.set_command_policy(self.policy());
+        if let Err(e) = self.record_model(session.id(), model) {
             tracing::warn!(
                 "[penguin] how session {} reaches its model could not be saved ({e}); resuming it will need --model or --provider",
                 session.id()

@@ -32,7 +32,7 @@ use penguin_tools::sandbox::Landlock;
 use penguin_tools::{Sandbox, SandboxRequest};
 use penguin_trace_store::Writer;
 
-use crate::models::{build_llm, model_rebuild, ModelContext, ModelSpec};
+use crate::models::ModelSpec;
 use penguin_llm_providers::scripted::ScriptError;
 
 use crate::scenario::{Scenario, ScenarioError};
@@ -348,31 +348,24 @@ impl SessionFactory for ModelFactory {
             (self.environment)(&workspace, &sandbox, &servers).map_err(FactoryError::Internal)?;
         let system_prompt =
             crate::prompt::system_prompt_for(&self.system_prompt, &workspace, env.tools());
-        let cx = ModelContext {
-            system_prompt: system_prompt.clone(),
-            tools: env.tools(),
-            ..ModelContext::default()
-        };
-        let rebuild = model_rebuild(&spec, cx.clone());
-        let llm =
-            build_llm(&spec, cx).map_err(|e| FactoryError::Internal(format!("model: {e}")))?;
         let session_spec = SessionSpec {
             location: req.location.clone(),
-            provider: spec.protocol.as_str().into(),
-            model_id: spec.model_id.clone(),
-            context_window: spec.context_window,
+            provider: String::new(),
+            model_id: String::new(),
+            context_window: None,
             system_prompt,
             workspace,
             source: None,
             durability: req.durability,
             engine: self.engine.clone(),
         };
-        let mut session = Session::create(session_spec, llm, env)
-            .map_err(|e| FactoryError::Internal(e.to_string()))?;
-        session.set_model_rebuild(rebuild);
+        let mut session =
+            Session::create_for_model(session_spec, &spec, env).map_err(|e| match e {
+                SessionError::Model(e) => FactoryError::Internal(format!("model: {e}")),
+                other => FactoryError::Internal(other.to_string()),
+            })?;
         session.set_command_policy(self.policy.clone());
         session.set_sandbox(sandbox);
-        session.enable_compaction(&spec);
         Ok(Box::new(session))
     }
 

@@ -286,6 +286,30 @@ impl Session {
         ))
     }
 
+    /// Creates a session with a model built from `model` for it: its provider, id and context
+    /// window recorded in `spec` (whatever `spec` said of them), the system prompt and the
+    /// environment's tools given to the model, and compaction through the same spec.
+    pub fn create_for_model(
+        mut spec: SessionSpec,
+        model: &crate::models::ModelSpec,
+        env: Arc<dyn Environment>,
+    ) -> Result<Session, SessionError> {
+        spec.provider = model.protocol.as_str().to_owned();
+        spec.model_id = model.model_id.clone();
+        spec.context_window = model.context_window;
+        let cx = crate::models::ModelContext {
+            system_prompt: spec.system_prompt.clone(),
+            tools: env.tools(),
+            ..crate::models::ModelContext::default()
+        };
+        let rebuild = crate::models::model_rebuild(model, cx.clone());
+        let llm = crate::models::build_llm(model, cx)?;
+        let mut session = Session::create(spec, llm, env)?;
+        session.set_model_rebuild(rebuild);
+        session.enable_compaction(model);
+        Ok(session)
+    }
+
     /// Resumes a session with a model built from `spec` for it: the recorded system prompt and
     /// history, the environment's tools (rebuilt when a connect phase changes them), and
     /// compaction through the same spec.
