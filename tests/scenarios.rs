@@ -178,9 +178,19 @@ fn invalid_scenarios_name_the_field() {
             "approvals.defaults",
         ),
     ];
+    let dir = tempfile::tempdir().unwrap();
     for (text, path) in cases {
         let err = Scenario::parse(text).expect_err(text);
         assert_eq!(err.path, path, "{text}: {err}");
         assert!(!err.message.is_empty());
+        // A file is read as it streams; the error is still the one the whole text gives.
+        let file = dir.path().join("s.json");
+        std::fs::write(&file, text).unwrap();
+        match Scenario::from_file(&file) {
+            Err(penguin::scenario::ScenarioError::Invalid { source, .. }) => {
+                assert_eq!(source, err, "{text}")
+            }
+            other => panic!("{text}: {other:?}"),
+        }
     }
 }

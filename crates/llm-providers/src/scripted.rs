@@ -182,17 +182,19 @@ pub fn parse_requests_json(text: &str) -> Result<Vec<ScriptedRequest>, ScriptErr
         .collect()
 }
 
+/// One tool's script as read in a single pass.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScript<'a> {
+    #[serde(borrow)]
+    stream: Vec<RawStep<'a>>,
+}
+
 /// Tool scripts (`{tool_call_id: {stream}}`) from JSON text in one pass, when well-formed;
 /// `None` sends the caller the way that names what is wrong.
 pub fn parse_tool_streams_json(
     text: &str,
 ) -> Option<Result<std::collections::HashMap<String, Vec<Step>>, ScriptError>> {
-    #[derive(serde::Deserialize)]
-    #[serde(deny_unknown_fields)]
-    struct RawScript<'a> {
-        #[serde(borrow)]
-        stream: Vec<RawStep<'a>>,
-    }
     let raw: std::collections::HashMap<String, RawScript<'_>> = serde_json::from_str(text).ok()?;
     // In id order, so the first error named is the same on every run.
     let mut ids: Vec<&String> = raw.keys().collect();
@@ -207,6 +209,13 @@ pub fn parse_tool_streams_json(
         }
     }
     Some(Ok(out))
+}
+
+/// One tool's script (`{stream}`) from its JSON text, when well-formed; `None` as for
+/// [`parse_tool_streams_json`].
+pub fn parse_tool_stream_json(text: &str, id: &str) -> Option<Result<Vec<Step>, ScriptError>> {
+    let raw: RawScript<'_> = serde_json::from_str(text).ok()?;
+    Some(steps(&raw.stream, || format!("tools.{id}.stream")))
 }
 
 /// The JSON tree of text already known to be JSON (a `RawValue`'s), or `null`.

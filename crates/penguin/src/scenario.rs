@@ -13,6 +13,7 @@ use penguin_llm_providers::scripted::{ScriptError, ScriptedModel};
 use penguin_omni_protocol::{Frame, OmniMessage};
 
 mod parse;
+mod stream;
 
 /// One run of a scenario.
 #[derive(Clone, Debug)]
@@ -288,10 +289,15 @@ impl Scenario {
     /// Reads and parses a scenario file.
     pub fn from_file(path: impl AsRef<std::path::Path>) -> Result<Scenario, ScenarioError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+        let read_error = |source| ScenarioError::Read {
             path: path.to_path_buf(),
             source,
-        })?;
+        };
+        // Read as it streams when it is well-formed; the whole text otherwise, for the error.
+        if let Some(scenario) = stream::read(path).map_err(read_error)? {
+            return Ok(scenario);
+        }
+        let text = std::fs::read_to_string(path).map_err(read_error)?;
         Scenario::parse(&text).map_err(|source| ScenarioError::Invalid {
             path: path.to_path_buf(),
             source,

@@ -1,0 +1,502 @@
+//! Reading a scenario file without holding its text. A large file is mostly its scripts
+//! (`llm`, `tools`): each request and each tool is cut out of the file as it is read, parsed
+//! from its own bytes (on a second thread when it has room, else here) and dropped, so the file's text never
+//! sits in memory beside the messages made from it.
+//!
+//! This path only says yes: anything it does not expect (a malformed file, a script error, a
+//! duplicate key) answers `None`, and the caller parses the whole text with
+//! [`Scenario::parse`], which names what is wrong.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::Path;
+use std::sync::mpsc;
+
+use penguin_engine::scripted::ScriptedEnvironment;
+use penguin_llm_providers::scripted::{
+    parse_request_json, parse_tool_stream_json, ScriptedModel, ScriptedRequest, Step,
+};
+
+use super::Scenario;
+
+/// The scenario in `path`, or `None` when only the whole-text parse can tell what it is.
+pub(super) fn read(path: &Path) -> std::io::Result<Option<Scenario>> {
+    let mut scan = Scanner::new(std::fs::File::open(path)?);
+    let mut requests: Vec<Option<ScriptedRequest>> = Vec::new();
+    let mut tools: HashMap<String, Vec<Step>> = HashMap::new();
+    let mut rest: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut failed = false;
+    std::thread::scope(|s| -> std::io::Result<()> {
+        let (to_helper, inbox) = mpsc::sync_channel::<Piece>(4);
+        let (to_main, parsed) = mpsc::channel::<Parsed>();
+        s.spawn(move || {
+            for piece in inbox {
+                if to_main.send(piece.parse()).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut take = |p: Parsed| match p {
+            Parsed::Request(i, Some(r)) => {
+                if requests.len() <= i {
+                    requests.resize_with(i + 1, || None);
+                }
+                requests[i] = Some(r);
+            }
+            Parsed::Tool(id, Some(steps)) => {
+                failed |= tools.insert(id, steps).is_some();
+            }
+            Parsed::Request(_, None) | Parsed::Tool(_, None) => failed = true,
+        };
+        // A script goes to the helper when it has room for one, else it is parsed here
+        // between reads: the two share the work whatever their speeds.
+        let outcome = scan.top_level(&mut rest, &mut |piece| match to_helper.try_send(piece) {
+            Ok(()) => {}
+            Err(mpsc::TrySendError::Full(piece) | mpsc::TrySendError::Disconnected(piece)) => {
+                take(piece.parse())
+            }
+        });
+        drop(to_helper);
+        for p in parsed.iter() {
+            take(p);
+        }
+        if !outcome? {
+            failed = true;
+        }
+        Ok(())
+    })?;
+    if failed {
+        return Ok(None);
+    }
+    // Everything but the scripts, with empty scripts in their place, goes through the one
+    // parser of scenario fields.
+    let mut text = Vec::from(&b"{"[..]);
+    for (key, value) in &rest {
+        if matches!(key.as_str(), "llm" | "tools") {
+            continue;
+        }
+        text.extend_from_slice(serde_json::to_string(key).unwrap_or_default().as_bytes());
+        text.push(b':');
+        text.extend_from_slice(value);
+        text.push(b',');
+    }
+    for (key, empty) in [("llm", "[]"), ("tools", "{}")] {
+        if rest.iter().any(|(k, _)| k == key) {
+            text.extend_from_slice(format!("\"{key}\":{empty},").as_bytes());
+        }
+    }
+    if text.len() > 1 {
+        text.pop();
+    }
+    text.push(b'}');
+    let Ok(text) = String::from_utf8(text) else {
+        return Ok(None);
+    };
+    let Ok(mut scenario) = Scenario::parse(&text) else {
+        return Ok(None);
+    };
+    let Some(requests) = requests.into_iter().collect::<Option<Vec<_>>>() else {
+        return Ok(None);
+    };
+    scenario.llm = ScriptedModel::new(requests);
+    scenario.tools = ScriptedEnvironment::new(tools);
+    Ok(Some(scenario))
+}
+
+/// One script cut out of the file.
+enum Piece {
+    Request(usize, Vec<u8>),
+    Tool(String, Vec<u8>),
+}
+
+/// A script parsed; `None` when it did not parse.
+enum Parsed {
+    Request(usize, Option<ScriptedRequest>),
+    Tool(String, Option<Vec<Step>>),
+}
+
+impl Piece {
+    fn parse(self) -> Parsed {
+        match self {
+            Piece::Request(i, bytes) => Parsed::Request(
+                i,
+                std::str::from_utf8(&bytes)
+                    .ok()
+                    .and_then(|t| parse_request_json(t, &format!("llm[{i}]")).ok()),
+            ),
+            Piece::Tool(id, bytes) => {
+                let steps = std::str::from_utf8(&bytes)
+                    .ok()
+                    .and_then(|t| parse_tool_stream_json(t, &id))
+                    .and_then(Result::ok);
+                Parsed::Tool(id, steps)
+            }
+        }
+    }
+}
+
+/// Finds where JSON values begin and end (strings, nesting), without checking them: each
+/// value's own parse does that.
+struct Scanner<R> {
+    source: R,
+    buf: Vec<u8>,
+    pos: usize,
+    len: usize,
+}
+
+const CHUNK: usize = 1 << 18;
+
+/// Bytes that open, close or quote (`"{}[]`).
+const NESTING: u8 = 1;
+/// Bytes that end a scalar besides a closing bracket (`,` and whitespace).
+const SCALAR_END: u8 = 2;
+const CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    t[b'"' as usize] = NESTING;
+    t[b'{' as usize] = NESTING;
+    t[b'}' as usize] = NESTING;
+    t[b'[' as usize] = NESTING;
+    t[b']' as usize] = NESTING;
+    t[b',' as usize] = SCALAR_END;
+    t[b' ' as usize] = SCALAR_END;
+    t[b'\t' as usize] = SCALAR_END;
+    t[b'\n' as usize] = SCALAR_END;
+    t[b'\r' as usize] = SCALAR_END;
+    t
+};
+
+impl<R: Read> Scanner<R> {
+    fn new(source: R) -> Scanner<R> {
+        Scanner {
+            source,
+            buf: vec![0; CHUNK],
+            pos: 0,
+            len: 0,
+        }
+    }
+
+    /// The next byte without taking it; `None` at the end of the file.
+    fn peek(&mut self) -> std::io::Result<Option<u8>> {
+        if self.pos == self.len {
+            self.pos = 0;
+            self.len = loop {
+                match self.source.read(&mut self.buf) {
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    other => break other?,
+                }
+            };
+            if self.len == 0 {
+                return Ok(None);
+            }
+        }
+        Ok(Some(self.buf[self.pos]))
+    }
+
+    fn skip_ws(&mut self) -> std::io::Result<Option<u8>> {
+        while let Some(b) = self.peek()? {
+            if !matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+                return Ok(Some(b));
+            }
+            self.pos += 1;
+        }
+        Ok(None)
+    }
+
+    /// Takes `want` after optional whitespace; false when something else comes.
+    fn eat(&mut self, want: u8) -> std::io::Result<bool> {
+        if self.skip_ws()? == Some(want) {
+            self.pos += 1;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Copies a string (its quotes included) into `out`; false when the file ends inside it.
+    fn string(&mut self, out: &mut Vec<u8>) -> std::io::Result<bool> {
+        out.push(b'"');
+        self.pos += 1;
+        loop {
+            if self.peek()?.is_none() {
+                return Ok(false);
+            }
+            let chunk = &self.buf[self.pos..self.len];
+            match memchr::memchr2(b'"', b'\\', chunk) {
+                None => {
+                    out.extend_from_slice(chunk);
+                    self.pos = self.len;
+                }
+                Some(i) => {
+                    out.extend_from_slice(&chunk[..=i]);
+                    self.pos += i + 1;
+                    if chunk[i] == b'"' {
+                        return Ok(true);
+                    }
+                    // The escaped byte, whatever it is, cannot end the string.
+                    match self.peek()? {
+                        Some(b) => {
+                            out.push(b);
+                            self.pos += 1;
+                        }
+                        None => return Ok(false),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Copies one value into `out`; false when it is cut short.
+    fn value(&mut self, out: &mut Vec<u8>) -> std::io::Result<bool> {
+        let mut depth = 0usize;
+        loop {
+            if self.peek()?.is_none() {
+                // Only a scalar may end with the file; the caller then finds nothing after it.
+                return Ok(depth == 0 && !out.is_empty());
+            }
+            // Up to the next byte that matters here, in one copy.
+            let chunk = &self.buf[self.pos..self.len];
+            let stops = if depth == 0 {
+                NESTING | SCALAR_END
+            } else {
+                NESTING
+            };
+            let Some(i) = chunk
+                .iter()
+                .position(|&b| CLASS[usize::from(b)] & stops != 0)
+            else {
+                out.extend_from_slice(chunk);
+                self.pos = self.len;
+                continue;
+            };
+            out.extend_from_slice(&chunk[..i]);
+            self.pos += i;
+            match chunk[i] {
+                b'"' => {
+                    if !self.string(out)? {
+                        return Ok(false);
+                    }
+                    if depth == 0 {
+                        return Ok(true);
+                    }
+                }
+                b @ (b'{' | b'[') => {
+                    depth += 1;
+                    out.push(b);
+                    self.pos += 1;
+                }
+                b @ (b'}' | b']') => {
+                    if depth == 0 {
+                        // A scalar ends where its container does.
+                        return Ok(!out.is_empty());
+                    }
+                    depth -= 1;
+                    out.push(b);
+                    self.pos += 1;
+                    if depth == 0 {
+                        return Ok(true);
+                    }
+                }
+                // `,` or whitespace after a scalar.
+                _ => return Ok(!out.is_empty()),
+            }
+        }
+    }
+
+    /// A key: a string, then `:`. `None` when it is not one.
+    fn key(&mut self) -> std::io::Result<Option<String>> {
+        let mut raw = Vec::new();
+        if self.skip_ws()? != Some(b'"') || !self.string(&mut raw)? || !self.eat(b':')? {
+            return Ok(None);
+        }
+        Ok(serde_json::from_slice(&raw).ok())
+    }
+
+    /// After a member or element: true for `,`, false for `close`; `None` for anything else.
+    fn next_or_close(&mut self, close: u8) -> std::io::Result<Option<bool>> {
+        match self.skip_ws()? {
+            Some(b',') => {
+                self.pos += 1;
+                Ok(Some(true))
+            }
+            Some(b) if b == close => {
+                self.pos += 1;
+                Ok(Some(false))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// The top-level object: `llm` elements and `tools` members to `script`, every other
+    /// member (and `llm`/`tools` themselves, with an empty value) to `rest`. False when the file is
+    /// not one object of that shape.
+    fn top_level(
+        &mut self,
+        rest: &mut Vec<(String, Vec<u8>)>,
+        script: &mut dyn FnMut(Piece),
+    ) -> std::io::Result<bool> {
+        if !self.eat(b'{')? {
+            return Ok(false);
+        }
+        if self.skip_ws()? == Some(b'}') {
+            self.pos += 1;
+            return Ok(self.skip_ws()?.is_none());
+        }
+        loop {
+            let Some(key) = self.key()? else {
+                return Ok(false);
+            };
+            if rest.iter().any(|(k, _)| *k == key) {
+                return Ok(false);
+            }
+            let mut value = Vec::new();
+            let whole = match key.as_str() {
+                "llm" => self.elements(script)?,
+                "tools" => self.members(script)?,
+                _ => {
+                    self.skip_ws()?;
+                    self.value(&mut value)?
+                }
+            };
+            if !whole {
+                return Ok(false);
+            }
+            rest.push((key, value));
+            match self.next_or_close(b'}')? {
+                Some(true) => continue,
+                Some(false) => return Ok(self.skip_ws()?.is_none()),
+                None => return Ok(false),
+            }
+        }
+    }
+
+    /// The `llm` array, one request at a time.
+    fn elements(&mut self, script: &mut dyn FnMut(Piece)) -> std::io::Result<bool> {
+        if !self.eat(b'[')? {
+            return Ok(false);
+        }
+        if self.skip_ws()? == Some(b']') {
+            self.pos += 1;
+            return Ok(true);
+        }
+        for i in 0.. {
+            let mut value = Vec::new();
+            self.skip_ws()?;
+            if !self.value(&mut value)? {
+                return Ok(false);
+            }
+            script(Piece::Request(i, value));
+            match self.next_or_close(b']')? {
+                Some(true) => {}
+                Some(false) => return Ok(true),
+                None => return Ok(false),
+            }
+        }
+        Ok(false)
+    }
+
+    /// The `tools` object, one tool at a time.
+    fn members(&mut self, script: &mut dyn FnMut(Piece)) -> std::io::Result<bool> {
+        if !self.eat(b'{')? {
+            return Ok(false);
+        }
+        if self.skip_ws()? == Some(b'}') {
+            self.pos += 1;
+            return Ok(true);
+        }
+        loop {
+            let Some(id) = self.key()? else {
+                return Ok(false);
+            };
+            let mut value = Vec::new();
+            self.skip_ws()?;
+            if !self.value(&mut value)? {
+                return Ok(false);
+            }
+            script(Piece::Tool(id, value));
+            match self.next_or_close(b'}')? {
+                Some(true) => {}
+                Some(false) => return Ok(true),
+                None => return Ok(false),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(text: &str) -> Vec<String> {
+        let mut scan = Scanner::new(text.as_bytes());
+        let mut out = Vec::new();
+        loop {
+            let mut v = Vec::new();
+            if scan.skip_ws().unwrap().is_none() {
+                return out;
+            }
+            assert!(scan.value(&mut v).unwrap(), "{text}");
+            out.push(String::from_utf8(v).unwrap());
+            scan.eat(b',').unwrap();
+        }
+    }
+
+    #[test]
+    fn values_end_where_json_says() {
+        assert_eq!(
+            values(r#"{"a":"}\"]"} , [1,[2,{}]], "x\\" ,12,true"#),
+            [r#"{"a":"}\"]"}"#, "[1,[2,{}]]", r#""x\\""#, "12", "true"]
+        );
+    }
+
+    #[test]
+    fn a_value_across_many_reads_is_whole() {
+        // Longer than a read, with an escape at every position relative to its boundaries.
+        let long = format!("\"{}\"", "ab\\\"c".repeat(CHUNK / 2));
+        assert_eq!(
+            values(&format!("[{long},{long}]")),
+            [format!("[{long},{long}]")]
+        );
+    }
+
+    #[test]
+    fn a_cut_or_odd_file_is_left_to_the_whole_text_parse() {
+        for text in [
+            r#"{"llm": [{"stream": []}"#,
+            r#"{"llm": [], "llm": []}"#,
+            r#"[]"#,
+            r#"{"llm": [] "runs": []}"#,
+            r#"{"tools": null, "llm": []}"#,
+        ] {
+            let mut scan = Scanner::new(text.as_bytes());
+            let ok = scan.top_level(&mut Vec::new(), &mut |_| {}).unwrap();
+            assert!(!ok, "{text}");
+        }
+    }
+
+    #[test]
+    fn every_well_formed_scenario_streams_and_runs_as_its_whole_text() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/scenarios");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if !path.to_string_lossy().ends_with(".json") {
+                continue;
+            }
+            let streamed = read(&path).unwrap().unwrap_or_else(|| panic!("{path:?}"));
+            let whole = Scenario::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            let run = |s: Scenario| {
+                let out = crate::scenario::run_scenario_blocking(s).unwrap();
+                // Stamps are wall-clock; everything else must be the same.
+                let strip = |frames: &[penguin_omni_protocol::Frame]| -> Vec<String> {
+                    frames
+                        .iter()
+                        .map(|f| f.json().split_once(",").map(|(_, r)| r.to_owned()).unwrap())
+                        .collect()
+                };
+                (strip(&out.stream), strip(&out.trace), out.requests.len())
+            };
+            assert_eq!(run(streamed), run(whole), "{path:?}");
+            seen += 1;
+        }
+        assert!(seen > 10, "{seen}");
+    }
+}
