@@ -351,10 +351,9 @@ impl Channel {
         }
     }
 
-    /// Forgets the in-flight fragments of the session's own run (it ended); see
-    /// [`LiveTailTracker::end_run`].
+    /// Forgets the in-flight fragments (the run ended).
     pub fn clear_live_tail(&self) {
-        self.lock().live_tail.end_run();
+        self.lock().live_tail.clear();
     }
 
     /// Disconnects every subscriber and refuses new ones (their streams end at once). Used when

@@ -264,18 +264,9 @@ impl LiveTailTracker {
         &self.open
     }
 
-    /// Forgets everything.
+    /// Forgets everything (the run ended).
     pub fn clear(&mut self) {
         self.open.clear();
-    }
-
-    /// Forgets what the session's own run left open (the run ended). Fragments with an origin
-    /// stay until they close: a background subagent streams on past its parent's run, and a
-    /// client that connects then must still get what it streamed so far. (A foreground child's
-    /// segments close before its parent's run ends: an engine closes what it opened, even on
-    /// abort.)
-    pub fn end_run(&mut self) {
-        self.open.retain(|f| !f.key.origin.is_empty());
     }
 
     /// True when nothing is in flight.
@@ -311,22 +302,6 @@ mod tests {
                 (p.type_name().to_owned(), p.content().unwrap().to_owned())
             })
             .collect()
-    }
-
-    #[test]
-    fn the_end_of_a_run_keeps_what_a_background_child_still_streams() {
-        let mut t = LiveTailTracker::new();
-        t.observe(&build::partial_text(Start, "parent", OK));
-        t.observe(&build::partial_text(Start, "child so far", OK).with_origin("kid"));
-        t.end_run();
-        assert_eq!(
-            contents(&t),
-            [("partial_text".to_owned(), "child so far".to_owned())]
-        );
-        t.observe(&build::partial_text(Delta, ", more", OK).with_origin("kid"));
-        assert_eq!(contents(&t)[0].1, "child so far, more");
-        t.observe(&build::assistant_text("child so far, more", OK).with_origin("kid"));
-        assert!(t.is_empty());
     }
 
     #[test]
