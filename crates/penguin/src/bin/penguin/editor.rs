@@ -30,7 +30,10 @@ pub enum Input {
 /// turns SIGINT into "interrupted" (the terminal is raw, so Ctrl-C arrives as a key, not as
 /// this signal). The signal may only be sent while rustyline's handler is installed: from the
 /// first refresh of the line (the helper sees it) until the line is accepted (the validator
-/// sees it). Outside that window a SIGINT would reach the process's own handler instead.
+/// sees it). Outside that window a SIGINT would reach the process's own handler instead. One
+/// race remains: a read ended by Ctrl-C or Ctrl-D is marked over only once rustyline returns,
+/// so a wake in the microseconds between reaches the process's handler, and a task started
+/// right then could take it as an interrupt.
 #[derive(Debug, Default)]
 struct WakeState {
     phase: Phase,
