@@ -1,7 +1,8 @@
 //! Background work of a served session: commands listed and killed over the API; a background
 //! launch that settles while the session is idle starts a task carrying its notice; a
 //! background subagent's messages published live on the session's channel, and its approval
-//! requests waiting for their human past the end of the task that launched it.
+//! requests waiting for their human past the end of the task that launched it, and withdrawn
+//! when the child is killed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -94,23 +95,28 @@ impl Drop for Server {
     }
 }
 
-async fn start(llm: Value) -> (Server, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
-    let mut opts = ServeOptions::new(Arc::new(RealTools { llm }));
+/// Serves `factory` on a free loopback port; `dir` lives as long as the server.
+async fn serve(factory: impl SessionFactory + 'static, dir: tempfile::TempDir) -> Server {
+    let mut opts = ServeOptions::new(Arc::new(factory));
     opts.data_root = dir.path().join("data");
     let state = AppState::new(&opts, TOKEN);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let app = router(state.clone());
     tokio::spawn(async move { axum::serve(listener, app).await });
-    let srv = Server {
+    Server {
         base,
         http: reqwest::Client::new(),
         state,
         _dir: dir,
-    };
+    }
+}
+
+async fn start(llm: Value) -> (Server, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let srv = serve(RealTools { llm }, dir).await;
     let created = srv
         .post(
             "/api/sessions",
@@ -311,6 +317,8 @@ struct WithSubagents {
     child: Value,
     child_tools: Value,
     gate: Arc<tokio::sync::Notify>,
+    /// The parent's tools, for a test that reaches its background work directly.
+    env: Arc<std::sync::Mutex<Option<Arc<dyn penguin::engine::Environment>>>>,
 }
 
 impl SessionFactory for WithSubagents {
@@ -345,6 +353,7 @@ impl SessionFactory for WithSubagents {
             Arc::new(Gate(self.gate.clone())),
             spawner,
         ));
+        *self.env.lock().unwrap() = Some(env.clone());
         let llm = ScriptedModel::from_json(&self.parent).map_err(|e| internal(&e))?;
         let session = Session::create(spec(None), Box::new(llm), env).map_err(|e| internal(&e))?;
         Ok(Box::new(session))
@@ -470,20 +479,9 @@ async fn a_background_subagent_streams_live_asks_past_its_launching_task_and_rep
         ]),
         child_tools: json!({"c_make": {"stream": [step(model(json!({"type": "tool_call_output", "role": "user", "output": "ok", "tool_call_id": "c_make", "stop_reason": "completed"})))]}}),
         gate: gate.clone(),
+        env: Default::default(),
     };
-    let mut opts = ServeOptions::new(Arc::new(factory));
-    opts.data_root = dir.path().join("data");
-    let state = AppState::new(&opts, TOKEN);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let app = router(state.clone());
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    let srv = Server {
-        base,
-        http: reqwest::Client::new(),
-        state,
-        _dir: dir,
-    };
+    let srv = serve(factory, dir).await;
     // Read-only: the parent's own tools run unasked, the child's command waits for a human.
     let created = srv
         .post(
@@ -603,4 +601,116 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_a_background_subagent_that_waits_for_approval_withdraws_its_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let env = Arc::new(std::sync::Mutex::new(None));
+    let factory = WithSubagents {
+        parent: json!([
+            named_call_turn(
+                "run_subagent",
+                "call_bg",
+                json!({"prompt": "deploy", "run_in_background": true})
+            ),
+            named_call_turn("wait", "call_wait", json!({})),
+            text_turn("Started."),
+        ]),
+        child: json!([
+            named_call_turn("exec_command", "c_deploy", json!({"cmd": "make deploy"})),
+            text_turn("Never said."),
+        ]),
+        child_tools: json!({}),
+        gate: gate.clone(),
+        env: env.clone(),
+    };
+    let srv = serve(factory, dir).await;
+    let created = srv
+        .post(
+            "/api/sessions",
+            json!({"workspace": ws.display().to_string(), "approvalMode": "read-only"}),
+        )
+        .await;
+    let id = created["session"]["id"].as_str().unwrap().to_owned();
+    let mut events = Events::open(&srv, &id).await;
+    srv.post(
+        &format!("/api/sessions/{id}/tasks"),
+        json!({"input": [{"type": "text", "text": "deploy it"}]}),
+    )
+    .await;
+    events
+        .until("the child's approval request", |e| {
+            e.server && e.data["type"] == "approval_request"
+        })
+        .await;
+    gate.notify_one();
+    events.until("the launching task's end", idle).await;
+
+    // Killed the way the model's kill_subagent or the host would: through its background work.
+    let parent_env = env
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("the session was created");
+    let work = parent_env
+        .background()
+        .expect("the subagent tools keep background work");
+    let child = work
+        .tasks()
+        .into_iter()
+        .find(|t| t.running)
+        .expect("the child runs");
+    assert!(work.kill(&child.id));
+
+    // Its request leaves the pending list, which a connecting client is offered right after
+    // the task state. A title change marks the end of that offer on the new stream.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut late = Events::open(&srv, &id).await;
+        late.until("the initial state", |e| {
+            e.server && e.data["type"] == "task_state"
+        })
+        .await;
+        let r = srv
+            .http
+            .patch(format!("{}/api/sessions/{id}", srv.base))
+            .bearer_auth(TOKEN)
+            .json(&json!({"title": "marker"}))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success());
+        late.until("the title change", |e| {
+            e.server && e.data["type"] == "session_title"
+        })
+        .await;
+        let offered = late
+            .seen
+            .iter()
+            .any(|e| e.server && e.data["type"] == "approval_request");
+        if !offered {
+            break;
+        }
+        // The kill reaches the waiting call on the child's own task: poll, bounded.
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a new client is still offered the killed child's call"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // And nothing is left to answer.
+    let r = srv
+        .http
+        .post(format!("{}/api/sessions/{id}/approvals/c_deploy", srv.base))
+        .bearer_auth(TOKEN)
+        .json(&json!({"decision": "allow"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    assert!(work.tasks().iter().all(|t| !t.running));
 }
