@@ -568,7 +568,17 @@ impl Browser {
                 Err(err) => Err(err),
             };
             match typed {
-                Ok(()) => return,
+                // Keys go to whatever has focus when they arrive: on a loaded machine a redraw
+                // can take it between the clear and the typing. Typed is what the field holds.
+                Ok(()) => match e.prop("value").await {
+                    Ok(Some(v)) if v == text => return,
+                    Ok(v) if Instant::now() >= deadline => {
+                        panic!("{css} holds {v:?} after typing {text:?}")
+                    }
+                    Ok(_) => continue,
+                    Err(err) if is_stale(&err) && Instant::now() < deadline => continue,
+                    Err(err) => panic!("cannot read {css}: {err}"),
+                },
                 Err(err) if is_stale(&err) && Instant::now() < deadline => continue,
                 Err(err) => panic!("cannot type into {css}: {err}"),
             }
@@ -841,8 +851,29 @@ async fn sign_in_then_list_create_rename_and_delete_sessions() {
     assert!(text.contains("idle"), "{text}");
     b.shot("list-with-session").await;
 
-    // Rename from the list, then delete.
+    // Rename from the list, then delete. A session created meanwhile redraws the list; the
+    // field being typed in keeps its focus.
     b.click(&format!("{row} button[data-action=rename]")).await;
+    let (status, other) = srv
+        .call(reqwest::Method::POST, "/api/sessions", Some(json!({})))
+        .await;
+    assert_eq!(status, 201, "{other}");
+    let other = other["session"]["id"].as_str().unwrap().to_owned();
+    b.until(
+        "the other session's row",
+        &format!("return !!document.querySelector('tr[data-session=\"{other}\"]')"),
+    )
+    .await;
+    let focused = b
+        .js(&format!(
+            "return document.activeElement === document.querySelector('{row} input[name=title]')"
+        ))
+        .await;
+    assert_eq!(
+        focused,
+        json!(true),
+        "the title field lost its focus to a redraw"
+    );
     b.type_into(&format!("{row} input[name=title]"), "Renamed twice")
         .await;
     b.click(&format!("{row} button[data-action=save-title]"))

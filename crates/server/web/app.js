@@ -34,6 +34,26 @@ function h(tag, attrs, ...children) {
   return e;
 }
 
+// Makes `parent`'s children exactly `nodes`, moving only what is out of place: a node taken
+// out of the document, even to be put back at once, loses focus, so someone typing in a kept
+// row would find the next keys going nowhere.
+function placeChildren(parent, nodes) {
+  const focused = document.activeElement;
+  const selection = focused && "selectionStart" in focused ? [focused.selectionStart, focused.selectionEnd] : null;
+  nodes.forEach((node, i) => {
+    if (parent.children[i] !== node) parent.insertBefore(node, parent.children[i] || null);
+  });
+  while (parent.children.length > nodes.length) parent.lastElementChild.remove();
+  if (focused && focused !== document.activeElement && focused.isConnected) {
+    focused.focus();
+    try {
+      if (selection) focused.setSelectionRange(...selection);
+    } catch {
+      // Not every input type has a selection to put back.
+    }
+  }
+}
+
 function navigate(path) {
   if (location.pathname !== path) history.pushState(null, "", path);
   route();
@@ -208,7 +228,7 @@ function sessionList() {
           .filter((tr) => tr.dataset.editing || sessions.some((s) => tr.dataset.info === JSON.stringify(s)))
           .map((tr) => [tr.dataset.session, tr]),
       );
-      rows.replaceChildren(...sessions.map((s) => kept.get(s.id) || row(s)));
+      placeChildren(rows, sessions.map((s) => kept.get(s.id) || row(s)));
       empty.hidden = sessions.length > 0;
       app.dataset.loaded = "true";
     } catch (err) {
