@@ -455,34 +455,41 @@ fn says(ev: &Ev, text: &str) -> bool {
     !ev.server && ev.data["payload"]["text"] == text
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_background_subagent_streams_live_asks_past_its_launching_task_and_reports_to_an_idle_session(
-) {
+/// A served read-only session whose parent launches `prompt` as a background subagent that
+/// plays `child`, then sits in a `wait` the test releases through `gate`, then plays `then`.
+/// Returned once the child asks for approval of its first call (the parent's own tools run
+/// unasked).
+struct Delegated {
+    srv: Server,
+    id: String,
+    events: Events,
+    gate: Arc<tokio::sync::Notify>,
+    env: Arc<std::sync::Mutex<Option<Arc<dyn penguin::engine::Environment>>>>,
+}
+
+async fn delegate(prompt: &str, then: Vec<Value>, child: Value, child_tools: Value) -> Delegated {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
     let gate = Arc::new(tokio::sync::Notify::new());
+    let env = Arc::new(std::sync::Mutex::new(None));
+    let mut parent = vec![
+        named_call_turn(
+            "run_subagent",
+            "call_bg",
+            json!({"prompt": prompt, "run_in_background": true}),
+        ),
+        named_call_turn("wait", "call_wait", json!({})),
+    ];
+    parent.extend(then);
     let factory = WithSubagents {
-        parent: json!([
-            named_call_turn(
-                "run_subagent",
-                "call_bg",
-                json!({"prompt": "check the build", "run_in_background": true})
-            ),
-            named_call_turn("wait", "call_wait", json!({})),
-            text_turn("Started."),
-            text_turn("The child reported."),
-        ]),
-        child: json!([
-            named_call_turn("exec_command", "c_make", json!({"cmd": "make"})),
-            partial_turn("Build is green."),
-        ]),
-        child_tools: json!({"c_make": {"stream": [step(model(json!({"type": "tool_call_output", "role": "user", "output": "ok", "tool_call_id": "c_make", "stop_reason": "completed"})))]}}),
+        parent: Value::Array(parent),
+        child,
+        child_tools,
         gate: gate.clone(),
-        env: Default::default(),
+        env: env.clone(),
     };
     let srv = serve(factory, dir).await;
-    // Read-only: the parent's own tools run unasked, the child's command waits for a human.
     let created = srv
         .post(
             "/api/sessions",
@@ -496,13 +503,40 @@ async fn a_background_subagent_streams_live_asks_past_its_launching_task_and_rep
         json!({"input": [{"type": "text", "text": "delegate"}]}),
     )
     .await;
-
-    // The child asks while the parent sits in `wait`; the parent's task then ends.
     events
         .until("the child's approval request", |e| {
             e.server && e.data["type"] == "approval_request"
         })
         .await;
+    Delegated {
+        srv,
+        id,
+        events,
+        gate,
+        env,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_subagent_streams_live_asks_past_its_launching_task_and_reports_to_an_idle_session(
+) {
+    // The child asks while the parent sits in `wait`; the parent's task then ends.
+    let Delegated {
+        srv,
+        id,
+        mut events,
+        gate,
+        ..
+    } = delegate(
+        "check the build",
+        vec![text_turn("Started."), text_turn("The child reported.")],
+        json!([
+            named_call_turn("exec_command", "c_make", json!({"cmd": "make"})),
+            partial_turn("Build is green."),
+        ]),
+        json!({"c_make": {"stream": [step(model(json!({"type": "tool_call_output", "role": "user", "output": "ok", "tool_call_id": "c_make", "stop_reason": "completed"})))]}}),
+    )
+    .await;
     let request = events.seen.last().unwrap().data.clone();
     let child_id = request["origin"][0].as_str().unwrap().to_owned();
     assert_eq!(request["origin"], json!([child_id]));
@@ -605,48 +639,22 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_a_background_subagent_that_waits_for_approval_withdraws_its_request() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
-    let gate = Arc::new(tokio::sync::Notify::new());
-    let env = Arc::new(std::sync::Mutex::new(None));
-    let factory = WithSubagents {
-        parent: json!([
-            named_call_turn(
-                "run_subagent",
-                "call_bg",
-                json!({"prompt": "deploy", "run_in_background": true})
-            ),
-            named_call_turn("wait", "call_wait", json!({})),
-            text_turn("Started."),
-        ]),
-        child: json!([
+    let Delegated {
+        srv,
+        id,
+        mut events,
+        gate,
+        env,
+    } = delegate(
+        "deploy",
+        vec![text_turn("Started.")],
+        json!([
             named_call_turn("exec_command", "c_deploy", json!({"cmd": "make deploy"})),
             text_turn("Never said."),
         ]),
-        child_tools: json!({}),
-        gate: gate.clone(),
-        env: env.clone(),
-    };
-    let srv = serve(factory, dir).await;
-    let created = srv
-        .post(
-            "/api/sessions",
-            json!({"workspace": ws.display().to_string(), "approvalMode": "read-only"}),
-        )
-        .await;
-    let id = created["session"]["id"].as_str().unwrap().to_owned();
-    let mut events = Events::open(&srv, &id).await;
-    srv.post(
-        &format!("/api/sessions/{id}/tasks"),
-        json!({"input": [{"type": "text", "text": "deploy it"}]}),
+        json!({}),
     )
     .await;
-    events
-        .until("the child's approval request", |e| {
-            e.server && e.data["type"] == "approval_request"
-        })
-        .await;
     gate.notify_one();
     events.until("the launching task's end", idle).await;
 
