@@ -117,6 +117,18 @@ impl<'a> Output<'a> {
     }
 }
 
+/// Starts a round of the child with `input`, which goes out first, tagged with the child's
+/// origin, so a host sees the prompt before anything the child answers.
+async fn send(
+    child: &Arc<Child>,
+    out: &mut Output<'_>,
+    input: OmniMessage,
+    request: &ToolCallRequest,
+) {
+    out.message(input.clone().with_origin(child.hop())).await;
+    child.launch(input, request.approver.is_some(), request.thinking_level);
+}
+
 /// Forwards what the child has produced: its messages as they are, its answer text as this
 /// call's output.
 async fn forward(child: &Child, out: &mut Output<'_>) {
@@ -229,16 +241,14 @@ pub(crate) async fn run_subagent(
         child.go_live();
         // The prompt goes the way the meta went, so a host sees both before the child's
         // first live message.
-        out.message(input.clone().with_origin(child.hop())).await;
-        child.launch(input, request.approver.is_some(), request.thinking_level);
+        send(&child, &mut out, input, &request).await;
         let note = format!(
             "[subagent running in background with subagent_id {id}; its completion will arrive as a user message — no need to poll. Use input_subagent to interact or kill_subagent to stop it]"
         );
         return out.close(&note, StopReason::Completed).await;
     }
 
-    out.message(input.clone().with_origin(child.hop())).await;
-    child.launch(input, request.approver.is_some(), request.thinking_level);
+    send(&child, &mut out, input, &request).await;
     collect(
         &child,
         &mut out,
@@ -313,8 +323,7 @@ pub(crate) async fn input_subagent(
             child.set_standing(request.approver.clone());
         }
         let input = build::user_text_from(prompt, TextSender::ParentAgent);
-        out.message(input.clone().with_origin(child.hop())).await;
-        child.launch(input, request.approver.is_some(), request.thinking_level);
+        send(&child, &mut out, input, &request).await;
     }
     collect(
         &child,
