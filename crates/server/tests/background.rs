@@ -129,15 +129,26 @@ async fn start(llm: Value) -> (Server, String) {
 
 impl Server {
     async fn post(&self, path: &str, body: Value) -> Value {
-        let r = self
-            .http
+        self.send_post(path, body)
+            .await
+            .json()
+            .await
+            .unwrap_or(Value::Null)
+    }
+
+    /// The status of a POST whose answer has no body worth reading.
+    async fn post_status(&self, path: &str, body: Value) -> u16 {
+        self.send_post(path, body).await.status().as_u16()
+    }
+
+    async fn send_post(&self, path: &str, body: Value) -> reqwest::Response {
+        self.http
             .post(format!("{}{path}", self.base))
             .bearer_auth(TOKEN)
             .json(&body)
             .send()
             .await
-            .unwrap();
-        r.json().await.unwrap_or(Value::Null)
+            .unwrap()
     }
 
     async fn get(&self, path: &str) -> Value {
@@ -245,30 +256,11 @@ async fn background_commands_are_listed_and_killed_over_the_api() {
     assert_eq!(procs[0]["command"], "sleep 300");
     assert_eq!(procs[0]["running"], true);
     let pid = procs[0]["processId"].as_str().unwrap().to_owned();
-    let r = srv
-        .http
-        .post(format!(
-            "{}/api/sessions/{id}/processes/{pid}/kill",
-            srv.base
-        ))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 204);
+    let kill = format!("/api/sessions/{id}/processes/{pid}/kill");
+    assert_eq!(srv.post_status(&kill, Value::Null).await, 204);
     let list = srv.get(&format!("/api/sessions/{id}/processes")).await;
     assert_eq!(list["processes"], json!([]));
-    let r = srv
-        .http
-        .post(format!(
-            "{}/api/sessions/{id}/processes/{pid}/kill",
-            srv.base
-        ))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 404);
+    assert_eq!(srv.post_status(&kill, Value::Null).await, 404);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -546,15 +538,13 @@ async fn a_background_subagent_streams_live_asks_past_its_launching_task_and_rep
     let first_task = events.seen.len();
 
     // The request outlived that task; allowing it lets the child finish, which starts a task.
-    let r = srv
-        .http
-        .post(format!("{}/api/sessions/{id}/approvals/c_make", srv.base))
-        .bearer_auth(TOKEN)
-        .json(&json!({"decision": "allow"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 204);
+    let allow = srv
+        .post_status(
+            &format!("/api/sessions/{id}/approvals/c_make"),
+            json!({"decision": "allow"}),
+        )
+        .await;
+    assert_eq!(allow, 204);
     events
         .until("the answer to the report", |e| {
             says(e, "The child reported.")
@@ -711,14 +701,12 @@ async fn killing_a_background_subagent_that_waits_for_approval_withdraws_its_req
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // And nothing is left to answer.
-    let r = srv
-        .http
-        .post(format!("{}/api/sessions/{id}/approvals/c_deploy", srv.base))
-        .bearer_auth(TOKEN)
-        .json(&json!({"decision": "allow"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 404);
+    let allow = srv
+        .post_status(
+            &format!("/api/sessions/{id}/approvals/c_deploy"),
+            json!({"decision": "allow"}),
+        )
+        .await;
+    assert_eq!(allow, 404);
     assert!(work.tasks().iter().all(|t| !t.running));
 }
