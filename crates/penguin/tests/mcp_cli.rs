@@ -5,38 +5,17 @@
 //! `PENGUIN_MCP_SERVERS`. Without it these tests say so and do nothing.
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use penguin::omni_protocol::validator::validate_jsonl;
 use penguin::omni_protocol::{EventPayload, McpConnectStatus, ModelPayload, OmniMessage};
 use serde_json::{json, Value};
 
-fn servers_dir() -> Option<PathBuf> {
-    match std::env::var_os("PENGUIN_MCP_SERVERS") {
-        Some(d) if !d.is_empty() => Some(PathBuf::from(d)),
-        _ => {
-            eprintln!("skipped: PENGUIN_MCP_SERVERS is not set (scripts/install-mcp-servers.sh)");
-            None
-        }
-    }
-}
-
-fn bin(dir: &Path, name: &str) -> String {
-    dir.join("node_modules/.bin")
-        .join(name)
-        .display()
-        .to_string()
-}
-
-fn fixture() -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/mcp/fixture-server.mjs")
-        .display()
-        .to_string()
-}
+#[path = "../../../tests/mcp/support.rs"]
+mod support;
+use support::{bin, everything_http, fixture, servers_dir};
 
 fn call(id: &str, name: &str, args: Value) -> Value {
     json!({"message": {"type": "model_msg", "payload": {"type": "tool_call", "role": "assistant", "name": name, "arguments": args.to_string(), "tool_call_id": id, "stop_reason": "completed"}}})
@@ -187,37 +166,6 @@ fn connect_end(msgs: &[OmniMessage]) -> (McpConnectStatus, Vec<(String, McpConne
         .expect("an mcp_connect_end")
 }
 
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn everything_http(dir: &Path) -> (Server, u16) {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new(bin(dir, "mcp-server-everything"))
-        .arg("streamableHttp")
-        .env("PORT", port.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let server = Server(child);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "the HTTP server did not listen");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (server, port)
-}
-
 /// No process whose command line holds `marker` is left, within a bounded moment: a killed
 /// server's exit is the kernel's to finish.
 fn none_left(marker: &str) {
@@ -239,7 +187,7 @@ fn none_left(marker: &str) {
 #[test]
 fn real_servers_over_stdio_and_http_through_penguin_run() {
     let Some(dir) = servers_dir() else { return };
-    let (_http, port) = everything_http(&dir);
+    let (_http, port) = everything_http(&dir, "streamableHttp");
     // The npm servers load slowly on a busy machine, three at once: each gets 60 s, not the
     // 10 s default. `--mcp` cannot set a budget, so it adds the light fixture.
     let env = Env::new(&format!(

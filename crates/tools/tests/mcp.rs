@@ -5,9 +5,7 @@
 //! Without it these tests say so and do nothing.
 #![cfg(feature = "mcp")]
 
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,29 +17,9 @@ use penguin_tools::mcp::{McpEnvironment, McpServerConfig};
 use penguin_tools::{BuiltinTools, Sandbox, ToolsConfig};
 use serde_json::json;
 
-fn servers_dir() -> Option<PathBuf> {
-    match std::env::var_os("PENGUIN_MCP_SERVERS") {
-        Some(d) if !d.is_empty() => Some(PathBuf::from(d)),
-        _ => {
-            eprintln!("skipped: PENGUIN_MCP_SERVERS is not set (scripts/install-mcp-servers.sh)");
-            None
-        }
-    }
-}
-
-fn bin(dir: &Path, name: &str) -> String {
-    dir.join("node_modules/.bin")
-        .join(name)
-        .display()
-        .to_string()
-}
-
-fn fixture() -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/mcp/fixture-server.mjs")
-        .display()
-        .to_string()
-}
+#[path = "../../../tests/mcp/support.rs"]
+mod support;
+use support::{bin, everything_http, fixture, servers_dir};
 
 /// The connect budget of the servers that are meant to connect: the npm servers load slowly
 /// on a busy machine, well past the 10 s default. Tests of a short budget set their own.
@@ -111,42 +89,6 @@ async fn call_with(
         completes[0].output.clone(),
         completes[0].stop_reason.unwrap_or(StopReason::Completed),
     )
-}
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Starts `server-everything` in an HTTP mode and waits until its port accepts.
-fn everything_http(dir: &Path, mode: &str) -> (Server, u16) {
-    let port = free_port();
-    let child = Command::new(bin(dir, "mcp-server-everything"))
-        .arg(mode)
-        .env("PORT", port.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let server = Server(child);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "{mode} server did not listen");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (server, port)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
