@@ -111,6 +111,15 @@ impl Timestamp {
         Timestamp(Repr::Canonical(b))
     }
 
+    /// [`Timestamp::from_string`] without taking a `String`: the usual 24-byte timestamp is
+    /// kept inline, allocation-free.
+    pub fn from_str_exact(s: &str) -> Timestamp {
+        match <[u8; 24]>::try_from(s.as_bytes()) {
+            Ok(b) => Timestamp(Repr::Canonical(b)),
+            Err(_) => Timestamp(Repr::Other(s.into())),
+        }
+    }
+
     /// Wraps a string as a timestamp without checking its shape.
     pub fn from_string(s: String) -> Timestamp {
         match <[u8; 24]>::try_from(s.as_bytes()) {
@@ -193,10 +202,7 @@ impl<'de> Deserialize<'de> for Timestamp {
                 f.write_str("a timestamp string")
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Timestamp, E> {
-                Ok(match <[u8; 24]>::try_from(v.as_bytes()) {
-                    Ok(b) => Timestamp(Repr::Canonical(b)),
-                    Err(_) => Timestamp(Repr::Other(v.into())),
-                })
+                Ok(Timestamp::from_str_exact(v))
             }
             fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Timestamp, E> {
                 Ok(Timestamp::from_string(v))

@@ -243,7 +243,7 @@ impl Session {
     /// Continues a loaded session: appends to the same trace file; the next run sends the
     /// rebuilt carry-over before its prompt.
     pub fn resume(
-        resumed: Resumed,
+        mut resumed: Resumed,
         writer: Writer,
         engine_config: EngineConfig,
         llm: Box<dyn Llm>,
@@ -256,6 +256,13 @@ impl Session {
                 path: writer.current_path(),
             })?;
         let meta = build::session_meta(meta_payload);
+        // A model built before the trace was read keeps no history: free the rebuilt one on
+        // another thread (a long session's is tens of thousands of messages, milliseconds to
+        // free) rather than make the session wait for it.
+        let history = std::mem::take(&mut resumed.history);
+        if history.len() > 1000 {
+            std::thread::spawn(move || drop(history));
+        }
         let initial = InitialState {
             carry_over: resumed.carry_over,
             pending_summary: resumed.pending_summary,

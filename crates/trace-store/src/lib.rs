@@ -143,11 +143,11 @@ pub use paths::{
 };
 pub use penguin_omni_protocol::markers::extract_summary;
 pub use reader::{
-    parse_trace_lines, read_trace, read_trace_tolerant, skipped_diagnostic, ReadMode, SkippedLine,
-    TraceRead,
+    parse_trace_lines, read_trace, read_trace_each, read_trace_tolerant, skipped_diagnostic,
+    ReadMode, ReadReport, SkippedLine, TraceRead,
 };
 pub use resume::{
     placeholder, resume_session, resume_trace, resume_trace_owned, DanglingCompaction, Resumed,
-    ResumedSession, PLACEHOLDER_OUTPUT,
+    ResumedSession, Resumer, PLACEHOLDER_OUTPUT,
 };
 pub use writer::{Durability, FlushHandle, Writer, WriterConfig};

@@ -1,6 +1,5 @@
 //! Reading traces (§3.4): tolerant by default, strict for imports.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use penguin_omni_protocol::OmniMessage;
@@ -56,7 +55,7 @@ pub(crate) fn raw_lines(content: &[u8]) -> Vec<RawLine<'_>> {
     content
         .split(|&b| b == b'\n')
         .enumerate()
-        .filter(|(_, l)| !l.iter().all(u8::is_ascii_whitespace))
+        .filter(|(_, l)| !is_blank(l))
         .map(|(i, bytes)| RawLine {
             number: i + 1,
             bytes,
@@ -64,32 +63,58 @@ pub(crate) fn raw_lines(content: &[u8]) -> Vec<RawLine<'_>> {
         .collect()
 }
 
+fn is_blank(line: &[u8]) -> bool {
+    line.iter().all(u8::is_ascii_whitespace)
+}
+
 pub(crate) fn parse_line(bytes: &[u8]) -> Result<OmniMessage, String> {
     let text = std::str::from_utf8(bytes).map_err(|e| format!("invalid UTF-8: {e}"))?;
     OmniMessage::from_json(text).map_err(|e| e.to_string())
 }
 
-/// Classifies lines one at a time. A malformed line is held back until another non-empty line
-/// arrives, because only then is it known not to be the last one (a crash artifact).
-struct LineSink<'a> {
+/// What reading a trace found besides its records.
+#[derive(Clone, Debug, Default)]
+pub struct ReadReport {
+    /// Malformed lines other than the last one (tolerant mode only).
+    pub skipped: Vec<SkippedLine>,
+    /// The last non-empty line, when it failed to parse: a write cut short by a crash.
+    pub torn_tail: Option<SkippedLine>,
+}
+
+impl ReadReport {
+    /// Logs skipped middle lines once (`tracing::warn!`), in the reference's words:
+    /// `[trace] skipped K malformed line(s) [l1, l2, …] in <path>`.
+    pub fn warn_skipped(&self, path: &Path) {
+        if !self.skipped.is_empty() {
+            tracing::warn!("{}", skipped_diagnostic(&self.skipped, path));
+        }
+    }
+}
+
+/// Classifies lines one at a time, handing each record on as it parses. A malformed line is
+/// held back until another non-empty line arrives, because only then is it known not to be
+/// the last one (a crash artifact).
+struct LineSink<'a, F> {
     mode: ReadMode,
     source: &'a Path,
-    out: TraceRead,
+    on_record: F,
+    report: ReadReport,
     held: Option<SkippedLine>,
 }
 
-impl<'a> LineSink<'a> {
-    fn new(mode: ReadMode, source: &'a Path) -> Self {
+impl<'a, F: FnMut(usize, OmniMessage)> LineSink<'a, F> {
+    fn new(mode: ReadMode, source: &'a Path, on_record: F) -> Self {
         LineSink {
             mode,
             source,
-            out: TraceRead::default(),
+            on_record,
+            report: ReadReport::default(),
             held: None,
         }
     }
 
     fn push(&mut self, number: usize, bytes: &[u8]) -> Result<(), TraceError> {
-        if bytes.iter().all(u8::is_ascii_whitespace) {
+        if is_blank(bytes) {
             return Ok(());
         }
         if let Some(prev) = self.held.take() {
@@ -100,13 +125,10 @@ impl<'a> LineSink<'a> {
                     message: prev.error,
                 });
             }
-            self.out.skipped.push(prev);
+            self.report.skipped.push(prev);
         }
         match parse_line(bytes) {
-            Ok(m) => {
-                self.out.messages.push(m);
-                self.out.line_numbers.push(number);
-            }
+            Ok(m) => (self.on_record)(number, m),
             Err(error) => {
                 self.held = Some(SkippedLine {
                     line: number,
@@ -117,9 +139,25 @@ impl<'a> LineSink<'a> {
         Ok(())
     }
 
-    fn finish(mut self) -> TraceRead {
-        self.out.torn_tail = self.held;
-        self.out
+    fn finish(mut self) -> ReadReport {
+        self.report.torn_tail = self.held;
+        self.report
+    }
+}
+
+/// Collects every record with its line number.
+fn collect(read: &mut TraceRead) -> impl FnMut(usize, OmniMessage) + '_ {
+    |number, m| {
+        read.messages.push(m);
+        read.line_numbers.push(number);
+    }
+}
+
+impl TraceRead {
+    fn with_report(mut self, report: ReadReport) -> Self {
+        self.skipped = report.skipped;
+        self.torn_tail = report.torn_tail;
+        self
     }
 }
 
@@ -129,45 +167,122 @@ pub fn parse_trace_lines(
     mode: ReadMode,
     source: &Path,
 ) -> Result<TraceRead, TraceError> {
-    let mut sink = LineSink::new(mode, source);
+    let mut read = TraceRead::default();
+    let mut sink = LineSink::new(mode, source, collect(&mut read));
     for (i, line) in content.split(|&b| b == b'\n').enumerate() {
         sink.push(i + 1, line)?;
     }
-    Ok(sink.finish())
+    let report = sink.finish();
+    Ok(read.with_report(report))
 }
 
 /// Reads and parses a trace file, one line at a time (memory is bounded by the records, not the
 /// file).
 ///
-/// In tolerant mode, skipped middle lines are logged once (`tracing::warn!`), in the reference's
-/// words: `[trace] skipped K malformed line(s) [l1, l2, …] in <path>`.
+/// In tolerant mode, skipped middle lines are logged once ([`ReadReport::warn_skipped`]).
 pub fn read_trace(path: &Path, mode: ReadMode) -> Result<TraceRead, TraceError> {
+    let mut read = TraceRead::default();
+    let report = read_trace_each(path, mode, collect(&mut read))?;
+    report.warn_skipped(path);
+    Ok(read.with_report(report))
+}
+
+/// Reads a trace file one line at a time and hands each record, with its 1-based line number,
+/// to `on_record` as soon as it parses: a caller that keeps only some records (resume keeps
+/// the context) never holds the whole file's. Nothing is logged; see
+/// [`ReadReport::warn_skipped`].
+pub fn read_trace_each(
+    path: &Path,
+    mode: ReadMode,
+    on_record: impl FnMut(usize, OmniMessage),
+) -> Result<ReadReport, TraceError> {
     let file = std::fs::File::open(path).map_err(|e| TraceError::io(path, e))?;
-    let mut reader = BufReader::with_capacity(1 << 16, file);
-    let mut sink = LineSink::new(mode, path);
-    let mut line = Vec::new();
-    let mut number = 0;
-    loop {
-        line.clear();
-        let n = reader
-            .read_until(b'\n', &mut line)
-            .map_err(|e| TraceError::io(path, e))?;
-        if n == 0 {
-            break;
+    // A small file (a session's summary reads many) gets a buffer its size, not a block.
+    let size = file.metadata().map_or(0, |m| m.len());
+    let mut sink = LineSink::new(mode, path, on_record);
+    let mut lines = Lines::new(file, usize::try_from(size).unwrap_or(usize::MAX));
+    while let Some((number, line)) = lines.next_line().map_err(|e| TraceError::io(path, e))? {
+        sink.push(number, line)?;
+    }
+    Ok(sink.finish())
+}
+
+/// The lines of a file, read in large blocks and handed out in place: no copy per line.
+struct Lines<R> {
+    source: R,
+    buf: Vec<u8>,
+    /// `buf[start..end]` is read and not handed out yet.
+    start: usize,
+    end: usize,
+    number: usize,
+    at_end: bool,
+}
+
+impl<R: std::io::Read> Lines<R> {
+    const BLOCK: usize = 256 << 10;
+
+    /// `size`: the bytes expected, for a first buffer no larger than needed.
+    fn new(source: R, size: usize) -> Self {
+        Lines {
+            source,
+            buf: vec![0; size.saturating_add(1).clamp(64, Self::BLOCK)],
+            start: 0,
+            end: 0,
+            number: 0,
+            at_end: false,
         }
-        number += 1;
-        let bytes = line.strip_suffix(b"\n").unwrap_or(&line);
-        sink.push(number, bytes)?;
-        if line.capacity() > 1 << 20 {
+    }
+
+    /// The next line (without its newline) and its 1-based number; the last line may lack a
+    /// newline.
+    fn next_line(&mut self) -> std::io::Result<Option<(usize, &[u8])>> {
+        loop {
+            if let Some(i) = memchr::memchr(b'\n', &self.buf[self.start..self.end]) {
+                let line = self.start..self.start + i;
+                self.start += i + 1;
+                self.number += 1;
+                return Ok(Some((self.number, &self.buf[line])));
+            }
+            if self.at_end {
+                if self.start == self.end {
+                    return Ok(None);
+                }
+                let line = self.start..self.end;
+                self.start = self.end;
+                self.number += 1;
+                return Ok(Some((self.number, &self.buf[line])));
+            }
+            self.refill()?;
+        }
+    }
+
+    /// Moves the partial line to the front and reads more after it.
+    fn refill(&mut self) -> std::io::Result<()> {
+        self.buf.copy_within(self.start..self.end, 0);
+        self.end -= self.start;
+        self.start = 0;
+        if self.end == self.buf.len() {
+            self.buf.resize(self.buf.len() * 2, 0);
+        } else if self.buf.len() > 4 * Self::BLOCK && self.end < Self::BLOCK {
             // Do not keep a multi-megabyte record's buffer for the rest of the file.
-            line = Vec::new();
+            self.buf.truncate(Self::BLOCK);
+            self.buf.shrink_to_fit();
+        }
+        loop {
+            match self.source.read(&mut self.buf[self.end..]) {
+                Ok(0) => {
+                    self.at_end = true;
+                    return Ok(());
+                }
+                Ok(n) => {
+                    self.end += n;
+                    return Ok(());
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
         }
     }
-    let read = sink.finish();
-    if !read.skipped.is_empty() {
-        tracing::warn!("{}", skipped_diagnostic(&read.skipped, path));
-    }
-    Ok(read)
 }
 
 /// `readTraceTolerant`: the parseable records of `path`.
@@ -273,5 +388,103 @@ mod tests {
             "{d}"
         );
         assert!(d.ends_with("19, 20, …] in p"), "{d}");
+    }
+}
+
+#[cfg(test)]
+mod block_tests {
+    use super::*;
+    use penguin_omni_protocol::{build, StopReason};
+
+    /// Hands out at most `step` bytes per read, and is interrupted before every other read.
+    struct Trickle<'a> {
+        data: &'a [u8],
+        step: usize,
+        interrupt: bool,
+    }
+
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            self.interrupt = !self.interrupt;
+            if self.interrupt {
+                return Err(std::io::ErrorKind::Interrupted.into());
+            }
+            let n = self.step.min(out.len()).min(self.data.len());
+            out[..n].copy_from_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            Ok(n)
+        }
+    }
+
+    fn all_lines(data: &[u8], step: usize) -> Vec<(usize, Vec<u8>)> {
+        let mut lines = Lines::new(
+            Trickle {
+                data,
+                step,
+                interrupt: false,
+            },
+            step.min(1000),
+        );
+        let mut out = Vec::new();
+        while let Some((n, line)) = lines.next_line().unwrap() {
+            out.push((n, line.to_vec()));
+        }
+        out
+    }
+
+    #[test]
+    fn lines_come_whole_however_the_reads_fall() {
+        let long = "x".repeat(3 * Lines::<&[u8]>::BLOCK + 17);
+        let data = format!("a\n\n{long}\nb\r\nlast without newline");
+        let want: Vec<(usize, Vec<u8>)> = data
+            .split('\n')
+            .enumerate()
+            .map(|(i, l)| (i + 1, l.as_bytes().to_vec()))
+            .collect();
+        for step in [1, 7, 4096, usize::MAX] {
+            assert_eq!(all_lines(data.as_bytes(), step), want, "step {step}");
+        }
+        assert!(all_lines(b"", 1).is_empty());
+        assert_eq!(all_lines(b"one\n", 1), vec![(1, b"one".to_vec())]);
+    }
+
+    /// A file read from disk in blocks reads exactly as the same text parsed in memory: the
+    /// same records and line numbers, the same skipped lines and torn tail.
+    #[test]
+    fn a_file_reads_as_its_text_parses() {
+        let mut text = String::new();
+        for i in 0..3000 {
+            let m = if i % 100 == 7 {
+                build::tool_call_output("o".repeat(600_000), format!("c{i}"), StopReason::Completed)
+            } else {
+                build::user_text(format!("line {i}"))
+            };
+            text.push_str(&m.to_json());
+            text.push('\n');
+            if i % 500 == 3 {
+                text.push_str("{not json\n\n");
+            }
+        }
+        text.push_str(r#"{"timestamp":"t","ty"#);
+        let dir = std::env::temp_dir().join(format!("penguin-blocks-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.jsonl");
+        std::fs::write(&path, &text).unwrap();
+        let from_file = read_trace(&path, ReadMode::Tolerant).unwrap();
+        let from_text = parse_trace_lines(text.as_bytes(), ReadMode::Tolerant, &path).unwrap();
+        assert_eq!(from_file.messages, from_text.messages);
+        assert_eq!(from_file.line_numbers, from_text.line_numbers);
+        assert_eq!(from_file.skipped, from_text.skipped);
+        assert_eq!(from_file.skipped.len(), 6);
+        assert_eq!(from_file.torn_tail, from_text.torn_tail);
+        assert!(from_file.torn_tail.is_some());
+        let strict = read_trace(&path, ReadMode::Strict).unwrap_err().to_string();
+        assert_eq!(
+            strict,
+            parse_trace_lines(text.as_bytes(), ReadMode::Strict, &path)
+                .unwrap_err()
+                .to_string()
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

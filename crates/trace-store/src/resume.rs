@@ -1,18 +1,17 @@
 //! Session resume (§3.5, §3.6).
 
-use penguin_omni_protocol::markers::extract_summary;
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap, HashSet};
 
-use penguin_omni_protocol::markers::marker_block;
+use penguin_omni_protocol::markers::{extract_summary, marker_block};
 use penguin_omni_protocol::{
     build, Body, CompactionMode, CompactionReason, EventPayload, ModelPayload, OmniMessage, Role,
     SessionMeta, StopReason, TokenCounts,
 };
+use rustc_hash::FxHashMap;
 
 use crate::error::TraceError;
 use crate::paths::{find_latest_trace_file, LocatedTrace, TraceLocation};
-use crate::reader::read_trace_tolerant;
+use crate::reader::{read_trace_each, ReadMode};
 use crate::writer::{Durability, Writer, WriterConfig};
 
 /// The output text of a resume placeholder.
@@ -66,31 +65,23 @@ fn output_id(m: &OmniMessage) -> Option<&str> {
     }
 }
 
-/// Which committed calls still wait for their output. Kept in commit order so placeholders come
-/// out in the order the reference's insertion-ordered `Set` iterates; a map instead of a scan of
-/// every committed id keeps a long session's resume linear.
-#[derive(Default)]
+/// Which committed calls still wait for their output.
+#[derive(Debug, Default)]
 struct Pairing {
-    committed: HashSet<String>,
-    answered: HashSet<String>,
-    unanswered: BTreeMap<u64, String>,
-    seq_of: HashMap<String, u64>,
-    next_seq: u64,
+    /// Every committed call, `true` while it waits for its output.
+    calls: FxHashMap<String, bool>,
+    /// The calls committed since placeholders were last made, in commit order, so placeholders
+    /// come out in the order the reference's insertion-ordered `Set` iterates. Making them
+    /// answers every waiting call, so older calls never need looking at again and a long
+    /// session's resume stays linear.
+    since_placeholders: Vec<String>,
 }
 
 impl Pairing {
     fn commit_call(&mut self, id: &str) {
-        if self.committed.insert(id.to_owned()) && !self.answered.contains(id) {
-            self.unanswered.insert(self.next_seq, id.to_owned());
-            self.seq_of.insert(id.to_owned(), self.next_seq);
-            self.next_seq += 1;
-        }
-    }
-
-    fn answer(&mut self, id: &str) {
-        self.answered.insert(id.to_owned());
-        if let Some(seq) = self.seq_of.remove(id) {
-            self.unanswered.remove(&seq);
+        if !self.calls.contains_key(id) {
+            self.calls.insert(id.to_owned(), true);
+            self.since_placeholders.push(id.to_owned());
         }
     }
 
@@ -99,15 +90,15 @@ impl Pairing {
     fn take_eligible(&mut self, msgs: Vec<OmniMessage>) -> Vec<OmniMessage> {
         let mut out = Vec::with_capacity(msgs.len());
         for m in msgs {
-            match output_id(&m) {
-                None => out.push(m),
-                Some(id) => {
-                    if self.committed.contains(id) && !self.answered.contains(id) {
-                        let id = id.to_owned();
-                        self.answer(&id);
-                        out.push(m);
-                    }
-                }
+            let keep = match output_id(&m) {
+                None => true,
+                Some(id) => self
+                    .calls
+                    .get_mut(id)
+                    .is_some_and(|waiting| std::mem::replace(waiting, false)),
+            };
+            if keep {
+                out.push(m);
             }
         }
         out
@@ -115,19 +106,19 @@ impl Pairing {
 
     /// Placeholders for every committed call still unanswered, which are then answered.
     fn placeholders(&mut self) -> Vec<OmniMessage> {
-        let ids: Vec<String> = std::mem::take(&mut self.unanswered).into_values().collect();
-        ids.into_iter()
-            .map(|id| {
-                let p = placeholder(&id);
-                self.answered.insert(id.clone());
-                self.seq_of.remove(&id);
-                p
-            })
-            .collect()
+        let mut out = Vec::new();
+        for id in std::mem::take(&mut self.since_placeholders) {
+            if let Some(waiting) = self.calls.get_mut(&id) {
+                if std::mem::replace(waiting, false) {
+                    out.push(placeholder(&id));
+                }
+            }
+        }
+        out
     }
 }
 
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Replay {
     pending: Vec<OmniMessage>,
     snapshot: Vec<OmniMessage>,
@@ -183,29 +174,33 @@ impl Replay {
     }
 }
 
-/// The assistant text of the last completed request, or `None` when no request completed.
-fn last_completed_request_text(messages: &[OmniMessage]) -> Option<String> {
-    let mut last = None;
-    let mut current: Option<String> = None;
-    for m in messages {
-        match &m.body {
-            Body::Event(EventPayload::RequestBegin) => current = Some(String::new()),
+/// The assistant text of the last completed request, followed one record at a time: a
+/// summarize compaction that closes the file names its summary there.
+#[derive(Debug, Default)]
+struct LastRequestText {
+    current: Option<String>,
+    last: Option<String>,
+}
+
+impl LastRequestText {
+    fn see(&mut self, body: &Body) {
+        match body {
+            Body::Event(EventPayload::RequestBegin) => self.current = Some(String::new()),
             Body::Event(EventPayload::RequestEnd { status, .. }) => {
-                if let Some(text) = current.take() {
+                if let Some(text) = self.current.take() {
                     if *status == StopReason::Completed {
-                        last = Some(text);
+                        self.last = Some(text);
                     }
                 }
             }
             Body::Model(ModelPayload::Text(t)) if t.role == Role::Assistant => {
-                if let Some(cur) = current.as_mut() {
+                if let Some(cur) = self.current.as_mut() {
                     cur.push_str(&t.text);
                 }
             }
             _ => {}
         }
     }
-    last
 }
 
 /// Rebuilds the engine state from the records of the highest-index trace file (`resumeTrace`).
@@ -213,104 +208,95 @@ fn last_completed_request_text(messages: &[OmniMessage]) -> Option<String> {
 /// Guarantees structural validity: every committed tool_call is answered exactly once, in
 /// `history` or in `carry_over`, after the call. Messages carrying an origin are ignored.
 pub fn resume_trace(messages: &[OmniMessage]) -> Resumed {
-    replay(messages, messages.iter().map(Cow::Borrowed), true)
+    let mut r = Resumer::new(true);
+    for m in messages {
+        r.push_record(Cow::Borrowed(m));
+    }
+    r.finish()
 }
 
 /// [`resume_trace`] for a caller done with the records: they move into the history instead
 /// of being copied, and no `render_messages` are kept (continuing a session needs none).
 pub fn resume_trace_owned(messages: Vec<OmniMessage>) -> Resumed {
-    let scan = scan_counters(&messages);
-    if let Some(closed) = closed_context(&messages, &scan) {
-        return closed;
+    let mut r = Resumer::new(false);
+    for m in messages {
+        r.push(m);
     }
-    replay_records(scan, messages.into_iter().map(Cow::Owned), false)
+    r.finish()
 }
 
-/// Token counts and the session head, from every record.
-struct Scan {
+/// [`resume_trace`] fed one record at a time, so a trace can be resumed as it is read: only
+/// the records the context keeps are held, never the whole file's.
+///
+/// ```
+/// use penguin_omni_protocol::{build, StopReason};
+/// use penguin_trace_store::Resumer;
+///
+/// let mut r = Resumer::new(false);
+/// r.push(build::user_text("hi"));
+/// r.push(build::request_begin());
+/// r.push(build::assistant_text("hello", StopReason::Completed));
+/// r.push(build::request_end(StopReason::Completed, Default::default()));
+/// let resumed = r.finish();
+/// assert_eq!(resumed.history.len(), 2);
+/// ```
+#[derive(Debug)]
+pub struct Resumer {
+    render: bool,
+    replay: Replay,
+    render_messages: Vec<OmniMessage>,
     session_tokens: TokenCounts,
     last_request_total: u64,
     meta: Option<SessionMeta>,
+    last_text: LastRequestText,
+    /// The mode of the completed compaction the records so far end with.
+    closing: Option<CompactionMode>,
 }
 
-fn replay<'a>(
-    messages: &'a [OmniMessage],
-    records: impl Iterator<Item = Cow<'a, OmniMessage>>,
-    render: bool,
-) -> Resumed {
-    let scan = scan_counters(messages);
-    if let Some(closed) = closed_context(messages, &scan) {
-        return closed;
+impl Resumer {
+    /// A resume in progress; `render` also keeps the history view ([`Resumed::render_messages`]).
+    pub fn new(render: bool) -> Self {
+        Resumer {
+            render,
+            replay: Replay::default(),
+            render_messages: Vec::new(),
+            session_tokens: TokenCounts::default(),
+            last_request_total: 0,
+            meta: None,
+            last_text: LastRequestText::default(),
+            closing: None,
+        }
     }
-    replay_records(scan, records, render)
-}
 
-fn scan_counters(messages: &[OmniMessage]) -> Scan {
-    let mut session_tokens = TokenCounts::default();
-    let mut last_request_total = 0;
-    let mut meta = None;
-    for m in messages {
+    /// The next record of the file.
+    pub fn push(&mut self, m: OmniMessage) {
+        self.push_record(Cow::Owned(m));
+    }
+
+    fn push_record(&mut self, m: Cow<'_, OmniMessage>) {
+        // Counters, the session head and the closing compaction come from every record,
+        // origins included, as the reference's scans do.
+        self.closing = None;
         match &m.body {
             Body::Event(EventPayload::TokenUsage { session, request }) => {
-                session_tokens = *session;
-                last_request_total = request.total;
+                self.session_tokens = *session;
+                self.last_request_total = request.total;
             }
-            Body::SessionMeta(sm) if meta.is_none() => meta = Some(SessionMeta::clone(sm)),
+            Body::SessionMeta(sm) if self.meta.is_none() => {
+                self.meta = Some(SessionMeta::clone(sm))
+            }
+            Body::Event(EventPayload::CompactionEnd {
+                mode,
+                status: StopReason::Completed,
+                ..
+            }) => self.closing = Some(*mode),
             _ => {}
         }
-    }
-    Scan {
-        session_tokens,
-        last_request_total,
-        meta,
-    }
-}
-
-/// A context a completed compaction closed: nothing to replay.
-fn closed_context(messages: &[OmniMessage], scan: &Scan) -> Option<Resumed> {
-    let Some(Body::Event(EventPayload::CompactionEnd {
-        mode,
-        status: StopReason::Completed,
-        ..
-    })) = messages.last().map(|m| &m.body)
-    else {
-        return None;
-    };
-    let closed = Resumed {
-        context_closed: true,
-        session_tokens: scan.session_tokens,
-        meta: scan.meta.clone(),
-        ..Resumed::default()
-    };
-    match mode {
-        CompactionMode::Discard => Some(closed),
-        CompactionMode::Summarize => {
-            let s = extract_summary(&last_completed_request_text(messages).unwrap_or_default());
-            // An unusable summary voids the closure: replay the old context (legacy shape).
-            (!s.is_empty()).then(|| Resumed {
-                pending_summary: Some(build::user_text(marker_block("context_summary", &s))),
-                ..closed
-            })
-        }
-    }
-}
-
-fn replay_records<'a>(
-    scan: Scan,
-    records: impl Iterator<Item = Cow<'a, OmniMessage>>,
-    render: bool,
-) -> Resumed {
-    let Scan {
-        session_tokens,
-        last_request_total,
-        meta,
-    } = scan;
-    let mut r = Replay::default();
-    let mut render_messages = Vec::new();
-    for m in records {
+        self.last_text.see(&m.body);
         if m.has_origin() {
-            continue;
+            return;
         }
+        let r = &mut self.replay;
         match &m.body {
             Body::SessionMeta(_) => {}
             Body::Event(EventPayload::RequestBegin) => {
@@ -342,15 +328,15 @@ fn replay_records<'a>(
                 r.in_compaction = false;
                 r.dangling = None;
             }
-            Body::Event(EventPayload::Abort { .. }) if render => {
-                render_messages.push(m.into_owned())
+            Body::Event(EventPayload::Abort { .. }) if self.render => {
+                self.render_messages.push(m.into_owned())
             }
             Body::Event(_) => {}
             Body::Model(p) if p.is_partial() => {}
             Body::Model(p) => {
                 let user = p.role() == Role::User;
-                if render {
-                    render_messages.push(m.as_ref().clone());
+                if self.render {
+                    self.render_messages.push(m.as_ref().clone());
                 }
                 if user {
                     r.pending.push(m.into_owned());
@@ -360,24 +346,64 @@ fn replay_records<'a>(
             }
         }
     }
-    if r.in_request {
-        r.drop_turn();
-    }
-    let pending = std::mem::take(&mut r.pending);
-    let mut carry_over = r.pairing.take_eligible(pending);
-    carry_over.extend(r.pairing.placeholders());
 
-    Resumed {
-        history: r.history,
-        carry_over,
-        context_closed: false,
-        pending_summary: None,
-        session_tokens,
-        last_request_total,
-        session_turns: r.turns,
-        render_messages,
-        meta,
-        dangling_compaction: r.dangling,
+    /// The state the records rebuild.
+    pub fn finish(self) -> Resumed {
+        let Resumer {
+            mut replay,
+            render_messages,
+            session_tokens,
+            last_request_total,
+            meta,
+            last_text,
+            closing,
+            ..
+        } = self;
+        if let Some(mode) = closing {
+            let closed = Resumed {
+                context_closed: true,
+                session_tokens,
+                meta: meta.clone(),
+                ..Resumed::default()
+            };
+            match mode {
+                CompactionMode::Discard => return closed,
+                CompactionMode::Summarize => {
+                    let s = extract_summary(&last_text.last.unwrap_or_default());
+                    // An unusable summary voids the closure: replay the old context (legacy
+                    // shape).
+                    if !s.is_empty() {
+                        return Resumed {
+                            pending_summary: Some(build::user_text(marker_block(
+                                "context_summary",
+                                &s,
+                            ))),
+                            ..closed
+                        };
+                    }
+                }
+            }
+        }
+        let r = &mut replay;
+        if r.in_request {
+            r.drop_turn();
+        }
+        let pending = std::mem::take(&mut r.pending);
+        let mut carry_over = r.pairing.take_eligible(pending);
+        carry_over.extend(r.pairing.placeholders());
+
+        Resumed {
+            history: std::mem::take(&mut r.history),
+            carry_over,
+            context_closed: false,
+            pending_summary: None,
+            session_tokens,
+            last_request_total,
+            session_turns: r.turns,
+            render_messages,
+            meta,
+            dangling_compaction: r.dangling,
+        }
     }
 }
 
@@ -410,9 +436,11 @@ pub fn resume_session(
             traces_dir: traces_dir.clone(),
         }
     })?;
-    let messages = read_trace_tolerant(&located.path)?;
-    // Continuing a session needs no render copy of the whole conversation.
-    let resumed = resume_trace_owned(messages);
+    // Records are resumed as they are read, and continuing a session needs no render copy.
+    let mut resumer = Resumer::new(false);
+    let report = read_trace_each(&located.path, ReadMode::Tolerant, |_, m| resumer.push(m))?;
+    report.warn_skipped(&located.path);
+    let resumed = resumer.finish();
     if resumed.meta.is_none() {
         return Err(TraceError::MissingMeta {
             path: located.path.clone(),

@@ -66,6 +66,20 @@ fn fast(s: &str) -> Option<OmniMessage> {
 /// through serde's buffering of an internally tagged enum). With `keys`, `None` when one of
 /// them is not a field of that type (its `type` key is the tag, always allowed).
 pub(super) fn model_payload(tag: &str, text: &str, keys: Option<&[&str]>) -> Option<ModelPayload> {
+    let (payload, end) = model_payload_at_front(tag, text, keys)?;
+    text[end..]
+        .bytes()
+        .all(|b| b.is_ascii_whitespace())
+        .then_some(payload)
+}
+
+/// [`model_payload`] read from the front of `text`, which may go on after it: the payload and
+/// the byte offset where it ends.
+pub(super) fn model_payload_at_front(
+    tag: &str,
+    text: &str,
+    keys: Option<&[&str]>,
+) -> Option<(ModelPayload, usize)> {
     macro_rules! by_tag {
         ($($name:literal => $variant:ident($ty:ty)),* $(,)?) => {
             match tag {
@@ -76,7 +90,8 @@ pub(super) fn model_payload(tag: &str, text: &str, keys: Option<&[&str]>) -> Opt
                             return None;
                         }
                     }
-                    ModelPayload::$variant(serde_json::from_str::<$ty>(text).ok()?)
+                    let (payload, end) = at_front::<$ty>(text)?;
+                    (ModelPayload::$variant(payload), end)
                 })*
                 _ => return None,
             }
@@ -95,6 +110,13 @@ pub(super) fn model_payload(tag: &str, text: &str, keys: Option<&[&str]>) -> Opt
         "partial_tool_call" => PartialToolCall(PartialToolCall),
         "partial_tool_call_output" => PartialToolCallOutput(PartialToolCallOutput),
     })
+}
+
+/// The JSON value at the front of `text` and the byte offset where it ends.
+pub(super) fn at_front<'a, T: Deserialize<'a>>(text: &'a str) -> Option<(T, usize)> {
+    let mut values = serde_json::Deserializer::from_str(text).into_iter::<T>();
+    let value = values.next()?.ok()?;
+    Some((value, values.byte_offset()))
 }
 
 /// The keys of a JSON object whose values are all scalars, and its `type` string.

@@ -8,6 +8,47 @@ use serde_json::{Map, Value};
 use super::*;
 use crate::Timestamp;
 
+/// A `model_msg` payload's tag when it comes first, as written payloads have it: no pass over
+/// a long text to find it.
+fn written_tag(payload: &str) -> Option<&str> {
+    let (tag, _) = payload.strip_prefix(r#"{"type":""#)?.split_once('"')?;
+    (!tag.contains('\\')).then_some(tag)
+}
+
+/// A line exactly as the trace writer writes it (timestamp, type, payload, in that order, no
+/// origin, no spaces), read in one pass: the payload is parsed where it stands instead of
+/// being scanned once to find its end and again to read it. `None` for anything else.
+fn written_line(s: &str) -> Option<OmniMessage> {
+    let (timestamp, rest) = s.strip_prefix(r#"{"timestamp":""#)?.split_once('"')?;
+    let (kind, rest) = rest.strip_prefix(r#","type":""#)?.split_once('"')?;
+    let payload = rest.strip_prefix(r#","payload":"#)?;
+    // Escapes and control characters are the JSON reader's business.
+    if timestamp.bytes().any(|b| b == b'\\' || b < 0x20) {
+        return None;
+    }
+    let (body, end) = match kind {
+        "model_msg" => {
+            let (p, end) =
+                super::exact::model_payload_at_front(written_tag(payload)?, payload, None)?;
+            (Body::Model(p), end)
+        }
+        "event_msg" => {
+            let (e, end) = super::exact::at_front(payload)?;
+            (Body::Event(e), end)
+        }
+        "session_meta" => {
+            let (m, end) = super::exact::at_front(payload)?;
+            (Body::SessionMeta(m), end)
+        }
+        _ => return None,
+    };
+    (&payload[end..] == "}").then(|| OmniMessage {
+        timestamp: Timestamp::from_str_exact(timestamp),
+        body,
+        origin: None,
+    })
+}
+
 impl OmniMessage {
     /// Parses one message, naming the offending field on failure.
     pub fn from_json(s: &str) -> Result<OmniMessage, ParseError> {
@@ -23,6 +64,9 @@ impl OmniMessage {
     /// tens of thousands of lines). `None` for anything unusual: the tree path then accepts
     /// exactly what it always did, or says precisely what is wrong.
     fn from_json_typed(s: &str) -> Option<OmniMessage> {
+        if let Some(msg) = written_line(s) {
+            return Some(msg);
+        }
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Envelope<'a> {
@@ -44,13 +88,9 @@ impl OmniMessage {
                     #[serde(rename = "type", borrow)]
                     tag: std::borrow::Cow<'a, str>,
                 }
-                // Written payloads start with their tag: no pass over a long text to find it.
-                let tag = match payload
-                    .strip_prefix(r#"{"type":""#)
-                    .and_then(|rest| rest.split_once('"'))
-                {
-                    Some((tag, _)) if !tag.contains('\\') => std::borrow::Cow::Borrowed(tag),
-                    _ => serde_json::from_str::<Tag<'_>>(payload).ok()?.tag,
+                let tag = match written_tag(payload) {
+                    Some(tag) => std::borrow::Cow::Borrowed(tag),
+                    None => serde_json::from_str::<Tag<'_>>(payload).ok()?.tag,
                 };
                 Body::Model(super::exact::model_payload(&tag, payload, None)?)
             }
@@ -324,5 +364,56 @@ impl<'de> Deserialize<'de> for OmniMessage {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let value = Value::deserialize(d)?;
         OmniMessage::from_value(value).map_err(de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree(line: &str) -> Result<OmniMessage, ParseError> {
+        OmniMessage::from_value(
+            serde_json::from_str(line).map_err(|e| ParseError::new("", e.to_string()))?,
+        )
+    }
+
+    /// What the one-pass reader takes, it reads as the tree does; what it leaves (another key
+    /// order, an origin, trailing text, escapes), the general path still reads the same way.
+    #[test]
+    fn written_lines_read_in_one_pass_as_the_tree_reads_them() {
+        let call = r#"{"type":"tool_call","role":"assistant","name":"sh","arguments":"{\"cmd\":\"ls\"}","tool_call_id":"c1","stop_reason":"completed"}"#;
+        let taken = [
+            format!(r#"{{"timestamp":"2026-11-30T16:06:05.475Z","type":"model_msg","payload":{call}}}"#),
+            r#"{"timestamp":"2026-11-30T16:06:05.475Z","type":"event_msg","payload":{"type":"request_begin"}}"#.to_owned(),
+            r#"{"timestamp":"t","type":"session_meta","payload":{"session_id":"s","provider":"p","model_id":"m","model_context_window":"unknown","system_prompt":"","agent_state":"a","workspace":"w"}}"#.to_owned(),
+        ];
+        for line in &taken {
+            let one_pass = written_line(line).unwrap_or_else(|| panic!("not taken: {line}"));
+            assert_eq!(one_pass, tree(line).unwrap());
+            assert_eq!(one_pass.to_json(), *line);
+        }
+        let left = [
+            format!(r#"{{"timestamp":"2026-11-30T16:06:05.475Z","type":"model_msg","payload":{call},"origin":["a"]}}"#),
+            format!(r#"{{"type":"model_msg","timestamp":"2026-11-30T16:06:05.475Z","payload":{call}}}"#),
+            format!(r#"{{"timestamp":"2026-11-30T16:06:05.475Z","type":"model_msg","payload":{call} }}"#),
+            format!(r#"{{"timestamp":"2026\u002d11","type":"model_msg","payload":{call}}}"#),
+            r#"{"timestamp":"t","type":"model_msg","payload":{"role":"user","type":"text","text":"a","stop_reason":"completed"}}"#.to_owned(),
+        ];
+        for line in &left {
+            assert!(written_line(line).is_none(), "taken: {line}");
+            assert_eq!(OmniMessage::from_json(line).unwrap(), tree(line).unwrap());
+        }
+        let broken = [
+            format!(r#"{{"timestamp":"t","type":"model_msg","payload":{call}}}}}"#),
+            format!(r#"{{"timestamp":"t","type":"model_msg","payload":{call}"#),
+            "{\"timestamp\":\"a\u{1}b\",\"type\":\"event_msg\",\"payload\":{\"type\":\"request_begin\"}}".to_owned(),
+        ];
+        for line in &broken {
+            assert!(written_line(line).is_none(), "taken: {line}");
+            assert!(OmniMessage::from_json(line).is_err(), "read: {line}");
+        }
+        // An unknown payload key: whatever the tree says, the one-pass reader says too.
+        let extra = r#"{"timestamp":"t","type":"event_msg","payload":{"type":"request_begin","x":1}}"#;
+        assert_eq!(written_line(extra), tree(extra).ok());
     }
 }
