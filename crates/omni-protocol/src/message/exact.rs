@@ -4,16 +4,17 @@
 //!
 //! A message would lose a field when a key is unknown to its type or holds a `null` that a
 //! typed field reads as absent. The fast path therefore takes only `model_msg` messages whose
-//! text has no `null` at all and whose payload is flat (scalars only), and checks each payload
-//! key against the fields its type declares. Anything else (events, nested values, escaped
-//! keys, duplicates) goes the tree way, which accepts the same messages and names what is wrong.
+//! text has no `null` at all and whose payload starts with its `type`, and reads them in one
+//! pass: each payload key is checked against the fields its type declares as the struct is
+//! read. Anything else (events, nested objects, escaped keys, duplicates, another key order)
+//! goes the tree way, which accepts the same messages and names what is wrong.
 
-use std::borrow::Cow;
 use std::fmt;
+use std::marker::PhantomData;
 
-use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::de::value::{BorrowedStrDeserializer, MapAccessDeserializer};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::*;
@@ -36,68 +37,105 @@ fn fast(s: &str) -> Option<OmniMessage> {
     if s.contains("null") {
         return None;
     }
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    struct Envelope<'a> {
-        #[serde(default)]
-        timestamp: Option<Timestamp>,
-        #[serde(rename = "type", borrow)]
-        kind: Cow<'a, str>,
-        #[serde(borrow)]
-        payload: &'a RawValue,
-        #[serde(default)]
-        origin: Option<Vec<String>>,
-    }
-    let env: Envelope<'_> = serde_json::from_str(s).ok()?;
-    if env.kind != "model_msg" {
-        return None;
-    }
-    let payload = env.payload.get();
-    let flat: Flat<'_> = serde_json::from_str(payload).ok()?;
-    let body = model_payload(flat.tag?, payload, Some(&flat.keys))?;
-    Some(OmniMessage {
-        timestamp: env.timestamp.unwrap_or_else(Timestamp::now),
-        body: Body::Model(body),
-        origin: env.origin,
-    })
+    let mut de = serde_json::Deserializer::from_str(s);
+    let msg = de.deserialize_map(ExactEnvelope).ok()?;
+    de.end().ok()?;
+    Some(msg)
 }
 
-/// A `model_msg` payload of type `tag` from its text, read as that type's struct directly (not
-/// through serde's buffering of an internally tagged enum). With `keys`, `None` when one of
-/// them is not a field of that type (its `type` key is the tag, always allowed).
-pub(super) fn model_payload(tag: &str, text: &str, keys: Option<&[&str]>) -> Option<ModelPayload> {
-    let (payload, end) = model_payload_at_front(tag, text, keys)?;
-    text[end..]
-        .bytes()
-        .all(|b| b.is_ascii_whitespace())
-        .then_some(payload)
+/// Any error sends the message the tree way; its text is never shown.
+fn leave<E: de::Error>() -> E {
+    E::custom("left to the tree check")
 }
 
-/// [`model_payload`] read from the front of `text`, which may go on after it: the payload and
-/// the byte offset where it ends.
-pub(super) fn model_payload_at_front(
+/// The envelope of a `model_msg`: `timestamp` (optional), `type`, `payload`, `origin`, in any
+/// order, each at most once.
+struct ExactEnvelope;
+
+impl<'de> Visitor<'de> for ExactEnvelope {
+    type Value = OmniMessage;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a model_msg")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<OmniMessage, A::Error> {
+        let (mut timestamp, mut kind, mut payload, mut origin) = (None, false, None, None);
+        while let Some(key) = map.next_key::<&'de str>()? {
+            match key {
+                "timestamp" if timestamp.is_none() => timestamp = Some(map.next_value()?),
+                "type" if !kind => {
+                    if map.next_value::<&'de str>()? != "model_msg" {
+                        return Err(leave());
+                    }
+                    kind = true;
+                }
+                "payload" if payload.is_none() => {
+                    payload = Some(map.next_value_seed(ExactPayload)?)
+                }
+                "origin" if origin.is_none() => origin = Some(map.next_value::<Vec<String>>()?),
+                _ => return Err(leave()),
+            }
+        }
+        match (kind, payload) {
+            (true, Some(payload)) => Ok(OmniMessage {
+                timestamp: timestamp.unwrap_or_else(Timestamp::now),
+                body: Body::Model(payload),
+                origin,
+            }),
+            _ => Err(leave()),
+        }
+    }
+}
+
+/// A `model_msg` payload whose first key is its `type`: the rest is read as that type's struct.
+struct ExactPayload;
+
+impl<'de> DeserializeSeed<'de> for ExactPayload {
+    type Value = ModelPayload;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<ModelPayload, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ExactPayload {
+    type Value = ModelPayload;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a model_msg payload")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ModelPayload, A::Error> {
+        if map.next_key::<&'de str>()? != Some("type") {
+            return Err(leave());
+        }
+        let tag = map.next_value::<&'de str>()?;
+        by_tag(tag, &mut RestOfMap(Some(map)))?.ok_or_else(leave)
+    }
+}
+
+/// Where a payload struct is read from.
+trait PayloadSource<'de> {
+    type Error;
+    fn read<T: Deserialize<'de>>(&mut self) -> Result<T, Self::Error>;
+}
+
+/// The payload of type `tag` from `source`; `Ok(None)` for an unknown tag. Read as that type's
+/// struct directly, not through serde's buffering of an internally tagged enum.
+fn by_tag<'de, S: PayloadSource<'de>>(
     tag: &str,
-    text: &str,
-    keys: Option<&[&str]>,
-) -> Option<(ModelPayload, usize)> {
+    source: &mut S,
+) -> Result<Option<ModelPayload>, S::Error> {
     macro_rules! by_tag {
         ($($name:literal => $variant:ident($ty:ty)),* $(,)?) => {
             match tag {
-                $($name => {
-                    if let Some(keys) = keys {
-                        let fields = fields_of::<$ty>();
-                        if !keys.iter().all(|k| *k == "type" || fields.contains(k)) {
-                            return None;
-                        }
-                    }
-                    let (payload, end) = at_front::<$ty>(text)?;
-                    (ModelPayload::$variant(payload), end)
-                })*
-                _ => return None,
+                $($name => ModelPayload::$variant(source.read::<$ty>()?),)*
+                _ => return Ok(None),
             }
         };
     }
-    Some(by_tag! {
+    Ok(Some(by_tag! {
         "text" => Text(Text),
         "image_url" => ImageUrl(ImageUrl),
         "inline_data" => InlineData(InlineData),
@@ -109,7 +147,89 @@ pub(super) fn model_payload_at_front(
         "partial_thinking" => PartialThinking(PartialThinking),
         "partial_tool_call" => PartialToolCall(PartialToolCall),
         "partial_tool_call_output" => PartialToolCallOutput(PartialToolCallOutput),
-    })
+    }))
+}
+
+/// The keys after a payload's `type`, each checked against the fields of the struct reading
+/// them.
+struct RestOfMap<A>(Option<A>);
+
+impl<'de, A: MapAccess<'de>> PayloadSource<'de> for RestOfMap<A> {
+    type Error = A::Error;
+
+    fn read<T: Deserialize<'de>>(&mut self) -> Result<T, A::Error> {
+        let map = self.0.take().ok_or_else(leave)?;
+        T::deserialize(MapAccessDeserializer::new(Checked {
+            map,
+            fields: fields_of::<T>(),
+            _key: PhantomData,
+        }))
+    }
+}
+
+/// Fields holding an object: what is inside is not checked here, so they go the tree way.
+const NESTED: &[&str] = &["fidelity"];
+
+/// A map whose keys must be fields of the struct reading it (and not nested ones).
+struct Checked<'de, A> {
+    map: A,
+    fields: &'static [&'static str],
+    _key: PhantomData<&'de str>,
+}
+
+impl<'de, A: MapAccess<'de>> MapAccess<'de> for Checked<'de, A> {
+    type Error = A::Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, A::Error> {
+        let Some(key) = self.map.next_key::<&'de str>()? else {
+            return Ok(None);
+        };
+        if !self.fields.contains(&key) || NESTED.contains(&key) {
+            return Err(leave());
+        }
+        seed.deserialize(BorrowedStrDeserializer::new(key))
+            .map(Some)
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, A::Error> {
+        self.map.next_value_seed(seed)
+    }
+}
+
+/// A payload struct read from the front of a text.
+struct AtFront<'a> {
+    text: &'a str,
+    end: usize,
+}
+
+impl<'a> PayloadSource<'a> for AtFront<'a> {
+    type Error = ();
+
+    fn read<T: Deserialize<'a>>(&mut self) -> Result<T, ()> {
+        let (value, end) = at_front(self.text).ok_or(())?;
+        self.end = end;
+        Ok(value)
+    }
+}
+
+/// A `model_msg` payload of type `tag` from its whole text (its `type` key is ignored).
+pub(super) fn model_payload(tag: &str, text: &str) -> Option<ModelPayload> {
+    let (payload, end) = model_payload_at_front(tag, text)?;
+    text[end..]
+        .bytes()
+        .all(|b| b.is_ascii_whitespace())
+        .then_some(payload)
+}
+
+/// [`model_payload`] read from the front of `text`, which may go on after it: the payload and
+/// the byte offset where it ends.
+pub(super) fn model_payload_at_front(tag: &str, text: &str) -> Option<(ModelPayload, usize)> {
+    let mut source = AtFront { text, end: 0 };
+    let payload = by_tag(tag, &mut source).ok()??;
+    Some((payload, source.end))
 }
 
 /// The JSON value at the front of `text` and the byte offset where it ends.
@@ -117,84 +237,6 @@ pub(super) fn at_front<'a, T: Deserialize<'a>>(text: &'a str) -> Option<(T, usiz
     let mut values = serde_json::Deserializer::from_str(text).into_iter::<T>();
     let value = values.next()?.ok()?;
     Some((value, values.byte_offset()))
-}
-
-/// The keys of a JSON object whose values are all scalars, and its `type` string.
-struct Flat<'a> {
-    keys: Vec<&'a str>,
-    tag: Option<&'a str>,
-}
-
-impl<'de> Deserialize<'de> for Flat<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Flat<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an object of scalars")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Flat<'de>, A::Error> {
-                let mut flat = Flat {
-                    keys: Vec::with_capacity(8),
-                    tag: None,
-                };
-                // A key with escapes cannot be borrowed: an error here sends the message the
-                // tree way.
-                while let Some(key) = map.next_key::<&'de str>()? {
-                    if flat.keys.contains(&key) {
-                        return Err(de::Error::custom("duplicate key"));
-                    }
-                    let value: Scalar<'de> = map.next_value()?;
-                    if key == "type" {
-                        flat.tag = value.0;
-                    }
-                    flat.keys.push(key);
-                }
-                Ok(flat)
-            }
-        }
-        d.deserialize_map(V)
-    }
-}
-
-/// A scalar value; `Some` for a string that borrows from the input.
-struct Scalar<'a>(Option<&'a str>);
-
-impl<'de> Deserialize<'de> for Scalar<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Scalar<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a scalar")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Scalar<'de>, E> {
-                Ok(Scalar(Some(v)))
-            }
-            fn visit_str<E: de::Error>(self, _: &str) -> Result<Scalar<'de>, E> {
-                Ok(Scalar(None))
-            }
-            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Scalar<'de>, E> {
-                Ok(Scalar(None))
-            }
-            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Scalar<'de>, E> {
-                Ok(Scalar(None))
-            }
-            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Scalar<'de>, E> {
-                Ok(Scalar(None))
-            }
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Scalar<'de>, E> {
-                Ok(Scalar(None))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, _: A) -> Result<Scalar<'de>, A::Error> {
-                Err(de::Error::custom("nested"))
-            }
-            fn visit_seq<A: de::SeqAccess<'de>>(self, _: A) -> Result<Scalar<'de>, A::Error> {
-                Err(de::Error::custom("nested"))
-            }
-        }
-        d.deserialize_any(V)
-    }
 }
 
 /// The field names a derived `Deserialize` struct declares (serde hands them to
@@ -283,6 +325,14 @@ mod tests {
             r#"{"type":"event_msg","payload":{"type":"request_begin"}}"#,
             r#"{"type":"model_msg","payload":{"type":"text","role":"user","text":"null is a word"}}"#,
             r#"{"type":"model_msg","payload":"#,
+            // Other key orders, repeated envelope keys, nested objects, another kind after
+            // the payload.
+            r#"{"payload":{"type":"text","role":"user","text":"hi"},"type":"model_msg"}"#,
+            r#"{"type":"model_msg","payload":{"role":"user","type":"text","text":"hi"}}"#,
+            r#"{"timestamp":"a","timestamp":"b","type":"model_msg","payload":{"type":"text","role":"user","text":"hi"}}"#,
+            r#"{"type":"model_msg","payload":{"type":"thinking","role":"assistant","thinking":"t","fidelity":{"signature":"s","deep":{"k":1}}}}"#,
+            r#"{"payload":{"type":"text","role":"user","text":"hi"},"type":"event_msg"}"#,
+            r#"{"type":"model_msg","payload":{"type":"text","role":"user","text":"hi"}} trailing"#,
         ] {
             same(s);
         }

@@ -28,8 +28,7 @@ fn written_line(s: &str) -> Option<OmniMessage> {
     }
     let (body, end) = match kind {
         "model_msg" => {
-            let (p, end) =
-                super::exact::model_payload_at_front(written_tag(payload)?, payload, None)?;
+            let (p, end) = super::exact::model_payload_at_front(written_tag(payload)?, payload)?;
             (Body::Model(p), end)
         }
         "event_msg" => {
@@ -92,7 +91,7 @@ impl OmniMessage {
                     Some(tag) => std::borrow::Cow::Borrowed(tag),
                     None => serde_json::from_str::<Tag<'_>>(payload).ok()?.tag,
                 };
-                Body::Model(super::exact::model_payload(&tag, payload, None)?)
+                Body::Model(super::exact::model_payload(&tag, payload)?)
             }
             "event_msg" => Body::Event(serde_json::from_str(payload).ok()?),
             _ => return None,
@@ -413,7 +412,8 @@ mod tests {
             assert!(OmniMessage::from_json(line).is_err(), "read: {line}");
         }
         // An unknown payload key: whatever the tree says, the one-pass reader says too.
-        let extra = r#"{"timestamp":"t","type":"event_msg","payload":{"type":"request_begin","x":1}}"#;
+        let extra =
+            r#"{"timestamp":"t","type":"event_msg","payload":{"type":"request_begin","x":1}}"#;
         assert_eq!(written_line(extra), tree(extra).ok());
     }
 }
