@@ -25,7 +25,7 @@ pub(crate) fn scenario_run(
 ) -> Result<ExitCode, String> {
     let scenario = Scenario::from_file(&path).map_err(|e| e.to_string())?;
     let trace_sink = penguin::scenario::MemoryTrace::default();
-    let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut stdout = OffThreadStdout::start();
     let mut written = Ok(());
     let requests_log = penguin::scenario::run_scenario_streaming(
         scenario,
@@ -41,7 +41,7 @@ pub(crate) fn scenario_run(
     )
     .map_err(|e| format!("cannot start the runtime: {e}"))?;
     written
-        .and_then(|()| stdout.flush())
+        .and_then(|()| stdout.finish())
         .map_err(|e| format!("stdout: {e}"))?;
     if let Some(p) = trace {
         let records = trace_sink.records();
@@ -93,4 +93,75 @@ pub(crate) fn trace_check(files: &[PathBuf]) -> Result<ExitCode, String> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Stdout written on a thread of its own: the run fills buffers and hands them over, so
+/// copying a 44 MB stream into the kernel is not on the run's thread. Buffers come back to be
+/// refilled, and at most a few are in flight.
+#[cfg(feature = "scenario")]
+struct OffThreadStdout {
+    buf: Vec<u8>,
+    full: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
+    empty: std::sync::mpsc::Receiver<Vec<u8>>,
+    thread: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+}
+
+#[cfg(feature = "scenario")]
+impl OffThreadStdout {
+    const BUFFER: usize = 256 << 10;
+
+    fn start() -> Self {
+        let (full, to_write) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
+        let (give_back, empty) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let mut out = std::io::stdout().lock();
+            for mut buf in to_write {
+                out.write_all(&buf)?;
+                buf.clear();
+                let _ = give_back.send(buf);
+            }
+            out.flush()
+        });
+        OffThreadStdout {
+            buf: Vec::with_capacity(Self::BUFFER),
+            full: Some(full),
+            empty,
+            thread: Some(thread),
+        }
+    }
+
+    fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.buf.extend_from_slice(bytes);
+        if self.buf.len() >= Self::BUFFER {
+            self.hand_over()?;
+        }
+        Ok(())
+    }
+
+    fn hand_over(&mut self) -> std::io::Result<()> {
+        let next = self
+            .empty
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(Self::BUFFER));
+        let buf = std::mem::replace(&mut self.buf, next);
+        let sent = self.full.as_ref().is_some_and(|tx| tx.send(buf).is_ok());
+        if sent {
+            Ok(())
+        } else {
+            // The thread stopped: its error says why.
+            self.finish()
+        }
+    }
+
+    /// Writes what is left and waits for the thread; its error if a write failed.
+    fn finish(&mut self) -> std::io::Result<()> {
+        if let Some(tx) = self.full.take() {
+            let _ = tx.send(std::mem::take(&mut self.buf));
+        }
+        match self.thread.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(result)) => result,
+            Some(Err(_)) => Err(std::io::Error::other("the stdout thread panicked")),
+            None => Err(std::io::Error::other("stdout is closed")),
+        }
+    }
 }
