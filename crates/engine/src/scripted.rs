@@ -67,7 +67,9 @@ impl Environment for ScriptedEnvironment {
             inner: sink,
             streamed: String::new(),
         };
-        if play(steps, &request.cancel, &mut open, &mut tap).await == Played::Aborted {
+        if play(steps.iter().cloned(), &request.cancel, &mut open, &mut tap).await
+            == Played::Aborted
+        {
             // As in the reference: any open segment is closed instead of answering with the
             // streamed output; only a tool with nothing open answers itself.
             if open.any_open() {

@@ -339,12 +339,12 @@ impl OpenSegments {
         let Some((event, content)) = p.partial_parts() else {
             return;
         };
-        let kind = p.type_name();
+        let kind = std::mem::discriminant(p);
         let id = p.tool_call_id().unwrap_or("");
         let pos = self
             .open
             .iter()
-            .position(|s| s.start.type_name() == kind && s.tool_call_id == id);
+            .position(|s| std::mem::discriminant(&s.start) == kind && s.tool_call_id == id);
         match (event, pos) {
             // A second start of the same segment replaces it where it stands: the reference
             // keys segments in an insertion-ordered map.
@@ -451,7 +451,7 @@ pub enum Played {
 /// Each message is restamped as it is emitted. Stops at the first wait the cancellation
 /// interrupts.
 pub async fn play(
-    steps: &[Step],
+    steps: impl IntoIterator<Item = Step, IntoIter: Send>,
     cancel: &tokio_util::sync::CancellationToken,
     open: &mut OpenSegments,
     sink: &mut dyn MessageSink,
@@ -475,7 +475,7 @@ pub async fn play(
                 return Played::Aborted;
             }
         }
-        let msg = build::restamped(step.message.clone(), Timestamp::now());
+        let msg = build::restamped(step.message, Timestamp::now());
         open.observe(&msg);
         sink.emit(msg).await;
     }
@@ -549,7 +549,8 @@ impl Llm for ScriptedModel {
             inner: sink,
             last: None,
         };
-        let played = play(&script.stream, &request.cancel, &mut open, &mut tap).await;
+        // A request's script plays once: its messages move into the stream.
+        let played = play(script.stream, &request.cancel, &mut open, &mut tap).await;
         // An interrupt that fired while the last step was being delivered (the engine waits
         // on an approval there) still ends the request as aborted.
         let played = match played {

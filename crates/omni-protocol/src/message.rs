@@ -586,7 +586,10 @@ impl OmniMessage {
 
     /// Single-line JSON with the reference's key order.
     pub fn to_json(&self) -> String {
-        serde_json::to_string(self).expect("an OmniMessage always serializes")
+        // Most messages fit: one allocation instead of growing from serde_json's 128 bytes.
+        let mut out = Vec::with_capacity(256);
+        serde_json::to_writer(&mut out, self).expect("an OmniMessage always serializes");
+        String::from_utf8(out).expect("serde_json writes UTF-8")
     }
 }
 
