@@ -58,6 +58,33 @@ fn measure(label: &str, mut cmd: Command, stdout: Option<&Path>) -> Result<Measu
     Ok(Measured { wall, peak_kib })
 }
 
+/// How many times each workload runs; the median is shown.
+const RUNS: usize = 3;
+
+/// The median wall time and the median peak memory of [`RUNS`] runs of `cmd()`; `before`
+/// runs ahead of each (to restore what a run changes).
+fn median_of(
+    label: &str,
+    cmd: impl Fn() -> Command,
+    stdout: Option<&Path>,
+    before: impl Fn() -> Result<(), String>,
+) -> Result<Measured, String> {
+    let mut walls = Vec::with_capacity(RUNS);
+    let mut peaks = Vec::with_capacity(RUNS);
+    for _ in 0..RUNS {
+        before()?;
+        let m = measure(label, cmd(), stdout)?;
+        walls.push(m.wall);
+        peaks.extend(m.peak_kib);
+    }
+    walls.sort_by(f64::total_cmp);
+    peaks.sort_unstable();
+    Ok(Measured {
+        wall: walls[RUNS / 2],
+        peak_kib: peaks.get(peaks.len() / 2).copied(),
+    })
+}
+
 fn show(label: &str, ours: &Measured, theirs: Option<&Measured>) {
     let mib = |m: &Measured| {
         m.peak_kib
@@ -131,27 +158,39 @@ pub fn run(root: &Path, penguin: &Path) -> Result<(), String> {
         .map(PathBuf::from)
         .filter(|b| b.exists());
     let driver = root.join("../shared/tools/reference");
-    println!("\n==> workloads (release build; medians are up to you: run it again)");
+    println!("\n==> workloads (release build; the median of {RUNS} runs each)");
 
-    let mut scenario = Command::new(penguin);
-    scenario
-        .args(["scenario", "run"])
-        .arg(&perf)
-        .arg("--trace")
-        .arg(dir.join("perf.trace.jsonl"));
-    let ours = measure("perf-1000", scenario, Some(&dir.join("perf.stream.jsonl")))?;
+    let ready = || Ok(());
+    let scenario = || {
+        let mut c = Command::new(penguin);
+        c.args(["scenario", "run"])
+            .arg(&perf)
+            .arg("--trace")
+            .arg(dir.join("perf.trace.jsonl"));
+        c
+    };
+    let ours = median_of(
+        "perf-1000",
+        scenario,
+        Some(&dir.join("perf.stream.jsonl")),
+        ready,
+    )?;
     let theirs = match &reference {
         Some(bundle) => {
-            let mut node = Command::new("node");
-            node.arg(driver.join("driver.mjs"))
-                .arg(bundle)
-                .arg(&perf)
-                .arg("--trace")
-                .arg(dir.join("ref.trace.jsonl"));
-            Some(measure(
+            let node = || {
+                let mut c = Command::new("node");
+                c.arg(driver.join("driver.mjs"))
+                    .arg(bundle)
+                    .arg(&perf)
+                    .arg("--trace")
+                    .arg(dir.join("ref.trace.jsonl"));
+                c
+            };
+            Some(median_of(
                 "reference perf-1000",
                 node,
                 Some(&dir.join("ref.stream.jsonl")),
+                ready,
             )?)
         }
         None => None,
@@ -175,6 +214,7 @@ pub fn run(root: &Path, penguin: &Path) -> Result<(), String> {
         .arg("--workspace")
         .arg(&ws)
         .arg("go");
+    // One run: each writes a session of its own, and the first one's trace is resumed below.
     let ours = measure("run bigtrace", run, None)?;
     show("run --provider scripted bigtrace", &ours, None);
 
@@ -186,29 +226,36 @@ pub fn run(root: &Path, penguin: &Path) -> Result<(), String> {
         .map(|(id, _)| id.to_owned())
         .ok_or("unexpected trace file name")?;
     let pristine = std::fs::read(&trace).map_err(|e| e.to_string())?;
-    let mut resume = Command::new(penguin);
-    resume
-        .env("PENGUIN_HOME", &home)
-        .args([
-            "resume",
-            &id,
-            "again",
-            "--yes",
-            "--jsonl",
-            "--provider",
-            "scripted",
-            "--scenario",
-        ])
-        .arg(&tiny);
-    let ours = measure("resume bigtrace", resume, None)?;
-    std::fs::write(&trace, &pristine).map_err(|e| e.to_string())?;
+    // A resume appends its turn: every run starts from the trace as the bigtrace run left it.
+    let restore = || std::fs::write(&trace, &pristine).map_err(|e| e.to_string());
+    let resume = || {
+        let mut c = Command::new(penguin);
+        c.env("PENGUIN_HOME", &home)
+            .args([
+                "resume",
+                &id,
+                "again",
+                "--yes",
+                "--jsonl",
+                "--provider",
+                "scripted",
+                "--scenario",
+            ])
+            .arg(&tiny);
+        c
+    };
+    let ours = median_of("resume bigtrace", resume, None, restore)?;
+    restore()?;
     let theirs = match &reference {
         Some(bundle) => {
-            let mut node = Command::new("node");
-            node.arg(driver.join("resume-bench.mjs"))
-                .arg(bundle)
-                .arg(&trace);
-            Some(measure("reference resume", node, None)?)
+            let node = || {
+                let mut c = Command::new("node");
+                c.arg(driver.join("resume-bench.mjs"))
+                    .arg(bundle)
+                    .arg(&trace);
+                c
+            };
+            Some(median_of("reference resume", node, None, ready)?)
         }
         None => None,
     };
