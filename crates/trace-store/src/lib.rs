@@ -147,7 +147,7 @@ pub use reader::{
     ReadMode, ReadReport, SkippedLine, TraceRead,
 };
 pub use resume::{
-    placeholder, resume_session, resume_trace, resume_trace_owned, DanglingCompaction, Resumed,
-    ResumedSession, Resumer, PLACEHOLDER_OUTPUT,
+    placeholder, resume_session, resume_trace, DanglingCompaction, Resumed, ResumedSession,
+    Resumer, PLACEHOLDER_OUTPUT,
 };
 pub use writer::{Durability, FlushHandle, Writer, WriterConfig};

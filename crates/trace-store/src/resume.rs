@@ -215,16 +215,6 @@ pub fn resume_trace(messages: &[OmniMessage]) -> Resumed {
     r.finish()
 }
 
-/// [`resume_trace`] for a caller done with the records: they move into the history instead
-/// of being copied, and no `render_messages` are kept (continuing a session needs none).
-pub fn resume_trace_owned(messages: Vec<OmniMessage>) -> Resumed {
-    let mut r = Resumer::new(false);
-    for m in messages {
-        r.push(m);
-    }
-    r.finish()
-}
-
 /// [`resume_trace`] fed one record at a time, so a trace can be resumed as it is read: only
 /// the records the context keeps are held, never the whole file's.
 ///

@@ -252,7 +252,7 @@ fn an_unclosed_request_without_a_resumed_run_stays_an_error() {
 }
 
 #[test]
-fn resuming_owned_records_gives_what_resuming_borrowed_ones_does() {
+fn resuming_records_one_by_one_gives_what_resuming_them_all_does() {
     for name in [
         "seed-two-tools",
         "deny-one",
@@ -269,7 +269,12 @@ fn resuming_owned_records_gives_what_resuming_borrowed_ones_does() {
             )
             .unwrap();
             let borrowed = resume_trace(&part.messages);
-            let owned = penguin_trace_store::resume_trace_owned(part.messages);
+            // Fed one record at a time and moved, as a resumed session reads its file.
+            let mut resumer = penguin_trace_store::Resumer::new(false);
+            for m in part.messages {
+                resumer.push(m);
+            }
+            let owned = resumer.finish();
             // Placeholders are stamped when built: compare what they say.
             let bodies = |v: &[OmniMessage]| {
                 v.iter()
