@@ -261,7 +261,10 @@ impl Session {
         // free) rather than make the session wait for it.
         let history = std::mem::take(&mut resumed.history);
         if history.len() > 1000 {
-            std::thread::spawn(move || drop(history));
+            // When no thread can be started, the history is freed here after all.
+            let _ = std::thread::Builder::new()
+                .name("penguin-free-history".into())
+                .spawn(move || drop(history));
         }
         let initial = InitialState {
             carry_over: resumed.carry_over,

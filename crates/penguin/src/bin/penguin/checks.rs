@@ -25,7 +25,7 @@ pub(crate) fn scenario_run(
 ) -> Result<ExitCode, String> {
     let scenario = Scenario::from_file(&path).map_err(|e| e.to_string())?;
     let trace_sink = penguin::scenario::MemoryTrace::default();
-    let mut stdout = OffThreadStdout::start();
+    let mut stdout = OffThreadStdout::start().map_err(|e| format!("stdout: {e}"))?;
     let mut written = Ok(());
     let requests_log = penguin::scenario::run_scenario_streaming(
         scenario,
@@ -110,24 +110,26 @@ struct OffThreadStdout {
 impl OffThreadStdout {
     const BUFFER: usize = 256 << 10;
 
-    fn start() -> Self {
+    fn start() -> std::io::Result<Self> {
         let (full, to_write) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
         let (give_back, empty) = std::sync::mpsc::channel();
-        let thread = std::thread::spawn(move || {
-            let mut out = std::io::stdout().lock();
-            for mut buf in to_write {
-                out.write_all(&buf)?;
-                buf.clear();
-                let _ = give_back.send(buf);
-            }
-            out.flush()
-        });
-        OffThreadStdout {
+        let thread = std::thread::Builder::new()
+            .name("stdout".into())
+            .spawn(move || {
+                let mut out = std::io::stdout().lock();
+                for mut buf in to_write {
+                    out.write_all(&buf)?;
+                    buf.clear();
+                    let _ = give_back.send(buf);
+                }
+                out.flush()
+            })?;
+        Ok(OffThreadStdout {
             buf: Vec::with_capacity(Self::BUFFER),
             full: Some(full),
             empty,
             thread: Some(thread),
-        }
+        })
     }
 
     fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
