@@ -113,7 +113,7 @@ impl Timestamp {
 
     /// [`Timestamp::from_string`] without taking a `String`: the usual 24-byte timestamp is
     /// kept inline, allocation-free.
-    pub fn from_str_exact(s: &str) -> Timestamp {
+    pub fn from_text(s: &str) -> Timestamp {
         match <[u8; 24]>::try_from(s.as_bytes()) {
             Ok(b) => Timestamp(Repr::Canonical(b)),
             Err(_) => Timestamp(Repr::Other(s.into())),
@@ -202,7 +202,7 @@ impl<'de> Deserialize<'de> for Timestamp {
                 f.write_str("a timestamp string")
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Timestamp, E> {
-                Ok(Timestamp::from_str_exact(v))
+                Ok(Timestamp::from_text(v))
             }
             fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Timestamp, E> {
                 Ok(Timestamp::from_string(v))

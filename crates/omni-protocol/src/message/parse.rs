@@ -42,7 +42,7 @@ fn written_line(s: &str) -> Option<OmniMessage> {
         _ => return None,
     };
     (&payload[end..] == "}").then(|| OmniMessage {
-        timestamp: Timestamp::from_str_exact(timestamp),
+        timestamp: Timestamp::from_text(timestamp),
         body,
         origin: None,
     })
