@@ -86,6 +86,14 @@ pub trait Environment: Send + Sync {
     fn background(&self) -> Option<Arc<dyn BackgroundWork>> {
         None
     }
+
+    /// Lets `call` run once outside the confinement (a sandbox) its commands run under: an
+    /// approver offering "run this once unsandboxed" asks before allowing the call. `false`
+    /// when nothing was granted: the environment confines nothing, or `call` is not one it can
+    /// run unconfined.
+    fn grant_unsandboxed(&self, _call: &ToolCall) -> bool {
+        false
+    }
 }
 
 /// Where reports of settled background launches go.

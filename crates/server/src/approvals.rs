@@ -60,6 +60,14 @@ impl Approvals {
         }
     }
 
+    /// The pending call `id`, when one waits.
+    pub(crate) fn call(&self, id: &str) -> Option<OmniMessage> {
+        lock(&self.pending)
+            .iter()
+            .find(|a| a.tool_call_id == id)
+            .map(|a| a.call.clone())
+    }
+
     pub(crate) fn deny_all(&self) {
         for a in lock(&self.pending).drain(..) {
             let _ = a.tx.send(ApprovalDecision::Deny);

@@ -9,7 +9,7 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use penguin_engine::ThinkingLevel;
-use penguin_omni_protocol::ApprovalDecision;
+use penguin_omni_protocol::{ApprovalDecision, ModelPayload, OmniMessage};
 use penguin_sse_transport::{into_response, last_event_id, open_stream, LiveTail, ServerEvent};
 use serde_json::Value;
 
@@ -357,19 +357,34 @@ pub(crate) async fn approve(
     let Path((id, call)) = p.map_err(|e| ApiError::bad_request("invalid_path", e.body_text()))?;
     let e = app.sessions.get(&id).await?;
     let obj = read_object(&headers, body, &app.body).await?;
+    const DECISIONS: &str = "\"allow\", \"allow_unsandboxed\" or \"deny\"";
     let decision = match opt_str(&obj, "decision")? {
         Some("allow") => ApprovalDecision::Allow,
         Some("deny") => ApprovalDecision::Deny,
+        Some("allow_unsandboxed") => {
+            // Granted before the call is allowed, so it runs outside the sandbox this once.
+            if let Some(Some(ModelPayload::ToolCall(tc))) =
+                e.approvals.call(&call).as_ref().map(OmniMessage::model)
+            {
+                if !e.env.grant_unsandboxed(tc) {
+                    return Err(ApiError::conflict(
+                        "not_sandboxed",
+                        format!("tool call {call:?} cannot run outside a sandbox: the session's commands run unsandboxed, or it is not a command"),
+                    ));
+                }
+            }
+            ApprovalDecision::Allow
+        }
         Some(other) => {
             return Err(ApiError::field(
                 "decision",
-                &format!("\"allow\" or \"deny\", got {other:?}"),
+                &format!("{DECISIONS}, got {other:?}"),
             ))
         }
         None => {
             return Err(ApiError::field(
                 "decision",
-                "\"allow\" or \"deny\" (missing)",
+                &format!("{DECISIONS} (missing)"),
             ))
         }
     };

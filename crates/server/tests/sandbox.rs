@@ -1,12 +1,13 @@
 //! The sandbox over the API: `POST /api/sessions` may ask for one, the session info shows the
 //! effective sandbox, and a restarted server loads a session with the sandbox it asked for.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use penguin::engine::{EngineConfig, Environment};
+use penguin::engine::{EngineConfig, Environment, MessageSink, Permission, ToolCallRequest};
 use penguin::hosting::ModelFactory;
 use penguin::models::ModelSpec;
+use penguin::omni_protocol::{ToolCall, ToolDefinition};
 use penguin::server::{router, AppState, ServeOptions};
 use penguin::tools::sandbox::Landlock;
 use penguin::tools::{BuiltinTools, Sandbox, SandboxRequest, ToolsConfig};
@@ -26,23 +27,61 @@ impl Drop for Server {
     }
 }
 
+/// The calls a session's tools were asked to run outside the sandbox: (id, arguments).
+type Grants = Arc<Mutex<Vec<(String, String)>>>;
+
+/// The built-in tools, noting what they grant.
+struct Recording {
+    tools: BuiltinTools,
+    grants: Grants,
+}
+
+#[async_trait::async_trait]
+impl Environment for Recording {
+    async fn execute(&self, request: ToolCallRequest, sink: &mut dyn MessageSink) {
+        self.tools.execute(request, sink).await
+    }
+
+    fn tools(&self) -> Vec<ToolDefinition> {
+        self.tools.tools()
+    }
+
+    fn permission(&self, name: &str) -> Permission {
+        self.tools.permission(name)
+    }
+
+    fn grant_unsandboxed(&self, call: &ToolCall) -> bool {
+        let granted = self.tools.grant_unsandboxed(call);
+        if granted {
+            let grant = (call.tool_call_id.clone(), call.arguments.clone());
+            self.grants.lock().unwrap().push(grant);
+        }
+        granted
+    }
+}
+
 /// A server whose sessions run the demo model over the real built-in tools.
 async fn start(root: &std::path::Path, network: bool) -> Server {
+    start_recording(root, network, Grants::default()).await
+}
+
+async fn start_recording(root: &std::path::Path, network: bool, grants: Grants) -> Server {
     let factory = ModelFactory {
         spec: ModelSpec::demo(),
         system_prompt: "You are a test.".into(),
         default_workspace: root.join("ws"),
         engine: EngineConfig::default(),
         environment: Arc::new(
-            |ws: &std::path::Path,
-             sandbox: &Sandbox,
-             _: &[penguin::tools::mcp::McpServerConfig]| {
+            move |ws: &std::path::Path,
+                  sandbox: &Sandbox,
+                  _: &[penguin::tools::mcp::McpServerConfig]| {
                 let config = ToolsConfig {
                     sandbox: sandbox.clone(),
                     ..ToolsConfig::default()
                 };
+                let grants = grants.clone();
                 BuiltinTools::new(ws, config)
-                    .map(|t| Arc::new(t) as Arc<dyn Environment>)
+                    .map(|tools| Arc::new(Recording { tools, grants }) as Arc<dyn Environment>)
                     .map_err(|e| e.to_string())
             },
         ),
@@ -188,4 +227,114 @@ async fn sessions_show_their_sandbox_and_may_ask_for_another() {
         (&json!("read-only"), &json!(true)),
         "{s}"
     );
+}
+
+/// `allow_unsandboxed` grants the call through the session's tools before allowing it; where
+/// the tools have nothing to grant, or the decision or call is wrong, the answer says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_may_be_allowed_once_outside_the_sandbox() {
+    if !matches!(Landlock::probe(), Landlock::Abi(_)) {
+        eprintln!("SKIPPED: {} (nothing to run outside of)", Landlock::probe());
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("ws")).unwrap();
+    let grants = Grants::default();
+    let srv = start_recording(dir.path(), false, grants.clone()).await;
+
+    // The demo model lists the workspace with exec_command, which waits for a human.
+    let ask = |sandbox: &str| json!({"approvalMode": "always-ask", "sandbox": {"mode": sandbox, "network": true}});
+    let waiting_call = |id: String| {
+        let srv = &srv;
+        async move {
+            let (status, body) = srv
+                .call(
+                    reqwest::Method::POST,
+                    &format!("/api/sessions/{id}/tasks"),
+                    Some(json!({"input": [{"type": "text", "text": "look"}]})),
+                )
+                .await;
+            assert_eq!(status, 202, "{body}");
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let (_, h) = srv
+                    .call(
+                        reqwest::Method::GET,
+                        &format!("/api/sessions/{id}/messages"),
+                        None,
+                    )
+                    .await;
+                let call = h["messages"].as_array().into_iter().flatten().find(|m| {
+                    m["payload"]["type"] == "tool_call" && m["payload"]["name"] == "exec_command"
+                });
+                if let Some(call) = call {
+                    return (
+                        call["payload"]["tool_call_id"].as_str().unwrap().to_owned(),
+                        call["payload"]["arguments"].as_str().unwrap().to_owned(),
+                    );
+                }
+                assert!(Instant::now() < deadline, "no exec_command call: {h}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    // The call is published before its approval is asked for: retry while it is not yet.
+    let decide = |id: String, call: String, decision: &'static str| {
+        let srv = &srv;
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let (status, body) = srv
+                    .call(
+                        reqwest::Method::POST,
+                        &format!("/api/sessions/{id}/approvals/{call}"),
+                        Some(json!({"decision": decision})),
+                    )
+                    .await;
+                if status != 404 || Instant::now() > deadline {
+                    return (status, body);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+
+    let (_, body) = srv.create(ask("workspace-write")).await;
+    let id = body["session"]["id"].as_str().unwrap().to_owned();
+    let (call, args) = waiting_call(id.clone()).await;
+    let (status, body) = srv
+        .call(
+            reqwest::Method::POST,
+            &format!("/api/sessions/{id}/approvals/{call}"),
+            Some(json!({"decision": "allow_once"})),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("\"allow\", \"allow_unsandboxed\" or \"deny\", got \"allow_once\""),
+        "{message}"
+    );
+    let (status, body) = decide(id.clone(), call.clone(), "allow_unsandboxed").await;
+    assert_eq!(status, 204, "{body}");
+    assert_eq!(*grants.lock().unwrap(), [(call.clone(), args)]);
+    let (status, _) = srv
+        .call(
+            reqwest::Method::POST,
+            &format!("/api/sessions/{id}/approvals/{call}"),
+            Some(json!({"decision": "allow_unsandboxed"})),
+        )
+        .await;
+    assert_eq!(status, 404, "answered already");
+
+    // Commands that run unsandboxed anyway cannot be let out of anything.
+    let (_, body) = srv.create(ask("off")).await;
+    let off = body["session"]["id"].as_str().unwrap().to_owned();
+    let (call, _) = waiting_call(off.clone()).await;
+    let (status, body) = decide(off.clone(), call.clone(), "allow_unsandboxed").await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "not_sandboxed", "{body}");
+    assert_eq!(grants.lock().unwrap().len(), 1);
+    let (status, body) = decide(off, call, "allow").await;
+    assert_eq!(status, 204, "still pending, and allowed normally: {body}");
 }

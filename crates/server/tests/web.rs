@@ -23,8 +23,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
-use penguin::engine::Environment;
+use penguin::engine::{Environment, MessageSink, Permission, ToolCallRequest};
 use penguin::hosting::ScenarioFactory;
+use penguin::omni_protocol::{ToolCall, ToolDefinition};
 use penguin::scenario::Scenario;
 use penguin::server::web::sign_in_url;
 use penguin::server::{
@@ -34,6 +35,7 @@ use penguin::server::{
 use penguin::session::{Session, SessionSpec};
 use penguin::sse_transport::ChannelConfig;
 use penguin::subagent::{SubagentEnvironment, SubagentSpawner};
+use penguin::tools::{Sandbox, SandboxRequest};
 use serde_json::{json, Value};
 
 const TOKEN: &str = "web-test-token-0123456789";
@@ -152,6 +154,8 @@ struct Setup {
     channel: Option<ChannelConfig>,
     proxy: bool,
     subagent_child: Option<Value>,
+    /// Sessions whose commands are sandboxed; calls granted a run outside it are noted here.
+    sandbox_grants: Option<Grants>,
 }
 
 impl Setup {
@@ -161,6 +165,7 @@ impl Setup {
             channel: None,
             proxy: false,
             subagent_child: None,
+            sandbox_grants: None,
         }
     }
 }
@@ -170,13 +175,18 @@ async fn start(setup: Setup) -> TestServer {
     let workspace = dir.path().join("ws");
     std::fs::create_dir_all(&workspace).unwrap();
     let text = setup.scenario.to_string();
-    let factory: Arc<dyn SessionFactory> = match setup.subagent_child {
-        None => Arc::new(ScenarioFactory::from_text(&text, &workspace).unwrap()),
-        Some(child) => Arc::new(SubagentFactory {
+    let factory: Arc<dyn SessionFactory> = match (setup.subagent_child, setup.sandbox_grants) {
+        (Some(child), _) => Arc::new(SubagentFactory {
             parent: text,
             child: child.to_string(),
             workspace: workspace.canonicalize().unwrap(),
         }),
+        (None, Some(grants)) => Arc::new(SandboxedFactory {
+            scenario: text,
+            workspace: workspace.canonicalize().unwrap(),
+            grants,
+        }),
+        (None, None) => Arc::new(ScenarioFactory::from_text(&text, &workspace).unwrap()),
     };
     let mut opts = ServeOptions::new(factory);
     opts.data_root = dir.path().join("data");
@@ -359,6 +369,84 @@ impl SessionFactory for SubagentFactory {
         let env: Arc<dyn Environment> = Arc::new(SubagentEnvironment::new(inner, spawner));
         let session = Session::create(spec(None, sc.engine), Box::new(sc.llm), env)
             .map_err(|e| internal(&e))?;
+        Ok(Box::new(session))
+    }
+
+    fn load(&self, req: &LoadSession) -> Result<Box<dyn HostedSession>, FactoryError> {
+        Err(FactoryError::Unrecoverable(format!(
+            "this test server does not resume sessions ({})",
+            req.session_id
+        )))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A factory whose sessions' commands are sandboxed, with scripted tools that note grants
+
+type Grants = Arc<Mutex<Vec<String>>>;
+
+struct SandboxedFactory {
+    scenario: String,
+    workspace: PathBuf,
+    grants: Grants,
+}
+
+/// Scripted tools standing in for sandboxed ones: `exec_command` calls can be granted.
+struct GrantingTools {
+    inner: Arc<dyn Environment>,
+    grants: Grants,
+}
+
+#[async_trait::async_trait]
+impl Environment for GrantingTools {
+    async fn execute(&self, request: ToolCallRequest, sink: &mut dyn MessageSink) {
+        self.inner.execute(request, sink).await
+    }
+
+    fn tools(&self) -> Vec<ToolDefinition> {
+        self.inner.tools()
+    }
+
+    fn permission(&self, name: &str) -> Permission {
+        self.inner.permission(name)
+    }
+
+    fn grant_unsandboxed(&self, call: &ToolCall) -> bool {
+        let command = call.name == "exec_command";
+        if command {
+            self.grants.lock().unwrap().push(call.tool_call_id.clone());
+        }
+        command
+    }
+}
+
+impl SessionFactory for SandboxedFactory {
+    fn create(&self, req: &CreateSession) -> Result<Box<dyn HostedSession>, FactoryError> {
+        let internal = |e: &dyn std::fmt::Display| FactoryError::Internal(e.to_string());
+        let sc = Scenario::parse(&self.scenario).map_err(|e| internal(&e))?;
+        let spec = SessionSpec {
+            location: req.location.clone(),
+            provider: "scripted".into(),
+            model_id: "scenario".into(),
+            context_window: None,
+            system_prompt: String::new(),
+            workspace: self.workspace.clone(),
+            source: None,
+            durability: req.durability,
+            engine: sc.engine,
+        };
+        let env: Arc<dyn Environment> = Arc::new(GrantingTools {
+            inner: Arc::new(sc.tools),
+            grants: self.grants.clone(),
+        });
+        let mut session = Session::create(spec, Box::new(sc.llm), env).map_err(|e| internal(&e))?;
+        // With the network off, a sandbox is in force whatever this kernel's Landlock offers.
+        let sandbox = Sandbox::resolve(&SandboxRequest {
+            network: false,
+            ..SandboxRequest::default()
+        })
+        .map_err(|e| internal(&e))?;
+        session.set_sandbox(sandbox);
         Ok(Box::new(session))
     }
 
@@ -1096,6 +1184,72 @@ async fn approvals_clicked_in_the_page_reach_the_engine() {
         b.text_of(".card[data-call-id=call_2] .decision").await,
         "denied"
     );
+    assert_page_matches_history(&mut b, &srv, &id).await;
+    b.close().await;
+}
+
+/// A command and a file read, both asked, in a session whose commands are sandboxed.
+fn unsandboxed_scenario() -> Value {
+    json!({
+        "llm": [
+            request(vec![
+                tool_call("exec_command", "c_exec", r#"{"cmd":"make install"}"#),
+                tool_call("read_file", "c_read", r#"{"path":"notes.md"}"#),
+            ], 100),
+            text_request("Installed, and read the notes.", 200),
+        ],
+        "tools": {
+            "c_exec": tool_output("c_exec", &[(10, "installed\n")]),
+            "c_read": tool_output("c_read", &[(10, "notes\n")]),
+        },
+        "runs": []
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium: scripts/install-browser.sh, then --ignored"]
+async fn a_command_is_allowed_outside_the_sandbox_from_the_page() {
+    let grants = Grants::default();
+    let mut setup = Setup::new(unsandboxed_scenario());
+    setup.sandbox_grants = Some(grants.clone());
+    let srv = start(setup).await;
+    let id = srv.create("always-ask").await;
+    let mut b = Browser::start("unsandboxed").await;
+    b.open_session(&srv, &id).await;
+    b.send("Install it").await;
+
+    b.card_status("c_exec", "awaiting approval").await;
+    let offered = "return !!document.querySelector('.card[data-call-id=c_exec] button[data-action=allow_unsandboxed]:not([hidden])') && !!document.querySelector('.approvals .approval-row[data-call-id=c_exec] button[data-action=allow_unsandboxed]')";
+    b.until("the unsandboxed choice for the command", offered)
+        .await;
+    b.shot("command-asks").await;
+    b.click(".card[data-call-id=c_exec] button[data-action=allow_unsandboxed]")
+        .await;
+    b.card_status("c_exec", "done").await;
+
+    // A file read is not a command: the page offers no way around a sandbox for it.
+    b.card_status("c_read", "awaiting approval").await;
+    b.shot("read-asks").await;
+    let not_offered = "return !!document.querySelector('.card[data-call-id=c_read] button[data-action=allow_unsandboxed][hidden]') && !document.querySelector('.approvals .approval-row[data-call-id=c_read] button[data-action=allow_unsandboxed]')";
+    b.until("no unsandboxed choice for the read", not_offered)
+        .await;
+    b.click(".card[data-call-id=c_read] button[data-action=allow]")
+        .await;
+    b.until(
+        "the answer",
+        "return document.getElementById('app').dataset.state === 'idle' && document.body.innerText.includes('Installed, and read the notes.')",
+    )
+    .await;
+    b.shot("done").await;
+    assert_eq!(*grants.lock().unwrap(), ["c_exec"]);
+    let history = srv.history(&id).await;
+    let allowed = history
+        .iter()
+        .filter(|m| {
+            m["payload"]["type"] == "approval_decision" && m["payload"]["decision"] == "allow"
+        })
+        .count();
+    assert_eq!(allowed, 2, "both calls ran");
     assert_page_matches_history(&mut b, &srv, &id).await;
     b.close().await;
 }

@@ -484,8 +484,12 @@ function sessionView(id) {
       toast(err.message);
     }
   };
+  // A command may run once outside the sandbox when the session's commands have one.
+  const canRunUnsandboxed = (name) =>
+    name === "exec_command" && !!info?.sandbox && (info.sandbox.mode !== "off" || info.sandbox.network === false);
   const transcript = new Transcript(transcriptEl, {
     decide,
+    canRunUnsandboxed,
     retryNow: async (btn) => {
       btn.disabled = true;
       try {
@@ -530,6 +534,7 @@ function sessionView(id) {
           a.origin.length ? h("span", { class: "badge", title: a.origin.join(" › ") }, `subagent ${a.origin.map((o) => o.slice(-8)).join(" › ")}`) : null,
           h("code", { class: "args-summary" }, (call.arguments || "").slice(0, 160)),
           btn("allow", "Allow"),
+          canRunUnsandboxed(call.name) ? btn("allow_unsandboxed", "Allow unsandboxed") : null,
           btn("deny", "Deny"),
         );
       }),

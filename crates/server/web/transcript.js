@@ -129,10 +129,15 @@ class ToolCard {
     allow.dataset.action = "allow";
     const deny = h("button", "deny", "Deny");
     deny.dataset.action = "deny";
-    for (const b of [allow, deny]) {
-      b.addEventListener("click", () => this.t.actions.decide(this.id, b.dataset.action, [allow, deny]));
+    // Shown only for a command of a sandboxed session (see setPending).
+    this.unsandboxedBtn = h("button", "allow_unsandboxed", "Allow unsandboxed");
+    this.unsandboxedBtn.dataset.action = "allow_unsandboxed";
+    this.unsandboxedBtn.title = "Run this command once outside the session's sandbox";
+    const buttons = [allow, this.unsandboxedBtn, deny];
+    for (const b of buttons) {
+      b.addEventListener("click", () => this.t.actions.decide(this.id, b.dataset.action, buttons));
     }
-    this.approvalEl.append(ask, allow, deny);
+    this.approvalEl.append(ask, allow, this.unsandboxedBtn, deny);
     this.decisionEl = h("div", "decision");
     this.decisionEl.hidden = true;
     this.childrenEl = h("div", "children");
@@ -232,6 +237,7 @@ class ToolCard {
     this.pending = pending;
     this.approvalEl.hidden = !pending;
     if (pending) for (const b of this.approvalEl.querySelectorAll("button")) b.disabled = false;
+    this.unsandboxedBtn.hidden = !(pending && this.t.actions.canRunUnsandboxed?.(this.name));
     this.refresh();
   }
 
@@ -307,7 +313,7 @@ class Scope {
 }
 
 export class Transcript {
-  // actions: { decide(callId, decision, buttons), retryNow(button) }
+  // actions: { decide(callId, decision, buttons), retryNow(button), canRunUnsandboxed(toolName) }
   constructor(root, actions) {
     this.root = root;
     this.actions = actions;

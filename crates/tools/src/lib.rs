@@ -277,4 +277,14 @@ impl Environment for BuiltinTools {
     fn background(&self) -> Option<Arc<dyn BackgroundWork>> {
         Some(Arc::new(self.commands.clone()))
     }
+
+    /// Grants an `exec_command` call in [`BuiltinTools::bypass`] when commands are sandboxed.
+    fn grant_unsandboxed(&self, call: &ToolCall) -> bool {
+        let command = BuiltinTool::from_name(&call.name) == Some(BuiltinTool::ExecCommand);
+        if !(command && self.config.sandbox.is_active()) {
+            return false;
+        }
+        self.bypass.grant(&call.tool_call_id, &call.arguments);
+        true
+    }
 }

@@ -408,6 +408,39 @@ async fn a_granted_call_runs_once_outside_the_sandbox() {
     );
 }
 
+/// What a host holding only the session's `Environment` does (the server's
+/// `allow_unsandboxed`): the grant goes through the environment, for commands of a sandboxed
+/// session only.
+#[tokio::test]
+async fn the_environment_grants_commands_of_a_sandboxed_session_only() {
+    if !landlock_at_least("grant_unsandboxed", 2) {
+        return;
+    }
+    let s = Scene::new();
+    let tools = s.tools(s.sandbox(SandboxMode::WorkspaceWrite, true, vec![]));
+    let args = json!({ "cmd": format!("echo x >> {}/env_granted.txt", q(&s.outside)) });
+    let command = |name: &str| {
+        let m = build::tool_call(name, args.to_string(), ID, StopReason::Completed, None);
+        let Some(ModelPayload::ToolCall(tc)) = m.model().cloned() else {
+            unreachable!()
+        };
+        tc
+    };
+    assert!(
+        !tools.grant_unsandboxed(&command("read_file")),
+        "not a command"
+    );
+    assert!(tools.grant_unsandboxed(&command("exec_command")));
+    let (o, stop) = call(&tools, "exec_command", args.clone()).await;
+    assert_eq!((o.as_str(), stop), ("[no output]", StopReason::Completed));
+    assert!(s.outside.join("env_granted.txt").exists());
+    let unconfined = s.tools(Sandbox::off());
+    assert!(
+        !unconfined.grant_unsandboxed(&command("exec_command")),
+        "nothing to run outside of"
+    );
+}
+
 /// What a background command session or an MCP stdio server does: its own process, started
 /// with `std`, under the session's sandbox.
 #[test]

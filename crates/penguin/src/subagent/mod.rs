@@ -183,4 +183,8 @@ impl Environment for SubagentEnvironment {
     fn background(&self) -> Option<Arc<dyn BackgroundWork>> {
         Some(self.work.clone())
     }
+
+    fn grant_unsandboxed(&self, call: &penguin_omni_protocol::ToolCall) -> bool {
+        self.inner.grant_unsandboxed(call)
+    }
 }

@@ -426,6 +426,11 @@ impl Environment for McpEnvironment {
         state.results = Some(results.clone());
         Some(results)
     }
+
+    fn grant_unsandboxed(&self, call: &penguin_omni_protocol::ToolCall) -> bool {
+        // An MCP server runs as configured; only the inner tools' commands can be granted.
+        !call.name.starts_with(MCP_TOOL_PREFIX) && self.inner.grant_unsandboxed(call)
+    }
 }
 
 /// One call of one MCP tool, as the contract runs it.

@@ -48,8 +48,6 @@ pub(crate) fn serve(args: ServeArgs) -> Result<ExitCode, String> {
             );
             let tools_agent = agent.clone();
             let tools_spec = spec.clone();
-            // The API has no "outside the sandbox" approval yet: nothing is ever granted.
-            let bypass = penguin::tools::SandboxBypass::new();
             Arc::new(ModelFactory {
                 spec,
                 system_prompt: penguin::agent::DEFAULT_SYSTEM_PROMPT.to_owned(),
@@ -62,6 +60,9 @@ pub(crate) fn serve(args: ServeArgs) -> Result<ExitCode, String> {
                         // A request's own MCP servers come after the configured ones.
                         let mut agent = tools_agent.clone();
                         agent.config.mcp_servers.extend_from_slice(extra);
+                        // Each session's grants of "run this once unsandboxed" are its own
+                        // (its subagents share them, as their calls are approved there too).
+                        let bypass = penguin::tools::SandboxBypass::new();
                         session_tools(&agent, &tools_spec, ws, sandbox, &bypass)
                     },
                 ),
