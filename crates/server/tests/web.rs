@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
-use penguin::engine::{Environment, MessageSink, Permission, ToolCallRequest};
+use penguin::engine::{EngineConfig, Environment, MessageSink, Permission, ToolCallRequest};
 use penguin::hosting::ScenarioFactory;
 use penguin::omni_protocol::{ToolCall, ToolDefinition};
 use penguin::scenario::Scenario;
@@ -337,6 +337,26 @@ impl Proxy {
 // ---------------------------------------------------------------------------------------------
 // A factory whose sessions have `run_subagent`, with scripted children
 
+/// A scripted session of `req` in `workspace`.
+fn scripted_spec(
+    req: &CreateSession,
+    workspace: &Path,
+    source: Option<String>,
+    engine: EngineConfig,
+) -> SessionSpec {
+    SessionSpec {
+        location: req.location.clone(),
+        provider: "scripted".into(),
+        model_id: "scenario".into(),
+        context_window: None,
+        system_prompt: String::new(),
+        workspace: workspace.to_path_buf(),
+        source,
+        durability: req.durability,
+        engine,
+    }
+}
+
 struct SubagentFactory {
     parent: String,
     child: String,
@@ -347,17 +367,7 @@ impl SessionFactory for SubagentFactory {
     fn create(&self, req: &CreateSession) -> Result<Box<dyn HostedSession>, FactoryError> {
         let internal = |e: &dyn std::fmt::Display| FactoryError::Internal(e.to_string());
         let sc = Scenario::parse(&self.parent).map_err(|e| internal(&e))?;
-        let spec = |source: Option<String>, engine| SessionSpec {
-            location: req.location.clone(),
-            provider: "scripted".into(),
-            model_id: "scenario".into(),
-            context_window: None,
-            system_prompt: String::new(),
-            workspace: self.workspace.clone(),
-            source,
-            durability: req.durability,
-            engine,
-        };
+        let spec = |source, engine| scripted_spec(req, &self.workspace, source, engine);
         let child_text = self.child.clone();
         let child_spec = spec(Some("subagent".into()), sc.engine.clone());
         let spawner: Arc<dyn SubagentSpawner> = Arc::new(move || {
@@ -424,17 +434,7 @@ impl SessionFactory for SandboxedFactory {
     fn create(&self, req: &CreateSession) -> Result<Box<dyn HostedSession>, FactoryError> {
         let internal = |e: &dyn std::fmt::Display| FactoryError::Internal(e.to_string());
         let sc = Scenario::parse(&self.scenario).map_err(|e| internal(&e))?;
-        let spec = SessionSpec {
-            location: req.location.clone(),
-            provider: "scripted".into(),
-            model_id: "scenario".into(),
-            context_window: None,
-            system_prompt: String::new(),
-            workspace: self.workspace.clone(),
-            source: None,
-            durability: req.durability,
-            engine: sc.engine,
-        };
+        let spec = scripted_spec(req, &self.workspace, None, sc.engine);
         let env: Arc<dyn Environment> = Arc::new(GrantingTools {
             inner: Arc::new(sc.tools),
             grants: self.grants.clone(),
