@@ -9,7 +9,7 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use penguin_engine::ThinkingLevel;
-use penguin_omni_protocol::{ApprovalDecision, ModelPayload, OmniMessage};
+use penguin_omni_protocol::ApprovalDecision;
 use penguin_sse_transport::{into_response, last_event_id, open_stream, LiveTail, ServerEvent};
 use serde_json::Value;
 
@@ -362,17 +362,7 @@ pub(crate) async fn approve(
         Some("allow") => ApprovalDecision::Allow,
         Some("deny") => ApprovalDecision::Deny,
         Some("allow_unsandboxed") => {
-            // Granted before the call is allowed, so it runs outside the sandbox this once.
-            if let Some(Some(ModelPayload::ToolCall(tc))) =
-                e.approvals.call(&call).as_ref().map(OmniMessage::model)
-            {
-                if !e.env.grant_unsandboxed(tc) {
-                    return Err(ApiError::conflict(
-                        "not_sandboxed",
-                        format!("tool call {call:?} cannot run outside a sandbox: the session's commands run unsandboxed, or it is not a command"),
-                    ));
-                }
-            }
+            app.sessions.grant_unsandboxed(&e, &call)?;
             ApprovalDecision::Allow
         }
         Some(other) => {

@@ -377,6 +377,21 @@ impl Sessions {
     pub(crate) fn decide(&self, entry: &Entry, id: &str, decision: ApprovalDecision) -> bool {
         entry.approvals.resolve(id, decision)
     }
+
+    /// Lets the pending call `id` run outside the sandbox once it is allowed (nothing to grant
+    /// when no call `id` is pending: deciding it then answers not found).
+    pub(crate) fn grant_unsandboxed(&self, entry: &Entry, id: &str) -> Result<(), ApiError> {
+        let Some(call) = entry.approvals.call(id) else {
+            return Ok(());
+        };
+        match call.model() {
+            Some(ModelPayload::ToolCall(tc)) if entry.env.grant_unsandboxed(tc) => Ok(()),
+            _ => Err(ApiError::conflict(
+                "not_sandboxed",
+                format!("tool call {id:?} cannot run outside a sandbox: the session's commands run unsandboxed, or it is not a command"),
+            )),
+        }
+    }
 }
 
 /// The 409 a busy session answers new input with (§5.4).
