@@ -128,6 +128,26 @@ impl Server {
             .await
     }
 
+    async fn start_task(&self, id: &str, text: &str) {
+        let (status, body) = self
+            .call(
+                reqwest::Method::POST,
+                &format!("/api/sessions/{id}/tasks"),
+                Some(json!({"input": [{"type": "text", "text": text}]})),
+            )
+            .await;
+        assert_eq!(status, 202, "{body}");
+    }
+
+    async fn approve(&self, id: &str, call: &str, decision: &str) -> (u16, Value) {
+        self.call(
+            reqwest::Method::POST,
+            &format!("/api/sessions/{id}/approvals/{call}"),
+            Some(json!({"decision": decision})),
+        )
+        .await
+    }
+
     async fn session(&self, id: &str) -> Value {
         let (status, body) = self
             .call(reqwest::Method::GET, &format!("/api/sessions/{id}"), None)
@@ -188,14 +208,7 @@ async fn sessions_show_their_sandbox_and_may_ask_for_another() {
 
     // A task leaves a trace, so a restarted server loads the session from disk; a title
     // change in between must not lose the sandbox it asked for.
-    let (status, body) = srv
-        .call(
-            reqwest::Method::POST,
-            &format!("/api/sessions/{id}/tasks"),
-            Some(json!({"input": [{"type": "text", "text": "hi"}]})),
-        )
-        .await;
-    assert_eq!(status, 202, "{body}");
+    srv.start_task(&id, "hi").await;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let s = srv.session(&id).await;
@@ -247,14 +260,7 @@ async fn a_command_may_be_allowed_once_outside_the_sandbox() {
     let waiting_call = |id: String| {
         let srv = &srv;
         async move {
-            let (status, body) = srv
-                .call(
-                    reqwest::Method::POST,
-                    &format!("/api/sessions/{id}/tasks"),
-                    Some(json!({"input": [{"type": "text", "text": "look"}]})),
-                )
-                .await;
-            assert_eq!(status, 202, "{body}");
+            srv.start_task(&id, "look").await;
             let deadline = Instant::now() + Duration::from_secs(30);
             loop {
                 let (_, h) = srv
@@ -284,13 +290,7 @@ async fn a_command_may_be_allowed_once_outside_the_sandbox() {
         async move {
             let deadline = Instant::now() + Duration::from_secs(30);
             loop {
-                let (status, body) = srv
-                    .call(
-                        reqwest::Method::POST,
-                        &format!("/api/sessions/{id}/approvals/{call}"),
-                        Some(json!({"decision": decision})),
-                    )
-                    .await;
+                let (status, body) = srv.approve(&id, &call, decision).await;
                 if status != 404 || Instant::now() > deadline {
                     return (status, body);
                 }
@@ -302,13 +302,7 @@ async fn a_command_may_be_allowed_once_outside_the_sandbox() {
     let (_, body) = srv.create(ask("workspace-write")).await;
     let id = body["session"]["id"].as_str().unwrap().to_owned();
     let (call, args) = waiting_call(id.clone()).await;
-    let (status, body) = srv
-        .call(
-            reqwest::Method::POST,
-            &format!("/api/sessions/{id}/approvals/{call}"),
-            Some(json!({"decision": "allow_once"})),
-        )
-        .await;
+    let (status, body) = srv.approve(&id, &call, "allow_once").await;
     assert_eq!(status, 400, "{body}");
     let message = body["error"]["message"].as_str().unwrap();
     assert!(
@@ -318,13 +312,7 @@ async fn a_command_may_be_allowed_once_outside_the_sandbox() {
     let (status, body) = decide(id.clone(), call.clone(), "allow_unsandboxed").await;
     assert_eq!(status, 204, "{body}");
     assert_eq!(*grants.lock().unwrap(), [(call.clone(), args)]);
-    let (status, _) = srv
-        .call(
-            reqwest::Method::POST,
-            &format!("/api/sessions/{id}/approvals/{call}"),
-            Some(json!({"decision": "allow_unsandboxed"})),
-        )
-        .await;
+    let (status, _) = srv.approve(&id, &call, "allow_unsandboxed").await;
     assert_eq!(status, 404, "answered already");
 
     // Commands that run unsandboxed anyway cannot be let out of anything.
