@@ -130,6 +130,7 @@
 
 mod check;
 mod error;
+mod lines;
 mod paths;
 mod reader;
 mod resume;

@@ -1,10 +1,14 @@
 //! Reading traces (§3.4): tolerant by default, strict for imports.
 
+use std::fs::File;
+use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::SyncSender;
 
 use penguin_omni_protocol::OmniMessage;
 
 use crate::error::TraceError;
+use crate::lines::{buffer, part_lines, part_starts, Lines};
 
 /// How malformed lines are treated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -117,6 +121,15 @@ impl<'a, F: FnMut(usize, OmniMessage)> LineSink<'a, F> {
         if is_blank(bytes) {
             return Ok(());
         }
+        self.take(number, parse_line(bytes))
+    }
+
+    /// A non-blank line, parsed.
+    fn take(
+        &mut self,
+        number: usize,
+        parsed: Result<OmniMessage, String>,
+    ) -> Result<(), TraceError> {
         if let Some(prev) = self.held.take() {
             if self.mode == ReadMode::Strict {
                 return Err(TraceError::Malformed {
@@ -127,7 +140,7 @@ impl<'a, F: FnMut(usize, OmniMessage)> LineSink<'a, F> {
             }
             self.report.skipped.push(prev);
         }
-        match parse_line(bytes) {
+        match parsed {
             Ok(m) => (self.on_record)(number, m),
             Err(error) => {
                 self.held = Some(SkippedLine {
@@ -137,6 +150,23 @@ impl<'a, F: FnMut(usize, OmniMessage)> LineSink<'a, F> {
             }
         }
         Ok(())
+    }
+
+    /// Every line `lines` gives, in order, numbered after the `before` lines already read; the
+    /// number of lines it gave, and its buffer back.
+    fn push_all(
+        &mut self,
+        mut lines: Lines<impl Read>,
+        before: usize,
+    ) -> Result<(usize, Vec<u8>), TraceError> {
+        while let Some((number, line)) = lines.next_line().map_err(|e| self.io(e))? {
+            self.push(before + number, line)?;
+        }
+        Ok((lines.number(), lines.into_buffer()))
+    }
+
+    fn io(&self, e: std::io::Error) -> TraceError {
+        TraceError::io(self.source, e)
     }
 
     fn finish(mut self) -> ReadReport {
@@ -196,91 +226,124 @@ pub fn read_trace_each(
     mode: ReadMode,
     on_record: impl FnMut(usize, OmniMessage),
 ) -> Result<ReadReport, TraceError> {
-    let file = std::fs::File::open(path).map_err(|e| TraceError::io(path, e))?;
-    // A small file (a session's summary reads many) gets a buffer its size, not a block.
+    read_each(path, mode, on_record, PART)
+}
+
+/// A file is parsed in parts of about this many bytes, alternately here and on a second
+/// thread (parsing is most of a resume, and the second core is otherwise idle then). The
+/// second thread's records wait for their turn, so it keeps at most two parts' worth: parts
+/// are small enough that this is little beside the context a resume keeps.
+const PART: u64 = 512 << 10;
+
+/// The records of the parts [`read_each`]'s second thread parsed, or why it stopped.
+type Parsed = std::io::Result<PartRecords>;
+
+/// The non-blank lines of one part, parsed and numbered from the part's start, and how many
+/// lines the part has.
+struct PartRecords {
+    records: Vec<(usize, Result<OmniMessage, String>)>,
+    lines: usize,
+}
+
+/// [`read_trace_each`] with parts of about `part` bytes.
+fn read_each(
+    path: &Path,
+    mode: ReadMode,
+    on_record: impl FnMut(usize, OmniMessage),
+    part: u64,
+) -> Result<ReadReport, TraceError> {
+    let io = |e| TraceError::io(path, e);
+    let mut file = File::open(path).map_err(io)?;
     let size = file.metadata().map_or(0, |m| m.len());
     let mut sink = LineSink::new(mode, path, on_record);
-    let mut lines = Lines::new(file, usize::try_from(size).unwrap_or(usize::MAX));
-    while let Some((number, line)) = lines.next_line().map_err(|e| TraceError::io(path, e))? {
-        sink.push(number, line)?;
-    }
-    Ok(sink.finish())
+    let starts = if size >= 2 * part {
+        part_starts(&mut file, size, part).map_err(io)?
+    } else {
+        vec![0]
+    };
+    std::thread::scope(|s| {
+        let (to_main, parsed) = std::sync::mpsc::sync_channel::<Parsed>(1);
+        let starts = &starts;
+        let second = (starts.len() > 1)
+            .then(|| {
+                std::thread::Builder::new()
+                    .name("penguin-trace-read".into())
+                    .spawn_scoped(s, move || parse_odd_parts(path, starts, part, &to_main))
+                    .ok()
+            })
+            .flatten();
+        let Some(second) = second else {
+            // One part, or no thread for a second: the whole file here, to its end.
+            sink.push_all(part_lines(&file, 0, None, buffer(size)).map_err(io)?, 0)?;
+            return Ok(sink.finish());
+        };
+        let mut buf = buffer(part);
+        let mut before = 0;
+        for (i, &start) in starts.iter().enumerate() {
+            if i % 2 == 0 {
+                let end = starts.get(i + 1).copied();
+                let lines = part_lines(&file, start, end, buf).map_err(io)?;
+                let (count, back) = sink.push_all(lines, before)?;
+                buf = back;
+                before += count;
+                continue;
+            }
+            let Ok(part) = parsed.recv() else {
+                // It stopped without a word: it panicked.
+                if let Err(panic) = second.join() {
+                    std::panic::resume_unwind(panic);
+                }
+                return Err(io(std::io::Error::other(
+                    "the second reading thread stopped",
+                )));
+            };
+            let part = part.map_err(io)?;
+            for (number, record) in part.records {
+                sink.take(before + number, record)?;
+            }
+            before += part.lines;
+        }
+        Ok(sink.finish())
+    })
 }
 
-/// The lines of a file, read in large blocks and handed out in place: no copy per line.
-struct Lines<R> {
-    source: R,
-    buf: Vec<u8>,
-    /// `buf[start..end]` is read and not handed out yet.
-    start: usize,
-    end: usize,
-    number: usize,
-    at_end: bool,
+/// One part's lines, parsed; its buffer back.
+fn parse_part(mut lines: Lines<impl Read>) -> std::io::Result<(PartRecords, Vec<u8>)> {
+    let mut records = Vec::new();
+    while let Some((number, line)) = lines.next_line()? {
+        if !is_blank(line) {
+            records.push((number, parse_line(line)));
+        }
+    }
+    let part = PartRecords {
+        records,
+        lines: lines.number(),
+    };
+    Ok((part, lines.into_buffer()))
 }
 
-impl<R: std::io::Read> Lines<R> {
-    const BLOCK: usize = 256 << 10;
-
-    /// `size`: the bytes expected, for a first buffer no larger than needed.
-    fn new(source: R, size: usize) -> Self {
-        Lines {
-            source,
-            buf: vec![0; size.saturating_add(1).clamp(64, Self::BLOCK)],
-            start: 0,
-            end: 0,
-            number: 0,
-            at_end: false,
+/// Parses parts 1, 3, 5, … of the file and hands each over as it is done; stops at the first
+/// error, or when the reader no longer wants them.
+fn parse_odd_parts(path: &Path, starts: &[u64], part: u64, to_main: &SyncSender<Parsed>) {
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) => {
+            let _ = to_main.send(Err(e));
+            return;
         }
-    }
-
-    /// The next line (without its newline) and its 1-based number; the last line may lack a
-    /// newline.
-    fn next_line(&mut self) -> std::io::Result<Option<(usize, &[u8])>> {
-        loop {
-            if let Some(i) = memchr::memchr(b'\n', &self.buf[self.start..self.end]) {
-                let line = self.start..self.start + i;
-                self.start += i + 1;
-                self.number += 1;
-                return Ok(Some((self.number, &self.buf[line])));
-            }
-            if self.at_end {
-                if self.start == self.end {
-                    return Ok(None);
-                }
-                let line = self.start..self.end;
-                self.start = self.end;
-                self.number += 1;
-                return Ok(Some((self.number, &self.buf[line])));
-            }
-            self.refill()?;
-        }
-    }
-
-    /// Moves the partial line to the front and reads more after it.
-    fn refill(&mut self) -> std::io::Result<()> {
-        self.buf.copy_within(self.start..self.end, 0);
-        self.end -= self.start;
-        self.start = 0;
-        if self.end == self.buf.len() {
-            self.buf.resize(self.buf.len() * 2, 0);
-        } else if self.buf.len() > 4 * Self::BLOCK && self.end < Self::BLOCK {
-            // Do not keep a multi-megabyte record's buffer for the rest of the file.
-            self.buf.truncate(Self::BLOCK);
-            self.buf.shrink_to_fit();
-        }
-        loop {
-            match self.source.read(&mut self.buf[self.end..]) {
-                Ok(0) => {
-                    self.at_end = true;
-                    return Ok(());
-                }
-                Ok(n) => {
-                    self.end += n;
-                    return Ok(());
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
+    };
+    let mut buf = buffer(part);
+    for i in (1..starts.len()).step_by(2) {
+        let end = starts.get(i + 1).copied();
+        let parsed =
+            part_lines(&file, starts[i], end, std::mem::take(&mut buf)).and_then(|lines| {
+                let (part, back) = parse_part(lines)?;
+                buf = back;
+                Ok(part)
+            });
+        let failed = parsed.is_err();
+        if to_main.send(parsed).is_err() || failed {
+            return;
         }
     }
 }
@@ -392,61 +455,9 @@ mod tests {
 }
 
 #[cfg(test)]
-mod block_tests {
+mod file_tests {
     use super::*;
     use penguin_omni_protocol::{build, StopReason};
-
-    /// Hands out at most `step` bytes per read, and is interrupted before every other read.
-    struct Trickle<'a> {
-        data: &'a [u8],
-        step: usize,
-        interrupt: bool,
-    }
-
-    impl std::io::Read for Trickle<'_> {
-        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
-            self.interrupt = !self.interrupt;
-            if self.interrupt {
-                return Err(std::io::ErrorKind::Interrupted.into());
-            }
-            let n = self.step.min(out.len()).min(self.data.len());
-            out[..n].copy_from_slice(&self.data[..n]);
-            self.data = &self.data[n..];
-            Ok(n)
-        }
-    }
-
-    fn all_lines(data: &[u8], step: usize) -> Vec<(usize, Vec<u8>)> {
-        let mut lines = Lines::new(
-            Trickle {
-                data,
-                step,
-                interrupt: false,
-            },
-            step.min(1000),
-        );
-        let mut out = Vec::new();
-        while let Some((n, line)) = lines.next_line().unwrap() {
-            out.push((n, line.to_vec()));
-        }
-        out
-    }
-
-    #[test]
-    fn lines_come_whole_however_the_reads_fall() {
-        let long = "x".repeat(3 * Lines::<&[u8]>::BLOCK + 17);
-        let data = format!("a\n\n{long}\nb\r\nlast without newline");
-        let want: Vec<(usize, Vec<u8>)> = data
-            .split('\n')
-            .enumerate()
-            .map(|(i, l)| (i + 1, l.as_bytes().to_vec()))
-            .collect();
-        for step in [1, 7, 4096, usize::MAX] {
-            assert_eq!(all_lines(data.as_bytes(), step), want, "step {step}");
-        }
-        assert!(all_lines(b"", 1).is_empty());
-        assert_eq!(all_lines(b"one\n", 1), vec![(1, b"one".to_vec())]);
-    }
 
     /// A file read from disk in blocks reads exactly as the same text parsed in memory: the
     /// same records and line numbers, the same skipped lines and torn tail.
@@ -485,6 +496,51 @@ mod block_tests {
                 .unwrap_err()
                 .to_string()
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// However a file is cut into parts, and whichever thread parses each, it reads exactly
+    /// as its whole text parses: records, line numbers, skipped lines, torn tail, the strict
+    /// error.
+    #[test]
+    fn parts_read_as_the_whole_text_wherever_they_fall() {
+        let good = |i: usize| build::user_text(format!("line {i}")).to_json();
+        let mut text = String::new();
+        for i in 0..40 {
+            match i % 9 {
+                2 => text.push_str("{broken\n"),
+                4 => text.push_str("\n   \n"),
+                6 => text.push_str(&format!("{}\r\n", good(i))),
+                8 => text.push_str(&format!(
+                    "{}\n",
+                    build::tool_call_output("x".repeat(300), "c", StopReason::Completed).to_json()
+                )),
+                _ => text.push_str(&format!("{}\n", good(i))),
+            }
+        }
+        let dir = std::env::temp_dir().join(format!("penguin-parts-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, tail) in [("torn", r#"{"timestamp":"t","ty"#), ("whole", "\n\n")] {
+            let text = format!("{text}{tail}");
+            let path = dir.join(format!("{name}.jsonl"));
+            std::fs::write(&path, &text).unwrap();
+            let want = parse_trace_lines(text.as_bytes(), ReadMode::Tolerant, &path).unwrap();
+            let strict = parse_trace_lines(text.as_bytes(), ReadMode::Strict, &path)
+                .unwrap_err()
+                .to_string();
+            for part in [1, 2, 7, 50, 200, 1000, 100_000] {
+                let mut read = TraceRead::default();
+                let report =
+                    read_each(&path, ReadMode::Tolerant, collect(&mut read), part).unwrap();
+                let read = read.with_report(report);
+                assert_eq!(read.messages, want.messages, "{name} {part}");
+                assert_eq!(read.line_numbers, want.line_numbers, "{name} {part}");
+                assert_eq!(read.skipped, want.skipped, "{name} {part}");
+                assert_eq!(read.torn_tail, want.torn_tail, "{name} {part}");
+                let err = read_each(&path, ReadMode::Strict, |_, _| {}, part).unwrap_err();
+                assert_eq!(err.to_string(), strict, "{name} {part}");
+            }
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

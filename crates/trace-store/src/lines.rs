@@ -1,0 +1,252 @@
+//! A file's lines, read in large blocks and handed out in place; and where a large file can be
+//! cut into parts of whole lines, so that two threads can parse alternate parts.
+
+use std::io::{Read, Seek, SeekFrom};
+
+/// The lines of a file, read in large blocks and handed out in place: no copy per line.
+pub(crate) struct Lines<R> {
+    source: R,
+    buf: Vec<u8>,
+    /// `buf[start..end]` is read and not handed out yet.
+    start: usize,
+    end: usize,
+    number: usize,
+    at_end: bool,
+}
+
+/// Lines are read in blocks of this many bytes (a longer line grows its buffer).
+const BLOCK: usize = 64 << 10;
+
+/// A buffer for reading `expected` bytes: a small file (a session's summary reads many) gets
+/// one its size, not a block.
+pub(crate) fn buffer(expected: u64) -> Vec<u8> {
+    let len = usize::try_from(expected.saturating_add(1)).unwrap_or(BLOCK);
+    vec![0; len.clamp(64, BLOCK)]
+}
+
+impl<R: std::io::Read> Lines<R> {
+    /// Lines read into `buf` (not empty), as left by [`Lines::into_buffer`]: the parts of a
+    /// file share one buffer rather than each faulting in a new one.
+    pub(crate) fn with_buffer(source: R, buf: Vec<u8>) -> Self {
+        Lines {
+            source,
+            buf,
+            start: 0,
+            end: 0,
+            number: 0,
+            at_end: false,
+        }
+    }
+
+    pub(crate) fn into_buffer(self) -> Vec<u8> {
+        self.buf
+    }
+
+    /// How many lines were handed out.
+    pub(crate) fn number(&self) -> usize {
+        self.number
+    }
+
+    /// The next line (without its newline) and its 1-based number; the last line may lack a
+    /// newline.
+    pub(crate) fn next_line(&mut self) -> std::io::Result<Option<(usize, &[u8])>> {
+        loop {
+            if let Some(i) = memchr::memchr(b'\n', &self.buf[self.start..self.end]) {
+                let line = self.start..self.start + i;
+                self.start += i + 1;
+                self.number += 1;
+                return Ok(Some((self.number, &self.buf[line])));
+            }
+            if self.at_end {
+                if self.start == self.end {
+                    return Ok(None);
+                }
+                let line = self.start..self.end;
+                self.start = self.end;
+                self.number += 1;
+                return Ok(Some((self.number, &self.buf[line])));
+            }
+            self.refill()?;
+        }
+    }
+
+    /// Moves the partial line to the front and reads more after it.
+    fn refill(&mut self) -> std::io::Result<()> {
+        self.buf.copy_within(self.start..self.end, 0);
+        self.end -= self.start;
+        self.start = 0;
+        if self.end == self.buf.len() {
+            self.buf.resize(self.buf.len() * 2, 0);
+        } else if self.buf.len() > 4 * BLOCK && self.end < BLOCK {
+            // Do not keep a multi-megabyte record's buffer for the rest of the file.
+            self.buf.truncate(BLOCK);
+            self.buf.shrink_to_fit();
+        }
+        loop {
+            match self.source.read(&mut self.buf[self.end..]) {
+                Ok(0) => {
+                    self.at_end = true;
+                    return Ok(());
+                }
+                Ok(n) => {
+                    self.end += n;
+                    return Ok(());
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// Where `file` (`size` bytes) starts its parts: at 0, then at the first line that starts at
+/// least `every` bytes after the previous part. Each part but the last ends with a newline; the last
+/// runs to the end of the file. A line longer than `every` makes its part longer.
+pub(crate) fn part_starts(
+    file: &mut std::fs::File,
+    size: u64,
+    every: u64,
+) -> std::io::Result<Vec<u64>> {
+    let mut starts = vec![0];
+    let mut window = vec![0; 64 << 10];
+    let mut near = every.max(1);
+    while near < size {
+        // A line starts at `near` when a newline ends the byte before.
+        file.seek(SeekFrom::Start(near - 1))?;
+        let Some(start) = next_line_start(file, near - 1, &mut window)? else {
+            break;
+        };
+        if start >= size {
+            break;
+        }
+        starts.push(start);
+        near = start + every.max(1);
+    }
+    file.seek(SeekFrom::Start(0))?;
+    Ok(starts)
+}
+
+/// The offset just past the first newline of `file` from `at` (where it is positioned) on.
+fn next_line_start(
+    file: &mut std::fs::File,
+    mut at: u64,
+    window: &mut [u8],
+) -> std::io::Result<Option<u64>> {
+    loop {
+        let n = match file.read(window) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => other?,
+        };
+        if n == 0 {
+            return Ok(None);
+        }
+        if let Some(i) = memchr::memchr(b'\n', &window[..n]) {
+            return Ok(Some(at + i as u64 + 1));
+        }
+        at += n as u64;
+    }
+}
+
+/// The lines of the part of `file` from `start` to `end` (to the end of the file when `None`),
+/// read into `buf`.
+pub(crate) fn part_lines(
+    file: &std::fs::File,
+    start: u64,
+    end: Option<u64>,
+    buf: Vec<u8>,
+) -> std::io::Result<Lines<std::io::Take<&std::fs::File>>> {
+    let mut source = file;
+    source.seek(SeekFrom::Start(start))?;
+    let len = end.map_or(u64::MAX, |end| end - start);
+    Ok(Lines::with_buffer(source.take(len), buf))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Hands out at most `step` bytes per read, and is interrupted before every other read.
+    struct Trickle<'a> {
+        data: &'a [u8],
+        step: usize,
+        interrupt: bool,
+    }
+
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            self.interrupt = !self.interrupt;
+            if self.interrupt {
+                return Err(std::io::ErrorKind::Interrupted.into());
+            }
+            let n = self.step.min(out.len()).min(self.data.len());
+            out[..n].copy_from_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            Ok(n)
+        }
+    }
+
+    fn all_lines(data: &[u8], step: usize) -> Vec<(usize, Vec<u8>)> {
+        let source = Trickle {
+            data,
+            step,
+            interrupt: false,
+        };
+        let mut lines = Lines::with_buffer(source, buffer(step.min(1000) as u64));
+        let mut out = Vec::new();
+        while let Some((n, line)) = lines.next_line().unwrap() {
+            out.push((n, line.to_vec()));
+        }
+        out
+    }
+
+    #[test]
+    fn lines_come_whole_however_the_reads_fall() {
+        let long = "x".repeat(3 * BLOCK + 17);
+        let data = format!("a\n\n{long}\nb\r\nlast without newline");
+        let want: Vec<(usize, Vec<u8>)> = data
+            .split('\n')
+            .enumerate()
+            .map(|(i, l)| (i + 1, l.as_bytes().to_vec()))
+            .collect();
+        for step in [1, 7, 4096, usize::MAX] {
+            assert_eq!(all_lines(data.as_bytes(), step), want, "step {step}");
+        }
+        assert!(all_lines(b"", 1).is_empty());
+        assert_eq!(all_lines(b"one\n", 1), vec![(1, b"one".to_vec())]);
+    }
+
+    /// Parts start at line starts, at least `every` bytes apart, and cover the file.
+    #[test]
+    fn parts_start_at_lines() {
+        let long = "y".repeat(5000);
+        let text = format!("a\n\nbb\n{long}\nccc\r\nd\n\n{long}\nlast");
+        let dir = std::env::temp_dir().join(format!("penguin-part-starts-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t");
+        std::fs::write(&path, &text).unwrap();
+        let mut file = std::fs::File::open(&path).unwrap();
+        let size = text.len() as u64;
+        for every in [1, 2, 3, 10, 4000, 6000, 20_000] {
+            let starts = part_starts(&mut file, size, every).unwrap();
+            assert_eq!(starts[0], 0);
+            for pair in starts.windows(2) {
+                assert!(pair[1] >= pair[0] + every, "{every}: {starts:?}");
+                assert_eq!(text.as_bytes()[pair[1] as usize - 1], b'\n');
+            }
+            // Read part by part, the lines are the file's.
+            let mut got = Vec::new();
+            for (i, &start) in starts.iter().enumerate() {
+                let mut lines =
+                    part_lines(&file, start, starts.get(i + 1).copied(), vec![0; 7]).unwrap();
+                while let Some((_, line)) = lines.next_line().unwrap() {
+                    got.push(String::from_utf8(line.to_vec()).unwrap());
+                }
+            }
+            let want: Vec<&str> = text.split('\n').collect();
+            assert_eq!(got, want, "{every}");
+        }
+        assert_eq!(part_starts(&mut file, size, 1).unwrap().len(), 9);
+        assert_eq!(part_starts(&mut file, size, size).unwrap(), [0]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
