@@ -201,11 +201,28 @@ impl Driver {
     /// One message of the model's stream: streamed, then acted on (segments kept for
     /// transcripts, calls approved and dispatched).
     async fn take(&mut self, msg: OmniMessage, cost: i64) {
+        // Most messages (fragments) are only streamed: they move into the order, and only the
+        // few the turn keeps are copied.
+        let kept = !msg.has_origin()
+            && matches!(
+                msg.model(),
+                Some(ModelPayload::Thinking(_) | ModelPayload::Text(_) | ModelPayload::ToolCall(_))
+            );
+        if !kept {
+            let usage = match &msg.body {
+                Body::Event(EventPayload::TokenUsage { session, request }) => {
+                    Some((*session, *request))
+                }
+                _ => None,
+            };
+            self.order.push(self.chain, msg, cost);
+            if let Some((session, request)) = usage {
+                self.shared.observe_token_usage(session, request);
+            }
+            return;
+        }
         self.order.push(self.chain, msg.clone(), cost);
         match &msg.body {
-            Body::Event(EventPayload::TokenUsage { session, request }) => {
-                self.shared.observe_token_usage(*session, *request);
-            }
             Body::Model(ModelPayload::Thinking(_) | ModelPayload::Text(_)) if !msg.has_origin() => {
                 self.assistant_segments.push(msg);
             }
