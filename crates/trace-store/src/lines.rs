@@ -100,8 +100,8 @@ impl<R: std::io::Read> Lines<R> {
 }
 
 /// Where `file` (`size` bytes) starts its parts: at 0, then at the first line that starts at
-/// least `every` bytes after the previous part. Each part but the last ends with a newline; the last
-/// runs to the end of the file. A line longer than `every` makes its part longer.
+/// least `every` bytes after the previous part. Each part but the last ends with a newline;
+/// the last runs to the end of the file. A line longer than `every` makes its part longer.
 pub(crate) fn part_starts(
     file: &mut std::fs::File,
     size: u64,
@@ -122,7 +122,6 @@ pub(crate) fn part_starts(
         starts.push(start);
         near = start + every.max(1);
     }
-    file.seek(SeekFrom::Start(0))?;
     Ok(starts)
 }
 

@@ -217,10 +217,11 @@ pub fn read_trace(path: &Path, mode: ReadMode) -> Result<TraceRead, TraceError> 
     Ok(read.with_report(report))
 }
 
-/// Reads a trace file one line at a time and hands each record, with its 1-based line number,
-/// to `on_record` as soon as it parses: a caller that keeps only some records (resume keeps
-/// the context) never holds the whole file's. Nothing is logged; see
-/// [`ReadReport::warn_skipped`].
+/// Reads a trace file and hands each record, in file order and with its 1-based line number,
+/// to `on_record` as soon as its turn comes: a caller that keeps only some records (resume
+/// keeps the context) never holds the whole file's. A large file is parsed in parts on two
+/// threads (parts of about 512 KiB); `on_record` is only ever called on the calling thread.
+/// Nothing is logged; see [`ReadReport::warn_skipped`].
 pub fn read_trace_each(
     path: &Path,
     mode: ReadMode,
