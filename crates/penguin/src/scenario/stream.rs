@@ -142,6 +142,10 @@ struct Scanner<R> {
     buf: Vec<u8>,
     pos: usize,
     len: usize,
+    /// While a value is being cut out: where it starts in `buf`.
+    cut: Option<usize>,
+    /// What of the value being cut out earlier reads held.
+    held: Vec<u8>,
 }
 
 const CHUNK: usize = 1 << 18;
@@ -172,12 +176,19 @@ impl<R: Read> Scanner<R> {
             buf: vec![0; CHUNK],
             pos: 0,
             len: 0,
+            cut: None,
+            held: Vec::new(),
         }
     }
 
     /// The next byte without taking it; `None` at the end of the file.
     fn peek(&mut self) -> std::io::Result<Option<u8>> {
         if self.pos == self.len {
+            if let Some(from) = self.cut {
+                // The value being cut out goes on past this read.
+                self.held.extend_from_slice(&self.buf[from..self.len]);
+                self.cut = Some(0);
+            }
             self.pos = 0;
             self.len = loop {
                 match self.source.read(&mut self.buf) {
@@ -211,9 +222,22 @@ impl<R: Read> Scanner<R> {
         Ok(false)
     }
 
-    /// Copies a string (its quotes included) into `out`; false when the file ends inside it.
-    fn string(&mut self, out: &mut Vec<u8>) -> std::io::Result<bool> {
-        out.push(b'"');
+    /// Starts cutting out the value at the current position: the bytes from here on are
+    /// copied once, in as few pieces as reads allow, by [`Scanner::end_cut`].
+    fn begin_cut(&mut self) {
+        self.cut = Some(self.pos);
+    }
+
+    /// The bytes since [`Scanner::begin_cut`].
+    fn end_cut(&mut self) -> Vec<u8> {
+        let from = self.cut.take().unwrap_or(self.pos);
+        let mut bytes = std::mem::take(&mut self.held);
+        bytes.extend_from_slice(&self.buf[from..self.pos]);
+        bytes
+    }
+
+    /// Passes a string (its quotes included); false when the file ends inside it.
+    fn string(&mut self) -> std::io::Result<bool> {
         self.pos += 1;
         loop {
             if self.peek()?.is_none() {
@@ -221,38 +245,41 @@ impl<R: Read> Scanner<R> {
             }
             let chunk = &self.buf[self.pos..self.len];
             match memchr::memchr2(b'"', b'\\', chunk) {
-                None => {
-                    out.extend_from_slice(chunk);
-                    self.pos = self.len;
-                }
+                None => self.pos = self.len,
                 Some(i) => {
-                    out.extend_from_slice(&chunk[..=i]);
                     self.pos += i + 1;
                     if chunk[i] == b'"' {
                         return Ok(true);
                     }
                     // The escaped byte, whatever it is, cannot end the string.
-                    match self.peek()? {
-                        Some(b) => {
-                            out.push(b);
-                            self.pos += 1;
-                        }
-                        None => return Ok(false),
+                    if self.peek()?.is_none() {
+                        return Ok(false);
                     }
+                    self.pos += 1;
                 }
             }
         }
     }
 
-    /// Copies one value into `out`; false when it is cut short.
-    fn value(&mut self, out: &mut Vec<u8>) -> std::io::Result<bool> {
+    /// Cuts out one value; `None` when it is cut short.
+    fn value(&mut self) -> std::io::Result<Option<Vec<u8>>> {
+        self.begin_cut();
+        let whole = self.pass_value()?;
+        let bytes = self.end_cut();
+        Ok(whole.then_some(bytes))
+    }
+
+    /// Passes one value; false when it is cut short.
+    fn pass_value(&mut self) -> std::io::Result<bool> {
         let mut depth = 0usize;
+        // Whether anything was passed: a scalar is not empty.
+        let mut any = false;
         loop {
             if self.peek()?.is_none() {
                 // Only a scalar may end with the file; the caller then finds nothing after it.
-                return Ok(depth == 0 && !out.is_empty());
+                return Ok(depth == 0 && any);
             }
-            // Up to the next byte that matters here, in one copy.
+            // Up to the next byte that matters here.
             let chunk = &self.buf[self.pos..self.len];
             let stops = if depth == 0 {
                 NESTING | SCALAR_END
@@ -263,48 +290,52 @@ impl<R: Read> Scanner<R> {
                 .iter()
                 .position(|&b| CLASS[usize::from(b)] & stops != 0)
             else {
-                out.extend_from_slice(chunk);
+                any = true;
                 self.pos = self.len;
                 continue;
             };
-            out.extend_from_slice(&chunk[..i]);
+            any |= i > 0;
             self.pos += i;
             match chunk[i] {
                 b'"' => {
-                    if !self.string(out)? {
+                    if !self.string()? {
                         return Ok(false);
                     }
                     if depth == 0 {
                         return Ok(true);
                     }
                 }
-                b @ (b'{' | b'[') => {
+                b'{' | b'[' => {
                     depth += 1;
-                    out.push(b);
+                    any = true;
                     self.pos += 1;
                 }
-                b @ (b'}' | b']') => {
+                b'}' | b']' => {
                     if depth == 0 {
                         // A scalar ends where its container does.
-                        return Ok(!out.is_empty());
+                        return Ok(any);
                     }
                     depth -= 1;
-                    out.push(b);
                     self.pos += 1;
                     if depth == 0 {
                         return Ok(true);
                     }
                 }
                 // `,` or whitespace after a scalar.
-                _ => return Ok(!out.is_empty()),
+                _ => return Ok(any),
             }
         }
     }
 
     /// A key: a string, then `:`. `None` when it is not one.
     fn key(&mut self) -> std::io::Result<Option<String>> {
-        let mut raw = Vec::new();
-        if self.skip_ws()? != Some(b'"') || !self.string(&mut raw)? || !self.eat(b':')? {
+        if self.skip_ws()? != Some(b'"') {
+            return Ok(None);
+        }
+        self.begin_cut();
+        let whole = self.string()?;
+        let raw = self.end_cut();
+        if !whole || !self.eat(b':')? {
             return Ok(None);
         }
         Ok(serde_json::from_slice(&raw).ok())
@@ -347,18 +378,17 @@ impl<R: Read> Scanner<R> {
             if rest.iter().any(|(k, _)| *k == key) {
                 return Ok(false);
             }
-            let mut value = Vec::new();
-            let whole = match key.as_str() {
-                "llm" => self.elements(script)?,
-                "tools" => self.members(script)?,
+            let value = match key.as_str() {
+                "llm" => self.elements(script)?.then(Vec::new),
+                "tools" => self.members(script)?.then(Vec::new),
                 _ => {
                     self.skip_ws()?;
-                    self.value(&mut value)?
+                    self.value()?
                 }
             };
-            if !whole {
+            let Some(value) = value else {
                 return Ok(false);
-            }
+            };
             rest.push((key, value));
             match self.next_or_close(b'}')? {
                 Some(true) => continue,
@@ -378,11 +408,10 @@ impl<R: Read> Scanner<R> {
             return Ok(true);
         }
         for i in 0.. {
-            let mut value = Vec::new();
             self.skip_ws()?;
-            if !self.value(&mut value)? {
+            let Some(value) = self.value()? else {
                 return Ok(false);
-            }
+            };
             script(Piece::Request(i, value));
             match self.next_or_close(b']')? {
                 Some(true) => {}
@@ -406,11 +435,10 @@ impl<R: Read> Scanner<R> {
             let Some(id) = self.key()? else {
                 return Ok(false);
             };
-            let mut value = Vec::new();
             self.skip_ws()?;
-            if !self.value(&mut value)? {
+            let Some(value) = self.value()? else {
                 return Ok(false);
-            }
+            };
             script(Piece::Tool(id, value));
             match self.next_or_close(b'}')? {
                 Some(true) => {}
@@ -429,11 +457,10 @@ mod tests {
         let mut scan = Scanner::new(text.as_bytes());
         let mut out = Vec::new();
         loop {
-            let mut v = Vec::new();
             if scan.skip_ws().unwrap().is_none() {
                 return out;
             }
-            assert!(scan.value(&mut v).unwrap(), "{text}");
+            let v = scan.value().unwrap().unwrap_or_else(|| panic!("{text}"));
             out.push(String::from_utf8(v).unwrap());
             scan.eat(b',').unwrap();
         }
@@ -455,6 +482,71 @@ mod tests {
             values(&format!("[{long},{long}]")),
             [format!("[{long},{long}]")]
         );
+    }
+
+    /// Hands out at most `step` bytes per read.
+    struct Trickle<'a> {
+        data: &'a [u8],
+        step: usize,
+    }
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.step.min(out.len()).min(self.data.len());
+            out[..n].copy_from_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            Ok(n)
+        }
+    }
+
+    /// However reads fall (inside keys, escapes, scripts), the pieces and the other members
+    /// cut out are the file's own bytes.
+    #[test]
+    fn pieces_are_whole_however_reads_fall() {
+        let text = r#" { "description" : "a \"q\" b", "llm": [ {"stream": [{"delay_ms": 1}]} , {"x\"y": [1, {"z": "}"}]} ],
+            "tools": {"c\u0031": {"stream": []}, "c2": {"stream": [true]}}, "runs": [{"input": []}] } "#;
+        let cut = |step: usize| {
+            let mut scan = Scanner::new(Trickle {
+                data: text.as_bytes(),
+                step,
+            });
+            let (mut rest, mut pieces) = (Vec::new(), Vec::new());
+            let ok = scan
+                .top_level(&mut rest, &mut |piece| {
+                    pieces.push(match piece {
+                        Piece::Request(i, bytes) => (i.to_string(), bytes),
+                        Piece::Tool(id, bytes) => (id, bytes),
+                    })
+                })
+                .unwrap();
+            assert!(ok, "step {step}");
+            (rest, pieces)
+        };
+        let (rest, pieces) = cut(usize::MAX);
+        let text_of = |kv: &[(String, Vec<u8>)]| -> Vec<(String, String)> {
+            kv.iter()
+                .map(|(k, v)| (k.clone(), String::from_utf8(v.clone()).unwrap()))
+                .collect()
+        };
+        assert_eq!(
+            text_of(&pieces),
+            [
+                ("0", r#"{"stream": [{"delay_ms": 1}]}"#),
+                ("1", r#"{"x\"y": [1, {"z": "}"}]}"#),
+                ("c1", r#"{"stream": []}"#),
+                ("c2", r#"{"stream": [true]}"#),
+            ]
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        );
+        assert_eq!(text_of(&rest)[0].1, r#""a \"q\" b""#);
+        for step in [1, 2, 3, 5, 8] {
+            let (r, p) = cut(step);
+            assert_eq!(
+                (text_of(&r), text_of(&p)),
+                (text_of(&rest), text_of(&pieces)),
+                "step {step}"
+            );
+        }
     }
 
     #[test]
