@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use penguin_omni_protocol::{
-    build, Body, EventPayload, ModelPayload, OmniMessage, StopReason, StreamEventType, Text,
-    Thinking, Timestamp, TokenCounts, ToolCall, ToolCallOutput,
+    build, exact_in_place, Body, EventPayload, InPlace, ModelPayload, OmniMessage, StopReason,
+    StreamEventType, Text, Thinking, Timestamp, TokenCounts, ToolCall, ToolCallOutput,
 };
 use serde_json::Value;
 
@@ -139,11 +139,49 @@ fn request(
     path: impl Fn() -> String,
 ) -> Result<ScriptedRequest, ScriptError> {
     let stream = steps(&raw.stream, || format!("{}.stream", path()))?;
-    let outcome = match raw.outcome {
-        None => LlmOutcome::completed(),
-        Some(o) => parse_outcome(&tree(o.get()), &format!("{}.outcome", path()))?,
-    };
+    let outcome = outcome(raw.outcome, path)?;
     Ok(ScriptedRequest { stream, outcome })
+}
+
+/// An entry's `outcome`: completed when absent.
+fn outcome(
+    raw: Option<&serde_json::value::RawValue>,
+    path: impl Fn() -> String,
+) -> Result<LlmOutcome, ScriptError> {
+    match raw {
+        None => Ok(LlmOutcome::completed()),
+        Some(o) => parse_outcome(&tree(o.get()), &format!("{}.outcome", path())),
+    }
+}
+
+/// One `llm` entry, or one tool's script, read in one pass, messages included (see
+/// [`exact_in_place`]).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InPlaceScript<'a> {
+    stream: Vec<InPlaceStep>,
+    #[serde(borrow, default)]
+    outcome: Option<&'a serde_json::value::RawValue>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InPlaceStep {
+    #[serde(default)]
+    delay_ms: u64,
+    message: InPlace,
+}
+
+impl InPlaceScript<'_> {
+    fn steps(self) -> Vec<Step> {
+        self.stream
+            .into_iter()
+            .map(|step| Step {
+                delay: Duration::from_millis(step.delay_ms),
+                message: step.message.0,
+            })
+            .collect()
+    }
 }
 
 /// [`parse_steps`] on the JSON text of a `stream` array: each step read straight into its
@@ -157,6 +195,14 @@ pub fn parse_steps_json(text: &str, path: &str) -> Result<Vec<Step>, ScriptError
 
 /// [`parse_request`] on the JSON text of one `llm` entry.
 pub fn parse_request_json(text: &str, path: &str) -> Result<ScriptedRequest, ScriptError> {
+    // The common request in one pass; anything else step by step, for the error that names it.
+    if let Some(raw) = exact_in_place::<InPlaceScript<'_>>(text) {
+        let outcome = outcome(raw.outcome, || path.to_owned())?;
+        return Ok(ScriptedRequest {
+            stream: raw.steps(),
+            outcome,
+        });
+    }
     match serde_json::from_str::<RawRequest<'_>>(text) {
         Ok(raw) => request(&raw, || path.to_owned()),
         Err(_) => parse_request(&tree(text), path),
@@ -214,6 +260,12 @@ pub fn parse_tool_streams_json(
 /// One tool's script (`{stream}`) from its JSON text, when well-formed; `None` as for
 /// [`parse_tool_streams_json`].
 pub fn parse_tool_stream_json(text: &str, id: &str) -> Option<Result<Vec<Step>, ScriptError>> {
+    if let Some(raw) = exact_in_place::<InPlaceScript<'_>>(text) {
+        // A tool's script has no outcome.
+        if raw.outcome.is_none() {
+            return Some(Ok(raw.steps()));
+        }
+    }
     let raw: RawScript<'_> = serde_json::from_str(text).ok()?;
     Some(steps(&raw.stream, || format!("tools.{id}.stream")))
 }

@@ -13,6 +13,7 @@ use crate::Timestamp;
 
 mod event;
 mod exact;
+pub use exact::{exact_in_place, InPlace};
 mod parse;
 
 pub use event::*;

@@ -252,3 +252,103 @@ fn unknown_payload_keys_are_rejected_not_dropped() {
     // Fidelity is opaque provider data: anything inside it is carried, so it is accepted.
     ScriptedModel::from_json(&step(json!({"type": "text", "role": "assistant", "text": "hi", "fidelity": {"anything": [1, {"x": null}]}}))).unwrap();
 }
+
+/// Requests and tool scripts read in one pass (messages included) read exactly as their JSON
+/// trees do: the same steps, outcome and errors, whether the one pass takes them or leaves them
+/// to the step-by-step way.
+#[test]
+fn scripts_read_in_one_pass_as_their_trees_read() {
+    let epoch = |steps: Vec<Step>| -> Vec<Step> {
+        // A message without a timestamp is stamped when read: compare without stamps.
+        steps
+            .into_iter()
+            .map(|s| Step {
+                message: build::restamped(s.message, Timestamp::from_unix_millis(0)),
+                ..s
+            })
+            .collect()
+    };
+    let text = r#"{"type": "model_msg", "payload": {"type": "text", "role": "assistant", "text": "hi", "stop_reason": "completed"}}"#;
+    let delta = r#"{"timestamp": "2026-01-02T03:04:05.678Z", "type": "model_msg", "payload": {"type": "partial_text", "role": "assistant", "event_type": "delta", "text": "a \"q\" \u00e9"}}"#;
+    let call = r#"{"type": "model_msg", "payload": {"type": "tool_call", "role": "assistant", "name": "sh", "arguments": "{\"cmd\": \"ls\"}", "tool_call_id": "c1", "stop_reason": "completed"}}"#;
+    let usage = r#"{"type": "event_msg", "payload": {"type": "token_usage", "session": {"cache_read": 0, "cache_write": 0, "output": 1, "total": 1}, "request": {"cache_read": 0, "cache_write": 0, "output": 1, "total": 1}}}"#;
+    let requests = [
+        format!(
+            r#"{{"stream": [{{"delay_ms": 5, "message": {delta}}}, {{"message": {text}}}, {{"delay_ms": 0, "message": {call}}}]}}"#
+        ),
+        format!(
+            r#"{{"stream": [{{"message": {text}}}], "outcome": {{"status": "failed", "error_message": "boom"}}}}"#
+        ),
+        format!(r#"{{"stream": [{{"message": {text}}}], "outcome": {{"status": "exploded"}}}}"#),
+        format!(
+            r#"{{"stream": [{{"message": {usage}}}, {{"message": {text}}}, {{"message": {}}}]}}"#,
+            usage.replace(
+                "\"type\": \"event_msg\"",
+                "\"timestamp\": \"2026-01-02T03:04:05.678Z\", \"type\": \"event_msg\""
+            )
+        ),
+        format!(
+            r#"{{"stream": [{{"message": {}}}]}}"#,
+            text.replace(r#""completed""#, "null")
+        ),
+        format!(
+            r#"{{"stream": [{{"message": {}}}]}}"#,
+            text.replace(r#""hi""#, r#""null and void""#)
+        ),
+        format!(
+            r#"{{"stream": [{{"message": {}}}]}}"#,
+            text.replace(r#""role""#, r#""colour": "red", "role""#)
+        ),
+        format!(
+            r#"{{"stream": [{{"message": {}}}]}}"#,
+            text.replace(r#""text": "hi""#, r#""t\u0065xt": "hi""#)
+        ),
+        format!(r#"{{"stream": [{{"delay": 5, "message": {text}}}]}}"#),
+        format!(r#"{{"stream": [{{"message": {text}}}], "extra": 1}}"#),
+        r#"{"outcome": {"status": "completed"}}"#.to_owned(),
+        r#"{"stream": [{"message": [1]}]}"#.to_owned(),
+        format!(
+            r#"{{"stream": [{{"message": {}}}]}}"#,
+            usage.replace(r#""total": 1}}"#, r#""total": 1, "input": 0}}"#)
+        ),
+        format!(
+            r#"{{"stream": [{{"message": {}}}]}}"#,
+            usage.replace(
+                r#""type": "event_msg", "payload": {"type": "token_usage""#,
+                r#""type": "event_msg", "payload": {"type": "warp_drive""#
+            )
+        ),
+        r#"{"stream": [{"message": {"payload": {"type": "request_begin"}, "type": "event_msg"}}]}"#
+            .to_owned(),
+    ];
+    // The first four are read in one pass (the third's outcome then fails as its tree's does);
+    // the others are left to the step-by-step way.
+    let one_pass = |r: &String| exact_in_place::<InPlaceScript<'_>>(r).is_some();
+    assert!(requests[..4].iter().all(one_pass));
+    assert!(!requests[4..].iter().any(one_pass));
+    for (i, r) in requests.iter().enumerate() {
+        let path = format!("llm[{i}]");
+        let tree: Value = serde_json::from_str(r).unwrap_or_else(|e| panic!("{r}: {e}"));
+        let fixed = |read: Result<ScriptedRequest, ScriptError>| {
+            read.map(|req| (epoch(req.stream), req.outcome))
+        };
+        assert_eq!(
+            fixed(parse_request_json(r, &path)),
+            fixed(parse_request(&tree, &path)),
+            "{r}"
+        );
+        // The same stream as a tool's script (which has no outcome).
+        let Some(stream) = tree.get("stream") else {
+            continue;
+        };
+        let script = serde_json::json!({ "stream": stream }).to_string();
+        let one_pass = parse_tool_stream_json(&script, "c1").map(|read| read.map(epoch));
+        let by_tree = parse_steps(stream, "tools.c1.stream").map(epoch);
+        assert_eq!(
+            one_pass.unwrap_or_else(|| by_tree.clone()),
+            by_tree,
+            "{script}"
+        );
+    }
+}
+

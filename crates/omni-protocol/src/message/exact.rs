@@ -6,8 +6,10 @@
 //! typed field reads as absent. The fast path therefore takes only `model_msg` messages whose
 //! text has no `null` at all and whose payload starts with its `type`, and reads them in one
 //! pass: each payload key is checked against the fields its type declares as the struct is
-//! read. Anything else (events, nested objects, escaped keys, duplicates, another key order)
-//! goes the tree way, which accepts the same messages and names what is wrong.
+//! read. An `event_msg` (a script's few `token_usage`s) has its payload read as a tree where
+//! it stands and checked the tree way. Anything else (nested objects, escaped keys,
+//! duplicates, another key order) goes the tree way, which accepts the same messages and
+//! names what is wrong.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -33,6 +35,45 @@ impl OmniMessage {
     }
 }
 
+/// Reads `text`, a JSON document holding messages as [`InPlace`] values, in one pass, each
+/// message as exactly as [`OmniMessage::from_json_exact`] checks one. `None` when the text
+/// holds a `null` anywhere (a typed field would read it as absent) or a message the one-pass
+/// way leaves to the tree (see this module's introduction), or is not a `T`: the caller then
+/// reads each message's own text with `from_json_exact`, which accepts the same messages and
+/// names what is wrong.
+///
+/// ```
+/// use penguin_omni_protocol::{exact_in_place, InPlace};
+///
+/// #[derive(serde::Deserialize)]
+/// struct Step {
+///     message: InPlace,
+/// }
+/// let text = r#"[{"message": {"type": "model_msg", "payload": {"type": "text", "role": "user", "text": "hi", "stop_reason": "completed"}}}]"#;
+/// let steps: Vec<Step> = exact_in_place(text).unwrap();
+/// assert_eq!(steps[0].message.0.model().and_then(|p| p.content()), Some("hi"));
+/// // A null, or an unknown key, is left to the message-by-message way.
+/// assert!(exact_in_place::<Vec<Step>>(&text.replace(r#""hi""#, "null")).is_none());
+/// assert!(exact_in_place::<Vec<Step>>(&text.replace(r#""role""#, r#""x": 1, "role""#)).is_none());
+/// ```
+pub fn exact_in_place<'a, T: Deserialize<'a>>(text: &'a str) -> Option<T> {
+    if text.contains("null") {
+        return None;
+    }
+    serde_json::from_str(text).ok()
+}
+
+/// A message inside a document read by [`exact_in_place`]. Read by itself it would take a
+/// `null` for an absent field: only `exact_in_place` makes sure there is none.
+#[derive(Debug)]
+pub struct InPlace(pub OmniMessage);
+
+impl<'de> Deserialize<'de> for InPlace {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<InPlace, D::Error> {
+        d.deserialize_map(ExactEnvelope).map(InPlace)
+    }
+}
+
 fn fast(s: &str) -> Option<OmniMessage> {
     if s.contains("null") {
         return None;
@@ -48,41 +89,61 @@ fn leave<E: de::Error>() -> E {
     E::custom("left to the tree check")
 }
 
-/// The envelope of a `model_msg`: `timestamp` (optional), `type`, `payload`, `origin`, in any
-/// order, each at most once.
+/// The envelope of a `model_msg` or an `event_msg`: `timestamp` (optional), `type`, `payload`,
+/// `origin`, each at most once; a model payload in any order, an event's after its `type`.
 struct ExactEnvelope;
+
+/// A payload as the envelope read it.
+enum Read {
+    Model(ModelPayload),
+    /// An event's payload, checked the tree way once the envelope is read: events are few.
+    Event(Value),
+}
 
 impl<'de> Visitor<'de> for ExactEnvelope {
     type Value = OmniMessage;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a model_msg")
+        f.write_str("a model_msg or an event_msg")
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<OmniMessage, A::Error> {
-        let (mut timestamp, mut kind, mut payload, mut origin) = (None, false, None, None);
+        let (mut timestamp, mut kind, mut payload, mut origin) = (None, None, None, None);
         while let Some(key) = map.next_key::<&'de str>()? {
             match key {
                 "timestamp" if timestamp.is_none() => timestamp = Some(map.next_value()?),
-                "type" if !kind => {
-                    if map.next_value::<&'de str>()? != "model_msg" {
-                        return Err(leave());
-                    }
-                    kind = true;
-                }
+                "type" if kind.is_none() => match map.next_value::<&'de str>()? {
+                    k @ ("model_msg" | "event_msg") => kind = Some(k),
+                    _ => return Err(leave()),
+                },
                 "payload" if payload.is_none() => {
-                    payload = Some(map.next_value_seed(ExactPayload)?)
+                    payload = Some(match kind {
+                        Some("event_msg") => Read::Event(map.next_value()?),
+                        _ => Read::Model(map.next_value_seed(ExactPayload)?),
+                    })
                 }
                 "origin" if origin.is_none() => origin = Some(map.next_value::<Vec<String>>()?),
                 _ => return Err(leave()),
             }
         }
         match (kind, payload) {
-            (true, Some(payload)) => Ok(OmniMessage {
+            (Some("model_msg"), Some(Read::Model(payload))) => Ok(OmniMessage {
                 timestamp: timestamp.unwrap_or_else(Timestamp::now),
                 body: Body::Model(payload),
                 origin,
             }),
+            (Some("event_msg"), Some(Read::Event(payload))) => {
+                let mut tree = serde_json::Map::new();
+                if let Some(t) = timestamp {
+                    tree.insert("timestamp".into(), Value::from(t.as_str()));
+                }
+                tree.insert("type".into(), Value::from("event_msg"));
+                tree.insert("payload".into(), payload);
+                if let Some(origin) = origin {
+                    tree.insert("origin".into(), Value::from(origin));
+                }
+                OmniMessage::from_value_exact(Value::Object(tree)).map_err(|_| leave())
+            }
             _ => Err(leave()),
         }
     }
