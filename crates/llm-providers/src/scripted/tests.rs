@@ -351,4 +351,3 @@ fn scripts_read_in_one_pass_as_their_trees_read() {
         );
     }
 }
-
