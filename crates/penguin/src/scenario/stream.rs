@@ -169,6 +169,18 @@ const CLASS: [u8; 256] = {
     t
 };
 
+/// Where the first `"` or `\\` of `bytes` is. Most strings are a few bytes long: their first
+/// bytes are looked at one by one before the search is handed to `memchr`.
+fn string_end(bytes: &[u8]) -> Option<usize> {
+    const NEAR: usize = 16;
+    let near = &bytes[..bytes.len().min(NEAR)];
+    match near.iter().position(|&b| b == b'"' || b == b'\\') {
+        Some(i) => Some(i),
+        None if bytes.len() <= NEAR => None,
+        None => memchr::memchr2(b'"', b'\\', &bytes[NEAR..]).map(|i| i + NEAR),
+    }
+}
+
 impl<R: Read> Scanner<R> {
     fn new(source: R) -> Scanner<R> {
         Scanner {
@@ -182,25 +194,30 @@ impl<R: Read> Scanner<R> {
     }
 
     /// The next byte without taking it; `None` at the end of the file.
+    #[inline]
     fn peek(&mut self) -> std::io::Result<Option<u8>> {
-        if self.pos == self.len {
-            if let Some(from) = self.cut {
-                // The value being cut out goes on past this read.
-                self.held.extend_from_slice(&self.buf[from..self.len]);
-                self.cut = Some(0);
-            }
-            self.pos = 0;
-            self.len = loop {
-                match self.source.read(&mut self.buf) {
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    other => break other?,
-                }
-            };
-            if self.len == 0 {
-                return Ok(None);
-            }
+        if self.pos < self.len {
+            return Ok(Some(self.buf[self.pos]));
         }
-        Ok(Some(self.buf[self.pos]))
+        self.read_more()
+    }
+
+    /// Reads the next block, once the last is passed.
+    #[cold]
+    fn read_more(&mut self) -> std::io::Result<Option<u8>> {
+        if let Some(from) = self.cut {
+            // The value being cut out goes on past this read.
+            self.held.extend_from_slice(&self.buf[from..self.len]);
+            self.cut = Some(0);
+        }
+        self.pos = 0;
+        self.len = loop {
+            match self.source.read(&mut self.buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                other => break other?,
+            }
+        };
+        Ok((self.len > 0).then(|| self.buf[0]))
     }
 
     fn skip_ws(&mut self) -> std::io::Result<Option<u8>> {
@@ -244,7 +261,7 @@ impl<R: Read> Scanner<R> {
                 return Ok(false);
             }
             let chunk = &self.buf[self.pos..self.len];
-            match memchr::memchr2(b'"', b'\\', chunk) {
+            match string_end(chunk) {
                 None => self.pos = self.len,
                 Some(i) => {
                     self.pos += i + 1;
