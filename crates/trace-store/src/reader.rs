@@ -544,4 +544,52 @@ mod file_tests {
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    fn line_strategy() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => "[a-z \"\\\\é]{0,40}".prop_map(|t| build::user_text(t).to_json()),
+            1 => (1usize..3000).prop_map(|n| build::user_text("w".repeat(n)).to_json()),
+            1 => Just("{broken".to_owned()),
+            1 => Just(String::new()),
+            1 => Just("  \r".to_owned()),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// Whatever the lines, however the file is cut into parts and whichever thread parses
+        /// each, records reach the caller in file order with their line numbers, as the
+        /// file's text parses.
+        #[test]
+        fn any_file_reads_as_its_text_parses_however_it_is_cut(
+            lines in proptest::collection::vec(line_strategy(), 0..40),
+            newline_at_end: bool,
+            part in 1u64..600,
+        ) {
+            let mut text = lines.join("\n");
+            if newline_at_end {
+                text.push('\n');
+            }
+            let file = tempfile::NamedTempFile::new().unwrap();
+            std::fs::write(file.path(), &text).unwrap();
+            let path = file.path();
+            let want = parse_trace_lines(text.as_bytes(), ReadMode::Tolerant, path).unwrap();
+            let mut read = TraceRead::default();
+            let report = read_each(path, ReadMode::Tolerant, collect(&mut read), part).unwrap();
+            let read = read.with_report(report);
+            proptest::prop_assert_eq!(&read.messages, &want.messages);
+            proptest::prop_assert_eq!(&read.line_numbers, &want.line_numbers);
+            proptest::prop_assert_eq!(&read.skipped, &want.skipped);
+            proptest::prop_assert_eq!(&read.torn_tail, &want.torn_tail);
+            let strict = |r: Result<ReadReport, TraceError>| r.map(|_| ()).map_err(|e| e.to_string());
+            proptest::prop_assert_eq!(
+                strict(read_each(path, ReadMode::Strict, |_, _| {}, part)),
+                parse_trace_lines(text.as_bytes(), ReadMode::Strict, path)
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            );
+        }
+    }
 }
