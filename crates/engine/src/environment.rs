@@ -87,10 +87,16 @@ pub trait Environment: Send + Sync {
         None
     }
 
-    /// Lets `call` run once outside the confinement (a sandbox) its commands run under: an
-    /// approver offering "run this once unsandboxed" asks before allowing the call. `false`
-    /// when nothing was granted: the environment confines nothing, or `call` is not one it can
-    /// run unconfined.
+    /// The tools whose calls [`Environment::grant_unsandboxed`] can let run outside the
+    /// confinement (a sandbox) their commands run under; empty when it confines nothing. An
+    /// approver offers "run this once unsandboxed" for these, and only these.
+    fn unsandboxed_tools(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Lets `call` run once outside the confinement its commands run under: an approver
+    /// offering "run this once unsandboxed" asks before allowing the call. `false` when nothing
+    /// was granted: `call` is not of one of the [`Environment::unsandboxed_tools`].
     fn grant_unsandboxed(&self, _call: &ToolCall) -> bool {
         false
     }

@@ -85,13 +85,15 @@ impl HostedSession for Session {
     }
 
     fn sandbox(&self) -> Option<SandboxInfo> {
-        Session::sandbox(self).map(sandbox_info)
+        let unsandboxed_tools = self.environment().unsandboxed_tools();
+        Session::sandbox(self).map(|s| sandbox_info(s, unsandboxed_tools))
     }
 }
 
-/// The API's view of a sandbox.
-pub fn sandbox_info(sandbox: &Sandbox) -> SandboxInfo {
+/// The API's view of a sandbox; `unsandboxed_tools`: see [`SandboxInfo::unsandboxed_tools`].
+pub fn sandbox_info(sandbox: &Sandbox, unsandboxed_tools: Vec<String>) -> SandboxInfo {
     SandboxInfo {
+        unsandboxed_tools,
         mode: sandbox.mode().as_str().to_owned(),
         requested: sandbox.requested().map(|m| m.as_str().to_owned()),
         network: sandbox.network(),

@@ -106,6 +106,10 @@ pub struct SandboxInfo {
     pub not_enforced: Vec<String>,
     /// One line for display, e.g. `sandbox: workspace-write, network off (Landlock ABI 7)`.
     pub summary: String,
+    /// The tools a call of which can be allowed to run once outside the sandbox
+    /// (`{"decision": "allow_unsandboxed"}`): the session's environment says which.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unsandboxed_tools: Vec<String>,
 }
 
 /// `sandbox` in `POST /api/sessions`: overrides of the server's sandbox for one session.

@@ -50,6 +50,10 @@ impl Environment for Recording {
         self.tools.permission(name)
     }
 
+    fn unsandboxed_tools(&self) -> Vec<String> {
+        self.tools.unsandboxed_tools()
+    }
+
     fn grant_unsandboxed(&self, call: &ToolCall) -> bool {
         let granted = self.tools.grant_unsandboxed(call);
         if granted {
@@ -301,6 +305,12 @@ async fn a_command_may_be_allowed_once_outside_the_sandbox() {
 
     let (_, body) = srv.create(ask("workspace-write")).await;
     let id = body["session"]["id"].as_str().unwrap().to_owned();
+    // The session says which calls may run outside its sandbox: its commands.
+    assert_eq!(
+        body["session"]["sandbox"]["unsandboxedTools"],
+        json!(["exec_command"]),
+        "{body}"
+    );
     let (call, args) = waiting_call(id.clone()).await;
     let (status, body) = srv.approve(&id, &call, "allow_once").await;
     assert_eq!(status, 400, "{body}");
@@ -318,6 +328,11 @@ async fn a_command_may_be_allowed_once_outside_the_sandbox() {
     // Commands that run unsandboxed anyway cannot be let out of anything.
     let (_, body) = srv.create(ask("off")).await;
     let off = body["session"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        body["session"]["sandbox"]["unsandboxedTools"],
+        Value::Null,
+        "{body}"
+    );
     let (call, _) = waiting_call(off.clone()).await;
     let (status, body) = decide(off.clone(), call.clone(), "allow_unsandboxed").await;
     assert_eq!(status, 409, "{body}");

@@ -421,8 +421,12 @@ impl Environment for GrantingTools {
         self.inner.permission(name)
     }
 
+    fn unsandboxed_tools(&self) -> Vec<String> {
+        vec!["exec_command".into()]
+    }
+
     fn grant_unsandboxed(&self, call: &ToolCall) -> bool {
-        let command = call.name == "exec_command";
+        let command = self.unsandboxed_tools().contains(&call.name);
         if command {
             self.grants.lock().unwrap().push(call.tool_call_id.clone());
         }

@@ -484,9 +484,8 @@ function sessionView(id) {
       toast(err.message);
     }
   };
-  // A command may run once outside the sandbox when the session's commands have one.
-  const canRunUnsandboxed = (name) =>
-    name === "exec_command" && !!info?.sandbox && (info.sandbox.mode !== "off" || info.sandbox.network === false);
+  // The session's tools say which calls may run once outside the sandbox.
+  const canRunUnsandboxed = (name) => !!info?.sandbox?.unsandboxedTools?.includes(name);
   const transcript = new Transcript(transcriptEl, {
     decide,
     canRunUnsandboxed,

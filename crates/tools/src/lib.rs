@@ -278,10 +278,18 @@ impl Environment for BuiltinTools {
         Some(Arc::new(self.commands.clone()))
     }
 
+    /// `exec_command` when commands are sandboxed: the one tool whose calls start processes.
+    fn unsandboxed_tools(&self) -> Vec<String> {
+        if self.config.sandbox.is_active() {
+            vec![BuiltinTool::ExecCommand.name().to_owned()]
+        } else {
+            Vec::new()
+        }
+    }
+
     /// Grants an `exec_command` call in [`BuiltinTools::bypass`] when commands are sandboxed.
     fn grant_unsandboxed(&self, call: &ToolCall) -> bool {
-        let command = BuiltinTool::from_name(&call.name) == Some(BuiltinTool::ExecCommand);
-        if !(command && self.config.sandbox.is_active()) {
+        if !self.unsandboxed_tools().contains(&call.name) {
             return false;
         }
         self.bypass.grant(&call.tool_call_id, &call.arguments);

@@ -426,6 +426,8 @@ async fn the_environment_grants_commands_of_a_sandboxed_session_only() {
         };
         tc
     };
+    // What the approvers offer is what the environment grants.
+    assert_eq!(tools.unsandboxed_tools(), ["exec_command"]);
     assert!(
         !tools.grant_unsandboxed(&command("read_file")),
         "not a command"
@@ -435,6 +437,7 @@ async fn the_environment_grants_commands_of_a_sandboxed_session_only() {
     assert_eq!((o.as_str(), stop), ("[no output]", StopReason::Completed));
     assert!(s.outside.join("env_granted.txt").exists());
     let unconfined = s.tools(Sandbox::off());
+    assert!(unconfined.unsandboxed_tools().is_empty());
     assert!(
         !unconfined.grant_unsandboxed(&command("exec_command")),
         "nothing to run outside of"

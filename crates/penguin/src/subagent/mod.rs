@@ -184,6 +184,10 @@ impl Environment for SubagentEnvironment {
         Some(self.work.clone())
     }
 
+    fn unsandboxed_tools(&self) -> Vec<String> {
+        self.inner.unsandboxed_tools()
+    }
+
     fn grant_unsandboxed(&self, call: &penguin_omni_protocol::ToolCall) -> bool {
         self.inner.grant_unsandboxed(call)
     }

@@ -427,8 +427,12 @@ impl Environment for McpEnvironment {
         Some(results)
     }
 
+    /// An MCP server runs as configured: only the inner tools' commands can be granted.
+    fn unsandboxed_tools(&self) -> Vec<String> {
+        self.inner.unsandboxed_tools()
+    }
+
     fn grant_unsandboxed(&self, call: &penguin_omni_protocol::ToolCall) -> bool {
-        // An MCP server runs as configured; only the inner tools' commands can be granted.
         !call.name.starts_with(MCP_TOOL_PREFIX) && self.inner.grant_unsandboxed(call)
     }
 }

@@ -1,12 +1,11 @@
 //! The approver the CLI offers: `y`, `n`, `a` (always, for one scope) and, for a command under
 //! a sandbox, `u` (this once outside it).
 
-use std::sync::Mutex as StdMutex;
+use std::sync::{Arc, Mutex as StdMutex};
 
 use async_trait::async_trait;
-use penguin::engine::{ApprovalError, Approver};
-use penguin::tools::SandboxBypass;
-use penguin_omni_protocol::{ApprovalDecision, ModelPayload, OmniMessage};
+use penguin::engine::{ApprovalError, Approver, Environment};
+use penguin_omni_protocol::{ApprovalDecision, ModelPayload, OmniMessage, ToolCall};
 
 use crate::console::Console;
 
@@ -91,11 +90,11 @@ impl Scope {
 /// Asks on the terminal: `y` allow, `n` deny, `a` allow this and later calls of the same
 /// scope (one tool, or for `exec_command` one command prefix), and for a command under a
 /// sandbox `u`: run this one call outside the sandbox.
-#[derive(Debug)]
 pub struct TerminalApprover {
     console: Console,
     always: StdMutex<Vec<Scope>>,
-    bypass: Option<SandboxBypass>,
+    /// The session's tools, which say which calls may run outside their sandbox.
+    tools: Option<Arc<dyn Environment>>,
 }
 
 impl TerminalApprover {
@@ -104,13 +103,13 @@ impl TerminalApprover {
         TerminalApprover {
             console,
             always: StdMutex::new(Vec::new()),
-            bypass: None,
+            tools: None,
         }
     }
 
-    /// Offers `u` for commands, granting the call in `bypass` (the session's tools' grants).
-    pub fn with_bypass(mut self, bypass: Option<SandboxBypass>) -> TerminalApprover {
-        self.bypass = bypass;
+    /// Offers `u` for the calls `tools` can run outside their sandbox, and has them grant it.
+    pub fn offering_unsandboxed(mut self, tools: Arc<dyn Environment>) -> TerminalApprover {
+        self.tools = Some(tools);
         self
     }
 
@@ -147,15 +146,11 @@ impl TerminalApprover {
         }
     }
 
-    /// The command call `u` would run outside the sandbox: its id and arguments.
-    fn bypassable(&self, call: &OmniMessage) -> Option<(String, String)> {
-        self.bypass.as_ref()?;
-        match call.model() {
-            Some(ModelPayload::ToolCall(c)) if c.name == "exec_command" => {
-                Some((c.tool_call_id.clone(), c.arguments.clone()))
-            }
-            _ => None,
-        }
+    /// Whether `u` is offered for `call`: its tools can run it outside their sandbox.
+    fn may_run_unsandboxed(&self, call: &ToolCall) -> bool {
+        self.tools
+            .as_ref()
+            .is_some_and(|t| t.unsandboxed_tools().contains(&call.name))
     }
 }
 
@@ -188,18 +183,20 @@ fn bypass_prompt(call: &OmniMessage) -> String {
 #[async_trait]
 impl Approver for TerminalApprover {
     async fn approve(&self, call: &OmniMessage) -> Result<ApprovalDecision, ApprovalError> {
-        let (id, name, args) = match call.model() {
-            Some(ModelPayload::ToolCall(c)) => {
-                (c.tool_call_id.clone(), c.name.clone(), c.arguments.clone())
-            }
-            _ => Default::default(),
+        let tool_call = match call.model() {
+            Some(ModelPayload::ToolCall(c)) => Some(c),
+            _ => None,
         };
+        let (id, name, args) = tool_call
+            .map(|c| (c.tool_call_id.clone(), c.name.clone(), c.arguments.clone()))
+            .unwrap_or_default();
         if self.scopes().iter().any(|s| s.covers(&name, &args)) {
             return Ok(ApprovalDecision::Allow);
         }
         self.console.until_shown(&id).await;
-        let bypassable = self.bypassable(call);
-        let prompt = match bypassable {
+        // The call `u` would run outside the sandbox, when it is offered.
+        let unsandboxable = tool_call.filter(|c| self.may_run_unsandboxed(c));
+        let prompt = match unsandboxable {
             Some(_) => bypass_prompt(call),
             None => approval_prompt(call),
         };
@@ -239,11 +236,8 @@ impl Approver for TerminalApprover {
                     self.publish();
                     ApprovalDecision::Allow
                 }
-                Some("u" | "unsandboxed") => match (&bypassable, &self.bypass) {
-                    (Some((id, args)), Some(bypass)) => {
-                        bypass.grant(id, args);
-                        ApprovalDecision::Allow
-                    }
+                Some("u" | "unsandboxed") => match (unsandboxable, &self.tools) {
+                    (Some(c), Some(tools)) if tools.grant_unsandboxed(c) => ApprovalDecision::Allow,
                     // Not offered for this call: an answer to a question not asked is no.
                     _ => ApprovalDecision::Deny,
                 },
@@ -322,21 +316,59 @@ mod tests {
         assert_eq!(command_prefix("cargo test | tail"), None);
     }
 
+    /// Tools whose commands may run outside their sandbox, noting each grant.
+    #[derive(Default)]
+    struct Sandboxed {
+        grants: StdMutex<Vec<(String, String)>>,
+    }
+
+    #[async_trait]
+    impl Environment for Sandboxed {
+        async fn execute(
+            &self,
+            _request: penguin::engine::ToolCallRequest,
+            _sink: &mut dyn penguin::llm_providers::MessageSink,
+        ) {
+        }
+
+        fn tools(&self) -> Vec<penguin_omni_protocol::ToolDefinition> {
+            Vec::new()
+        }
+
+        fn permission(&self, _name: &str) -> penguin::engine::Permission {
+            penguin::engine::Permission::ReadWrite
+        }
+
+        fn unsandboxed_tools(&self) -> Vec<String> {
+            vec!["exec_command".into()]
+        }
+
+        fn grant_unsandboxed(&self, call: &ToolCall) -> bool {
+            let grant = (call.tool_call_id.clone(), call.arguments.clone());
+            self.grants.lock().unwrap().push(grant);
+            true
+        }
+    }
+
     #[tokio::test]
     async fn u_grants_one_command_outside_the_sandbox() {
-        let bypass = SandboxBypass::new();
+        let tools = Arc::new(Sandboxed::default());
         let console = Console::from_lines(vec!["u".into(), "u".into(), "u".into()]);
-        let approver = TerminalApprover::new(console).with_bypass(Some(bypass.clone()));
+        let approver = TerminalApprover::new(console).offering_unsandboxed(tools.clone());
         let args = r#"{"cmd":"make install"}"#;
         let call = build::tool_call("exec_command", args, "c1", StopReason::Completed, None);
         assert!(bypass_prompt(&call)
             .ends_with("[a]lways (commands starting `make install`) / [u]nsandboxed, this once: "));
         assert_eq!(approver.approve(&call).await, Ok(ApprovalDecision::Allow));
-        assert!(bypass.take("c1", args), "granted for this call");
-        assert!(!bypass.take("c1", args), "once");
+        assert_eq!(
+            *tools.grants.lock().unwrap(),
+            [("c1".to_owned(), args.to_owned())],
+            "granted for this call, by the session's tools"
+        );
         // `u` for a file tool is not offered, so it is no.
         let file = build::tool_call("write_file", "{}", "c2", StopReason::Completed, None);
         assert_eq!(approver.approve(&file).await, Ok(ApprovalDecision::Deny));
+        assert_eq!(tools.grants.lock().unwrap().len(), 1);
         // Without a sandbox there is nothing to run outside of.
         let plain = TerminalApprover::new(Console::from_lines(vec!["u".into()]));
         assert_eq!(plain.approve(&call).await, Ok(ApprovalDecision::Deny));

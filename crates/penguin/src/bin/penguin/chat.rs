@@ -11,8 +11,6 @@ use penguin::engine::CancellationToken;
 use penguin::omni_protocol::build;
 use penguin::session::Session;
 
-use penguin::tools::SandboxBypass;
-
 use crate::approve::TerminalApprover;
 use crate::args::{ModelArgs, SandboxArgs, TaskArgs};
 use crate::console::Console;
@@ -57,7 +55,7 @@ pub(crate) async fn chat(
             &confinement,
         )?
     };
-    repl(&agent, session, task, confinement.bypass()).await
+    repl(&agent, session, task).await
 }
 
 /// `/compact`: replace the context with a summary now (the session's next run starts with it).
@@ -173,10 +171,9 @@ pub(crate) async fn repl(
     agent: &Agent,
     mut session: Session,
     task: TaskArgs,
-    bypass: Option<SandboxBypass>,
 ) -> Result<ExitCode, String> {
     let console = Console::stdin();
-    let (approver, asking) = approver(&task, &console, bypass);
+    let (approver, asking) = approver(&task, &console, session.environment().clone());
     let quit = Arc::new(AtomicBool::new(false));
     let mut editor = match console.term() {
         Some(_) => Some(LineEditor::new(&agent.location.root)?),

@@ -8,11 +8,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures::StreamExt;
-use penguin::engine::{AllowAll, Approver, CancellationToken, RunOptions};
+use penguin::engine::{AllowAll, Approver, CancellationToken, Environment, RunOptions};
 use penguin::omni_protocol::{build, Body, Frame, ModelPayload, OmniMessage, Role};
 use penguin::session::Session;
-
-use penguin::tools::SandboxBypass;
 
 use crate::approve::TerminalApprover;
 use crate::args::{ModelArgs, SandboxArgs, TaskArgs};
@@ -23,12 +21,12 @@ use crate::setup::{
     Confinement,
 };
 
-/// The approver of a task, and the terminal one when it asks (for `/approvals`). `bypass`:
-/// the grants of the session's tools, when a command can be run once outside the sandbox.
+/// The approver of a task, and the terminal one when it asks (for `/approvals`). `tools`:
+/// the session's, which say which calls may run once outside their sandbox.
 pub(crate) fn approver(
     task: &TaskArgs,
     console: &Console,
-    bypass: Option<SandboxBypass>,
+    tools: Arc<dyn Environment>,
 ) -> (Arc<dyn Approver>, Option<Arc<TerminalApprover>>) {
     if task.yes {
         return (Arc::new(AllowAll), None);
@@ -38,7 +36,7 @@ pub(crate) fn approver(
             "penguin: stdin is not a terminal: tool calls are asked there and denied when it ends; pass --yes to allow them without asking"
         );
     }
-    let asking = Arc::new(TerminalApprover::new(console.clone()).with_bypass(bypass));
+    let asking = Arc::new(TerminalApprover::new(console.clone()).offering_unsandboxed(tools));
     (asking.clone(), Some(asking))
 }
 
@@ -347,10 +345,9 @@ pub(crate) async fn one_task(
     session: &mut Session,
     prompt: String,
     task: &TaskArgs,
-    bypass: Option<SandboxBypass>,
 ) -> Result<ExitCode, String> {
     let console = Console::stdin();
-    let (approver, _) = approver(task, &console, bypass);
+    let (approver, _) = approver(task, &console, session.environment().clone());
     let end = run_task(
         session,
         vec![build::user_text(prompt)],
@@ -419,7 +416,7 @@ pub(crate) async fn run(
         &confinement,
     )?;
     announce(&session);
-    one_task(&mut session, prompt, &task, confinement.bypass()).await
+    one_task(&mut session, prompt, &task).await
 }
 
 /// `penguin run --print-system-prompt`: the prompt a new session here would start with.
@@ -468,7 +465,7 @@ pub(crate) async fn resume(
     let confinement = Confinement::resolve(&agent, &sandbox)?;
     let mut session = open_session(&agent, &id, &model, &confinement)?;
     let Some(prompt) = prompt else {
-        return crate::chat::repl(&agent, session, task, confinement.bypass()).await;
+        return crate::chat::repl(&agent, session, task).await;
     };
     let prompt = read_prompt(Some(prompt))?;
     announce(&session);
@@ -478,5 +475,5 @@ pub(crate) async fn resume(
             eprint!("earlier in this session:\n{recap}");
         }
     }
-    one_task(&mut session, prompt, &task, confinement.bypass()).await
+    one_task(&mut session, prompt, &task).await
 }

@@ -108,8 +108,8 @@ pub(crate) fn sandbox_request(
         .map_err(|e| e.to_string())
 }
 
-/// The sandbox of this process's sessions, and the grants of calls its approver lets run
-/// outside it.
+/// The sandbox of this process's sessions, and where their tools keep the calls an approver
+/// let run outside it.
 #[derive(Clone, Debug)]
 pub(crate) struct Confinement {
     pub(crate) sandbox: Sandbox,
@@ -129,11 +129,6 @@ impl Confinement {
             sandbox,
             bypass: SandboxBypass::new(),
         })
-    }
-
-    /// The grants, when there is a sandbox to run outside of.
-    pub(crate) fn bypass(&self) -> Option<SandboxBypass> {
-        self.sandbox.is_active().then(|| self.bypass.clone())
     }
 }
 
