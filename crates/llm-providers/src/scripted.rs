@@ -164,6 +164,7 @@ struct InPlaceScript<'a> {
     outcome: Option<&'a serde_json::value::RawValue>,
 }
 
+/// One step of an [`InPlaceScript`].
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct InPlaceStep {
