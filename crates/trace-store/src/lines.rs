@@ -100,16 +100,18 @@ impl<R: std::io::Read> Lines<R> {
 }
 
 /// Where `file` (`size` bytes) starts its parts: at 0, then at the first line that starts at
-/// least `every` bytes after the previous part. Each part but the last ends with a newline;
-/// the last runs to the end of the file. A line longer than `every` makes its part longer.
+/// least `sizes[0]` bytes after an even part's start, `sizes[1]` after an odd one's. Each
+/// part but the last ends with a newline; the last runs to the end of the file. A line longer
+/// than its part's size makes the part longer.
 pub(crate) fn part_starts(
     file: &mut std::fs::File,
     size: u64,
-    every: u64,
+    sizes: [u64; 2],
 ) -> std::io::Result<Vec<u64>> {
     let mut starts = vec![0];
-    let mut window = vec![0; 64 << 10];
-    let mut near = every.max(1);
+    // Lines are short: a few KiB usually hold the next newline.
+    let mut window = vec![0; 4 << 10];
+    let mut near = sizes[0].max(1);
     while near < size {
         // A line starts at `near` when a newline ends the byte before.
         file.seek(SeekFrom::Start(near - 1))?;
@@ -119,8 +121,8 @@ pub(crate) fn part_starts(
         if start >= size {
             break;
         }
+        near = start + sizes[starts.len() % 2].max(1);
         starts.push(start);
-        near = start + every.max(1);
     }
     Ok(starts)
 }
@@ -225,11 +227,19 @@ mod tests {
         std::fs::write(&path, &text).unwrap();
         let mut file = std::fs::File::open(&path).unwrap();
         let size = text.len() as u64;
-        for every in [1, 2, 3, 10, 4000, 6000, 20_000] {
-            let starts = part_starts(&mut file, size, every).unwrap();
+        for sizes in [
+            [1, 1],
+            [2, 2],
+            [3, 1],
+            [10, 10],
+            [4000, 4000],
+            [6000, 1],
+            [20_000, 20_000],
+        ] {
+            let starts = part_starts(&mut file, size, sizes).unwrap();
             assert_eq!(starts[0], 0);
-            for pair in starts.windows(2) {
-                assert!(pair[1] >= pair[0] + every, "{every}: {starts:?}");
+            for (i, pair) in starts.windows(2).enumerate() {
+                assert!(pair[1] >= pair[0] + sizes[i % 2], "{sizes:?}: {starts:?}");
                 assert_eq!(text.as_bytes()[pair[1] as usize - 1], b'\n');
             }
             // Read part by part, the lines are the file's.
@@ -242,10 +252,10 @@ mod tests {
                 }
             }
             let want: Vec<&str> = text.split('\n').collect();
-            assert_eq!(got, want, "{every}");
+            assert_eq!(got, want, "{sizes:?}");
         }
-        assert_eq!(part_starts(&mut file, size, 1).unwrap().len(), 9);
-        assert_eq!(part_starts(&mut file, size, size).unwrap(), [0]);
+        assert_eq!(part_starts(&mut file, size, [1, 1]).unwrap().len(), 9);
+        assert_eq!(part_starts(&mut file, size, [size, 1]).unwrap(), [0]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -220,21 +220,22 @@ pub fn read_trace(path: &Path, mode: ReadMode) -> Result<TraceRead, TraceError> 
 /// Reads a trace file and hands each record, in file order and with its 1-based line number,
 /// to `on_record` as soon as its turn comes: a caller that keeps only some records (resume
 /// keeps the context) never holds the whole file's. A large file is parsed in parts on two
-/// threads (parts of about 512 KiB); `on_record` is only ever called on the calling thread.
+/// threads (parts of about half a MiB); `on_record` is only ever called on the calling thread.
 /// Nothing is logged; see [`ReadReport::warn_skipped`].
 pub fn read_trace_each(
     path: &Path,
     mode: ReadMode,
     on_record: impl FnMut(usize, OmniMessage),
 ) -> Result<ReadReport, TraceError> {
-    read_each(path, mode, on_record, PART)
+    read_each(path, mode, on_record, PARTS)
 }
 
-/// A file is parsed in parts of about this many bytes, alternately here and on a second
-/// thread (parsing is most of a resume, and the second core is otherwise idle then). The
-/// second thread's records wait for their turn, so it keeps at most two parts' worth: parts
-/// are small enough that this is little beside the context a resume keeps.
-const PART: u64 = 512 << 10;
+/// A file is parsed in parts of about these many bytes, alternately here (even parts) and on
+/// a second thread (odd parts): parsing is most of a resume, and the second core is otherwise
+/// idle then. This thread's parts are smaller, as it also takes every record the other parsed.
+/// The second thread's records wait for their turn, so it keeps at most two parts' worth:
+/// parts are small enough that this is little beside the context a resume keeps.
+const PARTS: [u64; 2] = [416 << 10, 608 << 10];
 
 /// The records of the parts [`read_each`]'s second thread parsed, or why it stopped.
 type Parsed = std::io::Result<PartRecords>;
@@ -246,19 +247,19 @@ struct PartRecords {
     lines: usize,
 }
 
-/// [`read_trace_each`] with parts of about `part` bytes.
+/// [`read_trace_each`] with even parts of about `parts[0]` bytes, odd ones of `parts[1]`.
 fn read_each(
     path: &Path,
     mode: ReadMode,
     on_record: impl FnMut(usize, OmniMessage),
-    part: u64,
+    parts: [u64; 2],
 ) -> Result<ReadReport, TraceError> {
     let io = |e| TraceError::io(path, e);
     let mut file = File::open(path).map_err(io)?;
     let size = file.metadata().map_or(0, |m| m.len());
     let mut sink = LineSink::new(mode, path, on_record);
-    let starts = if size >= 2 * part {
-        part_starts(&mut file, size, part).map_err(io)?
+    let starts = if size >= parts[0] + parts[1] {
+        part_starts(&mut file, size, parts).map_err(io)?
     } else {
         vec![0]
     };
@@ -269,7 +270,7 @@ fn read_each(
             .then(|| {
                 std::thread::Builder::new()
                     .name("penguin-trace-read".into())
-                    .spawn_scoped(s, move || parse_odd_parts(path, starts, part, &to_main))
+                    .spawn_scoped(s, move || parse_odd_parts(path, starts, parts[1], &to_main))
                     .ok()
             })
             .flatten();
@@ -278,7 +279,7 @@ fn read_each(
             sink.push_all(part_lines(&file, 0, None, buffer(size)).map_err(io)?, 0)?;
             return Ok(sink.finish());
         };
-        let mut buf = buffer(part);
+        let mut buf = buffer(parts[0]);
         let mut before = 0;
         for (i, &start) in starts.iter().enumerate() {
             if i % 2 == 0 {
@@ -529,17 +530,25 @@ mod file_tests {
             let strict = parse_trace_lines(text.as_bytes(), ReadMode::Strict, &path)
                 .unwrap_err()
                 .to_string();
-            for part in [1, 2, 7, 50, 200, 1000, 100_000] {
+            for parts in [
+                [1, 1],
+                [2, 3],
+                [7, 7],
+                [50, 20],
+                [200, 200],
+                [1000, 1000],
+                [100_000, 1],
+            ] {
                 let mut read = TraceRead::default();
                 let report =
-                    read_each(&path, ReadMode::Tolerant, collect(&mut read), part).unwrap();
+                    read_each(&path, ReadMode::Tolerant, collect(&mut read), parts).unwrap();
                 let read = read.with_report(report);
-                assert_eq!(read.messages, want.messages, "{name} {part}");
-                assert_eq!(read.line_numbers, want.line_numbers, "{name} {part}");
-                assert_eq!(read.skipped, want.skipped, "{name} {part}");
-                assert_eq!(read.torn_tail, want.torn_tail, "{name} {part}");
-                let err = read_each(&path, ReadMode::Strict, |_, _| {}, part).unwrap_err();
-                assert_eq!(err.to_string(), strict, "{name} {part}");
+                assert_eq!(read.messages, want.messages, "{name} {parts:?}");
+                assert_eq!(read.line_numbers, want.line_numbers, "{name} {parts:?}");
+                assert_eq!(read.skipped, want.skipped, "{name} {parts:?}");
+                assert_eq!(read.torn_tail, want.torn_tail, "{name} {parts:?}");
+                let err = read_each(&path, ReadMode::Strict, |_, _| {}, parts).unwrap_err();
+                assert_eq!(err.to_string(), strict, "{name} {parts:?}");
             }
         }
         std::fs::remove_dir_all(&dir).unwrap();
@@ -566,7 +575,8 @@ mod file_tests {
         fn any_file_reads_as_its_text_parses_however_it_is_cut(
             lines in proptest::collection::vec(line_strategy(), 0..40),
             newline_at_end: bool,
-            part in 1u64..600,
+            even in 1u64..600,
+            odd in 1u64..600,
         ) {
             let mut text = lines.join("\n");
             if newline_at_end {
@@ -577,7 +587,7 @@ mod file_tests {
             let path = file.path();
             let want = parse_trace_lines(text.as_bytes(), ReadMode::Tolerant, path).unwrap();
             let mut read = TraceRead::default();
-            let report = read_each(path, ReadMode::Tolerant, collect(&mut read), part).unwrap();
+            let report = read_each(path, ReadMode::Tolerant, collect(&mut read), [even, odd]).unwrap();
             let read = read.with_report(report);
             proptest::prop_assert_eq!(&read.messages, &want.messages);
             proptest::prop_assert_eq!(&read.line_numbers, &want.line_numbers);
@@ -585,7 +595,7 @@ mod file_tests {
             proptest::prop_assert_eq!(&read.torn_tail, &want.torn_tail);
             let strict = |r: Result<ReadReport, TraceError>| r.map(|_| ()).map_err(|e| e.to_string());
             proptest::prop_assert_eq!(
-                strict(read_each(path, ReadMode::Strict, |_, _| {}, part)),
+                strict(read_each(path, ReadMode::Strict, |_, _| {}, [even, odd])),
                 parse_trace_lines(text.as_bytes(), ReadMode::Strict, path)
                     .map(|_| ())
                     .map_err(|e| e.to_string())
