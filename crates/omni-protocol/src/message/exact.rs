@@ -3,13 +3,12 @@
 //! [`OmniMessage::from_value_exact`] (a 44 MB scenario holds 227,000 messages).
 //!
 //! A message would lose a field when a key is unknown to its type or holds a `null` that a
-//! typed field reads as absent. The fast path therefore takes only `model_msg` messages whose
-//! text has no `null` at all and whose payload starts with its `type`, and reads them in one
-//! pass: each payload key is checked against the fields its type declares as the struct is
-//! read. An `event_msg` (a script's few `token_usage`s) has its payload read as a tree where
-//! it stands and checked the tree way. Anything else (nested objects, escaped keys,
-//! duplicates, another key order) goes the tree way, which accepts the same messages and
-//! names what is wrong.
+//! typed field reads as absent. The fast path therefore takes only messages whose text has no
+//! `null` at all. A `model_msg` whose payload starts with its `type` is read in one pass: each
+//! payload key is checked against the fields its type declares as the struct is read. An
+//! `event_msg` (a script's few `token_usage`s) has its payload read as a tree where it stands
+//! and checked the tree way. Anything else (nested objects, escaped keys, duplicates, another
+//! key order) goes the tree way, which accepts the same messages and names what is wrong.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -383,8 +382,14 @@ mod tests {
             r#"{"type":"model_msg","payload":{"type":"text","type":"thinking","role":"user","text":"hi"}}"#,
             r#"{"type":"model_msg","payload":{"type":"text","role":"user","te\u0078t":"hi"}}"#,
             r#"{"type":"model_msg","payload":{"type":"tool_call_output","role":"user","output":"o","images":["data:x"],"tool_call_id":"c"}}"#,
-            r#"{"type":"event_msg","payload":{"type":"request_begin"}}"#,
             r#"{"type":"model_msg","payload":{"type":"text","role":"user","text":"null is a word"}}"#,
+            // Events, read as trees where they stand: accepted, and refused, as the tree does.
+            r#"{"type":"event_msg","payload":{"type":"request_begin"}}"#,
+            r#"{"timestamp":"2026-07-18T03:10:22.531Z","type":"event_msg","payload":{"type":"token_usage","session":{"cache_read":0,"cache_write":1,"output":2,"total":3},"request":{"cache_read":0,"cache_write":1,"output":2,"total":3}},"origin":["s1"]}"#,
+            r#"{"type":"event_msg","payload":{"type":"token_usage","session":{"cache_read":0,"cache_write":1,"output":2,"total":3,"input":1},"request":{"cache_read":0,"cache_write":1,"output":2,"total":3}}}"#,
+            r#"{"type":"event_msg","payload":{"type":"warp_drive"}}"#,
+            r#"{"type":"event_msg","payload":{"type":"request_begin"},"colour":1}"#,
+            r#"{"type":"event_msg","payload":[1]}"#,
             r#"{"type":"model_msg","payload":"#,
             // Other key orders, repeated envelope keys, nested objects, another kind after
             // the payload.
@@ -407,6 +412,9 @@ mod tests {
         ));
         assert!(taken(
             r#"{"type":"model_msg","payload":{"type":"tool_call_output","role":"user","output":"o","tool_call_id":"c"}}"#
+        ));
+        assert!(taken(
+            r#"{"type":"event_msg","payload":{"type":"token_usage","session":{"cache_read":0,"cache_write":1,"output":2,"total":3},"request":{"cache_read":0,"cache_write":1,"output":2,"total":3}}}"#
         ));
         assert!(!taken(
             r#"{"type":"model_msg","payload":{"type":"text","role":"user","text":"hi","colour":"red"}}"#
