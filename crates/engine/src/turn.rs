@@ -223,10 +223,10 @@ impl Driver {
         }
         self.order.push(self.chain, msg.clone(), cost);
         match &msg.body {
-            Body::Model(ModelPayload::Thinking(_) | ModelPayload::Text(_)) if !msg.has_origin() => {
+            Body::Model(ModelPayload::Thinking(_) | ModelPayload::Text(_)) => {
                 self.assistant_segments.push(msg);
             }
-            Body::Model(ModelPayload::ToolCall(tc)) if !msg.has_origin() => {
+            Body::Model(ModelPayload::ToolCall(tc)) => {
                 // A tool_call closed by an interruption is a synthetic closure: never
                 // dispatched, recorded as committed, or answered.
                 if tc.stop_reason.is_some_and(|r| r != StopReason::Completed) {
