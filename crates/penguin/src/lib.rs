@@ -30,3 +30,12 @@ pub mod scenario;
 pub mod session;
 pub mod subagent;
 pub mod watch;
+
+/// Frees `value` on a thread named `name` rather than make the caller wait for it (a large
+/// history or a played scenario takes milliseconds to free); when no thread can be started,
+/// it is freed here after all.
+pub(crate) fn free_elsewhere<T: Send + 'static>(name: &str, value: T) {
+    let _ = std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || drop(value));
+}

@@ -231,11 +231,8 @@ pub async fn run_scenario(
         }
         timers.abort_all();
     }
-    // A played scenario's engine holds every script and the whole context: free it on
-    // another thread (when one can be started) rather than make the caller wait for it.
-    let _ = std::thread::Builder::new()
-        .name("penguin-free-scenario".into())
-        .spawn(move || drop(engine));
+    // A played scenario's engine holds every script and the whole context.
+    crate::free_elsewhere("penguin-free-scenario", engine);
     model.requests()
 }
 

@@ -261,10 +261,7 @@ impl Session {
         // free) rather than make the session wait for it.
         let history = std::mem::take(&mut resumed.history);
         if history.len() > 1000 {
-            // When no thread can be started, the history is freed here after all.
-            let _ = std::thread::Builder::new()
-                .name("penguin-free-history".into())
-                .spawn(move || drop(history));
+            crate::free_elsewhere("penguin-free-history", history);
         }
         let initial = InitialState {
             carry_over: resumed.carry_over,
