@@ -63,23 +63,31 @@ impl Environment for ScriptedEnvironment {
             return;
         };
         let mut open = OpenSegments::default();
-        let mut tap = OutputTap {
-            inner: sink,
-            streamed: String::new(),
+        // The output streamed so far, for the aborted close-out.
+        let mut streamed = String::new();
+        let accumulate = |msg: &OmniMessage| {
+            if let Some(ModelPayload::PartialToolCallOutput(p)) = msg.model() {
+                streamed.push_str(&p.output);
+            }
         };
-        if play(steps.iter().cloned(), &request.cancel, &mut open, &mut tap).await
+        if play(
+            steps.iter().cloned(),
+            &request.cancel,
+            &mut open,
+            sink,
+            accumulate,
+        )
+        .await
             == Played::Aborted
         {
             // As in the reference: any open segment is closed instead of answering with the
             // streamed output; only a tool with nothing open answers itself.
             if open.any_open() {
                 for msg in open.close_all(StopReason::Aborted) {
-                    tap.inner.emit_closure(msg).await;
+                    sink.emit_closure(msg).await;
                 }
             } else {
-                let streamed = std::mem::take(&mut tap.streamed);
-                tap.inner
-                    .emit(build::tool_call_output(streamed, id, StopReason::Aborted))
+                sink.emit(build::tool_call_output(streamed, id, StopReason::Aborted))
                     .await;
             }
         }
@@ -97,22 +105,6 @@ impl Environment for ScriptedEnvironment {
         } else {
             Permission::ReadWrite
         }
-    }
-}
-
-/// Accumulates the output a scripted tool has streamed, for the aborted close-out.
-struct OutputTap<'a> {
-    inner: &'a mut dyn MessageSink,
-    streamed: String,
-}
-
-#[async_trait]
-impl MessageSink for OutputTap<'_> {
-    async fn emit(&mut self, msg: OmniMessage) {
-        if let Some(ModelPayload::PartialToolCallOutput(p)) = msg.model() {
-            self.streamed.push_str(&p.output);
-        }
-        self.inner.emit(msg).await;
     }
 }
 

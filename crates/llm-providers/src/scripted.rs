@@ -499,7 +499,9 @@ pub enum Played {
     Aborted,
 }
 
-/// Plays `steps` into `sink` on tokio time, tracking open segments in `open`.
+/// Plays `steps` into `sink` on tokio time, tracking open segments in `open` and showing each
+/// message to `seen` before it goes (what a player remembers of its stream, without a sink
+/// layer of its own around `sink`: one less boxed future per message).
 ///
 /// Each message is restamped as it is emitted. Stops at the first wait the cancellation
 /// interrupts.
@@ -508,6 +510,7 @@ pub async fn play(
     cancel: &tokio_util::sync::CancellationToken,
     open: &mut OpenSegments,
     sink: &mut dyn MessageSink,
+    mut seen: impl FnMut(&OmniMessage) + Send,
 ) -> Played {
     for step in steps {
         if cancel.is_cancelled() {
@@ -530,6 +533,7 @@ pub async fn play(
         }
         let msg = build::restamped(step.message, Timestamp::now());
         open.observe(&msg);
+        seen(&msg);
         sink.emit(msg).await;
     }
     Played::Finished
@@ -598,12 +602,15 @@ impl Llm for ScriptedModel {
             );
         };
         let mut open = OpenSegments::default();
-        let mut tap = TokenTap {
-            inner: sink,
-            last: None,
+        // The session counts of the last token_usage streamed.
+        let mut last = None;
+        let remember = |msg: &OmniMessage| {
+            if let Some(EventPayload::TokenUsage { session, .. }) = msg.event() {
+                last = Some(*session);
+            }
         };
         // A request's script plays once: its messages move into the stream.
-        let played = play(script.stream, &request.cancel, &mut open, &mut tap).await;
+        let played = play(script.stream, &request.cancel, &mut open, sink, remember).await;
         // An interrupt that fired while the last step was being delivered (the engine waits
         // on an approval there) still ends the request as aborted.
         let played = match played {
@@ -613,9 +620,9 @@ impl Llm for ScriptedModel {
         match played {
             Played::Finished => {
                 for m in open.close_all(script.outcome.status) {
-                    tap.emit_closure(m).await;
+                    sink.emit_closure(m).await;
                 }
-                if let Some(session) = tap.last {
+                if let Some(session) = last {
                     self.shared.lock().expect("scripted model lock").session = session;
                 }
                 script.outcome
@@ -631,26 +638,6 @@ impl Llm for ScriptedModel {
 
     fn session_tokens(&self) -> TokenCounts {
         self.shared.lock().expect("scripted model lock").session
-    }
-}
-
-/// Remembers the session counts of the last token_usage passing through.
-struct TokenTap<'a> {
-    inner: &'a mut dyn MessageSink,
-    last: Option<TokenCounts>,
-}
-
-#[async_trait]
-impl MessageSink for TokenTap<'_> {
-    async fn emit(&mut self, msg: OmniMessage) {
-        if let Some(EventPayload::TokenUsage { session, .. }) = msg.event() {
-            self.last = Some(*session);
-        }
-        self.inner.emit(msg).await;
-    }
-
-    async fn emit_closure(&mut self, msg: OmniMessage) {
-        self.inner.emit_closure(msg).await;
     }
 }
 

@@ -417,7 +417,7 @@ impl Llm for DemoModel {
             text.len()
         };
         let mut open = OpenSegments::default();
-        if play(steps, &request.cancel, &mut open, sink).await == Played::Aborted {
+        if play(steps, &request.cancel, &mut open, sink, |_| {}).await == Played::Aborted {
             for m in open.close_all(StopReason::Aborted) {
                 sink.emit(m).await;
             }
