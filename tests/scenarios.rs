@@ -194,3 +194,45 @@ fn invalid_scenarios_name_the_field() {
         }
     }
 }
+
+#[test]
+fn numbers_no_f64_holds_are_named_where_they_stand() {
+    // `1e400` is valid JSON syntax but no number a tree holds: the piece it stands in is named,
+    // and what is wrong with it, wherever the file puts it.
+    let text =
+        r#"{"type": "model_msg", "payload": {"type": "text", "role": "user", "text": "hi"}}"#;
+    let cases = [
+        (
+            format!(r#"{{"llm": [{{"stream": [{{"delay_ms": 1e400, "message": {text}}}]}}], "runs": []}}"#),
+            "llm[0]",
+        ),
+        (
+            r#"{"llm": [{"stream": [], "outcome": {"status": "failed", "retry": 1e400}}], "runs": []}"#
+                .to_owned(),
+            "llm[0].outcome",
+        ),
+        (
+            r#"{"llm": [], "runs": [], "tools": {"c": {"stream": [{"delay_ms": 1e400}]}}}"#.to_owned(),
+            "tools.c",
+        ),
+        (
+            r#"{"llm": [], "runs": [], "engine": {"max_turns": 1e400}}"#.to_owned(),
+            "engine",
+        ),
+        (r#"{"llm": [], "runs": [{"abort_after_ms": -1e999}]}"#.to_owned(), "runs"),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for (text, path) in cases {
+        let err = Scenario::parse(&text).expect_err(&text);
+        assert_eq!(err.path, path, "{text}: {err}");
+        assert_eq!(err.message, "invalid JSON: number out of range", "{text}");
+        let file = dir.path().join("s.json");
+        std::fs::write(&file, &text).unwrap();
+        match Scenario::from_file(&file) {
+            Err(penguin::scenario::ScenarioError::Invalid { source, .. }) => {
+                assert_eq!(source, err, "{text}")
+            }
+            other => panic!("{text}: {other:?}"),
+        }
+    }
+}

@@ -150,7 +150,10 @@ fn outcome(
 ) -> Result<LlmOutcome, ScriptError> {
     match raw {
         None => Ok(LlmOutcome::completed()),
-        Some(o) => parse_outcome(&tree(o.get()), &format!("{}.outcome", path())),
+        Some(o) => {
+            let path = format!("{}.outcome", path());
+            parse_outcome(&json_tree(o.get(), &path)?, &path)
+        }
     }
 }
 
@@ -190,7 +193,7 @@ impl InPlaceScript<'_> {
 pub fn parse_steps_json(text: &str, path: &str) -> Result<Vec<Step>, ScriptError> {
     match serde_json::from_str::<Vec<RawStep<'_>>>(text) {
         Ok(raw) => steps(&raw, || path.to_owned()),
-        Err(_) => parse_steps(&tree(text), path),
+        Err(_) => parse_steps(&json_tree(text, path)?, path),
     }
 }
 
@@ -206,7 +209,7 @@ pub fn parse_request_json(text: &str, path: &str) -> Result<ScriptedRequest, Scr
     }
     match serde_json::from_str::<RawRequest<'_>>(text) {
         Ok(raw) => request(&raw, || path.to_owned()),
-        Err(_) => parse_request(&tree(text), path),
+        Err(_) => parse_request(&json_tree(text, path)?, path),
     }
 }
 
@@ -271,9 +274,20 @@ pub fn parse_tool_stream_json(text: &str, id: &str) -> Option<Result<Vec<Step>, 
     Some(steps(&raw.stream, || format!("tools.{id}.stream")))
 }
 
-/// The JSON tree of text already known to be JSON (a `RawValue`'s), or `null`.
-fn tree(text: &str) -> Value {
-    serde_json::from_str(text).unwrap_or(Value::Null)
+/// The JSON tree of a piece of a scenario file (a `RawValue`'s text), or an error at `path`.
+///
+/// A piece whose syntax was checked can still fail here: a number out of range (`1e400`) is
+/// valid JSON but no `f64`. The parser's line and column count from the piece's start, not
+/// the file's, so they are left out.
+pub fn json_tree(text: &str, path: &str) -> Result<Value, ScriptError> {
+    serde_json::from_str(text).map_err(|e| {
+        let full = e.to_string();
+        let what = match full.rfind(" at line ") {
+            Some(at) if e.line() > 0 => &full[..at],
+            _ => &full,
+        };
+        ScriptError::new(path, format!("invalid JSON: {what}"))
+    })
 }
 
 /// Parses a `stream` array of `{delay_ms, message}` steps.

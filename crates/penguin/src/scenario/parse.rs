@@ -6,8 +6,8 @@ use std::time::Duration;
 use penguin_engine::scripted::{ScriptedApprover, ScriptedEnvironment};
 use penguin_engine::{CompactionConfig, EngineConfig};
 use penguin_llm_providers::scripted::{
-    exact_message, parse_requests_json, parse_steps, parse_tool_streams_json, ScriptError,
-    ScriptedModel,
+    exact_message, json_tree, parse_requests_json, parse_steps, parse_tool_streams_json,
+    ScriptError, ScriptedModel,
 };
 use penguin_omni_protocol::{CompactionMode, OmniMessage};
 use serde_json::value::RawValue;
@@ -133,7 +133,7 @@ fn tool_scripts(raw: &RawValue) -> Result<ScriptedEnvironment, ScriptError> {
     let mut scripts = std::collections::HashMap::with_capacity(items.len());
     for (id, item) in items {
         let path = format!("tools.{id}");
-        let v: Value = serde_json::from_str(item.get()).unwrap_or(Value::Null);
+        let v = json_tree(item.get(), &path)?;
         let script = object(&v, &path)?;
         check_keys(script, &path, &["stream"])?;
         let stream = script
@@ -166,15 +166,11 @@ impl Scenario {
                 Ok(_) => ScriptError::new("(file)", "expected a JSON object"),
                 Err(_) => ScriptError::new("(file)", format!("invalid JSON: {e}")),
             })?;
-        let tree = |raw: &RawValue| -> Value {
-            // Already checked as JSON by the parse above.
-            serde_json::from_str(raw.get()).unwrap_or(Value::Null)
-        };
-        let obj: serde_json::Map<String, Value> = top
+        let obj = top
             .iter()
             .filter(|(k, _)| !matches!(k.as_str(), "llm" | "tools"))
-            .map(|(k, raw)| (k.clone(), tree(raw)))
-            .collect();
+            .map(|(k, raw)| Ok((k.clone(), json_tree(raw.get(), k)?)))
+            .collect::<Result<serde_json::Map<String, Value>, ScriptError>>()?;
         let obj = &obj;
         let allowed = [
             "description",
