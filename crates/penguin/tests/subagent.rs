@@ -33,6 +33,7 @@ use penguin::omni_protocol::{
 };
 use penguin::session::Session;
 use penguin::subagent::{SubagentEnvironment, SubagentSpawner, MAX_CHILDREN};
+use penguin::tools::notes;
 use penguin::trace_store::{read_trace, ReadMode};
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot, Notify};
@@ -237,8 +238,19 @@ async fn call(
     id: &str,
     approver: Option<Arc<dyn Approver>>,
 ) -> Vec<OmniMessage> {
+    call_with_text(env, name, &args.to_string(), id, approver).await
+}
+
+/// [`call`] with the arguments as the model wrote them, JSON or not.
+async fn call_with_text(
+    env: &dyn Environment,
+    name: &str,
+    arguments: &str,
+    id: &str,
+    approver: Option<Arc<dyn Approver>>,
+) -> Vec<OmniMessage> {
     let request = ToolCallRequest {
-        call: build::tool_call(name, args.to_string(), id, StopReason::Completed, None),
+        call: build::tool_call(name, arguments, id, StopReason::Completed, None),
         cancel: CancellationToken::new(),
         approver,
         thinking_level: None,
@@ -793,6 +805,38 @@ async fn at_most_eight_children_are_kept_and_a_running_one_is_never_evicted() {
     drop(background);
     drop(env);
     kids.all_released().await;
+}
+
+#[tokio::test]
+async fn subagent_calls_whose_arguments_do_not_parse_are_explained_as_any_tools_are() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let agent = Agent::at(home.path().to_path_buf()).unwrap();
+    let kids = kids(&agent, ws.path(), Vec::new, || {
+        Arc::new(ScriptedEnvironment::default())
+    });
+    let env = SubagentEnvironment::new(
+        Arc::new(ScriptedEnvironment::default()),
+        kids.spawner.clone(),
+    );
+    for name in ["run_subagent", "input_subagent", "kill_subagent"] {
+        for arguments in ["", "  ", r#"{"prompt": "half"#] {
+            let msgs = call_with_text(&env, name, arguments, "c1", Some(Arc::new(AllowAll))).await;
+            let announced = [
+                build::tool_call(name, arguments, "c1", StopReason::Completed, None),
+                build::approval_decision(ApprovalDecision::Allow, "c1"),
+            ];
+            assert_valid(name, announced.iter().chain(&msgs));
+            let expected = notes::arguments(name, arguments).unwrap_err();
+            assert!(expected.starts_with(&format!("Tool call \"{name}\" failed: the arguments")));
+            assert_eq!(
+                output(&msgs, "c1"),
+                (expected, StopReason::Failed),
+                "{name} {arguments:?}"
+            );
+        }
+    }
+    assert_eq!(kids.spawned.load(Ordering::SeqCst), 0);
 }
 
 #[tokio::test(start_paused = true)]

@@ -146,7 +146,7 @@ pub(crate) async fn execute(
     let Some(tool) = tool else {
         return fail_fast(sink, id, notes::unknown_tool(&call.name)).await;
     };
-    let args = match parse_arguments(&call.name, &call.arguments) {
+    let args = match notes::arguments(&call.name, &call.arguments) {
         Ok(args) => args,
         Err(text) => return fail_fast(sink, id, text).await,
     };
@@ -237,14 +237,6 @@ fn panic_message(panic: &(dyn Any + Send)) -> String {
     } else {
         "unknown panic payload".to_owned()
     }
-}
-
-/// Parses the call's JSON arguments, or returns the reference's explanation text.
-fn parse_arguments(tool: &str, arguments: &str) -> Result<Value, String> {
-    if arguments.trim().is_empty() {
-        return Err(notes::empty_arguments(tool));
-    }
-    serde_json::from_str(arguments).map_err(|e| notes::invalid_arguments(tool, &e.to_string()))
 }
 
 /// The three-message close-out of a call that never ran: delta, stop(failed), complete.

@@ -73,6 +73,22 @@ pub fn invalid_arguments(tool: &str, err: &str) -> String {
     )
 }
 
+/// A call's arguments as every tool reads them (§2.16 step 2), or the explanation its output
+/// gives instead ([`empty_arguments`], [`invalid_arguments`]).
+///
+/// ```
+/// use penguin_tools::notes;
+/// assert_eq!(notes::arguments("t", r#"{"a": 1}"#).unwrap()["a"], 1);
+/// assert_eq!(notes::arguments("t", " "), Err(notes::empty_arguments("t")));
+/// assert!(notes::arguments("t", "{").unwrap_err().contains("not valid JSON (EOF while parsing"));
+/// ```
+pub fn arguments(tool: &str, arguments: &str) -> Result<serde_json::Value, String> {
+    if arguments.trim().is_empty() {
+        return Err(empty_arguments(tool));
+    }
+    serde_json::from_str(arguments).map_err(|e| invalid_arguments(tool, &e.to_string()))
+}
+
 /// The whole output of a call to a tool this environment does not offer.
 pub fn unknown_tool(name: &str) -> String {
     format!("Unknown tool: {name}")

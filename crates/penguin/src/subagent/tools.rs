@@ -206,7 +206,10 @@ pub(crate) async fn run_subagent(
 ) {
     let call = request.tool_call().clone();
     let mut out = Output::start(sink, &call.tool_call_id).await;
-    let args: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
+    let args = match notes::arguments(&call.name, &call.arguments) {
+        Ok(args) => args,
+        Err(explained) => return out.fail(&explained).await,
+    };
     let Some(prompt) = string_arg(&args, "prompt").filter(|p| !p.trim().is_empty()) else {
         return out
             .fail("[run_subagent error: missing required string argument `prompt`]")
@@ -287,7 +290,10 @@ pub(crate) async fn input_subagent(
 ) {
     let call = request.tool_call().clone();
     let mut out = Output::start(sink, &call.tool_call_id).await;
-    let args: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
+    let args = match notes::arguments(&call.name, &call.arguments) {
+        Ok(args) => args,
+        Err(explained) => return out.fail(&explained).await,
+    };
     let Some(id) = string_arg(&args, "subagent_id").filter(|s| !s.is_empty()) else {
         return out
             .fail("Missing required argument \"subagent_id\" for input_subagent.")
@@ -361,7 +367,10 @@ pub(crate) async fn kill_subagent(
 ) {
     let call = request.tool_call().clone();
     let mut out = Output::start(sink, &call.tool_call_id).await;
-    let args: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
+    let args = match notes::arguments(&call.name, &call.arguments) {
+        Ok(args) => args,
+        Err(explained) => return out.fail(&explained).await,
+    };
     let Some(id) = string_arg(&args, "subagent_id").filter(|s| !s.is_empty()) else {
         return out
             .fail("Missing required argument \"subagent_id\" for kill_subagent.")
