@@ -33,7 +33,7 @@ use penguin::omni_protocol::{
 };
 use penguin::session::Session;
 use penguin::subagent::{SubagentEnvironment, SubagentSpawner, MAX_CHILDREN};
-use penguin::tools::notes;
+use penguin::tools::{notes, BuiltinTools, ToolsConfig};
 use penguin::trace_store::{read_trace, ReadMode};
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot, Notify};
@@ -805,6 +805,63 @@ async fn at_most_eight_children_are_kept_and_a_running_one_is_never_evicted() {
     drop(background);
     drop(env);
     kids.all_released().await;
+}
+
+#[tokio::test]
+async fn a_childs_long_answer_is_capped_and_archived_like_any_tool_output() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let agent = Agent::at(home.path().to_path_buf()).unwrap();
+    let answer = "The answer is forty-two, said at length.";
+    let kids = kids(
+        &agent,
+        ws.path(),
+        move || vec![text_turn(answer)],
+        || Arc::new(ScriptedEnvironment::default()),
+    );
+    let config = ToolsConfig {
+        max_output_chars: 10,
+        ..ToolsConfig::default()
+    };
+    let limits = BuiltinTools::new(ws.path(), config).unwrap().limits();
+    let env = SubagentEnvironment::new(
+        Arc::new(ScriptedEnvironment::default()),
+        kids.spawner.clone(),
+    )
+    .with_limits(limits);
+    let msgs = call(
+        &env,
+        "run_subagent",
+        json!({"prompt": "answer"}),
+        "c1",
+        Some(Arc::new(AllowAll)),
+    )
+    .await;
+    let announced = [
+        build::tool_call("run_subagent", "{}", "c1", StopReason::Completed, None),
+        build::approval_decision(ApprovalDecision::Allow, "c1"),
+    ];
+    assert_valid("capped", announced.iter().chain(&msgs));
+    let (out, status) = output(&msgs, "c1");
+    assert_eq!(status, StopReason::Completed);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[..2],
+        [&answer[..10], "[output truncated: exceeded 10 chars]"]
+    );
+    let archived = lines[2]
+        .strip_prefix("[output archived: ")
+        .and_then(|l| l.strip_suffix(']'))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join(archived)).unwrap(),
+        answer
+    );
+    assert_eq!(lines.len(), 3, "{out}");
+    // The child's own messages are passed on whole, not cut.
+    assert!(origin_of(&msgs)
+        .iter()
+        .any(|m| m.model().and_then(|p| p.content()) == Some(answer)));
 }
 
 #[tokio::test]

@@ -59,6 +59,7 @@
 //! process dies with its session, and [`kill_all_background_processes`] ends all of them.
 
 mod builtin;
+mod call_output;
 mod command;
 mod contract;
 mod exec;
@@ -79,13 +80,15 @@ use async_trait::async_trait;
 use penguin_engine::{BackgroundWork, Environment, MessageSink, Permission, ToolCallRequest};
 use penguin_omni_protocol::{build, ModelPayload, StopReason, ToolCall, ToolDefinition};
 
-use contract::{ArchiveBudget, Limits, Tool};
+use call_output::ArchiveBudget;
+use contract::Tool;
 use exec::{ExecCommand, InputCommand, KillCommand};
 use files::{FileOp, FileTool};
 
 pub use builtin::BuiltinTool;
+pub use call_output::{CallOutput, ARCHIVE_DIR};
 pub use command::{kill_all_background_processes, CappedText, CommandSessions, MAX_PROCESSES};
-pub use contract::ARCHIVE_DIR;
+pub use contract::Limits;
 pub use sandbox::{Sandbox, SandboxBypass, SandboxMode, SandboxRequest};
 
 /// The reference's default output cap, in chars.
@@ -192,7 +195,9 @@ impl BuiltinTools {
         &self.config
     }
 
-    fn limits(&self) -> Limits {
+    /// What each call may produce and how long it may run, by the configuration: the cap,
+    /// the archive under the workspace (with this session's archive budget) and the timeout.
+    pub fn limits(&self) -> Limits {
         Limits {
             max_output_chars: usize::try_from(self.config.max_output_chars)
                 .ok()

@@ -29,6 +29,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use penguin_engine::{BackgroundWork, Environment, MessageSink, Permission, ToolCallRequest};
 use penguin_omni_protocol::ToolDefinition;
+use penguin_tools::Limits;
 use serde_json::json;
 
 pub use child::{MESSAGE_BUFFER_CAP, TEXT_BUFFER_CAP};
@@ -64,6 +65,7 @@ pub struct SubagentEnvironment {
     spawner: Arc<dyn SubagentSpawner>,
     children: Arc<Children>,
     work: Arc<SubagentWork>,
+    limits: Limits,
 }
 
 impl fmt::Debug for SubagentEnvironment {
@@ -89,7 +91,17 @@ impl SubagentEnvironment {
             spawner,
             children,
             work,
+            limits: Limits::default(),
         }
+    }
+
+    /// These tools, their calls' output capped and archived by `limits` (a session's
+    /// [`BuiltinTools::limits`](penguin_tools::BuiltinTools::limits), say) instead of the
+    /// reference's default cap with no archive. A child's answer is output like any tool's:
+    /// past the cap it goes only to the archive.
+    pub fn with_limits(mut self, limits: Limits) -> SubagentEnvironment {
+        self.limits = limits;
+        self
     }
 
     /// The tools' definitions.
@@ -144,10 +156,15 @@ impl Environment for SubagentEnvironment {
     async fn execute(&self, request: ToolCallRequest, sink: &mut dyn MessageSink) {
         match request.tool_call().name.as_str() {
             RUN_SUBAGENT => {
-                tools::run_subagent(&self.children, self.spawner.as_ref(), request, sink).await
+                let spawner = self.spawner.as_ref();
+                tools::run_subagent(&self.children, spawner, request, &self.limits, sink).await
             }
-            INPUT_SUBAGENT => tools::input_subagent(&self.children, request, sink).await,
-            KILL_SUBAGENT => tools::kill_subagent(&self.children, request, sink).await,
+            INPUT_SUBAGENT => {
+                tools::input_subagent(&self.children, request, &self.limits, sink).await
+            }
+            KILL_SUBAGENT => {
+                tools::kill_subagent(&self.children, request, &self.limits, sink).await
+            }
             _ => self.inner.execute(request, sink).await,
         }
     }

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use penguin_engine::{Approver, CancellationToken, MessageSink, ToolCallRequest};
-use penguin_omni_protocol::{build, OmniMessage, StopReason, StreamEventType, TextSender};
-use penguin_tools::notes;
+use penguin_omni_protocol::{build, OmniMessage, StopReason, TextSender};
+use penguin_tools::{notes, CallOutput, Limits};
 use serde_json::Value;
 
 use super::child::{Child, Exit};
@@ -43,99 +43,25 @@ fn string_arg<'a>(args: &'a Value, name: &str) -> Option<&'a str> {
     args.get(name).and_then(Value::as_str)
 }
 
-/// One call's output: started, streamed as deltas, then closed with its note.
-struct Output<'a> {
-    sink: &'a mut dyn MessageSink,
-    id: String,
-    content: String,
-}
-
-impl<'a> Output<'a> {
-    async fn start(sink: &'a mut dyn MessageSink, id: &str) -> Output<'a> {
-        sink.emit(build::partial_tool_call_output(
-            StreamEventType::Start,
-            "",
-            id,
-            StopReason::Completed,
-        ))
-        .await;
-        Output {
-            sink,
-            id: id.to_owned(),
-            content: String::new(),
-        }
-    }
-
-    async fn delta(&mut self, text: &str) {
-        if text.is_empty() {
-            return;
-        }
-        self.content.push_str(text);
-        self.sink
-            .emit(build::partial_tool_call_output(
-                StreamEventType::Delta,
-                text,
-                &self.id,
-                StopReason::Completed,
-            ))
-            .await;
-    }
-
-    async fn message(&mut self, msg: OmniMessage) {
-        self.sink.emit(msg).await;
-    }
-
-    /// The note delta, the stop, then the complete output (content + "\n" + note).
-    async fn close(mut self, note: &str, status: StopReason) {
-        if !note.is_empty() {
-            let delta = if self.content.is_empty() {
-                note.to_owned()
-            } else {
-                format!("\n{note}")
-            };
-            self.delta(&delta).await;
-        }
-        self.sink
-            .emit(build::partial_tool_call_output(
-                StreamEventType::Stop,
-                "",
-                &self.id,
-                status,
-            ))
-            .await;
-        self.sink
-            .emit(build::tool_call_output(self.content, &self.id, status))
-            .await;
-    }
-
-    async fn fail(self, note: &str) {
-        self.close(note, StopReason::Failed).await;
-    }
-
-    async fn interrupted(self) {
-        self.close(notes::INTERRUPTED, StopReason::Aborted).await;
-    }
-}
-
 /// Starts a round of the child with `input`, which goes out first, tagged with the child's
 /// origin, so a host sees the prompt before anything the child answers.
 async fn send(
     child: &Arc<Child>,
-    out: &mut Output<'_>,
+    out: &mut CallOutput<'_>,
     input: OmniMessage,
     request: &ToolCallRequest,
 ) {
-    out.message(input.clone().with_origin(child.hop())).await;
+    out.forward(input.clone().with_origin(child.hop())).await;
     child.launch(input, request.approver.is_some(), request.thinking_level);
 }
 
 /// Forwards what the child has produced: its messages as they are, its answer text as this
 /// call's output.
-async fn forward(child: &Child, out: &mut Output<'_>) {
+async fn forward(child: &Child, out: &mut CallOutput<'_>) {
     for msg in child.drain_messages() {
-        out.message(msg).await;
+        out.forward(msg).await;
     }
-    out.delta(&child.drain_text()).await;
+    out.text(child.drain_text()).await;
 }
 
 /// The collect window: forwards the child's output for up to `yield_for`, while the call's
@@ -143,7 +69,7 @@ async fn forward(child: &Child, out: &mut Output<'_>) {
 /// what to do with a child still running is the caller's.
 async fn collect(
     child: &Arc<Child>,
-    out: &mut Output<'_>,
+    out: &mut CallOutput<'_>,
     yield_for: Duration,
     cancel: &CancellationToken,
     approver: Option<Arc<dyn Approver>>,
@@ -202,17 +128,18 @@ pub(crate) async fn run_subagent(
     children: &Children,
     spawner: &dyn SubagentSpawner,
     request: ToolCallRequest,
+    limits: &Limits,
     sink: &mut dyn MessageSink,
 ) {
     let call = request.tool_call().clone();
-    let mut out = Output::start(sink, &call.tool_call_id).await;
+    let mut out = CallOutput::start(sink, &call.tool_call_id, limits).await;
     let args = match notes::arguments(&call.name, &call.arguments) {
         Ok(args) => args,
-        Err(explained) => return out.fail(&explained).await,
+        Err(explained) => return out.fail(explained).await,
     };
     let Some(prompt) = string_arg(&args, "prompt").filter(|p| !p.trim().is_empty()) else {
         return out
-            .fail("[run_subagent error: missing required string argument `prompt`]")
+            .fail("[run_subagent error: missing required string argument `prompt`]".to_owned())
             .await;
     };
     let background = args.get("run_in_background").and_then(Value::as_bool) == Some(true);
@@ -221,18 +148,18 @@ pub(crate) async fn run_subagent(
         return out.interrupted().await;
     }
     if !children.make_room() {
-        return out.fail(TOO_MANY).await;
+        return out.fail(TOO_MANY.to_owned()).await;
     }
     let session = match spawner.spawn() {
         Ok(s) => s,
-        Err(e) => return out.fail(&format!("[run_subagent error: {e}]")).await,
+        Err(e) => return out.fail(format!("[run_subagent error: {e}]")).await,
     };
     let child = Child::new(session, prompt, children.hooks.clone());
     let mut owned = Owned(Some(child.clone()));
-    out.message(child.meta()).await;
+    out.forward(child.meta()).await;
     let input = build::user_text_from(prompt, TextSender::ParentAgent);
     if let Err(e) = child.claim_round() {
-        return out.fail(&format!("[run_subagent error: {e}]")).await;
+        return out.fail(format!("[run_subagent error: {e}]")).await;
     }
 
     if background {
@@ -248,7 +175,7 @@ pub(crate) async fn run_subagent(
         let note = format!(
             "[subagent running in background with subagent_id {id}; its completion will arrive as a user message — no need to poll. Use input_subagent to interact or kill_subagent to stop it]"
         );
-        return out.close(&note, StopReason::Completed).await;
+        return out.close([note], Vec::new(), StopReason::Completed).await;
     }
 
     send(&child, &mut out, input, &request).await;
@@ -271,10 +198,10 @@ pub(crate) async fn run_subagent(
             "[subagent running with subagent_id {id}; use input_subagent to poll for progress or send a follow-up prompt]{}",
             child.approval_hint()
         );
-        return out.close(&note, StopReason::Completed).await;
+        return out.close([note], Vec::new(), StopReason::Completed).await;
     }
     let (note, status) = exit_note(child.exit());
-    out.close(note.as_deref().unwrap_or(""), status).await;
+    out.close(note, Vec::new(), status).await;
 }
 
 fn unknown(tool: &str, id: &str) -> String {
@@ -286,21 +213,22 @@ fn unknown(tool: &str, id: &str) -> String {
 pub(crate) async fn input_subagent(
     children: &Children,
     request: ToolCallRequest,
+    limits: &Limits,
     sink: &mut dyn MessageSink,
 ) {
     let call = request.tool_call().clone();
-    let mut out = Output::start(sink, &call.tool_call_id).await;
+    let mut out = CallOutput::start(sink, &call.tool_call_id, limits).await;
     let args = match notes::arguments(&call.name, &call.arguments) {
         Ok(args) => args,
-        Err(explained) => return out.fail(&explained).await,
+        Err(explained) => return out.fail(explained).await,
     };
     let Some(id) = string_arg(&args, "subagent_id").filter(|s| !s.is_empty()) else {
         return out
-            .fail("Missing required argument \"subagent_id\" for input_subagent.")
+            .fail("Missing required argument \"subagent_id\" for input_subagent.".to_owned())
             .await;
     };
     let Some(child) = children.get(id) else {
-        return out.fail(&unknown("input_subagent", id)).await;
+        return out.fail(unknown("input_subagent", id)).await;
     };
     let prompt = string_arg(&args, "prompt").unwrap_or("");
     let poll = prompt.trim().is_empty();
@@ -318,11 +246,11 @@ pub(crate) async fn input_subagent(
     if !poll {
         if child.running() {
             return out
-                .fail(&format!("[input_subagent error: subagent {id} is still running; poll with an empty prompt to collect progress first]"))
+                .fail(format!("[input_subagent error: subagent {id} is still running; poll with an empty prompt to collect progress first]"))
                 .await;
         }
         if let Err(e) = child.claim_round() {
-            return out.fail(&format!("[input_subagent error: {e}]")).await;
+            return out.fail(format!("[input_subagent error: {e}]")).await;
         }
         if child.reports() {
             // A background child's later rounds run past this call too.
@@ -348,7 +276,7 @@ pub(crate) async fn input_subagent(
             "[subagent still running with subagent_id {id}]{}",
             child.approval_hint()
         );
-        return out.close(&note, StopReason::Completed).await;
+        return out.close([note], Vec::new(), StopReason::Completed).await;
     }
     let (note, status) = exit_note(child.exit());
     let idle =
@@ -357,31 +285,32 @@ pub(crate) async fn input_subagent(
         Some(n) => format!("{n} {idle}"),
         None => idle,
     };
-    out.close(&note, status).await;
+    out.close([note], Vec::new(), status).await;
 }
 
 pub(crate) async fn kill_subagent(
     children: &Children,
     request: ToolCallRequest,
+    limits: &Limits,
     sink: &mut dyn MessageSink,
 ) {
     let call = request.tool_call().clone();
-    let mut out = Output::start(sink, &call.tool_call_id).await;
+    let mut out = CallOutput::start(sink, &call.tool_call_id, limits).await;
     let args = match notes::arguments(&call.name, &call.arguments) {
         Ok(args) => args,
-        Err(explained) => return out.fail(&explained).await,
+        Err(explained) => return out.fail(explained).await,
     };
     let Some(id) = string_arg(&args, "subagent_id").filter(|s| !s.is_empty()) else {
         return out
-            .fail("Missing required argument \"subagent_id\" for kill_subagent.")
+            .fail("Missing required argument \"subagent_id\" for kill_subagent.".to_owned())
             .await;
     };
     let Some(child) = children.get(id) else {
-        return out.fail(&unknown("kill_subagent", id)).await;
+        return out.fail(unknown("kill_subagent", id)).await;
     };
     // The killer reads the outcome here: the kill sends no report.
     child.disarm_report();
-    out.delta(&child.drain_text()).await;
+    out.text(child.drain_text()).await;
     let was_running = child.running();
     children.remove(id);
     let note = if was_running {
@@ -389,7 +318,7 @@ pub(crate) async fn kill_subagent(
     } else {
         format!("[subagent {id} was idle; session removed]")
     };
-    out.close(&note, StopReason::Completed).await;
+    out.close([note], Vec::new(), StopReason::Completed).await;
 }
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
 use std::sync::Arc;
 
 use super::*;
+use crate::call_output::ARCHIVE_DIR;
 use penguin_omni_protocol::build;
+use penguin_omni_protocol::{ModelPayload, OmniMessage, StreamEventType};
 use proptest::prelude::*;
 
 /// Emits its chunks, then returns its result.

@@ -41,7 +41,8 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::ServiceError;
 use serde_json::Value;
 
-use crate::contract::{self, ArchiveBudget, Limits, Output, Tool, ToolOutcome, ToolResult};
+use crate::call_output::ArchiveBudget;
+use crate::contract::{self, Limits, Output, Tool, ToolOutcome, ToolResult};
 use crate::{Sandbox, ToolsConfig};
 use connect::{connect_server, lock, Connection};
 

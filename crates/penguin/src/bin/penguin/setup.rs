@@ -136,13 +136,13 @@ pub(crate) fn workspace_tools(
     workspace: &Path,
     sandbox: &Sandbox,
     bypass: &SandboxBypass,
-) -> Result<Arc<dyn Environment>, String> {
+) -> Result<BuiltinTools, String> {
     let config = ToolsConfig {
         sandbox: sandbox.clone(),
         ..ToolsConfig::default()
     };
     BuiltinTools::new(workspace, config)
-        .map(|t| Arc::new(t.with_bypass(bypass.clone())) as Arc<dyn Environment>)
+        .map(|t| t.with_bypass(bypass.clone()))
         .map_err(|e| format!("workspace {}: {e}", workspace.display()))
 }
 
@@ -155,12 +155,10 @@ pub(crate) fn session_tools(
     sandbox: &Sandbox,
     bypass: &SandboxBypass,
 ) -> Result<Arc<dyn Environment>, String> {
-    let tools = crate::mcp::with_servers(
-        agent,
-        workspace,
-        sandbox,
-        workspace_tools(workspace, sandbox, bypass)?,
-    );
+    let builtin = workspace_tools(workspace, sandbox, bypass)?;
+    // A child's answer is capped and archived like any tool output of the session.
+    let limits = builtin.limits();
+    let tools = crate::mcp::with_servers(agent, workspace, sandbox, Arc::new(builtin));
     let (agent, spec, ws, sandbox, bypass) = (
         agent.clone(),
         spec.clone(),
@@ -175,11 +173,13 @@ pub(crate) fn session_tools(
             &agent,
             &ws,
             &sandbox,
-            workspace_tools(&ws, &sandbox, &bypass).map_err(SessionError::Tools)?,
+            Arc::new(workspace_tools(&ws, &sandbox, &bypass).map_err(SessionError::Tools)?),
         );
         agent.create_session(&spec, &ws, child_tools, None, Some("subagent".into()))
     });
-    Ok(Arc::new(SubagentEnvironment::new(tools, spawner)))
+    Ok(Arc::new(
+        SubagentEnvironment::new(tools, spawner).with_limits(limits),
+    ))
 }
 
 pub(crate) fn new_session(
@@ -241,7 +241,7 @@ fn scenario_tools(
         agent,
         workspace,
         &confinement.sandbox,
-        builtin,
+        Arc::new(builtin),
     ))
 }
 
