@@ -210,25 +210,48 @@ fn unknown(tool: &str, id: &str) -> String {
     )
 }
 
+/// How `input_subagent` and `kill_subagent` start: the call's output, its arguments, and the
+/// kept child its `subagent_id` names; `None` once the call is closed with what was wrong.
+async fn kept_child<'a>(
+    children: &Children,
+    request: &ToolCallRequest,
+    limits: &'a Limits,
+    sink: &'a mut dyn MessageSink,
+) -> Option<(CallOutput<'a>, Value, String, Arc<Child>)> {
+    let call = request.tool_call();
+    let out = CallOutput::start(sink, &call.tool_call_id, limits).await;
+    let args = match notes::arguments(&call.name, &call.arguments) {
+        Ok(args) => args,
+        Err(explained) => {
+            out.fail(explained).await;
+            return None;
+        }
+    };
+    let Some(id) = string_arg(&args, "subagent_id").filter(|s| !s.is_empty()) else {
+        let missing = format!(
+            "Missing required argument \"subagent_id\" for {}.",
+            call.name
+        );
+        out.fail(missing).await;
+        return None;
+    };
+    let id = id.to_owned();
+    let Some(child) = children.get(&id) else {
+        out.fail(unknown(&call.name, &id)).await;
+        return None;
+    };
+    Some((out, args, id, child))
+}
+
 pub(crate) async fn input_subagent(
     children: &Children,
     request: ToolCallRequest,
     limits: &Limits,
     sink: &mut dyn MessageSink,
 ) {
-    let call = request.tool_call().clone();
-    let mut out = CallOutput::start(sink, &call.tool_call_id, limits).await;
-    let args = match notes::arguments(&call.name, &call.arguments) {
-        Ok(args) => args,
-        Err(explained) => return out.fail(explained).await,
-    };
-    let Some(id) = string_arg(&args, "subagent_id").filter(|s| !s.is_empty()) else {
-        return out
-            .fail("Missing required argument \"subagent_id\" for input_subagent.".to_owned())
-            .await;
-    };
-    let Some(child) = children.get(id) else {
-        return out.fail(unknown("input_subagent", id)).await;
+    let Some((mut out, args, id, child)) = kept_child(children, &request, limits, sink).await
+    else {
+        return;
     };
     let prompt = string_arg(&args, "prompt").unwrap_or("");
     let poll = prompt.trim().is_empty();
@@ -294,25 +317,14 @@ pub(crate) async fn kill_subagent(
     limits: &Limits,
     sink: &mut dyn MessageSink,
 ) {
-    let call = request.tool_call().clone();
-    let mut out = CallOutput::start(sink, &call.tool_call_id, limits).await;
-    let args = match notes::arguments(&call.name, &call.arguments) {
-        Ok(args) => args,
-        Err(explained) => return out.fail(explained).await,
-    };
-    let Some(id) = string_arg(&args, "subagent_id").filter(|s| !s.is_empty()) else {
-        return out
-            .fail("Missing required argument \"subagent_id\" for kill_subagent.".to_owned())
-            .await;
-    };
-    let Some(child) = children.get(id) else {
-        return out.fail(unknown("kill_subagent", id)).await;
+    let Some((mut out, _, id, child)) = kept_child(children, &request, limits, sink).await else {
+        return;
     };
     // The killer reads the outcome here: the kill sends no report.
     child.disarm_report();
     out.text(child.drain_text()).await;
     let was_running = child.running();
-    children.remove(id);
+    children.remove(&id);
     let note = if was_running {
         format!("[subagent {id} aborted and removed; its own trace keeps the work done so far]")
     } else {
