@@ -8,7 +8,8 @@ Usage:
 Each seed makes one scenario (scenario-format.md): up to four model requests with thinking,
 text and up to three tool calls each, scripted tool outputs (completed, failed, or a bare
 complete output), denials, failed/timeout/malformed requests that reconnect, and, for half of
-them, an abort (before anything, or while the first request's tools run) and a steer. Both
+them, an abort (before anything, or while the first request's tools run) and a steer; slow
+approvals, calls with no script, and a turn limit now and then. Both
 engines run it (`penguin scenario run`, `../shared/tools/reference/driver.mjs`) and
 `../shared/tools/compare-scenario.py` compares the stream, trace and requests. Exit status 1 when
 any seed differs; its files stay in --out.
@@ -82,7 +83,7 @@ def scenario(seed):
     r = random.Random(seed)
     timed = r.random() < 0.5
     requests = r.randint(2, 4) if timed else r.randint(1, 4)
-    llm, tools, denied, total = [], {}, {}, 0
+    llm, tools, decisions, total = [], {}, {}, 0
     for q in range(requests):
         steps = []
         if r.random() < 0.5:
@@ -98,8 +99,15 @@ def scenario(seed):
             steps += tool_call(r.choice(["read_file", "exec_command"]), json.dumps({"path": f"f{i}.txt"}), cid)
             # The first request's calls of a timed scenario all run: their windows are what
             # keeps its abort or steer apart from everything else.
-            if not (q == 0 and timed) and r.random() < 0.2:
-                denied[cid] = "deny"
+            if not (q == 0 and timed):
+                roll = r.random()
+                if roll < 0.2:
+                    decisions[cid] = "deny"
+                elif roll < 0.3 and not timed:
+                    # A slow approver delays this call and every later one alike.
+                    decisions[cid] = {"decision": "allow", "delay_ms": 30}
+            if r.random() < 0.1:
+                continue  # no script: the call gets "unscripted tool call"
             tools[cid] = tool_script(r, cid, i)
         entry = {"stream": [{"delay_ms": 2, "message": m} for m in steps]}
         if not last and r.random() < 0.15:
@@ -120,8 +128,9 @@ def scenario(seed):
         runs[0]["steer"] = [{"after_ms": 330, "input": [mm({"type": "text", "role": "user", "text": "also this"})]}]
     return {
         "description": f"differential seed {seed}",
-        "engine": {"max_reconnects": 2, "reconnect_backoff_ms": 60, "reconnect_backoff_max_ms": 200},
-        "approvals": {"default": "allow", "by_id": denied},
+        "engine": {"max_reconnects": 2, "reconnect_backoff_ms": 60, "reconnect_backoff_max_ms": 200,
+                   "max_turns": r.choice([-1, -1, -1, 1, 2])},
+        "approvals": {"default": "allow", "by_id": decisions},
         "llm": llm,
         "tools": tools,
         "runs": runs,
