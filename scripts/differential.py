@@ -9,7 +9,9 @@ Each seed makes one scenario (scenario-format.md): up to four model requests wit
 text and up to three tool calls each, scripted tool outputs (completed, failed, or a bare
 complete output), denials, failed/timeout/malformed requests that reconnect, and, for half of
 them, an abort (before anything, or while the first request's tools run) and a steer; slow
-approvals, calls with no script, and a turn limit now and then. Both
+approvals, calls with no script, and a turn limit now and then; and for two in five, version
+2: compaction (by turns, by context length, or a `compact` run), a background notice, the
+session's head records (compared strictly). Both
 engines run it (`penguin scenario run`, `../shared/tools/reference/driver.mjs`) and
 `../shared/tools/compare-scenario.py` compares the stream, trace and requests. Exit status 1 when
 any seed differs; its files stay in --out.
@@ -126,15 +128,56 @@ def scenario(seed):
         runs.append({"input": [mm({"type": "text", "role": "user", "text": "again"})]})
     if timed and r.random() < 0.6:
         runs[0]["steer"] = [{"after_ms": 330, "input": [mm({"type": "text", "role": "user", "text": "also this"})]}]
-    return {
+    engine = {"max_reconnects": 2, "reconnect_backoff_ms": 60, "reconnect_backoff_max_ms": 200,
+              "max_turns": r.choice([-1, -1, -1, 1, 2])}
+    found = {
         "description": f"differential seed {seed}",
-        "engine": {"max_reconnects": 2, "reconnect_backoff_ms": 60, "reconnect_backoff_max_ms": 200,
-                   "max_turns": r.choice([-1, -1, -1, 1, 2])},
+        "engine": engine,
         "approvals": {"default": "allow", "by_id": decisions},
         "llm": llm,
         "tools": tools,
         "runs": runs,
     }
+    if r.random() < 0.4:
+        version_2(r, found, timed)
+    return found
+
+
+def version_2(r, found, timed):
+    """Compaction (by turns, by context length, or asked for), notices and the session's head
+    records. Compaction requests take the next `llm` entries like any request, so a few plain
+    answers are added for them (unused ones are left alone by both engines)."""
+    found["engine"]["compaction"] = {
+        "mode": r.choice(["summarize", "discard"]),
+        "max_session_turns": r.choice([0, 0, 1, 2]),
+        "max_context_length": r.choice([0, 0, 250, 450]),
+        "prompt": "Summarize the conversation so far as [summary]...[/summary].",
+    }
+    if r.random() < 0.5:
+        found["engine"]["compaction_max_reconnects"] = r.choice([0, 1])
+    for _ in range(r.randint(1, 2)):
+        found["llm"].append({"stream": [{"delay_ms": 2, "message": m}
+                                        for m in segment("text", "text", "[summary]so far[/summary]")]})
+    if r.random() < 0.6:
+        found["session"] = {
+            "session_meta": {"type": "session_meta", "payload": {
+                "session_id": "session-x", "provider": "scripted", "model_id": "scenario",
+                "model_context_window": 128000, "system_prompt": "", "agent_state": "/s", "workspace": "/w"}},
+            "tool_list": {"type": "event_msg", "payload": {"type": "tool_list_ready", "tools": []}},
+            "bootstrap_records": [] if r.random() < 0.5 else [
+                {"type": "event_msg", "payload": {"type": "mcp_connect_begin", "servers": ["files"]}},
+                {"type": "event_msg", "payload": {"type": "mcp_connect_end", "status": "completed", "results": [
+                    {"server": "files", "transport": "stdio", "status": "completed", "duration_ms": 12,
+                     "tools": ["read"]}]}}],
+        }
+    runs = found["runs"]
+    if r.random() < 0.5:
+        notice = mm({"type": "text", "role": "user", "sender": "harness",
+                     "text": "[background_task_done]\nkind: command\nid: proc_1\nstatus: completed\n[/background_task_done]"})
+        runs[0]["notices"] = [{"after_ms": 330 if timed else 0, "message": notice}]
+    if r.random() < 0.3:
+        runs.append({"compact": True})
+        runs.append({"input": [mm({"type": "text", "role": "user", "text": "after"})]})
 
 
 def run(cmd, stdout, stderr):
@@ -169,7 +212,9 @@ def main():
                 differ.append(seed)
                 break
         else:
-            result = subprocess.run([sys.executable, str(compare), str(ref), str(ours)],
+            # Version 2 scenarios count the session's head records too.
+            strict = ["--strict"] if "session" in json.loads(path.read_text()) else []
+            result = subprocess.run([sys.executable, str(compare), str(ref), str(ours), *strict],
                                     capture_output=True, text=True)
             if result.returncode != 0:
                 print(f"seed {seed} differs:\n{result.stdout.strip()}")

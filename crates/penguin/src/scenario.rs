@@ -190,11 +190,17 @@ pub async fn run_scenario(
             cancel: cancel.clone(),
             thinking_level: None,
         };
+        // The reference sets a run's timers in the order abort, steers, notices, and each
+        // timer's consequences run before the next one fires: an abort ends the run, and the
+        // steers and notices due at its instant or later are cleared with it, never arriving.
+        let abort_at = run.abort_after.map(timer_delay);
+        let before_abort = |after: &Duration| abort_at.is_none_or(|at| timer_delay(*after) < at);
         // Notices due at 0 ms are waiting before the run starts.
         let (now, later): (Vec<_>, Vec<_>) = run
             .notices
             .into_iter()
             .partition(|(after, _)| after.is_zero());
+        let later = later.into_iter().filter(|(after, _)| before_abort(after));
         for (_, notice) in now {
             engine.notify(notice);
         }
@@ -219,7 +225,11 @@ pub async fn run_scenario(
                 cancel.cancel();
             });
         }
-        for (after, input) in run.steer {
+        for (after, input) in run
+            .steer
+            .into_iter()
+            .filter(|(after, _)| before_abort(after))
+        {
             let engine = engine.clone();
             timers.spawn(async move {
                 tokio::time::sleep(timer_delay(after)).await;
