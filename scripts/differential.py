@@ -19,7 +19,7 @@ any seed differs; its files stay in --out.
 The reference runs on real time, so the scenarios keep every event another producer could race
 with at least ~100 ms away: each tool call of a request streams in a window of its own (100-160
 ms, 400-460 ms, 700-760 ms after dispatch), and the abort or steer lands at 330 ms, between the
-first request's first two windows (none of its calls is denied). A difference is still worth a second run before it is
+first request's first two windows (none of its calls is denied or left without a script). A difference is still worth a second run before it is
 believed: a loaded machine can slow the reference enough to move an event across a boundary.
 Build the bundle with `../shared/tools/reference/build.sh`.
 """
@@ -108,7 +108,7 @@ def scenario(seed):
                 elif roll < 0.3 and not timed:
                     # A slow approver delays this call and every later one alike.
                     decisions[cid] = {"decision": "allow", "delay_ms": 30}
-            if r.random() < 0.1:
+            if not (q == 0 and timed) and r.random() < 0.1:
                 continue  # no script: the call gets "unscripted tool call"
             tools[cid] = tool_script(r, cid, i)
         entry = {"stream": [{"delay_ms": 2, "message": m} for m in steps]}
