@@ -9,7 +9,8 @@ Each seed makes one scenario (scenario-format.md): up to four model requests wit
 text and up to three tool calls each, scripted tool outputs (completed, failed, or a bare
 complete output), denials, failed/timeout/malformed requests that reconnect, and, for half of
 them, an abort (before anything, or while the first request's tools run) and a steer; slow
-approvals, calls with no script, and a turn limit now and then; and for two in five, version
+approvals, approvers that fail, calls with no script, segments a script leaves open, auth and
+permanent failures, and a turn limit now and then; and for two in five, version
 2: compaction (by turns, by context length, or a `compact` run), a background notice, the
 session's head records (compared strictly). Both
 engines run it (`penguin scenario run`, `../shared/tools/reference/driver.mjs`) and
@@ -92,6 +93,9 @@ def scenario(seed):
             steps += segment("thinking", "thinking", r.choice(["Think.", "Let me see the files.", "Hmm"]))
         if r.random() < 0.7:
             steps += segment("text", "text", r.choice(["Reading.", "Here is the answer you asked for.", "Ok"]))
+        elif r.random() < 0.3:
+            # A text segment the script leaves open: the runner closes it with the outcome.
+            steps += segment("text", "text", "Cut sho")[:-2]
         last = q == requests - 1
         calls = 0 if last else r.randint(0, 3)
         if q == 0 and timed:
@@ -103,8 +107,10 @@ def scenario(seed):
             # keeps its abort or steer apart from everything else.
             if not (q == 0 and timed):
                 roll = r.random()
-                if roll < 0.2:
+                if roll < 0.15:
                     decisions[cid] = "deny"
+                elif roll < 0.2:
+                    decisions[cid] = "throw"  # the approver fails: a denial
                 elif roll < 0.3 and not timed:
                     # A slow approver delays this call and every later one alike.
                     decisions[cid] = {"decision": "allow", "delay_ms": 30}
@@ -113,7 +119,9 @@ def scenario(seed):
             tools[cid] = tool_script(r, cid, i)
         entry = {"stream": [{"delay_ms": 2, "message": m} for m in steps]}
         if not last and r.random() < 0.15:
-            entry["outcome"] = {"status": r.choice(["failed", "timeout", "malformed"]), "message": "boom"}
+            entry["outcome"] = {"status": r.choice(["failed", "timeout", "malformed", "auth"]), "message": "boom"}
+            if r.random() < 0.3:
+                entry["outcome"]["permanent"] = True
         else:
             out = r.randint(1, 9)
             total += 100 + out
