@@ -88,18 +88,35 @@ pub struct Limits {
     pub(crate) archive_budget: Arc<ArchiveBudget>,
 }
 
+impl Limits {
+    /// `config`'s limits, truncated output archived under `workspace` (when given and the
+    /// configuration archives) within `budget`.
+    pub(crate) fn new(
+        config: &crate::ToolsConfig,
+        workspace: Option<&std::path::Path>,
+        archive_budget: Arc<ArchiveBudget>,
+    ) -> Limits {
+        Limits {
+            max_output_chars: usize::try_from(config.max_output_chars)
+                .ok()
+                .filter(|n| *n > 0),
+            timeout: config.timeout.filter(|t| !t.is_zero()),
+            archive_root: workspace
+                .filter(|_| config.archive_truncated)
+                .map(|w| w.to_path_buf()),
+            archive_budget,
+        }
+    }
+}
+
 impl Default for Limits {
     fn default() -> Limits {
         let config = crate::ToolsConfig::default();
-        Limits {
-            max_output_chars: usize::try_from(config.max_output_chars).ok(),
-            timeout: config.timeout,
-            archive_root: None,
-            archive_budget: Arc::new(ArchiveBudget::new(
-                config.archive_max_file_bytes,
-                config.archive_max_session_bytes,
-            )),
-        }
+        let budget = ArchiveBudget::new(
+            config.archive_max_file_bytes,
+            config.archive_max_session_bytes,
+        );
+        Limits::new(&config, None, Arc::new(budget))
     }
 }
 

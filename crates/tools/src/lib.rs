@@ -198,14 +198,7 @@ impl BuiltinTools {
     /// What each call may produce and how long it may run, by the configuration: the cap,
     /// the archive under the workspace (with this session's archive budget) and the timeout.
     pub fn limits(&self) -> Limits {
-        Limits {
-            max_output_chars: usize::try_from(self.config.max_output_chars)
-                .ok()
-                .filter(|n| *n > 0),
-            timeout: self.config.timeout.filter(|t| !t.is_zero()),
-            archive_root: self.config.archive_truncated.then(|| self.root.clone()),
-            archive_budget: self.archive_budget.clone(),
-        }
+        Limits::new(&self.config, Some(&self.root), self.archive_budget.clone())
     }
 
     fn bind(&self, call: &ToolCall) -> Option<Box<dyn Tool>> {

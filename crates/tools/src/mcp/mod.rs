@@ -126,21 +126,18 @@ impl Shared {
     }
 
     fn limits(&self, server: &McpServer) -> Limits {
+        let session = Limits::new(
+            &self.config,
+            Some(&self.workspace),
+            self.archive_budget.clone(),
+        );
         Limits {
-            max_output_chars: server.max_output_chars.or_else(|| {
-                usize::try_from(self.config.max_output_chars)
-                    .ok()
-                    .filter(|n| *n > 0)
-            }),
+            max_output_chars: server.max_output_chars.or(session.max_output_chars),
             timeout: server
                 .timeout
                 .or(self.config.timeout)
                 .filter(|t| !t.is_zero()),
-            archive_root: self
-                .config
-                .archive_truncated
-                .then(|| self.workspace.clone()),
-            archive_budget: self.archive_budget.clone(),
+            ..session
         }
     }
 
