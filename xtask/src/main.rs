@@ -110,6 +110,11 @@ fn ci(root: &Path) -> Result<(), String> {
         .arg(&mcp_servers);
     run(root, "MCP test servers", install)?;
 
+    // The sandbox tests hold commands to every layer, namespaces included.
+    let mut sandbox = Command::new("bash");
+    sandbox.arg("scripts/install-sandbox.sh");
+    run(root, "install sandbox", sandbox)?;
+
     let mut test = cargo();
     test.args(["test", "--workspace", "--all-features"])
         .env("PENGUIN_MCP_SERVERS", &mcp_servers);

@@ -5,7 +5,7 @@
 //! crate; tools that run elsewhere (a subagent's) use it directly, so every call closes the
 //! same way.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -18,7 +18,7 @@ use tokio::io::AsyncWriteExt;
 
 use crate::contract::Limits;
 use crate::notes;
-use crate::path::error_code;
+use crate::path::{create_new_beneath, error_code};
 
 /// Workspace-relative directory where the full output of truncated calls is archived.
 pub const ARCHIVE_DIR: &str = ".penguin/archive";
@@ -219,18 +219,11 @@ impl<'a> CallOutput<'a> {
             .take(64)
             .collect();
         let rel = format!("{ARCHIVE_DIR}/{millis}-{seq}-{safe_id}.txt");
-        let path = root.join(&rel);
-        let opened = async {
-            if let Some(dir) = path.parent() {
-                tokio::fs::create_dir_all(dir).await?;
-            }
-            tokio::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&path)
-                .await
-        }
-        .await;
+        let (root, at) = (root.to_path_buf(), PathBuf::from(&rel));
+        let opened = tokio::task::spawn_blocking(move || create_new_beneath(&root, &at))
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+            .map(tokio::fs::File::from_std);
         self.archive = match opened {
             Ok(file) => Archive::Open { file, rel },
             Err(e) => Archive::Failed(error_code(&e)),

@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::command::{CommandSessions, Exit, ManagedProcess};
 use crate::contract::{Output, Tool, ToolOutcome, ToolResult};
 use crate::notes;
-use crate::path::resolve;
+use crate::path::Workspace;
 use crate::sandbox::Sandbox;
 use penguin_omni_protocol::StopReason;
 
@@ -124,7 +124,11 @@ impl Tool for ExecCommand {
         let args: ExecArgs = serde_json::from_value(args)
             .map_err(|e| format!("invalid arguments for exec_command: {e}"))?;
         let cwd = match args.workdir.as_deref().filter(|w| !w.is_empty()) {
-            Some(w) => resolve(&self.root, w)?,
+            Some(w) => Workspace {
+                root: self.root.clone(),
+                protected: self.sandbox.protected().to_vec(),
+            }
+            .resolve(w)?,
             None => self.root.clone(),
         };
         if !cwd.is_dir() {

@@ -2,7 +2,7 @@
 //! runs on the blocking pool and hands its whole content over as one chunk.
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::contract::{Output, Tool, ToolOutcome, ToolResult};
-use crate::path::resolve;
+use crate::path::Workspace;
 
 /// Which file tool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,7 +24,7 @@ pub(crate) enum FileOp {
 #[derive(Debug)]
 pub(crate) struct FileTool {
     pub op: FileOp,
-    pub root: PathBuf,
+    pub workspace: Workspace,
     /// The session's sandbox is `read-only`: writes and edits are refused.
     pub read_only: bool,
 }
@@ -37,11 +37,11 @@ impl Tool for FileTool {
                 "refused: this session's sandbox is read-only (no writes in the workspace); ask the user to change the sandbox mode if the change is needed".to_owned(),
             );
         }
-        let (op, root) = (self.op, self.root.clone());
+        let (op, ws) = (self.op, self.workspace.clone());
         let text = tokio::task::spawn_blocking(move || match op {
-            FileOp::Read => read_file(&root, parse(args, "read_file")?),
-            FileOp::Write => write_file(&root, parse(args, "write_file")?),
-            FileOp::Edit => edit_file(&root, parse(args, "edit_file")?),
+            FileOp::Read => read_file(&ws, parse(args, "read_file")?),
+            FileOp::Write => write_file(&ws, parse(args, "write_file")?),
+            FileOp::Edit => edit_file(&ws, parse(args, "edit_file")?),
         })
         .await
         .map_err(|e| format!("the file operation did not finish: {e}"))??;
@@ -63,8 +63,8 @@ fn describe(path: &str, e: &io::Error) -> String {
 }
 
 /// Reads a regular UTF-8 file at a confined path.
-fn read_text(root: &Path, path: &str) -> Result<(PathBuf, String), String> {
-    let full = resolve(root, path)?;
+fn read_text(ws: &Workspace, path: &str) -> Result<(PathBuf, String), String> {
+    let full = ws.resolve(path)?;
     let meta = std::fs::metadata(&full).map_err(|e| describe(path, &e))?;
     if !meta.is_file() {
         return Err(format!("{path}: not a regular file"));
@@ -86,8 +86,8 @@ struct ReadArgs {
 /// The lines `start_line..=end_line` (1-based, inclusive) verbatim, line terminators
 /// included, so reading a whole file returns it byte for byte. An `end_line` past the end is
 /// clamped; a `start_line` past the end is an error naming the file's line count.
-fn read_file(root: &Path, args: ReadArgs) -> Result<String, String> {
-    let (_, text) = read_text(root, &args.path)?;
+fn read_file(ws: &Workspace, args: ReadArgs) -> Result<String, String> {
+    let (_, text) = read_text(ws, &args.path)?;
     if args.start_line.is_none() && args.end_line.is_none() {
         return Ok(text);
     }
@@ -120,8 +120,8 @@ struct WriteArgs {
     content: String,
 }
 
-fn write_file(root: &Path, args: WriteArgs) -> Result<String, String> {
-    let full = resolve(root, &args.path)?;
+fn write_file(ws: &Workspace, args: WriteArgs) -> Result<String, String> {
+    let full = ws.resolve(&args.path)?;
     match std::fs::metadata(&full) {
         Ok(meta) if meta.is_dir() => return Err(format!("{}: is a directory", args.path)),
         // A FIFO, socket or device would block the write or do something other than store
@@ -149,11 +149,11 @@ struct EditArgs {
     replace_all: bool,
 }
 
-fn edit_file(root: &Path, args: EditArgs) -> Result<String, String> {
+fn edit_file(ws: &Workspace, args: EditArgs) -> Result<String, String> {
     if args.old_string.is_empty() {
         return Err("old_string is empty; use write_file to create or overwrite a file".to_owned());
     }
-    let (full, text) = read_text(root, &args.path)?;
+    let (full, text) = read_text(ws, &args.path)?;
     let count = text.matches(&args.old_string).count();
     if count == 0 {
         return Err(format!("old_string not found in {}", args.path));

@@ -84,6 +84,7 @@ use call_output::ArchiveBudget;
 use contract::Tool;
 use exec::{ExecCommand, InputCommand, KillCommand};
 use files::{FileOp, FileTool};
+use path::Workspace;
 
 pub use builtin::BuiltinTool;
 pub use call_output::{CallOutput, ARCHIVE_DIR};
@@ -207,11 +208,15 @@ impl BuiltinTools {
         let root = self.root.clone();
         // penguin's own file tools honour a read-only sandbox even where the kernel cannot.
         let read_only = self.config.sandbox.intended() == SandboxMode::ReadOnly;
+        let workspace = || Workspace {
+            root: root.clone(),
+            protected: self.config.sandbox.protected().to_vec(),
+        };
         Some(match tool {
             BuiltinTool::ExecCommand => Box::new(ExecCommand {
                 root,
                 sandbox: if self.bypass.take(&call.tool_call_id, &call.arguments) {
-                    Sandbox::off()
+                    self.config.sandbox.unconfined()
                 } else {
                     self.config.sandbox.clone()
                 },
@@ -225,17 +230,17 @@ impl BuiltinTools {
             }),
             BuiltinTool::ReadFile => Box::new(FileTool {
                 op: FileOp::Read,
-                root,
+                workspace: workspace(),
                 read_only,
             }),
             BuiltinTool::WriteFile => Box::new(FileTool {
                 op: FileOp::Write,
-                root,
+                workspace: workspace(),
                 read_only,
             }),
             BuiltinTool::EditFile => Box::new(FileTool {
                 op: FileOp::Edit,
-                root,
+                workspace: workspace(),
                 read_only,
             }),
         })

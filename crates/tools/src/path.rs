@@ -3,6 +3,27 @@
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
+/// A workspace as the tools see it: its canonical root, and penguin's own state, which no
+/// tool reads or writes even when it lies beneath the root.
+#[derive(Clone, Debug)]
+pub(crate) struct Workspace {
+    pub root: PathBuf,
+    pub protected: Vec<PathBuf>,
+}
+
+impl Workspace {
+    /// [`resolve`]s `input`, refusing penguin's own state.
+    pub(crate) fn resolve(&self, input: &str) -> Result<PathBuf, String> {
+        let path = resolve(&self.root, input)?;
+        if self.protected.iter().any(|p| path.starts_with(p)) {
+            return Err(format!(
+                "path {input:?} is penguin's own state (its data root: config, tokens, traces), which tools may not read or write"
+            ));
+        }
+        Ok(path)
+    }
+}
+
 /// Resolves `input` (relative to `root`, or absolute) to a path under `root`.
 ///
 /// `root` must already be canonical. The path is normalized lexically first, so `a/../b` is
@@ -63,6 +84,50 @@ pub(crate) fn resolve(root: &Path, input: &str) -> Result<PathBuf, String> {
         .fold(canonical, |acc, name| acc.join(name)))
 }
 
+/// Creates the new file `rel` (and its missing directories) beneath the directory `root`
+/// without following a symlink anywhere on the way: each directory is opened from the one
+/// before it with `O_NOFOLLOW`, and the file with `O_CREAT | O_EXCL`.
+///
+/// What penguin writes on a command's behalf (the output archive) goes through here: a
+/// command that swapped `.penguin` for a link to elsewhere gets an error, not a file written
+/// there by penguin's unconfined hand.
+pub(crate) fn create_new_beneath(root: &Path, rel: &Path) -> io::Result<std::fs::File> {
+    use nix::fcntl::{open, openat, OFlag};
+    use nix::sys::stat::{mkdirat, Mode};
+
+    let dir_flags = OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_RDONLY;
+    let mut names = Vec::new();
+    for comp in rel.components() {
+        match comp {
+            Component::Normal(name) => names.push(name),
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{}: not a plain relative path", rel.display()),
+                ))
+            }
+        }
+    }
+    let Some((file, dirs)) = names.split_last() else {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty path"));
+    };
+    let mut dir = open(root, dir_flags, Mode::empty())?;
+    for name in dirs {
+        match mkdirat(&dir, *name, Mode::from_bits_truncate(0o755)) {
+            Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+            Err(e) => return Err(e.into()),
+        }
+        dir = openat(&dir, *name, dir_flags, Mode::empty())?;
+    }
+    let fd = openat(
+        &dir,
+        *file,
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o644),
+    )?;
+    Ok(std::fs::File::from(fd))
+}
+
 /// Converts an I/O error to the code written in `[output archive failed: <code>]`: the errno
 /// name (`EACCES`, `ENOSPC`, …) when there is one, as Node's `err.code` would be.
 pub(crate) fn error_code(e: &io::Error) -> String {
@@ -106,6 +171,37 @@ mod tests {
         let (_d, root) = root();
         let inside = root.join("x.txt");
         assert_eq!(resolve(&root, inside.to_str().unwrap()).unwrap(), inside);
+    }
+
+    #[test]
+    fn creating_beneath_never_follows_a_link() {
+        let (_d, root) = root();
+        let outside = tempfile::tempdir().expect("tempdir");
+        let rel = Path::new(".penguin/archive/1-0-call.txt");
+        std::fs::write(
+            create_new_beneath(&root, rel)
+                .map(|_| root.join(rel))
+                .unwrap(),
+            "ok",
+        )
+        .unwrap();
+        assert!(root.join(rel).is_file());
+        // The directory swapped for a link to elsewhere, at each level.
+        std::fs::remove_dir_all(root.join(".penguin")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join(".penguin")).unwrap();
+        // ENOTDIR: O_DIRECTORY | O_NOFOLLOW on a link.
+        assert!(create_new_beneath(&root, rel).is_err());
+        std::fs::remove_file(root.join(".penguin")).unwrap();
+        std::fs::create_dir(root.join(".penguin")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join(".penguin/archive")).unwrap();
+        assert!(create_new_beneath(&root, rel).is_err());
+        // The file itself a link: O_EXCL refuses it.
+        std::fs::remove_file(root.join(".penguin/archive")).unwrap();
+        std::fs::create_dir(root.join(".penguin/archive")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("x"), root.join(rel)).unwrap();
+        assert!(create_new_beneath(&root, rel).is_err());
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+        assert!(create_new_beneath(&root, Path::new("../x")).is_err());
     }
 
     #[test]

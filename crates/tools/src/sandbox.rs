@@ -8,31 +8,48 @@
 //!
 //! # How it is applied
 //!
-//! Landlock restricts the calling *thread* and everything it forks afterwards. The sandbox
-//! starts a short-lived thread, restricts that thread, forks the command from it and lets the
-//! thread end: the command is confined from its first instruction, its children and
-//! grandchildren inherit the restriction (the kernel offers no way out of a Landlock domain),
-//! and no other thread of the host process is ever restricted. This needs no `unsafe`
-//! `pre_exec` hook and no helper binary. `no_new_privs` is set on that thread as Landlock
-//! requires, so setuid programs (`sudo`) do not gain privileges inside the sandbox.
+//! Three layers, each from the kernel, none trusting the command:
+//!
+//! - **Namespaces** (bubblewrap, where installed and the kernel allows; see [`Namespaces`]):
+//!   the command sees `/` read-only, its writable roots writable, penguin's own state
+//!   ([`SandboxRequest::protected`]: its data root, with the config, the server token and the
+//!   traces) as an empty read-only directory, and no process but its own. Metadata calls
+//!   (`chmod`, `touch -d`, `setxattr`) outside the writable roots fail with `EROFS`, and all
+//!   capabilities are dropped, root's included.
+//! - **Landlock**: TCP `connect` and `bind` by port, signals and abstract Unix sockets scoped
+//!   to the sandbox (ABI 6), and, where there are no namespaces, the filesystem rights below.
+//! - **seccomp** (see `seccomp.rs`): io_uring refused, and with the network off every socket
+//!   but Unix and TCP (MPTCP, UDP, raw, packet, netlink) refused.
+//!
+//! Landlock and seccomp restrict the calling *thread* and everything it forks afterwards. The
+//! sandbox starts a short-lived thread, restricts that thread, forks the command (or
+//! bubblewrap, which then starts the command) from it and lets the thread end: the command is
+//! confined from its first instruction, its children and grandchildren inherit the
+//! restriction, and no other thread of the host process is ever restricted. This needs no
+//! `unsafe` `pre_exec` hook. `no_new_privs` is set on that thread, so setuid programs (`sudo`)
+//! do not gain privileges inside the sandbox.
+//!
+//! A command's environment is built from an allowlist ([`EnvPolicy`]), never inherited whole:
+//! provider keys and penguin's token stay out.
 //!
 //! # What each mode allows
 //!
-//! - `workspace-write`: read and execute anywhere; write, create, remove, link and rename only
-//!   beneath the workspace, the temp directory and configured extra writable directories.
-//!   Symlinks are resolved by the kernel before the check, so a link pointing outside does not
-//!   help, and a file from outside cannot be hard-linked or moved into the workspace (the
-//!   source directory lacks the `refer` right).
+//! - `workspace-write`: read and execute anywhere but penguin's own state; write, create,
+//!   remove, link and rename only beneath the workspace, the temp directory and configured
+//!   extra writable directories. Symlinks are resolved by the kernel before the check, so a
+//!   link pointing outside does not help, and a file from outside cannot be hard-linked or
+//!   moved into the workspace.
 //! - `read-only`: the same, with only the temp directory writable.
 //! - `off`: no filesystem restriction.
-//! - `network = false` (with any mode): TCP `connect` and `bind` are refused except for the
-//!   allowed ports. Landlock filters by port, not by address, so an allowed port is allowed on
-//!   every host, loopback included, and a blocked one is blocked on loopback too. UDP (and so
-//!   DNS), Unix sockets and raw sockets are not covered.
+//! - `network = false` (the default, with any mode): TCP `connect` and `bind` are refused
+//!   except for the allowed ports, and every other kind of network socket is refused. Landlock
+//!   filters by port, not by address, so an allowed port is allowed on every host, loopback
+//!   included. Unix sockets by path stay reachable where file permissions allow.
 //!
 //! `/dev/null`, `/dev/zero` and `/dev/full` stay writable in every mode.
 
 use std::collections::HashSet;
+use std::ffi::OsStr;
 use std::fmt;
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -41,10 +58,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use landlock::{
     Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd, Ruleset,
-    RulesetAttr, RulesetCreatedAttr, RulesetStatus, ABI,
+    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
 
-pub use kernel::{Gap, Landlock};
+pub use env::{EnvPolicy, CORE_ENV};
+pub use kernel::{Gap, Host, Landlock};
+pub use namespace::Namespaces;
 
 /// The filesystem rights are those of this ABI (write, refer, truncate, device ioctl); rights
 /// of later ABIs (e.g. connecting to Unix sockets by path) are not handled, so they stay
@@ -52,6 +71,8 @@ pub use kernel::{Gap, Landlock};
 const FS_ABI: ABI = ABI::V5;
 /// TCP bind and connect.
 const NET_ABI: ABI = ABI::V4;
+/// Signals and abstract Unix sockets scoped to the sandbox.
+const SCOPE_ABI: ABI = ABI::V6;
 /// Device files every command may read and write.
 const DEVICES: [&str; 3] = ["/dev/null", "/dev/zero", "/dev/full"];
 
@@ -103,12 +124,13 @@ impl FromStr for SandboxMode {
     }
 }
 
-/// What a session asks for, before the kernel is consulted.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// What a session asks for, before the kernel is consulted. The default: the strongest mode
+/// the kernel offers, network off.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SandboxRequest {
     /// `None`: `workspace-write` where the kernel has Landlock, `off` where it has not.
     pub mode: Option<SandboxMode>,
-    /// Whether commands may connect to and bind TCP ports.
+    /// Whether commands may use the network (default: no).
     pub network: bool,
     /// TCP ports commands may still connect to and bind when `network` is false.
     pub allow_ports: Vec<u16>,
@@ -119,19 +141,11 @@ pub struct SandboxRequest {
     pub temp_dir: Option<PathBuf>,
     /// More directories writable in `workspace-write` mode (e.g. a build cache).
     pub writable: Vec<PathBuf>,
-}
-
-impl Default for SandboxRequest {
-    fn default() -> SandboxRequest {
-        SandboxRequest {
-            mode: None,
-            network: true,
-            allow_ports: Vec::new(),
-            strict: false,
-            temp_dir: None,
-            writable: Vec::new(),
-        }
-    }
+    /// penguin's own state (its data root): hidden from commands where namespaces exist, and
+    /// never read or written by the file tools, wherever the workspace is.
+    pub protected: Vec<PathBuf>,
+    /// Variables commands inherit besides [`CORE_ENV`]: names, or prefixes ending in `*`.
+    pub inherit_env: Vec<String>,
 }
 
 /// Why a sandbox cannot be set up.
@@ -175,7 +189,9 @@ pub struct Sandbox {
     strict: bool,
     temp_dir: PathBuf,
     writable: Vec<PathBuf>,
-    landlock: Landlock,
+    protected: Vec<PathBuf>,
+    env: EnvPolicy,
+    host: Host,
     gaps: Vec<Gap>,
 }
 
@@ -197,22 +213,39 @@ impl Sandbox {
             strict: false,
             temp_dir: std::env::temp_dir(),
             writable: Vec::new(),
-            landlock: Landlock::NotImplemented,
+            protected: Vec::new(),
+            env: EnvPolicy::default(),
+            host: Host::from(Landlock::NotImplemented),
             gaps: Vec::new(),
+        }
+    }
+
+    /// This sandbox with nothing confined (for a call an approver let run outside it): the
+    /// environment allowlist and penguin's protected paths still hold for penguin's own tools.
+    pub fn unconfined(&self) -> Sandbox {
+        Sandbox {
+            requested: Some(SandboxMode::Off),
+            mode: SandboxMode::Off,
+            network: true,
+            network_asked: true,
+            gaps: Vec::new(),
+            ..self.clone()
         }
     }
 
     /// Resolves `request` against the running kernel.
     pub fn resolve(request: &SandboxRequest) -> Result<Sandbox, SandboxError> {
-        Sandbox::resolve_for(request, Landlock::probe())
+        Sandbox::resolve_for(request, Host::probe())
     }
 
-    /// Resolves `request` as if the kernel offered `landlock` (what [`Sandbox::resolve`] does
-    /// with the probed value; tests use it to see other kernels).
+    /// Resolves `request` as if the machine were `host` (what [`Sandbox::resolve`] does with
+    /// the probed one; tests use it to see other kernels).
     pub fn resolve_for(
         request: &SandboxRequest,
-        landlock: Landlock,
+        host: impl Into<Host>,
     ) -> Result<Sandbox, SandboxError> {
+        let host = host.into();
+        let landlock = host.landlock;
         let abi = landlock.abi();
         let asked = request.mode.unwrap_or(if abi > 0 {
             SandboxMode::WorkspaceWrite
@@ -223,7 +256,9 @@ impl Sandbox {
         let wants_net = !request.network;
         let mut gaps = Vec::new();
         if abi == 0 {
-            if wants_fs || wants_net {
+            // The default sandbox is whatever the kernel offers: with no Landlock and no mode
+            // asked for, nothing was asked that could be missing.
+            if request.mode.is_some() && (wants_fs || wants_net) {
                 gaps.push(Gap::Landlock);
             }
         } else {
@@ -235,6 +270,16 @@ impl Sandbox {
             }
             if wants_fs && abi < 5 {
                 gaps.push(Gap::DeviceIoctl);
+            }
+            let namespaces = host.namespaces.available();
+            if wants_fs && !namespaces {
+                gaps.push(Gap::Namespaces);
+            }
+            if abi < 6 && !(wants_fs && namespaces) {
+                gaps.push(Gap::Signals);
+            }
+            if wants_net && !host.seccomp {
+                gaps.push(Gap::Sockets);
             }
         }
         if request.strict && !gaps.is_empty() {
@@ -251,7 +296,7 @@ impl Sandbox {
             })
         };
         let temp_dir = request.temp_dir.clone().unwrap_or_else(std::env::temp_dir);
-        let no_landlock = gaps.contains(&Gap::Landlock);
+        let no_landlock = abi == 0;
         Ok(Sandbox {
             requested: request.mode,
             mode: if no_landlock { SandboxMode::Off } else { asked },
@@ -273,7 +318,14 @@ impl Sandbox {
             } else {
                 Vec::new()
             },
-            landlock,
+            // Canonical where it exists, so that every alias of it is refused alike.
+            protected: request
+                .protected
+                .iter()
+                .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+                .collect(),
+            env: EnvPolicy::new(request.inherit_env.clone()),
+            host,
             gaps,
         })
     }
@@ -291,7 +343,7 @@ impl Sandbox {
     /// The mode the session asked for, the default resolved (`workspace-write` where Landlock
     /// exists): penguin's own file tools honour it even where the kernel cannot.
     pub fn intended(&self) -> SandboxMode {
-        self.requested.unwrap_or(if self.landlock.abi() > 0 {
+        self.requested.unwrap_or(if self.host.landlock.abi() > 0 {
             SandboxMode::WorkspaceWrite
         } else {
             SandboxMode::Off
@@ -316,7 +368,33 @@ impl Sandbox {
     /// Landlock on this kernel, as found when the sandbox was resolved ([`Sandbox::off`] does
     /// not ask, and says `NotImplemented`).
     pub fn landlock(&self) -> Landlock {
-        self.landlock
+        self.host.landlock
+    }
+
+    /// What the machine offered when the sandbox was resolved.
+    pub fn host(&self) -> &Host {
+        &self.host
+    }
+
+    /// penguin's own state, which commands do not see and the file tools refuse.
+    pub fn protected(&self) -> &[PathBuf] {
+        &self.protected
+    }
+
+    /// Whether `path` (canonical) is penguin's own state.
+    pub fn is_protected(&self, path: &Path) -> bool {
+        self.protected.iter().any(|p| path.starts_with(p))
+    }
+
+    /// The variables commands inherit.
+    pub fn env(&self) -> &EnvPolicy {
+        &self.env
+    }
+
+    /// Whether commands get their own mount and PID namespaces (the filesystem is confined
+    /// and bubblewrap is here).
+    pub fn uses_namespaces(&self) -> bool {
+        self.mode != SandboxMode::Off && self.host.namespaces.available()
     }
 
     /// Protections asked for that this kernel cannot give.
@@ -352,10 +430,10 @@ impl Sandbox {
             notes.push(format!(
                 "{}{net} asked, but {}",
                 self.intended(),
-                self.landlock
+                self.host.landlock
             ));
         } else if self.is_active() || self.requested.is_none() {
-            notes.push(self.landlock.to_string());
+            notes.push(self.host.landlock.to_string());
         }
         let missing: Vec<&str> = self
             .gaps
@@ -382,7 +460,7 @@ impl Sandbox {
         Some(format!(
             "the {asked} sandbox{} is not fully enforced: {}; {}. Running with what is available (--sandbox strict refuses instead).",
             if self.network { "" } else { " with network off" },
-            self.landlock,
+            self.host.landlock,
             gaps_text(&self.gaps),
         ))
     }
@@ -417,12 +495,19 @@ impl Sandbox {
     /// when the caller runs inside a runtime) is confined, with all its descendants; the
     /// calling thread and the rest of the process are not.
     ///
-    /// `start` must only spawn processes: a thread it started would be confined as well. With
-    /// the sandbox inactive, `start` runs unconfined on that thread all the same.
-    ///
-    /// This is what background command sessions and MCP stdio servers call to start their
-    /// process under the session's sandbox.
+    /// This is Landlock and seccomp only, for a process started some other way than
+    /// [`Sandbox::start`]: no namespaces, so penguin's own files stay readable to it. `start`
+    /// must only spawn processes: a thread it started would be confined as well. With the
+    /// sandbox inactive, `start` runs unconfined on that thread all the same.
     pub fn confine<T, F>(&self, workspace: &Path, start: F) -> io::Result<T>
+    where
+        T: Send,
+        F: FnOnce() -> io::Result<T> + Send,
+    {
+        self.confine_with(workspace, self.mode != SandboxMode::Off, start)
+    }
+
+    fn confine_with<T, F>(&self, workspace: &Path, landlock_fs: bool, start: F) -> io::Result<T>
     where
         T: Send,
         F: FnOnce() -> io::Result<T> + Send,
@@ -433,7 +518,7 @@ impl Sandbox {
                 .spawn(|| {
                     let _entered = runtime.as_ref().map(|r| r.enter());
                     if self.is_active() {
-                        self.restrict_current_thread(workspace)?;
+                        self.restrict_current_thread(workspace, landlock_fs)?;
                     }
                     start()
                 })
@@ -442,7 +527,46 @@ impl Sandbox {
         })
     }
 
-    /// Spawns `command` confined by this sandbox for `workspace` (see [`Sandbox::confine`]).
+    /// Starts `program` confined by this sandbox for `workspace` (a canonical directory):
+    /// inside its namespaces where there are some, under Landlock and seccomp, with the
+    /// environment of [`Sandbox::env`] (and `TMPDIR`, the writable temp directory, when the
+    /// filesystem is confined). `configure` adds the arguments, directory, pipes and any
+    /// further variables; it must not spawn.
+    ///
+    /// This is how `exec_command` and sandboxed MCP stdio servers start their processes.
+    pub fn start(
+        &self,
+        program: impl AsRef<OsStr>,
+        workspace: &Path,
+        configure: impl FnOnce(&mut tokio::process::Command),
+    ) -> io::Result<tokio::process::Child> {
+        let mut command = match &self.host.namespaces {
+            Namespaces::Bubblewrap(bwrap) if self.uses_namespaces() => {
+                let mut c = tokio::process::Command::new(bwrap);
+                c.args(namespace::arguments(
+                    &self.writable_roots(workspace),
+                    &self.protected,
+                ))
+                .arg("--")
+                .arg(program.as_ref());
+                c
+            }
+            _ => tokio::process::Command::new(program.as_ref()),
+        };
+        self.env.apply(&mut command);
+        if self.mode != SandboxMode::Off {
+            command.env("TMPDIR", &self.temp_dir);
+        }
+        configure(&mut command);
+        self.confine_with(
+            workspace,
+            self.mode != SandboxMode::Off && !self.uses_namespaces(),
+            || command.spawn(),
+        )
+    }
+
+    /// Spawns `command` confined by Landlock and seccomp for `workspace` (see
+    /// [`Sandbox::confine`]; [`Sandbox::start`] adds namespaces and the environment policy).
     /// With the filesystem confined, `TMPDIR` is set to the writable temp directory.
     pub fn spawn(
         &self,
@@ -456,7 +580,8 @@ impl Sandbox {
     }
 
     /// Applies the rules to the calling thread. Only ever called on a thread made for it.
-    fn restrict_current_thread(&self, workspace: &Path) -> io::Result<()> {
+    /// `confine_fs`: the filesystem is Landlock's to confine (there are no namespaces).
+    fn restrict_current_thread(&self, workspace: &Path, confine_fs: bool) -> io::Result<()> {
         let level = if self.strict {
             CompatLevel::HardRequirement
         } else {
@@ -465,7 +590,11 @@ impl Sandbox {
         let err = |what: &str, e: &dyn fmt::Display| {
             io::Error::other(format!("the sandbox cannot be applied ({what}): {e}"))
         };
-        let confine_fs = self.mode != SandboxMode::Off;
+        let scoped = self.host.landlock.abi() >= 6;
+        if !confine_fs && self.network && !scoped {
+            // Nothing for Landlock here: the namespaces and seccomp do it all.
+            return self.restrict_syscalls();
+        }
         let mut ruleset = Ruleset::default().set_compatibility(level);
         if confine_fs {
             ruleset = ruleset
@@ -476,6 +605,11 @@ impl Sandbox {
             ruleset = ruleset
                 .handle_access(AccessNet::from_all(NET_ABI))
                 .map_err(|e| err("network", &e))?;
+        }
+        if scoped {
+            ruleset = ruleset
+                .scope(Scope::from_all(SCOPE_ABI))
+                .map_err(|e| err("scopes", &e))?;
         }
         let mut rules = ruleset.create().map_err(|e| err("ruleset", &e))?;
         if confine_fs {
@@ -514,13 +648,24 @@ impl Sandbox {
             // command unconfined while the session shows it confined.
             return Err(err("restrict", &"the kernel enforced none of the rules"));
         }
-        Ok(())
+        self.restrict_syscalls()
+    }
+
+    fn restrict_syscalls(&self) -> io::Result<()> {
+        if !self.host.seccomp {
+            return Ok(());
+        }
+        seccomp::apply(self.network)
+            .map_err(|e| io::Error::other(format!("the sandbox cannot be applied (seccomp): {e}")))
     }
 }
 
 mod bypass;
 mod denial;
+mod env;
 mod kernel;
+mod namespace;
+mod seccomp;
 
 pub use bypass::SandboxBypass;
 pub(crate) use denial::DenialScan;

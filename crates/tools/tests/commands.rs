@@ -252,3 +252,45 @@ async fn the_end_of_the_session_leaves_no_process_behind() {
     drop(tools);
     eventually("the group is gone with the session", || !group_alive(pid)).await;
 }
+
+/// The pipes this process holds open, as `pipe:[inode]` link targets.
+fn open_pipes() -> Vec<String> {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .map(|target| target.display().to_string())
+        .filter(|t| t.starts_with("pipe:"))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_finished_background_command_keeps_no_pipe_while_the_session_lists_it() {
+    let (_dir, tools) = tools();
+    let reports = Arc::new(Mutex::new(Vec::new()));
+    let sink = reports.clone();
+    tools
+        .commands()
+        .set_listener(Arc::new(move |r| sink.lock().unwrap().push(r)));
+    // The command names the pipes of its own stdin, stdout and stderr.
+    let (out, _) = call(
+        &tools,
+        "exec_command",
+        json!({"cmd": "readlink /proc/self/fd/0 /proc/self/fd/1 /proc/self/fd/2", "run_in_background": true}),
+    )
+    .await;
+    let id = process_id(&out);
+    eventually("the report arrives", || !reports.lock().unwrap().is_empty()).await;
+    let report = reports.lock().unwrap()[0].clone();
+    let its_pipes: Vec<&str> = report.output.lines().collect();
+    assert_eq!(its_pipes.len(), 3, "{}", report.output);
+    assert!(
+        tools.commands().list().iter().any(|t| t.id == id),
+        "still listed"
+    );
+    let held: Vec<String> = open_pipes()
+        .into_iter()
+        .filter(|p| its_pipes.contains(&p.as_str()))
+        .collect();
+    assert!(held.is_empty(), "penguin still holds {held:?}");
+}

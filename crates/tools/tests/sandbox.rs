@@ -3,108 +3,15 @@
 //!
 //! Each test prints why it skips on a kernel without (enough) Landlock.
 
+mod support;
+
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
 
-use penguin_engine::{CancellationToken, Environment, ToolCallRequest};
+use penguin_engine::Environment;
 use penguin_omni_protocol::{build, ModelPayload, StopReason};
-use penguin_tools::sandbox::Landlock;
-use penguin_tools::{
-    BuiltinTools, Sandbox, SandboxBypass, SandboxMode, SandboxRequest, ToolsConfig,
-};
+use penguin_tools::{Sandbox, SandboxBypass, SandboxMode};
 use serde_json::json;
-
-const ID: &str = "call_sb";
-const SECRET: &str = "outside, untouched\n";
-
-/// True when this kernel's Landlock has at least ABI `min`; otherwise says why the test skips.
-fn landlock_at_least(test: &str, min: u8) -> bool {
-    match Landlock::probe() {
-        Landlock::Abi(n) if n >= min => true,
-        other => {
-            eprintln!("SKIPPED {test}: needs Landlock ABI {min}, and {other}");
-            false
-        }
-    }
-}
-
-/// A workspace, a private temp directory and a directory outside both, in one scratch dir;
-/// `outside/secret.txt` holds [`SECRET`].
-struct Scene {
-    _base: tempfile::TempDir,
-    ws: PathBuf,
-    tmp: PathBuf,
-    outside: PathBuf,
-}
-
-impl Scene {
-    fn new() -> Scene {
-        let base = tempfile::tempdir().expect("tempdir");
-        let root = base.path().canonicalize().expect("canonical");
-        let (ws, tmp, outside) = (root.join("ws"), root.join("tmp"), root.join("outside"));
-        for d in [&ws, &tmp, &outside] {
-            std::fs::create_dir(d).expect("mkdir");
-        }
-        std::fs::write(outside.join("secret.txt"), SECRET).expect("secret");
-        Scene {
-            _base: base,
-            ws,
-            tmp,
-            outside,
-        }
-    }
-
-    fn sandbox(&self, mode: SandboxMode, network: bool, allow_ports: Vec<u16>) -> Sandbox {
-        Sandbox::resolve(&SandboxRequest {
-            mode: Some(mode),
-            network,
-            allow_ports,
-            strict: true,
-            // Not the system temp directory: the scratch dirs live there, and "outside" must
-            // really be outside everything writable.
-            temp_dir: Some(self.tmp.clone()),
-            writable: Vec::new(),
-        })
-        .expect("this kernel enforces the sandbox fully")
-    }
-
-    fn tools(&self, sandbox: Sandbox) -> BuiltinTools {
-        let config = ToolsConfig {
-            sandbox,
-            ..ToolsConfig::default()
-        };
-        BuiltinTools::new(&self.ws, config).expect("workspace")
-    }
-
-    fn secret(&self) -> String {
-        std::fs::read_to_string(self.outside.join("secret.txt")).expect("secret still there")
-    }
-}
-
-/// Runs one tool call; returns the complete output and its stop reason.
-async fn call(tools: &BuiltinTools, name: &str, args: serde_json::Value) -> (String, StopReason) {
-    let request = ToolCallRequest {
-        call: build::tool_call(name, args.to_string(), ID, StopReason::Completed, None),
-        cancel: CancellationToken::new(),
-        approver: None,
-        thinking_level: None,
-    };
-    let mut sink = Vec::new();
-    tools.execute(request, &mut sink).await;
-    let last = sink.last().expect("an output");
-    let Some(ModelPayload::ToolCallOutput(done)) = last.model() else {
-        panic!("expected the complete output last, got {last:?}");
-    };
-    (done.output.clone(), done.stop_reason.expect("stop reason"))
-}
-
-async fn sh(tools: &BuiltinTools, cmd: &str) -> (String, StopReason) {
-    call(tools, "exec_command", json!({ "cmd": cmd })).await
-}
-
-fn q(p: &Path) -> String {
-    format!("'{}'", p.display())
-}
+use support::*;
 
 #[tokio::test]
 async fn workspace_write_allows_the_workspace_and_temp_and_refuses_everything_else() {
@@ -133,7 +40,10 @@ async fn workspace_write_allows_the_workspace_and_temp_and_refuses_everything_el
     // A plain write outside.
     let (o, stop) = sh(&tools, &format!("echo x > {out}/new.txt")).await;
     assert_eq!(stop, StopReason::Failed, "{o}");
-    assert!(o.contains("Permission denied"), "{o}");
+    assert!(
+        o.contains("Read-only file system") || o.contains("Permission denied"),
+        "{o}"
+    );
     assert!(o.contains("[sandbox: "), "the model is told: {o}");
     assert!(o.contains("mode workspace-write"), "{o}");
     assert!(
@@ -160,11 +70,11 @@ async fn workspace_write_allows_the_workspace_and_temp_and_refuses_everything_el
     assert!(o.contains("[sandbox: "), "{o}");
 
     // Moving an outside file in: the rename is refused, and mv's copy fallback cannot remove
-    // the original, so the file outside stays.
+    // the original, so the file outside stays. (A copy left in the workspace is no more than
+    // `cat` could make: reading is allowed.)
     let (o, stop) = sh(&tools, &format!("mv {out}/secret.txt moved.txt")).await;
     assert_eq!(stop, StopReason::Failed, "{o}");
     assert_eq!(s.secret(), SECRET);
-    assert!(!s.ws.join("moved.txt").exists(), "{o}");
 
     // Removing, truncating, renaming outside.
     for cmd in [
@@ -280,29 +190,19 @@ async fn a_sandboxed_command_is_still_killed_on_timeout() {
     let (o, stop) = call(
         &tools,
         "exec_command",
-        json!({"cmd": "echo $$ > pid; sleep 60", "timeout_ms": 1200}),
+        json!({"cmd": "sleep 60.0317", "timeout_ms": 1200}),
     )
     .await;
     assert_eq!(stop, StopReason::Failed, "{o}");
     assert!(o.contains("[tool timeout: exceeded 1200ms]"), "{o}");
     assert!(started.elapsed() < std::time::Duration::from_secs(30));
-    let pid = std::fs::read_to_string(s.ws.join("pid")).unwrap();
     // SIGKILL was sent when the call ended; the kernel tears the process down right after.
+    // (Its pid inside the sandbox's PID namespace means nothing here: found by its command.)
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let dead = match std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())) {
-            Err(_) => true,
-            Ok(stat) => stat
-                .rsplit_once(')')
-                .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
-        };
-        if dead {
-            break;
-        }
+    while running_with_argument("60.0317") {
         assert!(
             std::time::Instant::now() < deadline,
-            "the sandboxed shell {} outlived its timeout",
-            pid.trim()
+            "the sandboxed command outlived its timeout"
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
@@ -315,24 +215,6 @@ async fn off_runs_commands_unconfined() {
     let (o, stop) = sh(&tools, &format!("echo x > {}/new.txt", q(&s.outside))).await;
     assert_eq!((o.as_str(), stop), ("[no output]", StopReason::Completed));
     assert!(s.outside.join("new.txt").exists());
-}
-
-/// Connects to `port` with a Python socket; prints `connected` on success.
-fn python_connect(port: u16) -> String {
-    format!(
-        "python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5); print('connected')\""
-    )
-}
-
-fn python_available(test: &str) -> bool {
-    let ok = std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("SKIPPED {test}: python3 is not installed");
-    }
-    ok
 }
 
 #[tokio::test]

@@ -11,7 +11,7 @@ use std::time::Duration;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::{ChildStdin, Command};
+use tokio::process::ChildStdin;
 use tokio::sync::Notify;
 
 use super::buffer::CappedText;
@@ -100,22 +100,22 @@ impl ManagedProcess {
         root: &Path,
         sandbox: &Sandbox,
     ) -> Result<Arc<ManagedProcess>, String> {
-        let mut command = Command::new("sh");
-        command
-            .arg("-c")
-            .arg(cmd)
-            .current_dir(cwd)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            // Pagers and prompts would wait for a terminal nobody types into.
-            .env("PAGER", "cat")
-            .env("GIT_PAGER", "cat")
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .env("GIT_EDITOR", "true");
         let mut child = sandbox
-            .spawn(&mut command, root)
+            .start("sh", root, |command| {
+                command
+                    .arg("-c")
+                    .arg(cmd)
+                    .current_dir(cwd)
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .process_group(0)
+                    // Pagers and prompts would wait for a terminal nobody types into.
+                    .env("PAGER", "cat")
+                    .env("GIT_PAGER", "cat")
+                    .env("GIT_TERMINAL_PROMPT", "0")
+                    .env("GIT_EDITOR", "true");
+            })
             .map_err(|e| format!("failed to start sh: {e}"))?;
         let pid = child
             .id()
@@ -154,6 +154,9 @@ impl ManagedProcess {
                 Err(e) => Exit::Unknown(e.to_string()),
             };
             lock(&waiter.state).exit = Some(exit);
+            // Nobody can write to an exited shell: its pipe must not outlive it while the
+            // session keeps the finished command listed.
+            waiter.stdin.lock().await.take();
             waiter.wake.notify_waiters();
             // The foreground process decides completion: jobs it left behind go down with
             // the group, and what they already wrote is read.

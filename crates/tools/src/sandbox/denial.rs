@@ -109,16 +109,20 @@ pub(super) fn ports_text(ports: &[u16]) -> String {
 }
 
 /// Texts that commands print for EACCES, EPERM and EXDEV (what Landlock answers).
-pub(super) const MARKERS: [&str; 9] = [
+pub(super) const MARKERS: [&str; 12] = [
     "Permission denied",
     "Operation not permitted",
     "Invalid cross-device link",
+    // A write outside the writable roots inside the namespaces.
+    "Read-only file system",
     "[Errno 13]",
     "[Errno 1]",
     "[Errno 18]",
+    "[Errno 30]",
     "EACCES",
     "EPERM",
     "EXDEV",
+    "EROFS",
 ];
 
 /// Texts of a failed TCP connection: with the network off, a connection to a port that is not

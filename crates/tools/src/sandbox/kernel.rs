@@ -1,10 +1,46 @@
-//! What the running kernel can enforce: its Landlock version, and the protections a mode asks
-//! for that it cannot give.
+//! What the running machine can enforce: its Landlock version, namespaces and seccomp, and
+//! the protections a mode asks for that it cannot give.
 
 use std::fmt;
 use std::sync::OnceLock;
 
 use landlock::{LandlockStatus, RestrictSelf, ABI};
+
+use super::Namespaces;
+
+/// What the machine offers the sandbox.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Host {
+    /// Landlock on the running kernel.
+    pub landlock: Landlock,
+    /// Mount and PID namespaces for commands.
+    pub namespaces: Namespaces,
+    /// Whether the seccomp filter can be installed (this architecture is supported).
+    pub seccomp: bool,
+}
+
+impl Host {
+    /// Asks the running machine (each part once per process).
+    pub fn probe() -> Host {
+        Host {
+            landlock: Landlock::probe(),
+            namespaces: Namespaces::probe(),
+            seccomp: super::seccomp::supported(),
+        }
+    }
+}
+
+/// A host with this Landlock and every other layer (namespaces, seccomp): how tests describe
+/// kernels that differ only in Landlock.
+impl From<Landlock> for Host {
+    fn from(landlock: Landlock) -> Host {
+        Host {
+            landlock,
+            namespaces: Namespaces::Bubblewrap("bwrap".into()),
+            seccomp: true,
+        }
+    }
+}
 
 /// Landlock on the running kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,6 +119,15 @@ pub enum Gap {
     Network,
     /// Landlock ABI < 5: ioctls on device files opened for reading are not refused.
     DeviceIoctl,
+    /// No namespaces (bubblewrap missing, or the kernel refuses them): penguin's own files
+    /// and its `/proc/PID/environ` stay readable, and metadata outside the writable paths
+    /// (`chmod`, timestamps, xattrs) is not protected.
+    Namespaces,
+    /// Landlock ABI < 6 and no namespaces: commands can signal processes outside the sandbox
+    /// (penguin itself) and reach abstract Unix sockets.
+    Signals,
+    /// No seccomp here: with the network off, UDP, raw and MPTCP sockets are not refused.
+    Sockets,
 }
 
 impl Gap {
@@ -93,6 +138,9 @@ impl Gap {
             Gap::Truncate => "truncate",
             Gap::Network => "network",
             Gap::DeviceIoctl => "device-ioctl",
+            Gap::Namespaces => "namespaces",
+            Gap::Signals => "signals",
+            Gap::Sockets => "sockets",
         }
     }
 
@@ -104,6 +152,9 @@ impl Gap {
             }
             Gap::Network => "TCP connections are not blocked (needs ABI 4)",
             Gap::DeviceIoctl => "ioctls on device files are not blocked (needs ABI 5)",
+            Gap::Namespaces => "without namespaces (install bubblewrap) penguin's data root and its process environment stay readable, and chmod, timestamps and xattrs outside the writable paths are not blocked",
+            Gap::Signals => "signals to penguin and abstract Unix sockets are not blocked (needs ABI 6 or namespaces)",
+            Gap::Sockets => "UDP, raw and MPTCP sockets are not blocked (no seccomp on this architecture)",
         }
     }
 }

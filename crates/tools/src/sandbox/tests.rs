@@ -23,7 +23,11 @@ fn the_default_is_workspace_write_where_landlock_exists_and_off_elsewhere() {
     let on = Sandbox::resolve_for(&SandboxRequest::default(), Landlock::Abi(7)).unwrap();
     assert_eq!(on.mode(), SandboxMode::WorkspaceWrite);
     assert!(on.gaps().is_empty() && on.warning().is_none());
-    assert_eq!(on.summary(), "sandbox: workspace-write (Landlock ABI 7)");
+    assert_eq!(
+        on.summary(),
+        "sandbox: workspace-write, network off (Landlock ABI 7)"
+    );
+    assert!(!on.network(), "the network is off unless asked for");
     let none = Sandbox::resolve_for(&SandboxRequest::default(), Landlock::NotImplemented).unwrap();
     assert_eq!(none.mode(), SandboxMode::Off);
     assert!(!none.is_active() && none.gaps().is_empty());

@@ -1,0 +1,192 @@
+//! The namespace layer: a command's own view of the filesystem and of processes, set up by
+//! bubblewrap (`bwrap`, Debian's `bubblewrap` package).
+//!
+//! Landlock decides what a command may *write*, but it cannot hide what it may read, and
+//! metadata calls (`chmod`, `utimensat`, `setxattr`) are outside its rights. A mount namespace
+//! answers all three at once: `/` is bound read-only, the writable roots are bound writable on
+//! top, and penguin's own state (its data root: config, server token, traces) is covered by
+//! an empty read-only tmpfs. A PID namespace hides penguin and every other process (no
+//! `kill -STOP $PPID`, no `/proc/$PPID/environ`); all capabilities are dropped, so even root
+//! cannot unmount what hides penguin's files.
+//!
+//! Landlock cannot go beneath bubblewrap (a thread with a Landlock filesystem domain may not
+//! mount), so with namespaces the filesystem is confined by the mounts, while Landlock's
+//! network rights and scopes and the seccomp filter still apply to bubblewrap and everything
+//! it starts. Without bubblewrap, or where the kernel refuses namespaces, Landlock confines
+//! writes as before and the resolution names what is left unprotected.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::OnceLock;
+
+/// Whether commands can get their own mount and PID namespaces on this machine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Namespaces {
+    /// bubblewrap at this path set up a namespace here when probed.
+    Bubblewrap(PathBuf),
+    /// Not available, and why (no `bwrap` on `PATH`, or what it said when it failed).
+    Unavailable(String),
+}
+
+impl Namespaces {
+    /// Tries bubblewrap once per process, the way commands will use it (under
+    /// `no_new_privs` and the seccomp filter, which a setuid bubblewrap would not survive).
+    pub fn probe() -> Namespaces {
+        static PROBED: OnceLock<Namespaces> = OnceLock::new();
+        PROBED.get_or_init(probe_now).clone()
+    }
+
+    /// Whether commands run in namespaces.
+    pub fn available(&self) -> bool {
+        matches!(self, Namespaces::Bubblewrap(_))
+    }
+}
+
+fn probe_now() -> Namespaces {
+    let Some(bwrap) = find_on_path("bwrap") else {
+        return Namespaces::Unavailable(
+            "bubblewrap (bwrap) is not installed: scripts/install-sandbox.sh installs it".into(),
+        );
+    };
+    let root = Path::new("/");
+    let args = arguments(&[root.to_path_buf()], &[]);
+    let probe = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                if super::seccomp::supported() {
+                    super::seccomp::apply(true)?;
+                }
+                std::process::Command::new(&bwrap)
+                    .args(&args)
+                    .arg("--")
+                    .arg("true")
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .output()
+                    .map_err(|e| e.to_string())
+            })
+            .join()
+            .unwrap_or_else(|_| Err("the probe panicked".into()))
+    });
+    match probe {
+        Ok(out) if out.status.success() => Namespaces::Bubblewrap(bwrap),
+        Ok(out) => Namespaces::Unavailable(format!(
+            "bubblewrap cannot create namespaces here: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+        Err(e) => Namespaces::Unavailable(format!("bubblewrap cannot be started: {e}")),
+    }
+}
+
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .chain(["/usr/bin".into(), "/bin".into()])
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
+
+/// bubblewrap's arguments (before `--` and the program) for these writable roots and hidden
+/// paths. Mounts go shallowest first so that a deeper one wins: a data root inside the
+/// workspace is hidden although the workspace is writable, and a workspace inside a hidden
+/// directory stays visible.
+pub(super) fn arguments(writable: &[PathBuf], hidden: &[PathBuf]) -> Vec<OsString> {
+    let mut args: Vec<OsString> = [
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--cap-drop",
+        "ALL",
+    ]
+    .into_iter()
+    .map(OsString::from)
+    .collect();
+    enum Mount<'a> {
+        Writable(&'a Path),
+        Hidden(&'a Path),
+    }
+    let mut mounts: Vec<Mount<'_>> = writable
+        .iter()
+        .filter(|p| p.as_path() != Path::new("/"))
+        .map(|p| Mount::Writable(p))
+        .chain(hidden.iter().map(|p| Mount::Hidden(p)))
+        .collect();
+    let depth = |m: &Mount<'_>| match m {
+        Mount::Writable(p) | Mount::Hidden(p) => p.components().count(),
+    };
+    mounts.sort_by_key(depth);
+    for mount in mounts {
+        match mount {
+            Mount::Writable(p) => {
+                args.extend(["--bind".into(), p.into(), p.into()]);
+            }
+            Mount::Hidden(p) if p.is_dir() => {
+                args.extend(["--tmpfs".into(), p.into(), "--remount-ro".into(), p.into()]);
+            }
+            Mount::Hidden(p) if p.exists() => {
+                args.extend(["--ro-bind".into(), "/dev/null".into(), p.into()]);
+            }
+            // Nothing there to hide.
+            Mount::Hidden(_) => {}
+        }
+    }
+    args
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(args: &[OsString]) -> String {
+        args.iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    #[test]
+    fn a_hidden_directory_inside_the_workspace_is_mounted_after_it() {
+        let ws = tempfile::tempdir().unwrap();
+        let data = ws.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        let args = text(&arguments(
+            &[ws.path().to_path_buf()],
+            std::slice::from_ref(&data),
+        ));
+        let ws = ws.path().display().to_string();
+        let data = data.display().to_string();
+        let bind = args.find(&format!("--bind {ws} {ws}")).unwrap();
+        let hide = args
+            .find(&format!("--tmpfs {data} --remount-ro {data}"))
+            .unwrap();
+        assert!(bind < hide, "{args}");
+        assert!(
+            args.starts_with("--ro-bind / / --dev /dev --proc /proc"),
+            "{args}"
+        );
+        assert!(args.contains("--cap-drop ALL"), "{args}");
+    }
+
+    #[test]
+    fn a_missing_path_is_not_mounted_and_a_file_is_covered_by_dev_null() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("token");
+        std::fs::write(&file, "secret").unwrap();
+        let missing = dir.path().join("nothing");
+        let args = text(&arguments(&[], &[file.clone(), missing.clone()]));
+        assert!(
+            args.ends_with(&format!("--ro-bind /dev/null {}", file.display())),
+            "{args}"
+        );
+        assert!(!args.contains(&missing.display().to_string()), "{args}");
+    }
+}
