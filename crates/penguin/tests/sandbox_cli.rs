@@ -107,14 +107,21 @@ fn a_models_command_is_confined_and_the_session_line_says_how() {
     assert!(out.status.success(), "{stream}");
     assert!(s.ws.join("inside.txt").exists(), "{stream}");
     assert!(!s.outside.join("escape.txt").exists(), "{stream}");
-    assert!(stream.contains("Permission denied"), "{stream}");
+    // Refused by the read-only mount of the namespaces (or by Landlock without them).
+    assert!(
+        stream.contains("Read-only file system") || stream.contains("Permission denied"),
+        "{stream}"
+    );
     assert!(stream.contains("[sandbox: "), "{stream}");
     assert!(stream.contains("mode workspace-write"), "{stream}");
 
     // Rendered: the session line names the effective sandbox.
     let out = penguin(&s, &["--sandbox", "read-only", "again"]);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("· sandbox: read-only (Landlock ABI "), "{err}");
+    assert!(
+        err.contains("· sandbox: read-only, network off (Landlock ABI "),
+        "the network is off by default: {err}"
+    );
 
     // --sandbox off: today's behaviour.
     let out = penguin(&s, &["--sandbox", "off", "--jsonl", "once more"]);
@@ -145,6 +152,65 @@ fn the_config_section_is_used_and_errors_name_the_field() {
     assert!(!out.status.success());
     assert!(
         err.contains("sandbox.mode: unknown sandbox mode \"jail\""),
+        "{err}"
+    );
+}
+
+/// penguin run from `$HOME`: its data root (`~/.penguin/data`) lies inside the workspace. A
+/// command can neither read the server token nor rewrite the config that sandboxes it, and
+/// penguin's secrets are not in its environment.
+#[test]
+fn a_command_cannot_reach_penguins_token_config_or_secrets() {
+    if !landlock("cli data root") {
+        return;
+    }
+    let data_of = |outside: &Path| outside.parent().unwrap().join("ws/.penguin/data");
+    let mut s = setup(
+        |outside| {
+            let data = data_of(outside).display().to_string();
+            format!(
+                "cat {data}/server-token; printf '[sandbox]\\nmode = \"off\"\\n' >> {data}/config.toml; env"
+            )
+        },
+        "",
+    );
+    let data = data_of(&s.outside);
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::rename(s.home.join("config.toml"), data.join("config.toml")).unwrap();
+    std::fs::write(data.join("server-token"), "tok-file-secret").unwrap();
+    s.home = data.clone();
+    let config = std::fs::read_to_string(data.join("config.toml")).unwrap();
+
+    let out = Command::new(env!("CARGO_BIN_EXE_penguin"))
+        .env("PENGUIN_HOME", &s.home)
+        .env("STUB_KEY", "sk-provider-secret")
+        .env("PENGUIN_TOKEN", "tok-env-secret")
+        .env("TMPDIR", &s.tmp)
+        .env_remove("PENGUIN_MODEL")
+        .env_remove("PENGUIN_PROVIDER")
+        .args(["run", "--yes", "--jsonl", "--workspace"])
+        .arg(&s.ws)
+        .arg("take over")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stream = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stream}");
+    assert!(stream.contains("PATH="), "the command ran `env`: {stream}");
+    for secret in ["tok-file-secret", "sk-provider-secret", "tok-env-secret"] {
+        assert!(
+            !stream.contains(secret),
+            "{secret} reached the command: {stream}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(data.join("config.toml")).unwrap(),
+        config
+    );
+    let out = penguin(&s, &["again"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("sandbox: workspace-write, network off"),
         "{err}"
     );
 }

@@ -38,11 +38,12 @@ default_model = "demo"
 # [policy]
 # forbidden_commands = ["rm -rf /", "git push --force"]
 
-# How exec_command is confined (Landlock):
+# How exec_command is confined (namespaces, Landlock, seccomp: docs/security.md):
 # [sandbox]
 # mode = "workspace-write"              # workspace-write | read-only | off
-# network = true
+# network = false                       # true: commands may use the network
 # writable = ["~/.cache/pip"]
+# inherit_env = ["CARGO_HOME"]          # variables commands get besides PATH, HOME, LANG, ...
 "#;
 
 pub(crate) fn init(force: bool) -> Result<ExitCode, String> {

@@ -101,11 +101,14 @@ pub(crate) fn sandbox_request(
     args: &SandboxArgs,
 ) -> Result<penguin::tools::SandboxRequest, String> {
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    agent
+    let mut request = agent
         .config
         .sandbox
         .request(args.sandbox.as_deref(), home.as_deref())
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    // The config, the server token and every trace: never a command's to read or change.
+    request.protected.push(agent.location.root.clone());
+    Ok(request)
 }
 
 /// The sandbox of this process's sessions, and where their tools keep the calls an approver
