@@ -1772,6 +1772,71 @@ async fn compaction_notices_and_marker_texts_render_as_one_readable_event_each()
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium: scripts/install-browser.sh, then --ignored"]
+async fn link_urls_reach_href_verbatim_and_only_safe_schemes_become_links() {
+    // An assistant message as the page renders it (the transcript module, fed directly), read
+    // back from Chromium's DOM: `**`, `_` and `~~` inside a URL are part of the URL, never
+    // emphasis, and an attribute value cannot be broken out of.
+    let srv = start(Setup::new(json!({"llm": [], "runs": []}))).await;
+    let id = srv.create("allow-all").await;
+    let mut b = Browser::start("markdown-links").await;
+    b.open_session(&srv, &id).await;
+    let text = [
+        "[x](http://a/**b**)",
+        "[y](http://a/_b_/~~c~~?q=1&r='2')",
+        "bare http://a/**b**, then **bold**",
+        "[**label** `code`](https://a/)",
+        "[z](javascript:alert(1))",
+        "[q](http://a/\"onmouseover=\"alert(1))",
+    ]
+    .join("\n\n");
+    let message = rec(
+        "01",
+        model(
+            json!({"type": "text", "role": "assistant", "text": text, "stop_reason": "completed"}),
+        ),
+    );
+    let script = "const [message] = arguments;\n\
+        return import('/assets/transcript.js').then(({ Transcript }) => {\n\
+          const root = document.getElementById('transcript');\n\
+          const t = new Transcript(root, { decide() {}, retryNow() {} });\n\
+          t.taskState({ type: 'task_state', state: 'idle' });\n\
+          t.message(message);\n\
+          const md = root.querySelector('.msg.assistant');\n\
+          return {\n\
+            links: [...md.querySelectorAll('a')].map((a) => ({\n\
+              href: a.getAttribute('href'),\n\
+              attrs: a.getAttributeNames(),\n\
+              label: a.innerHTML,\n\
+            })),\n\
+            strong: [...md.querySelectorAll('strong')].map((e) => e.textContent),\n\
+            em: md.querySelectorAll('em, del').length,\n\
+            paragraphs: [...md.querySelectorAll('p')].map((p) => p.textContent),\n\
+          };\n\
+        });";
+    let got = b.c().execute(script, vec![message]).await.unwrap();
+    b.shot("rendered").await;
+    let attrs = json!(["href", "target", "rel"]);
+    assert_eq!(
+        got["links"],
+        json!([
+            {"href": "http://a/**b**", "attrs": attrs, "label": "x"},
+            {"href": "http://a/_b_/~~c~~?q=1&r='2'", "attrs": attrs, "label": "y"},
+            {"href": "http://a/**b**", "attrs": attrs, "label": "http://a/**b**"},
+            {"href": "https://a/", "attrs": attrs, "label": "<strong>label</strong> <code>code</code>"},
+            {"href": "http://a/\"onmouseover=\"alert(1", "attrs": attrs, "label": "q"},
+        ]),
+        "{got:#}"
+    );
+    // Emphasis still works outside URLs, and only there.
+    assert_eq!(got["strong"], json!(["bold", "label"]), "{got:#}");
+    assert_eq!(got["em"], 0, "{got:#}");
+    // A `javascript:` target is not a link: its source shows as text.
+    assert_eq!(got["paragraphs"][4], "[z](javascript:alert(1))");
+    b.close().await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The page's reducer against the Rust one
 

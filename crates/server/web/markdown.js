@@ -4,6 +4,11 @@
 // Safety comes from the order of work: every piece of source text is HTML-escaped before any
 // tag is added, and only tags this file writes reach the DOM. Link targets are limited to
 // http(s) and mailto, so a model cannot smuggle a `javascript:` URL into the page.
+//
+// Code spans and links are cut out of the source first and held as placeholders, so that what
+// comes after them (escaping, emphasis) never reaches inside: a link's URL goes into `href`
+// exactly as written (`http://a/**b**` stays that, rather than growing a `<strong>`), escaped
+// once as an attribute value.
 
 const ESCAPES = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
 
@@ -16,31 +21,49 @@ function safeUrl(url) {
   return /^(https?:\/\/|mailto:)/i.test(u) ? u : null;
 }
 
-// Inline spans. Code spans are cut out first so nothing inside them is interpreted.
-function inline(text) {
-  const codes = [];
-  let s = text.replace(/(`+)([\s\S]*?[^`])\1(?!`)/g, (_, _ticks, code) => {
-    codes.push(`<code>${escapeHtml(code.trim() === "" ? code : code.replace(/^ (.*) $/s, "$1"))}</code>`);
-    return `\u0000${codes.length - 1}\u0000`;
-  });
-  s = escapeHtml(s);
-  // Links: [text](url). The text was escaped already; the URL is escaped again as an attribute.
-  s = s.replace(/\[([^\]\n]+)\]\(([^)\s]+)\)/g, (m, label, url) => {
-    const href = safeUrl(url.replace(/&amp;/g, "&"));
-    if (!href) return m;
-    return `<a href="${escapeHtml(href)}" target="_blank" rel="noopener noreferrer">${label}</a>`;
-  });
-  s = s.replace(/(^|[\s(])(https?:\/\/[^\s<)]+[^\s<).,;:!?'"])/g, (m, pre, url) => {
-    const href = url.replace(/&amp;/g, "&");
-    return `${pre}<a href="${escapeHtml(href)}" target="_blank" rel="noopener noreferrer">${url}</a>`;
-  });
+const CODE_SPAN = /(`+)([\s\S]*?[^`])\1(?!`)/g;
+// [text](url), on the source text.
+const LINK = /\[([^\]\n]+)\]\(([^)\s]+)\)/g;
+// A bare URL after a space or "(", on the source text; trailing punctuation is not part of it.
+const BARE_URL = /(^|[\s(])(https?:\/\/[^\s<>"\u0000)]+[^\s<>"\u0000).,;:!?'])/g;
+const HELD = /\u0000(\d+)\u0000/g;
+
+function anchor(href, labelHtml) {
+  return `<a href="${escapeHtml(href)}" target="_blank" rel="noopener noreferrer">${labelHtml}</a>`;
+}
+
+// Emphasis, strike-through and hard breaks, on text already escaped.
+function emphasis(s) {
   s = s.replace(/\*\*([^\s*](?:[\s\S]*?[^\s*])?)\*\*/g, "<strong>$1</strong>");
   s = s.replace(/__([^\s_](?:[\s\S]*?[^\s_])?)__/g, "<strong>$1</strong>");
   s = s.replace(/(^|[^*\w])\*([^\s*](?:[^*]*?[^\s*])?)\*(?!\*)/g, "$1<em>$2</em>");
   s = s.replace(/(^|[^_\w])_([^\s_](?:[^_]*?[^\s_])?)_(?![_\w])/g, "$1<em>$2</em>");
   s = s.replace(/~~([^~\n]+)~~/g, "<del>$1</del>");
-  s = s.replace(/ {2,}\n/g, "<br>\n");
-  return s.replace(/\u0000(\d+)\u0000/g, (_, i) => codes[Number(i)]);
+  return s.replace(/ {2,}\n/g, "<br>\n");
+}
+
+// Inline spans. Code spans, then links, are held as placeholders (NUL, index, NUL: a NUL in
+// the source is replaced first, so it cannot forge one) until the rest is escaped and
+// emphasized.
+function inline(text) {
+  const held = [];
+  const hold = (html, raw) => {
+    held.push({ html, raw });
+    return `\u0000${held.length - 1}\u0000`;
+  };
+  // `raw` gives a placeholder's source back (a code span inside a URL is part of the URL).
+  const restore = (s, key) => s.replace(HELD, (_, i) => held[Number(i)][key]);
+  let s = String(text).replace(/\u0000/g, "\uFFFD");
+  s = s.replace(CODE_SPAN, (m, _ticks, code) =>
+    hold(`<code>${escapeHtml(code.trim() === "" ? code : code.replace(/^ (.*) $/s, "$1"))}</code>`, m),
+  );
+  s = s.replace(LINK, (m, label, url) => {
+    const href = safeUrl(restore(url, "raw"));
+    if (!href) return m;
+    return hold(anchor(href, restore(emphasis(escapeHtml(label)), "html")), m);
+  });
+  s = s.replace(BARE_URL, (_, pre, url) => `${pre}${hold(anchor(url, escapeHtml(url)), url)}`);
+  return restore(emphasis(escapeHtml(s)), "html");
 }
 
 function isTableSeparator(line) {

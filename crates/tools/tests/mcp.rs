@@ -2,7 +2,8 @@
 //! Streamable HTTP and legacy SSE, `server-filesystem` over stdio, and the failure fixture
 //! (`tests/mcp/fixture-server.mjs`). The servers are installed by
 //! `scripts/install-mcp-servers.sh`; `cargo xtask ci` runs it and sets `PENGUIN_MCP_SERVERS`.
-//! Without it these tests say so and do nothing.
+//! Without it these tests say so and do nothing, except the last two, which need only `python3`
+//! (a scripted server for what no real server does on purpose).
 #![cfg(feature = "mcp")]
 
 use std::path::Path;
@@ -344,4 +345,219 @@ async fn a_cancelled_connect_keeps_nothing_and_the_next_one_connects() {
     );
     let (out, stop) = call(&env, "mcp__fx__slow", json!({"ms": 1})).await;
     assert_eq!((out.as_str(), stop), ("slept 1 ms", StopReason::Completed));
+}
+
+/// A stdio MCP server in a few lines of Python, for what no real server does on purpose: it
+/// lists the tools named in its first argument (a JSON array of names; `pad-N` gets a
+/// description of `N` bytes) and answers a call of `size-N` with a result whose JSON-RPC line
+/// is exactly `N` bytes, its newline included; every other call with `ok`.
+const SCRIPTED_SERVER: &str = r#"
+import json, sys
+names = json.loads(sys.argv[1])
+out = sys.stdout.buffer
+def send(msg):
+    out.write(json.dumps(msg, separators=(",", ":")).encode() + b"\n")
+    out.flush()
+for line in sys.stdin.buffer:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    method, id = msg.get("method"), msg["id"]
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": id, "result": {
+            "protocolVersion": msg["params"]["protocolVersion"],
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "scripted", "version": "1"}}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": id, "result": {"tools": [
+            {"name": n, "inputSchema": {"type": "object"},
+             "description": "x" * int(n[4:]) if n.startswith("pad-") else n}
+            for n in names]}})
+    elif method == "tools/call":
+        name = msg["params"]["name"]
+        if name.startswith("size-"):
+            size = int(name[5:])
+            head = {"jsonrpc": "2.0", "id": id,
+                    "result": {"content": [{"type": "text", "text": ""}]}}
+            empty = len(json.dumps(head, separators=(",", ":"))) + 1
+            head["result"]["content"][0]["text"] = "x" * (size - empty)
+            line = json.dumps(head, separators=(",", ":")).encode() + b"\n"
+            assert len(line) == size
+            out.write(line)
+            out.flush()
+        else:
+            send({"jsonrpc": "2.0", "id": id,
+                  "result": {"content": [{"type": "text", "text": "ok"}]}})
+    else:
+        send({"jsonrpc": "2.0", "id": id, "result": {}})
+"#;
+
+/// A stdio entry running [`SCRIPTED_SERVER`] with these tool names; `None` (said on stderr)
+/// without `python3`.
+fn scripted(dir: &Path, name: &str, tools: &[&str]) -> Option<McpServerConfig> {
+    let python = std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !python {
+        eprintln!("skipped: no python3 for the scripted MCP server");
+        return None;
+    }
+    let script = dir.join("scripted-server.py");
+    std::fs::write(&script, SCRIPTED_SERVER).unwrap();
+    let tools = serde_json::to_string(tools).unwrap();
+    Some(stdio(
+        name,
+        "python3",
+        &[script.to_str().unwrap(), tools.as_str()],
+    ))
+}
+
+/// Where a test's warnings go.
+fn collect_warnings(env: McpEnvironment) -> (McpEnvironment, Arc<std::sync::Mutex<Vec<String>>>) {
+    let warnings = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = warnings.clone();
+    let env = env.with_warnings(Arc::new(move |w: &str| {
+        sink.lock().unwrap().push(w.to_owned())
+    }));
+    (env, warnings)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_names_a_model_api_would_refuse_are_left_out_with_a_warning() {
+    let ws = tempfile::tempdir().unwrap();
+    let long = "x".repeat(64 - "mcp__ev__".len() + 1);
+    let fits = "y".repeat(64 - "mcp__ev__".len());
+    let Some(ev) = scripted(
+        ws.path(),
+        "ev",
+        &[
+            "",
+            "ok",
+            "ok",
+            "has space",
+            "dot.ted",
+            "é",
+            &long,
+            &fits,
+            "fine-1",
+            "x__y",
+        ],
+    ) else {
+        return;
+    };
+    // `ev` + `x__y` and `ev__x` + `y` are both `mcp__ev__x__y`: the first in config order wins.
+    let Some(clash) = scripted(ws.path(), "ev__x", &["y", "z"]) else {
+        return;
+    };
+    let (env, warnings) = collect_warnings(env(ws.path(), &[ev, clash]));
+    let results = env.connect(&CancellationToken::new()).await.unwrap();
+    assert_eq!(
+        results.iter().map(|r| r.status).collect::<Vec<_>>(),
+        [McpConnectStatus::Completed, McpConnectStatus::Completed],
+        "{results:?}"
+    );
+    let names: Vec<String> = env
+        .tools()
+        .into_iter()
+        .map(|t| t.name)
+        .filter(|n| n.starts_with("mcp__"))
+        .collect();
+    let fits_name = format!("mcp__ev__{fits}");
+    assert_eq!(
+        names,
+        [
+            "mcp__ev__ok",
+            fits_name.as_str(),
+            "mcp__ev__fine-1",
+            "mcp__ev__x__y",
+            "mcp__ev__x__z"
+        ]
+    );
+    assert_eq!(
+        results.iter().map(|r| r.tools.clone()).collect::<Vec<_>>(),
+        [Some(json!(4)), Some(json!(1))]
+    );
+    let warnings = warnings.lock().unwrap().clone();
+    let expected = [
+        ("\"ev\"", "\"\""),
+        ("\"ev\"", "\"ok\" twice"),
+        ("\"ev\"", "\"has space\""),
+        ("\"ev\"", "\"dot.ted\""),
+        ("\"ev\"", "\"é\""),
+        ("\"ev\"", long.as_str()),
+        ("\"ev__x\"", "\"y\""),
+    ];
+    assert_eq!(warnings.len(), expected.len(), "{warnings:#?}");
+    for (warning, (server, tool)) in warnings.iter().zip(expected) {
+        assert!(
+            warning.contains(&format!("MCP server {server}")) && warning.contains(tool),
+            "{warning:?} should name server {server} and tool {tool}"
+        );
+    }
+    assert!(warnings[6].contains("\"ev\""), "{:?}", warnings[6]);
+    // A call by the name an empty tool would have had is an unknown tool, not a call.
+    let (out, stop) = call(&env, "mcp__ev__", json!({})).await;
+    assert_eq!(
+        (out.as_str(), stop),
+        ("Unknown tool: mcp__ev__", StopReason::Failed)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_over_16_mib_fails_the_call_at_once() {
+    const MIB16: usize = 16 * 1024 * 1024;
+    let ws = tempfile::tempdir().unwrap();
+    let at_limit = format!("size-{MIB16}");
+    let over = format!("size-{}", MIB16 + 1);
+    let Some(mut big) = scripted(ws.path(), "big", &[&at_limit, &over, "ok"]) else {
+        return;
+    };
+    // Far longer than the test may take: only the limit can end the call in time.
+    big.timeout_ms = Some(60_000);
+    // A tool list over the limit fails the connect as soon, well within its budget.
+    let Some(huge) = scripted(ws.path(), "huge", &[&format!("pad-{}", MIB16 + 1)]) else {
+        return;
+    };
+    let (env, warnings) = collect_warnings(env(ws.path(), &[big, huge]));
+    let started = Instant::now();
+    let results = env.connect(&CancellationToken::new()).await.unwrap();
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(10), "the connect took {took:?}");
+    assert_eq!(
+        results.iter().map(|r| r.status).collect::<Vec<_>>(),
+        [McpConnectStatus::Completed, McpConnectStatus::Failed],
+        "{results:?}"
+    );
+    let error = results[1].error.as_deref().unwrap();
+    assert!(error.contains("16 MiB"), "{error}");
+    // Exactly 16 MiB, newline included, is still a message.
+    let (out, stop) = call(&env, &format!("mcp__big__{at_limit}"), json!({})).await;
+    assert_eq!(
+        stop,
+        StopReason::Completed,
+        "{}",
+        &out[..out.len().min(300)]
+    );
+    assert!(out.starts_with("xxxx"));
+    let warned_before = warnings.lock().unwrap().len();
+    let started = Instant::now();
+    let (out, stop) = call(&env, &format!("mcp__big__{over}"), json!({})).await;
+    let took = started.elapsed();
+    assert_eq!(stop, StopReason::Failed, "{out}");
+    assert!(took < Duration::from_secs(10), "the failure took {took:?}");
+    assert!(
+        out.contains("MCP server \"big\"") && out.contains("16 MiB"),
+        "{out}"
+    );
+    // The connection is closed; the next call starts the server again and works.
+    let (out, stop) = call(&env, "mcp__big__ok", json!({})).await;
+    assert_eq!((out.as_str(), stop), ("ok", StopReason::Completed));
+    let warnings = warnings.lock().unwrap();
+    assert!(
+        warnings[warned_before..]
+            .iter()
+            .any(|w| w.contains("\"big\" is gone; the server sent a message over 16 MiB")),
+        "{warnings:#?}"
+    );
 }

@@ -17,7 +17,10 @@
 //! - **Results**: text, images, resource links and embedded resources become output text (and
 //!   images); an `isError` result is a failed output carrying the server's message; a server
 //!   that dies during a call gives a failed output naming it, and the next call to one of its
-//!   tools restarts it.
+//!   tools restarts it. So does a stdio server that sends a message over 16 MiB: the call fails
+//!   at once instead of waiting out its timeout for an answer the SDK dropped.
+//! - **Names**: a tool whose name is empty, has characters or a length a model API refuses, or
+//!   is taken already is left out with a warning; it is never offered.
 //! - **Permission**: under `permission = "auto"` a tool annotated `readOnlyHint: true` is
 //!   [`Permission::Read`], everything else [`Permission::ReadWrite`] (hints are untrusted, so
 //!   the default is the restrictive side); `r` or `rw` applies to every tool of the server.
@@ -59,12 +62,32 @@ pub fn mcp_tool_name(server: &str, tool: &str) -> String {
     format!("{MCP_TOOL_PREFIX}{server}__{tool}")
 }
 
-/// What LLM APIs accept as a tool name; one unusable name would fail every request.
+/// The longest tool name every supported model API accepts (OpenAI's and Gemini's function
+/// names stop at 64 characters; Anthropic's at 128).
+const MAX_TOOL_NAME_CHARS: usize = 64;
+
+/// What every LLM API accepts as a tool name, `^[a-zA-Z0-9_-]{1,64}$`: one unusable name would
+/// fail every request of the session.
 fn usable_tool_name(name: &str) -> bool {
-    (1..=128).contains(&name.len())
+    (1..=MAX_TOOL_NAME_CHARS).contains(&name.len())
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// Why a server's tool cannot be offered under `full` (its `mcp__<server>__<tool>` name), if
+/// it cannot. The tool's own name is checked too: an empty one would still make a usable full
+/// name (`mcp__evil__`), but not a tool anyone listed on purpose.
+fn unusable_tool(remote: &str, full: &str) -> Option<String> {
+    if remote.is_empty() {
+        return Some("the name is empty".into());
+    }
+    if !usable_tool_name(remote) || !usable_tool_name(full) {
+        return Some(format!(
+            "{full:?} is not usable as a model tool name (letters, digits, _ and -, at most {MAX_TOOL_NAME_CHARS})"
+        ));
+    }
+    None
 }
 
 /// Where warnings go (an unreachable server, a skipped entry or tool).
@@ -185,9 +208,9 @@ impl Shared {
                 continue;
             };
             let name = mcp_tool_name(&server.name, remote);
-            if !usable_tool_name(&name) {
+            if let Some(why) = unusable_tool(remote, &name) {
                 (self.warn)(&format!(
-                    "MCP server \"{}\" tool \"{remote}\" skipped: {name:?} is not usable as a model tool name (letters, digits, _ and -, at most 128)",
+                    "MCP server \"{}\" tool {remote:?} skipped: {why}",
                     server.name
                 ));
                 continue;
@@ -408,20 +431,43 @@ impl Environment for McpEnvironment {
                 return None;
             }
         };
-        let mut state = lock(&self.shared.state);
-        let mut results = Vec::new();
-        for (result, tools) in settled {
-            results.push(result);
-            for tool in tools {
-                if state.by_name.contains_key(&tool.definition.name) {
-                    continue;
+        let mut clashes = Vec::new();
+        let results = {
+            let mut state = lock(&self.shared.state);
+            let mut results = Vec::new();
+            for (mut result, tools) in settled {
+                let mut kept = 0;
+                for tool in tools {
+                    // Server names may hold `__` too: `a` + `b__c` and `a__b` + `c` are one
+                    // name. The first server in config order keeps it.
+                    if let Some(first) = state.by_name.get(&tool.definition.name) {
+                        let servers = &self.shared.servers;
+                        clashes.push(format!(
+                            "MCP server \"{}\" tool \"{}\" skipped: its name {:?} is taken by tool \"{}\" of server \"{}\"",
+                            servers[tool.server].name,
+                            tool.remote,
+                            tool.definition.name,
+                            state.tools[*first].remote,
+                            servers[state.tools[*first].server].name,
+                        ));
+                        continue;
+                    }
+                    let at = state.tools.len();
+                    state.by_name.insert(tool.definition.name.clone(), at);
+                    state.tools.push(tool);
+                    kept += 1;
                 }
-                let at = state.tools.len();
-                state.by_name.insert(tool.definition.name.clone(), at);
-                state.tools.push(tool);
+                if result.tools.is_some() {
+                    result.tools = Some(Value::from(kept));
+                }
+                results.push(result);
             }
+            state.results = Some(results.clone());
+            results
+        };
+        for w in &clashes {
+            (self.shared.warn)(w);
         }
-        state.results = Some(results.clone());
         Some(results)
     }
 
@@ -452,7 +498,19 @@ impl Tool for McpCall {
         };
         let conn = self.shared.connection(self.tool.server).await?;
         let params = CallToolRequestParams::new(self.tool.remote.clone()).with_arguments(arguments);
-        let result = match conn.service.peer().call_tool(params).await {
+        let answer = tokio::select! {
+            biased;
+            // The SDK would drop an oversized answer and leave the call waiting.
+            reason = conn.broken() => {
+                conn.dead.store(true, Ordering::Relaxed);
+                return Err(format!(
+                    "MCP server \"{}\" {reason}; the connection is closed and the next call restarts it",
+                    server.name
+                ));
+            }
+            answer = conn.service.peer().call_tool(params) => answer,
+        };
+        let result = match answer {
             Ok(r) => r,
             Err(e) => {
                 let gone = matches!(
