@@ -51,9 +51,12 @@ impl fmt::Debug for ToolCallRequest {
 /// The tools side of the seed: executes approved calls.
 ///
 /// Contract: `execute` streams the call's output into `sink` and ends with **exactly one**
-/// complete `tool_call_output` for the call's id. It must not panic; if it does, the engine
-/// answers the call with a `[tool error]` output so pairing still holds. Messages carrying an
-/// `origin` (a child session's stream) are forwarded to the stream and never recorded.
+/// complete `tool_call_output` for the call's id. It must not panic; if it does, or returns
+/// without that output, the engine answers the call with a `failed` `[tool error]` output so
+/// pairing still holds, first closing a `partial_tool_call_output` segment the tool left open
+/// (the error as its last delta) so the fragments still concatenate to the output. Messages
+/// carrying an `origin` (a child session's stream) are forwarded to the stream and never
+/// recorded.
 #[async_trait]
 pub trait Environment: Send + Sync {
     /// Executes one approved call.

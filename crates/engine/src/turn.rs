@@ -12,7 +12,8 @@ use penguin_llm_providers::{
 use penguin_merge_queue::Producer;
 use penguin_omni_protocol::build::{self, RetryDetail};
 use penguin_omni_protocol::{
-    ApprovalDecision, Body, EventPayload, Frame, ModelPayload, OmniMessage, StopReason,
+    ApprovalDecision, Body, EventPayload, Frame, ModelPayload, OmniMessage, PartialToolCallOutput,
+    StopReason, StreamEventType,
 };
 use tokio::task::JoinSet;
 
@@ -312,6 +313,7 @@ impl Driver {
             outputs: self.outputs.clone(),
             tool_call_id: id,
             answered: false,
+            streamed: Streamed::Nothing,
         };
         let env = self.shared.env.clone();
         let cancel = self.cancel.clone();
@@ -328,12 +330,7 @@ impl Driver {
                     Err(panic) => panic_text(&panic),
                     Ok(()) => "the environment ended without a tool_call_output".into(),
                 };
-                let out = build::tool_call_output(
-                    format!("[tool error] {why}"),
-                    &sink.tool_call_id,
-                    StopReason::Failed,
-                );
-                sink.collect(out, instant::MESSAGE);
+                sink.answer_for_the_tool(&format!("[tool error] {why}"));
             } else if let Err(panic) = result {
                 tracing::warn!(
                     "[penguin] environment threw after tool output: {}",
@@ -344,6 +341,19 @@ impl Driver {
     }
 }
 
+/// What a tool streamed of its own call's output segment (`partial_tool_call_output`), so
+/// an answer the engine has to make up for it agrees with the fragments already out.
+#[derive(Debug, Default)]
+enum Streamed {
+    /// No fragment yet.
+    #[default]
+    Nothing,
+    /// A segment is open; its fragments so far, concatenated.
+    Open(String),
+    /// A segment was stopped, its complete output still owed; what it streamed.
+    Stopped(String),
+}
+
 /// `executeOne`'s view of one running tool.
 struct ToolSink {
     order: Arc<Orderer>,
@@ -351,6 +361,7 @@ struct ToolSink {
     outputs: Arc<Mutex<Vec<OmniMessage>>>,
     tool_call_id: String,
     answered: bool,
+    streamed: Streamed,
 }
 
 impl ToolSink {
@@ -358,6 +369,72 @@ impl ToolSink {
         self.order.push(self.chain, out.clone(), cost);
         self.outputs.lock().expect("outputs lock").push(out);
         self.answered = true;
+    }
+
+    /// Answers a call whose tool ended (or panicked) without its complete output, with
+    /// `failed` and `error` (`[tool error] …`), keeping the stream rules the tool's own
+    /// fragments already committed to:
+    ///
+    /// - nothing streamed: the complete output alone, `error`;
+    /// - a segment left open: the error as its last delta (on a line of its own after any
+    ///   streamed text, as the reference puts a tool's notes), a `failed` stop, then the
+    ///   complete output holding exactly the fragments: what was streamed, then the error;
+    /// - a segment already stopped: its complete must follow and equal the fragments, so it
+    ///   holds what was streamed, with `failed`; the error can no longer be added, and is
+    ///   logged instead.
+    fn answer_for_the_tool(&mut self, error: &str) {
+        let id = self.tool_call_id.clone();
+        let output = match std::mem::take(&mut self.streamed) {
+            Streamed::Nothing => error.to_owned(),
+            Streamed::Open(streamed) => {
+                let note = if streamed.is_empty() {
+                    error.to_owned()
+                } else {
+                    format!("\n{error}")
+                };
+                let delta = build::partial_tool_call_output(
+                    StreamEventType::Delta,
+                    note.as_str(),
+                    &id,
+                    StopReason::Completed,
+                );
+                self.order.push(self.chain, delta, instant::MESSAGE);
+                let stop = build::partial_tool_call_output(
+                    StreamEventType::Stop,
+                    "",
+                    &id,
+                    StopReason::Failed,
+                );
+                self.order.push(self.chain, stop, instant::CLOSURE);
+                streamed + &note
+            }
+            Streamed::Stopped(streamed) => {
+                tracing::warn!(
+                    "[penguin] tool call {id} stopped its output without answering: {error}"
+                );
+                streamed
+            }
+        };
+        let out = build::tool_call_output(output, id, StopReason::Failed);
+        self.collect(out, instant::MESSAGE);
+    }
+
+    /// Follows the call's own output segment (see [`Streamed`]), fragment by fragment, the
+    /// way the stream's validator reads it.
+    fn observe(&mut self, p: &PartialToolCallOutput) {
+        self.streamed = match (std::mem::take(&mut self.streamed), p.event_type) {
+            (Streamed::Open(mut s), StreamEventType::Delta) => {
+                s.push_str(&p.output);
+                Streamed::Open(s)
+            }
+            (Streamed::Open(mut s), StreamEventType::Stop) => {
+                s.push_str(&p.output);
+                Streamed::Stopped(s)
+            }
+            // A start, or a fragment without one: a new segment from here.
+            (_, StreamEventType::Stop) => Streamed::Stopped(p.output.clone()),
+            (_, _) => Streamed::Open(p.output.clone()),
+        };
     }
 
     fn take(&mut self, msg: OmniMessage, cost: i64) {
@@ -374,11 +451,14 @@ impl ToolSink {
             }
             return;
         }
-        let is_output = matches!(msg.model(), Some(ModelPayload::ToolCallOutput(_)));
-        if is_output && msg.tool_call_id() == Some(self.tool_call_id.as_str()) {
-            self.collect(msg, cost);
-        } else {
-            self.order.push(self.chain, msg, cost);
+        let own = msg.tool_call_id() == Some(self.tool_call_id.as_str());
+        match msg.model() {
+            Some(ModelPayload::ToolCallOutput(_)) if own => self.collect(msg, cost),
+            Some(ModelPayload::PartialToolCallOutput(p)) if own => {
+                self.observe(p);
+                self.order.push(self.chain, msg, cost);
+            }
+            _ => self.order.push(self.chain, msg, cost),
         }
     }
 }

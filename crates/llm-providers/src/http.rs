@@ -12,6 +12,12 @@
 //! | other 4xx (403 included) | `failed` |
 //! | bad JSON, bad UTF-8, a stream cut off before its terminal event | `malformed` |
 //! | an error event inside an HTTP 200 stream | classified from its code and text |
+//! | a message past `max_message_bytes`, the response past 4 × that, or one SSE event past `4 × max_message_bytes + 1 MiB` | `failed`, permanent |
+//!
+//! Nothing is buffered without a bound: the translator refuses the fragment that would take a
+//! message past its cap and the shell stops reading there (the connection is dropped), the
+//! SSE decoder refuses a line or event past [`max_event_bytes`], and only the first
+//! [`ERROR_BODY_BYTES`] of an error response are read.
 //!
 //! Every non-completed outcome closes the open segments with its status first
 //! ([`EventTranslator::finish_interrupted`]). There are no retries: the engine owns the retry
@@ -27,9 +33,14 @@ use penguin_omni_protocol::{build, OmniMessage, StopReason, TokenCounts};
 
 use crate::translate::{EventTranslator, ToolCallIdAllocator, UniEvent};
 use crate::wire::{
-    check_input, classify_error, http_error_message, ModelConfig, StreamDecoder, WireProtocol,
+    check_input, classify_error, http_error_message, max_event_bytes, ModelConfig, StreamDecoder,
+    WireProtocol,
 };
 use crate::{CancellationToken, Llm, LlmOutcome, LlmRequest, MessageSink};
+
+/// How much of an error response's body is read: enough for any provider's JSON error, while
+/// a proxy's endless error page is cut (its first 500 characters are what is reported).
+pub const ERROR_BODY_BYTES: usize = 64 * 1024;
 
 /// The HTTP client could not be built (normally a TLS backend problem).
 #[derive(Debug, thiserror::Error)]
@@ -198,8 +209,8 @@ impl<P: WireProtocol> HttpModel<P> {
         };
         let status = response.status();
         if !status.is_success() {
-            let text = match wait(cancel, idle, response.text()).await {
-                Waited::Ready(t) => t.unwrap_or_default(),
+            let text = match wait(cancel, idle, error_body(response)).await {
+                Waited::Ready(t) => t,
                 Waited::Cancelled => return Some(LlmOutcome::new(StopReason::Aborted)),
                 // The status already says what went wrong; a slow error body adds nothing.
                 Waited::IdleTimeout => String::new(),
@@ -212,6 +223,7 @@ impl<P: WireProtocol> HttpModel<P> {
         }
 
         let mut decoder = self.protocol.decoder();
+        decoder.limit_event_bytes(max_event_bytes(self.config.max_message_bytes));
         let mut stream = response.bytes_stream();
         let mut events = Vec::new();
         loop {
@@ -228,6 +240,9 @@ impl<P: WireProtocol> HttpModel<P> {
                     // without it, an interrupt explains the early end.
                     let r = decoder.finish(&mut events);
                     out.translate(translator, &mut events).await;
+                    if let Some(e) = translator.too_large() {
+                        return Some(e.clone().into_outcome());
+                    }
                     return match r {
                         Ok(()) => None,
                         Err(_) if cancel.is_cancelled() => {
@@ -247,6 +262,11 @@ impl<P: WireProtocol> HttpModel<P> {
                 return Some(LlmOutcome::new(StopReason::Aborted));
             }
             out.translate(translator, &mut events).await;
+            // A message that outgrew its cap came before any decoding error in the chunk;
+            // either way nothing more is read: dropping the body closes the connection.
+            if let Some(e) = translator.too_large() {
+                return Some(e.clone().into_outcome());
+            }
             if let Err(e) = result {
                 return Some(e.into_outcome());
             }
@@ -274,7 +294,8 @@ impl<P: WireProtocol> Llm for HttpModel<P> {
                 self.config.max_output_tokens
             );
         }
-        let mut translator = EventTranslator::new(self.ids.clone());
+        let mut translator = EventTranslator::new(self.ids.clone())
+            .with_max_message_bytes(self.config.max_message_bytes);
         let mut out = Emitter {
             sink,
             reply: Vec::new(),
@@ -324,6 +345,20 @@ impl Emitter<'_> {
             self.emit_all(msgs).await;
         }
     }
+}
+
+/// The first [`ERROR_BODY_BYTES`] of an error response's body, lossily decoded; a body that
+/// breaks off gives what came before.
+async fn error_body(mut response: reqwest::Response) -> String {
+    let mut body = Vec::new();
+    while let Ok(Some(chunk)) = response.chunk().await {
+        let room = ERROR_BODY_BYTES - body.len();
+        body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if body.len() == ERROR_BODY_BYTES {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&body).into_owned()
 }
 
 enum Waited<T> {

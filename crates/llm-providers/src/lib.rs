@@ -53,7 +53,11 @@
 //!    the protocol's terminal event (the handler's `missing_end` says what was missing),
 //!    `Provider` for an error event inside a 200 stream, classified with
 //!    [`wire::classify_error`]. The events decoded before an error are already in `out` when
-//!    it is returned, so output never depends on chunking.
+//!    it is returned, so output never depends on chunking. Size limits need nothing from an
+//!    adapter: the translator caps every message at `max_message_bytes`, and
+//!    `SseStreamDecoder` bounds one event (`StreamDecoder::limit_event_bytes`); a decoder
+//!    that buffers on its own (a tool call's arguments until its end) only ever holds what
+//!    one chunk adds past a cap, because the shell stops reading at the first refusal.
 //! 3. **Protocol.** Implement [`wire::WireProtocol`]: `build_request` returns the path,
 //!    authentication headers and JSON body (system prompt, committed history, the new messages,
 //!    tools only when non-empty, max tokens only when > 0, the thinking level mapped to the
@@ -109,7 +113,9 @@ pub use translate::{
     strip_suffix, usage_to_token_counts, ContentItem, EventTranslator, ToolCallIdAllocator,
     UniEvent, Usage,
 };
-pub use wire::{ModelConfig, StreamDecoder, WireError, WireProtocol, WireRequest};
+pub use wire::{
+    ModelConfig, StreamDecoder, WireError, WireProtocol, WireRequest, DEFAULT_MAX_MESSAGE_BYTES,
+};
 
 /// Where a producer (a model request, a tool) puts the messages it streams.
 ///
@@ -230,6 +236,15 @@ impl LlmOutcome {
             status,
             error_message: Some(message.into()),
             permanent: false,
+        }
+    }
+
+    /// A `failed` outcome that retrying cannot fix: the engine ends the run with `message`
+    /// instead of climbing the reconnect ladder.
+    pub fn permanent_failure(message: impl Into<String>) -> LlmOutcome {
+        LlmOutcome {
+            permanent: true,
+            ..LlmOutcome::with_message(StopReason::Failed, message)
         }
     }
 }

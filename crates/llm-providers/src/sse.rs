@@ -10,7 +10,7 @@
 use std::fmt;
 
 use crate::translate::UniEvent;
-use crate::wire::{StreamDecoder, WireError};
+use crate::wire::{human_bytes, StreamDecoder, WireError};
 
 /// One dispatched event: the `event:` name (if any), the `data:` lines joined with `\n`, and
 /// the last event id.
@@ -25,18 +25,43 @@ pub struct SseEvent {
     pub id: Option<String>,
 }
 
-/// A line of the body that is not valid UTF-8.
+/// Why a body could not be framed into events.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("SSE line {line} is not valid UTF-8: {source}")]
-pub struct SseError {
-    /// 1-based line number in the body.
-    pub line: usize,
-    /// The decoding error.
-    pub source: std::str::Utf8Error,
+pub enum SseError {
+    /// A line of the body is not valid UTF-8.
+    #[error("SSE line {line} is not valid UTF-8: {source}")]
+    Utf8 {
+        /// 1-based line number in the body.
+        line: usize,
+        /// The decoding error.
+        source: std::str::Utf8Error,
+    },
+    /// The event being gathered (its data lines so far plus the unfinished line) outgrew the
+    /// decoder's bound ([`SseDecoder::with_max_event_bytes`]).
+    #[error("SSE event at line {line} passed {} without ending", human_bytes(*limit))]
+    TooLarge {
+        /// 1-based number of the line being read when the bound was crossed.
+        line: usize,
+        /// The bound, in bytes.
+        limit: usize,
+    },
+}
+
+impl SseError {
+    /// The 1-based line the error is about.
+    pub fn line(&self) -> usize {
+        match self {
+            SseError::Utf8 { line, .. } | SseError::TooLarge { line, .. } => *line,
+        }
+    }
 }
 
 /// Incremental SSE decoder: [`feed`](SseDecoder::feed) chunks, then
 /// [`finish`](SseDecoder::finish) at the end of the body.
+///
+/// Unbounded by default; [`with_max_event_bytes`](SseDecoder::with_max_event_bytes) bounds
+/// what it buffers for one event, which every provider stream uses: a peer that never ends a
+/// line must not make it buffer the whole body. After an error the decoder is spent.
 #[derive(Debug, Default)]
 pub struct SseDecoder {
     buffer: Vec<u8>,
@@ -45,8 +70,11 @@ pub struct SseDecoder {
     lines_seen: usize,
     event: Option<String>,
     data: Vec<String>,
+    /// Bytes held in `data` (each line plus its joining `\n`).
+    data_bytes: usize,
     has_data: bool,
     last_id: Option<String>,
+    max_event_bytes: Option<usize>,
 }
 
 impl SseDecoder {
@@ -55,9 +83,43 @@ impl SseDecoder {
         SseDecoder::default()
     }
 
+    /// A decoder that holds at most `max` bytes for one event: its data lines so far plus the
+    /// line being read. Crossing it fails [`feed`](SseDecoder::feed) with
+    /// [`SseError::TooLarge`] as soon as the bytes arrive, before they are buffered.
+    pub fn with_max_event_bytes(mut self, max: usize) -> SseDecoder {
+        self.max_event_bytes = Some(max);
+        self
+    }
+
+    /// Sets the bound of [`with_max_event_bytes`](SseDecoder::with_max_event_bytes).
+    pub fn limit_event_bytes(&mut self, max: usize) {
+        self.max_event_bytes = Some(max);
+    }
+
+    /// Fails when `more` bytes added to the current line would take the event past the bound.
+    fn check_room(&self, more: usize) -> Result<(), SseError> {
+        match self.max_event_bytes {
+            Some(limit) if self.data_bytes + self.buffer.len() + more > limit => {
+                Err(SseError::TooLarge {
+                    line: self.lines_seen + 1,
+                    limit,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Consumes a chunk and returns the events it completed.
     pub fn feed(&mut self, chunk: &[u8]) -> Result<Vec<SseEvent>, SseError> {
         let mut events = Vec::new();
+        self.feed_into(chunk, &mut events)?;
+        Ok(events)
+    }
+
+    /// [`feed`](SseDecoder::feed) into `events`: on an error, the events the chunk completed
+    /// before the bad line are already there, so what is decoded up to a fault does not
+    /// depend on how the body was chunked.
+    pub fn feed_into(&mut self, chunk: &[u8], events: &mut Vec<SseEvent>) -> Result<(), SseError> {
         let mut rest = chunk;
         // An empty chunk says nothing about whether the `\n` of a split `\r\n` is coming.
         if self.after_cr && !rest.is_empty() {
@@ -67,6 +129,7 @@ impl SseDecoder {
             }
         }
         while let Some(pos) = rest.iter().position(|&b| b == b'\n' || b == b'\r') {
+            self.check_room(pos)?;
             self.buffer.extend_from_slice(&rest[..pos]);
             let terminator = rest[pos];
             rest = &rest[pos + 1..];
@@ -78,10 +141,11 @@ impl SseDecoder {
                 }
             }
             let line = std::mem::take(&mut self.buffer);
-            self.line(&line, &mut events)?;
+            self.line(&line, events)?;
         }
+        self.check_room(rest.len())?;
         self.buffer.extend_from_slice(rest);
-        Ok(events)
+        Ok(())
     }
 
     /// Ends the body. An unterminated last line is taken as a line, and a pending event is
@@ -99,7 +163,7 @@ impl SseDecoder {
 
     fn line(&mut self, bytes: &[u8], events: &mut Vec<SseEvent>) -> Result<(), SseError> {
         self.lines_seen += 1;
-        let line = std::str::from_utf8(bytes).map_err(|source| SseError {
+        let line = std::str::from_utf8(bytes).map_err(|source| SseError::Utf8 {
             line: self.lines_seen,
             source,
         })?;
@@ -117,6 +181,7 @@ impl SseDecoder {
         match field {
             "event" => self.event = Some(value.to_owned()),
             "data" => {
+                self.data_bytes += value.len() + 1;
                 self.data.push(value.to_owned());
                 self.has_data = true;
             }
@@ -130,6 +195,7 @@ impl SseDecoder {
 
     fn dispatch(&mut self, events: &mut Vec<SseEvent>) {
         let event = self.event.take();
+        self.data_bytes = 0;
         if !self.has_data {
             return;
         }
@@ -187,31 +253,47 @@ impl<H: SseEventHandler> SseStreamDecoder<H> {
         }
     }
 
+    /// Translates `events`, then turns a framing error (which came after them) into a
+    /// [`WireError`].
     fn dispatch(
         &mut self,
-        events: Result<Vec<SseEvent>, SseError>,
+        events: Vec<SseEvent>,
+        framing: Result<(), SseError>,
         out: &mut Vec<UniEvent>,
     ) -> Result<(), WireError> {
-        let events = events.map_err(|e| WireError::Malformed(e.to_string()))?;
         for e in &events {
             let translated = self.handler.event(e)?;
             if translated != UniEvent::default() {
                 out.push(translated);
             }
         }
-        Ok(())
+        framing.map_err(|e| match e {
+            SseError::TooLarge { line, limit } => WireError::TooLarge(format!(
+                "response too large: an SSE event (line {line}) passed {} without ending, the per-event limit set by max_message_bytes; the rest of the response was not read",
+                human_bytes(limit)
+            )),
+            e @ SseError::Utf8 { .. } => WireError::Malformed(e.to_string()),
+        })
     }
 }
 
 impl<H: SseEventHandler> StreamDecoder for SseStreamDecoder<H> {
     fn feed(&mut self, chunk: &[u8], out: &mut Vec<UniEvent>) -> Result<(), WireError> {
-        let events = self.sse.feed(chunk);
-        self.dispatch(events, out)
+        let mut events = Vec::new();
+        let framing = self.sse.feed_into(chunk, &mut events);
+        self.dispatch(events, framing, out)
+    }
+
+    fn limit_event_bytes(&mut self, max: usize) {
+        self.sse.limit_event_bytes(max);
     }
 
     fn finish(&mut self, out: &mut Vec<UniEvent>) -> Result<(), WireError> {
-        let events = self.sse.finish();
-        self.dispatch(events, out)?;
+        let (events, framing) = match self.sse.finish() {
+            Ok(events) => (events, Ok(())),
+            Err(e) => (Vec::new(), Err(e)),
+        };
+        self.dispatch(events, framing, out)?;
         if self.handler.events_seen() == 0 {
             return Err(WireError::Malformed(NO_EVENTS.into()));
         }
@@ -300,8 +382,71 @@ mod tests {
     fn invalid_utf8_names_the_line() {
         let mut d = SseDecoder::new();
         let err = d.feed(b"data: ok\n\ndata: \xff\n").unwrap_err();
-        assert_eq!(err.line, 3);
+        assert_eq!(err.line(), 3);
         assert!(err.to_string().starts_with("SSE line 3 is not valid UTF-8"));
+    }
+
+    #[test]
+    fn a_line_that_never_ends_fails_as_soon_as_it_passes_the_bound() {
+        let mut d = SseDecoder::new().with_max_event_bytes(100);
+        let mut fed = 0;
+        let err = loop {
+            match d.feed(if fed == 0 { b"data: " } else { b"x" }) {
+                Ok(events) => assert!(events.is_empty()),
+                Err(e) => break e,
+            }
+            fed += if fed == 0 { 6 } else { 1 };
+            assert!(fed <= 100, "buffered {fed} bytes past the bound");
+        };
+        assert_eq!(fed, 100, "fails on the first byte past the bound");
+        assert_eq!(
+            err,
+            SseError::TooLarge {
+                line: 1,
+                limit: 100
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "SSE event at line 1 passed 100 bytes without ending"
+        );
+    }
+
+    #[test]
+    fn the_bound_covers_an_event_of_many_data_lines_and_resets_after_it() {
+        let line = format!("data: {}\n", "x".repeat(30));
+        let mut d = SseDecoder::new().with_max_event_bytes(100);
+        // Three 31-byte data values fit; each event's count starts afresh.
+        let event = format!("{line}{line}{line}\n");
+        for _ in 0..5 {
+            assert_eq!(d.feed(event.as_bytes()).unwrap().len(), 1);
+        }
+        let err = d
+            .feed(format!("{line}{line}{line}{line}").as_bytes())
+            .unwrap_err();
+        assert_eq!(
+            err,
+            SseError::TooLarge {
+                line: 24,
+                limit: 100
+            }
+        );
+    }
+
+    #[test]
+    fn events_before_a_bad_line_in_the_same_chunk_are_kept() {
+        let mut d = SseDecoder::new().with_max_event_bytes(20);
+        let mut events = Vec::new();
+        let err = d
+            .feed_into(b"data: a\n\ndata: b\n\ndata: 0123456789012345", &mut events)
+            .unwrap_err();
+        assert_eq!(events, [ev(None, "a"), ev(None, "b")]);
+        assert_eq!(err.line(), 5);
+        let mut events = Vec::new();
+        let err = SseDecoder::new()
+            .feed_into(b"data: a\n\ndata: \xff\n", &mut events)
+            .unwrap_err();
+        assert_eq!((events, err.line()), (vec![ev(None, "a")], 3));
     }
 
     proptest! {

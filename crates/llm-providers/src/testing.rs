@@ -10,7 +10,7 @@ use penguin_omni_protocol::{build, EventPayload, ModelPayload, OmniMessage, Stre
 use serde_json::Value;
 
 use crate::translate::{EventTranslator, ToolCallIdAllocator};
-use crate::wire::StreamDecoder;
+use crate::wire::{max_event_bytes, StreamDecoder, DEFAULT_MAX_MESSAGE_BYTES};
 use crate::LlmOutcome;
 
 /// `body` cut at `points` (byte offsets up to `body.len()`, in any order): the chunkings the
@@ -34,13 +34,26 @@ pub fn split_at(body: &[u8], points: impl IntoIterator<Item = usize>) -> Vec<&[u
 /// (session = this request), or on a decoder error `finish_interrupted` with its status.
 ///
 /// This is the harness for fixture tests: a recorded body in, the exact message stream and
-/// outcome out.
+/// outcome out. The message cap is the default one; see [`replay_limited`].
 pub fn replay<D: StreamDecoder>(
-    mut decoder: D,
+    decoder: D,
     chunks: &[&[u8]],
     ids: ToolCallIdAllocator,
 ) -> (Vec<OmniMessage>, LlmOutcome) {
-    let mut translator = EventTranslator::new(ids);
+    replay_limited(decoder, chunks, ids, DEFAULT_MAX_MESSAGE_BYTES)
+}
+
+/// [`replay`] under a `max_message_bytes` cap, bounding the decoder's events the way the HTTP
+/// shell does: a message that outgrows it stops the replay after that chunk with the
+/// permanent `failed` outcome, as a too-large response stops the shell's reading.
+pub fn replay_limited<D: StreamDecoder>(
+    mut decoder: D,
+    chunks: &[&[u8]],
+    ids: ToolCallIdAllocator,
+    max_message_bytes: usize,
+) -> (Vec<OmniMessage>, LlmOutcome) {
+    decoder.limit_event_bytes(max_event_bytes(max_message_bytes));
+    let mut translator = EventTranslator::new(ids).with_max_message_bytes(max_message_bytes);
     let mut out = Vec::new();
     let mut events = Vec::new();
     let mut result = Ok(());
@@ -48,6 +61,9 @@ pub fn replay<D: StreamDecoder>(
         result = decoder.feed(chunk, &mut events);
         for e in events.drain(..) {
             out.extend(translator.translate(e));
+        }
+        if let Some(e) = translator.too_large() {
+            result = Err(e.clone());
         }
         if result.is_err() {
             break;
@@ -57,6 +73,9 @@ pub fn replay<D: StreamDecoder>(
         result = decoder.finish(&mut events);
         for e in events.drain(..) {
             out.extend(translator.translate(e));
+        }
+        if let Some(e) = translator.too_large() {
+            result = Err(e.clone());
         }
     }
     match result {

@@ -13,6 +13,8 @@ use penguin_omni_protocol::{
 };
 use serde_json::Value;
 
+use crate::wire::{human_bytes, WireError, DEFAULT_MAX_MESSAGE_BYTES, RESPONSE_MESSAGES};
+
 /// One piece of model output as a provider reports it, before segmentation.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ContentItem {
@@ -189,6 +191,15 @@ struct ToolAccumulator {
 /// The §6.2 state machine for one request: feed it [`UniEvent`]s, then call exactly one of
 /// [`finish`](EventTranslator::finish) or
 /// [`finish_interrupted`](EventTranslator::finish_interrupted).
+///
+/// It is also where every adapter's output is held to
+/// [`ModelConfig::max_message_bytes`](crate::ModelConfig::max_message_bytes): a text or
+/// thinking segment, or a tool call's arguments, may not grow past it, nor the response's
+/// content in all past [`RESPONSE_MESSAGES`] times it. The fragment that would cross a cap is
+/// not emitted; from then on the translator drops everything, and
+/// [`too_large`](EventTranslator::too_large) says why, so the caller stops reading and ends
+/// the request with [`finish_interrupted`](EventTranslator::finish_interrupted): every
+/// segment closes holding exactly what was streamed, never more than the cap.
 #[derive(Debug)]
 pub struct EventTranslator {
     allocator: ToolCallIdAllocator,
@@ -200,10 +211,15 @@ pub struct EventTranslator {
     active_key: Option<String>,
     finish_reason: Option<String>,
     usage: Option<Usage>,
+    max_message_bytes: usize,
+    /// Content bytes of every message of the response so far.
+    response_bytes: usize,
+    too_large: Option<WireError>,
 }
 
 impl EventTranslator {
-    /// A translator for one request, allocating call ids from the session's allocator.
+    /// A translator for one request, allocating call ids from the session's allocator, with
+    /// the default message cap ([`DEFAULT_MAX_MESSAGE_BYTES`]).
     pub fn new(allocator: ToolCallIdAllocator) -> EventTranslator {
         EventTranslator {
             allocator,
@@ -214,7 +230,51 @@ impl EventTranslator {
             active_key: None,
             finish_reason: None,
             usage: None,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            response_bytes: 0,
+            too_large: None,
         }
+    }
+
+    /// The same translator with another cap on one message's content, in bytes.
+    pub fn with_max_message_bytes(mut self, max: usize) -> EventTranslator {
+        self.max_message_bytes = max;
+        self
+    }
+
+    /// Why the response was refused, once a message (or the response) outgrew its cap: a
+    /// [`WireError::TooLarge`] naming the limit. Everything translated after it is dropped.
+    pub fn too_large(&self) -> Option<&WireError> {
+        self.too_large.as_ref()
+    }
+
+    /// Counts `growth` more bytes of content into the response for a message that will then
+    /// hold `size`. When that crosses `max_message_bytes`, or the response's
+    /// `RESPONSE_MESSAGES` times it, records why (naming the message with `what`, called only
+    /// then) and returns false: the translator refuses the response from then on.
+    fn admit(&mut self, size: usize, growth: usize, what: &dyn Fn(&Self) -> String) -> bool {
+        if self.too_large.is_some() {
+            return false;
+        }
+        let max = self.max_message_bytes;
+        let total = max.saturating_mul(RESPONSE_MESSAGES);
+        let reason = if size > max {
+            format!(
+                "model output too large: {} passed max_message_bytes ({}); the rest of the response was not read",
+                what(self),
+                human_bytes(max)
+            )
+        } else if self.response_bytes.saturating_add(growth) > total {
+            format!(
+                "model output too large: the response's messages passed {} in all ({RESPONSE_MESSAGES} × max_message_bytes); the rest of the response was not read",
+                human_bytes(total)
+            )
+        } else {
+            self.response_bytes += growth;
+            return true;
+        };
+        self.too_large = Some(WireError::TooLarge(reason));
+        false
     }
 
     /// The last non-null finish reason seen.
@@ -241,6 +301,9 @@ impl EventTranslator {
         }
         let mut out = Vec::new();
         for item in event.content_items {
+            if self.too_large.is_some() {
+                break;
+            }
             match item {
                 ContentItem::Text { text, fidelity } => self.on_text(text, fidelity, &mut out),
                 ContentItem::Thinking { thinking, fidelity } => {
@@ -304,6 +367,10 @@ impl EventTranslator {
         if text.is_empty() {
             return;
         }
+        let size = self.text.buffer.len().saturating_add(text.len());
+        if !self.admit(size, text.len(), &|_| "a text message".into()) {
+            return;
+        }
         self.flush_thinking(StopReason::Completed, out);
         if !self.text.started {
             self.text.started = true;
@@ -339,6 +406,10 @@ impl EventTranslator {
             self.thinking.fidelity = f;
         }
         if thinking.is_empty() {
+            return;
+        }
+        let size = self.thinking.buffer.len().saturating_add(thinking.len());
+        if !self.admit(size, thinking.len(), &|_| "a thinking message".into()) {
             return;
         }
         self.flush_text(StopReason::Completed, out);
@@ -403,6 +474,13 @@ impl EventTranslator {
             ));
         }
         if !arguments.is_empty() {
+            let size = self.tools[index]
+                .arguments
+                .len()
+                .saturating_add(arguments.len());
+            if !self.admit(size, arguments.len(), &|t| t.call_what(index)) {
+                return;
+            }
             let acc = &mut self.tools[index];
             acc.arguments.push_str(&arguments);
             out.push(build::partial_tool_call(
@@ -438,12 +516,22 @@ impl EventTranslator {
             Value::Object(Default::default())
         } else {
             arguments
-        };
-        let acc = &mut self.tools[index];
-        if !name.is_empty() {
-            acc.name = name;
         }
-        acc.complete_arguments = Some(arguments.to_string());
+        .to_string();
+        if !name.is_empty() {
+            self.tools[index].name = name;
+        }
+        // The complete arguments replace what was streamed, so only their growth counts
+        // toward the response. A refused call is closed, undispatched, by the interrupted
+        // finish with what was streamed of it.
+        let growth = arguments
+            .len()
+            .saturating_sub(self.tools[index].arguments.len());
+        if !self.admit(arguments.len(), growth, &|t| t.call_what(index)) {
+            return;
+        }
+        let acc = &mut self.tools[index];
+        acc.complete_arguments = Some(arguments);
         if let Some(f) = fidelity.filter(|f| !f.is_empty()) {
             acc.fidelity = Some(f);
         }
@@ -451,6 +539,12 @@ impl EventTranslator {
         if self.active_key.as_deref() == Some(tool_call_id.as_str()) {
             self.active_key = None;
         }
+    }
+
+    /// How tool call `index`'s arguments are named in a too-large error.
+    fn call_what(&self, index: usize) -> String {
+        let acc = &self.tools[index];
+        format!("the arguments of tool call {} ({})", acc.id, acc.name)
     }
 
     fn new_accumulator(&mut self, key: &str) -> usize {

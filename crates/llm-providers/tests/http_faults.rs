@@ -4,6 +4,7 @@
 
 #![cfg(all(feature = "http", feature = "openai-chat"))]
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,6 +24,9 @@ use tokio::net::{TcpListener, TcpStream};
 enum Step {
     /// Write these bytes as one HTTP chunk.
     Chunk(Vec<u8>),
+    /// Write these bytes as that many HTTP chunks, one after another (a body far larger than
+    /// the test's memory would hold, without building it).
+    Repeat(Vec<u8>, usize),
     /// Wait before the next step.
     Sleep(Duration),
     /// Drop the connection without finishing the chunked body.
@@ -38,6 +42,8 @@ enum Canned {
     /// Like `Stream` but offering keep-alive, then closing the connection as soon as the
     /// client sends its next request on it: llama.cpp's behaviour after a streamed reply.
     StreamThenCloseIdle(Vec<Step>),
+    /// An error status whose body is this many bytes of `x`, sent in 64 KiB writes.
+    HugeError(u16, &'static str, usize),
 }
 
 #[derive(Clone, Debug)]
@@ -51,6 +57,9 @@ struct Seen {
 struct Server {
     base_url: String,
     seen: Arc<Mutex<Vec<Seen>>>,
+    /// Response body bytes the client accepted so far (writes that went through).
+    written: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
 }
 
 impl Server {
@@ -59,7 +68,9 @@ impl Server {
         let addr = listener.local_addr().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
-        tokio::spawn(async move {
+        let written = Arc::new(AtomicUsize::new(0));
+        let counter = written.clone();
+        let task = tokio::spawn(async move {
             for canned in responses {
                 let Ok((mut socket, _)) = listener.accept().await else {
                     return;
@@ -69,20 +80,35 @@ impl Server {
                 };
                 log.lock().unwrap().push(request);
                 if let Canned::StreamThenCloseIdle(steps) = canned {
-                    if write_stream(&mut socket, false, steps).await.is_ok() {
+                    if write_stream(&mut socket, false, steps, &counter)
+                        .await
+                        .is_ok()
+                    {
                         // The reused connection's request is read and never answered.
                         let _ = read_request(&mut socket).await;
                     }
                     continue;
                 }
                 // A client that went away mid-response is part of some tests.
-                let _ = respond(&mut socket, canned).await;
+                let _ = respond(&mut socket, canned, &counter).await;
             }
         });
         Server {
             base_url: format!("http://{addr}/v1"),
             seen,
+            written,
+            task,
         }
+    }
+
+    /// Waits until every canned response was served (or given up on because the client went
+    /// away) and returns how many body bytes got through.
+    async fn finished(self) -> usize {
+        tokio::time::timeout(Duration::from_secs(30), self.task)
+            .await
+            .expect("the server finishes once the client hangs up")
+            .unwrap();
+        self.written.load(Ordering::SeqCst)
     }
 
     fn requests(&self) -> Vec<Seen> {
@@ -130,7 +156,11 @@ async fn read_request(socket: &mut TcpStream) -> Option<Seen> {
     })
 }
 
-async fn respond(socket: &mut TcpStream, canned: Canned) -> std::io::Result<()> {
+async fn respond(
+    socket: &mut TcpStream,
+    canned: Canned,
+    written: &AtomicUsize,
+) -> std::io::Result<()> {
     match canned {
         Canned::Status(code, reason, body) => {
             let head = format!(
@@ -141,7 +171,21 @@ async fn respond(socket: &mut TcpStream, canned: Canned) -> std::io::Result<()> 
             socket.write_all(body.as_bytes()).await?;
         }
         Canned::Stream(steps) | Canned::StreamThenCloseIdle(steps) => {
-            write_stream(socket, true, steps).await?;
+            write_stream(socket, true, steps, written).await?;
+        }
+        Canned::HugeError(code, reason, len) => {
+            let head = format!(
+                "HTTP/1.1 {code} {reason}\r\ncontent-type: text/html\r\ncontent-length: {len}\r\nconnection: close\r\n\r\n"
+            );
+            socket.write_all(head.as_bytes()).await?;
+            let block = vec![b'x'; 64 * 1024];
+            let mut left = len;
+            while left > 0 {
+                let n = left.min(block.len());
+                socket.write_all(&block[..n]).await?;
+                written.fetch_add(n, Ordering::SeqCst);
+                left -= n;
+            }
         }
     }
     socket.shutdown().await
@@ -152,6 +196,7 @@ async fn write_stream(
     socket: &mut TcpStream,
     close: bool,
     steps: Vec<Step>,
+    written: &AtomicUsize,
 ) -> std::io::Result<()> {
     let connection = if close { "close" } else { "keep-alive" };
     socket
@@ -159,13 +204,11 @@ async fn write_stream(
         .await?;
     for step in steps {
         match step {
-            Step::Chunk(bytes) => {
-                socket
-                    .write_all(format!("{:x}\r\n", bytes.len()).as_bytes())
-                    .await?;
-                socket.write_all(&bytes).await?;
-                socket.write_all(b"\r\n").await?;
-                socket.flush().await?;
+            Step::Chunk(bytes) => write_chunk(socket, &bytes, written).await?,
+            Step::Repeat(bytes, times) => {
+                for _ in 0..times {
+                    write_chunk(socket, &bytes, written).await?;
+                }
             }
             Step::Sleep(d) => tokio::time::sleep(d).await,
             Step::Drop => return Ok(()),
@@ -173,6 +216,22 @@ async fn write_stream(
     }
     socket.write_all(b"0\r\n\r\n").await?;
     socket.flush().await
+}
+
+/// Writes `bytes` as one HTTP chunk and counts them once they went through.
+async fn write_chunk(
+    socket: &mut TcpStream,
+    bytes: &[u8],
+    written: &AtomicUsize,
+) -> std::io::Result<()> {
+    socket
+        .write_all(format!("{:x}\r\n", bytes.len()).as_bytes())
+        .await?;
+    socket.write_all(bytes).await?;
+    socket.write_all(b"\r\n").await?;
+    socket.flush().await?;
+    written.fetch_add(bytes.len(), Ordering::SeqCst);
+    Ok(())
 }
 
 fn data(chunk: Value) -> Step {
@@ -740,4 +799,146 @@ async fn a_reused_connection_the_server_closed_is_resent_once() {
             {"role": "user", "content": "b"}
         ])
     );
+}
+
+/// The message cap of the tests that are about it.
+const SMALL_CAP: usize = 64 * 1024;
+
+/// What the server offers in the oversized-body tests: 128 MiB, far more than the cap, the
+/// event bound or anything the client may buffer.
+const HUGE_BODY: usize = 128 * 1024 * 1024;
+
+/// The most body bytes a client that stopped reading at the cap may have let through: the
+/// cap's worth of events plus whatever the two sockets' buffers absorb.
+const STOPPED_EARLY: usize = 32 * 1024 * 1024;
+
+fn model_capped(server: &Server, max_message_bytes: usize) -> HttpModel<OpenAiChat> {
+    let mut config = ModelConfig::new(&server.base_url, "test-model");
+    config.idle_timeout = Some(IDLE_TIMEOUT);
+    config.max_message_bytes = max_message_bytes;
+    HttpModel::new(config, OpenAiChat::new(), ToolCallIdAllocator::new()).unwrap()
+}
+
+fn bytes_of(step: Step) -> Vec<u8> {
+    match step {
+        Step::Chunk(bytes) => bytes,
+        other => panic!("not a chunk: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_message_past_max_message_bytes_fails_permanently_and_stops_the_reading() {
+    let piece = "x".repeat(16 * 1024);
+    let kinds = [
+        ("a text message", None, content(&piece), "text"),
+        ("a thinking message", None, reasoning(&piece), "thinking"),
+        (
+            "the arguments of tool call call_1 (write)",
+            Some(tool_fragment(Some("call_1"), Some("write"), "{\"a\":\"")),
+            tool_fragment(None, None, &piece),
+            "tool_call",
+        ),
+    ];
+    for (what, first, repeated, complete) in kinds {
+        let mut steps: Vec<Step> = first.into_iter().collect();
+        let event = bytes_of(repeated);
+        let times = HUGE_BODY / event.len();
+        steps.extend([Step::Repeat(event, times), finish("stop", 1, 1), done()]);
+        let server = Server::start(vec![Canned::Stream(steps)]).await;
+        let mut model = model_capped(&server, SMALL_CAP);
+        let (got, outcome) = generate(&mut model, request("x")).await;
+        assert_eq!(
+            outcome,
+            LlmOutcome::permanent_failure(format!(
+                "model output too large: {what} passed max_message_bytes (64 KiB); the rest of the response was not read"
+            )),
+        );
+        // Every delta under the cap was streamed, the one crossing it was not, and the
+        // segment closed holding exactly those deltas.
+        let deltas = got.iter().filter(|m| m.contains("/delta \"x")).count();
+        assert_eq!(
+            deltas,
+            SMALL_CAP / piece.len() - usize::from(complete == "tool_call")
+        );
+        let last = got.last().unwrap();
+        assert!(
+            last.starts_with(&format!("{complete} ")) && last.ends_with(" failed"),
+            "{what}: {last:.80}"
+        );
+        assert!(model.protocol().history().is_empty(), "nothing committed");
+        let written = server.finished().await;
+        assert!(
+            written < STOPPED_EARLY,
+            "{what}: the client read {written} bytes of a {HUGE_BODY}-byte body"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_sse_line_that_never_ends_is_refused_before_it_is_buffered_whole() {
+    let server = Server::start(vec![Canned::Stream(vec![
+        Step::Chunk(b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"".to_vec()),
+        Step::Repeat(vec![b'x'; 64 * 1024], HUGE_BODY / (64 * 1024)),
+    ])])
+    .await;
+    let mut model = model_capped(&server, SMALL_CAP);
+    let (got, outcome) = generate(&mut model, request("x")).await;
+    // 4 × 64 KiB + 1 MiB.
+    assert_eq!(
+        outcome,
+        LlmOutcome::permanent_failure(
+            "response too large: an SSE event (line 1) passed 1280 KiB without ending, the per-event limit set by max_message_bytes; the rest of the response was not read"
+        )
+    );
+    assert!(got.is_empty(), "{got:?}");
+    let written = server.finished().await;
+    assert!(written < STOPPED_EARLY, "read {written} bytes");
+}
+
+#[tokio::test]
+async fn only_the_start_of_a_huge_error_body_is_read() {
+    let server = Server::start(vec![Canned::HugeError(
+        500,
+        "Internal Server Error",
+        HUGE_BODY,
+    )])
+    .await;
+    let (got, outcome) = generate(&mut model(&server), request("x")).await;
+    assert!(got.is_empty());
+    assert_eq!(
+        outcome,
+        LlmOutcome::with_message(StopReason::Timeout, format!("500 {}", "x".repeat(500)))
+    );
+    let written = server.finished().await;
+    assert!(written < STOPPED_EARLY, "read {written} bytes");
+}
+
+#[tokio::test]
+async fn the_default_cap_lets_an_ordinary_long_message_through() {
+    // 2 MiB of text in 4 KiB deltas: long for a model, far under the 8 MiB default.
+    let piece = "y".repeat(4096);
+    let server = Server::start(vec![Canned::Stream(vec![
+        Step::Repeat(bytes_of(content(&piece)), 512),
+        finish("stop", 1, 1),
+        done(),
+    ])])
+    .await;
+    let mut config = ModelConfig::new(&server.base_url, "test-model");
+    config.idle_timeout = Some(IDLE_TIMEOUT);
+    assert_eq!(
+        config.max_message_bytes,
+        penguin_llm_providers::DEFAULT_MAX_MESSAGE_BYTES
+    );
+    let mut model = HttpModel::new(config, OpenAiChat::new(), ToolCallIdAllocator::new()).unwrap();
+    let mut out: Vec<OmniMessage> = Vec::new();
+    let outcome = model.stream_generate(request("x"), &mut out).await;
+    assert_eq!(outcome, LlmOutcome::completed());
+    let text = out
+        .iter()
+        .find_map(|m| match m.model() {
+            Some(penguin_omni_protocol::ModelPayload::Text(t)) => Some(t.text.len()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(text, 2 * 1024 * 1024);
 }

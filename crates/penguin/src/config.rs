@@ -16,6 +16,7 @@
 //! context_window = 8192               # optional
 //! thinking_level = "low"              # optional: none, low, medium, high, xhigh, max
 //! idle_timeout_ms = 120000            # optional
+//! max_message_bytes = 8388608         # optional; the most one streamed message may hold (8 MiB)
 //! headers = { "X-Team" = "penguin" }  # optional
 //!
 //! [compaction]                        # optional; these are the defaults
@@ -248,6 +249,9 @@ pub struct ModelEntry {
     pub thinking_level: Option<String>,
     /// Idle timeout between upstream events, in ms.
     pub idle_timeout_ms: Option<u64>,
+    /// The most content one streamed message may hold, in bytes (1 to 32 MiB; 8 MiB when
+    /// unset). A response past it fails at once, without a retry.
+    pub max_message_bytes: Option<u64>,
     /// Extra request headers.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
@@ -401,6 +405,21 @@ fn named(config: &Config, name: &str) -> Result<ModelSpec, ConfigError> {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
         idle_timeout: entry.idle_timeout_ms.map(Duration::from_millis),
+        max_message_bytes: entry
+            .max_message_bytes
+            .map(|n| {
+                let ceiling = penguin_llm_providers::wire::MAX_MESSAGE_BYTES_CEILING;
+                usize::try_from(n)
+                    .ok()
+                    .filter(|n| (1..=ceiling).contains(n))
+                    .ok_or_else(|| {
+                        ConfigError::Invalid(format!(
+                            "{}: {n} is out of range: 1 to {ceiling} (32 MiB, half of what one Trace record may hold)",
+                            at("max_message_bytes")
+                        ))
+                    })
+            })
+            .transpose()?,
     })
 }
 

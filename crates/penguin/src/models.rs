@@ -89,6 +89,9 @@ pub struct ModelSpec {
     pub headers: Vec<(String, String)>,
     /// Idle timeout between upstream events.
     pub idle_timeout: Option<Duration>,
+    /// The most content one streamed message may hold, in bytes; `None` keeps the provider
+    /// default ([`penguin_llm_providers::DEFAULT_MAX_MESSAGE_BYTES`]).
+    pub max_message_bytes: Option<usize>,
 }
 
 impl ModelSpec {
@@ -104,6 +107,7 @@ impl ModelSpec {
             thinking_level: None,
             headers: Vec::new(),
             idle_timeout: None,
+            max_message_bytes: None,
         }
     }
 
@@ -245,6 +249,9 @@ pub fn build_llm(spec: &ModelSpec, cx: ModelContext) -> Result<Box<dyn Llm>, Mod
     config.extra_headers = spec.headers.clone();
     if spec.idle_timeout.is_some() {
         config.idle_timeout = spec.idle_timeout;
+    }
+    if let Some(max) = spec.max_message_bytes {
+        config.max_message_bytes = max;
     }
     let ids = ToolCallIdAllocator::new();
     let client_err = |e: penguin_llm_providers::http::ClientError| ModelError::Client {

@@ -502,3 +502,135 @@ fn strip_suffix_removes_only_a_numeric_suffix() {
     assert_eq!(strip_suffix("f#x"), "f#x");
     assert_eq!(strip_suffix("a#1#2"), "a#1");
 }
+
+/// Feeds `items` one event each to a translator capped at `max` bytes per message, then ends
+/// it the way the HTTP shell does: interrupted with the refusal's status once refused.
+fn capped(max: usize, items: Vec<ContentItem>) -> (Vec<String>, Option<WireError>) {
+    let mut t = EventTranslator::new(ToolCallIdAllocator::new()).with_max_message_bytes(max);
+    let mut out = Vec::new();
+    for item in items {
+        out.extend(t.translate(UniEvent::item(item)));
+    }
+    let refused = t.too_large().cloned();
+    match &refused {
+        Some(e) => out.extend(t.finish_interrupted(e.clone().into_outcome().status)),
+        None => out.extend(t.finish()),
+    }
+    check_discipline(&out).unwrap_or_else(|e| panic!("{e}: {:#?}", describe_all(&out)));
+    (describe_all(&out), refused)
+}
+
+fn refusal(e: Option<WireError>) -> String {
+    match e {
+        Some(WireError::TooLarge(m)) => m,
+        other => panic!("expected a too-large refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_text_message_stops_at_its_cap_and_closes_with_what_was_streamed() {
+    let (got, refused) = capped(10, vec![text("12345"), text("67890"), text("x"), text("y")]);
+    assert_eq!(
+        refusal(refused),
+        "model output too large: a text message passed max_message_bytes (10 bytes); the rest of the response was not read"
+    );
+    assert_eq!(
+        got,
+        [
+            "partial_text/start",
+            "partial_text/delta \"12345\"",
+            "partial_text/delta \"67890\"",
+            "partial_text/stop failed",
+            "text \"1234567890\" failed",
+        ]
+    );
+    // Exactly at the cap is fine.
+    let (_, refused) = capped(10, vec![text("12345"), text("67890")]);
+    assert_eq!(refused, None);
+}
+
+#[test]
+fn thinking_and_tool_arguments_are_capped_alike() {
+    let (got, refused) = capped(8, vec![think("abcd"), think("efgh"), think("i")]);
+    assert!(refusal(refused).contains("a thinking message passed max_message_bytes (8 bytes)"));
+    assert_eq!(got[got.len() - 1], "thinking \"abcdefgh\" failed");
+
+    let (got, refused) = capped(
+        8,
+        vec![
+            ptc(Some("c1"), Some("write"), "{\"a\":"),
+            ptc(None, None, "\"xyz\"}"),
+        ],
+    );
+    assert!(
+        refusal(refused).contains("the arguments of tool call c1 (write) passed"),
+        "{got:?}"
+    );
+    assert_eq!(
+        &got[got.len() - 2..],
+        [
+            "partial_tool_call/stop failed",
+            "tool_call write(c1) {\"a\": failed"
+        ]
+    );
+
+    // A call sent whole (Gemini, or a Responses item) is measured as it would be stored.
+    let (got, refused) = capped(8, vec![tc("c2", "write", json!({"a": "xyz123"}))]);
+    assert!(refusal(refused).contains("tool call c2 (write)"));
+    assert_eq!(
+        got,
+        ["tool_call write(c2)  failed"],
+        "closed, never dispatched"
+    );
+}
+
+#[test]
+fn nothing_is_translated_after_a_refusal() {
+    let mut t = EventTranslator::new(ToolCallIdAllocator::new()).with_max_message_bytes(4);
+    assert_eq!(t.translate(UniEvent::item(text("abcde"))), []);
+    assert!(t.too_large().is_some());
+    assert_eq!(
+        t.translate(UniEvent {
+            content_items: vec![think("a"), text("b"), tc("c", "f", json!({}))],
+            ..UniEvent::default()
+        }),
+        []
+    );
+    assert_eq!(t.finish_interrupted(StopReason::Failed), []);
+}
+
+#[test]
+fn the_response_in_all_is_capped_at_four_messages_worth() {
+    // Alternating segments keep each message small; the response still may not grow forever.
+    let items: Vec<ContentItem> = (0..9)
+        .map(|i| {
+            if i % 2 == 0 {
+                text("12345")
+            } else {
+                think("12345")
+            }
+        })
+        .collect();
+    let (got, refused) = capped(10, items);
+    assert_eq!(
+        refusal(refused),
+        "model output too large: the response's messages passed 40 bytes in all (4 × max_message_bytes); the rest of the response was not read"
+    );
+    assert_eq!(
+        got.iter().filter(|m| m.contains("/delta")).count(),
+        8,
+        "{got:#?}"
+    );
+}
+
+#[test]
+fn the_default_cap_is_eight_mib() {
+    let mut t = EventTranslator::new(ToolCallIdAllocator::new());
+    let chunk = "x".repeat(1024 * 1024);
+    for _ in 0..8 {
+        t.translate(UniEvent::item(text(&chunk)));
+    }
+    assert!(t.too_large().is_none());
+    t.translate(UniEvent::item(text("x")));
+    assert!(refusal(t.too_large().cloned()).contains("(8 MiB)"));
+}

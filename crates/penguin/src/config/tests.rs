@@ -177,3 +177,26 @@ fn the_sandbox_section_and_flag_make_the_request() {
     assert_eq!((o.mode, o.network), (Some(SandboxMode::Off), false));
     assert!(sandbox_override(&r, Some("x"), None).is_err());
 }
+
+#[test]
+fn max_message_bytes_reaches_the_spec_within_its_range() {
+    let with = |n: &str| {
+        let c = Config::parse(&format!(
+            "default_model = \"m\"\n[models.m]\nprotocol = \"openai-chat\"\nmodel = \"x\"\n{n}"
+        ))
+        .unwrap();
+        resolve_model(&c, &ModelFlags::default(), none)
+    };
+    assert_eq!(with("").unwrap().max_message_bytes, None, "the default");
+    assert_eq!(
+        with("max_message_bytes = 65536").unwrap().max_message_bytes,
+        Some(65536)
+    );
+    for bad in ["0", "33554433"] {
+        let err = with(&format!("max_message_bytes = {bad}")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("models.m.max_message_bytes: {bad} is out of range: 1 to 33554432 (32 MiB, half of what one Trace record may hold)")
+        );
+    }
+}
