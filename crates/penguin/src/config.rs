@@ -27,11 +27,12 @@
 //! [policy]
 //! forbidden_commands = ["rm -rf /", "git push --force"]   # answered "forbidden", never asked
 //!
-//! [sandbox]                           # optional; confines exec_command with Landlock
+//! [sandbox]                           # optional; confines exec_command (docs/security.md)
 //! mode = "workspace-write"            # workspace-write (default where the kernel has Landlock) | read-only | off
-//! network = true                      # false: commands cannot connect to or bind TCP ports
+//! network = false                     # the default; true lets commands use the network
 //! allow_ports = [5432]                # TCP ports still allowed with network = false
 //! writable = ["~/.cache/pip"]         # more writable directories in workspace-write mode
+//! inherit_env = ["CARGO_HOME", "PIP_*"]   # variables commands get besides PATH, HOME, LANG, ...
 //! strict = false                      # refuse to start when the kernel cannot enforce it all
 //! ```
 
@@ -68,13 +69,14 @@ pub struct Config {
 }
 
 /// `[sandbox]` in `config.toml`.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct SandboxEntry {
     /// `workspace-write`, `read-only` or `off`; absent: `workspace-write` where the kernel has
     /// Landlock, `off` elsewhere.
     pub mode: Option<String>,
-    /// `false` blocks TCP connect and bind for commands.
+    /// `true` lets commands use the network; `false` (the default) refuses TCP but to
+    /// `allow_ports`, and every other kind of network socket.
     pub network: bool,
     /// TCP ports commands may still use with `network = false`.
     pub allow_ports: Vec<u16>,
@@ -83,18 +85,9 @@ pub struct SandboxEntry {
     pub writable: Vec<String>,
     /// Refuse to run rather than run with less protection than asked.
     pub strict: bool,
-}
-
-impl Default for SandboxEntry {
-    fn default() -> Self {
-        SandboxEntry {
-            mode: None,
-            network: true,
-            allow_ports: Vec::new(),
-            writable: Vec::new(),
-            strict: false,
-        }
-    }
+    /// Variables commands inherit besides the core set (names, or prefixes ending in `*`):
+    /// nothing else of penguin's environment reaches them, no provider key, no token.
+    pub inherit_env: Vec<String>,
 }
 
 impl SandboxEntry {
@@ -148,6 +141,8 @@ impl SandboxEntry {
             strict,
             temp_dir: None,
             writable,
+            protected: Vec::new(),
+            inherit_env: self.inherit_env.clone(),
         })
     }
 }

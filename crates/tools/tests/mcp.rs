@@ -385,6 +385,23 @@ for line in sys.stdin.buffer:
             assert len(line) == size
             out.write(line)
             out.flush()
+        elif name == "probe":
+            # What this server can reach: a file to read, a file to write, its environment.
+            args = msg["params"].get("arguments") or {}
+            found = []
+            try:
+                found.append("read " + open(args["read"]).read())
+            except OSError as e:
+                found.append("read refused %d" % e.errno)
+            try:
+                open(args["write"], "w").write("x")
+                found.append("write ok")
+            except OSError as e:
+                found.append("write refused %d" % e.errno)
+            import os
+            found.append("env " + " ".join(sorted(os.environ)))
+            send({"jsonrpc": "2.0", "id": id,
+                  "result": {"content": [{"type": "text", "text": "\n".join(found)}]}})
         else:
             send({"jsonrpc": "2.0", "id": id,
                   "result": {"content": [{"type": "text", "text": "ok"}]}})
@@ -560,4 +577,62 @@ async fn a_message_over_16_mib_fails_the_call_at_once() {
             .any(|w| w.contains("\"big\" is gone; the server sent a message over 16 MiB")),
         "{warnings:#?}"
     );
+}
+
+/// A stdio server with `sandbox = true` runs in the session's sandbox, namespaces included:
+/// penguin's data root is hidden from it and writes outside the workspace fail; confined or
+/// not, it never inherits penguin's secrets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandboxed_server_is_confined_and_no_server_gets_penguins_secrets() {
+    std::env::set_var("OPENAI_API_KEY", "sk-mcp-test");
+    let base = tempfile::tempdir().unwrap();
+    let root = base.path().canonicalize().unwrap();
+    let (ws, outside, tmp) = (root.join("ws"), root.join("outside"), root.join("tmp"));
+    let data = ws.join(".penguin-data");
+    for d in [&ws, &outside, &data, &tmp] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(data.join("server-token"), "tok-mcp-secret").unwrap();
+    let Some(mut confined) = scripted(&root, "sb", &["probe"]) else {
+        return;
+    };
+    confined.sandbox = true;
+    let Some(free) = scripted(&root, "free", &["probe"]) else {
+        return;
+    };
+    let sandbox = Sandbox::resolve(&penguin_tools::SandboxRequest {
+        mode: Some(penguin_tools::SandboxMode::WorkspaceWrite),
+        strict: true,
+        // Not the system temp directory, which holds `outside`.
+        temp_dir: Some(tmp),
+        protected: vec![data.clone()],
+        ..Default::default()
+    })
+    .expect("this machine enforces the sandbox (scripts/install-sandbox.sh)");
+    let builtin = BuiltinTools::new(&ws, ToolsConfig::default()).unwrap();
+    let env = McpEnvironment::new(
+        Arc::new(builtin),
+        &[confined, free],
+        &ws,
+        sandbox,
+        ToolsConfig::default(),
+    );
+    let results = env.connect(&CancellationToken::new()).await.unwrap();
+    assert_eq!(
+        results.iter().map(|r| r.status).collect::<Vec<_>>(),
+        [McpConnectStatus::Completed, McpConnectStatus::Completed],
+        "{results:?}"
+    );
+    let args = |name: &str| json!({"read": data.join("server-token"), "write": outside.join(name)});
+    let (o, _) = call(&env, "mcp__sb__probe", args("sb.txt")).await;
+    assert!(o.contains("read refused"), "{o}");
+    assert!(o.contains("write refused"), "{o}");
+    assert!(!outside.join("sb.txt").exists());
+    assert!(!o.contains("OPENAI_API_KEY") && o.contains("PATH"), "{o}");
+    let (o, _) = call(&env, "mcp__free__probe", args("free.txt")).await;
+    assert!(
+        o.contains("read tok-mcp-secret") && o.contains("write ok"),
+        "{o}"
+    );
+    assert!(!o.contains("OPENAI_API_KEY") && o.contains("PATH"), "{o}");
 }

@@ -193,11 +193,6 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The variables a stdio server inherits from penguin; everything else it must be given.
-const INHERITED_ENV: &[&str] = &[
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "TMPDIR",
-];
-
 async fn spawn_stdio(
     server: &McpServer,
     workspace: &Path,
@@ -221,29 +216,27 @@ async fn spawn_stdio(
     else {
         unreachable!("spawn_stdio is only called for stdio servers")
     };
-    let mut cmd = tokio::process::Command::new(command);
-    cmd.args(args)
-        .env_clear()
-        .envs(
-            INHERITED_ENV
-                .iter()
-                .filter_map(|k| std::env::var_os(k).map(|v| (*k, v))),
-        )
-        .envs(env)
-        .current_dir(match cwd {
-            Some(dir) => workspace.join(dir),
-            None => workspace.to_path_buf(),
-        })
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    let spawned = if *confined {
-        sandbox.spawn(&mut cmd, workspace)
+    // Unconfined servers still get the environment allowlist, never penguin's secrets.
+    let unconfined;
+    let sandbox = if *confined {
+        sandbox
     } else {
-        cmd.spawn()
+        unconfined = sandbox.unconfined();
+        &unconfined
     };
+    let spawned = sandbox.start(command, workspace, |cmd| {
+        cmd.args(args)
+            .envs(env)
+            .current_dir(match cwd {
+                Some(dir) => workspace.join(dir),
+                None => workspace.to_path_buf(),
+            })
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+    });
     let mut child = spawned.map_err(|e| format!("cannot start {command:?}: {e}"))?;
     let stdout = child.stdout.take().ok_or("no stdout pipe")?;
     let stdin = child.stdin.take().ok_or("no stdin pipe")?;
