@@ -6,10 +6,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use penguin_engine::{EngineConfig, Environment, Llm};
-use penguin_omni_protocol::{
-    EventPayload, ModelPayload, OmniMessage, Role, SessionMeta, StopReason,
+use penguin_omni_protocol::{EventPayload, ModelPayload, Role, SessionMeta, StopReason};
+use penguin_trace_store::{
+    data_root, find_last_record, is_regular_entry, read_trace_head, Durability, TraceLocation,
+    LIST_HEAD_BYTES, LIST_TAIL_BYTES,
 };
-use penguin_trace_store::{data_root, read_trace, Durability, ReadMode, TraceLocation};
 
 use crate::config::{Config, ConfigError};
 use crate::models::ModelSpec;
@@ -312,7 +313,12 @@ impl Agent {
                 continue;
             }
             for f in std::fs::read_dir(&date)? {
-                let path = f?.path();
+                let f = f?;
+                // A FIFO or a device with a trace's name is no session (and is never opened).
+                if !is_regular_entry(&f) {
+                    continue;
+                }
+                let path = f.path();
                 let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
                     continue;
                 };
@@ -342,26 +348,33 @@ impl Agent {
     }
 }
 
+/// One session's line, from a bounded head of its first file (`session_meta`, the first
+/// prompt) and a bounded tail of its last (how the last run ended): never a whole file, so
+/// listing costs the same however long the sessions are.
 fn summarize(id: String, files: Vec<PathBuf>) -> SessionSummary {
-    let read = |p: &PathBuf| {
-        read_trace(p, ReadMode::Tolerant)
-            .map(|r| r.messages)
-            .unwrap_or_default()
-    };
-    let first = files.first().map(read).unwrap_or_default();
-    let last = if files.len() > 1 {
-        files.last().map(read).unwrap_or_default()
-    } else {
-        first.clone()
-    };
-    let meta = first.iter().find_map(OmniMessage::session_meta);
-    let title = first
-        .iter()
-        .filter(|m| !m.has_origin())
-        .find_map(|m| match m.model() {
-            Some(ModelPayload::Text(t)) if t.role == Role::User => Some(t.text.clone()),
-            _ => None,
-        })
+    let mut meta: Option<SessionMeta> = None;
+    let mut title: Option<String> = None;
+    if let Some(first) = files.first() {
+        // An unreadable file lists as a session without them, as an empty one does.
+        let _ = read_trace_head(first, LIST_HEAD_BYTES, |_, m| {
+            if meta.is_none() {
+                meta = m.session_meta().cloned();
+            }
+            if title.is_none() && !m.has_origin() {
+                if let Some(ModelPayload::Text(t)) = m.model() {
+                    if t.role == Role::User {
+                        title = Some(t.text.clone());
+                    }
+                }
+            }
+            match meta.is_some() && title.is_some() {
+                true => std::ops::ControlFlow::Break(()),
+                false => std::ops::ControlFlow::Continue(()),
+            }
+        });
+    }
+    let meta = meta.as_ref();
+    let title = title
         .map(|t| {
             let one = t.split_whitespace().collect::<Vec<_>>().join(" ");
             if one.chars().count() > 60 {
@@ -371,18 +384,21 @@ fn summarize(id: String, files: Vec<PathBuf>) -> SessionSummary {
             }
         })
         .unwrap_or_default();
-    let state = last
-        .iter()
-        .rev()
-        .find_map(|m| match m.event() {
-            Some(EventPayload::Abort { .. }) => Some("aborted"),
-            Some(EventPayload::RequestEnd {
-                status: StopReason::Completed,
-                ..
-            }) => Some("completed"),
-            Some(EventPayload::RequestEnd { .. }) => Some("failed"),
-            Some(EventPayload::RequestBegin) => Some("running or interrupted"),
-            _ => None,
+    let state = files
+        .last()
+        .and_then(|last| {
+            find_last_record(last, LIST_TAIL_BYTES, |m| match m.event() {
+                Some(EventPayload::Abort { .. }) => Some("aborted"),
+                Some(EventPayload::RequestEnd {
+                    status: StopReason::Completed,
+                    ..
+                }) => Some("completed"),
+                Some(EventPayload::RequestEnd { .. }) => Some("failed"),
+                Some(EventPayload::RequestBegin) => Some("running or interrupted"),
+                _ => None,
+            })
+            .ok()
+            .flatten()
         })
         .unwrap_or("empty")
         .to_owned();

@@ -1,9 +1,9 @@
 //! Reading a session's history from its trace files (§5.7).
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
+use penguin_trace_store::{is_regular_entry, TraceError, TraceLines, LIST_HEAD_BYTES};
 use serde_json::{json, Value};
 
 use crate::api::PageInfo;
@@ -21,6 +21,7 @@ pub struct TraceFile {
 }
 
 /// Every trace file of `session_id` under `traces_dir`, in index order (one per context).
+/// Only regular files count: a FIFO or a device with a trace's name is passed over unopened.
 pub fn trace_files(traces_dir: &Path, session_id: &str) -> std::io::Result<Vec<TraceFile>> {
     let mut out = Vec::new();
     let dates = match std::fs::read_dir(traces_dir) {
@@ -47,6 +48,9 @@ pub fn trace_files(traces_dir: &Path, session_id: &str) -> std::io::Result<Vec<T
             if digits.len() < 3 || !digits.bytes().all(|b| b.is_ascii_digit()) {
                 continue;
             }
+            if !is_regular_entry(&f) {
+                continue;
+            }
             if let Ok(index) = digits.parse() {
                 out.push(TraceFile {
                     path: f.path(),
@@ -59,7 +63,8 @@ pub fn trace_files(traces_dir: &Path, session_id: &str) -> std::io::Result<Vec<T
     Ok(out)
 }
 
-/// The session ids with trace files under `traces_dir`.
+/// The session ids with trace files under `traces_dir` (regular files only, as
+/// [`trace_files`] counts them).
 pub fn session_ids(traces_dir: &Path) -> std::io::Result<Vec<String>> {
     let mut ids = HashSet::new();
     let dates = match std::fs::read_dir(traces_dir) {
@@ -73,12 +78,17 @@ pub fn session_ids(traces_dir: &Path) -> std::io::Result<Vec<String>> {
             continue;
         }
         for f in std::fs::read_dir(date.path())? {
-            let name = f?.file_name();
+            let f = f?;
+            let name = f.file_name();
             let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else {
                 continue;
             };
             if let Some((id, digits)) = stem.rsplit_once('_') {
-                if digits.len() >= 3 && digits.bytes().all(|b| b.is_ascii_digit()) {
+                if digits.len() >= 3
+                    && digits.bytes().all(|b| b.is_ascii_digit())
+                    && !ids.contains(id)
+                    && is_regular_entry(&f)
+                {
                     ids.insert(id.to_owned());
                 }
             }
@@ -89,35 +99,49 @@ pub fn session_ids(traces_dir: &Path) -> std::io::Result<Vec<String>> {
     Ok(v)
 }
 
-/// The first record of a file (a session's `session_meta`), if it parses.
+/// The first record of a file (a session's `session_meta`), if it parses within the first
+/// [`LIST_HEAD_BYTES`] of the file: listing many sessions reads no more than that of each.
 pub fn first_record(path: &Path) -> Option<Value> {
-    let f = std::fs::File::open(path).ok()?;
-    let mut line = String::new();
-    BufReader::new(f).read_line(&mut line).ok()?;
-    serde_json::from_str(&line).ok()
+    let mut lines = TraceLines::head(path, LIST_HEAD_BYTES).ok()?;
+    let (_, line) = lines.next_line().ok()??;
+    serde_json::from_slice(line.ok()?).ok()
 }
 
 /// Every record of every file, in order, each with `tracePosition: {fileIndex, ordinal}`.
 ///
 /// Records are kept as parsed JSON (key order preserved) rather than re-encoded from typed
 /// messages, so with `tracePosition` removed they are byte-identical to what was streamed: the
-/// client's dedup depends on it. Unparseable lines (a torn tail) are skipped.
+/// client's dedup depends on it. Unparseable lines (a torn tail) are skipped, and so are lines
+/// over [`MAX_RECORD_BYTES`](penguin_trace_store::MAX_RECORD_BYTES), read past without being
+/// held (logged, naming file, line and limit). A file that is not a regular file fails the
+/// read with [`TraceError::NotRegularFile`]'s message.
 pub fn read_history(files: &[TraceFile]) -> std::io::Result<Vec<Value>> {
     let mut out = Vec::new();
     for file in files {
-        let f = match std::fs::File::open(&file.path) {
-            Ok(f) => f,
+        let mut lines = match TraceLines::open(&file.path) {
+            Ok(lines) => lines,
             // Deleted between listing and reading.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(e),
+            Err(TraceError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                continue
+            }
+            Err(e) => return Err(std::io::Error::other(e.to_string())),
         };
         let mut ordinal = 0u64;
-        for line in BufReader::new(f).split(b'\n') {
-            let line = line?;
+        while let Some((_, line)) = lines
+            .next_line()
+            .map_err(|e| std::io::Error::other(e.to_string()))?
+        {
+            let line = match line {
+                Ok(line) => line,
+                Err(too_large) => {
+                    tracing::warn!("[server] {too_large}");
+                    continue;
+                }
+            };
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            let Ok(Value::Object(mut obj)) = serde_json::from_slice::<Value>(&line) else {
+            let Ok(Value::Object(mut obj)) = serde_json::from_slice::<Value>(line) else {
                 continue;
             };
             obj.insert(
@@ -438,6 +462,99 @@ mod tests {
         );
         assert_eq!(msgs.len(), 3);
         assert_eq!(msgs[2], json!({"c": 3}));
+    }
+
+    /// Runs `f` on a thread of its own: a reader that blocks fails the test instead of
+    /// hanging it.
+    fn promptly<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(20))
+            .expect("reading the traces folder blocked or ran away")
+    }
+
+    /// Nothing with a trace's name jams the listing (`GET /api/sessions`) or the history
+    /// (`/messages`): a FIFO or a link to `/dev/zero` is passed over unopened when listed and
+    /// refused by name when read.
+    #[test]
+    fn a_fifo_or_a_device_named_as_a_trace_is_passed_over_or_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let day = dir.path().join("2026-01-01");
+        std::fs::create_dir_all(&day).unwrap();
+        let meta = r#"{"timestamp":"t","type":"session_meta","payload":{"session_id":"s-ok"}}"#;
+        std::fs::write(day.join("s-ok_000.jsonl"), format!("{meta}\n")).unwrap();
+        let fifo = day.join("s-fifo_000.jsonl");
+        for path in [&fifo, &day.join("s-ok_001.jsonl")] {
+            let made = std::process::Command::new("mkfifo")
+                .arg(path)
+                .status()
+                .unwrap();
+            assert!(made.success());
+        }
+        let zero = day.join("s-zero_000.jsonl");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+
+        let traces = dir.path().to_path_buf();
+        let (ids, files, first, history) = promptly(move || {
+            let ids = session_ids(&traces).unwrap();
+            let files: Vec<Vec<TraceFile>> = ids
+                .iter()
+                .map(|id| trace_files(&traces, id).unwrap())
+                .collect();
+            let first: Vec<Option<Value>> = files
+                .iter()
+                .map(|f| f.first().and_then(|f| first_record(&f.path)))
+                .collect();
+            let history: Vec<usize> = files
+                .iter()
+                .map(|f| read_history(f).unwrap().len())
+                .collect();
+            (ids, files, first, history)
+        });
+        assert_eq!(ids, ["s-ok"]);
+        assert_eq!(files[0].iter().map(|f| f.index).collect::<Vec<_>>(), [0]);
+        assert_eq!(first[0].as_ref().unwrap()["type"], "session_meta");
+        assert_eq!(history, [1]);
+
+        for (path, kind) in [(fifo, "FIFO"), (zero, "character device")] {
+            let file = TraceFile {
+                path: path.clone(),
+                index: 0,
+            };
+            let read = promptly(move || (read_history(&[file]), first_record(&path)));
+            let err = read.0.unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("not a regular file ({kind})")),
+                "{err}"
+            );
+            assert!(read.1.is_none());
+        }
+    }
+
+    /// A record over the limit costs `/messages` neither the whole line in memory nor the
+    /// records around it.
+    #[test]
+    fn a_record_over_the_limit_is_skipped_and_the_others_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s_000.jsonl");
+        std::fs::write(&path, "{\"a\":1}\n").unwrap();
+        // A line of zero bytes one past the limit, as a hole: nothing written to disk.
+        let f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        f.set_len(8 + penguin_trace_store::MAX_RECORD_BYTES as u64 + 1)
+            .unwrap();
+        use std::io::Write;
+        (&f).write_all(b"\n{\"b\":2}\n").unwrap();
+        let file = TraceFile { path, index: 3 };
+        let h = promptly(move || read_history(&[file]).unwrap());
+        assert_eq!(
+            serde_json::to_string(&h).unwrap(),
+            r#"[{"a":1,"tracePosition":{"fileIndex":3,"ordinal":0}},{"b":2,"tracePosition":{"fileIndex":3,"ordinal":1}}]"#
+        );
     }
 
     #[test]

@@ -25,6 +25,28 @@ pub enum TraceError {
         /// Why the line did not parse.
         message: String,
     },
+    /// The path names something other than a regular file (a FIFO, a device, a directory,
+    /// a socket), which would block a reader or never end: traces are only read from regular
+    /// files ([`open_trace`](crate::open_trace)).
+    #[error("{}: not a regular file ({kind}); traces are only read from regular files", path.display())]
+    NotRegularFile {
+        /// The path asked for.
+        path: PathBuf,
+        /// What it is instead: `FIFO`, `character device`, `directory`, ...
+        kind: &'static str,
+    },
+    /// A line is longer than [`MAX_RECORD_BYTES`](crate::MAX_RECORD_BYTES): it is refused
+    /// unread rather than held in memory ([`ReadMode::Strict`](crate::ReadMode::Strict); the
+    /// tolerant reader skips it and reports it as a skipped line).
+    #[error("{}:{line}: record longer than {limit} bytes (MAX_RECORD_BYTES); refused unread", path.display())]
+    RecordTooLarge {
+        /// The trace file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// The limit it exceeds, in bytes.
+        limit: usize,
+    },
     /// No trace file exists for the session.
     #[error("Session does not exist: no trace file for {session_id} under {}", traces_dir.display())]
     SessionNotFound {

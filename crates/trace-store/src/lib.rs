@@ -82,6 +82,18 @@
 //!   [`Writer`] that continues the same file.
 //! - [`check_trace`] lists structural problems for `penguin trace check`.
 //!
+//! ## What a reader accepts
+//!
+//! Traces live where other processes can write, so no file in a traces folder can be allowed
+//! to jam a reader. Every trace is opened through [`open_trace`], which opens only regular files
+//! (checked on the open descriptor, after an open that cannot block on a FIFO) and names
+//! anything else ([`TraceError::NotRegularFile`]); listings pass such entries over unopened
+//! ([`is_regular_entry`]). No line longer than [`MAX_RECORD_BYTES`] is ever held: it is
+//! refused with [`TraceError::RecordTooLarge`] (file, line, limit), and the tolerant reader
+//! skips it as it skips a broken line. A listing reads a bounded head and tail of each file
+//! ([`read_trace_head`], [`find_last_record`]), never the whole; [`TraceLines`] hands raw lines
+//! to readers that keep records as JSON.
+//!
 //! # Example
 //!
 //! ```
@@ -131,13 +143,18 @@
 mod check;
 mod error;
 mod lines;
+mod listing;
+mod open;
 mod paths;
 mod reader;
 mod resume;
 mod writer;
 
-pub use check::{check_trace, Problem, Severity};
+pub use check::{check_trace, Problem, Severity, ROTATE_MARKER};
 pub use error::TraceError;
+pub use lines::TraceLines;
+pub use listing::{find_last_record, read_trace_head, LIST_HEAD_BYTES, LIST_TAIL_BYTES};
+pub use open::{is_regular_entry, open_trace, MAX_RECORD_BYTES};
 pub use paths::{
     data_root, find_latest_trace_file, latest_session_id, local_date_dir, new_session_id,
     trace_file_name, trace_file_path, LocatedTrace, TraceLocation,

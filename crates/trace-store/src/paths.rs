@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::error::TraceError;
-use crate::reader::{read_trace, ReadMode};
+use crate::listing::{read_trace_head, LIST_HEAD_BYTES};
+use crate::open::is_regular_entry;
 
 /// The data root: `$PENGUIN_HOME`, or `~/.penguin/data` when it is unset or empty.
 ///
@@ -130,6 +131,8 @@ fn parse_file_name(name: &str) -> Option<(&str, u32)> {
     Some((id, digits.parse().ok()?))
 }
 
+/// The directories of `dir`, or its files: regular files only (a FIFO or device with a trace's
+/// name is never a trace, and is never opened).
 fn sorted_entries(dir: &Path, want_dirs: bool) -> Result<Vec<(String, PathBuf)>, TraceError> {
     let rd = match std::fs::read_dir(dir) {
         Ok(rd) => rd,
@@ -139,8 +142,11 @@ fn sorted_entries(dir: &Path, want_dirs: bool) -> Result<Vec<(String, PathBuf)>,
     let mut out = Vec::new();
     for entry in rd {
         let entry = entry.map_err(|e| TraceError::io(dir, e))?;
-        let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
-        if is_dir != want_dirs {
+        let wanted = match want_dirs {
+            true => entry.file_type().is_ok_and(|t| t.is_dir()),
+            false => is_regular_entry(&entry),
+        };
+        if !wanted {
             continue;
         }
         if let Some(name) = entry.file_name().to_str() {
@@ -175,22 +181,28 @@ pub fn find_latest_trace_file(
 }
 
 /// The session of the newest trace file holding at least one record besides session_meta
-/// (`latestSessionId`): date directories newest first, files in descending name order.
+/// (`latestSessionId`): date directories newest first, files in descending name order. Only
+/// the head of each file is read ([`LIST_HEAD_BYTES`]), up to its first such record.
 pub fn latest_session_id(traces_dir: &Path) -> Result<Option<String>, TraceError> {
     for (_, dir_path) in sorted_entries(traces_dir, true)?.into_iter().rev() {
         for (name, path) in sorted_entries(&dir_path, false)?.into_iter().rev() {
             let Some((id, _)) = parse_file_name(&name) else {
                 continue;
             };
-            // A file that vanished or cannot be read is not the answer; keep looking.
-            let read = match read_trace(&path, ReadMode::Tolerant) {
-                Ok(r) => r,
-                Err(e) => {
-                    tracing::warn!("[trace] skipping {}: {e}", path.display());
-                    continue;
+            let mut more_than_meta = false;
+            let read = read_trace_head(&path, LIST_HEAD_BYTES, |_, m| {
+                more_than_meta = !m.is_session_meta();
+                match more_than_meta {
+                    true => std::ops::ControlFlow::Break(()),
+                    false => std::ops::ControlFlow::Continue(()),
                 }
-            };
-            if read.messages.iter().any(|m| !m.is_session_meta()) {
+            });
+            // A file that vanished or cannot be read is not the answer; keep looking.
+            if let Err(e) = read {
+                tracing::warn!("[trace] skipping {}: {e}", path.display());
+                continue;
+            }
+            if more_than_meta {
                 return Ok(Some(id.to_owned()));
             }
         }

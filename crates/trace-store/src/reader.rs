@@ -1,6 +1,5 @@
 //! Reading traces (§3.4): tolerant by default, strict for imports.
 
-use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::SyncSender;
@@ -8,7 +7,8 @@ use std::sync::mpsc::SyncSender;
 use penguin_omni_protocol::OmniMessage;
 
 use crate::error::TraceError;
-use crate::lines::{buffer, part_lines, part_starts, Lines};
+use crate::lines::{buffer, part_lines, part_starts, Line, Lines};
+use crate::open::{open_trace, MAX_RECORD_BYTES};
 
 /// How malformed lines are treated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -21,7 +21,8 @@ pub enum ReadMode {
     ///
     /// Like the reference's `"throw"` mode, a malformed *last* line is still treated as a crash
     /// artifact and only reported in [`TraceRead::torn_tail`]; a caller that must reject even
-    /// that checks the field.
+    /// that checks the field. A line over [`MAX_RECORD_BYTES`] fails wherever it is
+    /// ([`TraceError::RecordTooLarge`]).
     Strict,
 }
 
@@ -47,28 +48,36 @@ pub struct TraceRead {
     pub torn_tail: Option<SkippedLine>,
 }
 
-/// One physical line, before parsing.
-pub(crate) struct RawLine<'a> {
-    pub(crate) number: usize,
-    pub(crate) bytes: &'a [u8],
-}
-
-/// Non-blank lines with their 1-based numbers. Splitting bytes rather than a `str` keeps a record
-/// cut inside a multi-byte character confined to its own line.
-pub(crate) fn raw_lines(content: &[u8]) -> Vec<RawLine<'_>> {
-    content
-        .split(|&b| b == b'\n')
-        .enumerate()
-        .filter(|(_, l)| !is_blank(l))
-        .map(|(i, bytes)| RawLine {
-            number: i + 1,
-            bytes,
-        })
-        .collect()
-}
-
-fn is_blank(line: &[u8]) -> bool {
+pub(crate) fn is_blank(line: &[u8]) -> bool {
     line.iter().all(u8::is_ascii_whitespace)
+}
+
+/// A non-blank line, parsed.
+pub(crate) enum Parsed {
+    Record(OmniMessage),
+    Malformed(String),
+    /// Longer than the reader's limit: never held, never parsed.
+    TooLong,
+}
+
+impl Parsed {
+    /// `None` for a blank line. Splitting bytes rather than a `str` keeps a record cut inside a
+    /// multi-byte character confined to its own line.
+    pub(crate) fn of(line: Line<'_>) -> Option<Parsed> {
+        match line {
+            Line::TooLong => Some(Parsed::TooLong),
+            Line::Text(bytes) if is_blank(bytes) => None,
+            Line::Text(bytes) => Some(match parse_line(bytes) {
+                Ok(m) => Parsed::Record(m),
+                Err(e) => Parsed::Malformed(e),
+            }),
+        }
+    }
+}
+
+/// What a skipped over-long line is reported as (the file is named beside it).
+pub(crate) fn too_long(limit: usize) -> String {
+    format!("record longer than {limit} bytes (MAX_RECORD_BYTES); refused unread")
 }
 
 pub(crate) fn parse_line(bytes: &[u8]) -> Result<OmniMessage, String> {
@@ -101,35 +110,34 @@ impl ReadReport {
 struct LineSink<'a, F> {
     mode: ReadMode,
     source: &'a Path,
+    /// Lines longer than this are refused.
+    limit: usize,
     on_record: F,
     report: ReadReport,
     held: Option<SkippedLine>,
 }
 
 impl<'a, F: FnMut(usize, OmniMessage)> LineSink<'a, F> {
-    fn new(mode: ReadMode, source: &'a Path, on_record: F) -> Self {
+    fn new(mode: ReadMode, source: &'a Path, limit: usize, on_record: F) -> Self {
         LineSink {
             mode,
             source,
+            limit,
             on_record,
             report: ReadReport::default(),
             held: None,
         }
     }
 
-    fn push(&mut self, number: usize, bytes: &[u8]) -> Result<(), TraceError> {
-        if is_blank(bytes) {
-            return Ok(());
+    fn push(&mut self, number: usize, line: Line<'_>) -> Result<(), TraceError> {
+        match Parsed::of(line) {
+            Some(parsed) => self.take(number, parsed),
+            None => Ok(()),
         }
-        self.take(number, parse_line(bytes))
     }
 
     /// A non-blank line, parsed.
-    fn take(
-        &mut self,
-        number: usize,
-        parsed: Result<OmniMessage, String>,
-    ) -> Result<(), TraceError> {
+    fn take(&mut self, number: usize, parsed: Parsed) -> Result<(), TraceError> {
         if let Some(prev) = self.held.take() {
             if self.mode == ReadMode::Strict {
                 return Err(TraceError::Malformed {
@@ -141,11 +149,25 @@ impl<'a, F: FnMut(usize, OmniMessage)> LineSink<'a, F> {
             self.report.skipped.push(prev);
         }
         match parsed {
-            Ok(m) => (self.on_record)(number, m),
-            Err(error) => {
+            Parsed::Record(m) => (self.on_record)(number, m),
+            Parsed::Malformed(error) => {
                 self.held = Some(SkippedLine {
                     line: number,
                     error,
+                })
+            }
+            Parsed::TooLong if self.mode == ReadMode::Strict => {
+                return Err(TraceError::RecordTooLarge {
+                    path: self.source.to_path_buf(),
+                    line: number,
+                    limit: self.limit,
+                })
+            }
+            // Like a malformed line: skipped in the middle, a torn tail at the end.
+            Parsed::TooLong => {
+                self.held = Some(SkippedLine {
+                    line: number,
+                    error: too_long(self.limit),
                 })
             }
         }
@@ -191,15 +213,30 @@ impl TraceRead {
     }
 }
 
-/// Parses trace content (`parseTraceLines`). `source` only names the file in errors.
+/// Parses trace content (`parseTraceLines`). `source` only names the file in errors. A line
+/// over [`MAX_RECORD_BYTES`] is refused as [`read_trace`] refuses it, so both read the same.
 pub fn parse_trace_lines(
     content: &[u8],
     mode: ReadMode,
     source: &Path,
 ) -> Result<TraceRead, TraceError> {
+    parse_lines_within(content, mode, source, MAX_RECORD_BYTES)
+}
+
+/// [`parse_trace_lines`] with lines over `limit` refused.
+fn parse_lines_within(
+    content: &[u8],
+    mode: ReadMode,
+    source: &Path,
+    limit: usize,
+) -> Result<TraceRead, TraceError> {
     let mut read = TraceRead::default();
-    let mut sink = LineSink::new(mode, source, collect(&mut read));
+    let mut sink = LineSink::new(mode, source, limit, collect(&mut read));
     for (i, line) in content.split(|&b| b == b'\n').enumerate() {
+        let line = match line.len() > limit {
+            true => Line::TooLong,
+            false => Line::Text(line),
+        };
         sink.push(i + 1, line)?;
     }
     let report = sink.finish();
@@ -208,6 +245,11 @@ pub fn parse_trace_lines(
 
 /// Reads and parses a trace file, one line at a time (memory is bounded by the records, not the
 /// file).
+///
+/// The file is opened with [`open_trace`](crate::open_trace): anything but a regular file is
+/// refused. A line over [`MAX_RECORD_BYTES`] is read past without being held: skipped (and
+/// reported in [`TraceRead::skipped`], or as the torn tail when it is last) in tolerant mode,
+/// [`TraceError::RecordTooLarge`] in strict mode.
 ///
 /// In tolerant mode, skipped middle lines are logged once ([`ReadReport::warn_skipped`]).
 pub fn read_trace(path: &Path, mode: ReadMode) -> Result<TraceRead, TraceError> {
@@ -221,13 +263,14 @@ pub fn read_trace(path: &Path, mode: ReadMode) -> Result<TraceRead, TraceError> 
 /// to `on_record` as soon as its turn comes: a caller that keeps only some records (resume
 /// keeps the context) never holds the whole file's. A large file is parsed in parts on two
 /// threads (parts of about half a MiB); `on_record` is only ever called on the calling thread.
+/// Files and over-long lines are treated as [`read_trace`] treats them.
 /// Nothing is logged; see [`ReadReport::warn_skipped`].
 pub fn read_trace_each(
     path: &Path,
     mode: ReadMode,
     on_record: impl FnMut(usize, OmniMessage),
 ) -> Result<ReadReport, TraceError> {
-    read_each(path, mode, on_record, PARTS)
+    read_each(path, mode, on_record, PARTS, MAX_RECORD_BYTES)
 }
 
 /// A file is parsed in parts of about these many bytes, alternately here (even parts) and on
@@ -238,45 +281,52 @@ pub fn read_trace_each(
 const PARTS: [u64; 2] = [416 << 10, 608 << 10];
 
 /// The records of the parts [`read_each`]'s second thread parsed, or why it stopped.
-type Parsed = std::io::Result<PartRecords>;
+type PartParsed = std::io::Result<PartRecords>;
 
 /// The non-blank lines of one part, parsed and numbered from the part's start, and how many
 /// lines the part has.
 struct PartRecords {
-    records: Vec<(usize, Result<OmniMessage, String>)>,
+    records: Vec<(usize, Parsed)>,
     lines: usize,
 }
 
-/// [`read_trace_each`] with even parts of about `parts[0]` bytes, odd ones of `parts[1]`.
+/// [`read_trace_each`] with even parts of about `parts[0]` bytes, odd ones of `parts[1]`, and
+/// lines over `limit` refused.
 fn read_each(
     path: &Path,
     mode: ReadMode,
     on_record: impl FnMut(usize, OmniMessage),
     parts: [u64; 2],
+    limit: usize,
 ) -> Result<ReadReport, TraceError> {
     let io = |e| TraceError::io(path, e);
-    let mut file = File::open(path).map_err(io)?;
+    let mut file = open_trace(path)?;
     let size = file.metadata().map_or(0, |m| m.len());
-    let mut sink = LineSink::new(mode, path, on_record);
+    let mut sink = LineSink::new(mode, path, limit, on_record);
     let starts = if size >= parts[0] + parts[1] {
         part_starts(&mut file, size, parts).map_err(io)?
     } else {
         vec![0]
     };
     std::thread::scope(|s| {
-        let (to_main, parsed) = std::sync::mpsc::sync_channel::<Parsed>(1);
+        let (to_main, parsed) = std::sync::mpsc::sync_channel::<PartParsed>(1);
         let starts = &starts;
         let second = (starts.len() > 1)
             .then(|| {
                 std::thread::Builder::new()
                     .name("penguin-trace-read".into())
-                    .spawn_scoped(s, move || parse_odd_parts(path, starts, parts[1], &to_main))
+                    .spawn_scoped(s, move || {
+                        parse_odd_parts(path, starts, parts[1], limit, &to_main)
+                    })
                     .ok()
             })
             .flatten();
         let Some(second) = second else {
             // One part, or no thread for a second: the whole file here, to its end.
-            sink.push_all(part_lines(&file, 0, None, buffer(size)).map_err(io)?, 0)?;
+            sink.push_all(
+                part_lines(&file, 0, None, buffer(size), limit).map_err(io)?,
+                0,
+            )?;
             return Ok(sink.finish());
         };
         let mut buf = buffer(parts[0]);
@@ -284,7 +334,7 @@ fn read_each(
         for (i, &start) in starts.iter().enumerate() {
             if i % 2 == 0 {
                 let end = starts.get(i + 1).copied();
-                let lines = part_lines(&file, start, end, buf).map_err(io)?;
+                let lines = part_lines(&file, start, end, buf, limit).map_err(io)?;
                 let (count, back) = sink.push_all(lines, before)?;
                 buf = back;
                 before += count;
@@ -313,8 +363,8 @@ fn read_each(
 fn parse_part(mut lines: Lines<impl Read>) -> std::io::Result<(PartRecords, Vec<u8>)> {
     let mut records = Vec::new();
     while let Some((number, line)) = lines.next_line()? {
-        if !is_blank(line) {
-            records.push((number, parse_line(line)));
+        if let Some(parsed) = Parsed::of(line) {
+            records.push((number, parsed));
         }
     }
     let part = PartRecords {
@@ -326,8 +376,16 @@ fn parse_part(mut lines: Lines<impl Read>) -> std::io::Result<(PartRecords, Vec<
 
 /// Parses parts 1, 3, 5, … of the file and hands each over as it is done; stops at the first
 /// error, or when the reader no longer wants them.
-fn parse_odd_parts(path: &Path, starts: &[u64], part: u64, to_main: &SyncSender<Parsed>) {
-    let file = match File::open(path) {
+fn parse_odd_parts(
+    path: &Path,
+    starts: &[u64],
+    part: u64,
+    limit: usize,
+    to_main: &SyncSender<PartParsed>,
+) {
+    // A second descriptor of the same file: the first one's offset is the other thread's.
+    // Opened as `open_trace` opens, though the file was already checked.
+    let file = match open_trace(path).map_err(|e| std::io::Error::other(e.to_string())) {
         Ok(file) => file,
         Err(e) => {
             let _ = to_main.send(Err(e));
@@ -338,7 +396,7 @@ fn parse_odd_parts(path: &Path, starts: &[u64], part: u64, to_main: &SyncSender<
     for i in (1..starts.len()).step_by(2) {
         let end = starts.get(i + 1).copied();
         let parsed =
-            part_lines(&file, starts[i], end, std::mem::take(&mut buf)).and_then(|lines| {
+            part_lines(&file, starts[i], end, std::mem::take(&mut buf), limit).and_then(|lines| {
                 let (part, back) = parse_part(lines)?;
                 buf = back;
                 Ok(part)
@@ -380,6 +438,67 @@ mod tests {
 
     fn line(m: &OmniMessage) -> String {
         m.to_json() + "\n"
+    }
+
+    /// A line over the limit is refused without being held: the tolerant reader skips it as
+    /// it skips a broken line (keeping every record before and after it, and reporting its
+    /// line), the strict one fails naming file, line and limit.
+    #[test]
+    fn a_record_over_the_limit_is_skipped_or_refused_by_name() {
+        let a = build::user_text("a");
+        let b = build::assistant_text("b", StopReason::Completed);
+        let big = build::user_text("x".repeat(5000));
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let path = file.path();
+        std::fs::write(path, format!("{}{}{}", line(&a), line(&big), line(&b))).unwrap();
+        let limit = 1000;
+        for parts in [PARTS, [1, 1]] {
+            let mut read = TraceRead::default();
+            let report =
+                read_each(path, ReadMode::Tolerant, collect(&mut read), parts, limit).unwrap();
+            let read = read.with_report(report);
+            assert_eq!(read.messages, vec![a.clone(), b.clone()]);
+            assert_eq!(read.line_numbers, vec![1, 3]);
+            assert_eq!(
+                read.skipped,
+                vec![SkippedLine {
+                    line: 2,
+                    error: "record longer than 1000 bytes (MAX_RECORD_BYTES); refused unread"
+                        .into()
+                }]
+            );
+            assert!(read.torn_tail.is_none());
+            let err = read_each(path, ReadMode::Strict, |_, _| {}, parts, limit).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    TraceError::RecordTooLarge {
+                        line: 2,
+                        limit: 1000,
+                        ..
+                    }
+                ),
+                "{err:?}"
+            );
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "{}:2: record longer than 1000 bytes (MAX_RECORD_BYTES); refused unread",
+                    path.display()
+                )
+            );
+        }
+        // As the last line it is a torn tail, like any line that does not parse there.
+        std::fs::write(path, format!("{}{}", line(&a), line(&big))).unwrap();
+        let mut read = TraceRead::default();
+        let report = read_each(path, ReadMode::Tolerant, collect(&mut read), PARTS, limit).unwrap();
+        assert_eq!(read.messages, vec![a.clone()]);
+        assert_eq!(report.torn_tail.map(|t| t.line), Some(2));
+        // The default limit lets it through.
+        assert_eq!(
+            read_trace(path, ReadMode::Strict).unwrap().messages,
+            vec![a, big]
+        );
     }
 
     #[test]
@@ -503,7 +622,7 @@ mod file_tests {
 
     /// However a file is cut into parts, and whichever thread parses each, it reads exactly
     /// as its whole text parses: records, line numbers, skipped lines, torn tail, the strict
-    /// error.
+    /// error; also when its longest lines are over the record limit.
     #[test]
     fn parts_read_as_the_whole_text_wherever_they_fall() {
         let good = |i: usize| build::user_text(format!("line {i}")).to_json();
@@ -522,12 +641,17 @@ mod file_tests {
         }
         let dir = std::env::temp_dir().join(format!("penguin-parts-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        for (name, tail) in [("torn", r#"{"timestamp":"t","ty"#), ("whole", "\n\n")] {
+        let tails = [("torn", r#"{"timestamp":"t","ty"#), ("whole", "\n\n")];
+        for ((name, tail), limit) in tails
+            .into_iter()
+            .flat_map(|t| [(t, MAX_RECORD_BYTES), (t, 250)])
+        {
             let text = format!("{text}{tail}");
             let path = dir.join(format!("{name}.jsonl"));
             std::fs::write(&path, &text).unwrap();
-            let want = parse_trace_lines(text.as_bytes(), ReadMode::Tolerant, &path).unwrap();
-            let strict = parse_trace_lines(text.as_bytes(), ReadMode::Strict, &path)
+            let want =
+                parse_lines_within(text.as_bytes(), ReadMode::Tolerant, &path, limit).unwrap();
+            let strict = parse_lines_within(text.as_bytes(), ReadMode::Strict, &path, limit)
                 .unwrap_err()
                 .to_string();
             for parts in [
@@ -541,14 +665,15 @@ mod file_tests {
             ] {
                 let mut read = TraceRead::default();
                 let report =
-                    read_each(&path, ReadMode::Tolerant, collect(&mut read), parts).unwrap();
+                    read_each(&path, ReadMode::Tolerant, collect(&mut read), parts, limit).unwrap();
                 let read = read.with_report(report);
-                assert_eq!(read.messages, want.messages, "{name} {parts:?}");
-                assert_eq!(read.line_numbers, want.line_numbers, "{name} {parts:?}");
-                assert_eq!(read.skipped, want.skipped, "{name} {parts:?}");
-                assert_eq!(read.torn_tail, want.torn_tail, "{name} {parts:?}");
-                let err = read_each(&path, ReadMode::Strict, |_, _| {}, parts).unwrap_err();
-                assert_eq!(err.to_string(), strict, "{name} {parts:?}");
+                let at = format!("{name} {parts:?} {limit}");
+                assert_eq!(read.messages, want.messages, "{at}");
+                assert_eq!(read.line_numbers, want.line_numbers, "{at}");
+                assert_eq!(read.skipped, want.skipped, "{at}");
+                assert_eq!(read.torn_tail, want.torn_tail, "{at}");
+                let err = read_each(&path, ReadMode::Strict, |_, _| {}, parts, limit).unwrap_err();
+                assert_eq!(err.to_string(), strict, "{at}");
             }
         }
         std::fs::remove_dir_all(&dir).unwrap();
@@ -577,6 +702,7 @@ mod file_tests {
             newline_at_end: bool,
             even in 1u64..600,
             odd in 1u64..600,
+            limit in 40usize..4000,
         ) {
             let mut text = lines.join("\n");
             if newline_at_end {
@@ -585,9 +711,10 @@ mod file_tests {
             let file = tempfile::NamedTempFile::new().unwrap();
             std::fs::write(file.path(), &text).unwrap();
             let path = file.path();
-            let want = parse_trace_lines(text.as_bytes(), ReadMode::Tolerant, path).unwrap();
+            let want = parse_lines_within(text.as_bytes(), ReadMode::Tolerant, path, limit).unwrap();
             let mut read = TraceRead::default();
-            let report = read_each(path, ReadMode::Tolerant, collect(&mut read), [even, odd]).unwrap();
+            let report =
+                read_each(path, ReadMode::Tolerant, collect(&mut read), [even, odd], limit).unwrap();
             let read = read.with_report(report);
             proptest::prop_assert_eq!(&read.messages, &want.messages);
             proptest::prop_assert_eq!(&read.line_numbers, &want.line_numbers);
@@ -595,8 +722,8 @@ mod file_tests {
             proptest::prop_assert_eq!(&read.torn_tail, &want.torn_tail);
             let strict = |r: Result<ReadReport, TraceError>| r.map(|_| ()).map_err(|e| e.to_string());
             proptest::prop_assert_eq!(
-                strict(read_each(path, ReadMode::Strict, |_, _| {}, [even, odd])),
-                parse_trace_lines(text.as_bytes(), ReadMode::Strict, path)
+                strict(read_each(path, ReadMode::Strict, |_, _| {}, [even, odd], limit)),
+                parse_lines_within(text.as_bytes(), ReadMode::Strict, path, limit)
                     .map(|_| ())
                     .map_err(|e| e.to_string())
             );

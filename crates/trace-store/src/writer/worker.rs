@@ -1,7 +1,7 @@
 //! The writer thread: appends records in call order with one `write(2)` each, heals a torn
 //! tail before the first append, rotates files, and syncs by group commit.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,6 +11,7 @@ use std::sync::Arc;
 use penguin_omni_protocol::Frame;
 
 use super::Durability;
+use crate::open::{ensure_regular, nonblocking};
 use crate::paths::trace_file_path;
 
 pub(super) enum Command {
@@ -59,11 +60,12 @@ pub(crate) fn append_all(w: &mut impl Write, buf: &[u8]) -> Result<(), (usize, i
 /// the file, so the next record starts on a line of its own and the fragment can never end up
 /// in the middle of the file. Returns how many bytes were dropped; a missing file is clean.
 fn heal_torn_tail(path: &Path) -> io::Result<u64> {
-    let mut f = match OpenOptions::new().read(true).write(true).open(path) {
+    let mut f = match nonblocking().read(true).write(true).open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
         Err(e) => return Err(e),
     };
+    ensure_regular(path, &f)?;
     let len = f.metadata()?.len();
     let mut end = len;
     let mut chunk = vec![0u8; 64 * 1024];
@@ -169,7 +171,10 @@ impl Worker {
             self.probed_index = Some(self.index);
         }
         let existed = path.exists();
-        let file = OpenOptions::new().create(true).append(true).open(&path)?;
+        // Not blocking, and checked: a FIFO with this file's name would otherwise stop the
+        // writer (and every flush) until someone read it.
+        let file = nonblocking().create(true).append(true).open(&path)?;
+        ensure_regular(&path, &file)?;
         if !existed && self.durability != Durability::Never {
             // A new file's directory entry must be durable too, or an fsynced record could
             // vanish with its file after a power loss.
