@@ -3,7 +3,7 @@
 //!
 //! A [`SandboxRequest`] (from `config.toml`, a flag or an API request) is resolved once
 //! against the running kernel into a [`Sandbox`]: the effective policy, which says what is
-//! enforced and what the kernel cannot enforce. [`Sandbox::spawn`] (or [`Sandbox::confine`]
+//! enforced and what the kernel cannot enforce. [`Sandbox::start`] (or [`Sandbox::confine`]
 //! for any other way of starting a process) starts a process under it.
 //!
 //! # How it is applied
@@ -496,7 +496,8 @@ impl Sandbox {
     /// calling thread and the rest of the process are not.
     ///
     /// This is Landlock and seccomp only, for a process started some other way than
-    /// [`Sandbox::start`]: no namespaces, so penguin's own files stay readable to it. `start`
+    /// [`Sandbox::start`]: no namespaces and no environment policy, so penguin's own files
+    /// stay readable to it. `start`
     /// must only spawn processes: a thread it started would be confined as well. With the
     /// sandbox inactive, `start` runs unconfined on that thread all the same.
     pub fn confine<T, F>(&self, workspace: &Path, start: F) -> io::Result<T>
@@ -563,20 +564,6 @@ impl Sandbox {
             self.mode != SandboxMode::Off && !self.uses_namespaces(),
             || command.spawn(),
         )
-    }
-
-    /// Spawns `command` confined by Landlock and seccomp for `workspace` (see
-    /// [`Sandbox::confine`]; [`Sandbox::start`] adds namespaces and the environment policy).
-    /// With the filesystem confined, `TMPDIR` is set to the writable temp directory.
-    pub fn spawn(
-        &self,
-        command: &mut tokio::process::Command,
-        workspace: &Path,
-    ) -> io::Result<tokio::process::Child> {
-        if self.mode != SandboxMode::Off {
-            command.env("TMPDIR", &self.temp_dir);
-        }
-        self.confine(workspace, || command.spawn())
     }
 
     /// Applies the rules to the calling thread. Only ever called on a thread made for it.
