@@ -1,5 +1,6 @@
-//! The command sandbox: what a session's commands may write and whether they may use TCP,
-//! enforced by the kernel (Landlock), never by trusting the command.
+//! The command sandbox: what a session's commands may read, write and connect to, and that
+//! penguin's own powers stay out of their reach, enforced by the kernel (namespaces, Landlock,
+//! seccomp), never by trusting the command. `docs/security.md` is the map.
 //!
 //! A [`SandboxRequest`] (from `config.toml`, a flag or an API request) is resolved once
 //! against the running kernel into a [`Sandbox`]: the effective policy, which says what is
