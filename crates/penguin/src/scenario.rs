@@ -95,8 +95,9 @@ pub fn trace_lines<'a>(trace: &'a [Frame], rotations: &[usize]) -> Vec<&'a str> 
     out
 }
 
-/// The `--trace` line that marks a rotation.
-pub const TRACE_ROTATE: &str = r#"{"type":"trace_rotate"}"#;
+/// The `--trace` line that marks a rotation: the one `penguin trace check` reads as a file
+/// boundary.
+pub const TRACE_ROTATE: &str = penguin_trace_store::ROTATE_MARKER;
 
 /// A trace sink that keeps records, and where the files rotate, in memory, in order.
 #[derive(Debug, Default, Clone)]

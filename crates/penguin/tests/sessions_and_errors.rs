@@ -464,3 +464,55 @@ fn sessions_made_in_the_same_second_list_the_most_recently_active_first() {
         .collect();
     assert_eq!(ids, [newer, older]);
 }
+
+/// `output()` of `cmd`, or a panic naming `what` if it has not ended in 60 s: a reader that
+/// blocks on a planted FIFO would otherwise hang the suite.
+fn output_within(mut cmd: Command, what: &str) -> Output {
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(child.wait_with_output()));
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            panic!("{what} hung");
+        }
+    }
+}
+
+#[test]
+fn a_fifo_or_a_device_named_like_a_trace_jams_no_command() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let id = scripted_run(home.path(), ws.path(), "seed-two-tools", "Read a.txt");
+    let agent = penguin::agent::Agent::at(home.path().to_path_buf()).unwrap();
+    let file = agent.sessions().unwrap()[0].files[0].clone();
+    let name = file.file_name().unwrap().to_str().unwrap();
+    let dir = file.parent().unwrap();
+    // Named like newer sessions of the same day, so `--last` meets them first.
+    let fifo = dir.join(name.replace(&id[id.len() - 4..], "ffff"));
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    std::os::unix::fs::symlink(
+        "/dev/zero",
+        dir.join(name.replace(&id[id.len() - 4..], "eeee")),
+    )
+    .unwrap();
+
+    let mut list = bin(home.path());
+    list.arg("sessions");
+    let listed = ok(output_within(list, "penguin sessions"));
+    assert!(listed.contains(&id[id.len() - 8..]), "{listed}");
+    let mut show = bin(home.path());
+    show.current_dir(ws.path()).args(["show", "--last"]);
+    let shown = ok(output_within(show, "penguin show --last"));
+    assert!(shown.contains("Read a.txt"), "{shown}");
+    let mut raw = bin(home.path());
+    raw.args(["show", "--jsonl", &id]);
+    assert!(ok(output_within(raw, "penguin show --jsonl")).contains("session_meta"));
+}

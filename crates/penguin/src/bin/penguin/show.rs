@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use penguin::agent::Agent;
 use penguin::omni_protocol::{EventPayload, Frame, ModelPayload, OmniMessage, Role};
-use penguin::trace_store::{read_trace, ReadMode};
+use penguin::trace_store::{read_trace, ReadMode, TraceLines};
 
 use crate::render::{user_text_display, Renderer, UserText};
 use crate::setup::resolve_session_id;
@@ -24,9 +24,18 @@ pub(crate) fn show(
     let mut out = std::io::stdout().lock();
     let written = if jsonl {
         files.iter().try_for_each(|f| {
-            let text = std::fs::read_to_string(f)
-                .map_err(|e| std::io::Error::other(format!("{}: {e}", f.display())))?;
-            out.write_all(text.as_bytes())
+            // Line by line, so that no record past the store's limit is ever held whole.
+            let mut lines = TraceLines::open(f).map_err(std::io::Error::other)?;
+            while let Some((_, line)) = lines.next_line().map_err(std::io::Error::other)? {
+                match line {
+                    Ok(bytes) => {
+                        out.write_all(bytes)?;
+                        out.write_all(b"\n")?;
+                    }
+                    Err(too_large) => eprintln!("penguin: skipped {too_large}"),
+                }
+            }
+            Ok(())
         })
     } else {
         let color = crate::render::color_for(std::io::stdout().is_terminal());
