@@ -18,10 +18,12 @@ use penguin_omni_protocol::{
 };
 
 use crate::carry::{build_carry_over, downgrade_carried_goal_input};
-use crate::run::Shared;
-use crate::task::{abort, backoff, deliver_notices, deliver_steering};
+use crate::request::{generate, panic_text, request_end, Ladder, Rung};
+use crate::shared::{
+    abort, deliver_notices, deliver_steering, emit, emit_stream_only, Item, Shared,
+};
 use crate::texts;
-use crate::turn::{emit, emit_stream_only, generate, panic_text, request_end, Item, Turn};
+use crate::turn::Turn;
 
 /// Whether a manual compaction would do anything.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -281,7 +283,12 @@ async fn summarize_context(
     let mut base: Vec<OmniMessage> = folded.into_iter().chain([prompt.clone()]).collect();
     let mut input = base.clone();
     let cap = shared.config.compaction_cap();
-    let (mut attempts, mut reconnects) = (0u32, 0u32);
+    // The summary's retry loop climbs the run loop's ladder (`task.rs`), with its own budget
+    // and its own rules: the interrupt is checked before each request, permanent failures and
+    // unusable summaries are retried, and it ends with a `compaction_end` (whether the run
+    // then aborts is `checkpoint`'s call).
+    let mut ladder = Ladder::new(cap);
+    let mut attempts = 0u32;
     let mut committed = false;
     let mut repairs: Vec<OmniMessage> = Vec::new();
     let end = |status: StopReason, attempt: Option<u32>, error_message: Option<String>| {
@@ -319,7 +326,15 @@ async fn summarize_context(
                 committed,
             };
         }
-        let attempt = request(shared, producer, input.clone(), cancel, reconnects, cap).await;
+        let attempt = request(
+            shared,
+            producer,
+            input.clone(),
+            cancel,
+            ladder.reconnects(),
+            cap,
+        )
+        .await;
         attempts += 1;
         if let Some(usage) = attempt.usage {
             emit_stream_only(producer, usage);
@@ -388,28 +403,30 @@ async fn summarize_context(
             }
             _ => last_error = attempt.outcome.error_message,
         }
-        if reconnects >= cap {
-            stash(&mut repairs);
-            emit(
-                producer,
-                end(StopReason::Failed, Some(attempts), last_error),
-            );
-            return Summarized {
-                status: StopReason::Failed,
-                summary: None,
-                committed,
-            };
-        }
-        reconnects += 1;
         // The reference waits out the backoff after an unusable summary too.
-        if !backoff(shared, reconnects, cancel).await {
-            stash(&mut repairs);
-            emit(producer, end(StopReason::Aborted, Some(attempts), None));
-            return Summarized {
-                status: StopReason::Aborted,
-                summary: None,
-                committed,
-            };
+        match ladder.climb(shared, cancel).await {
+            Rung::Retry => {}
+            Rung::Exhausted => {
+                stash(&mut repairs);
+                emit(
+                    producer,
+                    end(StopReason::Failed, Some(attempts), last_error),
+                );
+                return Summarized {
+                    status: StopReason::Failed,
+                    summary: None,
+                    committed,
+                };
+            }
+            Rung::Interrupted => {
+                stash(&mut repairs);
+                emit(producer, end(StopReason::Aborted, Some(attempts), None));
+                return Summarized {
+                    status: StopReason::Aborted,
+                    summary: None,
+                    committed,
+                };
+            }
         }
         if unusable {
             let guidance = build::user_text(texts::SUMMARY_RETRY_GUIDANCE);

@@ -29,8 +29,7 @@ use penguin_merge_queue::Producer;
 use penguin_omni_protocol::OmniMessage;
 use tokio::time::Instant;
 
-use crate::run::Shared;
-use crate::turn::{emit, Item};
+use crate::shared::{emit, Item, Shared};
 
 /// Depth of a chain woken by a timer or by the interrupt, before its first message.
 const WAKE: i64 = -1;

@@ -22,8 +22,10 @@ mod compaction;
 mod config;
 mod environment;
 mod instant;
+mod request;
 mod run;
 pub mod scripted;
+mod shared;
 mod task;
 mod turn;
 
@@ -37,10 +39,8 @@ pub use penguin_llm_providers::{
     CancellationToken, Llm, LlmOutcome, LlmRequest, MessageSink, ThinkingLevel,
 };
 pub use penguin_omni_protocol::Frame;
-pub use run::{
-    Counters, Engine, EngineBusy, InitialState, LlmFactory, Notifier, RunOptions, RunStream,
-    SteerId, Steered,
-};
+pub use run::{Engine, EngineBusy, InitialState, Notifier, RunOptions, RunStream, Steered};
+pub use shared::{Counters, LlmFactory, SteerId};
 
 /// The exact texts the engine produces, in one place so tests and docs can refer to them.
 pub mod texts {

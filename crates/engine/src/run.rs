@@ -1,22 +1,22 @@
-//! The engine handle (§2.4): its shared state, starting runs and compactions, steering and
-//! notices, and the stream a run is read through. The loop itself is in `task.rs`.
+//! The engine handle (§2.4): starting runs and compactions, steering and notices, and the
+//! stream a run is read through. The top of the engine's modules: the loop itself is in
+//! `task.rs`, the state every layer shares in `shared.rs`.
 
 use std::fmt;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::Stream;
 use penguin_llm_providers::{CancellationToken, Llm, ThinkingLevel};
 use penguin_merge_queue::{merge_queue_with_hook, Consumer, Producer};
-use penguin_omni_protocol::{Frame, ModelPayload, OmniMessage, TokenCounts};
-use tokio::sync::oneshot;
+use penguin_omni_protocol::{Frame, ModelPayload, OmniMessage};
 
 use crate::compaction::{self, Compactability};
 use crate::config::EngineConfig;
 use crate::environment::{Approver, Environment, TraceSink};
+use crate::shared::{Counters, Item, LlmFactory, Shared, State, SteerId};
 use crate::task::run_to_completion;
-use crate::turn::Item;
 
 /// Options of one run.
 #[derive(Clone, Default)]
@@ -67,10 +67,6 @@ impl Notifier {
     }
 }
 
-/// Identifies a queued steering input, for [`Engine::unsteer`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct SteerId(u64);
-
 /// What [`Engine::steer`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Steered {
@@ -80,17 +76,6 @@ pub enum Steered {
     Empty,
     /// Queued; delivered as a `[user_steering]` text after the current turn.
     Queued(SteerId),
-}
-
-/// Turn and token counters of the current context.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Counters {
-    /// Completed requests in the current context (across runs).
-    pub session_turns: u64,
-    /// `request.total` of the last token_usage.
-    pub last_request_total: u64,
-    /// `session` of the last token_usage.
-    pub session_tokens: TokenCounts,
 }
 
 /// State carried in from a resumed trace.
@@ -111,86 +96,6 @@ pub struct InitialState {
     pub pending_trace_rotation: bool,
     /// The context was just compacted (nothing has run in it yet).
     pub from_compaction: bool,
-}
-
-#[derive(Default)]
-pub(crate) struct State {
-    pub(crate) pending_carry_over: Vec<OmniMessage>,
-    pub(crate) pending_bootstrap: Vec<OmniMessage>,
-    pub(crate) pending_summary: Option<OmniMessage>,
-    pub(crate) counters: Counters,
-    pub(crate) steering: Vec<(SteerId, Vec<OmniMessage>)>,
-    pub(crate) next_steer_id: u64,
-    /// Harness notices (settled background work) waiting for the next input assembly.
-    pub(crate) notices: Vec<OmniMessage>,
-    pub(crate) task_running: bool,
-    /// A run (not a compaction) is in flight: only a run takes steering.
-    pub(crate) run_in_flight: bool,
-    pub(crate) backoff_wake: Option<oneshot::Sender<()>>,
-    pub(crate) from_compaction: bool,
-    pub(crate) create_llm: Option<LlmFactory>,
-}
-
-pub(crate) struct Shared {
-    pub(crate) config: EngineConfig,
-    pub(crate) llm: tokio::sync::Mutex<Box<dyn Llm>>,
-    pub(crate) env: Arc<dyn Environment>,
-    trace: Option<Arc<dyn TraceSink>>,
-    state: Mutex<State>,
-    head: Mutex<Head>,
-}
-
-/// What a rotated trace file starts with, and whether the next write rotates.
-#[derive(Default)]
-pub(crate) struct Head {
-    pub(crate) pending_rotation: bool,
-    session_meta: Option<OmniMessage>,
-    tool_list: Option<OmniMessage>,
-}
-
-/// Builds the model of a new context from the session's cumulative token counts.
-pub type LlmFactory = Arc<dyn Fn(TokenCounts) -> Box<dyn Llm> + Send + Sync>;
-
-impl Shared {
-    pub(crate) fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub(crate) fn observe_token_usage(&self, session: TokenCounts, request: TokenCounts) {
-        let mut st = self.state();
-        st.counters.last_request_total = request.total;
-        st.counters.session_tokens = session;
-        st.counters.session_turns += 1;
-    }
-
-    pub(crate) fn head(&self) -> MutexGuard<'_, Head> {
-        self.head.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Records a recordable frame. After a compaction the first write rotates the file and
-    /// rewrites the session's head records first, so a compaction with nothing after it
-    /// leaves no empty file.
-    pub(crate) fn write(&self, frame: &Frame) {
-        let Some(trace) = &self.trace else { return };
-        if !frame.message().is_recordable() {
-            return;
-        }
-        let mut head = self.head();
-        if head.pending_rotation {
-            head.pending_rotation = false;
-            trace.rotate();
-            for m in head.session_meta.iter().chain(&head.tool_list) {
-                trace.record(&Frame::new(m.clone()));
-            }
-        }
-        trace.record(frame);
-    }
-
-    /// Writes a message to the Trace without streaming it (the prompt, the subagent pointer,
-    /// a compaction's request).
-    pub(crate) fn record_only(&self, msg: OmniMessage) {
-        self.write(&Frame::new(msg));
-    }
 }
 
 /// One conversation's context engine. Cheap to clone; clones share the conversation.
@@ -231,17 +136,14 @@ impl Engine {
             ..State::default()
         };
         Engine {
-            shared: Arc::new(Shared {
+            shared: Arc::new(Shared::new(
                 config,
-                llm: tokio::sync::Mutex::new(llm),
+                llm,
                 env,
                 trace,
-                state: Mutex::new(state),
-                head: Mutex::new(Head {
-                    pending_rotation: initial.pending_trace_rotation,
-                    ..Head::default()
-                }),
-            }),
+                state,
+                initial.pending_trace_rotation,
+            )),
         }
     }
 
@@ -253,7 +155,20 @@ impl Engine {
         options: RunOptions,
     ) -> Result<RunStream, EngineBusy> {
         self.start_task(options, true, move |shared, options, producer| async move {
-            run_to_completion(&shared, new_messages, options, &producer).await;
+            let RunOptions {
+                approver,
+                cancel,
+                thinking_level,
+            } = options;
+            run_to_completion(
+                &shared,
+                new_messages,
+                approver,
+                cancel,
+                thinking_level,
+                &producer,
+            )
+            .await;
         })
     }
 
@@ -284,9 +199,7 @@ impl Engine {
     /// The records rewritten at the head of every file after a rotation: the session's
     /// `session_meta` and `tool_list_ready` (original objects, original timestamps).
     pub fn set_context_head(&self, session_meta: OmniMessage, tool_list: Option<OmniMessage>) {
-        let mut head = self.shared.head();
-        head.session_meta = Some(session_meta);
-        head.tool_list = tool_list;
+        self.shared.head().set_records(session_meta, tool_list);
     }
 
     fn start_task<F, Fut>(
@@ -349,10 +262,7 @@ impl Engine {
         if !meaningful {
             return Steered::Empty;
         }
-        let id = SteerId(st.next_steer_id);
-        st.next_steer_id += 1;
-        st.steering.push((id, input));
-        Steered::Queued(id)
+        Steered::Queued(st.queue_steering(input))
     }
 
     /// Queues a harness notice (a `[background_task_done]` user text): a running task delivers

@@ -3,33 +3,28 @@
 
 use std::sync::Arc;
 
-use penguin_llm_providers::CancellationToken;
+use penguin_llm_providers::{CancellationToken, ThinkingLevel};
 use penguin_merge_queue::Producer;
-use penguin_omni_protocol::markers::marker_block;
-use penguin_omni_protocol::{build, ModelPayload, OmniMessage, Role, StopReason, StreamEventType};
-use tokio::sync::oneshot;
+use penguin_omni_protocol::{build, OmniMessage, StopReason, StreamEventType};
 
 use crate::carry::{build_carry_over, downgrade_carried_goal_input, with_retried_turns};
 use crate::compaction;
-use crate::run::{RunOptions, Shared};
+use crate::environment::Approver;
+use crate::request::{Ladder, Rung};
+use crate::shared::{abort, deliver_notices, deliver_steering, emit, Item, Shared};
 use crate::texts;
-use crate::turn::{emit, run_turn, Item, TurnParams};
+use crate::turn::{run_turn, TurnParams};
 
-pub(crate) fn abort(producer: &Producer<Item>, reason: impl Into<String>) {
-    emit(producer, build::abort(Some(reason.into())));
-}
-
+/// One run, from its prompt to its last message; `approver`, `cancel` and `thinking_level`
+/// are the run's [`RunOptions`](crate::RunOptions).
 pub(crate) async fn run_to_completion(
     shared: &Arc<Shared>,
     new_messages: Vec<OmniMessage>,
-    options: RunOptions,
+    approver: Option<Arc<dyn Approver>>,
+    cancel: CancellationToken,
+    thinking_level: Option<ThinkingLevel>,
     producer: &Producer<Item>,
 ) {
-    let RunOptions {
-        approver,
-        cancel,
-        thinking_level,
-    } = options;
     let (summary, carry, bootstrap) = {
         let mut st = shared.state();
         (
@@ -65,14 +60,19 @@ pub(crate) async fn run_to_completion(
         turn_count += 1;
         let mut failed_turns = Vec::new();
         let mut attempt_input = next_input.clone();
-        let mut reconnects = 0;
+        // The turn's retry loop. Compaction's (`compaction::summarize_context`) climbs the
+        // same ladder, but its attempts differ: it checks the interrupt before each request,
+        // retries permanent failures and unusable summaries, and ends with a `compaction_end`
+        // rather than an `abort`. So each loop keeps its own body; `Ladder` is their common
+        // part (the budget, the reconnect count, the backoff).
+        let mut ladder = Ladder::new(config.max_reconnects);
         let turn = loop {
             let params = TurnParams {
                 input: attempt_input.clone(),
                 approver: approver.clone(),
                 cancel: &cancel,
                 thinking_level,
-                reconnects,
+                reconnects: ladder.reconnects(),
             };
             let turn = run_turn(shared, producer, params).await;
             let status = turn.outcome.status;
@@ -107,16 +107,18 @@ pub(crate) async fn run_to_completion(
             };
             failed_turns.push(turn);
             attempt_input = with_retried_turns(&next_input, &failed_turns);
-            if reconnects >= config.max_reconnects {
-                shared.state().pending_carry_over = attempt_input;
-                abort(producer, exhausted);
-                return;
-            }
-            reconnects += 1;
-            if !backoff(shared, reconnects, &cancel).await {
-                shared.state().pending_carry_over = attempt_input;
-                abort(producer, texts::ABORTED_DURING_BACKOFF);
-                return;
+            match ladder.climb(shared, &cancel).await {
+                Rung::Retry => {}
+                Rung::Exhausted => {
+                    shared.state().pending_carry_over = attempt_input;
+                    abort(producer, exhausted);
+                    return;
+                }
+                Rung::Interrupted => {
+                    shared.state().pending_carry_over = attempt_input;
+                    abort(producer, texts::ABORTED_DURING_BACKOFF);
+                    return;
+                }
             }
         };
         let mid_task = !turn.tool_outputs.is_empty();
@@ -144,24 +146,6 @@ pub(crate) async fn run_to_completion(
     }
 }
 
-/// Waits out the n-th reconnect delay. False when the interrupt fired.
-pub(crate) async fn backoff(shared: &Shared, n: u32, cancel: &CancellationToken) -> bool {
-    if cancel.is_cancelled() {
-        return false;
-    }
-    let (wake, woken) = oneshot::channel();
-    shared.state().backoff_wake = Some(wake);
-    let delay = shared.config.reconnect_delay(n);
-    let proceed = tokio::select! {
-        biased;
-        _ = cancel.cancelled() => false,
-        _ = woken => true,
-        _ = tokio::time::sleep(delay) => true,
-    };
-    shared.state().backoff_wake = None;
-    proceed
-}
-
 /// The max-turns notice: an assistant text cut off with stop_reason failed; no abort follows.
 fn emit_max_turns(producer: &Producer<Item>, max_turns: i64) {
     let text = format!("[reached max turns ({max_turns}); stopping]");
@@ -178,44 +162,4 @@ fn emit_max_turns(producer: &Producer<Item>, max_turns: i64) {
         build::partial_text(StreamEventType::Stop, "", StopReason::Failed),
     );
     emit(producer, build::assistant_text(text, StopReason::Failed));
-}
-
-/// Drains the harness notices (§2.11): each is streamed and written, and returned for the next
-/// input.
-pub(crate) fn deliver_notices(shared: &Shared, producer: &Producer<Item>) -> Vec<OmniMessage> {
-    let notices = std::mem::take(&mut shared.state().notices);
-    for msg in &notices {
-        emit(producer, msg.clone());
-    }
-    notices
-}
-
-/// Drains the steering queue, each queued input becoming one `[user_steering]` user text
-/// (its user texts joined) followed by the rest of that input unchanged, and returns them for
-/// the next input. Every message is streamed and written.
-///
-/// The steering text is there even when the input had no user text (an image alone): it is
-/// what marks the images after it as steering rather than the start of a new task.
-pub(crate) fn deliver_steering(shared: &Shared, producer: &Producer<Item>) -> Vec<OmniMessage> {
-    let queued = std::mem::take(&mut shared.state().steering);
-    let mut delivered = Vec::new();
-    for (_, input) in queued {
-        let mut texts = Vec::new();
-        let mut rest = Vec::new();
-        for msg in input {
-            match msg.model() {
-                Some(ModelPayload::Text(t)) if t.role == Role::User => texts.push(t.text.clone()),
-                _ => rest.push(msg),
-            }
-        }
-        delivered.push(build::user_text(marker_block(
-            "user_steering",
-            &texts.join("\n\n"),
-        )));
-        delivered.extend(rest);
-    }
-    for msg in &delivered {
-        emit(producer, msg.clone());
-    }
-    delivered
 }

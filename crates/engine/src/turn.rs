@@ -10,16 +10,17 @@ use penguin_llm_providers::{
     CancellationToken, LlmOutcome, LlmRequest, MessageSink, ThinkingLevel,
 };
 use penguin_merge_queue::Producer;
-use penguin_omni_protocol::build::{self, RetryDetail};
+use penguin_omni_protocol::build;
 use penguin_omni_protocol::{
-    ApprovalDecision, Body, EventPayload, Frame, ModelPayload, OmniMessage, PartialToolCallOutput,
+    ApprovalDecision, Body, EventPayload, ModelPayload, OmniMessage, PartialToolCallOutput,
     StopReason, StreamEventType,
 };
 use tokio::task::JoinSet;
 
 use crate::environment::{Approver, ToolCallRequest};
 use crate::instant::{self, Chain, Orderer};
-use crate::run::Shared;
+use crate::request::{generate, panic_text, request_end};
+use crate::shared::{Item, Shared};
 use crate::texts;
 
 /// What one turn left behind, for the run loop and carry-over.
@@ -41,20 +42,6 @@ pub(crate) struct TurnParams<'a> {
     pub cancel: &'a CancellationToken,
     pub thinking_level: Option<ThinkingLevel>,
     pub reconnects: u32,
-}
-
-/// What the run's merge queue carries: a frame, and whether the Trace records it (a
-/// compaction's `token_usage` is streamed after the fact, having been recorded in place).
-pub(crate) type Item = (Frame, bool);
-
-/// Streams and records `msg` (the Trace skips what is not recordable).
-pub(crate) fn emit(producer: &Producer<Item>, msg: OmniMessage) {
-    producer.push((Frame::new(msg), true));
-}
-
-/// Streams `msg` without recording it.
-pub(crate) fn emit_stream_only(producer: &Producer<Item>, msg: OmniMessage) {
-    producer.push((Frame::new(msg), false));
 }
 
 pub(crate) async fn run_turn(
@@ -120,56 +107,6 @@ pub(crate) async fn run_turn(
         assistant_segments: driver.assistant_segments,
         outcome,
     }
-}
-
-/// Runs one model request. The trait promises never to panic; a panicking adapter still must
-/// not take the run down with it, so it becomes a failed request like any other error.
-pub(crate) async fn generate(
-    shared: &Shared,
-    request: LlmRequest,
-    sink: &mut dyn MessageSink,
-) -> LlmOutcome {
-    let mut llm = shared.llm.lock().await;
-    AssertUnwindSafe(llm.stream_generate(request, sink))
-        .catch_unwind()
-        .await
-        .unwrap_or_else(|panic| {
-            LlmOutcome::with_message(
-                StopReason::Failed,
-                format!("llm panicked: {}", panic_text(&panic)),
-            )
-        })
-}
-
-/// Stamps `request_end` (§2.7); `cap` is the retry budget the request runs under.
-pub(crate) fn request_end(
-    shared: &Shared,
-    outcome: &LlmOutcome,
-    reconnects: u32,
-    cap: u32,
-) -> OmniMessage {
-    let status = outcome.status;
-    let retryable = matches!(
-        status,
-        StopReason::Failed | StopReason::Timeout | StopReason::Malformed
-    );
-    build::request_end(
-        status,
-        RetryDetail {
-            error_message: outcome.error_message.clone(),
-            attempt: (status != StopReason::Completed || reconnects > 0).then_some(reconnects + 1),
-            retry_in_ms: (retryable && !outcome.permanent && reconnects < cap)
-                .then(|| shared.config.reconnect_delay(reconnects + 1).as_millis() as u64),
-        },
-    )
-}
-
-pub(crate) fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".into())
 }
 
 /// The driver: consumes the LLM stream, approves calls one at a time, dispatches tools.

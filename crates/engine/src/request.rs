@@ -1,0 +1,131 @@
+//! One model request (§2.7) and the reconnect ladder between attempts (§2.8), shared by the
+//! run loop's turns (`task.rs`, through `turn.rs`) and compaction's summary requests.
+//!
+//! Both retry loops climb the same [`Ladder`]: the retry budget, the reconnect count and the
+//! backoff between attempts are implemented once, here. What one attempt is, and which of its
+//! outcomes end the loop, is each loop's own (see the loops' comments), so the loops
+//! themselves stay two.
+
+use std::panic::AssertUnwindSafe;
+
+use futures::FutureExt;
+use penguin_llm_providers::{CancellationToken, LlmOutcome, LlmRequest, MessageSink};
+use penguin_omni_protocol::build::{self, RetryDetail};
+use penguin_omni_protocol::{OmniMessage, StopReason};
+use tokio::sync::oneshot;
+
+use crate::shared::Shared;
+
+/// Runs one model request. The trait promises never to panic; a panicking adapter still must
+/// not take the run down with it, so it becomes a failed request like any other error.
+pub(crate) async fn generate(
+    shared: &Shared,
+    request: LlmRequest,
+    sink: &mut dyn MessageSink,
+) -> LlmOutcome {
+    let mut llm = shared.llm.lock().await;
+    AssertUnwindSafe(llm.stream_generate(request, sink))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| {
+            LlmOutcome::with_message(
+                StopReason::Failed,
+                format!("llm panicked: {}", panic_text(&panic)),
+            )
+        })
+}
+
+/// Stamps `request_end` (§2.7); `cap` is the retry budget the request runs under.
+pub(crate) fn request_end(
+    shared: &Shared,
+    outcome: &LlmOutcome,
+    reconnects: u32,
+    cap: u32,
+) -> OmniMessage {
+    let status = outcome.status;
+    let retryable = matches!(
+        status,
+        StopReason::Failed | StopReason::Timeout | StopReason::Malformed
+    );
+    build::request_end(
+        status,
+        RetryDetail {
+            error_message: outcome.error_message.clone(),
+            attempt: (status != StopReason::Completed || reconnects > 0).then_some(reconnects + 1),
+            retry_in_ms: (retryable && !outcome.permanent && reconnects < cap)
+                .then(|| shared.config.reconnect_delay(reconnects + 1).as_millis() as u64),
+        },
+    )
+}
+
+/// The message of a caught panic.
+pub(crate) fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
+/// A retry loop's place on the reconnect ladder: how many reconnects it made, out of how many
+/// it may make.
+#[derive(Debug)]
+pub(crate) struct Ladder {
+    cap: u32,
+    reconnects: u32,
+}
+
+/// What [`Ladder::climb`] did after a failed attempt.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Rung {
+    /// The backoff was waited out (or cut short): make the next attempt.
+    Retry,
+    /// The budget was used up: no backoff, no further attempt.
+    Exhausted,
+    /// The interrupt fired before or during the backoff.
+    Interrupted,
+}
+
+impl Ladder {
+    /// A loop that may reconnect `cap` times.
+    pub(crate) fn new(cap: u32) -> Ladder {
+        Ladder { cap, reconnects: 0 }
+    }
+
+    /// Reconnects made so far (the next attempt's `attempt` is this plus one).
+    pub(crate) fn reconnects(&self) -> u32 {
+        self.reconnects
+    }
+
+    /// After a failed attempt: [`Rung::Exhausted`] when the budget is used up, otherwise one
+    /// more reconnect and its backoff.
+    pub(crate) async fn climb(&mut self, shared: &Shared, cancel: &CancellationToken) -> Rung {
+        if self.reconnects >= self.cap {
+            return Rung::Exhausted;
+        }
+        self.reconnects += 1;
+        if backoff(shared, self.reconnects, cancel).await {
+            Rung::Retry
+        } else {
+            Rung::Interrupted
+        }
+    }
+}
+
+/// Waits out the n-th reconnect delay. False when the interrupt fired.
+async fn backoff(shared: &Shared, n: u32, cancel: &CancellationToken) -> bool {
+    if cancel.is_cancelled() {
+        return false;
+    }
+    let (wake, woken) = oneshot::channel();
+    shared.state().backoff_wake = Some(wake);
+    let delay = shared.config.reconnect_delay(n);
+    let proceed = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => false,
+        _ = woken => true,
+        _ = tokio::time::sleep(delay) => true,
+    };
+    shared.state().backoff_wake = None;
+    proceed
+}
