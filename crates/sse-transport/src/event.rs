@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-use axum::body::Bytes;
+use bytes::Bytes;
 
 use penguin_omni_protocol::{Frame, OmniMessage};
 use serde::{Deserialize, Serialize};

@@ -56,6 +56,8 @@ mod channel;
 mod client;
 mod event;
 mod live_tail;
+#[cfg(feature = "axum")]
+mod response;
 mod sse;
 
 pub use channel::{
@@ -69,7 +71,6 @@ pub use event::{
 pub use live_tail::{
     Fragment, FragmentKey, LiveTailTracker, PartialKind, FRAGMENT_CAP, FRAGMENT_SLACK,
 };
-pub use sse::{
-    encode_event, into_response, last_event_id, open_stream, sse_response, SseConfig, SseStream,
-    HEARTBEAT, PING,
-};
+#[cfg(feature = "axum")]
+pub use response::{into_response, last_event_id, sse_response};
+pub use sse::{encode_event, open_stream, SseConfig, SseStream, HEARTBEAT, PING};

@@ -1,4 +1,5 @@
-//! The SSE adapter (§5.2): wire encoding, heartbeat, and an axum response.
+//! The SSE encoding (§5.2): wire format, batching and heartbeat, as a stream of bytes any HTTP
+//! server can send. `response.rs` (feature `axum`) wraps it in an axum response.
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -6,9 +7,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::body::{Body, Bytes};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::response::Response;
+use bytes::Bytes;
 use futures_core::Stream;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
@@ -62,14 +61,6 @@ pub fn encode_event(ev: &SseEvent, out: &mut Vec<u8>) {
     out.extend_from_slice(b"id: ");
     out.extend_from_slice(ev.id.to_string().as_bytes());
     out.extend_from_slice(b"\n\n");
-}
-
-/// The `Last-Event-ID` header, if present. A present but non-UTF-8 value is returned lossily, so
-/// it still counts as present (and misses), as `!== undefined` does in the reference.
-pub fn last_event_id(headers: &HeaderMap) -> Option<String> {
-    headers
-        .get("last-event-id")
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
 }
 
 // Many queued small events are written as one chunk: a replay of thousands of events should not
@@ -188,42 +179,6 @@ pub fn open_stream(
     SseStream::new(channel.connect(last_event_id, initial), config.heartbeat)
 }
 
-/// Wraps an [`SseStream`] in a `text/event-stream` response with `Cache-Control: no-cache` and
-/// `X-Accel-Buffering: no`.
-pub fn into_response(stream: SseStream) -> Response {
-    let mut res = Response::new(Body::from_stream(stream));
-    *res.status_mut() = StatusCode::OK;
-    let h = res.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    res
-}
-
-/// A complete SSE response for a channel: [`open_stream`] + [`into_response`].
-///
-/// ```no_run
-/// use std::sync::Arc;
-/// use axum::{extract::State, http::HeaderMap, routing::get, Router};
-/// use penguin_sse_transport::{sse_response, last_event_id, Channel, ChannelConfig, ServerEvent, SseConfig};
-///
-/// async fn stream(State(ch): State<Arc<Channel>>, headers: HeaderMap) -> axum::response::Response {
-///     sse_response(&ch, last_event_id(&headers).as_deref(), vec![ServerEvent::Hello], &SseConfig::default())
-/// }
-/// let app: Router = Router::new().route("/stream", get(stream)).with_state(Channel::new(ChannelConfig::default()));
-/// ```
-pub fn sse_response(
-    channel: &Arc<Channel>,
-    last_event_id: Option<&str>,
-    initial: Vec<ServerEvent>,
-    config: &SseConfig,
-) -> Response {
-    into_response(open_stream(channel, last_event_id, || initial, config))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -260,14 +215,6 @@ mod tests {
              data: {}\nid: 000000ab-7\n\n\
              data: a\ndata: b\ndata: c\nid: 000000ab-7\n\n"
         );
-    }
-
-    #[test]
-    fn last_event_id_header_presence_is_what_counts() {
-        let mut h = HeaderMap::new();
-        assert_eq!(last_event_id(&h), None);
-        h.insert("Last-Event-ID", HeaderValue::from_static(""));
-        assert_eq!(last_event_id(&h).as_deref(), Some(""));
     }
 
     #[tokio::test(start_paused = true)]
