@@ -3,6 +3,7 @@
 //! Each step prints the command it runs and the first failure stops everything.
 
 mod deps;
+mod tidy;
 mod workloads;
 
 use std::path::{Path, PathBuf};
