@@ -69,6 +69,10 @@ fn ci(root: &Path) -> Result<(), String> {
     fmt.args(["fmt", "--all", "--check"]);
     run(root, "format", fmt)?;
 
+    println!("\n==> tidy: no module imports its way round in a loop");
+    tidy::check(root).map_err(|e| format!("tidy:\n{e}"))?;
+    println!("<== tidy: ok");
+
     println!("\n==> dependencies: every declared dependency used, versions in the workspace");
     deps::check(root).map_err(|e| format!("dependencies:\n{e}"))?;
     println!("<== dependencies: ok");
@@ -128,6 +132,22 @@ fn ci(root: &Path) -> Result<(), String> {
     doc.args(["doc", "--workspace", "--no-deps", "--all-features"])
         .env("RUSTDOCFLAGS", "-D warnings");
     run(root, "docs", doc)?;
+
+    // Every library crate can be picked as a dependency: each packages, and its packaged
+    // sources build on their own (path dependencies resolved as the registry would).
+    let mut package = cargo();
+    package.args([
+        "package",
+        "--workspace",
+        "--exclude",
+        "xtask",
+        "--exclude",
+        "penguin-tests",
+        "--exclude",
+        "penguin-examples",
+        "--allow-dirty",
+    ]);
+    run(root, "package", package)?;
 
     // The workspace's feature set, as the tests built it: the binary is already there.
     let mut build = cargo();

@@ -62,8 +62,6 @@ const ALLOWED: &[(&str, &[&str])] = &[
 
 /// Checks every crate under `root/crates` for module loops; the error lists each loop not
 /// allowed (with the imports that make it) and each allowlist entry no longer needed.
-// Until `ci` (main.rs) calls it, only the tests do.
-#[allow(dead_code)]
 pub(crate) fn check(root: &Path) -> Result<(), String> {
     let mut loops = Vec::new();
     for crate_root in crate_roots(&root.join("crates")) {
