@@ -1,21 +1,4 @@
-//! penguin's context engine: the turn loop of the seed's message-flow contract.
-//!
-//! One [`Engine`] holds one conversation. [`Engine::run`] takes the new user input and returns
-//! the run's stream of [`Frame`]s (messages serialized once). Inside a run:
-//!
-//! - every producer (the driver that consumes the LLM stream and runs approvals, and one task
-//!   per approved tool call) pushes into one [`penguin_merge_queue`] queue; the stream is its
-//!   consumer, so the stream is a single total order;
-//! - each message is handed to the [`TraceSink`] at the moment it enters the queue, under the
-//!   queue's order, so stream order = trace order by construction;
-//! - tool calls are approved one at a time while the model stream waits, approved calls run
-//!   concurrently and never block the model stream; outputs are re-fed to the model in call
-//!   order; the next request starts only after every tool settled;
-//! - failed, timed-out and malformed requests climb the reconnect ladder; an interrupt ends the
-//!   run with `abort` as its last message and keeps carry-over for the next run.
-//!
-//! The LLM is the [`Llm`] trait from `penguin-llm-providers`; the Environment (tools) is the
-//! [`Environment`] trait here; the Trace is anything implementing [`TraceSink`].
+#![doc = include_str!("../README.md")]
 
 mod carry;
 mod compaction;

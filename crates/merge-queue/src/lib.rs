@@ -1,37 +1,4 @@
-//! A merge point for concurrent producers: any number of [`Producer`]s push, one [`Consumer`]
-//! takes items one at a time in arrival order.
-//!
-//! - A producer is a handle: cloning adds a producer, dropping one removes it.
-//! - The consumer sees end-of-stream only when every producer is gone **and** the queue has
-//!   drained, so "the stream ended" means "every producer finished".
-//! - An optional *enqueue hook* runs for each item at the moment it enters the queue, under the
-//!   queue's lock, so the hook sees exactly the order the consumer will see. penguin's engine
-//!   hands messages to the trace here, which makes "stream order = trace order" hold by
-//!   construction.
-//!
-//! # Slow consumers
-//!
-//! The queue is **unbounded**: a push never waits, and a slow consumer makes memory grow.
-//! This is deliberate. Producers are an LLM stream and running tools; blocking the LLM stream on
-//! the consumer would stall approvals and the model's own connection, and blocking a tool could
-//! change its behaviour. Backpressure belongs where delivery happens (the SSE layer gives each
-//! subscriber a bounded queue and disconnects one that falls behind).
-//!
-//! The crate knows nothing of messages and needs no particular async runtime.
-//!
-//! ```
-//! use futures::StreamExt;
-//! let (producer, mut consumer) = penguin_merge_queue::merge_queue::<u32>();
-//! let other = producer.clone();
-//! producer.push(1);
-//! other.push(2);
-//! drop((producer, other));
-//! futures::executor::block_on(async {
-//!     assert_eq!(consumer.next().await, Some(1));
-//!     assert_eq!(consumer.next().await, Some(2));
-//!     assert_eq!(consumer.next().await, None);
-//! });
-//! ```
+#![doc = include_str!("../README.md")]
 
 use std::collections::VecDeque;
 use std::fmt;

@@ -27,7 +27,9 @@ macro_rules! string_enum {
     ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
         $(#[$m])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-        pub enum $name { $($(#[$vm])* #[serde(rename = $text)] $variant),+ }
+        pub enum $name {
+            $($(#[$vm])* #[doc = concat!("`", $text, "` on the wire.")] #[serde(rename = $text)] $variant),+
+        }
 
         impl $name {
             /// Every value, in declaration order.

@@ -1,17 +1,4 @@
-//! penguin, an agent harness: sessions that compose the engine, a model, the built-in tools and
-//! a Trace, and the factories `penguin serve` hosts them with.
-//!
-//! - [`agent::Agent`]: where sessions live and how they are created, listed and resumed;
-//! - [`session::Session`]: an engine with its Trace and `session_meta`;
-//! - [`config`] and [`models`]: `config.toml`, flags and environment, and building the model;
-//! - [`prompt`]: the system prompt (workspace, OS, shell, date, tools, `AGENTS.md` files);
-//! - [`subagent`]: `run_subagent`, `input_subagent`, `kill_subagent`: child sessions, in the
-//!   foreground or the background;
-//! - [`hosting`]: sessions for [`server`];
-//! - [`scenario`]: scenario files (scripted model, tools and approvals) through the real engine;
-//! - [`watch`]: following a served session as the web client does.
-//!
-//! The `penguin` binary's CLI lives in `src/bin/penguin`, not here.
+#![doc = include_str!("../README.md")]
 
 pub use penguin_engine as engine;
 pub use penguin_llm_providers as llm_providers;

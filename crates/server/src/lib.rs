@@ -1,21 +1,4 @@
-//! penguin's HTTP server (reference §5.4–§5.8): sessions over a JSON API, their streams over
-//! SSE.
-//!
-//! - Sessions are hosted in memory once created (or loaded from their trace on first use after
-//!   a restart). Each running task is driven by its own tokio task, which publishes every frame
-//!   to the session's SSE channel with the very bytes the Trace records.
-//! - Every `/api` request needs `Authorization: Bearer <token>` (the two stream routes also
-//!   take `?access_token=`, since an `EventSource` cannot send headers).
-//! - [`web`] is the browser app, compiled in and served without the token at `/` and
-//!   `/sessions/{id}`; it signs in with the token from the URL [`serve`] prints.
-//! - Sessions come from a [`SessionFactory`]: the server owns ids, channels, approvals,
-//!   steering and follow-ups, never models or tools. The `penguin` crate has factories for
-//!   configured models and for scenario files.
-//! - [`api`] holds the JSON bodies, for clients.
-//!
-//! Where things live: `host` (the factory seam), `sessions` (the registry), `entry` (one
-//! session's state), `tasks` (driving runs), `steering`, `approvals`, `settings` (what a
-//! restart keeps), `history` (`/messages`), `routes`, `auth`, `error`.
+#![doc = include_str!("../README.md")]
 
 pub mod api;
 mod approvals;
