@@ -1,0 +1,94 @@
+//! `penguin-server` embedded in a program of one's own: its own `SessionFactory` decides what a
+//! session is (here: the offline demo model and the built-in tools in one fixed workspace,
+//! sandboxed), the server does ids, SSE streams, approvals, steering and history.
+//!
+//! ```sh
+//! cargo run -p penguin-examples --example embed_server -- /path/to/workspace
+//! ```
+//! then open the printed link in a browser, or drive the API with the token.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use penguin::models::ModelSpec;
+use penguin::session::{Session, SessionSpec};
+use penguin_engine::EngineConfig;
+use penguin_server::{
+    CreateSession, FactoryError, HostedSession, LoadSession, ServeOptions, SessionFactory,
+};
+use penguin_tools::{BuiltinTools, Sandbox, SandboxRequest, ToolsConfig};
+
+/// Every session: the demo model, the built-in tools, one workspace.
+struct DemoSessions {
+    workspace: PathBuf,
+    sandbox: Sandbox,
+}
+
+impl DemoSessions {
+    fn tools(&self) -> Result<Arc<BuiltinTools>, FactoryError> {
+        let config = ToolsConfig {
+            sandbox: self.sandbox.clone(),
+            ..ToolsConfig::default()
+        };
+        BuiltinTools::new(&self.workspace, config)
+            .map(Arc::new)
+            .map_err(|e| FactoryError::Internal(format!("tools: {e}")))
+    }
+}
+
+impl SessionFactory for DemoSessions {
+    fn create(&self, req: &CreateSession) -> Result<Box<dyn HostedSession>, FactoryError> {
+        if req.workspace.is_some() {
+            return Err(FactoryError::InvalidRequest(
+                "workspace: this server has one workspace".into(),
+            ));
+        }
+        let spec = SessionSpec {
+            location: req.location.clone(),
+            provider: String::new(),
+            model_id: String::new(),
+            context_window: None,
+            system_prompt: "You are a demo agent.".into(),
+            workspace: self.workspace.clone(),
+            source: None,
+            durability: req.durability,
+            engine: EngineConfig::default(),
+        };
+        let session = Session::create_for_model(spec, &ModelSpec::demo(), self.tools()?)
+            .map_err(|e| FactoryError::Internal(e.to_string()))?;
+        Ok(Box::new(session))
+    }
+
+    fn load(&self, req: &LoadSession) -> Result<Box<dyn HostedSession>, FactoryError> {
+        let (resumed, writer) = Session::load(&req.location, &req.session_id, req.durability)
+            .map_err(|e| FactoryError::Unrecoverable(e.to_string()))?;
+        let engine = EngineConfig::default();
+        let session =
+            Session::resume_for_model(resumed, writer, engine, &ModelSpec::demo(), self.tools()?)
+                .map_err(|e| FactoryError::Unrecoverable(e.to_string()))?;
+        Ok(Box::new(session))
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let workspace = std::env::args()
+        .nth(1)
+        .map(PathBuf::from)
+        .unwrap_or(std::env::current_dir()?);
+    // The server keeps its token and the traces under the data root: no command may see it.
+    let data_root = penguin::trace_store::data_root();
+    let sandbox = Sandbox::resolve(&SandboxRequest {
+        protected: vec![data_root.clone()],
+        ..SandboxRequest::default()
+    })?;
+    let factory = DemoSessions {
+        workspace: workspace.canonicalize()?,
+        sandbox,
+    };
+    let mut options = ServeOptions::new(Arc::new(factory));
+    options.data_root = data_root;
+    options.port = 0; // any free port; `serve` prints where
+    penguin_server::serve(options).await?;
+    Ok(())
+}

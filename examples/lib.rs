@@ -1,0 +1,9 @@
+//! Programs that build on penguin's crates as a dependency would, one job each:
+//!
+//! - `minimal_agent`: the engine, an OpenAI-compatible provider and the built-in tools in the
+//!   current directory, approving each call at the terminal;
+//! - `custom_environment`: an `Environment` of one's own (a calculator tool) driven by the
+//!   engine;
+//! - `embed_server`: `penguin-server` embedded in a program with its own `SessionFactory`.
+//!
+//! `cargo run -p penguin-examples --example NAME`; each file says what it needs.
