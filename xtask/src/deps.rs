@@ -105,6 +105,7 @@ pub fn check(root: &Path) -> Result<(), String> {
         .map(|e| e.path())
         .collect();
     packages.push(root.join("tests"));
+    packages.push(root.join("examples"));
     packages.push(root.join("xtask"));
     packages.sort();
     let mut problems = Vec::new();
