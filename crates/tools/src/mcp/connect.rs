@@ -2,6 +2,7 @@
 //! sandboxed), Streamable HTTP, or legacy HTTP+SSE; then its tool list, within the server's
 //! connect budget.
 
+use super::MAX_MESSAGE_BYTES;
 use std::collections::HashMap;
 use std::path::Path;
 use std::pin::Pin;
@@ -20,10 +21,6 @@ use crate::Sandbox;
 
 /// Stderr kept per stdio server, to explain a failed start.
 const STDERR_TAIL_CHARS: usize = 2048;
-
-/// The most one message from a stdio server may take, its newline included: the SDK's own cap
-/// (`DEFAULT_MAX_LINE_LENGTH`, 16 MiB, as for one SSE event over HTTP).
-const MAX_MESSAGE_BYTES: usize = rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
 
 /// Why a stdio connection broke its framing; `None` while it has not.
 type Broken = watch::Receiver<Option<String>>;

@@ -64,6 +64,10 @@ pub fn mcp_tool_name(server: &str, tool: &str) -> String {
 
 /// The longest tool name every supported model API accepts (OpenAI's and Gemini's function
 /// names stop at 64 characters; Anthropic's at 128).
+/// The most one message from a server may take (a stdio line with its newline, or one SSE
+/// event): the SDK's own cap (`DEFAULT_MAX_LINE_LENGTH`, 16 MiB).
+const MAX_MESSAGE_BYTES: usize = rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
+
 const MAX_TOOL_NAME_CHARS: usize = 64;
 
 /// What every LLM API accepts as a tool name, `^[a-zA-Z0-9_-]{1,64}$`: one unusable name would

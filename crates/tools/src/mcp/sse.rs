@@ -9,71 +9,17 @@ use std::collections::BTreeMap;
 
 use futures::channel::mpsc;
 use futures::{SinkExt, StreamExt};
+use penguin_llm_providers::sse::SseDecoder;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use tokio::sync::oneshot;
+
+use super::MAX_MESSAGE_BYTES;
 
 /// The SDK-facing halves of one connection.
 pub(crate) type SsePair = (
     mpsc::Sender<ClientJsonRpcMessage>,
     mpsc::Receiver<ServerJsonRpcMessage>,
 );
-
-/// One server-sent event.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct Event {
-    name: String,
-    data: String,
-}
-
-/// Splits a byte stream into events (the subset of the SSE grammar servers use: `event`,
-/// `data`, comments, blank-line dispatch; `\r\n` or `\n` line ends).
-#[derive(Debug, Default)]
-struct Parser {
-    buf: Vec<u8>,
-    current: Event,
-    has_data: bool,
-}
-
-impl Parser {
-    fn feed(&mut self, chunk: &[u8]) -> Vec<Event> {
-        self.buf.extend_from_slice(chunk);
-        let mut out = Vec::new();
-        while let Some(nl) = self.buf.iter().position(|b| *b == b'\n') {
-            let mut line: Vec<u8> = self.buf.drain(..=nl).collect();
-            line.pop();
-            if line.last() == Some(&b'\r') {
-                line.pop();
-            }
-            let line = String::from_utf8_lossy(&line);
-            if line.is_empty() {
-                let ev = std::mem::take(&mut self.current);
-                if std::mem::take(&mut self.has_data) {
-                    out.push(ev);
-                }
-                continue;
-            }
-            if line.starts_with(':') {
-                continue;
-            }
-            let (field, value) = match line.split_once(':') {
-                Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
-                None => (line.as_ref(), ""),
-            };
-            match field {
-                "event" => self.current.name = value.to_owned(),
-                "data" => {
-                    if self.has_data {
-                        self.current.data.push('\n');
-                    }
-                    self.current.data.push_str(value);
-                    self.has_data = true;
-                }
-                _ => {}
-            }
-        }
-        out
-    }
-}
 
 fn header_map(headers: &BTreeMap<String, String>) -> reqwest::header::HeaderMap {
     let mut map = reqwest::header::HeaderMap::new();
@@ -115,18 +61,26 @@ pub(crate) async fn connect(
     let mut body = response.bytes_stream();
     // Aborted if this connect is dropped (cancelled or timed out) before it is handed over.
     let reader = AbortOnDrop(tokio::spawn(async move {
-        let mut parser = Parser::default();
+        // penguin's one SSE parser, bounded as a stdio line is.
+        let mut parser = SseDecoder::new().with_max_event_bytes(MAX_MESSAGE_BYTES);
         let mut endpoint_tx = Some(endpoint_tx);
         let mut to_sdk = to_sdk;
         while let Some(Ok(chunk)) = body.next().await {
-            for ev in parser.feed(&chunk) {
-                match ev.name.as_str() {
-                    "endpoint" => {
+            let events = match parser.feed(&chunk) {
+                Ok(events) => events,
+                Err(e) => {
+                    tracing::warn!("[mcp] sse: {e}; the event stream is closed");
+                    return;
+                }
+            };
+            for ev in events {
+                match ev.event.as_deref() {
+                    Some("endpoint") => {
                         if let (Some(tx), Ok(post)) = (endpoint_tx.take(), base.join(&ev.data)) {
                             let _ = tx.send(post);
                         }
                     }
-                    "" | "message" => {
+                    None | Some("message") => {
                         match serde_json::from_str::<ServerJsonRpcMessage>(&ev.data) {
                             Ok(msg) => {
                                 if to_sdk.send(msg).await.is_err() {
@@ -136,7 +90,7 @@ pub(crate) async fn connect(
                             Err(e) => tracing::warn!("[mcp] sse: unreadable message dropped: {e}"),
                         }
                     }
-                    _ => {}
+                    Some(_) => {}
                 }
             }
         }
@@ -183,30 +137,5 @@ struct AbortOnDrop(tokio::task::JoinHandle<()>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn events_are_split_on_blank_lines_across_chunks() {
-        let mut p = Parser::default();
-        assert!(p.feed(b"event: endpoint\r\ndata: /message?sess").is_empty());
-        let evs = p.feed(b"ionId=1\r\n\r\n: keepalive\n\ndata: {\"a\":\ndata: 1}\n\n");
-        assert_eq!(
-            evs,
-            [
-                Event {
-                    name: "endpoint".into(),
-                    data: "/message?sessionId=1".into()
-                },
-                Event {
-                    name: String::new(),
-                    data: "{\"a\":\n1}".into()
-                }
-            ]
-        );
     }
 }
