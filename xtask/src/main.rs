@@ -84,6 +84,7 @@ fn ci(root: &Path) -> Result<(), String> {
         "anthropic-messages",
         "openai-responses",
         "gemini",
+        "ollama",
     ] {
         features.push(vec!["--no-default-features", "--features", f]);
     }
@@ -241,6 +242,8 @@ fn e2e(root: &Path) -> Result<(), String> {
         "real_server",
         "--test",
         "real_model",
+        "--",
+        "--ignored",
     ])
     .env("PENGUIN_MODEL_SERVER", &url);
     run(root, "e2e tests", test)

@@ -2,7 +2,8 @@
 //! SmolLM2-135M-Instruct, started by `scripts/model-server.py` and run by `cargo xtask ci`.
 //!
 //! Set `PENGUIN_MODEL_SERVER=http://127.0.0.1:PORT` (the script's output) to run these; without
-//! it every test says it was skipped and passes, so a plain `cargo test` needs no server.
+//! it they are ignored (`#[ignore]`), so a plain `cargo test` needs no server; `cargo xtask e2e`
+//! runs them with `--ignored`.
 //! With `PENGUIN_RECORD_FIXTURES=1` as well, each protocol's raw reply to a fixed prompt is
 //! written to `tests/fixtures/<protocol>/llamacpp_smollm2_text.sse`, the bodies that
 //! `tests/llamacpp_fixtures.rs` replays without a server.
@@ -49,16 +50,16 @@ const FIXTURE_PROMPT: &str = "What color is the sky?";
 /// server fails the test instead of the CI job's clock.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
-fn server() -> Option<String> {
-    match std::env::var("PENGUIN_MODEL_SERVER") {
-        Ok(url) if !url.trim().is_empty() => Some(url.trim().trim_end_matches('/').to_owned()),
-        _ => {
-            eprintln!(
-                "skipped: PENGUIN_MODEL_SERVER is not set (python3 scripts/model-server.py start)"
-            );
-            None
-        }
-    }
+/// The server's base URL. These tests are `#[ignore]`d: `cargo xtask e2e` (and so `ci`)
+/// starts the server and runs them with `--ignored`, where a missing server is a failure.
+fn server() -> String {
+    let url = std::env::var("PENGUIN_MODEL_SERVER").unwrap_or_default();
+    let url = url.trim().trim_end_matches('/');
+    assert!(
+        !url.is_empty(),
+        "PENGUIN_MODEL_SERVER is not set: cargo xtask e2e starts the server and sets it"
+    );
+    url.to_owned()
 }
 
 fn config(base_url: String) -> ModelConfig {
@@ -321,8 +322,9 @@ async fn raw_body<P: WireProtocol>(label: &str, base_url: &str, protocol: P, fix
 
 #[cfg(feature = "openai-chat")]
 #[tokio::test]
+#[ignore = "needs a real model server: cargo xtask e2e"]
 async fn openai_chat_against_llamacpp() {
-    let Some(url) = server() else { return };
+    let url = server();
     exercise(
         "openai-chat",
         format!("{url}/v1"),
@@ -335,8 +337,9 @@ async fn openai_chat_against_llamacpp() {
 
 #[cfg(feature = "anthropic-messages")]
 #[tokio::test]
+#[ignore = "needs a real model server: cargo xtask e2e"]
 async fn anthropic_messages_against_llamacpp() {
-    let Some(url) = server() else { return };
+    let url = server();
     exercise(
         "anthropic-messages",
         url,
@@ -349,8 +352,9 @@ async fn anthropic_messages_against_llamacpp() {
 
 #[cfg(feature = "openai-responses")]
 #[tokio::test]
+#[ignore = "needs a real model server: cargo xtask e2e"]
 async fn openai_responses_against_llamacpp() {
-    let Some(url) = server() else { return };
+    let url = server();
     exercise(
         "openai-responses",
         format!("{url}/v1"),

@@ -1244,7 +1244,9 @@ async fn a_session_brings_its_own_mcp_servers() {
     use penguin::tools::mcp::{McpEnvironment, McpServerConfig};
 
     if std::env::var_os("PENGUIN_MCP_SERVERS").is_none_or(|v| v.is_empty()) {
-        eprintln!("skipped: PENGUIN_MCP_SERVERS is not set (scripts/install-mcp-servers.sh)");
+        let why = "PENGUIN_MCP_SERVERS is not set (scripts/install-mcp-servers.sh)";
+        assert!(std::env::var_os("CI").is_none(), "{why}");
+        eprintln!("skipped: {why}");
         return;
     }
     let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
