@@ -89,6 +89,10 @@ pub mod gemini;
 #[cfg(feature = "http")]
 pub mod http;
 pub mod limits;
+#[cfg(feature = "ndjson")]
+pub mod ndjson;
+#[cfg(feature = "ollama")]
+pub mod ollama;
 #[cfg(feature = "openai-chat")]
 pub mod openai_chat;
 #[cfg(feature = "openai-responses")]
@@ -96,6 +100,8 @@ pub mod openai_responses;
 pub mod scripted;
 pub mod sse;
 pub mod testing;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 pub mod translate;
 pub mod wire;
 
@@ -105,6 +111,8 @@ pub use anthropic_messages::AnthropicMessages;
 pub use gemini::Gemini;
 #[cfg(feature = "http")]
 pub use http::HttpModel;
+#[cfg(feature = "ollama")]
+pub use ollama::Ollama;
 #[cfg(feature = "openai-chat")]
 pub use openai_chat::OpenAiChat;
 #[cfg(feature = "openai-responses")]

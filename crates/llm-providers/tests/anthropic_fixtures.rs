@@ -4,10 +4,8 @@
 #![cfg(feature = "anthropic-messages")]
 
 use penguin_llm_providers::anthropic_messages::AnthropicDecoder;
-use penguin_llm_providers::testing::check_discipline;
-use penguin_llm_providers::{LlmOutcome, ToolCallIdAllocator};
+use penguin_llm_providers::{testkit, AnthropicMessages, LlmOutcome};
 use penguin_omni_protocol::StopReason::{self, Completed, Failed, Timeout};
-use proptest::prelude::*;
 use serde_json::json;
 
 mod common;
@@ -20,12 +18,25 @@ const FIXTURES: [&str; 4] = [
     "overloaded_error.sse",
 ];
 
-const MESSAGES: Fixtures<AnthropicDecoder> =
-    Fixtures::new("anthropic_messages", AnthropicDecoder::default);
+fn messages() -> Fixtures<AnthropicDecoder> {
+    fixtures("anthropic_messages", AnthropicDecoder::default)
+}
+
+#[test]
+fn every_fixture_passes_the_kit() {
+    let replays = testkit::replay_fixtures::<AnthropicMessages>(fixture_dir("anthropic_messages"));
+    let mut names: Vec<&str> = FIXTURES.to_vec();
+    names.push("llamacpp_smollm2_text.sse");
+    names.sort_unstable();
+    assert_eq!(
+        replays.keys().map(String::as_str).collect::<Vec<_>>(),
+        names
+    );
+}
 
 #[test]
 fn text_only() {
-    let (got, outcome) = MESSAGES.run("text_only.sse");
+    let (got, outcome) = messages().run("text_only.sse");
     assert_eq!(outcome, LlmOutcome::completed());
     assert_eq!(
         got,
@@ -38,7 +49,7 @@ fn text_only() {
 
 #[test]
 fn signed_thinking_text_and_tool_use() {
-    let (got, outcome) = MESSAGES.run("thinking_tool_use.sse");
+    let (got, outcome) = messages().run("thinking_tool_use.sse");
     assert_eq!(outcome, LlmOutcome::completed());
     let id = "toolu_01T1x1fJ34qAmk2tNTrN7Up6";
     assert_eq!(
@@ -82,7 +93,7 @@ fn signed_thinking_text_and_tool_use() {
 
 #[test]
 fn max_tokens_fails_the_segment_but_completes() {
-    let (got, outcome) = MESSAGES.run("max_tokens.sse");
+    let (got, outcome) = messages().run("max_tokens.sse");
     assert_eq!(outcome, LlmOutcome::completed());
     assert_eq!(
         got,
@@ -95,41 +106,17 @@ fn max_tokens_fails_the_segment_but_completes() {
 
 #[test]
 fn overloaded_error_event_is_a_timeout_that_closes_the_text() {
-    let (got, outcome) = MESSAGES.run("overloaded_error.sse");
+    let (got, outcome) = messages().run("overloaded_error.sse");
     assert_eq!(outcome, LlmOutcome::with_message(Timeout, "Overloaded"));
     assert_eq!(got, expect(vec![text_segment(&["Partial"], Timeout)]));
 }
 
 #[test]
 fn cut_before_message_stop_is_malformed() {
-    let body = MESSAGES.body("thinking_tool_use.sse");
-    let text = String::from_utf8(body.clone()).unwrap();
-    let cut = text.find("event: message_delta").unwrap();
-    let (msgs, outcome) = MESSAGES.replay(
-        "thinking_tool_use.sse",
-        &[&body[..cut]],
-        ToolCallIdAllocator::new(),
-    );
-    assert_eq!(outcome.status, StopReason::Malformed);
+    let cut = messages().cut_before("thinking_tool_use.sse", "event: message_delta");
+    assert_eq!(cut.outcome.status, StopReason::Malformed);
     assert_eq!(
-        outcome.error_message.as_deref(),
+        cut.outcome.error_message.as_deref(),
         Some("Last event must carry the end of the message: the stream ended after 17 event(s) without message_stop")
     );
-    check_discipline(&msgs).unwrap();
-}
-
-#[test]
-fn byte_at_a_time_gives_the_same_stream() {
-    MESSAGES.assert_byte_at_a_time_is_whole(&FIXTURES);
-}
-
-proptest! {
-    #[test]
-    fn any_split_gives_the_same_messages(
-        which in 0..FIXTURES.len(),
-        cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..24),
-    ) {
-        let name = FIXTURES[which];
-        prop_assert_eq!(MESSAGES.run_split(name, &cuts), MESSAGES.run(name));
-    }
 }

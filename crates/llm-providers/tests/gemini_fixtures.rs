@@ -3,25 +3,32 @@
 #![cfg(feature = "gemini")]
 
 use penguin_llm_providers::gemini::GeminiDecoder;
-use penguin_llm_providers::{LlmOutcome, ToolCallIdAllocator};
+use penguin_llm_providers::{testkit, Gemini, LlmOutcome, ToolCallIdAllocator};
 use penguin_omni_protocol::{build, StopReason::Completed};
-use proptest::prelude::*;
 use serde_json::json;
 
 mod common;
 use common::*;
 
-const GEMINI: Fixtures<GeminiDecoder> = Fixtures::new("gemini", GeminiDecoder::default);
+fn gemini() -> Fixtures<GeminiDecoder> {
+    fixtures("gemini", GeminiDecoder::default)
+}
 
 const CALLS: &str = "thinking_function_calls.sse";
 
 fn run_chunks(chunks: &[&[u8]], ids: ToolCallIdAllocator) -> (Vec<String>, LlmOutcome) {
-    GEMINI.run_chunks_with("gemini", chunks, ids)
+    gemini().run_chunks_with("gemini", chunks, ids)
+}
+
+#[test]
+fn every_fixture_passes_the_kit() {
+    let replays = testkit::replay_fixtures::<Gemini>(fixture_dir("gemini"));
+    assert_eq!(replays.keys().collect::<Vec<_>>(), [CALLS]);
 }
 
 #[test]
 fn thinking_then_two_calls_without_ids_get_unique_ids() {
-    let body = GEMINI.body(CALLS);
+    let body = gemini().body(CALLS);
     let (got, outcome) = run_chunks(&[&body], ToolCallIdAllocator::new());
     assert_eq!(outcome, LlmOutcome::completed());
     assert_eq!(
@@ -56,7 +63,7 @@ fn thinking_then_two_calls_without_ids_get_unique_ids() {
 
 #[test]
 fn the_allocator_is_session_wide() {
-    let body = GEMINI.body(CALLS);
+    let body = gemini().body(CALLS);
     let ids = ToolCallIdAllocator::new();
     run_chunks(&[&body], ids.clone());
     let (got, _) = run_chunks(&[&body], ids);
@@ -74,7 +81,7 @@ fn the_allocator_is_session_wide() {
 
 #[test]
 fn cut_before_finish_is_malformed() {
-    let body = GEMINI.body(CALLS);
+    let body = gemini().body(CALLS);
     let text = String::from_utf8_lossy(&body).into_owned();
     // Cut at the start of the line holding the finishReason.
     let cut = text[..text.find("\"finishReason\"").unwrap()]
@@ -102,11 +109,4 @@ fn error_chunk_is_classified_by_its_code() {
             "Resource has been exhausted (e.g. check quota)."
         )
     );
-}
-
-proptest! {
-    #[test]
-    fn any_split_gives_the_same_messages(cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..24)) {
-        prop_assert_eq!(GEMINI.run_split(CALLS, &cuts), GEMINI.run(CALLS));
-    }
 }

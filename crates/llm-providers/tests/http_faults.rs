@@ -1,238 +1,24 @@
-//! The HTTP shell against a local server that plays canned responses: the happy path, history
-//! and token bookkeeping, and every fault of §6.5. Each fault must give the right outcome and
-//! close every segment it opened before returning.
+//! The HTTP shell against a local server that plays canned responses (the test kit's
+//! [`Server`]), through Chat Completions: the happy path, history and token bookkeeping, and
+//! every fault of §6.5, with Chat Completions' own wire (reasoning, tool calls, its history
+//! format). Each fault must give the right outcome and close every segment it opened before
+//! returning. `tests/fault_suite.rs` runs the kit's protocol-independent fault suite against
+//! every adapter.
 
 #![cfg(all(feature = "http", feature = "openai-chat"))]
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use penguin_llm_providers::testing::{check_discipline, describe, describe_all, replay};
+use penguin_llm_providers::testkit::server::{Canned, Server, Step};
+use penguin_llm_providers::testkit::{check_discipline, describe, describe_all, replay};
 use penguin_llm_providers::{
     openai_chat::OpenAiChatDecoder, CancellationToken, HttpModel, Llm, LlmOutcome, LlmRequest,
     MessageSink, ModelConfig, OpenAiChat, ToolCallIdAllocator,
 };
 use penguin_omni_protocol::{build, OmniMessage, StopReason, TokenCounts};
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-
-/// One step of a canned response body.
-#[derive(Clone, Debug)]
-enum Step {
-    /// Write these bytes as one HTTP chunk.
-    Chunk(Vec<u8>),
-    /// Write these bytes as that many HTTP chunks, one after another (a body far larger than
-    /// the test's memory would hold, without building it).
-    Repeat(Vec<u8>, usize),
-    /// Wait before the next step.
-    Sleep(Duration),
-    /// Drop the connection without finishing the chunked body.
-    Drop,
-}
-
-#[derive(Clone, Debug)]
-enum Canned {
-    /// `200 text/event-stream`, chunked, then the steps; a clean end unless a `Drop` step.
-    Stream(Vec<Step>),
-    /// A complete non-streaming response.
-    Status(u16, &'static str, String),
-    /// Like `Stream` but offering keep-alive, then closing the connection as soon as the
-    /// client sends its next request on it: llama.cpp's behaviour after a streamed reply.
-    StreamThenCloseIdle(Vec<Step>),
-    /// An error status whose body is this many bytes of `x`, sent in 64 KiB writes.
-    HugeError(u16, &'static str, usize),
-}
-
-#[derive(Clone, Debug)]
-struct Seen {
-    path: String,
-    headers: Vec<(String, String)>,
-    body: Value,
-}
-
-/// A tiny HTTP/1.1 server: one canned response per connection, in order.
-struct Server {
-    base_url: String,
-    seen: Arc<Mutex<Vec<Seen>>>,
-    /// Response body bytes the client accepted so far (writes that went through).
-    written: Arc<AtomicUsize>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Server {
-    async fn start(responses: Vec<Canned>) -> Server {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let log = seen.clone();
-        let written = Arc::new(AtomicUsize::new(0));
-        let counter = written.clone();
-        let task = tokio::spawn(async move {
-            for canned in responses {
-                let Ok((mut socket, _)) = listener.accept().await else {
-                    return;
-                };
-                let Some(request) = read_request(&mut socket).await else {
-                    continue;
-                };
-                log.lock().unwrap().push(request);
-                if let Canned::StreamThenCloseIdle(steps) = canned {
-                    if write_stream(&mut socket, false, steps, &counter)
-                        .await
-                        .is_ok()
-                    {
-                        // The reused connection's request is read and never answered.
-                        let _ = read_request(&mut socket).await;
-                    }
-                    continue;
-                }
-                // A client that went away mid-response is part of some tests.
-                let _ = respond(&mut socket, canned, &counter).await;
-            }
-        });
-        Server {
-            base_url: format!("http://{addr}/v1"),
-            seen,
-            written,
-            task,
-        }
-    }
-
-    /// Waits until every canned response was served (or given up on because the client went
-    /// away) and returns how many body bytes got through.
-    async fn finished(self) -> usize {
-        tokio::time::timeout(Duration::from_secs(30), self.task)
-            .await
-            .expect("the server finishes once the client hangs up")
-            .unwrap();
-        self.written.load(Ordering::SeqCst)
-    }
-
-    fn requests(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
-    }
-}
-
-async fn read_request(socket: &mut TcpStream) -> Option<Seen> {
-    let mut buf = Vec::new();
-    let mut tmp = [0u8; 4096];
-    let head_end = loop {
-        let n = socket.read(&mut tmp).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&tmp[..n]);
-        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break p + 4;
-        }
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-    let mut lines = head.split("\r\n");
-    let path = lines.next()?.split(' ').nth(1)?.to_owned();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(": "))
-        .map(|(k, v)| (k.to_ascii_lowercase(), v.to_owned()))
-        .collect();
-    let length: usize = headers
-        .iter()
-        .find(|(k, _)| k == "content-length")
-        .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or(0);
-    while buf.len() < head_end + length {
-        let n = socket.read(&mut tmp).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&tmp[..n]);
-    }
-    let body = serde_json::from_slice(&buf[head_end..head_end + length]).unwrap_or(Value::Null);
-    Some(Seen {
-        path,
-        headers,
-        body,
-    })
-}
-
-async fn respond(
-    socket: &mut TcpStream,
-    canned: Canned,
-    written: &AtomicUsize,
-) -> std::io::Result<()> {
-    match canned {
-        Canned::Status(code, reason, body) => {
-            let head = format!(
-                "HTTP/1.1 {code} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                body.len()
-            );
-            socket.write_all(head.as_bytes()).await?;
-            socket.write_all(body.as_bytes()).await?;
-        }
-        Canned::Stream(steps) | Canned::StreamThenCloseIdle(steps) => {
-            write_stream(socket, true, steps, written).await?;
-        }
-        Canned::HugeError(code, reason, len) => {
-            let head = format!(
-                "HTTP/1.1 {code} {reason}\r\ncontent-type: text/html\r\ncontent-length: {len}\r\nconnection: close\r\n\r\n"
-            );
-            socket.write_all(head.as_bytes()).await?;
-            let block = vec![b'x'; 64 * 1024];
-            let mut left = len;
-            while left > 0 {
-                let n = left.min(block.len());
-                socket.write_all(&block[..n]).await?;
-                written.fetch_add(n, Ordering::SeqCst);
-                left -= n;
-            }
-        }
-    }
-    socket.shutdown().await
-}
-
-/// Writes a chunked `200 text/event-stream` response; a `Drop` step stops before its end.
-async fn write_stream(
-    socket: &mut TcpStream,
-    close: bool,
-    steps: Vec<Step>,
-    written: &AtomicUsize,
-) -> std::io::Result<()> {
-    let connection = if close { "close" } else { "keep-alive" };
-    socket
-        .write_all(format!("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\nconnection: {connection}\r\n\r\n").as_bytes())
-        .await?;
-    for step in steps {
-        match step {
-            Step::Chunk(bytes) => write_chunk(socket, &bytes, written).await?,
-            Step::Repeat(bytes, times) => {
-                for _ in 0..times {
-                    write_chunk(socket, &bytes, written).await?;
-                }
-            }
-            Step::Sleep(d) => tokio::time::sleep(d).await,
-            Step::Drop => return Ok(()),
-        }
-    }
-    socket.write_all(b"0\r\n\r\n").await?;
-    socket.flush().await
-}
-
-/// Writes `bytes` as one HTTP chunk and counts them once they went through.
-async fn write_chunk(
-    socket: &mut TcpStream,
-    bytes: &[u8],
-    written: &AtomicUsize,
-) -> std::io::Result<()> {
-    socket
-        .write_all(format!("{:x}\r\n", bytes.len()).as_bytes())
-        .await?;
-    socket.write_all(bytes).await?;
-    socket.write_all(b"\r\n").await?;
-    socket.flush().await?;
-    written.fetch_add(bytes.len(), Ordering::SeqCst);
-    Ok(())
-}
+use tokio::net::TcpListener;
 
 fn data(chunk: Value) -> Step {
     Step::Chunk(format!("data: {chunk}\n\n").into_bytes())
@@ -282,7 +68,7 @@ fn model(server: &Server) -> HttpModel<OpenAiChat> {
 }
 
 fn model_idle(server: &Server, idle_timeout: Duration) -> HttpModel<OpenAiChat> {
-    let mut config = ModelConfig::new(&server.base_url, "test-model");
+    let mut config = ModelConfig::new(format!("{}/v1", server.base_url()), "test-model");
     config.api_key = Some("sk-test".into());
     config.system_prompt = "You are terse.".into();
     config.idle_timeout = Some(idle_timeout);
@@ -813,7 +599,7 @@ const HUGE_BODY: usize = 128 * 1024 * 1024;
 const STOPPED_EARLY: usize = 32 * 1024 * 1024;
 
 fn model_capped(server: &Server, max_message_bytes: usize) -> HttpModel<OpenAiChat> {
-    let mut config = ModelConfig::new(&server.base_url, "test-model");
+    let mut config = ModelConfig::new(format!("{}/v1", server.base_url()), "test-model");
     config.idle_timeout = Some(IDLE_TIMEOUT);
     config.max_message_bytes = max_message_bytes;
     HttpModel::new(config, OpenAiChat::new(), ToolCallIdAllocator::new()).unwrap()
@@ -923,7 +709,7 @@ async fn the_default_cap_lets_an_ordinary_long_message_through() {
         done(),
     ])])
     .await;
-    let mut config = ModelConfig::new(&server.base_url, "test-model");
+    let mut config = ModelConfig::new(format!("{}/v1", server.base_url()), "test-model");
     config.idle_timeout = Some(IDLE_TIMEOUT);
     assert_eq!(
         config.max_message_bytes,

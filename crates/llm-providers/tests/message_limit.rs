@@ -3,19 +3,19 @@
 //! end the response with the permanent `failed` refusal naming the limit, and every segment
 //! closes holding only what was streamed, never more than the cap. The cap lives in the shared
 //! translator, so this checks that each decoder's items reach it fragment by fragment and that
-//! a call sent whole (Gemini) is measured too. The HTTP side (reading stops, the SSE event
-//! bound) is in `http_faults.rs`.
+//! a call sent whole (Gemini, Ollama) is measured too. The HTTP side (reading stops, the SSE
+//! event and NDJSON line bounds) is in `fault_suite.rs` and `http_faults.rs`.
 
 #![cfg(any(
     feature = "openai-chat",
     feature = "anthropic-messages",
     feature = "gemini",
-    feature = "openai-responses"
+    feature = "openai-responses",
+    feature = "ollama"
 ))]
 
-use penguin_llm_providers::testing::{check_discipline, describe_all, replay_limited};
+use penguin_llm_providers::testkit;
 use penguin_llm_providers::wire::StreamDecoder;
-use penguin_llm_providers::{LlmOutcome, ToolCallIdAllocator};
 use serde_json::{json, Value};
 
 /// The cap of these tests.
@@ -27,6 +27,12 @@ fn piece() -> String {
 }
 
 /// `events` as SSE, each event its own chunk (with its `event:` name when given).
+#[cfg(any(
+    feature = "openai-chat",
+    feature = "anthropic-messages",
+    feature = "gemini",
+    feature = "openai-responses"
+))]
 fn sse(events: &[(Option<&str>, Value)]) -> Vec<Vec<u8>> {
     events
         .iter()
@@ -37,35 +43,36 @@ fn sse(events: &[(Option<&str>, Value)]) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// Replays `chunks` under [`CAP`] and checks the refusal: its text names `what`, nothing past
-/// the cap was streamed, and the closing complete message (of `complete` type) holds exactly
-/// the streamed fragments.
+/// Replays `chunks` under [`CAP`] and checks the refusal with the kit
+/// ([`testkit::assert_message_cap`]: the text names `what`, nothing past the cap was streamed,
+/// the closing complete message is of `complete` type), and that the refusal came at the
+/// fragment crossing the cap, not earlier.
 fn assert_refused<D: StreamDecoder>(decoder: D, chunks: Vec<Vec<u8>>, what: &str, complete: &str) {
     let refs: Vec<&[u8]> = chunks.iter().map(Vec::as_slice).collect();
-    let (msgs, outcome) = replay_limited(decoder, &refs, ToolCallIdAllocator::new(), CAP);
-    check_discipline(&msgs).unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert_eq!(
-        outcome,
-        LlmOutcome::permanent_failure(format!(
-            "model output too large: {what} passed max_message_bytes (1 KiB); the rest of the response was not read"
-        )),
-    );
-    let got = describe_all(&msgs);
-    let streamed: usize = got
-        .iter()
-        .filter(|m| m.contains("/delta \"z"))
-        .map(|m| m.matches('z').count())
-        .sum();
+    let replay = testkit::assert_message_cap(decoder, &refs, CAP, what, complete);
+    let streamed = replay.streamed_bytes();
     assert!(
         streamed <= CAP && streamed > CAP - 100,
         "{what}: {streamed} bytes streamed"
     );
-    let last = got.last().unwrap();
-    assert!(
-        last.starts_with(&format!("{complete} ")) && last.ends_with(" failed"),
-        "{what}: {last:.120}"
+}
+
+/// A tool call sent whole, its arguments past the cap: measured as one piece, refused, and
+/// closed undispatched with nothing streamed.
+#[cfg(any(feature = "gemini", feature = "ollama"))]
+fn assert_whole_call_refused<D: StreamDecoder>(decoder: D, chunks: Vec<Vec<u8>>, id: &str) {
+    let refs: Vec<&[u8]> = chunks.iter().map(Vec::as_slice).collect();
+    let replay = testkit::assert_message_cap(
+        decoder,
+        &refs,
+        CAP,
+        &format!("the arguments of tool call {id} (write)"),
+        "tool_call",
     );
-    assert!(!got.iter().any(|m| m.starts_with("token_usage")));
+    assert_eq!(
+        replay.described(),
+        [format!("tool_call write({id})  failed")]
+    );
 }
 
 #[cfg(feature = "openai-chat")]
@@ -218,24 +225,13 @@ mod gemini {
             "thinking",
         );
         // Gemini sends a call whole: it is measured as one piece and closed undispatched.
-        let chunks = sse(&[chunk(
-            json!({"functionCall": {"name": "write", "args": {"content": "z".repeat(2 * CAP)}}}),
-        )]);
-        let refs: Vec<&[u8]> = chunks.iter().map(Vec::as_slice).collect();
-        let (msgs, outcome) = replay_limited(
+        assert_whole_call_refused(
             GeminiDecoder::default(),
-            &refs,
-            ToolCallIdAllocator::new(),
-            CAP,
+            sse(&[chunk(
+                json!({"functionCall": {"name": "write", "args": {"content": "z".repeat(2 * CAP)}}}),
+            )]),
+            "write",
         );
-        check_discipline(&msgs).unwrap();
-        assert_eq!(
-            outcome,
-            LlmOutcome::permanent_failure(
-                "model output too large: the arguments of tool call write (write) passed max_message_bytes (1 KiB); the rest of the response was not read"
-            )
-        );
-        assert_eq!(describe_all(&msgs), ["tool_call write(write)  failed"]);
     }
 }
 
@@ -290,6 +286,55 @@ mod openai_responses {
             ),
             "the arguments of tool call call_9 (write)",
             "tool_call",
+        );
+    }
+}
+
+#[cfg(feature = "ollama")]
+mod ollama {
+    use super::*;
+    use penguin_llm_providers::ollama::OllamaDecoder;
+
+    /// `objects` as NDJSON, each line its own chunk.
+    fn ndjson(objects: &[Value]) -> Vec<Vec<u8>> {
+        objects
+            .iter()
+            .map(|o| format!("{o}\n").into_bytes())
+            .collect()
+    }
+
+    fn body(message: Value) -> Vec<Vec<u8>> {
+        let mut objects: Vec<Value> = (0..20)
+            .map(|_| json!({"model": "qwen3", "message": message, "done": false}))
+            .collect();
+        objects.push(json!({"model": "qwen3", "message": {"role": "assistant", "content": ""}, "done": true, "done_reason": "stop"}));
+        ndjson(&objects)
+    }
+
+    #[test]
+    fn text_thinking_and_whole_calls_are_capped() {
+        let p = piece();
+        assert_refused(
+            OllamaDecoder::default(),
+            body(json!({"role": "assistant", "content": p})),
+            "a text message",
+            "text",
+        );
+        assert_refused(
+            OllamaDecoder::default(),
+            body(json!({"role": "assistant", "content": "", "thinking": p})),
+            "a thinking message",
+            "thinking",
+        );
+        // Ollama sends a call whole, its arguments an object.
+        assert_whole_call_refused(
+            OllamaDecoder::default(),
+            ndjson(&[
+                json!({"model": "qwen3", "message": {"role": "assistant", "content": "", "tool_calls": [
+                {"function": {"name": "write", "arguments": {"content": "z".repeat(2 * CAP)}}}
+            ]}, "done": false}),
+            ]),
+            "write",
         );
     }
 }

@@ -1,15 +1,14 @@
 //! Chat Completions fixtures: recorded-style SSE bodies in, exact OmniMessage streams out.
 //!
-//! Each expected stream is written out with the protocol's builders and compared as JSON
-//! without timestamps, so every key, value and message boundary is checked.
+//! Every fixture passes the test kit's generic checks (discipline, split invariance, clean
+//! truncation); each expected stream is written out with the kit's builders and compared as
+//! JSON without timestamps, so every key, value and message boundary is checked.
 
 #![cfg(feature = "openai-chat")]
 
 use penguin_llm_providers::openai_chat::OpenAiChatDecoder;
-use penguin_llm_providers::testing::check_discipline;
-use penguin_llm_providers::{LlmOutcome, ToolCallIdAllocator};
+use penguin_llm_providers::{testkit, LlmOutcome, OpenAiChat};
 use penguin_omni_protocol::{Fidelity, StopReason};
-use proptest::prelude::*;
 use serde_json::json;
 
 use StopReason::{Completed, Failed};
@@ -25,7 +24,21 @@ const FIXTURES: [&str; 5] = [
 mod common;
 use common::*;
 
-const CHAT: Fixtures<OpenAiChatDecoder> = Fixtures::new("openai_chat", OpenAiChatDecoder::default);
+fn chat() -> Fixtures<OpenAiChatDecoder> {
+    fixtures("openai_chat", OpenAiChatDecoder::default)
+}
+
+#[test]
+fn every_fixture_passes_the_kit() {
+    let replays = testkit::replay_fixtures::<OpenAiChat>(fixture_dir("openai_chat"));
+    let mut names: Vec<&str> = FIXTURES.to_vec();
+    names.push("llamacpp_smollm2_text.sse");
+    names.sort_unstable();
+    assert_eq!(
+        replays.keys().map(String::as_str).collect::<Vec<_>>(),
+        names
+    );
+}
 
 fn reasoning_field(field: &str) -> Option<Fidelity> {
     fidelity(json!({"reasoning_field": field}))
@@ -33,7 +46,7 @@ fn reasoning_field(field: &str) -> Option<Fidelity> {
 
 #[test]
 fn text_only_with_cached_prompt_tokens() {
-    let (got, outcome) = CHAT.run("text_only.sse");
+    let (got, outcome) = chat().run("text_only.sse");
     assert_eq!(outcome, LlmOutcome::completed());
     assert_eq!(
         got,
@@ -54,7 +67,7 @@ fn text_only_with_cached_prompt_tokens() {
 
 #[test]
 fn two_parallel_tool_calls_keyed_by_index() {
-    let (got, outcome) = CHAT.run("tool_calls_parallel.sse");
+    let (got, outcome) = chat().run("tool_calls_parallel.sse");
     assert_eq!(outcome, LlmOutcome::completed());
     let (a, b) = (
         "call_DdmO9pD3xa9XTPNJ32zg2hcA",
@@ -95,7 +108,7 @@ fn two_parallel_tool_calls_keyed_by_index() {
 
 #[test]
 fn llamacpp_reasoning_content_then_text() {
-    let (got, outcome) = CHAT.run("llamacpp_reasoning.sse");
+    let (got, outcome) = chat().run("llamacpp_reasoning.sse");
     assert_eq!(outcome, LlmOutcome::completed());
     assert_eq!(
         got,
@@ -119,7 +132,7 @@ fn llamacpp_reasoning_content_then_text() {
 
 #[test]
 fn llamacpp_tool_call_after_reasoning() {
-    let (got, outcome) = CHAT.run("llamacpp_tool_call.sse");
+    let (got, outcome) = chat().run("llamacpp_tool_call.sse");
     assert_eq!(outcome, LlmOutcome::completed());
     let id = "Kp2xV9mQ4sT7wZ1bN6cR8dF3hJ5lY0aE";
     assert_eq!(
@@ -139,7 +152,7 @@ fn llamacpp_tool_call_after_reasoning() {
 
 #[test]
 fn length_finish_fails_the_segment_but_the_request_completes() {
-    let (got, outcome) = CHAT.run("length_vllm_reasoning.sse");
+    let (got, outcome) = chat().run("length_vllm_reasoning.sse");
     assert_eq!(outcome, LlmOutcome::completed());
     assert_eq!(
         got,
@@ -157,45 +170,18 @@ fn length_finish_fails_the_segment_but_the_request_completes() {
 }
 
 #[test]
-fn byte_at_a_time_gives_the_same_stream() {
-    CHAT.assert_byte_at_a_time_is_whole(&FIXTURES);
-}
-
-#[test]
 fn truncating_any_fixture_before_its_finish_is_malformed_and_closes_everything() {
     for name in FIXTURES {
-        let body = CHAT.body(name);
-        let text = String::from_utf8(body.clone()).unwrap();
-        let finish = text
-            .find("\"finish_reason\":\"")
-            .unwrap_or_else(|| panic!("{name} has a finish"));
-        // Cut right before the line holding the first non-null finish_reason.
-        let cut = text[..finish].rfind("data: ").unwrap();
-        let (msgs, outcome) = CHAT.replay(name, &[&body[..cut]], ToolCallIdAllocator::new());
-        assert_eq!(outcome.status, StopReason::Malformed, "{name}");
+        let cut = chat().cut_before(name, "\"finish_reason\":\"");
+        assert_eq!(cut.outcome.status, StopReason::Malformed, "{name}");
         assert!(
-            outcome
+            cut.outcome
                 .error_message
                 .as_deref()
                 .unwrap()
                 .starts_with("Last event must carry a finish_reason"),
-            "{name}: {outcome:?}"
+            "{name}: {:?}",
+            cut.outcome
         );
-        check_discipline(&msgs).unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert!(
-            msgs.iter().all(|m| m.event().is_none()),
-            "{name}: no token_usage when malformed"
-        );
-    }
-}
-
-proptest! {
-    #[test]
-    fn any_split_gives_the_same_messages(
-        which in 0..FIXTURES.len(),
-        cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..24),
-    ) {
-        let name = FIXTURES[which];
-        prop_assert_eq!(CHAT.run_split(name, &cuts), CHAT.run(name));
     }
 }

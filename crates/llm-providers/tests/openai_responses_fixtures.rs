@@ -6,9 +6,8 @@
 #![cfg(feature = "openai-responses")]
 
 use penguin_llm_providers::openai_responses::{OpenAiResponsesDecoder, REASONING_ITEM};
-use penguin_llm_providers::LlmOutcome;
+use penguin_llm_providers::{testkit, LlmOutcome, OpenAiResponses};
 use penguin_omni_protocol::{build, OmniMessage, StopReason, StreamEventType};
-use proptest::prelude::*;
 use serde_json::json;
 
 use StopReason::{Completed, Failed, Malformed, Timeout};
@@ -27,8 +26,20 @@ const FIXTURES: [&str; 7] = [
     "llamacpp_smollm2_text.sse",
 ];
 
-const RESPONSES: Fixtures<OpenAiResponsesDecoder> =
-    Fixtures::new("openai_responses", OpenAiResponsesDecoder::default);
+fn responses() -> Fixtures<OpenAiResponsesDecoder> {
+    fixtures("openai_responses", OpenAiResponsesDecoder::default)
+}
+
+#[test]
+fn every_fixture_passes_the_kit() {
+    let replays = testkit::replay_fixtures::<OpenAiResponses>(fixture_dir("openai_responses"));
+    let mut names: Vec<&str> = FIXTURES.to_vec();
+    names.sort_unstable();
+    assert_eq!(
+        replays.keys().map(String::as_str).collect::<Vec<_>>(),
+        names
+    );
+}
 
 /// A text segment whose complete message carries `phase` fidelity.
 fn phased_text(deltas: &[&str], phase: &str) -> Vec<OmniMessage> {
@@ -49,7 +60,7 @@ fn phased_text(deltas: &[&str], phase: &str) -> Vec<OmniMessage> {
 
 #[test]
 fn reasoning_summary_then_phased_text() {
-    let (got, outcome) = RESPONSES.run("reasoning_summary_text.sse");
+    let (got, outcome) = responses().run("reasoning_summary_text.sse");
     assert_eq!(outcome, LlmOutcome::completed());
     // The reasoning item comes back whole, encrypted content included, for the next request.
     let item = json!({"id": "rs_68af01", "type": "reasoning", "encrypted_content": "gAAAAABoqENC-enc",
@@ -71,7 +82,7 @@ fn reasoning_summary_then_phased_text() {
 
 #[test]
 fn encrypted_reasoning_without_text_is_kept_then_a_function_call() {
-    let (got, outcome) = RESPONSES.run("encrypted_reasoning_function_call.sse");
+    let (got, outcome) = responses().run("encrypted_reasoning_function_call.sse");
     assert_eq!(outcome, LlmOutcome::completed());
     let id = "call_Xy12";
     let reasoning = json!({"id": "rs_77", "type": "reasoning", "encrypted_content": "gAAAAABenc2", "summary": []});
@@ -106,7 +117,7 @@ fn encrypted_reasoning_without_text_is_kept_then_a_function_call() {
 
 #[test]
 fn incomplete_for_max_output_tokens_fails_the_segment_but_completes() {
-    let (got, outcome) = RESPONSES.run("incomplete_max_output_tokens.sse");
+    let (got, outcome) = responses().run("incomplete_max_output_tokens.sse");
     assert_eq!(outcome, LlmOutcome::completed());
     assert_eq!(
         got,
@@ -119,7 +130,7 @@ fn incomplete_for_max_output_tokens_fails_the_segment_but_completes() {
 
 #[test]
 fn response_failed_is_classified_and_closes_the_segment() {
-    let (got, outcome) = RESPONSES.run("failed_server_error.sse");
+    let (got, outcome) = responses().run("failed_server_error.sse");
     assert_eq!(
         outcome,
         LlmOutcome::with_message(
@@ -132,7 +143,7 @@ fn response_failed_is_classified_and_closes_the_segment() {
 
 #[test]
 fn error_event_is_a_provider_error() {
-    let (got, outcome) = RESPONSES.run("error_rate_limit.sse");
+    let (got, outcome) = responses().run("error_rate_limit.sse");
     assert_eq!(
         outcome,
         LlmOutcome::with_message(Timeout, "Rate limit reached for gpt-5")
@@ -142,7 +153,7 @@ fn error_event_is_a_provider_error() {
 
 #[test]
 fn cut_off_stream_is_malformed() {
-    let (got, outcome) = RESPONSES.run("cut_off.sse");
+    let (got, outcome) = responses().run("cut_off.sse");
     assert_eq!(
         outcome,
         LlmOutcome::with_message(
@@ -155,7 +166,7 @@ fn cut_off_stream_is_malformed() {
 
 #[test]
 fn llamacpp_recorded_text() {
-    let (got, outcome) = RESPONSES.run("llamacpp_smollm2_text.sse");
+    let (got, outcome) = responses().run("llamacpp_smollm2_text.sse");
     assert_eq!(outcome, LlmOutcome::completed());
     assert_eq!(
         got,
@@ -167,15 +178,4 @@ fn llamacpp_recorded_text() {
             usage(28, 1, 24),
         ])
     );
-}
-
-proptest! {
-    #[test]
-    fn any_split_gives_the_same_messages(
-        which in 0..FIXTURES.len(),
-        cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..24),
-    ) {
-        let name = FIXTURES[which];
-        prop_assert_eq!(RESPONSES.run_split(name, &cuts), RESPONSES.run(name));
-    }
 }

@@ -332,6 +332,7 @@ pub fn default_base_url(protocol: Protocol) -> &'static str {
         Protocol::OpenaiChat | Protocol::OpenaiResponses => "https://api.openai.com/v1",
         Protocol::AnthropicMessages => "https://api.anthropic.com",
         Protocol::Gemini => "https://generativelanguage.googleapis.com/v1beta",
+        Protocol::Ollama => penguin_llm_providers::ollama::DEFAULT_BASE_URL,
         Protocol::Demo => "",
     }
 }

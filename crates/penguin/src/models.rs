@@ -26,6 +26,8 @@ pub enum Protocol {
     AnthropicMessages,
     /// Google Gemini `streamGenerateContent`.
     Gemini,
+    /// Ollama's native `/api/chat` (NDJSON streaming).
+    Ollama,
     /// The built-in offline demo model.
     Demo,
 }
@@ -38,6 +40,7 @@ impl Protocol {
             Protocol::OpenaiResponses => "openai-responses",
             Protocol::AnthropicMessages => "anthropic-messages",
             Protocol::Gemini => "gemini",
+            Protocol::Ollama => "ollama",
             Protocol::Demo => "demo",
         }
     }
@@ -57,10 +60,11 @@ impl FromStr for Protocol {
             "openai-responses" => Protocol::OpenaiResponses,
             "anthropic-messages" | "anthropic" => Protocol::AnthropicMessages,
             "gemini" => Protocol::Gemini,
+            "ollama" => Protocol::Ollama,
             "demo" => Protocol::Demo,
             other => {
                 return Err(format!(
-                    "unknown provider protocol {other:?} (expected openai-chat, openai-responses, anthropic-messages, gemini or demo)"
+                    "unknown provider protocol {other:?} (expected openai-chat, openai-responses, anthropic-messages, gemini, ollama or demo)"
                 ))
             }
         })
@@ -117,7 +121,8 @@ impl ModelSpec {
             Protocol::OpenaiChat | Protocol::OpenaiResponses => Some("OPENAI_API_KEY"),
             Protocol::AnthropicMessages => Some("ANTHROPIC_API_KEY"),
             Protocol::Gemini => Some("GEMINI_API_KEY"),
-            Protocol::Demo => None,
+            // A local server takes no key; a hosted one is named with api_key_env.
+            Protocol::Ollama | Protocol::Demo => None,
         }
     }
 }
@@ -276,6 +281,7 @@ pub fn build_llm(spec: &ModelSpec, cx: ModelContext) -> Result<Box<dyn Llm>, Mod
             http!(penguin_llm_providers::anthropic_messages::AnthropicMessages::new())
         }
         Protocol::Gemini => http!(penguin_llm_providers::gemini::Gemini::new()),
+        Protocol::Ollama => http!(penguin_llm_providers::ollama::Ollama::new()),
         Protocol::Demo => unreachable!("handled above"),
     })
 }

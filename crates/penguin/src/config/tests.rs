@@ -200,3 +200,54 @@ fn max_message_bytes_reaches_the_spec_within_its_range() {
         );
     }
 }
+
+#[test]
+fn ollama_is_a_protocol_with_a_local_default_and_no_key() {
+    let c = Config::parse(
+        "default_model = \"local\"\n[models.local]\nprotocol = \"ollama\"\nmodel = \"qwen3\"\nthinking_level = \"high\"\ncontext_window = 32768",
+    )
+    .unwrap();
+    let spec = resolve_model(&c, &ModelFlags::default(), none).unwrap();
+    assert_eq!(
+        (
+            spec.protocol,
+            spec.base_url.as_str(),
+            spec.model_id.as_str(),
+            spec.context_window
+        ),
+        (
+            Protocol::Ollama,
+            "http://127.0.0.1:11434",
+            "qwen3",
+            Some(32768)
+        )
+    );
+    assert_eq!(spec.key_env(), None, "a local Ollama takes no key");
+    assert_eq!(spec.missing_key(none), None);
+    assert_eq!(Protocol::Ollama.to_string(), "ollama");
+    // Ad hoc, and at another host.
+    let flags = ModelFlags {
+        provider: Some("ollama".into()),
+        model: Some("llama3.2".into()),
+        base_url: Some("http://gpu-box:11434".into()),
+        ..Default::default()
+    };
+    let spec = resolve_model(&c, &flags, none).unwrap();
+    assert_eq!(
+        (spec.protocol, spec.base_url.as_str()),
+        (Protocol::Ollama, "http://gpu-box:11434")
+    );
+    // The spec builds an HTTP model without a server (nothing is sent until a request).
+    assert!(crate::models::build_llm(&spec, Default::default()).is_ok());
+    let err = resolve_model(
+        &c,
+        &ModelFlags {
+            provider: Some("olama".into()),
+            model: Some("x".into()),
+            ..Default::default()
+        },
+        none,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("gemini, ollama or demo"), "{err}");
+}
