@@ -275,7 +275,7 @@ fn bench(root: &Path) -> Result<(), String> {
     b.args(["bench", "--workspace", "--all-features"]);
     run(root, "bench", b)?;
     let mut release = cargo();
-    release.args(["build", "--release", "-p", "penguin"]);
+    release.args(["build", "--release", "-p", "penguin-cli"]);
     run(root, "release build", release)?;
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)

@@ -35,17 +35,11 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &["subagent/child", "subagent/registry"],
     ),
     // to be removed: issue 25
-    (
-        "crates/penguin/src/bin/penguin/main.rs",
-        &["chat", "run", "editor"],
-    ),
+    ("crates/cli/src/main.rs", &["chat", "run", "editor"]),
     // to be removed: issue 25
-    (
-        "crates/penguin/src/bin/penguin/main.rs",
-        &["describe", "render"],
-    ),
+    ("crates/cli/src/main.rs", &["describe", "render"]),
     // to be removed: issue 25
-    ("crates/penguin/src/bin/penguin/main.rs", &["mcp", "setup"]),
+    ("crates/cli/src/main.rs", &["mcp", "setup"]),
     // to be removed: issue 25
     (
         "crates/server/src/lib.rs",
