@@ -22,7 +22,7 @@ pub(crate) struct ModelArgs {
     #[arg(long)]
     pub(crate) model: Option<String>,
     /// Provider protocol for an ad-hoc model: openai-chat (alias openai), openai-responses,
-    /// anthropic-messages (alias anthropic), gemini, demo, or scripted (with --scenario).
+    /// anthropic-messages (alias anthropic), gemini, ollama, demo, or scripted (with --scenario).
     #[arg(long)]
     pub(crate) provider: Option<String>,
     /// Base URL of the provider (e.g. http://127.0.0.1:8080/v1 for a local llama.cpp server).

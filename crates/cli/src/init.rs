@@ -15,7 +15,7 @@ default_model = "demo"
 
 # A local OpenAI-compatible server (llama.cpp, vLLM, Ollama, LM Studio):
 # [models.local]
-# protocol = "openai-chat"              # openai-chat | openai-responses | anthropic-messages | gemini | demo
+# protocol = "openai-chat"              # openai-chat | openai-responses | anthropic-messages | gemini | ollama | demo
 # base_url = "http://127.0.0.1:8080/v1"
 # model = "qwen2.5-coder"
 # context_window = 32768                # optional
