@@ -12,6 +12,7 @@ pub mod anthropic_messages;
 pub mod gemini;
 #[cfg(feature = "http")]
 pub mod http;
+#[cfg(feature = "wire")]
 pub mod limits;
 #[cfg(feature = "ndjson")]
 pub mod ndjson;
@@ -22,11 +23,15 @@ pub mod openai_chat;
 #[cfg(feature = "openai-responses")]
 pub mod openai_responses;
 pub mod scripted;
+#[cfg(feature = "wire")]
 pub mod sse;
+#[cfg(feature = "wire")]
 pub mod testing;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+#[cfg(feature = "wire")]
 pub mod translate;
+#[cfg(feature = "wire")]
 pub mod wire;
 
 #[cfg(feature = "anthropic-messages")]
@@ -41,10 +46,12 @@ pub use ollama::Ollama;
 pub use openai_chat::OpenAiChat;
 #[cfg(feature = "openai-responses")]
 pub use openai_responses::OpenAiResponses;
+#[cfg(feature = "wire")]
 pub use translate::{
     strip_suffix, usage_to_token_counts, ContentItem, EventTranslator, ToolCallIdAllocator,
     UniEvent, Usage,
 };
+#[cfg(feature = "wire")]
 pub use wire::{
     ModelConfig, StreamDecoder, WireError, WireProtocol, WireRequest, DEFAULT_MAX_MESSAGE_BYTES,
 };
