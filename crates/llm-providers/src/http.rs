@@ -80,6 +80,10 @@ impl<P: WireProtocol> HttpModel<P> {
         protocol: P,
         ids: ToolCallIdAllocator,
     ) -> Result<HttpModel<P>, ClientError> {
+        // reqwest's rustls needs a process-wide crypto provider: ring, as the rest of penguin.
+        // (Another one already installed is fine too.)
+        #[cfg(feature = "rustls")]
+        let _ = rustls::crypto::ring::default_provider().install_default();
         // No overall request timeout: a long generation is fine as long as bytes keep coming,
         // which the idle timeout watches.
         let client = reqwest::Client::builder()

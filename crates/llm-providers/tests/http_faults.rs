@@ -728,3 +728,32 @@ async fn the_default_cap_lets_an_ordinary_long_message_through() {
         .unwrap();
     assert_eq!(text, 2 * 1024 * 1024);
 }
+
+/// An `https` base URL goes through rustls (reqwest's, with the ring provider the shell
+/// installs): the client builds, and a peer that speaks no TLS is a failed request with the
+/// reason, never a panic or a hang.
+#[cfg(feature = "rustls")]
+#[tokio::test]
+async fn an_https_base_url_is_spoken_to_with_tls() {
+    use tokio::io::AsyncWriteExt;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let _ = socket.write_all(b"HTTP/1.1 200 OK\r\n\r\nnot tls").await;
+        }
+    });
+    let mut config = ModelConfig::new(format!("https://127.0.0.1:{port}/v1"), "m");
+    config.idle_timeout = Some(Duration::from_secs(10));
+    let mut model = HttpModel::new(config, OpenAiChat::new(), ToolCallIdAllocator::new())
+        .expect("a TLS client builds");
+    let mut sink: Vec<OmniMessage> = Vec::new();
+    let request = LlmRequest {
+        new_messages: vec![build::user_text("hi")],
+        cancel: CancellationToken::new(),
+        thinking_level: None,
+    };
+    let outcome = model.stream_generate(request, &mut sink).await;
+    assert_ne!(outcome.status, StopReason::Completed, "{outcome:?}");
+    assert!(outcome.error_message.is_some(), "{outcome:?}");
+}
