@@ -46,11 +46,6 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &["approvals", "entry", "sessions"],
     ),
     // to be removed: issue 25
-    (
-        "crates/sse-transport/src/lib.rs",
-        &["event", "sse", "channel"],
-    ),
-    // to be removed: issue 25
     ("crates/tools/src/lib.rs", &["contract", "call_output"]),
 ];
 

@@ -176,12 +176,12 @@ impl SseEvent {
         }
     }
 
-    /// The event as SSE bytes (see [`crate::encode_event`]), shared with every clone.
+    /// The event as SSE bytes (see [`encode_event`]), shared with every clone.
     pub fn wire(&self) -> Bytes {
         self.wire
             .get_or_init(|| {
                 let mut out = Vec::with_capacity(self.data.as_str().len() + 48);
-                crate::sse::encode_event(self, &mut out);
+                encode_event(self, &mut out);
                 Bytes::from(out)
             })
             .clone()
@@ -313,6 +313,34 @@ impl ServerEvent {
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("a ServerEvent always serializes")
     }
+}
+
+/// Appends one event in the reference's field order: `event:` (server events only), `data:`,
+/// `id:`, blank line.
+///
+/// Data is single-line JSON in practice; should it ever contain line breaks, each line gets its
+/// own `data:` field so the event still parses as the same string.
+pub fn encode_event(ev: &SseEvent, out: &mut Vec<u8>) {
+    if let Some(name) = ev.event {
+        out.extend_from_slice(b"event: ");
+        out.extend_from_slice(name.as_bytes());
+        out.push(b'\n');
+    }
+    let data = ev.data.as_str();
+    if data.contains(['\n', '\r']) {
+        for line in data.split("\r\n").flat_map(|l| l.split(['\n', '\r'])) {
+            out.extend_from_slice(b"data: ");
+            out.extend_from_slice(line.as_bytes());
+            out.push(b'\n');
+        }
+    } else {
+        out.extend_from_slice(b"data: ");
+        out.extend_from_slice(data.as_bytes());
+        out.push(b'\n');
+    }
+    out.extend_from_slice(b"id: ");
+    out.extend_from_slice(ev.id.to_string().as_bytes());
+    out.extend_from_slice(b"\n\n");
 }
 
 #[cfg(test)]

@@ -13,12 +13,12 @@ pub use channel::{
 };
 pub use client::{ClientReducer, ClientState, History, LiveTail, PendingApproval, DEDUP_WINDOW};
 pub use event::{
-    ApprovalRequest, Epoch, EventData, EventId, PendingInput, ServerEvent, SessionStatus, SseEvent,
-    TaskState, SERVER_EVENT,
+    encode_event, ApprovalRequest, Epoch, EventData, EventId, PendingInput, ServerEvent,
+    SessionStatus, SseEvent, TaskState, SERVER_EVENT,
 };
 pub use live_tail::{
     Fragment, FragmentKey, LiveTailTracker, PartialKind, FRAGMENT_CAP, FRAGMENT_SLACK,
 };
 #[cfg(feature = "axum")]
 pub use response::{into_response, last_event_id, sse_response};
-pub use sse::{encode_event, open_stream, SseConfig, SseStream, HEARTBEAT, PING};
+pub use sse::{open_stream, SseConfig, SseStream, HEARTBEAT, PING};

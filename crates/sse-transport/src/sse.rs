@@ -12,7 +12,7 @@ use futures_core::Stream;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use crate::channel::{Channel, Subscription};
-use crate::event::{ServerEvent, SseEvent};
+use crate::event::ServerEvent;
 
 /// The reference's heartbeat interval.
 pub const HEARTBEAT: Duration = Duration::from_secs(20);
@@ -33,34 +33,6 @@ impl Default for SseConfig {
             heartbeat: HEARTBEAT,
         }
     }
-}
-
-/// Appends one event in the reference's field order: `event:` (server events only), `data:`,
-/// `id:`, blank line.
-///
-/// Data is single-line JSON in practice; should it ever contain line breaks, each line gets its
-/// own `data:` field so the event still parses as the same string.
-pub fn encode_event(ev: &SseEvent, out: &mut Vec<u8>) {
-    if let Some(name) = ev.event {
-        out.extend_from_slice(b"event: ");
-        out.extend_from_slice(name.as_bytes());
-        out.push(b'\n');
-    }
-    let data = ev.data.as_str();
-    if data.contains(['\n', '\r']) {
-        for line in data.split("\r\n").flat_map(|l| l.split(['\n', '\r'])) {
-            out.extend_from_slice(b"data: ");
-            out.extend_from_slice(line.as_bytes());
-            out.push(b'\n');
-        }
-    } else {
-        out.extend_from_slice(b"data: ");
-        out.extend_from_slice(data.as_bytes());
-        out.push(b'\n');
-    }
-    out.extend_from_slice(b"id: ");
-    out.extend_from_slice(ev.id.to_string().as_bytes());
-    out.extend_from_slice(b"\n\n");
 }
 
 // Many queued small events are written as one chunk: a replay of thousands of events should not
@@ -183,7 +155,7 @@ pub fn open_stream(
 mod tests {
     use super::*;
     use crate::channel::ChannelConfig;
-    use crate::event::{Epoch, EventData, EventId, SERVER_EVENT};
+    use crate::event::{encode_event, Epoch, EventData, EventId, SseEvent, SERVER_EVENT};
     use futures::StreamExt;
 
     #[test]
