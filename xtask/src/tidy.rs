@@ -45,8 +45,6 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "crates/server/src/lib.rs",
         &["approvals", "entry", "sessions"],
     ),
-    // to be removed: issue 25
-    ("crates/tools/src/lib.rs", &["contract", "call_output"]),
 ];
 
 /// Checks every crate under `root/crates` for module loops; the error lists each loop not

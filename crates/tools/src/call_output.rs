@@ -7,6 +7,8 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use penguin_engine::MessageSink;
@@ -16,7 +18,6 @@ use penguin_omni_protocol::{
 };
 use tokio::io::AsyncWriteExt;
 
-use crate::contract::Limits;
 use crate::notes;
 use crate::path::{create_new_beneath, error_code};
 
@@ -53,6 +54,53 @@ impl ArchiveBudget {
 
     fn exhausted(&self) -> bool {
         self.session_left.load(Ordering::Relaxed) == 0
+    }
+}
+
+/// What a call may produce and how long it may run: the output cap, where truncated output is
+/// archived and how much of it, and the timeout. [`BuiltinTools::limits`](crate::BuiltinTools::limits)
+/// gives a session's; the default is the reference's (16,000 chars, 120 s, no archive).
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// `None`: no cap.
+    pub(crate) max_output_chars: Option<usize>,
+    /// `None`: no timeout.
+    pub(crate) timeout: Option<Duration>,
+    /// Canonical workspace root, when truncated output is archived under it.
+    pub(crate) archive_root: Option<PathBuf>,
+    /// How much the archive may still write.
+    pub(crate) archive_budget: Arc<ArchiveBudget>,
+}
+
+impl Limits {
+    /// `config`'s limits, truncated output archived under `workspace` (when given and the
+    /// configuration archives) within `budget`.
+    pub(crate) fn new(
+        config: &crate::ToolsConfig,
+        workspace: Option<&std::path::Path>,
+        archive_budget: Arc<ArchiveBudget>,
+    ) -> Limits {
+        Limits {
+            max_output_chars: usize::try_from(config.max_output_chars)
+                .ok()
+                .filter(|n| *n > 0),
+            timeout: config.timeout.filter(|t| !t.is_zero()),
+            archive_root: workspace
+                .filter(|_| config.archive_truncated)
+                .map(|w| w.to_path_buf()),
+            archive_budget,
+        }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        let config = crate::ToolsConfig::default();
+        let budget = ArchiveBudget::new(
+            config.archive_max_file_bytes,
+            config.archive_max_session_bytes,
+        );
+        Limits::new(&config, None, Arc::new(budget))
     }
 }
 

@@ -3,8 +3,6 @@
 
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -14,7 +12,8 @@ use penguin_omni_protocol::{StopReason, ToolCall};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::call_output::{ArchiveBudget, CallOutput};
+use crate::call_output::CallOutput;
+pub use crate::call_output::Limits;
 use crate::notes;
 
 /// How many chunks a tool may run ahead of the sink before its `emit` waits: keeps a flooding
@@ -71,53 +70,6 @@ pub(crate) trait Tool: Send + Sync {
 
     /// Runs the call, streaming its content through `out`.
     async fn run(&self, args: Value, out: Output) -> ToolResult;
-}
-
-/// What a call may produce and how long it may run: the output cap, where truncated output is
-/// archived and how much of it, and the timeout. [`BuiltinTools::limits`](crate::BuiltinTools::limits)
-/// gives a session's; the default is the reference's (16,000 chars, 120 s, no archive).
-#[derive(Clone, Debug)]
-pub struct Limits {
-    /// `None`: no cap.
-    pub(crate) max_output_chars: Option<usize>,
-    /// `None`: no timeout.
-    pub(crate) timeout: Option<Duration>,
-    /// Canonical workspace root, when truncated output is archived under it.
-    pub(crate) archive_root: Option<PathBuf>,
-    /// How much the archive may still write.
-    pub(crate) archive_budget: Arc<ArchiveBudget>,
-}
-
-impl Limits {
-    /// `config`'s limits, truncated output archived under `workspace` (when given and the
-    /// configuration archives) within `budget`.
-    pub(crate) fn new(
-        config: &crate::ToolsConfig,
-        workspace: Option<&std::path::Path>,
-        archive_budget: Arc<ArchiveBudget>,
-    ) -> Limits {
-        Limits {
-            max_output_chars: usize::try_from(config.max_output_chars)
-                .ok()
-                .filter(|n| *n > 0),
-            timeout: config.timeout.filter(|t| !t.is_zero()),
-            archive_root: workspace
-                .filter(|_| config.archive_truncated)
-                .map(|w| w.to_path_buf()),
-            archive_budget,
-        }
-    }
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        let config = crate::ToolsConfig::default();
-        let budget = ArchiveBudget::new(
-            config.archive_max_file_bytes,
-            config.archive_max_session_bytes,
-        );
-        Limits::new(&config, None, Arc::new(budget))
-    }
 }
 
 /// Executes one call and closes it out: start, deltas, stop, exactly one complete output.

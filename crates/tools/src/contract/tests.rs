@@ -1,6 +1,7 @@
 use std::sync::Arc;
 
 use super::*;
+use crate::call_output::ArchiveBudget;
 use crate::call_output::ARCHIVE_DIR;
 use penguin_omni_protocol::build;
 use penguin_omni_protocol::{ModelPayload, OmniMessage, StreamEventType};
