@@ -2,6 +2,7 @@
 //!
 //! - `minimal_agent`: the engine, an OpenAI-compatible provider and the built-in tools in the
 //!   current directory, approving each call at the terminal;
+//! - `custom_tool`: a tool of one's own beside the built-in ones, under their contract;
 //! - `custom_environment`: an `Environment` of one's own (a calculator tool) driven by the
 //!   engine;
 //! - `embed_server`: `penguin-server` embedded in a program with its own `SessionFactory`.

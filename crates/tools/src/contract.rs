@@ -22,7 +22,7 @@ const CHANNEL_DEPTH: usize = 64;
 
 /// What a tool reports when it finishes on its own.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub(crate) struct ToolOutcome {
+pub struct ToolOutcome {
     /// A note such as `[exit code: 2]`, written after the content.
     pub note: Option<String>,
     /// The tool's own stop reason; `None` means completed.
@@ -32,23 +32,24 @@ pub(crate) struct ToolOutcome {
 }
 
 /// `Err` is the reference's "the tool threw": it becomes `[tool error] <msg>`.
-pub(crate) type ToolResult = Result<ToolOutcome, String>;
+pub type ToolResult = Result<ToolOutcome, String>;
 
-/// Where a running tool sends its output, chunk by chunk.
+/// Where a running tool sends its output, chunk by chunk: the wrapper streams it as
+/// `partial_tool_call_output` deltas, caps it, archives what the cap cuts, and closes the call.
 #[derive(Debug)]
-pub(crate) struct Output {
+pub struct Output {
     tx: mpsc::Sender<String>,
     timeout: Option<Duration>,
 }
 
 impl Output {
     /// The call's effective timeout, so a tool can hand back before it fires.
-    pub(crate) fn timeout(&self) -> Option<Duration> {
+    pub fn timeout(&self) -> Option<Duration> {
         self.timeout
     }
 
     /// Sends one chunk; waits while the sink is behind.
-    pub(crate) async fn emit(&self, chunk: impl Into<String>) {
+    pub async fn emit(&self, chunk: impl Into<String>) {
         let chunk = chunk.into();
         if !chunk.is_empty() {
             // A send only fails once the wrapper stopped listening, when nothing matters anymore.
@@ -57,12 +58,15 @@ impl Output {
     }
 }
 
-/// One executable tool, already bound to its workspace.
+/// One executable tool, already bound to its workspace: what a built-in tool is, and what a
+/// tool of one's own implements to join them ([`BuiltinTools::with_tool`](crate::BuiltinTools::with_tool)).
 ///
-/// The wrapper may drop `run`'s future at any await point (interrupt or timeout), so a tool
-/// that owns external resources must release them on drop.
+/// The wrapper around it keeps the contract whatever the tool does: the call's timeout, the
+/// user's interrupt, a panic, output past the cap, and exactly one complete output. It may drop
+/// `run`'s future at any await point (interrupt or timeout), so a tool that owns external
+/// resources must release them on drop.
 #[async_trait]
-pub(crate) trait Tool: Send + Sync {
+pub trait Tool: Send + Sync {
     /// A per-call timeout requested by the arguments, replacing the configured one.
     fn timeout_override(&self, _args: &Value) -> Option<Duration> {
         None

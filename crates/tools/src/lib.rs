@@ -23,7 +23,6 @@ use penguin_engine::{BackgroundWork, Environment, MessageSink, Permission, ToolC
 use penguin_omni_protocol::{build, ModelPayload, StopReason, ToolCall, ToolDefinition};
 
 use call_output::ArchiveBudget;
-use contract::Tool;
 use exec::{ExecCommand, InputCommand, KillCommand};
 use files::{FileOp, FileTool};
 use path::Workspace;
@@ -31,7 +30,7 @@ use path::Workspace;
 pub use builtin::BuiltinTool;
 pub use call_output::{CallOutput, ARCHIVE_DIR};
 pub use command::{kill_all_background_processes, CappedText, CommandSessions, MAX_PROCESSES};
-pub use contract::Limits;
+pub use contract::{Limits, Output, Tool, ToolOutcome, ToolResult};
 pub use sandbox::{Sandbox, SandboxBypass, SandboxMode, SandboxRequest};
 
 /// The reference's default output cap, in chars.
@@ -85,6 +84,36 @@ pub struct BuiltinTools {
     bypass: SandboxBypass,
     // Shared by clones: one session's background commands.
     commands: CommandSessions,
+    // Tools of the embedder's own, after the built-in ones.
+    custom: Vec<CustomTool>,
+}
+
+/// A tool added with [`BuiltinTools::with_tool`].
+#[derive(Clone)]
+struct CustomTool {
+    definition: ToolDefinition,
+    permission: Permission,
+    tool: Arc<dyn Tool>,
+}
+
+impl std::fmt::Debug for CustomTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CustomTool")
+            .field("name", &self.definition.name)
+            .field("permission", &self.permission)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a tool could not be added: its name is empty, not `[A-Za-z0-9_-]` (what model APIs
+/// accept), longer than 64 characters, or already taken.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("tool name {name:?} cannot be added: {reason}")]
+pub struct ToolNameError {
+    /// The name asked for.
+    pub name: String,
+    /// Why not.
+    pub reason: &'static str,
 }
 
 impl BuiltinTools {
@@ -108,7 +137,46 @@ impl BuiltinTools {
             archive_budget,
             bypass: SandboxBypass::new(),
             commands: CommandSessions::new(),
+            custom: Vec::new(),
         })
+    }
+
+    /// These tools and `tool`, offered to the model as `definition`. Its calls run under the
+    /// same contract as the built-in ones (the cap and archive, the timeout, interrupts,
+    /// panics, one complete output each); `permission` is what approval modes consult.
+    pub fn with_tool(
+        mut self,
+        definition: ToolDefinition,
+        permission: Permission,
+        tool: impl Tool + 'static,
+    ) -> Result<BuiltinTools, ToolNameError> {
+        let name = definition.name.clone();
+        let refuse = |reason| {
+            Err(ToolNameError {
+                name: name.clone(),
+                reason,
+            })
+        };
+        if name.is_empty() || name.chars().count() > 64 {
+            return refuse("a name has 1 to 64 characters");
+        }
+        if !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return refuse("only letters, digits, `_` and `-`");
+        }
+        if BuiltinTool::from_name(&name).is_some()
+            || self.custom.iter().any(|c| c.definition.name == name)
+        {
+            return refuse("a tool of that name is already there");
+        }
+        self.custom.push(CustomTool {
+            definition,
+            permission,
+            tool: Arc::new(tool),
+        });
+        Ok(self)
     }
 
     /// The session's background commands: list and kill them, or hear when background
@@ -144,7 +212,10 @@ impl BuiltinTools {
         Limits::new(&self.config, Some(&self.root), self.archive_budget.clone())
     }
 
-    fn bind(&self, call: &ToolCall) -> Option<Box<dyn Tool>> {
+    fn bind(&self, call: &ToolCall) -> Option<Arc<dyn Tool>> {
+        if let Some(custom) = self.custom.iter().find(|c| c.definition.name == call.name) {
+            return Some(custom.tool.clone());
+        }
         let tool =
             BuiltinTool::from_name(&call.name).filter(|t| self.config.enabled.contains(t))?;
         let root = self.root.clone();
@@ -155,7 +226,7 @@ impl BuiltinTools {
             protected: self.config.sandbox.protected().to_vec(),
         };
         Some(match tool {
-            BuiltinTool::ExecCommand => Box::new(ExecCommand {
+            BuiltinTool::ExecCommand => Arc::new(ExecCommand {
                 root,
                 sandbox: if self.bypass.take(&call.tool_call_id, &call.arguments) {
                     self.config.sandbox.unconfined()
@@ -164,23 +235,23 @@ impl BuiltinTools {
                 },
                 commands: self.commands.clone(),
             }),
-            BuiltinTool::InputCommand => Box::new(InputCommand {
+            BuiltinTool::InputCommand => Arc::new(InputCommand {
                 commands: self.commands.clone(),
             }),
-            BuiltinTool::KillCommand => Box::new(KillCommand {
+            BuiltinTool::KillCommand => Arc::new(KillCommand {
                 commands: self.commands.clone(),
             }),
-            BuiltinTool::ReadFile => Box::new(FileTool {
+            BuiltinTool::ReadFile => Arc::new(FileTool {
                 op: FileOp::Read,
                 workspace: workspace(),
                 read_only,
             }),
-            BuiltinTool::WriteFile => Box::new(FileTool {
+            BuiltinTool::WriteFile => Arc::new(FileTool {
                 op: FileOp::Write,
                 workspace: workspace(),
                 read_only,
             }),
-            BuiltinTool::EditFile => Box::new(FileTool {
+            BuiltinTool::EditFile => Arc::new(FileTool {
                 op: FileOp::Edit,
                 workspace: workspace(),
                 read_only,
@@ -212,10 +283,14 @@ impl Environment for BuiltinTools {
             .into_iter()
             .filter(|t| self.config.enabled.contains(t))
             .map(BuiltinTool::definition)
+            .chain(self.custom.iter().map(|c| c.definition.clone()))
             .collect()
     }
 
     fn permission(&self, name: &str) -> Permission {
+        if let Some(custom) = self.custom.iter().find(|c| c.definition.name == name) {
+            return custom.permission;
+        }
         BuiltinTool::from_name(name).map_or(Permission::ReadWrite, BuiltinTool::permission)
     }
 

@@ -675,3 +675,97 @@ async fn special_files_are_refused_for_writing_without_blocking() {
     assert_eq!(stop, StopReason::Failed);
     assert_eq!(out, "[tool error] pipe: not a regular file");
 }
+
+/// A tool of one's own: it counts the words of its `text`, streaming one line per word, or
+/// panics on `"boom"`, or sleeps past its timeout on `"sleep"`.
+struct WordCount;
+
+#[async_trait::async_trait]
+impl penguin_tools::Tool for WordCount {
+    async fn run(&self, args: Value, out: penguin_tools::Output) -> penguin_tools::ToolResult {
+        let text = args["text"].as_str().ok_or("expected {\"text\": string}")?;
+        match text {
+            "boom" => panic!("the word counter fell over"),
+            "sleep" => tokio::time::sleep(Duration::from_secs(60)).await,
+            _ => {}
+        }
+        for (i, word) in text.split_whitespace().enumerate() {
+            out.emit(format!("{}: {word}\n", i + 1)).await;
+        }
+        Ok(penguin_tools::ToolOutcome {
+            note: Some(format!("[{} words]", text.split_whitespace().count())),
+            ..Default::default()
+        })
+    }
+}
+
+fn word_count_definition(name: &str) -> penguin_omni_protocol::ToolDefinition {
+    penguin_omni_protocol::ToolDefinition {
+        name: name.into(),
+        description: "Counts words.".into(),
+        parameters: Some(json!({"type": "object", "properties": {"text": {"type": "string"}}})),
+    }
+}
+
+#[tokio::test]
+async fn a_tool_of_ones_own_runs_under_the_same_contract() {
+    let config = ToolsConfig {
+        max_output_chars: 40,
+        timeout: Some(Duration::from_millis(300)),
+        ..ToolsConfig::default()
+    };
+    let (_dir, tools) = workspace(config);
+    let tools = tools
+        .with_tool(
+            word_count_definition("word_count"),
+            Permission::Read,
+            WordCount,
+        )
+        .unwrap();
+    assert!(tools.tools().iter().any(|t| t.name == "word_count"));
+    assert_eq!(tools.permission("word_count"), Permission::Read);
+
+    let (o, stop) = call(&tools, "word_count", json!({"text": "one two"})).await;
+    assert_eq!(
+        (o.as_str(), stop),
+        ("1: one\n2: two\n\n[2 words]", StopReason::Completed)
+    );
+    // The cap, the archive, a panic, a bad argument and the timeout: the wrapper's, not the tool's.
+    let (o, _) = call(
+        &tools,
+        "word_count",
+        json!({"text": "a b c d e f g h i j k"}),
+    )
+    .await;
+    assert!(o.contains("[output truncated: exceeded 40 chars]"), "{o}");
+    let (o, stop) = call(&tools, "word_count", json!({"text": "boom"})).await;
+    assert_eq!(stop, StopReason::Failed);
+    assert!(
+        o.contains("[tool error] tool panicked: the word counter fell over"),
+        "{o}"
+    );
+    let (o, stop) = call(&tools, "word_count", json!({"text": 3})).await;
+    assert_eq!(
+        (o.as_str(), stop),
+        (
+            "[tool error] expected {\"text\": string}",
+            StopReason::Failed
+        )
+    );
+    let (o, stop) = call(&tools, "word_count", json!({"text": "sleep"})).await;
+    assert_eq!(stop, StopReason::Failed);
+    assert!(o.contains("[tool timeout: exceeded 300ms]"), "{o}");
+
+    for (name, why) in [
+        ("read_file", "already there"),
+        ("word_count", "already there"),
+        ("", "1 to 64"),
+        ("two words", "only letters"),
+    ] {
+        let err = tools
+            .clone()
+            .with_tool(word_count_definition(name), Permission::Read, WordCount)
+            .unwrap_err();
+        assert!(err.to_string().contains(why), "{name}: {err}");
+    }
+}
