@@ -1,182 +1,25 @@
-//! Background work of a served session: commands listed and killed over the API; a background
-//! launch that settles while the session is idle starts a task carrying its notice; a
-//! background subagent's messages published live on the session's channel, and its approval
+//! Background work of a served session (`HostedSession::environment().background()`, its
+//! notices and live messages): commands listed and killed over the API; work that settles
+//! while the session is idle starts a task carrying its notice; a background subagent's
+//! messages published live on the session's channel (never in its Trace), its approval
 //! requests waiting for their human past the end of the task that launched it, and withdrawn
 //! when the child is killed.
+//!
+//! The sessions are fakes (`support::fake`) whose background work the test drives; the
+//! facade's real background commands and subagents behind the server are tested in
+//! `crates/penguin/tests/hosting/`.
+
+mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use penguin::engine::EngineConfig;
-use penguin::llm_providers::scripted::ScriptedModel;
-use penguin::server::{
-    router, AppState, CreateSession, FactoryError, HostedSession, LoadSession, ServeOptions,
-    SessionFactory,
-};
-use penguin::session::{Session, SessionSpec};
-use penguin::tools::{BuiltinTools, ToolsConfig};
+use penguin_engine::BackgroundWork;
+use penguin_omni_protocol::background::BackgroundKind;
 use serde_json::{json, Value};
-
-const TOKEN: &str = "test-token-0123456789";
-
-fn model(p: Value) -> Value {
-    json!({"type": "model_msg", "payload": p})
-}
-
-fn step(m: Value) -> Value {
-    json!({"delay_ms": 0, "message": m})
-}
-
-fn usage() -> Value {
-    let c = json!({"cache_read": 0, "cache_write": 0, "output": 1, "total": 10});
-    json!({"type": "event_msg", "payload": {"type": "token_usage", "session": c, "request": c}})
-}
-
-fn text_turn(text: &str) -> Value {
-    json!({"stream": [
-        step(model(json!({"type": "text", "role": "assistant", "text": text, "stop_reason": "completed"}))),
-        step(usage()),
-    ]})
-}
-
-fn call_turn(id: &str, args: Value) -> Value {
-    json!({"stream": [
-        step(model(json!({"type": "tool_call", "role": "assistant", "name": "exec_command", "arguments": args.to_string(), "tool_call_id": id, "stop_reason": "completed"}))),
-        step(usage()),
-    ]})
-}
-
-/// A scripted model with the real built-in tools: its calls run real commands.
-struct RealTools {
-    llm: Value,
-}
-
-impl SessionFactory for RealTools {
-    fn create(&self, req: &CreateSession) -> Result<Box<dyn HostedSession>, FactoryError> {
-        let workspace = req
-            .workspace
-            .clone()
-            .ok_or_else(|| FactoryError::InvalidRequest("workspace: needed here".into()))?;
-        let llm = ScriptedModel::from_json(&self.llm)
-            .map_err(|e| FactoryError::Internal(e.to_string()))?;
-        let env = BuiltinTools::new(&workspace, ToolsConfig::default())
-            .map_err(|e| FactoryError::Internal(e.to_string()))?;
-        let spec = SessionSpec {
-            location: req.location.clone(),
-            provider: "scripted".into(),
-            model_id: "scenario".into(),
-            context_window: None,
-            system_prompt: String::new(),
-            workspace,
-            source: None,
-            durability: req.durability,
-            engine: EngineConfig::default(),
-        };
-        let session = Session::create(spec, Box::new(llm), Arc::new(env))
-            .map_err(|e| FactoryError::Internal(e.to_string()))?;
-        Ok(Box::new(session))
-    }
-
-    fn load(&self, _req: &LoadSession) -> Result<Box<dyn HostedSession>, FactoryError> {
-        Err(FactoryError::Unrecoverable("not in this test".into()))
-    }
-}
-
-struct Server {
-    base: String,
-    http: reqwest::Client,
-    state: AppState,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.state.shutdown();
-    }
-}
-
-/// Serves `factory` on a free loopback port; `dir` lives as long as the server.
-async fn serve(factory: impl SessionFactory + 'static, dir: tempfile::TempDir) -> Server {
-    let mut opts = ServeOptions::new(Arc::new(factory));
-    opts.data_root = dir.path().join("data");
-    let state = AppState::new(&opts, TOKEN);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let app = router(state.clone());
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    Server {
-        base,
-        http: reqwest::Client::new(),
-        state,
-        _dir: dir,
-    }
-}
-
-async fn start(llm: Value) -> (Server, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
-    let srv = serve(RealTools { llm }, dir).await;
-    let created = srv
-        .post(
-            "/api/sessions",
-            json!({"workspace": ws.display().to_string()}),
-        )
-        .await;
-    let id = created["session"]["id"].as_str().unwrap().to_owned();
-    (srv, id)
-}
-
-impl Server {
-    async fn post(&self, path: &str, body: Value) -> Value {
-        self.send_post(path, body)
-            .await
-            .json()
-            .await
-            .unwrap_or(Value::Null)
-    }
-
-    /// The status of a POST whose answer has no body worth reading.
-    async fn post_status(&self, path: &str, body: Value) -> u16 {
-        self.send_post(path, body).await.status().as_u16()
-    }
-
-    async fn send_post(&self, path: &str, body: Value) -> reqwest::Response {
-        self.http
-            .post(format!("{}{path}", self.base))
-            .bearer_auth(TOKEN)
-            .json(&body)
-            .send()
-            .await
-            .unwrap()
-    }
-
-    async fn get(&self, path: &str) -> Value {
-        self.http
-            .get(format!("{}{path}", self.base))
-            .bearer_auth(TOKEN)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
-    }
-
-    /// Bounded polling of the history until `done` holds.
-    async fn history_until(&self, id: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-        for _ in 0..400 {
-            let h = self.get(&format!("/api/sessions/{id}/messages")).await;
-            let msgs = h["messages"].as_array().cloned().unwrap_or_default();
-            let idle = self.get(&format!("/api/sessions/{id}")).await["session"]["state"] == "idle";
-            if idle && done(&msgs) {
-                return msgs;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        panic!("timed out waiting for the history");
-    }
-}
+use support::script::{call_turn, partial_text, step, text, text_turn, usage};
+use support::{FakeFactory, Sse, TestDir, TestServer};
+use tokio::sync::Notify;
 
 fn texts(msgs: &[Value]) -> Vec<String> {
     msgs.iter()
@@ -184,26 +27,42 @@ fn texts(msgs: &[Value]) -> Vec<String> {
         .collect()
 }
 
+/// A server over `factory` (built for its workspace), and a new session of it in `mode`.
+async fn start(
+    mode: &str,
+    factory: impl FnOnce(&TestDir) -> FakeFactory,
+) -> (TestServer, Arc<FakeFactory>, String) {
+    let dir = TestDir::new();
+    let factory = Arc::new(factory(&dir));
+    let srv = support::serve(dir, factory.clone(), |_| {}).await;
+    let id = srv.create(mode).await;
+    (srv, factory, id)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_background_command_that_settles_while_idle_starts_a_task_with_its_notice() {
-    // The build finishes only when the test lets it, after the first task ended.
+async fn background_work_that_settles_while_idle_starts_a_task_with_its_notice() {
     let build = "while [ ! -e go ]; do sleep .05; done; echo built";
     let llm = json!([
-        call_turn("c1", json!({"cmd": build, "run_in_background": true})),
         text_turn("Started the build."),
-        text_turn("The build finished."),
+        text_turn("The build finished.")
     ]);
-    let (srv, id) = start(llm).await;
-    srv.post(
-        &format!("/api/sessions/{id}/tasks"),
-        json!({"input": [{"type": "text", "text": "build it in the background"}]}),
-    )
+    let (srv, factory, id) = start("allow-all", |dir| {
+        FakeFactory::new(json!({ "llm": llm }), dir.workspace()).with_background()
+    })
     .await;
-    srv.history_until(&id, |m| texts(m).iter().any(|t| t == "Started the build."))
+    let work = factory.background(&id);
+    work.start_command("proc-0a1b2c3d", build, 4242);
+    assert_eq!(
+        srv.task(&id, "build it in the background").await.status,
+        202
+    );
+    srv.until_history(&id, |m| texts(m).iter().any(|t| t == "Started the build."))
         .await;
-    std::fs::write(srv._dir.path().join("ws/go"), "").unwrap();
+
+    // Settled while the session is idle: the server starts a task for the notice.
+    assert!(work.settle("proc-0a1b2c3d", true, "exit code 0", "built"));
     let msgs = srv
-        .history_until(&id, |m| texts(m).iter().any(|t| t == "The build finished."))
+        .until_history(&id, |m| texts(m).iter().any(|t| t == "The build finished."))
         .await;
     let texts = texts(&msgs);
     let notice = texts
@@ -238,213 +97,44 @@ async fn a_background_command_that_settles_while_idle_starts_a_task_with_its_not
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn background_commands_are_listed_and_killed_over_the_api() {
-    let llm = json!([
-        call_turn("c1", json!({"cmd": "sleep 300", "run_in_background": true})),
-        text_turn("Running."),
-    ]);
-    let (srv, id) = start(llm).await;
-    srv.post(
-        &format!("/api/sessions/{id}/tasks"),
-        json!({"input": [{"type": "text", "text": "start it"}]}),
-    )
+    let (srv, factory, id) = start("allow-all", |dir| {
+        FakeFactory::new(json!({}), dir.workspace()).with_background()
+    })
     .await;
-    srv.history_until(&id, |m| texts(m).iter().any(|t| t == "Running."))
-        .await;
-    let list = srv.get(&format!("/api/sessions/{id}/processes")).await;
+    let work = factory.background(&id);
+    work.start_command("proc-1", "sleep 300", 4242);
+    let list = srv.get(&format!("/api/sessions/{id}/processes")).await.body;
     let procs = list["processes"].as_array().unwrap();
     assert_eq!(procs.len(), 1, "{list}");
     assert_eq!(procs[0]["command"], "sleep 300");
     assert_eq!(procs[0]["running"], true);
+    assert_eq!(procs[0]["pid"], 4242);
     let pid = procs[0]["processId"].as_str().unwrap().to_owned();
     let kill = format!("/api/sessions/{id}/processes/{pid}/kill");
-    assert_eq!(srv.post_status(&kill, Value::Null).await, 204);
-    let list = srv.get(&format!("/api/sessions/{id}/processes")).await;
+    assert_eq!(srv.post(&kill, Value::Null).await.status, 204);
+    assert!(work.tasks().is_empty(), "killed through the session's work");
+    let list = srv.get(&format!("/api/sessions/{id}/processes")).await.body;
     assert_eq!(list["processes"], json!([]));
-    assert_eq!(srv.post_status(&kill, Value::Null).await, 404);
+    let r = srv.post(&kill, Value::Null).await;
+    assert_eq!(r.status, 404);
+    assert_eq!(r.body["error"]["code"], "process_not_found");
 }
 
 // ---------------------------------------------------------------------------------------------
 // Background subagents
 
-/// A tool that ends when the test releases it.
-#[derive(Clone)]
-struct Gate(Arc<tokio::sync::Notify>);
-
-#[async_trait::async_trait]
-impl penguin::engine::Environment for Gate {
-    async fn execute(
-        &self,
-        request: penguin::engine::ToolCallRequest,
-        sink: &mut dyn penguin::engine::MessageSink,
-    ) {
-        let id = request.tool_call().tool_call_id.clone();
-        self.0.notified().await;
-        sink.emit(penguin::omni_protocol::build::tool_call_output(
-            "released",
-            id,
-            penguin::omni_protocol::StopReason::Completed,
-        ))
-        .await;
-    }
-
-    fn tools(&self) -> Vec<penguin::omni_protocol::ToolDefinition> {
-        Vec::new()
-    }
-
-    // `wait` only reads, so a `read-only` session runs it without asking; a child's
-    // `exec_command` is looked up here too (the parent's tools answer for its children).
-    fn permission(&self, name: &str) -> penguin::engine::Permission {
-        if name == "wait" {
-            penguin::engine::Permission::Read
-        } else {
-            penguin::engine::Permission::ReadWrite
-        }
-    }
-}
-
-/// A parent whose tools are the subagent tools plus a gated `wait`; its children play `child`
-/// with scripted tools.
-struct WithSubagents {
-    parent: Value,
-    child: Value,
-    child_tools: Value,
-    gate: Arc<tokio::sync::Notify>,
-    /// The parent's tools, for a test that reaches its background work directly.
-    env: Arc<std::sync::Mutex<Option<Arc<dyn penguin::engine::Environment>>>>,
-}
-
-impl SessionFactory for WithSubagents {
-    fn create(&self, req: &CreateSession) -> Result<Box<dyn HostedSession>, FactoryError> {
-        use penguin::engine::Environment;
-        use penguin::subagent::{SubagentEnvironment, SubagentSpawner};
-        let internal = |e: &dyn std::fmt::Display| FactoryError::Internal(e.to_string());
-        let workspace = req.workspace.clone().unwrap();
-        let spec = |source: Option<String>| SessionSpec {
-            location: req.location.clone(),
-            provider: "scripted".into(),
-            model_id: "scenario".into(),
-            context_window: None,
-            system_prompt: String::new(),
-            workspace: workspace.clone(),
-            source,
-            durability: req.durability,
-            engine: EngineConfig::default(),
-        };
-        let (child, child_tools, child_spec) = (
-            self.child.clone(),
-            self.child_tools.clone(),
-            spec(Some("subagent".into())),
-        );
-        let spawner: Arc<dyn SubagentSpawner> = Arc::new(move || {
-            let llm = ScriptedModel::from_json(&child).expect("the child script parses");
-            let tools = penguin::engine::scripted::ScriptedEnvironment::from_json(&child_tools)
-                .expect("the child tools parse");
-            Session::create(child_spec.clone(), Box::new(llm), Arc::new(tools))
-        });
-        let env: Arc<dyn Environment> = Arc::new(SubagentEnvironment::new(
-            Arc::new(Gate(self.gate.clone())),
-            spawner,
-        ));
-        *self.env.lock().unwrap() = Some(env.clone());
-        let llm = ScriptedModel::from_json(&self.parent).map_err(|e| internal(&e))?;
-        let session = Session::create(spec(None), Box::new(llm), env).map_err(|e| internal(&e))?;
-        Ok(Box::new(session))
-    }
-
-    fn load(&self, _req: &LoadSession) -> Result<Box<dyn HostedSession>, FactoryError> {
-        Err(FactoryError::Unrecoverable("not in this test".into()))
-    }
-}
-
 fn partial_turn(text: &str) -> Value {
-    let part = |event: &str, t: &str| {
-        step(model(
-            json!({"type": "partial_text", "role": "assistant", "event_type": event, "text": t, "stop_reason": "completed"}),
-        ))
-    };
     json!({"stream": [
-        part("start", ""),
-        part("delta", text),
-        part("stop", ""),
-        step(model(json!({"type": "text", "role": "assistant", "text": text, "stop_reason": "completed"}))),
-        step(usage()),
+        step(0, partial_text("start", "")),
+        step(0, partial_text("delta", text)),
+        step(0, partial_text("stop", "")),
+        step(0, self::text(text)),
+        step(0, usage(1, 10)),
     ]})
 }
 
-fn named_call_turn(name: &str, id: &str, args: Value) -> Value {
-    json!({"stream": [
-        step(model(json!({"type": "tool_call", "role": "assistant", "name": name, "arguments": args.to_string(), "tool_call_id": id, "stop_reason": "completed"}))),
-        step(usage()),
-    ]})
-}
-
-/// One SSE event of a session stream: `server_event` JSON, or an OmniMessage.
-struct Ev {
-    server: bool,
-    data: Value,
-}
-
-struct Events {
-    body: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<axum::body::Bytes>> + Send>>,
-    decoder: penguin::llm_providers::sse::SseDecoder,
-    ready: std::collections::VecDeque<Ev>,
-    seen: Vec<Ev>,
-}
-
-impl Events {
-    async fn open(srv: &Server, id: &str) -> Events {
-        let res = srv
-            .http
-            .get(format!("{}/api/sessions/{id}/stream", srv.base))
-            .bearer_auth(TOKEN)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status(), 200);
-        Events {
-            body: Box::pin(res.bytes_stream()),
-            decoder: penguin::llm_providers::sse::SseDecoder::new(),
-            ready: Default::default(),
-            seen: Vec::new(),
-        }
-    }
-
-    /// Reads events until one matches (bounded: the test fails instead of hanging).
-    async fn until(&mut self, what: &str, pred: impl Fn(&Ev) -> bool) {
-        use futures::StreamExt;
-        let found = tokio::time::timeout(Duration::from_secs(20), async {
-            loop {
-                while let Some(ev) = self.ready.pop_front() {
-                    let done = pred(&ev);
-                    self.seen.push(ev);
-                    if done {
-                        return;
-                    }
-                }
-                let chunk = self.body.next().await.expect("the stream ended").unwrap();
-                for e in self.decoder.feed(&chunk).expect("valid SSE") {
-                    self.ready.push_back(Ev {
-                        server: e.event.as_deref() == Some("server_event"),
-                        data: serde_json::from_str(&e.data).unwrap(),
-                    });
-                }
-            }
-        })
-        .await;
-        assert!(
-            found.is_ok(),
-            "timed out waiting for {what}; seen: {:#}",
-            Value::Array(self.seen.iter().map(|e| e.data.clone()).collect())
-        );
-    }
-}
-
-fn idle(ev: &Ev) -> bool {
-    ev.server && ev.data["type"] == "task_state" && ev.data["state"] == "idle"
-}
-
-fn says(ev: &Ev, text: &str) -> bool {
-    !ev.server && ev.data["payload"]["text"] == text
+fn idle(ev: &support::Ev) -> bool {
+    ev.is_state("idle")
 }
 
 /// A served read-only session whose parent launches `prompt` as a background subagent that
@@ -452,60 +142,42 @@ fn says(ev: &Ev, text: &str) -> bool {
 /// Returned once the child asks for approval of its first call (the parent's own tools run
 /// unasked).
 struct Delegated {
-    srv: Server,
+    srv: TestServer,
+    factory: Arc<FakeFactory>,
     id: String,
-    events: Events,
-    gate: Arc<tokio::sync::Notify>,
-    env: Arc<std::sync::Mutex<Option<Arc<dyn penguin::engine::Environment>>>>,
+    events: Sse,
+    gate: Arc<Notify>,
 }
 
-async fn delegate(prompt: &str, then: Vec<Value>, child: Value, child_tools: Value) -> Delegated {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
-    let gate = Arc::new(tokio::sync::Notify::new());
-    let env = Arc::new(std::sync::Mutex::new(None));
+async fn delegate(prompt: &str, then: Vec<Value>, child: Value) -> Delegated {
+    let gate = Arc::new(Notify::new());
     let mut parent = vec![
-        named_call_turn(
+        call_turn(
             "run_subagent",
             "call_bg",
             json!({"prompt": prompt, "run_in_background": true}),
         ),
-        named_call_turn("wait", "call_wait", json!({})),
+        call_turn("wait", "call_wait", json!({})),
     ];
     parent.extend(then);
-    let factory = WithSubagents {
-        parent: Value::Array(parent),
-        child,
-        child_tools,
-        gate: gate.clone(),
-        env: env.clone(),
-    };
-    let srv = serve(factory, dir).await;
-    let created = srv
-        .post(
-            "/api/sessions",
-            json!({"workspace": ws.display().to_string(), "approvalMode": "read-only"}),
-        )
-        .await;
-    let id = created["session"]["id"].as_str().unwrap().to_owned();
-    let mut events = Events::open(&srv, &id).await;
-    srv.post(
-        &format!("/api/sessions/{id}/tasks"),
-        json!({"input": [{"type": "text", "text": "delegate"}]}),
-    )
+    let (srv, factory, id) = start("read-only", |dir| {
+        FakeFactory::new(json!({ "llm": parent }), dir.workspace())
+            .with_subagents(child)
+            .with_background()
+            .with_gate(gate.clone())
+    })
     .await;
+    let mut events = srv.stream(&id, None).await;
+    assert_eq!(srv.task(&id, "delegate").await.status, 202);
     events
-        .until("the child's approval request", |e| {
-            e.server && e.data["type"] == "approval_request"
-        })
+        .until(|e| e.is_server() && e.kind() == "approval_request")
         .await;
     Delegated {
         srv,
+        factory,
         id,
         events,
         gate,
-        env,
     }
 }
 
@@ -522,49 +194,42 @@ async fn a_background_subagent_streams_live_asks_past_its_launching_task_and_rep
     } = delegate(
         "check the build",
         vec![text_turn("Started."), text_turn("The child reported.")],
-        json!([
-            named_call_turn("exec_command", "c_make", json!({"cmd": "make"})),
-            partial_turn("Build is green."),
-        ]),
-        json!({"c_make": {"stream": [step(model(json!({"type": "tool_call_output", "role": "user", "output": "ok", "tool_call_id": "c_make", "stop_reason": "completed"})))]}}),
+        json!({
+            "llm": [
+                call_turn("exec_command", "c_make", json!({"cmd": "make"})),
+                partial_turn("Build is green."),
+            ],
+            "tools": {"c_make": {"stream": [step(0, support::script::tool_output("c_make", "ok"))]}},
+        }),
     )
     .await;
-    let request = events.seen.last().unwrap().data.clone();
+    let request = events.seen.last().unwrap().json();
     let child_id = request["origin"][0].as_str().unwrap().to_owned();
     assert_eq!(request["origin"], json!([child_id]));
     assert_eq!(request["toolCall"]["payload"]["tool_call_id"], "c_make");
     gate.notify_one();
-    events.until("the first task's end", idle).await;
+    events.until(idle).await;
     let first_task = events.seen.len();
 
     // The request outlived that task; allowing it lets the child finish, which starts a task.
-    let allow = srv
-        .post_status(
-            &format!("/api/sessions/{id}/approvals/c_make"),
-            json!({"decision": "allow"}),
-        )
-        .await;
-    assert_eq!(allow, 204);
-    events
-        .until("the answer to the report", |e| {
-            says(e, "The child reported.")
-        })
-        .await;
-    events.until("the second task's end", idle).await;
+    assert_eq!(srv.decide(&id, "c_make", "allow").await.status, 204);
+    events.until(|e| e.says("The child reported.")).await;
+    events.until(idle).await;
 
-    let messages: Vec<&Value> = events
+    let messages: Vec<Value> = events
         .seen
         .iter()
-        .filter(|e| !e.server)
-        .map(|e| &e.data)
+        .filter(|e| !e.is_server())
+        .map(|e| e.json())
         .collect();
     let from_child = |m: &&Value| m["origin"] == json!([child_id]);
     // Live, while the parent was idle: the child's answer, its approval and its command.
-    let after_first: Vec<&Value> = events.seen[first_task..]
+    let after_first: Vec<Value> = events.seen[first_task..]
         .iter()
-        .filter(|e| !e.server)
-        .map(|e| &e.data)
+        .filter(|e| !e.is_server())
+        .map(|e| e.json())
         .collect();
+    let after_first: Vec<&Value> = after_first.iter().collect();
     let live_answer = after_first
         .iter()
         .position(|m| from_child(m) && m["payload"]["text"] == "Build is green.")
@@ -572,6 +237,9 @@ async fn a_background_subagent_streams_live_asks_past_its_launching_task_and_rep
     assert!(after_first
         .iter()
         .any(|m| from_child(m) && m["payload"]["type"] == "approval_decision"));
+    assert!(after_first
+        .iter()
+        .any(|m| from_child(m) && m["payload"]["type"] == "tool_call_output"));
     let notice = after_first
         .iter()
         .position(|m| {
@@ -588,108 +256,79 @@ async fn a_background_subagent_streams_live_asks_past_its_launching_task_and_rep
         "{text}"
     );
     assert!(text.ends_with("\n\nBuild is green."), "{text}");
-    let omni: Vec<penguin::omni_protocol::OmniMessage> = messages
+    let omni: Vec<penguin_omni_protocol::OmniMessage> = messages
         .iter()
-        .map(|m| serde_json::from_value((*m).clone()).unwrap())
+        .map(|m| serde_json::from_value(m.clone()).unwrap())
         .collect();
-    let violations = penguin::omni_protocol::validator::StreamValidator::validate(&omni);
+    let violations = penguin_omni_protocol::validator::StreamValidator::validate(&omni);
     assert!(violations.is_empty(), "{violations:?}");
 
     // The parent's trace: the pointer and the notice, nothing of the child's stream.
-    let traces = walk(&srv._dir.path().join("data"));
+    let traces = support::files_under(&srv.data_root);
     let parent = traces
         .iter()
         .find(|p| p.to_string_lossy().contains(&id))
         .unwrap();
-    let trace = penguin::trace_store::read_trace(parent, penguin::trace_store::ReadMode::Strict)
+    let trace = penguin_trace_store::read_trace(parent, penguin_trace_store::ReadMode::Strict)
         .unwrap()
         .messages;
     assert!(trace.iter().all(|m| !m.has_origin()));
     assert!(trace.iter().any(|m| matches!(
         m.event(),
-        Some(penguin::omni_protocol::EventPayload::Subagent { session_id }) if *session_id == child_id
+        Some(penguin_omni_protocol::EventPayload::Subagent { session_id }) if *session_id == child_id
     )));
     assert!(trace
         .iter()
         .any(|m| m.model().and_then(|p| p.content()) == Some(text)));
 }
 
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_a_background_subagent_that_waits_for_approval_withdraws_its_request() {
     let Delegated {
         srv,
+        factory,
         id,
         mut events,
         gate,
-        env,
     } = delegate(
         "deploy",
         vec![text_turn("Started.")],
-        json!([
-            named_call_turn("exec_command", "c_deploy", json!({"cmd": "make deploy"})),
+        json!({"llm": [
+            call_turn("exec_command", "c_deploy", json!({"cmd": "make deploy"})),
             text_turn("Never said."),
-        ]),
-        json!({}),
+        ]}),
     )
     .await;
     gate.notify_one();
-    events.until("the launching task's end", idle).await;
+    events.until(idle).await;
 
     // Killed the way the model's kill_subagent or the host would: through its background work.
-    let parent_env = env
-        .lock()
-        .unwrap()
-        .clone()
-        .expect("the session was created");
-    let work = parent_env
-        .background()
-        .expect("the subagent tools keep background work");
+    let work = factory.background(&id);
     let child = work
         .tasks()
         .into_iter()
         .find(|t| t.running)
         .expect("the child runs");
+    assert_eq!(child.kind, BackgroundKind::Subagent);
     assert!(work.kill(&child.id));
 
     // Its request leaves the pending list, which a connecting client is offered right after
     // the task state. A title change marks the end of that offer on the new stream.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
-        let mut late = Events::open(&srv, &id).await;
-        late.until("the initial state", |e| {
-            e.server && e.data["type"] == "task_state"
-        })
-        .await;
+        let mut late = srv.stream(&id, None).await;
+        late.until(|e| e.is_server() && e.kind() == "task_state")
+            .await;
         let r = srv
-            .http
-            .patch(format!("{}/api/sessions/{id}", srv.base))
-            .bearer_auth(TOKEN)
-            .json(&json!({"title": "marker"}))
-            .send()
-            .await
-            .unwrap();
-        assert!(r.status().is_success());
-        late.until("the title change", |e| {
-            e.server && e.data["type"] == "session_title"
-        })
-        .await;
+            .patch(&format!("/api/sessions/{id}"), json!({"title": "marker"}))
+            .await;
+        assert!(r.status < 300, "{}", r.body);
+        late.until(|e| e.is_server() && e.kind() == "session_title")
+            .await;
         let offered = late
             .seen
             .iter()
-            .any(|e| e.server && e.data["type"] == "approval_request");
+            .any(|e| e.is_server() && e.kind() == "approval_request");
         if !offered {
             break;
         }
@@ -701,12 +340,6 @@ async fn killing_a_background_subagent_that_waits_for_approval_withdraws_its_req
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // And nothing is left to answer.
-    let allow = srv
-        .post_status(
-            &format!("/api/sessions/{id}/approvals/c_deploy"),
-            json!({"decision": "allow"}),
-        )
-        .await;
-    assert_eq!(allow, 404);
+    assert_eq!(srv.decide(&id, "c_deploy", "allow").await.status, 404);
     assert!(work.tasks().iter().all(|t| !t.running));
 }

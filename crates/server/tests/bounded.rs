@@ -2,32 +2,22 @@
 //! and trace files once idle (they are loaded again from the trace when asked for), under a low
 //! open-file limit.
 
-use std::sync::Arc;
+mod support;
+
 use std::time::{Duration, Instant};
 
-use penguin::hosting::ScenarioFactory;
-use penguin::server::{router, AppState, ServeOptions};
-use penguin::trace_store::Durability;
+use penguin_trace_store::Durability;
 use serde_json::{json, Value};
+use support::script::{step, text, usage};
+use support::TOKEN;
 
-const TOKEN: &str = "test-token-0123456789";
-
-fn scenario() -> String {
-    let model = |p: Value| json!({"type": "model_msg", "payload": p});
-    let step = |m: Value| json!({"delay_ms": 0, "message": m});
-    let usage = json!({"type": "event_msg", "payload": {"type": "token_usage",
-        "session": {"cache_read": 0, "cache_write": 0, "output": 1, "total": 10},
-        "request": {"cache_read": 0, "cache_write": 0, "output": 1, "total": 10}}});
+fn scenario() -> Value {
     json!({
         "description": "one short answer",
-        "llm": [{"stream": [
-            step(model(json!({"type": "text", "role": "assistant", "text": "ok", "stop_reason": "completed"}))),
-            step(usage),
-        ]}],
+        "llm": [{"stream": [step(0, text("ok")), step(0, usage(1, 10))]}],
         "tools": {},
         "runs": []
     })
-    .to_string()
 }
 
 fn count(dir: &str) -> usize {
@@ -54,21 +44,13 @@ async fn thousands_of_sessions_run_one_after_another_under_a_low_file_limit() {
     use nix::sys::resource::{setrlimit, Resource};
     setrlimit(Resource::RLIMIT_NOFILE, 256, 256).expect("lower the open-file limit");
 
-    let dir = tempfile::tempdir().unwrap();
-    let workspace = dir.path().join("ws");
-    std::fs::create_dir_all(&workspace).unwrap();
-    let factory = ScenarioFactory::from_text(&scenario(), &workspace).unwrap();
-    let mut opts = ServeOptions::new(Arc::new(factory));
-    opts.data_root = dir.path().join("data");
-    opts.idle_sessions = 8;
-    // Descriptors and threads are the point, not the disk: no fsync per session.
-    opts.durability = Durability::Never;
-    let state = AppState::new(&opts, TOKEN);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let app = router(state.clone());
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    let http = reqwest::Client::new();
+    let srv = support::serve_script_with(scenario(), |opts| {
+        opts.idle_sessions = 8;
+        // Descriptors and threads are the point, not the disk: no fsync per session.
+        opts.durability = Durability::Never;
+    })
+    .await;
+    let (base, http) = (srv.base.clone(), srv.http.clone());
 
     let sessions: usize = std::env::var("PENGUIN_BOUNDED_SESSIONS")
         .ok()
@@ -155,28 +137,21 @@ async fn thousands_of_sessions_run_one_after_another_under_a_low_file_limit() {
         .filter_map(|m| m["payload"]["text"].as_str())
         .collect();
     assert_eq!(texts, ["hi", "ok"]);
-    state.shutdown();
+    drop(srv);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_whose_trace_lost_records_is_reported_not_clean() {
     use futures::StreamExt;
-    let dir = tempfile::tempdir().unwrap();
-    let workspace = dir.path().join("ws");
-    std::fs::create_dir_all(&workspace).unwrap();
-    let factory = ScenarioFactory::from_text(&scenario(), &workspace).unwrap();
-    let mut opts = ServeOptions::new(Arc::new(factory));
-    opts.data_root = dir.path().join("data");
-    // The traces folder cannot be created: a file is in the way (root ignores permissions).
-    let agent = opts.data_root.join("default/agents/penguin");
-    std::fs::create_dir_all(&agent).unwrap();
-    std::fs::write(agent.join("traces"), "not a folder").unwrap();
-    let state = AppState::new(&opts, TOKEN);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let app = router(state.clone());
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    let http = reqwest::Client::new();
+    let srv = support::serve_script_with(scenario(), |opts| {
+        // The traces folder cannot be created: a file is in the way (root ignores
+        // permissions).
+        let agent = opts.data_root.join("default/agents/penguin");
+        std::fs::create_dir_all(&agent).unwrap();
+        std::fs::write(agent.join("traces"), "not a folder").unwrap();
+    })
+    .await;
+    let (base, http) = (srv.base.clone(), srv.http.clone());
 
     let events = http
         .get(format!("{base}/api/events"))
@@ -205,7 +180,7 @@ async fn a_task_whose_trace_lost_records_is_reported_not_clean() {
     assert_eq!(r.status(), 202);
     // The user channel says so when the task settles.
     let mut body = events.bytes_stream();
-    let mut decoder = penguin::llm_providers::sse::SseDecoder::new();
+    let mut decoder = penguin_llm_providers::sse::SseDecoder::new();
     let warning = tokio::time::timeout(Duration::from_secs(20), async {
         while let Some(Ok(chunk)) = body.next().await {
             for ev in decoder.feed(&chunk).unwrap() {
@@ -234,5 +209,5 @@ async fn a_task_whose_trace_lost_records_is_reported_not_clean() {
         s["session"]["traceWriteFailures"].as_u64().unwrap() > 0,
         "{s}"
     );
-    state.shutdown();
+    drop(srv);
 }

@@ -2,132 +2,71 @@
 //! Host check, workspaces under the operator's root, caps on pending inputs, and slow clients
 //! dropped by the connection limits.
 
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use penguin::hosting::ScenarioFactory;
-use penguin::server::{router, serve_with_limits, AppState, ConnectionLimits, ServeOptions};
+use penguin_server::ConnectionLimits;
 use serde_json::{json, Value};
+use support::script::partial_text;
+use support::{FakeFactory, Reply, TestDir, TestServer, TOKEN, WAIT};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-const TOKEN: &str = "test-token-0123456789";
-const WAIT: Duration = Duration::from_secs(20);
-
 /// One request whose model streams "hi" and then waits a minute: a task that stays running.
-fn scenario() -> String {
-    let model = |p: Value| json!({"type": "model_msg", "payload": p});
-    let part = |event: &str, text: &str| {
-        model(
-            json!({"type": "partial_text", "role": "assistant", "event_type": event, "text": text, "stop_reason": "completed"}),
-        )
-    };
+fn scenario() -> Value {
     json!({
         "description": "a long task",
         "llm": [{"stream": [
-            {"delay_ms": 0, "message": part("start", "")},
-            {"delay_ms": 0, "message": part("delta", "hi")},
-            {"delay_ms": 60_000, "message": part("stop", "")},
+            {"delay_ms": 0, "message": partial_text("start", "")},
+            {"delay_ms": 0, "message": partial_text("delta", "hi")},
+            {"delay_ms": 60_000, "message": partial_text("stop", "")},
         ]}],
         "tools": {},
         "runs": []
     })
-    .to_string()
 }
 
-struct Server {
-    base: String,
-    addr: std::net::SocketAddr,
-    root: std::path::PathBuf,
-    state: AppState,
-    http: reqwest::Client,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.state.shutdown();
-    }
-}
-
-async fn start(limits: ConnectionLimits, body_timeout: Duration) -> Server {
-    low_open_file_limit();
-    let dir = tempfile::tempdir().unwrap();
+/// A server whose API-created sessions must lie under `root/` (the directory `root/project`
+/// is there), that also answers to `penguin.lan`. The server must work within a small
+/// descriptor budget: every test of this file runs under a soft limit of 256 open files.
+async fn start(limits: ConnectionLimits, body_timeout: Duration) -> TestServer {
+    support::low_open_file_limit(256);
+    let dir = TestDir::new();
     let root = dir.path().join("root");
     std::fs::create_dir_all(root.join("project")).unwrap();
-    let factory = ScenarioFactory::from_text(&scenario(), root.join("project")).unwrap();
-    let mut opts = ServeOptions::new(Arc::new(factory));
-    opts.data_root = dir.path().join("data");
-    opts.workspace_root = Some(root.clone());
-    opts.allowed_hosts = vec!["penguin.lan".into()];
-    opts.body_timeout = body_timeout;
-    let state = AppState::new(&opts, TOKEN);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = router(state.clone());
-    tokio::spawn(serve_with_limits(
-        listener,
-        app,
-        limits,
-        std::future::pending(),
-        Duration::ZERO,
-    ));
-    Server {
-        base: format!("http://{addr}"),
-        addr,
-        root,
-        state,
-        http: reqwest::Client::new(),
-        _dir: dir,
-    }
+    let factory = FakeFactory::new(scenario(), root.join("project"));
+    support::serve(dir, Arc::new(factory), |opts| {
+        opts.workspace_root = Some(root);
+        opts.allowed_hosts = vec!["penguin.lan".into()];
+        opts.body_timeout = body_timeout;
+        opts.limits = limits;
+    })
+    .await
 }
 
-async fn start_default() -> Server {
+async fn start_default() -> TestServer {
     start(ConnectionLimits::default(), Duration::from_secs(30)).await
 }
 
-impl Server {
-    async fn send(&self, req: reqwest::RequestBuilder) -> (u16, Value) {
-        let r = tokio::time::timeout(WAIT, req.send())
-            .await
-            .expect("an answer in time")
-            .unwrap();
-        let status = r.status().as_u16();
-        let text = r.text().await.unwrap_or_default();
-        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-    }
+fn root(srv: &TestServer) -> std::path::PathBuf {
+    srv.dir.path().join("root")
+}
 
-    async fn create(&self, body: Value) -> (u16, Value) {
-        self.send(
-            self.http
-                .post(format!("{}/api/sessions", self.base))
-                .bearer_auth(TOKEN)
-                .json(&body),
-        )
-        .await
-    }
-
-    async fn running_session(&self) -> String {
-        let (status, created) = self.create(json!({})).await;
-        assert_eq!(status, 201, "{created}");
-        let id = created["session"]["id"].as_str().unwrap().to_owned();
-        let (status, _) = self
-            .send(
-                self.http
-                    .post(format!("{}/api/sessions/{id}/tasks", self.base))
-                    .bearer_auth(TOKEN)
-                    .json(&json!({"input": [{"type": "text", "text": "go"}]})),
-            )
-            .await;
-        assert_eq!(status, 202);
-        id
-    }
+/// A session whose task runs (for a minute).
+async fn running_session(srv: &TestServer) -> String {
+    let r = srv.create_with(json!({})).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let id = r.body["session"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(srv.task(&id, "go").await.status, 202);
+    id
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_query_token_opens_only_the_two_stream_routes() {
     let srv = start_default().await;
-    let id = srv.running_session().await;
+    let id = running_session(&srv).await;
     let s = format!("/api/sessions/{id}");
     let routes: Vec<(reqwest::Method, String)> = vec![
         (reqwest::Method::POST, "/api/sessions".into()),
@@ -149,7 +88,7 @@ async fn a_query_token_opens_only_the_two_stream_routes() {
         (reqwest::Method::POST, "/api/events".into()),
     ];
     for (method, path) in routes {
-        let (status, body) = srv
+        let Reply { status, body } = srv
             .send(
                 srv.http
                     .request(
@@ -184,7 +123,7 @@ async fn only_loopback_ip_and_allowed_host_names_are_answered() {
             .bearer_auth(TOKEN)
             .header("Host", host)
     };
-    let (status, body) = srv.send(get("rebind.attacker.example")).await;
+    let Reply { status, body } = srv.send(get("rebind.attacker.example")).await;
     assert_eq!(status, 403, "{body}");
     assert_eq!(body["error"]["code"], "host_not_allowed");
     assert!(body["error"]["message"]
@@ -192,7 +131,7 @@ async fn only_loopback_ip_and_allowed_host_names_are_answered() {
         .unwrap()
         .contains("--allowed-host"));
     for ok in ["localhost:7364", "127.0.0.1", "penguin.lan:7364"] {
-        assert_eq!(srv.send(get(ok)).await.0, 200, "{ok}");
+        assert_eq!(srv.send(get(ok)).await.status, 200, "{ok}");
     }
 }
 
@@ -200,24 +139,27 @@ async fn only_loopback_ip_and_allowed_host_names_are_answered() {
 async fn workspaces_must_lie_under_the_operators_root() {
     let srv = start_default().await;
     for outside in ["/", "/etc", "/root", "../", "project/../.."] {
-        let (status, body) = srv.create(json!({"workspace": outside})).await;
+        let Reply { status, body } = srv.create_with(json!({"workspace": outside})).await;
         assert_eq!(status, 400, "{outside}: {body}");
         let msg = body["error"]["message"].as_str().unwrap();
         assert!(msg.contains("workspace root"), "{msg}");
     }
-    let link = srv.root.join("escape");
+    let link = root(&srv).join("escape");
     std::os::unix::fs::symlink("/etc", &link).unwrap();
-    assert_eq!(srv.create(json!({"workspace": "escape"})).await.0, 400);
-    let (status, body) = srv.create(json!({"workspace": "project"})).await;
+    assert_eq!(
+        srv.create_with(json!({"workspace": "escape"})).await.status,
+        400
+    );
+    let Reply { status, body } = srv.create_with(json!({"workspace": "project"})).await;
     assert_eq!(status, 201, "{body}");
-    let inside = srv.root.join("project").canonicalize().unwrap();
+    let inside = root(&srv).join("project").canonicalize().unwrap();
     assert_eq!(body["session"]["workspace"], inside.display().to_string());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pending_steering_and_follow_ups_are_capped_by_count_and_bytes() {
     let srv = start_default().await;
-    let id = srv.running_session().await;
+    let id = running_session(&srv).await;
     let steer = |text: String| {
         srv.http
             .post(format!("{}/api/sessions/{id}/steer", srv.base))
@@ -226,16 +168,16 @@ async fn pending_steering_and_follow_ups_are_capped_by_count_and_bytes() {
     };
     for i in 0..32 {
         assert_eq!(
-            srv.send(steer(format!("steer {i}"))).await.0,
+            srv.send(steer(format!("steer {i}"))).await.status,
             202,
             "steer {i}"
         );
     }
-    let (status, body) = srv.send(steer("one too many".into())).await;
+    let Reply { status, body } = srv.send(steer("one too many".into())).await;
     assert_eq!(status, 429, "{body}");
     assert_eq!(body["error"]["code"], "too_many_pending");
 
-    let id2 = srv.running_session().await;
+    let id2 = running_session(&srv).await;
     let follow = |text: String| {
         srv.http
             .post(format!("{}/api/sessions/{id2}/tasks", srv.base))
@@ -243,9 +185,9 @@ async fn pending_steering_and_follow_ups_are_capped_by_count_and_bytes() {
             .json(&json!({"input": [{"type": "text", "text": text}], "queueIfBusy": true}))
     };
     let big = "x".repeat(400 * 1024);
-    assert_eq!(srv.send(follow(big.clone())).await.0, 202);
-    assert_eq!(srv.send(follow(big.clone())).await.0, 202);
-    let (status, body) = srv.send(follow(big)).await;
+    assert_eq!(srv.send(follow(big.clone())).await.status, 202);
+    assert_eq!(srv.send(follow(big.clone())).await.status, 202);
+    let Reply { status, body } = srv.send(follow(big)).await;
     assert_eq!(status, 413, "{body}");
     assert_eq!(body["error"]["code"], "pending_too_large");
 }
@@ -266,13 +208,14 @@ async fn slow_clients_are_dropped_and_others_served() {
             .unwrap();
         slow.push(c);
     }
-    let (status, _) = srv
+    let status = srv
         .send(
             srv.http
                 .get(format!("{}/api/sessions", srv.base))
                 .bearer_auth(TOKEN),
         )
-        .await;
+        .await
+        .status;
     assert_eq!(status, 200, "an authorised client is served");
     for mut c in slow {
         let mut buf = [0u8; 512];
@@ -299,12 +242,4 @@ async fn slow_clients_are_dropped_and_others_served() {
     let answer = String::from_utf8_lossy(&answer);
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("did not arrive within"), "{answer}");
-}
-
-/// The server must work within a small descriptor budget: run every test of this file under
-/// a soft limit of 256 open files.
-fn low_open_file_limit() {
-    use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("read the open-file limit");
-    setrlimit(Resource::RLIMIT_NOFILE, 256.min(hard), hard).expect("lower the open-file limit");
 }

@@ -1,203 +1,62 @@
-//! The sandbox over the API: `POST /api/sessions` may ask for one, the session info shows the
-//! effective sandbox, and a restarted server loads a session with the sandbox it asked for.
+//! What a session is created with over the API: `POST /api/sessions` may ask for a sandbox
+//! and MCP servers, the session info shows the sandbox its tools report, a restarted server
+//! hands what was asked for back to the factory when it loads the session, and
+//! `allow_unsandboxed` lets a call out of the sandbox once through the session's tools.
+//!
+//! The sessions are fakes (`support::fake`) reporting a sandbox; the facade's real one
+//! (Landlock, the built-in tools) behind the server is tested in `crates/penguin/tests/hosting/`.
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+mod support;
 
-use penguin::engine::{EngineConfig, Environment, MessageSink, Permission, ToolCallRequest};
-use penguin::hosting::ModelFactory;
-use penguin::models::ModelSpec;
-use penguin::omni_protocol::{ToolCall, ToolDefinition};
-use penguin::server::{router, AppState, ServeOptions};
-use penguin::tools::sandbox::Landlock;
-use penguin::tools::{BuiltinTools, Sandbox, SandboxRequest, ToolsConfig};
+use std::sync::Arc;
+
+use penguin_server::api::SandboxSettings;
 use serde_json::{json, Value};
+use support::fake::Grants;
+use support::script::{call_turn, text_turn};
+use support::{FakeFactory, TestDir, TestServer};
 
-const TOKEN: &str = "test-token-0123456789";
-
-struct Server {
-    base: String,
-    http: reqwest::Client,
-    state: AppState,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.state.shutdown();
-    }
-}
-
-/// The calls a session's tools were asked to run outside the sandbox: (id, arguments).
-type Grants = Arc<Mutex<Vec<(String, String)>>>;
-
-/// The built-in tools, noting what they grant.
-struct Recording {
-    tools: BuiltinTools,
-    grants: Grants,
-}
-
-#[async_trait::async_trait]
-impl Environment for Recording {
-    async fn execute(&self, request: ToolCallRequest, sink: &mut dyn MessageSink) {
-        self.tools.execute(request, sink).await
-    }
-
-    fn tools(&self) -> Vec<ToolDefinition> {
-        self.tools.tools()
-    }
-
-    fn permission(&self, name: &str) -> Permission {
-        self.tools.permission(name)
-    }
-
-    fn unsandboxed_tools(&self) -> Vec<String> {
-        self.tools.unsandboxed_tools()
-    }
-
-    fn grant_unsandboxed(&self, call: &ToolCall) -> bool {
-        let granted = self.tools.grant_unsandboxed(call);
-        if granted {
-            let grant = (call.tool_call_id.clone(), call.arguments.clone());
-            self.grants.lock().unwrap().push(grant);
-        }
-        granted
-    }
-}
-
-/// A server whose sessions run the demo model over the real built-in tools.
-async fn start(root: &std::path::Path, network: bool) -> Server {
-    start_recording(root, network, Grants::default()).await
-}
-
-async fn start_recording(root: &std::path::Path, network: bool, grants: Grants) -> Server {
-    let factory = ModelFactory {
-        spec: ModelSpec::demo(),
-        system_prompt: "You are a test.".into(),
-        default_workspace: root.join("ws"),
-        engine: EngineConfig::default(),
-        environment: Arc::new(
-            move |ws: &std::path::Path,
-                  sandbox: &Sandbox,
-                  _: &[penguin::tools::mcp::McpServerConfig]| {
-                let config = ToolsConfig {
-                    sandbox: sandbox.clone(),
-                    ..ToolsConfig::default()
-                };
-                let grants = grants.clone();
-                BuiltinTools::new(ws, config)
-                    .map(|tools| Arc::new(Recording { tools, grants }) as Arc<dyn Environment>)
-                    .map_err(|e| e.to_string())
-            },
-        ),
-        policy: Default::default(),
-        sandbox: SandboxRequest {
-            network,
-            ..SandboxRequest::default()
-        },
-    };
-    let mut opts = ServeOptions::new(Arc::new(factory));
-    opts.data_root = root.join("data");
-    let state = AppState::new(&opts, TOKEN);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = router(state.clone());
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    Server {
-        base: format!("http://{addr}"),
-        http: reqwest::Client::new(),
-        state,
-    }
-}
-
-impl Server {
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        let mut req = self
-            .http
-            .request(method, format!("{}{path}", self.base))
-            .bearer_auth(TOKEN);
-        if let Some(b) = body {
-            req = req
-                .header("content-type", "application/json")
-                .body(b.to_string());
-        }
-        let res = req.send().await.unwrap();
-        let status = res.status().as_u16();
-        (status, res.json().await.unwrap_or(Value::Null))
-    }
-
-    async fn create(&self, body: Value) -> (u16, Value) {
-        self.call(reqwest::Method::POST, "/api/sessions", Some(body))
-            .await
-    }
-
-    async fn start_task(&self, id: &str, text: &str) {
-        let (status, body) = self
-            .call(
-                reqwest::Method::POST,
-                &format!("/api/sessions/{id}/tasks"),
-                Some(json!({"input": [{"type": "text", "text": text}]})),
-            )
-            .await;
-        assert_eq!(status, 202, "{body}");
-    }
-
-    async fn approve(&self, id: &str, call: &str, decision: &str) -> (u16, Value) {
-        self.call(
-            reqwest::Method::POST,
-            &format!("/api/sessions/{id}/approvals/{call}"),
-            Some(json!({"decision": decision})),
-        )
-        .await
-    }
-
-    async fn session(&self, id: &str) -> Value {
-        let (status, body) = self
-            .call(reqwest::Method::GET, &format!("/api/sessions/{id}"), None)
-            .await;
-        assert_eq!(status, 200, "{body}");
-        body["session"].clone()
-    }
+/// A server whose sessions report a sandbox (see [`FakeFactory::with_sandbox`]) over `dir`'s
+/// data root, their model calling `exec_command` as `c_exec`, then `read_file` as `c_read`.
+async fn start(dir: TestDir, grants: Grants) -> (TestServer, Arc<FakeFactory>) {
+    let script = json!({"llm": [
+        call_turn("exec_command", "c_exec", json!({"cmd": "make install"})),
+        call_turn("read_file", "c_read", json!({"path": "notes.md"})),
+        text_turn("Installed, and read the notes."),
+    ]});
+    let factory = Arc::new(FakeFactory::new(script, dir.workspace()).with_sandbox(grants));
+    (support::serve(dir, factory.clone(), |_| {}).await, factory)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sessions_show_their_sandbox_and_may_ask_for_another() {
-    let Landlock::Abi(abi) = Landlock::probe() else {
-        assert!(std::env::var_os("CI").is_none(), "{}", Landlock::probe());
-        eprintln!(
-            "SKIPPED: {} (the API's sandbox needs Landlock to show one)",
-            Landlock::probe()
-        );
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("ws")).unwrap();
-    let srv = start(dir.path(), false).await;
+async fn sessions_show_their_sandbox_and_a_restart_keeps_the_one_they_asked_for() {
+    let (srv, _) = start(TestDir::new(), Grants::default()).await;
 
-    let (status, body) = srv.create(json!({})).await;
-    assert_eq!(status, 201, "{body}");
-    let sandbox = &body["session"]["sandbox"];
-    assert_eq!(sandbox["mode"], "workspace-write", "{body}");
+    let r = srv.create_with(json!({})).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let sandbox = &r.body["session"]["sandbox"];
+    assert_eq!(sandbox["mode"], "workspace-write", "{}", r.body);
     assert_eq!(sandbox["requested"], Value::Null);
-    assert_eq!(sandbox["network"], false, "the server's default");
-    assert_eq!(sandbox["landlockAbi"], abi);
+    assert_eq!(sandbox["network"], false, "the factory's default");
     assert!(sandbox["summary"]
         .as_str()
         .unwrap()
         .starts_with("sandbox: workspace-write, network off"));
+    assert_eq!(sandbox["unsandboxedTools"], json!(["exec_command"]));
 
-    let (status, body) = srv
-        .create(json!({"sandbox": {"mode": "read-only", "network": true}}))
+    let r = srv
+        .create_with(json!({"sandbox": {"mode": "read-only", "network": true}}))
         .await;
-    assert_eq!(status, 201, "{body}");
-    let id = body["session"]["id"].as_str().unwrap().to_owned();
-    let sandbox = &body["session"]["sandbox"];
+    assert_eq!(r.status, 201, "{}", r.body);
+    let id = r.body["session"]["id"].as_str().unwrap().to_owned();
+    let sandbox = &r.body["session"]["sandbox"];
     assert_eq!(
         (&sandbox["mode"], &sandbox["requested"], &sandbox["network"]),
         (&json!("read-only"), &json!("read-only"), &json!(true))
     );
 
+    // The shape is the server's to check, the mode's value the factory's: both are 400s that
+    // name the field.
     for (bad, field) in [
         (json!({"sandbox": {"mode": "jail"}}), "sandbox.mode"),
         (json!({"sandbox": {"mode": 3}}), "sandbox.mode"),
@@ -205,39 +64,33 @@ async fn sessions_show_their_sandbox_and_may_ask_for_another() {
         (json!({"sandbox": {"modes": "off"}}), "sandbox"),
         (json!({"sandbox": "off"}), "sandbox"),
     ] {
-        let (status, body) = srv.create(bad.clone()).await;
-        assert_eq!(status, 400, "{bad}: {body}");
-        let message = body["error"]["message"].as_str().unwrap();
+        let r = srv.create_with(bad.clone()).await;
+        assert_eq!(r.status, 400, "{bad}: {}", r.body);
+        let message = r.body["error"]["message"].as_str().unwrap();
         assert!(message.starts_with(field), "{bad}: {message}");
     }
 
     // A task leaves a trace, so a restarted server loads the session from disk; a title
     // change in between must not lose the sandbox it asked for.
-    srv.start_task(&id, "hi").await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let s = srv.session(&id).await;
-        if s["state"] == "idle" && s["hasTrace"] == true {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the demo task did not finish: {s}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let (status, _) = srv
-        .call(
-            reqwest::Method::PATCH,
-            &format!("/api/sessions/{id}"),
-            Some(json!({"title": "kept"})),
-        )
+    assert_eq!(srv.task(&id, "hi").await.status, 202);
+    srv.until_history(&id, |m| {
+        m.iter()
+            .any(|m| m["payload"]["text"] == "Installed, and read the notes.")
+    })
+    .await;
+    assert_eq!(srv.session(&id).await["hasTrace"], true);
+    let r = srv
+        .patch(&format!("/api/sessions/{id}"), json!({"title": "kept"}))
         .await;
-    assert!(status < 300);
-    drop(srv);
+    assert!(r.status < 300, "{}", r.body);
+    let data = srv.data_root.clone();
+    let _kept = srv.stop();
 
-    // This server blocks the network by default: the stored request must win.
-    let again = start(dir.path(), false).await;
+    // The factory's default has the network off: the stored request must win.
+    let dir = TestDir::new();
+    let factory =
+        Arc::new(FakeFactory::new(json!({}), dir.workspace()).with_sandbox(Grants::default()));
+    let again = support::serve(dir, factory.clone(), |o| o.data_root = data).await;
     let s = again.session(&id).await;
     assert_eq!(s["title"], "kept");
     assert_eq!(
@@ -245,101 +98,124 @@ async fn sessions_show_their_sandbox_and_may_ask_for_another() {
         (&json!("read-only"), &json!(true)),
         "{s}"
     );
+    let asked = SandboxSettings {
+        mode: Some("read-only".into()),
+        network: Some(true),
+    };
+    assert_eq!(*factory.loads.lock().unwrap(), [(Some(asked), vec![])]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mcp_servers_a_session_asked_for_are_checked_and_kept_across_a_restart() {
+    let (srv, _) = start(TestDir::new(), Grants::default()).await;
+    for (body, field) in [
+        // The shape is the server's to check; an entry, the factory's.
+        (json!({"mcpServers": "fx"}), "mcpServers"),
+        (json!({"mcpServers": ["fx"]}), "mcpServers"),
+        (
+            json!({"mcpServers": [{"name": "fx", "colour": "red"}]}),
+            "mcpServers[0]",
+        ),
+    ] {
+        let r = srv.create_with(body).await;
+        assert_eq!(r.status, 400, "{}", r.body);
+        let msg = r.body["error"]["message"].as_str().unwrap();
+        assert!(msg.starts_with(field), "{field}: {msg}");
+    }
+    let servers = json!([{"name": "fx", "command": "node", "args": ["fixture.mjs", "tools"]}]);
+    let r = srv
+        .create_with(json!({"approvalMode": "allow-all", "mcpServers": servers}))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let id = r.body["session"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(srv.task(&id, "hi").await.status, 202);
+    srv.until_idle(&id).await;
+    let data = srv.data_root.clone();
+    let _kept = srv.stop();
+
+    // A restarted server loads the session with the servers it was created with.
+    let dir = TestDir::new();
+    let factory = Arc::new(FakeFactory::new(json!({}), dir.workspace()));
+    let again = support::serve(dir, factory.clone(), |o| o.data_root = data).await;
+    assert_eq!(again.session(&id).await["id"], id.as_str());
+    let loads = factory.loads.lock().unwrap().clone();
+    assert_eq!(loads, [(None, servers.as_array().unwrap().clone())]);
 }
 
 /// `allow_unsandboxed` grants the call through the session's tools before allowing it; where
 /// the tools have nothing to grant, or the decision or call is wrong, the answer says so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_may_be_allowed_once_outside_the_sandbox() {
-    if !matches!(Landlock::probe(), Landlock::Abi(_)) {
-        assert!(std::env::var_os("CI").is_none(), "{}", Landlock::probe());
-        eprintln!("SKIPPED: {} (nothing to run outside of)", Landlock::probe());
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("ws")).unwrap();
     let grants = Grants::default();
-    let srv = start_recording(dir.path(), false, grants.clone()).await;
-
-    // The demo model lists the workspace with exec_command, which waits for a human.
+    let (srv, _) = start(TestDir::new(), grants.clone()).await;
     let ask = |sandbox: &str| json!({"approvalMode": "always-ask", "sandbox": {"mode": sandbox, "network": true}});
-    let waiting_call = |id: String| {
-        let srv = &srv;
-        async move {
-            srv.start_task(&id, "look").await;
-            let deadline = Instant::now() + Duration::from_secs(30);
-            loop {
-                let (_, h) = srv
-                    .call(
-                        reqwest::Method::GET,
-                        &format!("/api/sessions/{id}/messages"),
-                        None,
-                    )
-                    .await;
-                let call = h["messages"].as_array().into_iter().flatten().find(|m| {
-                    m["payload"]["type"] == "tool_call" && m["payload"]["name"] == "exec_command"
-                });
-                if let Some(call) = call {
-                    return (
-                        call["payload"]["tool_call_id"].as_str().unwrap().to_owned(),
-                        call["payload"]["arguments"].as_str().unwrap().to_owned(),
-                    );
-                }
-                assert!(Instant::now() < deadline, "no exec_command call: {h}");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
-    };
     // The call is published before its approval is asked for: retry while it is not yet.
-    let decide = |id: String, call: String, decision: &'static str| {
+    let decide = |id: String, call: &'static str, decision: &'static str| {
         let srv = &srv;
         async move {
-            let deadline = Instant::now() + Duration::from_secs(30);
+            let deadline = std::time::Instant::now() + support::WAIT;
             loop {
-                let (status, body) = srv.approve(&id, &call, decision).await;
-                if status != 404 || Instant::now() > deadline {
-                    return (status, body);
+                let r = srv.decide(&id, call, decision).await;
+                if r.status != 404 || std::time::Instant::now() > deadline {
+                    return r;
                 }
-                tokio::time::sleep(Duration::from_millis(20)).await;
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
             }
         }
     };
 
-    let (_, body) = srv.create(ask("workspace-write")).await;
-    let id = body["session"]["id"].as_str().unwrap().to_owned();
+    let r = srv.create_with(ask("workspace-write")).await;
+    let id = r.body["session"]["id"].as_str().unwrap().to_owned();
     // The session says which calls may run outside its sandbox: its commands.
     assert_eq!(
-        body["session"]["sandbox"]["unsandboxedTools"],
+        r.body["session"]["sandbox"]["unsandboxedTools"],
         json!(["exec_command"]),
-        "{body}"
+        "{}",
+        r.body
     );
-    let (call, args) = waiting_call(id.clone()).await;
-    let (status, body) = srv.approve(&id, &call, "allow_once").await;
-    assert_eq!(status, 400, "{body}");
-    let message = body["error"]["message"].as_str().unwrap();
+    assert_eq!(srv.task(&id, "install").await.status, 202);
+    let r = decide(id.clone(), "c_exec", "allow_once").await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    let message = r.body["error"]["message"].as_str().unwrap();
     assert!(
         message.contains("\"allow\", \"allow_unsandboxed\" or \"deny\", got \"allow_once\""),
         "{message}"
     );
-    let (status, body) = decide(id.clone(), call.clone(), "allow_unsandboxed").await;
-    assert_eq!(status, 204, "{body}");
-    assert_eq!(*grants.lock().unwrap(), [(call.clone(), args)]);
-    let (status, _) = srv.approve(&id, &call, "allow_unsandboxed").await;
-    assert_eq!(status, 404, "answered already");
+    let r = decide(id.clone(), "c_exec", "allow_unsandboxed").await;
+    assert_eq!(r.status, 204, "{}", r.body);
+    let args = json!({"cmd": "make install"}).to_string();
+    assert_eq!(*grants.lock().unwrap(), [("c_exec".to_owned(), args)]);
+    assert_eq!(
+        srv.decide(&id, "c_exec", "allow_unsandboxed").await.status,
+        404,
+        "answered already"
+    );
+    // A file read is not a command: nothing to let out, and it is still pending.
+    let r = decide(id.clone(), "c_read", "allow_unsandboxed").await;
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert_eq!(r.body["error"]["code"], "not_sandboxed", "{}", r.body);
+    assert_eq!(decide(id.clone(), "c_read", "allow").await.status, 204);
+    srv.until_idle(&id).await;
+    assert_eq!(grants.lock().unwrap().len(), 1);
 
     // Commands that run unsandboxed anyway cannot be let out of anything.
-    let (_, body) = srv.create(ask("off")).await;
-    let off = body["session"]["id"].as_str().unwrap().to_owned();
+    let r = srv.create_with(ask("off")).await;
+    let off = r.body["session"]["id"].as_str().unwrap().to_owned();
     assert_eq!(
-        body["session"]["sandbox"]["unsandboxedTools"],
+        r.body["session"]["sandbox"]["unsandboxedTools"],
         Value::Null,
-        "{body}"
+        "{}",
+        r.body
     );
-    let (call, _) = waiting_call(off.clone()).await;
-    let (status, body) = decide(off.clone(), call.clone(), "allow_unsandboxed").await;
-    assert_eq!(status, 409, "{body}");
-    assert_eq!(body["error"]["code"], "not_sandboxed", "{body}");
+    assert_eq!(srv.task(&off, "install").await.status, 202);
+    let r = decide(off.clone(), "c_exec", "allow_unsandboxed").await;
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert_eq!(r.body["error"]["code"], "not_sandboxed", "{}", r.body);
     assert_eq!(grants.lock().unwrap().len(), 1);
-    let (status, body) = decide(off, call, "allow").await;
-    assert_eq!(status, 204, "still pending, and allowed normally: {body}");
+    let r = decide(off, "c_exec", "allow").await;
+    assert_eq!(
+        r.status, 204,
+        "still pending, and allowed normally: {}",
+        r.body
+    );
 }

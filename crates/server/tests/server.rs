@@ -1,41 +1,21 @@
-//! The `penguin serve` HTTP server over real sockets: a scenario-scripted model and tools, a
-//! reqwest client, and SSE parsed by hand.
+//! The HTTP server over real sockets: fake sessions playing a scripted model and scripted
+//! tools, a reqwest client, and SSE parsed by hand (the shared harness in `support/`).
 //!
 //! Mid-task points are made deterministic by gating the run on an `always-ask` approval, and
 //! every wait is for a specific event with a bounded timeout.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
+mod support;
+
 use std::time::Duration;
 
-use axum::body::Bytes;
-use futures::{Stream, StreamExt};
-use penguin::hosting::ScenarioFactory;
-use penguin::llm_providers::sse::SseDecoder;
-use penguin::server::{router, AppState, ServeOptions};
-use penguin::sse_transport::{ChannelConfig, ClientReducer, History, SseConfig};
+use penguin_server::ServeOptions;
+use penguin_sse_transport::{ChannelConfig, ClientReducer, History, SseConfig};
 use serde_json::{json, Value};
-
-const TOKEN: &str = "test-token-0123456789";
-const WAIT: Duration = Duration::from_secs(15);
+use support::script::{model, partial_text, step, usage};
+use support::{kinds, within, Ev, TestDir, TestServer, TOKEN};
 
 // ---------------------------------------------------------------------------------------------
 // Scenario
-
-fn model(payload: Value) -> Value {
-    json!({"type": "model_msg", "payload": payload})
-}
-
-fn step(delay_ms: u64, message: Value) -> Value {
-    json!({"delay_ms": delay_ms, "message": message})
-}
-
-fn partial_text(event: &str, text: &str) -> Value {
-    model(
-        json!({"type": "partial_text", "role": "assistant", "event_type": event, "text": text, "stop_reason": "completed"}),
-    )
-}
 
 fn text_steps(text: &str) -> Vec<Value> {
     vec![
@@ -51,14 +31,9 @@ fn text_steps(text: &str) -> Vec<Value> {
     ]
 }
 
-fn usage(total: u64) -> Value {
-    let c = json!({"cache_read": 0, "cache_write": 0, "output": 5, "total": total});
-    json!({"type": "event_msg", "payload": {"type": "token_usage", "session": c, "request": c}})
-}
-
 /// Request 1 streams text (pausing `pause_ms` inside it) and calls `read_file` as `call_1`;
 /// request 2 answers "Done."; requests 3 and 4 (follow-up runs) answer plain text.
-fn scenario(pause_ms: u64) -> String {
+fn scenario(pause_ms: u64) -> Value {
     let call = |event: &str, name: &str, args: &str| {
         model(
             json!({"type": "partial_tool_call", "role": "assistant", "event_type": event, "name": name, "arguments": args, "tool_call_id": "call_1", "stop_reason": "completed"}),
@@ -84,7 +59,7 @@ fn scenario(pause_ms: u64) -> String {
                 json!({"type": "tool_call", "role": "assistant", "name": "read_file", "arguments": "{\"path\":\"a.txt\"}", "tool_call_id": "call_1", "stop_reason": "completed"}),
             ),
         ),
-        step(5, usage(100)),
+        step(5, usage(5, 100)),
     ];
     let out = |event: &str, text: &str| {
         model(
@@ -104,7 +79,7 @@ fn scenario(pause_ms: u64) -> String {
     ];
     let plain = |text: &str, total: u64| {
         let mut s = text_steps(text);
-        s.push(step(2, usage(total)));
+        s.push(step(2, usage(5, total)));
         json!({"stream": s})
     };
     json!({
@@ -113,234 +88,20 @@ fn scenario(pause_ms: u64) -> String {
         "tools": {"call_1": {"stream": tool}},
         "runs": []
     })
-    .to_string()
 }
 
 // ---------------------------------------------------------------------------------------------
-// Server and client
+// Server
 
-struct TestServer {
-    base: String,
-    data_root: std::path::PathBuf,
-    http: reqwest::Client,
-    state: AppState,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        self.state.shutdown();
-    }
-}
-
+/// The server must work within a small descriptor budget: every test of this file runs under
+/// a soft limit of 256 open files.
 async fn start_with(pause_ms: u64, tweak: impl FnOnce(&mut ServeOptions)) -> TestServer {
-    low_open_file_limit();
-    let dir = tempfile::tempdir().unwrap();
-    let workspace = dir.path().join("ws");
-    std::fs::create_dir_all(&workspace).unwrap();
-    let factory = ScenarioFactory::from_text(&scenario(pause_ms), &workspace).unwrap();
-    let mut opts = ServeOptions::new(Arc::new(factory));
-    opts.data_root = dir.path().join("data");
-    opts.token = Some(TOKEN.into());
-    tweak(&mut opts);
-    serve(opts, dir).await
-}
-
-/// Serves `opts` on a free loopback port; `dir` lives as long as the server.
-async fn serve(opts: ServeOptions, dir: tempfile::TempDir) -> TestServer {
-    let state = AppState::new(&opts, TOKEN);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = router(state.clone());
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    TestServer {
-        base: format!("http://{addr}"),
-        data_root: opts.data_root.clone(),
-        http: reqwest::Client::new(),
-        state,
-        _dir: dir,
-    }
+    support::low_open_file_limit(256);
+    support::serve_script_with(scenario(pause_ms), tweak).await
 }
 
 async fn start(pause_ms: u64) -> TestServer {
     start_with(pause_ms, |_| {}).await
-}
-
-struct Reply {
-    status: u16,
-    body: Value,
-}
-
-impl TestServer {
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Reply {
-        let mut req = self.http.request(method, self.url(path)).bearer_auth(TOKEN);
-        if let Some(b) = body {
-            req = req
-                .header("content-type", "application/json")
-                .body(b.to_string());
-        }
-        let res = tokio::time::timeout(WAIT, req.send())
-            .await
-            .expect("request timed out")
-            .unwrap();
-        let status = res.status().as_u16();
-        let text = res.text().await.unwrap();
-        let body = if text.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_str(&text).unwrap_or_else(|e| panic!("non-JSON body {text:?}: {e}"))
-        };
-        Reply { status, body }
-    }
-
-    async fn get(&self, path: &str) -> Reply {
-        self.call(reqwest::Method::GET, path, None).await
-    }
-
-    async fn post(&self, path: &str, body: Value) -> Reply {
-        self.call(reqwest::Method::POST, path, Some(body)).await
-    }
-
-    async fn create(&self, mode: &str) -> String {
-        let r = self
-            .post("/api/sessions", json!({"approvalMode": mode}))
-            .await;
-        assert_eq!(r.status, 201, "{}", r.body);
-        r.body["session"]["id"].as_str().unwrap().to_owned()
-    }
-
-    async fn task(&self, id: &str, text: &str) -> Reply {
-        self.post(
-            &format!("/api/sessions/{id}/tasks"),
-            json!({"input": [{"type": "text", "text": text}]}),
-        )
-        .await
-    }
-
-    async fn stream(&self, id: &str, last_event_id: Option<&str>) -> Sse {
-        self.sse(&format!("/api/sessions/{id}/stream"), last_event_id)
-            .await
-    }
-
-    async fn sse(&self, path: &str, last_event_id: Option<&str>) -> Sse {
-        let mut req = self.http.get(self.url(path)).bearer_auth(TOKEN);
-        if let Some(l) = last_event_id {
-            req = req.header("last-event-id", l);
-        }
-        let res = tokio::time::timeout(WAIT, req.send())
-            .await
-            .expect("stream request timed out")
-            .unwrap();
-        assert_eq!(res.status().as_u16(), 200);
-        assert_eq!(
-            res.headers()["content-type"].to_str().unwrap(),
-            "text/event-stream"
-        );
-        Sse {
-            body: Box::pin(res.bytes_stream()),
-            decoder: SseDecoder::new(),
-            ready: Default::default(),
-        }
-    }
-
-    async fn history(&self, id: &str) -> Value {
-        let r = self.get(&format!("/api/sessions/{id}/messages")).await;
-        assert_eq!(r.status, 200, "{}", r.body);
-        r.body
-    }
-}
-
-#[derive(Clone, Debug, PartialEq)]
-struct Ev {
-    id: String,
-    event: Option<String>,
-    data: String,
-}
-
-impl Ev {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.data).unwrap()
-    }
-
-    /// The `type` of a server event, or the payload type of an OmniMessage.
-    fn kind(&self) -> String {
-        let v = self.json();
-        match self.event.as_deref() {
-            Some("server_event") => v["type"].as_str().unwrap().to_owned(),
-            _ => v["payload"]["type"].as_str().unwrap().to_owned(),
-        }
-    }
-
-    fn is_state(&self, state: &str) -> bool {
-        self.kind() == "task_state" && self.json()["state"] == state
-    }
-
-    fn seq(&self) -> u64 {
-        self.id.rsplit_once('-').unwrap().1.parse().unwrap()
-    }
-}
-
-type ByteStream = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
-
-struct Sse {
-    body: ByteStream,
-    decoder: SseDecoder,
-    ready: std::collections::VecDeque<Ev>,
-}
-
-impl Sse {
-    /// The next event (heartbeat comments skipped); panics after [`WAIT`].
-    async fn next(&mut self) -> Ev {
-        within(async {
-            loop {
-                if let Some(ev) = self.ready.pop_front() {
-                    return ev;
-                }
-                match self.body.next().await {
-                    Some(Ok(chunk)) => {
-                        let events = self.decoder.feed(&chunk).expect("valid SSE");
-                        self.ready.extend(events.into_iter().map(|e| Ev {
-                            id: e.id.unwrap_or_default(),
-                            event: e.event,
-                            data: e.data,
-                        }));
-                    }
-                    Some(Err(e)) => panic!("stream failed: {e}"),
-                    None => panic!("stream ended"),
-                }
-            }
-        })
-        .await
-    }
-
-    /// Events up to and including the first one matching `pred`.
-    async fn until(&mut self, pred: impl Fn(&Ev) -> bool) -> Vec<Ev> {
-        let mut out = Vec::new();
-        loop {
-            let ev = self.next().await;
-            let done = pred(&ev);
-            out.push(ev);
-            if done {
-                return out;
-            }
-        }
-    }
-}
-
-async fn within<T>(f: impl Future<Output = T>) -> T {
-    tokio::time::timeout(WAIT, f)
-        .await
-        .expect("timed out waiting for the server")
-}
-
-fn kinds(evs: &[Ev]) -> Vec<String> {
-    evs.iter().map(Ev::kind).collect()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1151,42 +912,27 @@ async fn stored_sessions_are_listed_most_recently_active_first() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_demo_model_runs_behind_a_model_factory() {
-    use penguin::engine::scripted::ScriptedEnvironment;
-    use penguin::engine::{EngineConfig, Environment};
-    use penguin::hosting::ModelFactory;
-    use penguin::models::ModelSpec;
-
-    let dir = tempfile::tempdir().unwrap();
-    let factory = ModelFactory {
-        spec: ModelSpec::demo(),
-        system_prompt: "You are a test.".into(),
-        default_workspace: dir.path().to_path_buf(),
-        engine: EngineConfig {
-            compaction: Some(penguin::engine::CompactionConfig::default()),
-            ..EngineConfig::default()
-        },
-        environment: Arc::new(
-            |_: &std::path::Path,
-             _: &penguin::tools::Sandbox,
-             _: &[penguin::tools::mcp::McpServerConfig]| {
-                Ok(Arc::new(ScriptedEnvironment::default()) as Arc<dyn Environment>)
-            },
-        ),
-        policy: Default::default(),
-        sandbox: Default::default(),
-    };
-    let mut opts = ServeOptions::new(Arc::new(factory));
-    opts.data_root = dir.path().join("data");
-    let srv = serve(opts, dir).await;
+async fn a_manual_compaction_is_its_own_task_and_the_next_task_opens_a_new_trace_file() {
+    use support::script::{call_turn, text_turn};
+    support::low_open_file_limit(256);
+    // The first task calls a tool, then answers; the compaction's summary is the script's next
+    // request; the new context's model answers the task after it.
+    let script = json!({"llm": [
+        call_turn("read_file", "c1", json!({"path": "a.txt"})),
+        text_turn("It says alpha."),
+        text_turn("[summary]The user asked for a.txt; it says alpha.[/summary]"),
+    ], "tools": {"c1": {"stream": [step(0, support::script::tool_output("c1", "alpha"))]}}});
+    let dir = TestDir::new();
+    let factory = support::FakeFactory::new(script, dir.workspace())
+        .with_compaction(json!([text_turn("Still alpha.")]));
+    let srv = support::serve(dir, std::sync::Arc::new(factory), |_| {}).await;
 
     let r = srv
         .post("/api/sessions", json!({"provider": "openai-chat"}))
         .await;
     assert_eq!(r.status, 400, "a provider this server does not serve");
+    assert_eq!(r.body["error"]["code"], "invalid_request");
     let id = srv.create("allow-all").await;
-    let r = srv.get(&format!("/api/sessions/{id}")).await;
-    assert_eq!(r.body["session"]["provider"], "demo");
     let mut s = srv.stream(&id, None).await;
     s.next().await;
     let compact = format!("/api/sessions/{id}/compact");
@@ -1219,7 +965,12 @@ async fn the_demo_model_runs_behind_a_model_factory() {
 
     // The next task opens the new context with the summary, in a new trace file.
     assert_eq!(srv.task(&id, "and now?").await.status, 202);
-    s.until(|e| e.is_state("idle")).await;
+    let next = s.until(|e| e.is_state("idle")).await;
+    assert!(
+        next.iter().any(|e| e.says("Still alpha.")),
+        "{:?}",
+        kinds(&next)
+    );
     let history = srv.history(&id).await;
     let msgs = history["messages"].as_array().unwrap();
     let files: std::collections::BTreeSet<u64> = msgs
@@ -1230,223 +981,6 @@ async fn the_demo_model_runs_behind_a_model_factory() {
     assert!(msgs.iter().any(|m| m["payload"]["text"]
         .as_str()
         .is_some_and(|t| t.starts_with("[context_summary]"))));
-}
-
-/// `mcpServers` of `POST /api/sessions`: the session's own MCP server (the fixture, over node)
-/// joins its tools, and its connect phase leads the first task's stream. Needs the MCP test
-/// setup (`PENGUIN_MCP_SERVERS`, set by `cargo xtask ci`); says so and does nothing without it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_session_brings_its_own_mcp_servers() {
-    use penguin::engine::scripted::ScriptedEnvironment;
-    use penguin::engine::{EngineConfig, Environment};
-    use penguin::hosting::ModelFactory;
-    use penguin::models::ModelSpec;
-    use penguin::tools::mcp::{McpEnvironment, McpServerConfig};
-
-    if std::env::var_os("PENGUIN_MCP_SERVERS").is_none_or(|v| v.is_empty()) {
-        let why = "PENGUIN_MCP_SERVERS is not set (scripts/install-mcp-servers.sh)";
-        assert!(std::env::var_os("CI").is_none(), "{why}");
-        eprintln!("skipped: {why}");
-        return;
-    }
-    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/mcp/fixture-server.mjs")
-        .display()
-        .to_string();
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().to_path_buf();
-    let start_mcp = || {
-        let factory = ModelFactory {
-            spec: ModelSpec::demo(),
-            system_prompt: "You are a test.".into(),
-            default_workspace: root.clone(),
-            engine: EngineConfig::default(),
-            environment: Arc::new(
-                |ws: &std::path::Path,
-                 sandbox: &penguin::tools::Sandbox,
-                 extra: &[McpServerConfig]| {
-                    let inner = Arc::new(ScriptedEnvironment::default()) as Arc<dyn Environment>;
-                    Ok(Arc::new(McpEnvironment::new(
-                        inner,
-                        extra,
-                        ws,
-                        sandbox.clone(),
-                        Default::default(),
-                    )) as Arc<dyn Environment>)
-                },
-            ),
-            policy: Default::default(),
-            sandbox: Default::default(),
-        };
-        let mut opts = ServeOptions::new(Arc::new(factory));
-        opts.data_root = root.join("data");
-        // The data lives in `dir`, which outlives both servers.
-        serve(opts, tempfile::tempdir().unwrap())
-    };
-    let srv = start_mcp().await;
-
-    for (body, field) in [
-        (json!({"mcpServers": "fx"}), "mcpServers"),
-        (
-            json!({"mcpServers": [{"name": "fx", "colour": "red"}]}),
-            "mcpServers[0]",
-        ),
-    ] {
-        let r = srv.post("/api/sessions", body).await;
-        assert_eq!(r.status, 400, "{}", r.body);
-        let msg = r.body["error"]["message"].as_str().unwrap();
-        assert!(msg.starts_with(field), "{field}: {msg}");
-    }
-    let r = srv
-        .post(
-            "/api/sessions",
-            json!({"approvalMode": "allow-all", "mcpServers": [
-                {"name": "fx", "command": "node", "args": [fixture, "tools"]}
-            ]}),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.body);
-    let id = r.body["session"]["id"].as_str().unwrap().to_owned();
-    let mut s = srv.stream(&id, None).await;
-    s.next().await;
-    assert_eq!(srv.task(&id, "hi").await.status, 202);
-    let run = s.until(|e| e.is_state("idle")).await;
-    let k = kinds(&run);
-    let at = |kind: &str| k.iter().position(|x| x == kind).unwrap_or(usize::MAX);
-    assert!(
-        at("mcp_connect_begin") < at("mcp_connect_end")
-            && at("mcp_connect_end") < at("tool_list_ready")
-            && at("tool_list_ready") < at("request_begin")
-            && at("request_begin") < usize::MAX,
-        "{k:?}"
-    );
-    let tools = run
-        .iter()
-        .find(|e| e.kind() == "tool_list_ready")
-        .unwrap()
-        .json();
-    assert!(
-        tools["payload"]["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|t| t["name"] == "mcp__fx__pid"),
-        "{tools}"
-    );
-    // The history holds the pair and the tool list right after the task's input.
-    let history = srv.history(&id).await;
-    let types: Vec<&str> = history["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            m["payload"]["type"]
-                .as_str()
-                .unwrap_or(m["type"].as_str().unwrap())
-        })
-        .collect();
-    assert_eq!(
-        &types[..6],
-        [
-            "session_meta",
-            "text",
-            "mcp_connect_begin",
-            "mcp_connect_end",
-            "tool_list_ready",
-            "request_begin"
-        ],
-        "{types:?}"
-    );
-
-    // A restarted server loads the session with the servers it was created with.
-    drop(srv);
-    let again = start_mcp().await;
-    let mut s = again.stream(&id, None).await;
-    s.next().await;
-    assert_eq!(again.task(&id, "again").await.status, 202);
-    let run = s.until(|e| e.is_state("idle")).await;
-    let tools = run
-        .iter()
-        .find(|e| e.kind() == "tool_list_ready")
-        .unwrap_or_else(|| panic!("{:?}", kinds(&run)))
-        .json();
-    assert!(
-        tools["payload"]["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|t| t["name"] == "mcp__fx__pid"),
-        "{tools}"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn penguin_watch_follows_a_session_through_the_client_pattern() {
-    let srv = start(0).await;
-    let id = srv.create("always-ask").await;
-    let mut s = srv.stream(&id, None).await;
-    s.next().await;
-    assert_eq!(srv.task(&id, "hello").await.status, 202);
-    // Mid-task (waiting for an approval): start watching, then let the task finish.
-    s.until(|e| e.kind() == "approval_request").await;
-    // The short id the CLI shows (the id's tail) names it, as it does for `penguin resume`.
-    let short = &id[id.len() - 6..];
-    let resolved = penguin::watch::resolve_session_id(&srv.base, TOKEN, short).await;
-    assert_eq!(resolved.as_deref(), Ok(id.as_str()));
-    let missing = penguin::watch::resolve_session_id(&srv.base, TOKEN, "no-such-session").await;
-    assert!(missing.unwrap_err().contains("no session matches"));
-    let target = penguin::watch::Target {
-        base: srv.base.clone(),
-        token: TOKEN.into(),
-        session_id: id.clone(),
-    };
-    let watcher = tokio::spawn(async move {
-        let mut seen = Vec::new();
-        let state = penguin::watch::watch(&target, false, |m| seen.push(m.to_json())).await;
-        (state, seen)
-    });
-    let r = srv
-        .post(
-            &format!("/api/sessions/{id}/approvals/call_1"),
-            json!({"decision": "allow"}),
-        )
-        .await;
-    assert_eq!(r.status, 204);
-    let (state, seen) = within(watcher).await.unwrap();
-    let state = state.unwrap();
-    assert_eq!(
-        seen.len(),
-        state.messages.len(),
-        "every complete message shown once"
-    );
-    let texts: Vec<String> = state
-        .messages
-        .iter()
-        .filter_map(|m| m.model().and_then(|p| p.content()).map(str::to_owned))
-        .collect();
-    assert!(texts.iter().any(|t| t == "hello"), "{texts:?}");
-    assert!(texts.iter().any(|t| t == "Hello there"), "{texts:?}");
-    assert!(
-        texts.iter().any(|t| t == "alpha"),
-        "the tool output: {texts:?}"
-    );
-    assert!(
-        texts.iter().any(|t| t == "Done."),
-        "the final answer: {texts:?}"
-    );
-    // Nothing twice: the dedup held across history and the live stream.
-    let mut unique = seen.clone();
-    unique.sort();
-    unique.dedup();
-    assert_eq!(unique.len(), seen.len());
-}
-
-/// The server must work within a small descriptor budget: run every test of this file under
-/// a soft limit of 256 open files.
-fn low_open_file_limit() {
-    use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("read the open-file limit");
-    setrlimit(Resource::RLIMIT_NOFILE, 256.min(hard), hard).expect("lower the open-file limit");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

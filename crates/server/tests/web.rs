@@ -1,5 +1,6 @@
 //! The web app in a real headless Chromium, driven over chromedriver, against a real server
-//! (the penguin-server router over a socket) playing scripted sessions.
+//! (the penguin-server router over a socket, started by the shared harness in `support/`)
+//! playing fake sessions: a scripted model and scripted tools, subagents among them.
 //!
 //! These need Chromium and chromedriver (`scripts/install-browser.sh` installs Debian's), so
 //! they are opt-in:
@@ -14,6 +15,8 @@
 //! trace message by message: every element made from a complete message carries `data-fp`
 //! (type, payload type, tool_call_id, timestamp, origin), and each must appear exactly once.
 
+mod support;
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -23,36 +26,17 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
-use penguin::engine::{EngineConfig, Environment, MessageSink, Permission, ToolCallRequest};
-use penguin::hosting::ScenarioFactory;
-use penguin::omni_protocol::{ToolCall, ToolDefinition};
-use penguin::scenario::Scenario;
-use penguin::server::web::sign_in_url;
-use penguin::server::{
-    router, AppState, CreateSession, FactoryError, HostedSession, LoadSession, ServeOptions,
-    SessionFactory,
-};
-use penguin::session::{Session, SessionSpec};
-use penguin::sse_transport::ChannelConfig;
-use penguin::subagent::{SubagentEnvironment, SubagentSpawner};
-use penguin::tools::{Sandbox, SandboxRequest};
+use penguin_server::web::sign_in_url;
+use penguin_sse_transport::{ChannelConfig, ClientReducer, PartialKind};
 use serde_json::{json, Value};
+use support::fake::Grants;
+use support::script::{event, model, step};
+use support::{FakeFactory, TestDir, TOKEN, WAIT};
 
-const TOKEN: &str = "web-test-token-0123456789";
-/// How long any one condition may take to appear.
-const WAIT: Duration = Duration::from_secs(20);
 const POLL: Duration = Duration::from_millis(50);
 
 // ---------------------------------------------------------------------------------------------
 // Scenario building
-
-fn model(payload: Value) -> Value {
-    json!({"type": "model_msg", "payload": payload})
-}
-
-fn step(delay_ms: u64, message: Value) -> Value {
-    json!({"delay_ms": delay_ms, "message": message})
-}
 
 /// A streamed segment of `kind` (`text` or `thinking`): start, one delta per piece, stop, and
 /// the complete message.
@@ -134,19 +118,8 @@ struct TestServer {
     /// What the browser opens (the proxy's address when there is one).
     base: String,
     /// The server itself, for the test's own requests.
-    direct: String,
-    addr: SocketAddr,
-    http: reqwest::Client,
-    state: AppState,
-    workspace: PathBuf,
+    srv: support::TestServer,
     proxy: Option<Proxy>,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        self.state.shutdown();
-    }
 }
 
 struct Setup {
@@ -171,115 +144,51 @@ impl Setup {
 }
 
 async fn start(setup: Setup) -> TestServer {
-    let dir = tempfile::tempdir().unwrap();
-    let workspace = dir.path().join("ws");
-    std::fs::create_dir_all(&workspace).unwrap();
-    let text = setup.scenario.to_string();
-    let factory: Arc<dyn SessionFactory> = match (setup.subagent_child, setup.sandbox_grants) {
-        (Some(child), _) => Arc::new(SubagentFactory {
-            parent: text,
-            child: child.to_string(),
-            workspace: workspace.canonicalize().unwrap(),
-        }),
-        (None, Some(grants)) => Arc::new(SandboxedFactory {
-            scenario: text,
-            workspace: workspace.canonicalize().unwrap(),
-            grants,
-        }),
-        (None, None) => Arc::new(ScenarioFactory::from_text(&text, &workspace).unwrap()),
-    };
-    let mut opts = ServeOptions::new(factory);
-    opts.data_root = dir.path().join("data");
-    opts.token = Some(TOKEN.into());
-    if let Some(c) = setup.channel {
-        opts.channel = c;
+    let dir = TestDir::new();
+    let mut factory = FakeFactory::new(setup.scenario, dir.workspace());
+    if let Some(child) = setup.subagent_child {
+        factory = factory.with_subagents(child);
     }
-    let state = AppState::new(&opts, TOKEN);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = router(state.clone());
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    let proxy = if setup.proxy {
-        Some(Proxy::start(addr).await)
-    } else {
-        None
-    };
-    let base = match &proxy {
-        Some(p) => format!("http://{}", p.addr),
-        None => format!("http://{addr}"),
+    if let Some(grants) = setup.sandbox_grants {
+        factory = factory.with_sandbox(grants);
+    }
+    let srv = support::serve(dir, Arc::new(factory), |opts| {
+        if let Some(c) = setup.channel {
+            opts.channel = c;
+        }
+    })
+    .await;
+    let proxy = match setup.proxy {
+        true => Some(Proxy::start(srv.addr).await),
+        false => None,
     };
     TestServer {
-        base,
-        direct: format!("http://{addr}"),
-        addr,
-        http: reqwest::Client::new(),
-        state,
-        workspace,
+        base: match &proxy {
+            Some(p) => format!("http://{}", p.addr),
+            None => srv.base.clone(),
+        },
+        srv,
         proxy,
-        _dir: dir,
     }
 }
 
 impl TestServer {
     async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        let mut req = self
-            .http
-            .request(method, format!("{}{path}", self.direct))
-            .bearer_auth(TOKEN);
-        if let Some(b) = body {
-            req = req
-                .header("content-type", "application/json")
-                .body(b.to_string());
-        }
-        let res = tokio::time::timeout(WAIT, req.send())
-            .await
-            .expect("request timed out")
-            .unwrap();
-        let status = res.status().as_u16();
-        let text = res.text().await.unwrap();
-        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+        let r = self.srv.call(method, path, body).await;
+        (r.status, r.body)
     }
 
     async fn create(&self, mode: &str) -> String {
-        let (status, body) = self
-            .call(
-                reqwest::Method::POST,
-                "/api/sessions",
-                Some(json!({"approvalMode": mode})),
-            )
-            .await;
-        assert_eq!(status, 201, "{body}");
-        body["session"]["id"].as_str().unwrap().to_owned()
+        self.srv.create(mode).await
     }
 
     async fn history(&self, id: &str) -> Vec<Value> {
-        let (status, body) = self
-            .call(
-                reqwest::Method::GET,
-                &format!("/api/sessions/{id}/messages"),
-                None,
-            )
-            .await;
-        assert_eq!(status, 200, "{body}");
-        body["messages"].as_array().unwrap().clone()
-    }
-
-    async fn state_of(&self, id: &str) -> String {
-        let (_, body) = self
-            .call(reqwest::Method::GET, &format!("/api/sessions/{id}"), None)
-            .await;
-        body["session"]["state"].as_str().unwrap_or("").to_owned()
+        self.srv.messages(id).await
     }
 
     /// Waits until the server says the session is idle.
     async fn until_idle(&self, id: &str) {
-        let deadline = Instant::now() + WAIT;
-        while self.state_of(id).await != "idle" {
-            assert!(Instant::now() < deadline, "session {id} never went idle");
-            tokio::time::sleep(POLL).await;
-        }
+        self.srv.until_idle(id).await
     }
 
     fn session_url(&self, id: &str) -> String {
@@ -331,134 +240,6 @@ impl Proxy {
 
     fn restore(&self) {
         self.up.store(true, Ordering::SeqCst);
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// A factory whose sessions have `run_subagent`, with scripted children
-
-/// A scripted session of `req` in `workspace`.
-fn scripted_spec(
-    req: &CreateSession,
-    workspace: &Path,
-    source: Option<String>,
-    engine: EngineConfig,
-) -> SessionSpec {
-    SessionSpec {
-        location: req.location.clone(),
-        provider: "scripted".into(),
-        model_id: "scenario".into(),
-        context_window: None,
-        system_prompt: String::new(),
-        workspace: workspace.to_path_buf(),
-        source,
-        durability: req.durability,
-        engine,
-    }
-}
-
-struct SubagentFactory {
-    parent: String,
-    child: String,
-    workspace: PathBuf,
-}
-
-impl SessionFactory for SubagentFactory {
-    fn create(&self, req: &CreateSession) -> Result<Box<dyn HostedSession>, FactoryError> {
-        let internal = |e: &dyn std::fmt::Display| FactoryError::Internal(e.to_string());
-        let sc = Scenario::parse(&self.parent).map_err(|e| internal(&e))?;
-        let spec = |source, engine| scripted_spec(req, &self.workspace, source, engine);
-        let child_text = self.child.clone();
-        let child_spec = spec(Some("subagent".into()), sc.engine.clone());
-        let spawner: Arc<dyn SubagentSpawner> = Arc::new(move || {
-            let c = Scenario::parse(&child_text).expect("the child scenario parses");
-            let tools: Arc<dyn Environment> = Arc::new(c.tools);
-            Session::create(child_spec.clone(), Box::new(c.llm), tools)
-        });
-        let inner: Arc<dyn Environment> = Arc::new(sc.tools);
-        let env: Arc<dyn Environment> = Arc::new(SubagentEnvironment::new(inner, spawner));
-        let session = Session::create(spec(None, sc.engine), Box::new(sc.llm), env)
-            .map_err(|e| internal(&e))?;
-        Ok(Box::new(session))
-    }
-
-    fn load(&self, req: &LoadSession) -> Result<Box<dyn HostedSession>, FactoryError> {
-        Err(FactoryError::Unrecoverable(format!(
-            "this test server does not resume sessions ({})",
-            req.session_id
-        )))
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// A factory whose sessions' commands are sandboxed, with scripted tools that note grants
-
-type Grants = Arc<Mutex<Vec<String>>>;
-
-struct SandboxedFactory {
-    scenario: String,
-    workspace: PathBuf,
-    grants: Grants,
-}
-
-/// Scripted tools standing in for sandboxed ones: `exec_command` calls can be granted.
-struct GrantingTools {
-    inner: Arc<dyn Environment>,
-    grants: Grants,
-}
-
-#[async_trait::async_trait]
-impl Environment for GrantingTools {
-    async fn execute(&self, request: ToolCallRequest, sink: &mut dyn MessageSink) {
-        self.inner.execute(request, sink).await
-    }
-
-    fn tools(&self) -> Vec<ToolDefinition> {
-        self.inner.tools()
-    }
-
-    fn permission(&self, name: &str) -> Permission {
-        self.inner.permission(name)
-    }
-
-    fn unsandboxed_tools(&self) -> Vec<String> {
-        vec!["exec_command".into()]
-    }
-
-    fn grant_unsandboxed(&self, call: &ToolCall) -> bool {
-        let command = self.unsandboxed_tools().contains(&call.name);
-        if command {
-            self.grants.lock().unwrap().push(call.tool_call_id.clone());
-        }
-        command
-    }
-}
-
-impl SessionFactory for SandboxedFactory {
-    fn create(&self, req: &CreateSession) -> Result<Box<dyn HostedSession>, FactoryError> {
-        let internal = |e: &dyn std::fmt::Display| FactoryError::Internal(e.to_string());
-        let sc = Scenario::parse(&self.scenario).map_err(|e| internal(&e))?;
-        let spec = scripted_spec(req, &self.workspace, None, sc.engine);
-        let env: Arc<dyn Environment> = Arc::new(GrantingTools {
-            inner: Arc::new(sc.tools),
-            grants: self.grants.clone(),
-        });
-        let mut session = Session::create(spec, Box::new(sc.llm), env).map_err(|e| internal(&e))?;
-        // With the network off, a sandbox is in force whatever this kernel's Landlock offers.
-        let sandbox = Sandbox::resolve(&SandboxRequest {
-            network: false,
-            ..SandboxRequest::default()
-        })
-        .map_err(|e| internal(&e))?;
-        session.set_sandbox(sandbox);
-        Ok(Box::new(session))
-    }
-
-    fn load(&self, req: &LoadSession) -> Result<Box<dyn HostedSession>, FactoryError> {
-        Err(FactoryError::Unrecoverable(format!(
-            "this test server does not resume sessions ({})",
-            req.session_id
-        )))
     }
 }
 
@@ -835,7 +616,7 @@ async fn sign_in_then_list_create_rename_and_delete_sessions() {
 
     // The URL serve prints signs in, and the token leaves the address bar.
     b.goto(&sign_in_url(
-        srv.proxy.as_ref().map_or(srv.addr, |p| p.addr),
+        srv.proxy.as_ref().map_or(srv.srv.addr, |p| p.addr),
         TOKEN,
     ))
     .await;
@@ -853,7 +634,7 @@ async fn sign_in_then_list_create_rename_and_delete_sessions() {
     b.shot("empty-list").await;
 
     // Create a session in the form: it opens at its own path.
-    let ws = srv.workspace.to_string_lossy().into_owned();
+    let ws = srv.srv.workspace.to_string_lossy().into_owned();
     b.type_into("form.create input[name=workspace]", &ws).await;
     b.c()
         .find(Locator::Css("form.create select[name=approvalMode]"))
@@ -880,7 +661,8 @@ async fn sign_in_then_list_create_rename_and_delete_sessions() {
     assert_eq!(info["session"]["approvalMode"], "always-ask");
     assert_eq!(
         info["session"]["workspace"],
-        srv.workspace
+        srv.srv
+            .workspace
             .canonicalize()
             .unwrap()
             .to_string_lossy()
@@ -1245,7 +1027,13 @@ async fn a_command_is_allowed_outside_the_sandbox_from_the_page() {
     )
     .await;
     b.shot("done").await;
-    assert_eq!(*grants.lock().unwrap(), ["c_exec"]);
+    let granted: Vec<String> = grants
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(id, _)| id.clone())
+        .collect();
+    assert_eq!(granted, ["c_exec"]);
     let history = srv.history(&id).await;
     let allowed = history
         .iter()
@@ -1636,10 +1424,6 @@ fn user_text(text: &str) -> Value {
     model(json!({"type": "text", "role": "user", "text": text, "stop_reason": "completed"}))
 }
 
-fn event(payload: Value) -> Value {
-    json!({"type": "event_msg", "payload": payload})
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Chromium: scripts/install-browser.sh, then --ignored"]
 async fn compaction_notices_and_marker_texts_render_as_one_readable_event_each() {
@@ -1860,13 +1644,13 @@ fn hist(h: Value) -> Value {
 }
 
 /// The state of a `ClientReducer` in the shape the page's snapshot uses.
-fn rust_snapshot(r: &penguin::sse_transport::ClientReducer) -> Value {
+fn rust_snapshot(r: &ClientReducer) -> Value {
     let s = r.state();
-    let kind = |k: penguin::sse_transport::PartialKind| match k {
-        penguin::sse_transport::PartialKind::Text => "text",
-        penguin::sse_transport::PartialKind::Thinking => "thinking",
-        penguin::sse_transport::PartialKind::ToolCall => "tool_call",
-        penguin::sse_transport::PartialKind::ToolCallOutput => "tool_call_output",
+    let kind = |k: PartialKind| match k {
+        PartialKind::Text => "text",
+        PartialKind::Thinking => "thinking",
+        PartialKind::ToolCall => "tool_call",
+        PartialKind::ToolCallOutput => "tool_call_output",
     };
     json!({
         "messages": s.messages.iter().map(|m| serde_json::from_str::<Value>(&m.to_json()).unwrap()).collect::<Vec<_>>(),
@@ -1879,7 +1663,7 @@ fn rust_snapshot(r: &penguin::sse_transport::ClientReducer) -> Value {
 }
 
 fn rust_run(ops: &[Value]) -> Vec<Value> {
-    let mut r = penguin::sse_transport::ClientReducer::new();
+    let mut r = ClientReducer::new();
     ops.iter()
         .map(|op| {
             if let Some(e) = op.get("event") {

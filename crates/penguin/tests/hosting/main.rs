@@ -1,0 +1,11 @@
+//! The facade's hosting pieces behind penguin-server: its factories (`ScenarioFactory`,
+//! `ModelFactory`), `Session` as the server's `HostedSession` (background commands and
+//! subagents, the sandbox it reports), MCP servers a session brings, and `penguin watch`.
+//!
+//! The server itself is tested with fake sessions in `crates/server/tests/`; these check that
+//! the facade's real pieces work behind it.
+
+mod background;
+mod models;
+mod sandbox;
+mod support;

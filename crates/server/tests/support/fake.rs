@@ -1,0 +1,950 @@
+//! A fake [`SessionFactory`] and [`HostedSession`]: the real engine with a scripted model and
+//! scripted tools, its Trace written by the trace store's writer. Nothing of the `penguin`
+//! facade: what a hosted session owes the server (`session_meta` written first, a first run
+//! that yields `tool_list_ready` first, resume from the trace, background work routed to the
+//! host) is done here in a few lines, and the rest is the engine's.
+//!
+//! Knobs give sessions what some tests need: a sandbox whose commands can be granted a run
+//! outside it, a `wait` tool the test releases, subagents (`run_subagent`, in the foreground or
+//! in the background, children being fake sessions of their own), background work the test
+//! drives ([`FakeBackground`]), and compaction.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
+
+use async_trait::async_trait;
+use futures::stream::{self, BoxStream};
+use futures::StreamExt;
+use penguin_engine::scripted::ScriptedEnvironment;
+use penguin_engine::{
+    Approver, BackgroundForward, BackgroundListener, BackgroundTask, BackgroundWork,
+    CancellationToken, Compactability, Counters, Engine, EngineBusy, EngineConfig, Environment,
+    InitialState, MessageSink, Permission, RunOptions, ToolCallRequest, TraceSink,
+};
+use penguin_llm_providers::scripted::ScriptedModel;
+use penguin_omni_protocol::background::{report_label, BackgroundKind, BackgroundTaskDone};
+use penguin_omni_protocol::{
+    build, ApprovalDecision, ContextWindow, Frame, ModelPayload, OmniMessage, Role, SessionMeta,
+    StopReason, StreamEventType, TextSender, ToolCall, ToolDefinition,
+};
+use penguin_server::api::{SandboxInfo, SandboxSettings};
+use penguin_server::{CreateSession, FactoryError, HostedSession, LoadSession, SessionFactory};
+use penguin_trace_store::{new_session_id, resume_session, Durability, TraceLocation, Writer};
+use serde_json::Value;
+use tokio::sync::Notify;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scripts
+
+/// What a session plays: the `llm`, `tools` and `engine` parts of a scenario file (other keys,
+/// `description` or `runs`, are ignored).
+#[derive(Clone, Debug)]
+pub struct Script {
+    llm: Value,
+    tools: Value,
+    engine: EngineConfig,
+}
+
+impl Script {
+    /// Reads `scenario`; panics on anything it cannot play.
+    pub fn new(scenario: &Value) -> Script {
+        let llm = scenario.get("llm").cloned().unwrap_or(Value::Array(vec![]));
+        let tools = scenario
+            .get("tools")
+            .cloned()
+            .unwrap_or(Value::Object(Default::default()));
+        let mut engine = EngineConfig::default();
+        let ms = |v: &Value| std::time::Duration::from_millis(v.as_u64().expect("milliseconds"));
+        for (key, v) in scenario
+            .get("engine")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            match key.as_str() {
+                "max_turns" => engine.max_turns = v.as_i64().expect("max_turns"),
+                "max_reconnects" => engine.max_reconnects = v.as_u64().expect("a count") as u32,
+                "reconnect_backoff_ms" => engine.reconnect_backoff = ms(v),
+                "reconnect_backoff_max_ms" => engine.reconnect_backoff_max = ms(v),
+                other => panic!("engine.{other}: not played by the fake"),
+            }
+        }
+        let script = Script { llm, tools, engine };
+        // Parsed once here, so a bad script fails the test where it is made.
+        script.model();
+        script.tools();
+        script
+    }
+
+    /// A fresh model: clones of a `ScriptedModel` share one queue of requests, so each
+    /// session (and each load of it) gets its own.
+    fn model(&self) -> ScriptedModel {
+        ScriptedModel::from_json(&self.llm).expect("the llm script parses")
+    }
+
+    fn tools(&self) -> ScriptedEnvironment {
+        ScriptedEnvironment::from_json(&self.tools).expect("the tools script parses")
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The factory
+
+/// Calls granted a run outside the sandbox: (tool_call_id, arguments).
+pub type Grants = Arc<Mutex<Vec<(String, String)>>>;
+
+/// Builds [`FakeSession`]s playing one script, each with its own copy of it.
+pub struct FakeFactory {
+    script: Script,
+    workspace: PathBuf,
+    sandbox: Option<Grants>,
+    gate: Option<Arc<Notify>>,
+    child: Option<Script>,
+    background: bool,
+    compaction: Option<Value>,
+    /// The sandbox and MCP servers of every load request, in order.
+    pub loads: Mutex<Vec<(Option<SandboxSettings>, Vec<Value>)>>,
+    work: Mutex<HashMap<String, Weak<FakeBackground>>>,
+}
+
+impl std::fmt::Debug for FakeFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeFactory")
+            .field("workspace", &self.workspace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FakeFactory {
+    /// Sessions playing `scenario` (see [`Script::new`]), in `workspace` unless a request
+    /// names another. Provider `scripted`, model `scenario` (or the request's).
+    pub fn new(scenario: Value, workspace: impl Into<PathBuf>) -> FakeFactory {
+        FakeFactory {
+            script: Script::new(&scenario),
+            workspace: workspace.into(),
+            sandbox: None,
+            gate: None,
+            child: None,
+            background: false,
+            compaction: None,
+            loads: Mutex::default(),
+            work: Mutex::default(),
+        }
+    }
+
+    /// Sessions whose commands run in a sandbox (a request's `sandbox` sets its mode and
+    /// network; `off` confines nothing): `exec_command` calls may be granted a run outside it,
+    /// and each grant is noted in `grants`.
+    pub fn with_sandbox(mut self, grants: Grants) -> FakeFactory {
+        self.sandbox = Some(grants);
+        self
+    }
+
+    /// A `wait` tool (it only reads) that ends when `gate` is notified.
+    pub fn with_gate(mut self, gate: Arc<Notify>) -> FakeFactory {
+        self.gate = Some(gate);
+        self
+    }
+
+    /// A `run_subagent` tool (it only reads) whose children play `child`, in the foreground
+    /// (their messages forwarded on the call's stream, their answer its output) or with
+    /// `run_in_background` (see [`FakeFactory::with_background`]).
+    pub fn with_subagents(mut self, child: Value) -> FakeFactory {
+        self.child = Some(Script::new(&child));
+        self
+    }
+
+    /// Sessions with background work ([`FakeFactory::background`]): background children of
+    /// `run_subagent`, and whatever the test starts itself.
+    pub fn with_background(mut self) -> FakeFactory {
+        self.background = true;
+        self
+    }
+
+    /// Sessions that compact: the summary is the script's next request, and each new context's
+    /// model plays `next`.
+    pub fn with_compaction(mut self, next: Value) -> FakeFactory {
+        ScriptedModel::from_json(&next).expect("the next context's script parses");
+        self.compaction = Some(next);
+        self
+    }
+
+    /// The background work of session `id`, while it is loaded.
+    pub fn background(&self, id: &str) -> Arc<FakeBackground> {
+        lock(&self.work)
+            .get(id)
+            .and_then(Weak::upgrade)
+            .unwrap_or_else(|| panic!("session {id} has no background work loaded"))
+    }
+
+    fn tools(
+        &self,
+        location: &TraceLocation,
+        durability: Durability,
+        workspace: &Path,
+        sandbox: Option<&SandboxInfo>,
+    ) -> Arc<FakeTools> {
+        let sandboxed = sandbox.is_some_and(|s| s.mode != "off");
+        Arc::new(FakeTools {
+            inner: self.script.tools(),
+            unsandboxed: match sandboxed {
+                true => vec!["exec_command".into()],
+                false => Vec::new(),
+            },
+            grants: self.sandbox.clone(),
+            gate: self.gate.clone(),
+            background: self.background.then(Arc::default),
+            children: self.child.clone().map(|script| Children {
+                script,
+                location: location.clone(),
+                durability,
+                workspace: workspace.to_path_buf(),
+            }),
+        })
+    }
+
+    /// The sandbox a session reports, for a request's `sandbox`.
+    fn sandbox(
+        &self,
+        asked: Option<&SandboxSettings>,
+    ) -> Result<Option<SandboxInfo>, FactoryError> {
+        if self.sandbox.is_none() {
+            return Ok(None);
+        }
+        let requested = asked.and_then(|s| s.mode.clone());
+        let mode = requested.clone().unwrap_or("workspace-write".into());
+        if !["workspace-write", "read-only", "off"].contains(&mode.as_str()) {
+            return Err(FactoryError::invalid_request(
+                "sandbox.mode",
+                format!("{mode:?} is not workspace-write, read-only or off"),
+            ));
+        }
+        let network = asked.and_then(|s| s.network).unwrap_or(false);
+        let unsandboxed_tools = match mode.as_str() {
+            "off" => Vec::new(),
+            _ => vec!["exec_command".to_owned()],
+        };
+        Ok(Some(SandboxInfo {
+            summary: format!(
+                "sandbox: {mode}, network {} (fake)",
+                if network { "on" } else { "off" }
+            ),
+            mode,
+            requested,
+            network,
+            allow_ports: Vec::new(),
+            landlock_abi: None,
+            not_enforced: Vec::new(),
+            unsandboxed_tools,
+        }))
+    }
+
+    fn assemble(&self, session: FakeSession, tools: Arc<FakeTools>) -> Box<dyn HostedSession> {
+        if let Some(work) = &tools.background {
+            lock(&self.work).insert(session.id.clone(), Arc::downgrade(work));
+        }
+        if let Some(next) = self.compaction.clone() {
+            session.engine.enable_compaction(Arc::new(move |_| {
+                Box::new(ScriptedModel::from_json(&next).expect("checked"))
+            }));
+        }
+        Box::new(session)
+    }
+
+    fn engine_config(&self) -> EngineConfig {
+        EngineConfig {
+            compaction: self
+                .compaction
+                .as_ref()
+                .map(|_| penguin_engine::CompactionConfig::default()),
+            ..self.script.engine.clone()
+        }
+    }
+}
+
+/// `mcpServers` entries: objects with a `name` and a `command` (none is connected).
+fn check_mcp_servers(raw: &[Value]) -> Result<(), FactoryError> {
+    for (i, entry) in raw.iter().enumerate() {
+        let has = |key: &str| entry.get(key).is_some_and(Value::is_string);
+        let known = entry.as_object().is_some_and(|o| {
+            o.keys()
+                .all(|k| ["name", "command", "args"].contains(&k.as_str()))
+        });
+        if !(has("name") && has("command") && known) {
+            return Err(FactoryError::invalid_request(
+                format!("mcpServers[{i}]"),
+                format!("expected {{name, command, args?}}, got {entry}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl SessionFactory for FakeFactory {
+    fn create(&self, req: &CreateSession) -> Result<Box<dyn HostedSession>, FactoryError> {
+        if let Some(p) = req.provider.as_deref().filter(|p| *p != "scripted") {
+            return Err(FactoryError::invalid_request(
+                "provider",
+                format!("this server only offers \"scripted\", not {p:?}"),
+            ));
+        }
+        let asked = req.workspace.clone().unwrap_or(self.workspace.clone());
+        let workspace = match asked.canonicalize() {
+            Ok(abs) if abs.is_dir() => abs,
+            _ => {
+                return Err(FactoryError::invalid_request(
+                    "workspace",
+                    format!("{} is not an existing directory", asked.display()),
+                ))
+            }
+        };
+        let sandbox = self.sandbox(req.sandbox.as_ref())?;
+        check_mcp_servers(&req.mcp_servers)?;
+        let tools = self.tools(&req.location, req.durability, &workspace, sandbox.as_ref());
+        let spec = Spec {
+            location: req.location.clone(),
+            durability: req.durability,
+            workspace,
+            model_id: req.model.clone().unwrap_or("scenario".into()),
+            source: None,
+        };
+        let session = FakeSession::create(
+            spec,
+            self.script.model(),
+            tools.clone(),
+            self.engine_config(),
+        )
+        .map_err(FactoryError::internal)?;
+        Ok(self.assemble(session.with_sandbox(sandbox), tools))
+    }
+
+    fn load(&self, req: &LoadSession) -> Result<Box<dyn HostedSession>, FactoryError> {
+        lock(&self.loads).push((req.sandbox.clone(), req.mcp_servers.clone()));
+        let resumed = resume_session(&req.location, &req.session_id, req.durability)
+            .map_err(FactoryError::unrecoverable)?;
+        let meta = resumed.resumed.meta.clone();
+        let workspace = PathBuf::from(&meta.workspace);
+        if !workspace.is_dir() {
+            return Err(FactoryError::WorkspaceMissing(meta.workspace));
+        }
+        let sandbox = self
+            .sandbox(req.sandbox.as_ref())
+            .map_err(|e| FactoryError::unrecoverable(format!("stored {e}")))?;
+        let tools = self.tools(&req.location, req.durability, &workspace, sandbox.as_ref());
+        let session = FakeSession::resume(
+            resumed,
+            self.script.model(),
+            tools.clone(),
+            self.engine_config(),
+        );
+        Ok(self.assemble(session.with_sandbox(sandbox), tools))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The session
+
+/// The trace store's writer as the engine's trace sink.
+struct WriterSink(Writer);
+
+impl TraceSink for WriterSink {
+    fn record(&self, frame: &Frame) {
+        self.0.record(frame);
+    }
+
+    fn rotate(&self) {
+        self.0.rotate();
+    }
+}
+
+type Hook<T> = Arc<Mutex<Option<Arc<T>>>>;
+
+/// What a new session is.
+struct Spec {
+    location: TraceLocation,
+    durability: Durability,
+    workspace: PathBuf,
+    model_id: String,
+    source: Option<String>,
+}
+
+/// An engine and its Trace, as the server hosts them.
+pub struct FakeSession {
+    id: String,
+    meta: SessionMeta,
+    meta_message: OmniMessage,
+    tool_list: OmniMessage,
+    engine: Engine,
+    writer: Writer,
+    env: Arc<dyn Environment>,
+    meta_written: bool,
+    announced: bool,
+    sandbox: Option<SandboxInfo>,
+    notice_hook: Hook<dyn Fn() + Send + Sync>,
+    message_hook: Hook<dyn Fn(OmniMessage) + Send + Sync>,
+}
+
+impl FakeSession {
+    fn create(
+        spec: Spec,
+        model: ScriptedModel,
+        env: Arc<dyn Environment>,
+        config: EngineConfig,
+    ) -> Result<FakeSession, String> {
+        let id = new_session_id();
+        let writer =
+            Writer::create(&spec.location, &id, spec.durability).map_err(|e| e.to_string())?;
+        let meta = SessionMeta {
+            session_id: id.clone(),
+            provider: "scripted".into(),
+            model_id: spec.model_id,
+            model_context_window: ContextWindow::Other("unknown".into()),
+            system_prompt: String::new(),
+            agent_state: spec
+                .location
+                .root
+                .join(&spec.location.project)
+                .join("agents")
+                .join(&spec.location.agent)
+                .join("agent_state")
+                .display()
+                .to_string(),
+            workspace: spec.workspace.display().to_string(),
+            source: spec.source,
+        };
+        let initial = InitialState::default();
+        Ok(FakeSession::assemble(
+            meta, writer, model, env, config, initial, false,
+        ))
+    }
+
+    fn resume(
+        resumed: penguin_trace_store::ResumedSession,
+        model: ScriptedModel,
+        env: Arc<dyn Environment>,
+        config: EngineConfig,
+    ) -> FakeSession {
+        let r = resumed.resumed;
+        let initial = InitialState {
+            carry_over: r.carry_over,
+            pending_summary: r.pending_summary,
+            counters: Counters {
+                session_turns: r.session_turns,
+                last_request_total: r.last_request_total,
+                session_tokens: r.session_tokens,
+            },
+            bootstrap_records: Vec::new(),
+            pending_trace_rotation: r.context_closed,
+            from_compaction: r.context_closed,
+        };
+        let meta = r.meta;
+        FakeSession::assemble(meta, resumed.writer, model, env, config, initial, true)
+    }
+
+    fn assemble(
+        meta: SessionMeta,
+        writer: Writer,
+        model: ScriptedModel,
+        env: Arc<dyn Environment>,
+        config: EngineConfig,
+        mut initial: InitialState,
+        meta_written: bool,
+    ) -> FakeSession {
+        let meta_message = build::session_meta(meta.clone());
+        // The engine writes the tool list after the first run's input.
+        let tool_list = build::tool_list_ready(env.tools());
+        initial.bootstrap_records = vec![tool_list.clone()];
+        let sink = Arc::new(WriterSink(writer.clone()));
+        let engine = Engine::with_parts(Box::new(model), env.clone(), config, Some(sink), initial);
+        engine.set_context_head(meta_message.clone(), Some(tool_list.clone()));
+        let notice_hook: Hook<dyn Fn() + Send + Sync> = Arc::default();
+        let message_hook: Hook<dyn Fn(OmniMessage) + Send + Sync> = Arc::default();
+        if let Some(work) = env.background() {
+            // Weak, both: the listeners live in the environment the engine owns.
+            let (notifier, hook) = (engine.notifier(), Arc::downgrade(&notice_hook));
+            work.set_listener(Arc::new(move |done: BackgroundTaskDone| {
+                if notifier.notify(done.notice()) {
+                    if let Some(host) = hook.upgrade().and_then(|h| lock(&h).clone()) {
+                        host();
+                    }
+                }
+            }));
+            let hook = Arc::downgrade(&message_hook);
+            work.set_forward(Arc::new(move |msg| {
+                if let Some(host) = hook.upgrade().and_then(|h| lock(&h).clone()) {
+                    host(msg);
+                }
+            }));
+        }
+        FakeSession {
+            id: meta.session_id.clone(),
+            meta,
+            meta_message,
+            tool_list,
+            engine,
+            writer,
+            env,
+            meta_written,
+            announced: false,
+            sandbox: None,
+            notice_hook,
+            message_hook,
+        }
+    }
+
+    fn with_sandbox(mut self, sandbox: Option<SandboxInfo>) -> FakeSession {
+        self.sandbox = sandbox;
+        self
+    }
+}
+
+impl HostedSession for FakeSession {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn meta(&self) -> &SessionMeta {
+        &self.meta
+    }
+
+    fn run(
+        &mut self,
+        input: Vec<OmniMessage>,
+        options: RunOptions,
+    ) -> Result<BoxStream<'static, Frame>, EngineBusy> {
+        if self.engine.is_running() {
+            return Err(EngineBusy);
+        }
+        if !self.meta_written {
+            self.writer.record_message(self.meta_message.clone());
+            self.meta_written = true;
+        }
+        let stream = self.engine.run(input, options)?;
+        if self.announced {
+            return Ok(stream.boxed());
+        }
+        // The first run of each load yields the session's tool list first.
+        self.announced = true;
+        let head = Frame::new(self.tool_list.clone());
+        Ok(stream::iter([head]).chain(stream).boxed())
+    }
+
+    fn compact(
+        &mut self,
+        cancel: CancellationToken,
+    ) -> Result<BoxStream<'static, Frame>, EngineBusy> {
+        if self.engine.compactability() != Compactability::Ok {
+            return Ok(stream::empty().boxed());
+        }
+        if !self.meta_written {
+            self.writer.record_message(self.meta_message.clone());
+            self.meta_written = true;
+        }
+        Ok(self.engine.compact(cancel)?.boxed())
+    }
+
+    fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    fn writer(&self) -> &Writer {
+        &self.writer
+    }
+
+    fn environment(&self) -> Arc<dyn Environment> {
+        self.env.clone()
+    }
+
+    fn on_notice(&self, hook: Arc<dyn Fn() + Send + Sync>) {
+        *lock(&self.notice_hook) = Some(hook);
+    }
+
+    fn on_background_message(&self, hook: Arc<dyn Fn(OmniMessage) + Send + Sync>) {
+        *lock(&self.message_hook) = Some(hook);
+    }
+
+    fn sandbox(&self) -> Option<SandboxInfo> {
+        self.sandbox.clone()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tools
+
+/// The script's tools, and what the factory's knobs add.
+struct FakeTools {
+    inner: ScriptedEnvironment,
+    unsandboxed: Vec<String>,
+    grants: Option<Grants>,
+    gate: Option<Arc<Notify>>,
+    background: Option<Arc<FakeBackground>>,
+    children: Option<Children>,
+}
+
+#[async_trait]
+impl Environment for FakeTools {
+    async fn execute(&self, request: ToolCallRequest, sink: &mut dyn MessageSink) {
+        let call = request.tool_call().clone();
+        match (call.name.as_str(), &self.gate, &self.children) {
+            ("wait", Some(gate), _) => {
+                gate.notified().await;
+                sink.emit(build::tool_call_output(
+                    "released",
+                    call.tool_call_id,
+                    StopReason::Completed,
+                ))
+                .await;
+            }
+            ("run_subagent", _, Some(children)) => {
+                children.run(request, self.background.as_ref(), sink).await
+            }
+            _ => self.inner.execute(request, sink).await,
+        }
+    }
+
+    fn tools(&self) -> Vec<ToolDefinition> {
+        self.inner.tools()
+    }
+
+    fn permission(&self, name: &str) -> Permission {
+        match name {
+            "wait" | "run_subagent" => Permission::Read,
+            other => self.inner.permission(other),
+        }
+    }
+
+    fn background(&self) -> Option<Arc<dyn BackgroundWork>> {
+        self.background
+            .clone()
+            .map(|b| b as Arc<dyn BackgroundWork>)
+    }
+
+    fn unsandboxed_tools(&self) -> Vec<String> {
+        self.unsandboxed.clone()
+    }
+
+    fn grant_unsandboxed(&self, call: &ToolCall) -> bool {
+        let granted = self.unsandboxed.contains(&call.name);
+        if let (true, Some(grants)) = (granted, &self.grants) {
+            lock(grants).push((call.tool_call_id.clone(), call.arguments.clone()));
+        }
+        granted
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Subagents
+
+/// Makes the children of `run_subagent`: fake sessions of their own (their own Trace, in the
+/// same place, `source: "subagent"`), playing the child script with its tools.
+#[derive(Clone)]
+struct Children {
+    script: Script,
+    location: TraceLocation,
+    durability: Durability,
+    workspace: PathBuf,
+}
+
+/// Asks `inner` for a child's calls, tagged with the child's origin.
+struct Tagged {
+    inner: Arc<dyn Approver>,
+    hop: String,
+}
+
+#[async_trait]
+impl Approver for Tagged {
+    async fn approve(
+        &self,
+        call: &OmniMessage,
+    ) -> Result<ApprovalDecision, penguin_engine::ApprovalError> {
+        self.inner
+            .approve(&call.clone().with_origin(self.hop.clone()))
+            .await
+    }
+}
+
+/// Drops a session off the async workers: dropping one joins its trace writer thread.
+fn release(session: FakeSession) {
+    tokio::task::spawn_blocking(move || drop(session));
+}
+
+/// Where a child's answer goes: the text of its assistant deltas, turns apart.
+#[derive(Default)]
+struct Answer {
+    text: String,
+    wrote: bool,
+}
+
+impl Answer {
+    /// The answer text `msg` adds, if any.
+    fn add(&mut self, msg: &OmniMessage) -> Option<String> {
+        if msg.has_origin() {
+            return None;
+        }
+        let Some(ModelPayload::PartialText(t)) = msg.model() else {
+            return None;
+        };
+        if t.role != Role::Assistant {
+            return None;
+        }
+        let piece = match t.event_type {
+            StreamEventType::Start if self.wrote => "\n\n".to_owned(),
+            StreamEventType::Delta if !t.text.is_empty() => {
+                self.wrote = true;
+                t.text.clone()
+            }
+            _ => return None,
+        };
+        self.text.push_str(&piece);
+        Some(piece)
+    }
+}
+
+impl Children {
+    async fn run(
+        &self,
+        request: ToolCallRequest,
+        background: Option<&Arc<FakeBackground>>,
+        sink: &mut dyn MessageSink,
+    ) {
+        let call = request.tool_call().clone();
+        let id = call.tool_call_id.clone();
+        let part = |event, text: &str| {
+            build::partial_tool_call_output(event, text, &id, StopReason::Completed)
+        };
+        sink.emit(part(StreamEventType::Start, "")).await;
+        let args: Value = serde_json::from_str(&call.arguments).unwrap_or_default();
+        let prompt = args["prompt"].as_str().unwrap_or_default().to_owned();
+        let spec = Spec {
+            location: self.location.clone(),
+            durability: self.durability,
+            workspace: self.workspace.clone(),
+            model_id: "scenario".into(),
+            source: Some("subagent".into()),
+        };
+        let tools = Arc::new(self.script.tools());
+        let mut child =
+            FakeSession::create(spec, self.script.model(), tools, self.script.engine.clone())
+                .expect("a child session");
+        let hop = child.id.clone();
+        // Its meta first (the parent engine writes the `subagent` pointer for it), then its
+        // prompt, so a host sees both before anything the child answers.
+        sink.emit(child.meta_message.clone().with_origin(hop.clone()))
+            .await;
+        let input = build::user_text_from(prompt.clone(), TextSender::ParentAgent);
+        sink.emit(input.clone().with_origin(hop.clone())).await;
+        let approver = request.approver.clone().map(|inner| {
+            Arc::new(Tagged {
+                inner,
+                hop: hop.clone(),
+            }) as Arc<dyn Approver>
+        });
+        let cancel = CancellationToken::new();
+        let options = RunOptions {
+            approver,
+            cancel: cancel.clone(),
+            thinking_level: request.thinking_level,
+        };
+        let mut stream = child
+            .run(vec![input], options)
+            .expect("a fresh child is idle");
+
+        match (args["run_in_background"].as_bool(), background) {
+            (Some(true), Some(work)) => {
+                let subagent_id = format!("subagent-{}", &hop[hop.len() - 8..]);
+                // Listed before it can settle.
+                work.start_with(BackgroundTask {
+                    id: subagent_id.clone(),
+                    kind: BackgroundKind::Subagent,
+                    label: report_label(&prompt),
+                    running: true,
+                    detail: None,
+                    pid: None,
+                });
+                let (work_ref, task_id) = (Arc::downgrade(work), subagent_id.clone());
+                let pump = tokio::spawn(async move {
+                    let mut answer = Answer::default();
+                    while let Some(frame) = stream.next().await {
+                        let msg = frame.message().clone();
+                        answer.add(&msg);
+                        let Some(work) = work_ref.upgrade() else {
+                            return;
+                        };
+                        work.forward(msg.with_origin(hop.clone()));
+                    }
+                    drop(stream);
+                    release(child);
+                    if let Some(work) = work_ref.upgrade() {
+                        work.settle(&task_id, true, "", &answer.text);
+                    }
+                });
+                work.attach(&subagent_id, cancel, pump.abort_handle());
+                let note =
+                    format!("[subagent running in background with subagent_id {subagent_id}]");
+                sink.emit(part(StreamEventType::Delta, &note)).await;
+                sink.emit(part(StreamEventType::Stop, "")).await;
+                sink.emit(build::tool_call_output(note, id, StopReason::Completed))
+                    .await;
+            }
+            _ => {
+                // In the foreground: an interrupt of the call ends the child.
+                let _stop = cancel.clone().drop_guard();
+                let mut answer = Answer::default();
+                loop {
+                    let frame = tokio::select! {
+                        f = stream.next() => f,
+                        () = request.cancel.cancelled() => None,
+                    };
+                    let Some(frame) = frame else { break };
+                    let msg = frame.message().clone();
+                    let piece = answer.add(&msg);
+                    sink.emit(msg.with_origin(hop.clone())).await;
+                    if let Some(piece) = piece {
+                        sink.emit(part(StreamEventType::Delta, &piece)).await;
+                    }
+                }
+                drop(stream);
+                let writer = child.writer.clone();
+                let _ = tokio::task::spawn_blocking(move || writer.flush()).await;
+                release(child);
+                sink.emit(part(StreamEventType::Stop, "")).await;
+                let stop = match request.cancel.is_cancelled() {
+                    true => StopReason::Aborted,
+                    false => StopReason::Completed,
+                };
+                sink.emit(build::tool_call_output(answer.text, id, stop))
+                    .await;
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Background work
+
+#[derive(Default)]
+struct Work {
+    listener: Option<BackgroundListener>,
+    forward: Option<BackgroundForward>,
+    tasks: Vec<(
+        BackgroundTask,
+        Option<(CancellationToken, tokio::task::AbortHandle)>,
+    )>,
+}
+
+/// Background work a test drives: tasks it starts and settles itself, and the background
+/// children of `run_subagent`.
+#[derive(Default)]
+pub struct FakeBackground {
+    work: Mutex<Work>,
+}
+
+impl FakeBackground {
+    /// A running command, `label` its command line.
+    pub fn start_command(&self, id: &str, label: &str, pid: i32) {
+        self.start_with(BackgroundTask {
+            id: id.into(),
+            kind: BackgroundKind::Command,
+            label: label.into(),
+            running: true,
+            detail: None,
+            pid: Some(pid),
+        });
+    }
+
+    fn start_with(&self, task: BackgroundTask) {
+        lock(&self.work).tasks.push((task, None));
+    }
+
+    /// What ends task `id` when it is killed: its cancel token and its task.
+    fn attach(&self, id: &str, cancel: CancellationToken, pump: tokio::task::AbortHandle) {
+        let mut work = lock(&self.work);
+        match work.tasks.iter_mut().find(|(t, _)| t.id == id) {
+            Some((_, handle)) => *handle = Some((cancel, pump)),
+            // Settled already.
+            None => pump.abort(),
+        }
+    }
+
+    /// Ends task `id` and reports it (as a command or a subagent reports) to the listener;
+    /// false when `id` does not run.
+    pub fn settle(&self, id: &str, completed: bool, detail: &str, output: &str) -> bool {
+        let (task, listener) = {
+            let mut work = lock(&self.work);
+            let Some(pos) = work.tasks.iter().position(|(t, _)| t.id == id && t.running) else {
+                return false;
+            };
+            let task = work.tasks.remove(pos).0;
+            (task, work.listener.clone())
+        };
+        if let Some(listener) = listener {
+            listener(BackgroundTaskDone {
+                kind: task.kind,
+                id: task.id,
+                label: task.label,
+                completed,
+                detail: detail.into(),
+                output: output.into(),
+            });
+        }
+        true
+    }
+
+    /// Hands `msg` to the host, as a background child's live message.
+    pub fn forward(&self, msg: OmniMessage) {
+        let forward = lock(&self.work).forward.clone();
+        if let Some(forward) = forward {
+            forward(msg);
+        }
+    }
+}
+
+impl BackgroundWork for FakeBackground {
+    fn set_listener(&self, listener: BackgroundListener) {
+        lock(&self.work).listener = Some(listener);
+    }
+
+    fn set_forward(&self, forward: BackgroundForward) {
+        lock(&self.work).forward = Some(forward);
+    }
+
+    fn tasks(&self) -> Vec<BackgroundTask> {
+        lock(&self.work)
+            .tasks
+            .iter()
+            .map(|(t, _)| t.clone())
+            .collect()
+    }
+
+    fn kill(&self, id: &str) -> bool {
+        let mut work = lock(&self.work);
+        let Some(pos) = work.tasks.iter().position(|(t, _)| t.id == id) else {
+            return false;
+        };
+        if let (_, Some((cancel, pump))) = work.tasks.remove(pos) {
+            cancel.cancel();
+            pump.abort();
+        }
+        true
+    }
+
+    fn kill_all(&self) {
+        for (_, handle) in lock(&self.work).tasks.drain(..) {
+            if let Some((cancel, pump)) = handle {
+                cancel.cancel();
+                pump.abort();
+            }
+        }
+    }
+}
+
+impl Drop for FakeBackground {
+    fn drop(&mut self) {
+        self.kill_all();
+    }
+}
