@@ -477,6 +477,9 @@ impl Browser {
             "return document.getElementById('app').dataset.history === 'loaded'",
         )
         .await;
+        // Whatever the session lacks (a sandbox, a title) leaves no "null" in its header.
+        let meta = self.text_of(".session-meta").await;
+        assert!(!meta.contains("null"), "the session header reads {meta:?}");
     }
 
     async fn send(&self, text: &str) {

@@ -442,7 +442,8 @@ function sessionView(id) {
     document.title = `penguin · ${info.title || info.id}`;
     modeSel.value = info.approvalMode;
     const sandbox = info.sandbox;
-    metaEl.replaceChildren(
+    // `replaceChildren` writes a `null` child as the text "null": leave absent parts out.
+    const parts = [
       h("span", { title: "model" }, modelOf(info)),
       h("span", { class: "workspace", title: info.workspace || "" }, info.workspace || ""),
       sandbox
@@ -456,7 +457,8 @@ function sessionView(id) {
           )
         : null,
       h("span", { title: info.createdAt || "" }, `created ${relativeTime(info.createdAt)}`),
-    );
+    ];
+    metaEl.replaceChildren(...parts.filter(Boolean));
     if (info.traceWriteFailures) {
       traceWarning(`This session's trace lost ${info.traceWriteFailures} record(s): what is shown here may not survive a restart.`);
     }
