@@ -72,6 +72,16 @@ impl<P: WireProtocol> fmt::Debug for HttpModel<P> {
     }
 }
 
+/// The reqwest client builder every HTTP client penguin builds on this crate starts from. It
+/// also installs ring as rustls's process-wide provider unless one is there: the rmcp MCP
+/// client's reqwest takes its TLS from that provider, so whatever client comes first, the
+/// other finds TLS ready.
+pub fn client_builder() -> reqwest::ClientBuilder {
+    #[cfg(feature = "rustls")]
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+}
+
 impl<P: WireProtocol> HttpModel<P> {
     /// A model speaking `protocol` with `config`, allocating tool call ids from the session's
     /// shared allocator.
@@ -80,13 +90,9 @@ impl<P: WireProtocol> HttpModel<P> {
         protocol: P,
         ids: ToolCallIdAllocator,
     ) -> Result<HttpModel<P>, ClientError> {
-        // reqwest's rustls needs a process-wide crypto provider: ring, as the rest of penguin.
-        // (Another one already installed is fine too.)
-        #[cfg(feature = "rustls")]
-        let _ = rustls::crypto::ring::default_provider().install_default();
         // No overall request timeout: a long generation is fine as long as bytes keep coming,
         // which the idle timeout watches.
-        let client = reqwest::Client::builder()
+        let client = client_builder()
             .build()
             .map_err(|e| ClientError(describe_error(&e)))?;
         let base_input = crate::limits::base_input_tokens(&config.system_prompt, &config.tools);
@@ -288,8 +294,8 @@ impl<P: WireProtocol> Llm for HttpModel<P> {
         if request.cancel.is_cancelled() {
             return LlmOutcome::new(StopReason::Aborted);
         }
-        if let Err(message) = check_input(&request.new_messages) {
-            return LlmOutcome::with_message(StopReason::Failed, message);
+        if let Err(e) = check_input(&request.new_messages) {
+            return LlmOutcome::with_message(StopReason::Failed, e.to_string());
         }
         let cap = self.max_output_tokens_for(&request.new_messages);
         if cap < self.config.max_output_tokens / 2 && self.warned.insert(cap) {
