@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use penguin::models::ModelSpec;
-use penguin::session::{Session, SessionSpec};
+use penguin::session::{Session, SessionError, SessionSpec};
 use penguin_engine::EngineConfig;
 use penguin_server::{
     CreateSession, FactoryError, HostedSession, LoadSession, ServeOptions, SessionFactory,
@@ -32,15 +32,16 @@ impl DemoSessions {
         };
         BuiltinTools::new(&self.workspace, config)
             .map(Arc::new)
-            .map_err(|e| FactoryError::Internal(format!("tools: {e}")))
+            .map_err(FactoryError::internal)
     }
 }
 
 impl SessionFactory for DemoSessions {
     fn create(&self, req: &CreateSession) -> Result<Box<dyn HostedSession>, FactoryError> {
         if req.workspace.is_some() {
-            return Err(FactoryError::InvalidRequest(
-                "workspace: this server has one workspace".into(),
+            return Err(FactoryError::invalid_request(
+                "workspace",
+                "this server has one workspace",
             ));
         }
         let spec = SessionSpec {
@@ -55,17 +56,20 @@ impl SessionFactory for DemoSessions {
             engine: EngineConfig::default(),
         };
         let session = Session::create_for_model(spec, &ModelSpec::demo(), self.tools()?)
-            .map_err(|e| FactoryError::Internal(e.to_string()))?;
+            .map_err(FactoryError::internal)?;
         Ok(Box::new(session))
     }
 
     fn load(&self, req: &LoadSession) -> Result<Box<dyn HostedSession>, FactoryError> {
         let (resumed, writer) = Session::load(&req.location, &req.session_id, req.durability)
-            .map_err(|e| FactoryError::Unrecoverable(e.to_string()))?;
+            .map_err(|e| match e {
+                SessionError::WorkspaceMissing(w) => FactoryError::WorkspaceMissing(w),
+                other => FactoryError::unrecoverable(other),
+            })?;
         let engine = EngineConfig::default();
         let session =
             Session::resume_for_model(resumed, writer, engine, &ModelSpec::demo(), self.tools()?)
-                .map_err(|e| FactoryError::Unrecoverable(e.to_string()))?;
+                .map_err(FactoryError::unrecoverable)?;
         Ok(Box::new(session))
     }
 }

@@ -18,7 +18,7 @@ pub(crate) fn agent(flags: &[String]) -> Result<Agent, String> {
         agent
             .config
             .mcp_servers
-            .push(McpServerConfig::from_flag(flag)?);
+            .push(McpServerConfig::from_flag(flag).map_err(|e| e.to_string())?);
     }
     Ok(agent)
 }

@@ -130,11 +130,8 @@ pub(crate) async fn run_task(
 
 /// `✓ done · model · tokens · time` on stderr after a task.
 fn end_line(session: &Session, summary: &crate::render::RunSummary, took: std::time::Duration) {
-    let model = session
-        .meta()
-        .session_meta()
-        .map(|m| format!("{}/{}", m.provider, m.model_id))
-        .unwrap_or_default();
+    let meta = session.session_meta();
+    let model = format!("{}/{}", meta.provider, meta.model_id);
     let t = summary.tokens;
     let (mark, what) = match (&summary.aborted, summary.succeeded()) {
         (_, true) => ("✓", "done".to_owned()),

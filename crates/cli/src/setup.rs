@@ -176,7 +176,10 @@ pub(crate) fn session_tools(
             &agent,
             &ws,
             &sandbox,
-            Arc::new(workspace_tools(&ws, &sandbox, &bypass).map_err(SessionError::Tools)?),
+            Arc::new(
+                workspace_tools(&ws, &sandbox, &bypass)
+                    .map_err(|e| SessionError::Tools(e.into()))?,
+            ),
         );
         agent.create_session(&spec, &ws, child_tools, None, Some("subagent".into()))
     });
@@ -319,7 +322,13 @@ pub(crate) fn open_session(
         let Scenario { llm, tools, .. } = *s;
         return agent
             .resume_session_with(id, Box::new(llm), |workspace| {
-                scenario_tools(agent, tools, real_tools, workspace, confinement)
+                Ok(scenario_tools(
+                    agent,
+                    tools,
+                    real_tools,
+                    workspace,
+                    confinement,
+                )?)
             })
             .map_err(|e| e.to_string());
     }
@@ -332,7 +341,15 @@ pub(crate) fn open_session(
                 Ok(spec)
             },
             // run_subagent children use the same model, so the tools need it too.
-            |w, spec| session_tools(agent, spec, w, &confinement.sandbox, &confinement.bypass),
+            |w, spec| {
+                Ok(session_tools(
+                    agent,
+                    spec,
+                    w,
+                    &confinement.sandbox,
+                    &confinement.bypass,
+                )?)
+            },
         )
         .map_err(|e| e.to_string())?;
     session.set_sandbox(confinement.sandbox.clone());

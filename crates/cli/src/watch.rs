@@ -26,7 +26,9 @@ pub(crate) async fn watch(
                 .map_err(|e| format!("no token: pass --token, set PENGUIN_TOKEN, or run the server here ({}: {e})", path.display()))?
         }
     };
-    let session_id = penguin::watch::resolve_session_id(&url, &token, &session_id).await?;
+    let session_id = penguin::watch::resolve_session_id(&url, &token, &session_id)
+        .await
+        .map_err(|e| e.to_string())?;
     let target = penguin::watch::Target {
         base: url,
         token,
@@ -39,7 +41,8 @@ pub(crate) async fn watch(
             failed.get_or_insert(e);
         }
     })
-    .await?;
+    .await
+    .map_err(|e| e.to_string())?;
     if let Some(e) = failed {
         return Err(format!("stdout: {e}"));
     }

@@ -235,25 +235,54 @@ pub trait WireProtocol: Send + Sync + fmt::Debug {
     fn set_history(&mut self, history: &[OmniMessage]);
 }
 
+/// Why a request's input is not one a model accepts (§6.1). The texts are the reference's.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InputError {
+    /// No input message at all.
+    #[error("streamGenerate requires at least one input message")]
+    Empty,
+    /// An input message that is not a complete model message (a partial, an event, a
+    /// session_meta).
+    #[error("streamGenerate accepts only complete model messages, got {payload_type}")]
+    NotCompleteModelMessage {
+        /// Its position in the input.
+        index: usize,
+        /// Its `payload.type`.
+        payload_type: &'static str,
+    },
+    /// Messages of both roles.
+    #[error("streamGenerate does not accept mixed roles: {first} and {other}")]
+    MixedRoles {
+        /// The role of the first message.
+        first: Role,
+        /// The first other role.
+        other: Role,
+        /// The position of the message with the other role.
+        index: usize,
+    },
+}
+
 /// §6.1's input check: at least one message, all complete model messages of one role.
-/// The error text is the reference's.
-pub fn check_input(new_messages: &[OmniMessage]) -> Result<Role, String> {
-    let mut roles = new_messages.iter().map(|m| match m.model() {
-        Some(p) if !p.is_partial() => Ok(p.role()),
-        _ => Err(format!(
-            "streamGenerate accepts only complete model messages, got {}",
-            m.payload_type()
-        )),
-    });
-    let first = roles
-        .next()
-        .ok_or_else(|| "streamGenerate requires at least one input message".to_owned())??;
+pub fn check_input(new_messages: &[OmniMessage]) -> Result<Role, InputError> {
+    let mut roles = new_messages
+        .iter()
+        .enumerate()
+        .map(|(index, m)| match m.model() {
+            Some(p) if !p.is_partial() => Ok((index, p.role())),
+            _ => Err(InputError::NotCompleteModelMessage {
+                index,
+                payload_type: m.payload_type(),
+            }),
+        });
+    let (_, first) = roles.next().ok_or(InputError::Empty)??;
     for role in roles {
-        let role = role?;
-        if role != first {
-            return Err(format!(
-                "streamGenerate does not accept mixed roles: {first} and {role}"
-            ));
+        let (index, other) = role?;
+        if other != first {
+            return Err(InputError::MixedRoles {
+                first,
+                other,
+                index,
+            });
         }
     }
     Ok(first)
@@ -374,21 +403,42 @@ mod tests {
 
     #[test]
     fn input_must_be_nonempty_complete_and_single_role() {
+        assert_eq!(check_input(&[]), Err(InputError::Empty));
         assert_eq!(
-            check_input(&[]),
-            Err("streamGenerate requires at least one input message".into())
+            InputError::Empty.to_string(),
+            "streamGenerate requires at least one input message"
         );
         assert_eq!(check_input(&[build::user_text("a")]), Ok(Role::User));
+        let mixed = check_input(&[
+            build::user_text("a"),
+            build::user_text("b"),
+            build::assistant_text("c", StopReason::Completed),
+        ])
+        .unwrap_err();
         assert_eq!(
-            check_input(&[
-                build::user_text("a"),
-                build::assistant_text("b", StopReason::Completed)
-            ]),
-            Err("streamGenerate does not accept mixed roles: user and assistant".into())
+            mixed,
+            InputError::MixedRoles {
+                first: Role::User,
+                other: Role::Assistant,
+                index: 2
+            }
         );
-        assert!(check_input(&[build::request_begin()])
-            .unwrap_err()
-            .contains("request_begin"));
+        assert_eq!(
+            mixed.to_string(),
+            "streamGenerate does not accept mixed roles: user and assistant"
+        );
+        let event = check_input(&[build::user_text("a"), build::request_begin()]).unwrap_err();
+        assert_eq!(
+            event,
+            InputError::NotCompleteModelMessage {
+                index: 1,
+                payload_type: "request_begin"
+            }
+        );
+        assert_eq!(
+            event.to_string(),
+            "streamGenerate accepts only complete model messages, got request_begin"
+        );
     }
 
     #[test]

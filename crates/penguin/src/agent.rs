@@ -14,7 +14,7 @@ use penguin_trace_store::{
 
 use crate::config::{Config, ConfigError};
 use crate::models::ModelSpec;
-use crate::session::{Session, SessionError, SessionSpec};
+use crate::session::{Session, SessionError, SessionSpec, ToolsError};
 
 /// The system prompt of sessions that do not bring their own.
 pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a capable software agent working in the user's workspace through penguin. \
@@ -225,15 +225,10 @@ impl Agent {
         &self,
         id: &str,
         llm: Box<dyn Llm>,
-        make_env: impl FnOnce(&Path) -> Result<Arc<dyn Environment>, String>,
+        make_env: impl FnOnce(&Path) -> Result<Arc<dyn Environment>, ToolsError>,
     ) -> Result<Session, SessionError> {
         let (resumed, writer) = Session::load(&self.location, id, self.durability)?;
-        let workspace = resumed
-            .meta
-            .as_ref()
-            .map(|m| PathBuf::from(&m.workspace))
-            .unwrap_or_default();
-        let env = make_env(&workspace).map_err(SessionError::Tools)?;
+        let env = make_env(Path::new(&resumed.meta.workspace)).map_err(SessionError::Tools)?;
         let mut session = Session::resume(resumed, writer, self.engine.clone(), llm, env)?;
         session.set_command_policy(self.policy());
         Ok(session)
@@ -246,15 +241,12 @@ impl Agent {
         &self,
         id: &str,
         pick_model: impl FnOnce(&SessionMeta) -> Result<ModelSpec, ConfigError>,
-        make_env: impl FnOnce(&Path, &ModelSpec) -> Result<Arc<dyn Environment>, String>,
+        make_env: impl FnOnce(&Path, &ModelSpec) -> Result<Arc<dyn Environment>, ToolsError>,
     ) -> Result<Session, SessionError> {
         let (resumed, writer) = Session::load(&self.location, id, self.durability)?;
-        let meta = resumed
-            .meta
-            .clone()
-            .expect("load guarantees a session_meta");
-        let model = pick_model(&meta)?;
-        let env = make_env(Path::new(&meta.workspace), &model).map_err(SessionError::Tools)?;
+        let model = pick_model(&resumed.meta)?;
+        let env =
+            make_env(Path::new(&resumed.meta.workspace), &model).map_err(SessionError::Tools)?;
         let mut session =
             Session::resume_for_model(resumed, writer, self.engine_for(&model), &model, env)?;
         session.set_command_policy(self.policy());

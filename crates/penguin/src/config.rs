@@ -147,15 +147,19 @@ impl SandboxEntry {
     }
 }
 
-/// `request` with one session's overrides (the API's `sandbox: {mode, network}`).
+/// `request` with one session's overrides (the API's `sandbox: {mode, network}`); a mode that
+/// is none of penguin's is a [`ParseError`] of field `sandbox.mode`.
 pub fn sandbox_override(
     request: &SandboxRequest,
     mode: Option<&str>,
     network: Option<bool>,
-) -> Result<SandboxRequest, String> {
+) -> Result<SandboxRequest, ParseError> {
     let mut out = request.clone();
     if let Some(m) = mode {
-        out.mode = Some(m.parse().map_err(|e| format!("sandbox.mode: {e}"))?);
+        out.mode = Some(m.parse().map_err(|message| ParseError {
+            field: "sandbox.mode".into(),
+            message,
+        })?);
     }
     if let Some(n) = network {
         out.network = n;

@@ -28,11 +28,12 @@ use penguin_server::api::{SandboxInfo, SandboxSettings};
 use penguin_server::{CreateSession, FactoryError, HostedSession, LoadSession, SessionFactory};
 use penguin_tools::mcp::McpServerConfig;
 use penguin_tools::policy::CommandPolicy;
-use penguin_tools::sandbox::Landlock;
+use penguin_tools::sandbox::{Landlock, SandboxError};
 use penguin_tools::{Sandbox, SandboxRequest};
-use penguin_trace_store::Writer;
+use penguin_trace_store::{Resumed, Writer};
 
-use crate::models::ModelSpec;
+use crate::config::ParseError;
+use crate::models::{ModelError, ModelSpec};
 use penguin_llm_providers::scripted::ScriptError;
 
 use crate::scenario::{Scenario, ScenarioError};
@@ -44,9 +45,7 @@ impl HostedSession for Session {
     }
 
     fn meta(&self) -> &SessionMeta {
-        self.meta()
-            .session_meta()
-            .expect("a session's meta message holds a session_meta")
+        self.session_meta()
     }
 
     fn run(
@@ -115,24 +114,61 @@ pub fn sandbox_info(sandbox: &Sandbox, unsandboxed_tools: Vec<String>) -> Sandbo
     }
 }
 
-/// What loading a stored session gives before a model is built for it.
-fn load(
-    req: &LoadSession,
-) -> Result<(penguin_trace_store::Resumed, Writer, SessionMeta), FactoryError> {
-    let (resumed, writer) =
-        Session::load(&req.location, &req.session_id, req.durability).map_err(|e| match e {
-            SessionError::WorkspaceMissing(w) => FactoryError::WorkspaceMissing(w),
-            other => FactoryError::Unrecoverable(other.to_string()),
-        })?;
-    let meta = resumed
-        .meta
-        .clone()
-        .ok_or_else(|| FactoryError::Unrecoverable("the trace has no session_meta".into()))?;
-    Ok((resumed, writer, meta))
+/// Why a factory of this module could not give a session: the source its [`FactoryError`]
+/// carries (`Unrecoverable` and `Internal`), for a host that wants to tell the cases apart.
+#[derive(Debug, thiserror::Error)]
+pub enum HostingError {
+    /// The stored session was recorded with a provider this server does not serve.
+    #[error("the session was recorded with provider {recorded:?}; this server serves {served:?}")]
+    ProviderMismatch {
+        /// The provider of the session's `session_meta`.
+        recorded: String,
+        /// The provider this factory serves.
+        served: String,
+    },
+    /// A `mcpServers` entry stored with the session no longer reads as one.
+    #[error("stored mcpServers[{index}]: {source}")]
+    StoredMcpServer {
+        /// Its position in the stored list.
+        index: usize,
+        /// Why it does not read.
+        source: serde_json::Error,
+    },
+    /// The sandbox stored with the session names a mode penguin does not have.
+    #[error(transparent)]
+    SandboxOverride(#[from] ParseError),
+    /// The sandbox cannot be given: a strict one the kernel cannot enforce, or a writable
+    /// directory of the server's configuration that cannot be used.
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    /// The session's tools could not be built: the [`EnvironmentBuilder`]'s message.
+    #[error("{0}")]
+    Environment(String),
+    /// The session's model could not be built.
+    #[error("model: {0}")]
+    Model(#[source] ModelError),
+    /// The session could not be created, or resumed from its Trace.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// The scenario could not be parsed again for a new session.
+    #[error(transparent)]
+    Scenario(#[from] ScriptError),
 }
 
-fn unrecoverable(e: SessionError) -> FactoryError {
-    FactoryError::Unrecoverable(e.to_string())
+fn unrecoverable(e: impl Into<HostingError>) -> FactoryError {
+    FactoryError::Unrecoverable(Box::new(e.into()))
+}
+
+fn internal(e: impl Into<HostingError>) -> FactoryError {
+    FactoryError::Internal(Box::new(e.into()))
+}
+
+/// What loading a stored session gives before a model is built for it.
+fn load(req: &LoadSession) -> Result<(Resumed<SessionMeta>, Writer), FactoryError> {
+    Session::load(&req.location, &req.session_id, req.durability).map_err(|e| match e {
+        SessionError::WorkspaceMissing(w) => FactoryError::WorkspaceMissing(w),
+        other => unrecoverable(other),
+    })
 }
 
 /// Plays one scenario file's scripted model and tools in every session.
@@ -188,7 +224,7 @@ impl ScenarioFactory {
 
     fn fresh(&self) -> Result<Scenario, FactoryError> {
         // Parsed once already in the constructor: this cannot fail unless memory is corrupt.
-        Scenario::parse(&self.text).map_err(|e| FactoryError::Internal(e.to_string()))
+        Scenario::parse(&self.text).map_err(internal)
     }
 }
 
@@ -196,9 +232,12 @@ impl SessionFactory for ScenarioFactory {
     fn create(&self, req: &CreateSession) -> Result<Box<dyn HostedSession>, FactoryError> {
         if let Some(p) = req.provider.as_deref() {
             if p != "scripted" {
-                return Err(FactoryError::InvalidRequest(format!(
-                    "provider: this server plays a scenario file and only offers \"scripted\", not {p:?}"
-                )));
+                return Err(FactoryError::invalid_request(
+                    "provider",
+                    format!(
+                        "this server plays a scenario file and only offers \"scripted\", not {p:?}"
+                    ),
+                ));
             }
         }
         let workspace = checked_workspace(
@@ -218,14 +257,14 @@ impl SessionFactory for ScenarioFactory {
             durability: req.durability,
             engine: sc.engine,
         };
-        let mut session = Session::create(spec, Box::new(sc.llm), Arc::new(sc.tools))
-            .map_err(|e| FactoryError::Internal(e.to_string()))?;
+        let mut session =
+            Session::create(spec, Box::new(sc.llm), Arc::new(sc.tools)).map_err(internal)?;
         session.set_command_policy(self.policy.clone());
         Ok(Box::new(session))
     }
 
     fn load(&self, req: &LoadSession) -> Result<Box<dyn HostedSession>, FactoryError> {
-        let (resumed, writer, _meta) = load(req)?;
+        let (resumed, writer) = load(req)?;
         let sc = self.fresh()?;
         let mut session = Session::resume(
             resumed,
@@ -245,10 +284,10 @@ impl SessionFactory for ScenarioFactory {
 fn checked_workspace(workspace: PathBuf) -> Result<PathBuf, FactoryError> {
     match workspace.canonicalize() {
         Ok(abs) if abs.is_dir() => Ok(abs),
-        _ => Err(FactoryError::InvalidRequest(format!(
-            "workspace: {} is not an existing directory",
-            workspace.display()
-        ))),
+        _ => Err(FactoryError::invalid_request(
+            "workspace",
+            format!("{} is not an existing directory", workspace.display()),
+        )),
     }
 }
 
@@ -261,16 +300,24 @@ pub type EnvironmentBuilder = Arc<
         + Sync,
 >;
 
-/// `mcpServers` of a request as entries. An entry that does not even have the shape of one is
-/// refused (400); one that has it but is invalid is the session's warning and failed server.
-fn mcp_entries(raw: &[serde_json::Value]) -> Result<Vec<McpServerConfig>, FactoryError> {
+/// `mcpServers` of a request as entries, or the first one that does not even have the shape of
+/// one (with its position). One that has the shape but is invalid is the session's warning and
+/// failed server.
+fn mcp_entries(
+    raw: &[serde_json::Value],
+) -> Result<Vec<McpServerConfig>, (usize, serde_json::Error)> {
     raw.iter()
         .enumerate()
-        .map(|(i, v)| {
-            serde_json::from_value(v.clone())
-                .map_err(|e| FactoryError::InvalidRequest(format!("mcpServers[{i}]: {e}")))
-        })
+        .map(|(i, v)| serde_json::from_value(v.clone()).map_err(|e| (i, e)))
         .collect()
+}
+
+/// Why the sandbox a request asks for cannot be given.
+enum SandboxRefused {
+    /// The request's override does not parse (its field is named).
+    Override(ParseError),
+    /// The kernel or the server's configuration cannot give it.
+    Resolve(SandboxError),
 }
 
 /// Serves one configured model ([`ModelSpec`], e.g. from `config::resolve_model`) with the tools
@@ -298,14 +345,13 @@ pub struct ModelFactory {
 impl ModelFactory {
     /// The sandbox of one session: the factory's, with the request's overrides. A sandbox the
     /// kernel cannot give is logged once (or refused, when strict).
-    fn sandbox(&self, asked: Option<&SandboxSettings>) -> Result<Sandbox, String> {
+    fn sandbox(&self, asked: Option<&SandboxSettings>) -> Result<Sandbox, SandboxRefused> {
         let request = match asked {
             None => self.sandbox.clone(),
-            Some(s) => {
-                crate::config::sandbox_override(&self.sandbox, s.mode.as_deref(), s.network)?
-            }
+            Some(s) => crate::config::sandbox_override(&self.sandbox, s.mode.as_deref(), s.network)
+                .map_err(SandboxRefused::Override)?,
         };
-        let sandbox = Sandbox::resolve(&request).map_err(|e| e.to_string())?;
+        let sandbox = Sandbox::resolve(&request).map_err(SandboxRefused::Resolve)?;
         if let Some(warning) = sandbox.warning_once() {
             tracing::warn!("[sandbox] {warning}");
         }
@@ -327,10 +373,13 @@ impl SessionFactory for ModelFactory {
     fn create(&self, req: &CreateSession) -> Result<Box<dyn HostedSession>, FactoryError> {
         if let Some(p) = req.provider.as_deref() {
             if p != self.spec.protocol.as_str() {
-                return Err(FactoryError::InvalidRequest(format!(
-                    "provider: this server is configured for {:?}, not {p:?}",
-                    self.spec.protocol.as_str()
-                )));
+                return Err(FactoryError::invalid_request(
+                    "provider",
+                    format!(
+                        "this server is configured for {:?}, not {p:?}",
+                        self.spec.protocol.as_str()
+                    ),
+                ));
             }
         }
         let mut spec = self.spec.clone();
@@ -342,12 +391,20 @@ impl SessionFactory for ModelFactory {
                 .clone()
                 .unwrap_or_else(|| self.default_workspace.clone()),
         )?;
-        let sandbox = self
-            .sandbox(req.sandbox.as_ref())
-            .map_err(FactoryError::InvalidRequest)?;
-        let servers = mcp_entries(&req.mcp_servers)?;
-        let env =
-            (self.environment)(&workspace, &sandbox, &servers).map_err(FactoryError::Internal)?;
+        let sandbox = self.sandbox(req.sandbox.as_ref()).map_err(|e| match e {
+            SandboxRefused::Override(e) => FactoryError::invalid_request(e.field, e.message),
+            // The request's mode or network is one the kernel cannot enforce, strictly.
+            SandboxRefused::Resolve(e @ SandboxError::NotEnforceable { .. }) => {
+                FactoryError::invalid_request("sandbox", e.to_string())
+            }
+            // The server's own configuration is at fault.
+            SandboxRefused::Resolve(e) => internal(e),
+        })?;
+        let servers = mcp_entries(&req.mcp_servers).map_err(|(i, e)| {
+            FactoryError::invalid_request(format!("mcpServers[{i}]"), e.to_string())
+        })?;
+        let env = (self.environment)(&workspace, &sandbox, &servers)
+            .map_err(|e| internal(HostingError::Environment(e)))?;
         let system_prompt =
             crate::prompt::system_prompt_for(&self.system_prompt, &workspace, env.tools());
         let session_spec = SessionSpec {
@@ -363,8 +420,8 @@ impl SessionFactory for ModelFactory {
         };
         let mut session =
             Session::create_for_model(session_spec, &spec, env).map_err(|e| match e {
-                SessionError::Model(e) => FactoryError::Internal(format!("model: {e}")),
-                other => FactoryError::Internal(other.to_string()),
+                SessionError::Model(e) => internal(HostingError::Model(e)),
+                other => internal(other),
             })?;
         session.set_command_policy(self.policy.clone());
         session.set_sandbox(sandbox);
@@ -372,24 +429,26 @@ impl SessionFactory for ModelFactory {
     }
 
     fn load(&self, req: &LoadSession) -> Result<Box<dyn HostedSession>, FactoryError> {
-        let (resumed, writer, meta) = load(req)?;
+        let (resumed, writer) = load(req)?;
+        let meta = &resumed.meta;
         let mut spec = self.spec.clone();
         if meta.provider != spec.protocol.as_str() {
-            return Err(FactoryError::Unrecoverable(format!(
-                "the session was recorded with provider {:?}; this server serves {:?}",
-                meta.provider,
-                spec.protocol.as_str()
-            )));
+            return Err(unrecoverable(HostingError::ProviderMismatch {
+                recorded: meta.provider.clone(),
+                served: spec.protocol.as_str().to_owned(),
+            }));
         }
         spec.model_id = meta.model_id.clone();
-        let sandbox = self
-            .sandbox(req.sandbox.as_ref())
-            .map_err(FactoryError::Unrecoverable)?;
+        let sandbox = self.sandbox(req.sandbox.as_ref()).map_err(|e| match e {
+            SandboxRefused::Override(e) => unrecoverable(e),
+            SandboxRefused::Resolve(e) => unrecoverable(e),
+        })?;
         // The session's own servers were checked when it was created.
-        let servers = mcp_entries(&req.mcp_servers)
-            .map_err(|e| FactoryError::Unrecoverable(format!("stored {e}")))?;
+        let servers = mcp_entries(&req.mcp_servers).map_err(|(index, source)| {
+            unrecoverable(HostingError::StoredMcpServer { index, source })
+        })?;
         let env = (self.environment)(Path::new(&meta.workspace), &sandbox, &servers)
-            .map_err(FactoryError::Unrecoverable)?;
+            .map_err(|e| unrecoverable(HostingError::Environment(e)))?;
         let mut session =
             Session::resume_for_model(resumed, writer, self.engine.clone(), &spec, env)
                 .map_err(unrecoverable)?;

@@ -143,15 +143,22 @@ pub enum SessionError {
     /// Building the model failed.
     #[error(transparent)]
     Model(#[from] crate::models::ModelError),
-    /// The session's tools could not be built.
+    /// The session's tools could not be built: the tool builder's own error (an embedder's
+    /// `make_env`, a subagent spawner).
     #[error("tools: {0}")]
-    Tools(String),
+    Tools(#[source] ToolsError),
 }
+
+/// Why a session's tools could not be built: whatever error the caller's tool builder gave.
+pub type ToolsError = Box<dyn std::error::Error + Send + Sync>;
 
 /// One session: a conversation with its Trace.
 pub struct Session {
     id: String,
+    /// `session_meta`, as written to the Trace and given to the engine as the context head.
     meta: OmniMessage,
+    /// The same, typed.
+    session_meta: SessionMeta,
     /// The session's `tool_list_ready`: the one the engine owes until a connect replaces it.
     tool_list: Arc<Mutex<OmniMessage>>,
     engine: Engine,
@@ -197,7 +204,7 @@ impl Session {
     ) -> Result<Session, SessionError> {
         let id = new_session_id();
         let writer = Writer::create(&spec.location, &id, spec.durability)?;
-        let meta = build::session_meta(SessionMeta {
+        let meta = SessionMeta {
             session_id: id.clone(),
             provider: spec.provider,
             model_id: spec.model_id,
@@ -209,10 +216,9 @@ impl Session {
             agent_state: agent_state_dir(&spec.location),
             workspace: absolute(&spec.workspace),
             source: spec.source,
-        });
+        };
         let initial = InitialState::default();
         Ok(Session::assemble(
-            id,
             meta,
             writer,
             spec.engine,
@@ -225,17 +231,17 @@ impl Session {
 
     /// Reads a session's newest trace file and what resuming it gives, without building
     /// anything: the caller picks the model from `resumed.meta` and then calls
-    /// [`Session::resume`].
+    /// [`Session::resume`]. A trace without a `session_meta` fails
+    /// ([`TraceError::MissingMeta`](penguin_trace_store::TraceError::MissingMeta)), as does a
+    /// session whose workspace is gone ([`SessionError::WorkspaceMissing`]).
     pub fn load(
         location: &TraceLocation,
         session_id: &str,
         durability: Durability,
-    ) -> Result<(Resumed, Writer), SessionError> {
+    ) -> Result<(Resumed<SessionMeta>, Writer), SessionError> {
         let r = resume_session(location, session_id, durability)?;
-        if let Some(meta) = &r.resumed.meta {
-            if !Path::new(&meta.workspace).is_dir() {
-                return Err(SessionError::WorkspaceMissing(meta.workspace.clone()));
-            }
+        if !Path::new(&r.resumed.meta.workspace).is_dir() {
+            return Err(SessionError::WorkspaceMissing(r.resumed.meta.workspace));
         }
         Ok((r.resumed, r.writer))
     }
@@ -243,19 +249,12 @@ impl Session {
     /// Continues a loaded session: appends to the same trace file; the next run sends the
     /// rebuilt carry-over before its prompt.
     pub fn resume(
-        mut resumed: Resumed,
+        mut resumed: Resumed<SessionMeta>,
         writer: Writer,
         engine_config: EngineConfig,
         llm: Box<dyn Llm>,
         env: Arc<dyn Environment>,
     ) -> Result<Session, SessionError> {
-        let meta_payload = resumed
-            .meta
-            .clone()
-            .ok_or_else(|| TraceError::MissingMeta {
-                path: writer.current_path(),
-            })?;
-        let meta = build::session_meta(meta_payload);
         // A model built before the trace was read keeps no history: free the rebuilt one on
         // another thread (a long session's is tens of thousands of messages, milliseconds to
         // free) rather than make the session wait for it.
@@ -277,13 +276,8 @@ impl Session {
             pending_trace_rotation: resumed.context_closed,
             from_compaction: resumed.context_closed,
         };
-        let id = meta
-            .session_meta()
-            .map(|m| m.session_id.clone())
-            .unwrap_or_default();
         Ok(Session::assemble(
-            id,
-            meta,
+            resumed.meta,
             writer,
             engine_config,
             llm,
@@ -321,19 +315,14 @@ impl Session {
     /// history, the environment's tools (rebuilt when a connect phase changes them), and
     /// compaction through the same spec.
     pub fn resume_for_model(
-        mut resumed: Resumed,
+        mut resumed: Resumed<SessionMeta>,
         writer: Writer,
         engine_config: EngineConfig,
         spec: &crate::models::ModelSpec,
         env: Arc<dyn Environment>,
     ) -> Result<Session, SessionError> {
-        let system_prompt = resumed
-            .meta
-            .as_ref()
-            .map(|m| m.system_prompt.clone())
-            .unwrap_or_default();
         let cx = crate::models::ModelContext {
-            system_prompt,
+            system_prompt: resumed.meta.system_prompt.clone(),
             tools: env.tools(),
             // The session itself continues from carry-over and counters: the history is the
             // model's alone, so it moves rather than being copied.
@@ -350,8 +339,7 @@ impl Session {
 
     #[allow(clippy::too_many_arguments)]
     fn assemble(
-        id: String,
-        meta: OmniMessage,
+        session_meta: SessionMeta,
         writer: Writer,
         config: EngineConfig,
         llm: Box<dyn Llm>,
@@ -359,6 +347,8 @@ impl Session {
         mut initial: InitialState,
         meta_written: bool,
     ) -> Session {
+        let id = session_meta.session_id.clone();
+        let meta = build::session_meta(session_meta.clone());
         let tool_list = build::tool_list_ready(env.tools());
         initial.bootstrap_records = vec![tool_list.clone()];
         let next_llm = Arc::new(Mutex::new(None));
@@ -380,6 +370,7 @@ impl Session {
         Session {
             id,
             meta,
+            session_meta,
             tool_list: Arc::new(Mutex::new(tool_list)),
             engine,
             writer,
@@ -462,11 +453,7 @@ impl Session {
     /// `spec` (the session's system prompt and tools). Compaction also needs
     /// `EngineConfig::compaction`.
     pub fn enable_compaction(&self, spec: &crate::models::ModelSpec) {
-        let system_prompt = self
-            .meta
-            .session_meta()
-            .map(|m| m.system_prompt.clone())
-            .unwrap_or_default();
+        let system_prompt = self.session_meta.system_prompt.clone();
         let tools = tools_of(&lock(&self.tool_list));
         lock(&self.boot).compaction = Some(spec.clone());
         self.engine
@@ -517,6 +504,11 @@ impl Session {
     /// The session's `session_meta` message.
     pub fn meta(&self) -> &OmniMessage {
         &self.meta
+    }
+
+    /// The session's invariants: the payload of [`Session::meta`].
+    pub fn session_meta(&self) -> &SessionMeta {
+        &self.session_meta
     }
 
     /// The engine: steer, skip a reconnect wait, read counters.

@@ -4,7 +4,7 @@
 //! dedup by exact JSON), then render what arrives.
 
 use futures::StreamExt;
-use penguin_llm_providers::sse::SseDecoder;
+use penguin_llm_providers::sse::{SseDecoder, SseError};
 use penguin_omni_protocol::OmniMessage;
 use penguin_server::api::SessionList;
 use penguin_sse_transport::{ClientReducer, ClientState, History, SessionStatus};
@@ -20,19 +20,65 @@ pub struct Target {
     pub session_id: String,
 }
 
+/// Why following a served session failed. Each variant names the URL it was reading.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    /// The request could not be sent, or its body not read.
+    #[error("GET {url}: {source}")]
+    Request {
+        /// The URL.
+        url: String,
+        /// The transport's error.
+        source: reqwest::Error,
+    },
+    /// The server answered with an error status.
+    #[error("GET {url}: {status}: {body}")]
+    Status {
+        /// The URL.
+        url: String,
+        /// The status.
+        status: reqwest::StatusCode,
+        /// The body of the answer (the server's JSON error, usually).
+        body: String,
+    },
+    /// The body is not the JSON it should be.
+    #[error("GET {url}: not {what}: {source}")]
+    Body {
+        /// The URL.
+        url: String,
+        /// What the body should have been (`a session list`, `a history`).
+        what: &'static str,
+        /// Why it is not.
+        source: serde_json::Error,
+    },
+    /// No served session, or more than one, matches the id asked for.
+    #[error(transparent)]
+    Lookup(#[from] crate::agent::SessionLookupError),
+    /// The event stream could not be read to its end.
+    #[error("the stream broke: {0}")]
+    Stream(#[source] reqwest::Error),
+    /// The event stream is not well-formed SSE.
+    #[error("the stream broke: {0}")]
+    Events(#[source] SseError),
+}
+
 /// The served session `query` names, matched as `penguin resume` matches (the full id, a unique
 /// prefix or a unique suffix) against the server's list.
-pub async fn resolve_session_id(base: &str, token: &str, query: &str) -> Result<String, String> {
+pub async fn resolve_session_id(
+    base: &str,
+    token: &str,
+    query: &str,
+) -> Result<String, WatchError> {
     let url = format!("{}/api/sessions", base.trim_end_matches('/'));
     let list: SessionList =
         get_json(&reqwest::Client::new(), &url, token, "a session list").await?;
     let mut ids: Vec<String> = list.sessions.into_iter().map(|s| s.id).collect();
     ids.sort();
     ids.dedup();
-    crate::agent::match_session_id(&ids, query).map_err(|e| e.to_string())
+    Ok(crate::agent::match_session_id(&ids, query)?)
 }
 
-async fn history(client: &reqwest::Client, t: &Target) -> Result<History, String> {
+async fn history(client: &reqwest::Client, t: &Target) -> Result<History, WatchError> {
     let url = format!(
         "{}/api/sessions/{}/messages",
         t.base.trim_end_matches('/'),
@@ -47,20 +93,32 @@ async fn get_json<T: serde::de::DeserializeOwned>(
     client: &reqwest::Client,
     url: &str,
     token: &str,
-    what: &str,
-) -> Result<T, String> {
+    what: &'static str,
+) -> Result<T, WatchError> {
+    let request = |source| WatchError::Request {
+        url: url.to_owned(),
+        source,
+    };
     let res = client
         .get(url)
         .bearer_auth(token)
         .send()
         .await
-        .map_err(|e| format!("GET {url}: {e}"))?;
+        .map_err(request)?;
     let status = res.status();
-    let body = res.text().await.map_err(|e| format!("GET {url}: {e}"))?;
+    let body = res.text().await.map_err(request)?;
     if !status.is_success() {
-        return Err(format!("GET {url}: {status}: {body}"));
+        return Err(WatchError::Status {
+            url: url.to_owned(),
+            status,
+            body,
+        });
     }
-    serde_json::from_str(&body).map_err(|e| format!("GET {url}: not {what}: {e}"))
+    serde_json::from_str(&body).map_err(|source| WatchError::Body {
+        url: url.to_owned(),
+        what,
+        source,
+    })
 }
 
 /// Follows the session, calling `show` for each complete message in render order (history
@@ -70,7 +128,7 @@ pub async fn watch(
     t: &Target,
     follow: bool,
     mut show: impl FnMut(&OmniMessage),
-) -> Result<ClientState, String> {
+) -> Result<ClientState, WatchError> {
     let client = reqwest::Client::new();
     let url = format!(
         "{}/api/sessions/{}/stream",
@@ -83,13 +141,16 @@ pub async fn watch(
         .bearer_auth(&t.token)
         .send()
         .await
-        .map_err(|e| format!("GET {url}: {e}"))?;
+        .map_err(|source| WatchError::Request {
+            url: url.clone(),
+            source,
+        })?;
     if !res.status().is_success() {
-        let status = res.status();
-        return Err(format!(
-            "GET {url}: {status}: {}",
-            res.text().await.unwrap_or_default()
-        ));
+        return Err(WatchError::Status {
+            status: res.status(),
+            body: res.text().await.unwrap_or_default(),
+            url,
+        });
     }
     let mut body = res.bytes_stream();
     let mut reducer = ClientReducer::new();
@@ -115,14 +176,12 @@ pub async fn watch(
         }
         match body.next().await {
             Some(Ok(chunk)) => {
-                let events = parser
-                    .feed(&chunk)
-                    .map_err(|e| format!("the stream broke: {e}"))?;
+                let events = parser.feed(&chunk).map_err(WatchError::Events)?;
                 for ev in events {
                     reducer.on_event(ev.id.as_deref(), ev.event.as_deref(), &ev.data);
                 }
             }
-            Some(Err(e)) => return Err(format!("the stream broke: {e}")),
+            Some(Err(e)) => return Err(WatchError::Stream(e)),
             None => return Ok(reducer.state()),
         }
     }

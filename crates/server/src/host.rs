@@ -94,22 +94,63 @@ pub struct LoadSession {
     pub durability: Durability,
 }
 
-/// Why a factory could not give a session.
+/// An error of a factory's own making, carried as it is by [`FactoryError`] (downcast it to
+/// the factory's type to tell its cases apart).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why a factory could not give a session: one variant per answer of the API.
+///
+/// ```
+/// use penguin_server::FactoryError;
+///
+/// let e = FactoryError::invalid_request("workspace", "/nowhere is not an existing directory");
+/// assert_eq!(e.to_string(), "workspace: /nowhere is not an existing directory");
+/// let e = FactoryError::internal(std::io::Error::other("disk full"));
+/// assert!(matches!(&e, FactoryError::Internal(source) if source.is::<std::io::Error>()));
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum FactoryError {
-    /// The request asked for something this factory does not offer (answered 400): name the
-    /// field in the message.
-    #[error("{0}")]
-    InvalidRequest(String),
+    /// The request asked for something this factory does not offer (answered 400
+    /// `invalid_request`).
+    #[error("{field}: {reason}")]
+    InvalidRequest {
+        /// The request's field at fault, as the API spells it: `provider`, `workspace`,
+        /// `sandbox.mode`, `mcpServers[0]`.
+        field: String,
+        /// What is wrong with its value.
+        reason: String,
+    },
     /// The stored session's workspace is gone (answered 409 `workspace_missing`).
     #[error("the session's workspace {0} no longer exists")]
     WorkspaceMissing(String),
-    /// The stored session cannot be continued here (answered 409 `session_unrecoverable`).
-    #[error("{0}")]
-    Unrecoverable(String),
-    /// Anything else: the trace could not be created, ... (answered 500).
-    #[error("{0}")]
-    Internal(String),
+    /// The stored session cannot be continued here (answered 409 `session_unrecoverable`):
+    /// the factory's error, e.g. a trace that does not resume, or a model this server does not
+    /// serve.
+    #[error(transparent)]
+    Unrecoverable(BoxError),
+    /// Anything else (answered 500): the factory's error, e.g. a trace that cannot be created.
+    #[error(transparent)]
+    Internal(BoxError),
+}
+
+impl FactoryError {
+    /// [`FactoryError::InvalidRequest`] for `field`.
+    pub fn invalid_request(field: impl Into<String>, reason: impl Into<String>) -> FactoryError {
+        FactoryError::InvalidRequest {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// [`FactoryError::Unrecoverable`] carrying `source` (any error, or a message).
+    pub fn unrecoverable(source: impl Into<BoxError>) -> FactoryError {
+        FactoryError::Unrecoverable(source.into())
+    }
+
+    /// [`FactoryError::Internal`] carrying `source` (any error, or a message).
+    pub fn internal(source: impl Into<BoxError>) -> FactoryError {
+        FactoryError::Internal(source.into())
+    }
 }
 
 /// Builds the sessions a server hosts.

@@ -29,7 +29,7 @@ pub use auth::{
     host_allowed, resolve_token, tokens_match, Token, TokenError, MIN_TOKEN_LEN, TOKEN_FILE,
 };
 pub use error::ApiError;
-pub use host::{CreateSession, FactoryError, HostedSession, LoadSession, SessionFactory};
+pub use host::{BoxError, CreateSession, FactoryError, HostedSession, LoadSession, SessionFactory};
 pub use listener::{serve_with_limits, ConnectionLimits};
 pub use sessions::{valid_session_id, USER_CHANNEL};
 

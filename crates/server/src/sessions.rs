@@ -163,8 +163,19 @@ impl Sessions {
             durability: self.cfg.durability,
         };
         let session = self.cfg.factory.create(&create).map_err(|e| match e {
-            FactoryError::InvalidRequest(m) => ApiError::bad_request("invalid_request", m),
-            other => ApiError::internal(format!("cannot create the session: {other}")),
+            e @ FactoryError::InvalidRequest { .. } => {
+                ApiError::bad_request("invalid_request", e.to_string())
+            }
+            FactoryError::WorkspaceMissing(w) => ApiError::conflict(
+                "workspace_missing",
+                format!("the workspace {w} no longer exists"),
+            ),
+            e @ FactoryError::Unrecoverable(_) => {
+                ApiError::conflict("session_unrecoverable", e.to_string())
+            }
+            FactoryError::Internal(e) => {
+                ApiError::internal(format!("cannot create the session: {e}"))
+            }
         })?;
         let entry = self.insert(session, false);
         if let Some(mode) = req.approval_mode {
@@ -218,12 +229,19 @@ impl Sessions {
             mcp_servers: kept.mcp_servers,
             durability: self.cfg.durability,
         };
+        // What was stored with the session is no request of this client's: a stored request
+        // that is invalid now leaves the session unrecoverable.
         let session = self.cfg.factory.load(&req).map_err(|e| match e {
             FactoryError::WorkspaceMissing(w) => ApiError::conflict(
                 "workspace_missing",
                 format!("the workspace {w} of session {id} no longer exists"),
             ),
-            other => ApiError::conflict("session_unrecoverable", other.to_string()),
+            e @ (FactoryError::InvalidRequest { .. } | FactoryError::Unrecoverable(_)) => {
+                ApiError::conflict("session_unrecoverable", e.to_string())
+            }
+            FactoryError::Internal(e) => {
+                ApiError::internal(format!("cannot load session {id}: {e}"))
+            }
         })?;
         Ok(self.insert(session, true))
     }

@@ -27,8 +27,13 @@ pub struct DanglingCompaction {
 }
 
 /// The state rebuilt from a trace file (`resumeTrace`).
+///
+/// `M` is how sure the session head is: [`resume_trace`] gives `Option<SessionMeta>` (any
+/// records may be resumed, a head or not), [`resume_session`] gives `SessionMeta`, because a
+/// session continues only from a trace that has one (it fails with
+/// [`TraceError::MissingMeta`] otherwise).
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Resumed {
+pub struct Resumed<M = Option<SessionMeta>> {
     /// Committed complete messages: the model context to restore.
     pub history: Vec<OmniMessage>,
     /// User-side messages not yet sent (reclaimed prompts, outputs waiting for the next turn,
@@ -48,7 +53,7 @@ pub struct Resumed {
     /// [`resume_session`] leaves it empty).
     pub render_messages: Vec<OmniMessage>,
     /// The first session_meta.
-    pub meta: Option<SessionMeta>,
+    pub meta: M,
     /// A compaction interrupted by a crash (see §3.6 step 7).
     pub dangling_compaction: Option<DanglingCompaction>,
 }
@@ -397,11 +402,42 @@ impl Resumer {
     }
 }
 
+impl Resumed {
+    /// The same state with its session head required: `None` when the records held no
+    /// session_meta.
+    pub fn with_meta(self) -> Option<Resumed<SessionMeta>> {
+        let Resumed {
+            history,
+            carry_over,
+            context_closed,
+            pending_summary,
+            session_tokens,
+            last_request_total,
+            session_turns,
+            render_messages,
+            meta,
+            dangling_compaction,
+        } = self;
+        Some(Resumed {
+            history,
+            carry_over,
+            context_closed,
+            pending_summary,
+            session_tokens,
+            last_request_total,
+            session_turns,
+            render_messages,
+            meta: meta?,
+            dangling_compaction,
+        })
+    }
+}
+
 /// A resumed session: its state, where it was read from, and a writer continuing that file.
 #[derive(Debug)]
 pub struct ResumedSession {
-    /// The rebuilt state.
-    pub resumed: Resumed,
+    /// The rebuilt state, with the session's head (`resumed.meta`) guaranteed.
+    pub resumed: Resumed<SessionMeta>,
     /// The file resumed from.
     pub located: LocatedTrace,
     /// Appends to `located.path` (same date directory, same index).
@@ -412,7 +448,8 @@ pub struct ResumedSession {
 /// returns a writer that continues appending to that same file (§3.6 steps 1, 2, 6, 7).
 ///
 /// A dangling compaction is closed at once with `compaction_end {status: failed}`, queued before
-/// anything else can be recorded. Checks that need the project configuration (provider, model,
+/// anything else can be recorded. A trace without a session_meta fails with
+/// [`TraceError::MissingMeta`]. Checks that need the project configuration (provider, model,
 /// workspace) are the caller's.
 pub fn resume_session(
     location: &TraceLocation,
@@ -430,12 +467,12 @@ pub fn resume_session(
     let mut resumer = Resumer::new(false);
     let report = read_trace_each(&located.path, ReadMode::Tolerant, |_, m| resumer.push(m))?;
     report.warn_skipped(&located.path);
-    let resumed = resumer.finish();
-    if resumed.meta.is_none() {
-        return Err(TraceError::MissingMeta {
+    let resumed = resumer
+        .finish()
+        .with_meta()
+        .ok_or_else(|| TraceError::MissingMeta {
             path: located.path.clone(),
-        });
-    }
+        })?;
     let writer = Writer::open(
         WriterConfig::new(traces_dir, session_id)
             .date_dir(located.date_dir.clone())

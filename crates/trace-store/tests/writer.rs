@@ -312,7 +312,7 @@ fn resume_session_continues_the_same_file_and_closes_a_dangling_compaction() {
     );
     assert_eq!(s.resumed.history.len(), 2);
     assert_eq!(s.resumed.session_turns, 1);
-    assert_eq!(s.resumed.meta.as_ref().unwrap().session_id, SID);
+    assert_eq!(s.resumed.meta.session_id, SID);
     assert_eq!(s.writer.current_path(), s.located.path);
     rec(&s.writer, build::user_text("next"));
     s.writer.flush().unwrap();

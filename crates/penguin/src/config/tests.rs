@@ -175,7 +175,13 @@ fn the_sandbox_section_and_flag_make_the_request() {
     );
     let o = sandbox_override(&r, Some("off"), Some(false)).unwrap();
     assert_eq!((o.mode, o.network), (Some(SandboxMode::Off), false));
-    assert!(sandbox_override(&r, Some("x"), None).is_err());
+    let e = sandbox_override(&r, Some("x"), None).unwrap_err();
+    assert_eq!(e.field, "sandbox.mode");
+    assert!(
+        e.to_string()
+            .starts_with("sandbox.mode: unknown sandbox mode \"x\""),
+        "{e}"
+    );
 }
 
 #[test]

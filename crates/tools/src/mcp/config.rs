@@ -137,43 +137,131 @@ fn valid_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-fn positive(v: Option<u64>, key: &str) -> Result<Option<u64>, String> {
+/// Why an `[[mcp_servers]]` entry is not a server penguin can connect to. Each variant names
+/// the key and the value at fault; the texts are the warnings a session shows.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum McpConfigError {
+    /// `name` is empty or has characters other than letters, digits, `_` and `-`.
+    #[error("invalid server name {name:?} (letters, digits, \"_\" and \"-\" only)")]
+    InvalidName {
+        /// The name given.
+        name: String,
+    },
+    /// `transport` is none of `stdio`, `http` and `sse`.
+    #[error("unknown transport {transport:?} (expected \"stdio\", \"http\" or \"sse\")")]
+    UnknownTransport {
+        /// The transport given.
+        transport: String,
+    },
+    /// No `transport`, and neither `command` nor `url` to infer it from.
+    #[error("cannot infer the transport: set \"transport\", or give \"command\" or \"url\"")]
+    NoTransport,
+    /// A stdio entry without a `command`, or with a blank one.
+    #[error("the stdio transport needs a non-empty \"command\"")]
+    MissingCommand,
+    /// An http or sse entry without a `url`.
+    #[error("the {transport} transport needs a \"url\"")]
+    MissingUrl {
+        /// `http` or `sse`.
+        transport: &'static str,
+    },
+    /// `url` does not parse.
+    #[error("\"url\" is not a valid URL ({source}): {url:?}")]
+    InvalidUrl {
+        /// The URL given.
+        url: String,
+        /// Why it does not parse.
+        source: <reqwest::Url as std::str::FromStr>::Err,
+    },
+    /// `url` has a scheme other than http and https.
+    #[error("\"url\" must use http or https, not {scheme:?}")]
+    UnsupportedScheme {
+        /// The URL's scheme.
+        scheme: String,
+    },
+    /// A key of `headers` is not a valid HTTP header name.
+    #[error("invalid header name {name:?}")]
+    InvalidHeaderName {
+        /// The header name.
+        name: String,
+    },
+    /// A value of `headers` is not a valid HTTP header value.
+    #[error("invalid value for header {name:?}")]
+    InvalidHeaderValue {
+        /// The header whose value it is.
+        name: String,
+    },
+    /// `command` or `sandbox` on an http or sse entry.
+    #[error("\"command\" and \"sandbox\" apply to stdio servers, not {transport}")]
+    StdioOnly {
+        /// `http` or `sse`.
+        transport: &'static str,
+    },
+    /// `permission` is none of `auto`, `r` and `rw`.
+    #[error("\"permission\" must be \"auto\", \"r\" or \"rw\", not {permission:?}")]
+    InvalidPermission {
+        /// The permission given.
+        permission: String,
+    },
+    /// A budget or cap is 0.
+    #[error("\"{key}\" must be a positive number")]
+    NotPositive {
+        /// `connect_timeout_ms`, `timeout_ms` or `max_output_length`.
+        key: &'static str,
+    },
+}
+
+/// Why an `--mcp NAME=COMMAND [ARGS...]` flag is not a stdio entry.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum McpFlagError {
+    /// No `=` between the name and the command.
+    #[error("--mcp {spec:?}: expected NAME=COMMAND [ARGS...]")]
+    MissingName {
+        /// The flag's value.
+        spec: String,
+    },
+    /// Nothing but whitespace after `=`.
+    #[error("--mcp {spec:?}: the command is empty")]
+    EmptyCommand {
+        /// The flag's value.
+        spec: String,
+    },
+}
+
+fn positive(v: Option<u64>, key: &'static str) -> Result<Option<u64>, McpConfigError> {
     match v {
-        Some(0) => Err(format!("\"{key}\" must be a positive number")),
+        Some(0) => Err(McpConfigError::NotPositive { key }),
         other => Ok(other),
     }
 }
 
 impl McpServerConfig {
     /// Validates the entry.
-    pub fn resolve(&self) -> Result<McpServer, String> {
+    pub fn resolve(&self) -> Result<McpServer, McpConfigError> {
         if !valid_name(&self.name) {
-            return Err(format!(
-                "invalid server name {:?} (letters, digits, \"_\" and \"-\" only)",
-                self.name
-            ));
+            return Err(McpConfigError::InvalidName {
+                name: self.name.clone(),
+            });
         }
-        let kind =
-            match self.transport.as_deref() {
-                Some(k @ ("stdio" | "http" | "sse")) => k,
-                Some(other) => {
-                    return Err(format!(
-                        "unknown transport {other:?} (expected \"stdio\", \"http\" or \"sse\")"
-                    ))
-                }
-                None if self.command.is_some() => "stdio",
-                None if self.url.is_some() => "http",
-                None => return Err(
-                    "cannot infer the transport: set \"transport\", or give \"command\" or \"url\""
-                        .into(),
-                ),
-            };
+        let kind = match self.transport.as_deref() {
+            Some("stdio") => "stdio",
+            Some("http") => "http",
+            Some("sse") => "sse",
+            Some(other) => {
+                return Err(McpConfigError::UnknownTransport {
+                    transport: other.to_owned(),
+                })
+            }
+            None if self.command.is_some() => "stdio",
+            None if self.url.is_some() => "http",
+            None => return Err(McpConfigError::NoTransport),
+        };
         let transport = if kind == "stdio" {
             let command = self
                 .command
                 .clone()
                 .filter(|c| !c.trim().is_empty())
-                .ok_or("the stdio transport needs a non-empty \"command\"")?;
+                .ok_or(McpConfigError::MissingCommand)?;
             McpTransport::Stdio {
                 command,
                 args: self.args.clone(),
@@ -185,20 +273,21 @@ impl McpServerConfig {
             let url = self
                 .url
                 .clone()
-                .ok_or_else(|| format!("the {kind} transport needs a \"url\""))?;
-            let parsed = reqwest::Url::parse(&url)
-                .map_err(|e| format!("\"url\" is not a valid URL ({e}): {url:?}"))?;
+                .ok_or(McpConfigError::MissingUrl { transport: kind })?;
+            let parsed = match reqwest::Url::parse(&url) {
+                Ok(parsed) => parsed,
+                Err(source) => return Err(McpConfigError::InvalidUrl { url, source }),
+            };
             if !matches!(parsed.scheme(), "http" | "https") {
-                return Err(format!(
-                    "\"url\" must use http or https, not {:?}",
-                    parsed.scheme()
-                ));
+                return Err(McpConfigError::UnsupportedScheme {
+                    scheme: parsed.scheme().to_owned(),
+                });
             }
             for (k, v) in &self.headers {
                 http::HeaderName::try_from(k.as_str())
-                    .map_err(|_| format!("invalid header name {k:?}"))?;
+                    .map_err(|_| McpConfigError::InvalidHeaderName { name: k.clone() })?;
                 http::HeaderValue::try_from(v.as_str())
-                    .map_err(|_| format!("invalid value for header {k:?}"))?;
+                    .map_err(|_| McpConfigError::InvalidHeaderValue { name: k.clone() })?;
             }
             let headers = self.headers.clone();
             if kind == "http" {
@@ -208,18 +297,16 @@ impl McpServerConfig {
             }
         };
         if kind != "stdio" && (self.sandbox || self.command.is_some()) {
-            return Err(format!(
-                "\"command\" and \"sandbox\" apply to stdio servers, not {kind}"
-            ));
+            return Err(McpConfigError::StdioOnly { transport: kind });
         }
         let permission = match self.permission.as_deref() {
             None | Some("auto") => McpPermission::Auto,
             Some("r") => McpPermission::Read,
             Some("rw") => McpPermission::ReadWrite,
             Some(other) => {
-                return Err(format!(
-                    "\"permission\" must be \"auto\", \"r\" or \"rw\", not {other:?}"
-                ))
+                return Err(McpConfigError::InvalidPermission {
+                    permission: other.to_owned(),
+                })
             }
         };
         Ok(McpServer {
@@ -236,14 +323,16 @@ impl McpServerConfig {
 
     /// A stdio entry from `NAME=COMMAND [ARGS...]` (the `--mcp` flag): the command line is
     /// split on whitespace, with no quoting.
-    pub fn from_flag(spec: &str) -> Result<McpServerConfig, String> {
+    pub fn from_flag(spec: &str) -> Result<McpServerConfig, McpFlagError> {
         let (name, command) = spec
             .split_once('=')
-            .ok_or_else(|| format!("--mcp {spec:?}: expected NAME=COMMAND [ARGS...]"))?;
+            .ok_or_else(|| McpFlagError::MissingName {
+                spec: spec.to_owned(),
+            })?;
         let mut words = command.split_whitespace().map(str::to_owned);
-        let program = words
-            .next()
-            .ok_or_else(|| format!("--mcp {spec:?}: the command is empty"))?;
+        let program = words.next().ok_or_else(|| McpFlagError::EmptyCommand {
+            spec: spec.to_owned(),
+        })?;
         Ok(McpServerConfig {
             name: name.trim().to_owned(),
             command: Some(program),
@@ -324,12 +413,55 @@ mod tests {
     }
 
     #[test]
+    fn errors_name_the_key_and_the_value() {
+        let err = |v: serde_json::Value| entry(v).resolve().unwrap_err();
+        assert_eq!(
+            err(serde_json::json!({"name": "p", "command": "x", "permission": "w"})),
+            McpConfigError::InvalidPermission {
+                permission: "w".into()
+            }
+        );
+        assert_eq!(
+            err(serde_json::json!({"name": "t", "command": "x", "timeout_ms": 0})),
+            McpConfigError::NotPositive { key: "timeout_ms" }
+        );
+        assert_eq!(
+            err(serde_json::json!({"name": "s", "transport": "sse"})),
+            McpConfigError::MissingUrl { transport: "sse" }
+        );
+        let bad_url = err(serde_json::json!({"name": "u", "url": "not a url"}));
+        assert!(
+            matches!(&bad_url, McpConfigError::InvalidUrl { url, .. } if url == "not a url"),
+            "{bad_url:?}"
+        );
+        assert_eq!(
+            bad_url.to_string(),
+            "\"url\" is not a valid URL (relative URL without a base): \"not a url\""
+        );
+        assert_eq!(
+            err(serde_json::json!({"name": "h", "url": "http://h/", "headers": {"a b": "x"}}))
+                .to_string(),
+            "invalid header name \"a b\""
+        );
+    }
+
+    #[test]
     fn the_flag_form_is_a_stdio_entry() {
         let e = McpServerConfig::from_flag("fs=npx -y server .").unwrap();
         assert_eq!(e.name, "fs");
         assert_eq!(e.command.as_deref(), Some("npx"));
         assert_eq!(e.args, ["-y", "server", "."]);
-        assert!(McpServerConfig::from_flag("fs").is_err());
-        assert!(McpServerConfig::from_flag("fs=  ").is_err());
+        assert_eq!(
+            McpServerConfig::from_flag("fs"),
+            Err(McpFlagError::MissingName { spec: "fs".into() })
+        );
+        let empty = McpServerConfig::from_flag("fs=  ").unwrap_err();
+        assert_eq!(
+            empty,
+            McpFlagError::EmptyCommand {
+                spec: "fs=  ".into()
+            }
+        );
+        assert_eq!(empty.to_string(), "--mcp \"fs=  \": the command is empty");
     }
 }

@@ -50,8 +50,8 @@ use crate::{Sandbox, ToolsConfig};
 use connect::{connect_server, lock, Connection};
 
 pub use config::{
-    resolve_servers, McpPermission, McpServer, McpServerConfig, McpTransport,
-    DEFAULT_CONNECT_TIMEOUT,
+    resolve_servers, McpConfigError, McpFlagError, McpPermission, McpServer, McpServerConfig,
+    McpTransport, DEFAULT_CONNECT_TIMEOUT,
 };
 
 /// What every MCP tool name starts with.
