@@ -23,6 +23,9 @@ pub struct Target {
 /// Why following a served session failed. Each variant names the URL it was reading.
 #[derive(Debug, thiserror::Error)]
 pub enum WatchError {
+    /// No HTTP client could be made (TLS could not be set up).
+    #[error("cannot make an HTTP client: {0}")]
+    Client(reqwest::Error),
     /// The request could not be sent, or its body not read.
     #[error("GET {url}: {source}")]
     Request {
@@ -70,12 +73,18 @@ pub async fn resolve_session_id(
     query: &str,
 ) -> Result<String, WatchError> {
     let url = format!("{}/api/sessions", base.trim_end_matches('/'));
-    let list: SessionList =
-        get_json(&reqwest::Client::new(), &url, token, "a session list").await?;
+    let list: SessionList = get_json(&client()?, &url, token, "a session list").await?;
     let mut ids: Vec<String> = list.sessions.into_iter().map(|s| s.id).collect();
     ids.sort();
     ids.dedup();
     Ok(crate::agent::match_session_id(&ids, query)?)
+}
+
+/// The client every watch request goes through (TLS set up the way the model clients are).
+fn client() -> Result<reqwest::Client, WatchError> {
+    penguin_llm_providers::http::client_builder()
+        .build()
+        .map_err(WatchError::Client)
 }
 
 async fn history(client: &reqwest::Client, t: &Target) -> Result<History, WatchError> {
@@ -129,7 +138,7 @@ pub async fn watch(
     follow: bool,
     mut show: impl FnMut(&OmniMessage),
 ) -> Result<ClientState, WatchError> {
-    let client = reqwest::Client::new();
+    let client = client()?;
     let url = format!(
         "{}/api/sessions/{}/stream",
         t.base.trim_end_matches('/'),

@@ -41,7 +41,6 @@ pub fn serve(
     data_root: &Path,
     dir: Option<tempfile::TempDir>,
 ) -> impl Future<Output = TestServer> {
-    install_tls();
     let mut opts = ServeOptions::new(Arc::new(factory));
     opts.data_root = data_root.to_path_buf();
     opts.token = Some(TOKEN.into());
@@ -58,18 +57,13 @@ pub fn serve(
         ));
         TestServer {
             base: format!("http://{addr}"),
-            http: reqwest::Client::new(),
+            http: penguin::llm_providers::http::client_builder()
+                .build()
+                .unwrap(),
             state,
             _dir: dir,
         }
     }
-}
-
-/// penguin's reqwest has rustls without a crypto provider (its HTTP shell installs ring when
-/// it builds a model): a client built before that, the tests' or `penguin::watch`'s, would
-/// panic without one.
-fn install_tls() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 /// The status and JSON body of an answer (`Null` when it has none).
