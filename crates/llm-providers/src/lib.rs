@@ -8,6 +8,8 @@ pub use tokio_util::sync::CancellationToken;
 
 #[cfg(feature = "anthropic-messages")]
 pub mod anthropic_messages;
+#[cfg(feature = "wire")]
+mod error;
 #[cfg(feature = "gemini")]
 pub mod gemini;
 #[cfg(feature = "http")]

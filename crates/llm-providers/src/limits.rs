@@ -1,5 +1,6 @@
-//! Output-token clamping (§6.6): never ask for more output than the context window has room
-//! for after the input.
+//! What one request may hold: output-token clamping (§6.6: never ask for more output than the
+//! context window has room for after the input), and the size limits on what a response may
+//! stream (one message, a whole response, one event).
 
 use penguin_omni_protocol::{ModelPayload, OmniMessage, ToolDefinition};
 
@@ -60,6 +61,49 @@ pub fn effective_max_output_tokens(configured: u64, window: Option<u64>, estimat
             configured.min(w.saturating_sub(estimate).saturating_sub(1024).max(512))
         }
         _ => configured,
+    }
+}
+
+/// Default cap on one streamed message ([`ModelConfig::max_message_bytes`](crate::wire::ModelConfig::max_message_bytes)): 8 MiB.
+///
+/// Roughly two million tokens of text, far more than any model writes into one message, and
+/// an eighth of the Trace's per-record limit (64 MiB), so even a message whose every byte
+/// needs a six-byte JSON escape still fits in one Trace line.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 8 * 1024 * 1024;
+
+/// The largest [`ModelConfig::max_message_bytes`](crate::wire::ModelConfig::max_message_bytes) a configuration may ask for: 32 MiB, half the
+/// Trace's per-record limit, so an ordinary message at the cap is still recordable.
+pub const MAX_MESSAGE_BYTES_CEILING: usize = 32 * 1024 * 1024;
+
+/// How many capped messages' worth of content one response may hold in all: with
+/// [`DEFAULT_MAX_MESSAGE_BYTES`], 32 MiB. A model that alternates short segments (text,
+/// thinking, text, …) could otherwise still stream without end.
+pub const RESPONSE_MESSAGES: usize = 4;
+
+/// The largest single SSE event a response may carry for a given
+/// [`ModelConfig::max_message_bytes`](crate::wire::ModelConfig::max_message_bytes): `4 × max_message_bytes + 1 MiB` (33 MiB by default).
+///
+/// Some events legitimately repeat a whole response (the Responses API's `response.completed`
+/// and `output_item.done` carry every item's full text again, Gemini sends a call's arguments
+/// in one event), so the bound is the whole response's content plus room for the envelope;
+/// without it, one line that never ends would be buffered whole before any message cap could
+/// see it.
+pub fn max_event_bytes(max_message_bytes: usize) -> usize {
+    max_message_bytes
+        .saturating_mul(RESPONSE_MESSAGES)
+        .saturating_add(1024 * 1024)
+}
+
+/// `n` bytes for an error message: `8 MiB`, `64 KiB`, or `1000 bytes`.
+pub(crate) fn human_bytes(n: usize) -> String {
+    const KIB: usize = 1024;
+    const MIB: usize = 1024 * 1024;
+    if n >= MIB && n.is_multiple_of(MIB) {
+        format!("{} MiB", n / MIB)
+    } else if n >= KIB && n.is_multiple_of(KIB) {
+        format!("{} KiB", n / KIB)
+    } else {
+        format!("{n} bytes")
     }
 }
 

@@ -14,9 +14,10 @@
 
 use std::fmt;
 
+use crate::limits::human_bytes;
 use crate::sse::{CUT_OFF_PREFIX, NO_EVENTS};
 use crate::translate::UniEvent;
-use crate::wire::{human_bytes, StreamDecoder, WireError};
+use crate::wire::{StreamDecoder, WireError};
 
 /// Why a body could not be framed into lines.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -9,8 +9,9 @@
 
 use std::fmt;
 
+use crate::limits::human_bytes;
 use crate::translate::UniEvent;
-use crate::wire::{human_bytes, StreamDecoder, WireError};
+use crate::wire::{StreamDecoder, WireError};
 
 /// One dispatched event: the `event:` name (if any), the `data:` lines joined with `\n`, and
 /// the last event id.

@@ -95,8 +95,9 @@ use std::path::Path;
 
 use penguin_omni_protocol::{EventPayload, OmniMessage, StopReason};
 
+use crate::limits::human_bytes;
 use crate::translate::ToolCallIdAllocator;
-use crate::wire::{human_bytes, StreamDecoder, WireProtocol};
+use crate::wire::{StreamDecoder, WireProtocol};
 use crate::LlmOutcome;
 
 pub mod expect;

@@ -13,7 +13,8 @@ use penguin_omni_protocol::{
 };
 use serde_json::Value;
 
-use crate::wire::{human_bytes, WireError, DEFAULT_MAX_MESSAGE_BYTES, RESPONSE_MESSAGES};
+use crate::error::WireError;
+use crate::limits::{human_bytes, DEFAULT_MAX_MESSAGE_BYTES, RESPONSE_MESSAGES};
 
 /// One piece of model output as a provider reports it, before segmentation.
 #[derive(Clone, Debug, PartialEq)]

@@ -12,53 +12,15 @@ use penguin_omni_protocol::{OmniMessage, Role, StopReason, ToolDefinition};
 use serde_json::Value;
 
 use crate::translate::UniEvent;
-use crate::{LlmOutcome, ThinkingLevel};
+use crate::ThinkingLevel;
 
 /// Default idle timeout between upstream events (§6.5: `requestTimeoutMs` = 120000).
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Default cap on one streamed message ([`ModelConfig::max_message_bytes`]): 8 MiB.
-///
-/// Roughly two million tokens of text, far more than any model writes into one message, and
-/// an eighth of the Trace's per-record limit (64 MiB), so even a message whose every byte
-/// needs a six-byte JSON escape still fits in one Trace line.
-pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 8 * 1024 * 1024;
-
-/// The largest [`ModelConfig::max_message_bytes`] a configuration may ask for: 32 MiB, half the
-/// Trace's per-record limit, so an ordinary message at the cap is still recordable.
-pub const MAX_MESSAGE_BYTES_CEILING: usize = 32 * 1024 * 1024;
-
-/// How many capped messages' worth of content one response may hold in all: with
-/// [`DEFAULT_MAX_MESSAGE_BYTES`], 32 MiB. A model that alternates short segments (text,
-/// thinking, text, …) could otherwise still stream without end.
-pub const RESPONSE_MESSAGES: usize = 4;
-
-/// The largest single SSE event a response may carry for a given
-/// [`ModelConfig::max_message_bytes`]: `4 × max_message_bytes + 1 MiB` (33 MiB by default).
-///
-/// Some events legitimately repeat a whole response (the Responses API's `response.completed`
-/// and `output_item.done` carry every item's full text again, Gemini sends a call's arguments
-/// in one event), so the bound is the whole response's content plus room for the envelope;
-/// without it, one line that never ends would be buffered whole before any message cap could
-/// see it.
-pub fn max_event_bytes(max_message_bytes: usize) -> usize {
-    max_message_bytes
-        .saturating_mul(RESPONSE_MESSAGES)
-        .saturating_add(1024 * 1024)
-}
-
-/// `n` bytes for an error message: `8 MiB`, `64 KiB`, or `1000 bytes`.
-pub(crate) fn human_bytes(n: usize) -> String {
-    const KIB: usize = 1024;
-    const MIB: usize = 1024 * 1024;
-    if n >= MIB && n.is_multiple_of(MIB) {
-        format!("{} MiB", n / MIB)
-    } else if n >= KIB && n.is_multiple_of(KIB) {
-        format!("{} KiB", n / KIB)
-    } else {
-        format!("{n} bytes")
-    }
-}
+pub use crate::error::WireError;
+pub use crate::limits::{
+    max_event_bytes, DEFAULT_MAX_MESSAGE_BYTES, MAX_MESSAGE_BYTES_CEILING, RESPONSE_MESSAGES,
+};
 
 /// Everything needed to talk to one model. Built once per session (and again after compaction).
 #[derive(Clone)]
@@ -139,46 +101,6 @@ pub struct WireRequest {
     pub headers: Vec<(String, String)>,
     /// The JSON body.
     pub body: Value,
-}
-
-/// Why a response body could not be turned into events.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum WireError {
-    /// The bytes are not what the protocol says (bad JSON, bad UTF-8, a stream that ended
-    /// before its terminal event, unparsable tool arguments).
-    #[error("{0}")]
-    Malformed(String),
-    /// The provider reported an error inside a successful (HTTP 200) stream.
-    #[error("{message}")]
-    Provider {
-        /// The classified stop reason.
-        status: StopReason,
-        /// The provider's error text.
-        message: String,
-    },
-    /// The response outgrew [`ModelConfig::max_message_bytes`]: one message's content, the
-    /// response's content in all, or one SSE event. Reading stops at once, and the text names
-    /// the limit.
-    #[error("{0}")]
-    TooLarge(String),
-}
-
-impl WireError {
-    /// The request outcome this error gives: `malformed`, the provider error's class, or for
-    /// [`WireError::TooLarge`] a **permanent** `failed`.
-    ///
-    /// An oversized message is refused like a malformed stream (segments closed, the reason
-    /// in `error_message`), but it is not retried: the same request would most likely produce
-    /// the same runaway output and cost as much again, so the engine ends the run at once, as
-    /// it does for the reference's other permanent failures, and the user decides (raise
-    /// `max_message_bytes`, or ask differently).
-    pub fn into_outcome(self) -> LlmOutcome {
-        match self {
-            WireError::Malformed(m) => LlmOutcome::with_message(StopReason::Malformed, m),
-            WireError::Provider { status, message } => LlmOutcome::with_message(status, message),
-            WireError::TooLarge(m) => LlmOutcome::permanent_failure(m),
-        }
-    }
 }
 
 /// Turns one response body into [`UniEvent`]s. One decoder per request.
