@@ -21,19 +21,6 @@ use crate::setup::{
     Confinement,
 };
 
-/// The REPL's commands, with what they do (`/help`).
-pub(crate) const COMMANDS: &[(&str, &str)] = &[
-    ("/help", "this list"),
-    (
-        "/approvals",
-        "what \"always\" answers allow; /approvals clear forgets them",
-    ),
-    ("/expand", "the last collapsed tool output, in full"),
-    ("/compact", "replace the context with a summary now"),
-    ("/abort", "(during a task) interrupt it; so does Ctrl-C"),
-    ("/quit", "leave (also /exit, or Ctrl-D on an empty line)"),
-];
-
 pub(crate) async fn chat(
     model: ModelArgs,
     task: TaskArgs,
@@ -129,7 +116,7 @@ fn command(line: &str) -> Option<Command<'_>> {
 
 fn help() -> String {
     let mut out = String::from("commands:\n");
-    for (name, what) in COMMANDS {
+    for (name, what) in crate::editor::COMMANDS {
         out.push_str(&format!("  {name:<12} {what}\n"));
     }
     out.push_str(
@@ -403,7 +390,7 @@ fn background_line(msg: &penguin::omni_protocol::OmniMessage) -> Option<String> 
     use penguin::omni_protocol::{Body, EventPayload, ModelPayload, Role, StopReason};
     let hop = msg.origin.as_ref()?.last()?;
     let tag = format!("[{}]", &hop[hop.len().saturating_sub(8)..]);
-    let clip = crate::render::clip;
+    let clip = crate::describe::clip;
     match &msg.body {
         Body::Model(ModelPayload::Text(t))
             if t.role == Role::Assistant && !t.text.trim().is_empty() =>
@@ -426,6 +413,32 @@ fn background_line(msg: &penguin::omni_protocol::OmniMessage) -> Option<String> 
     }
 }
 // ---- end of background subagents ------------------------------------------------------------
+
+/// `penguin resume ID|--last [PROMPT]`: one task when a prompt is given, the REPL otherwise.
+pub(crate) async fn resume(
+    id: Option<String>,
+    prompt: Option<String>,
+    model: ModelArgs,
+    task: TaskArgs,
+    sandbox: SandboxArgs,
+) -> Result<ExitCode, String> {
+    let agent = crate::mcp::agent(&model.mcp)?;
+    let id = resolve_session_id(&agent, id.as_deref(), id.is_none())?;
+    let confinement = Confinement::resolve(&agent, &sandbox)?;
+    let mut session = open_session(&agent, &id, &model, &confinement)?;
+    let Some(prompt) = prompt else {
+        return repl(&agent, session, task).await;
+    };
+    let prompt = crate::run::read_prompt(Some(prompt))?;
+    crate::run::announce(&session);
+    if !task.jsonl {
+        let recap = crate::show::recap(&agent, session.id(), 2);
+        if !recap.is_empty() {
+            eprint!("earlier in this session:\n{recap}");
+        }
+    }
+    crate::run::one_task(&mut session, prompt, &task).await
+}
 
 #[cfg(test)]
 mod tests {

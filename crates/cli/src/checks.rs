@@ -1,11 +1,17 @@
-//! Offline commands: `scenario run`, `check-stream`, `trace check`.
+//! Commands that check things: `scenario run`, `check-stream`, `trace check` (offline), and
+//! `mcp list` (connects the configured MCP servers).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
+use penguin::engine::{CancellationToken, Environment, Permission};
 use penguin::omni_protocol::validator::validate_jsonl;
+use penguin::omni_protocol::McpConnectStatus;
 use penguin::scenario::Scenario;
+use penguin::tools::mcp::McpEnvironment;
+use penguin::tools::{BuiltinTools, ToolsConfig};
 use penguin::trace_store::{check_trace, Severity};
 
 #[cfg(not(feature = "scenario"))]
@@ -182,4 +188,95 @@ impl OffThreadStdout {
             None => Err(std::io::Error::other("stdout is closed")),
         }
     }
+}
+
+/// `penguin mcp list`.
+pub(crate) async fn mcp_list(
+    flags: Vec<String>,
+    workspace: Option<PathBuf>,
+    json: bool,
+) -> Result<ExitCode, String> {
+    let agent = crate::mcp::agent(&flags)?;
+    let workspace = crate::setup::workspace_dir(workspace)?;
+    if agent.config.mcp_servers.is_empty() {
+        println!(
+            "no MCP servers configured: add [[mcp_servers]] to {} or pass --mcp NAME=COMMAND",
+            agent.location.root.join("config.toml").display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    // No built-in tools: only the servers' tools are listed.
+    let none = ToolsConfig {
+        enabled: Vec::new(),
+        ..ToolsConfig::default()
+    };
+    let inner = BuiltinTools::new(&workspace, none)
+        .map_err(|e| format!("workspace {}: {e}", workspace.display()))?;
+    // Servers with `sandbox = true` start confined here too.
+    let sandbox = crate::setup::Confinement::resolve(&agent, &Default::default())?.sandbox;
+    let env = McpEnvironment::new(
+        Arc::new(inner),
+        &agent.config.mcp_servers,
+        &workspace,
+        sandbox,
+        ToolsConfig::default(),
+    )
+    // Each server's line says why it failed.
+    .with_warnings(Arc::new(|_| {}));
+    for w in env.config_warnings() {
+        eprintln!("penguin: {w}");
+    }
+    let results = env
+        .connect(&CancellationToken::new())
+        .await
+        .unwrap_or_default();
+    let all_ok = results
+        .iter()
+        .all(|r| r.status == McpConnectStatus::Completed);
+    if json {
+        let out: Vec<serde_json::Value> = results
+            .iter()
+            .map(|r| {
+                let mut v = serde_json::to_value(r).unwrap_or_default();
+                v["tool_list"] =
+                    serde_json::to_value(env.server_tools(&r.server)).unwrap_or_default();
+                v
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?
+        );
+    } else {
+        for r in &results {
+            let status = match r.status {
+                McpConnectStatus::Completed => "connected",
+                McpConnectStatus::Failed => "failed",
+                McpConnectStatus::Aborted => "aborted",
+            };
+            let tools = env.server_tools(&r.server);
+            let detail = match &r.error {
+                Some(e) => e.clone(),
+                None => format!("{} tools", tools.len()),
+            };
+            println!(
+                "{:<16} {:<5} {:<9} {:>6} ms  {detail}",
+                r.server, r.transport, status, r.duration_ms
+            );
+            for t in tools {
+                let perm = match env.permission(&t.name) {
+                    Permission::Read => "r ",
+                    Permission::ReadWrite => "rw",
+                };
+                let first_line = t.description.lines().next().unwrap_or_default();
+                println!("  {perm}  {}  {first_line}", t.name);
+            }
+        }
+    }
+    env.shutdown().await;
+    Ok(if all_ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }

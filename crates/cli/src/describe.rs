@@ -3,8 +3,6 @@
 
 use penguin_omni_protocol::StopReason;
 
-use crate::render::clip;
-
 /// A user-role text as a person should see it.
 #[derive(Debug, PartialEq, Eq)]
 pub enum UserText {
@@ -81,6 +79,16 @@ pub fn cause(status: StopReason, message: Option<&str>) -> String {
         }
     }
     clip(m, 200)
+}
+
+/// `s` on one line, cut to `max` characters with an ellipsis.
+pub(crate) fn clip(s: &str, max: usize) -> String {
+    let one: String = s.chars().map(|c| if c == '\n' { ' ' } else { c }).collect();
+    if one.chars().count() > max {
+        format!("{}…", one.chars().take(max - 1).collect::<String>())
+    } else {
+        one
+    }
 }
 
 #[cfg(test)]

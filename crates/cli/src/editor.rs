@@ -13,6 +13,19 @@ use rustyline::history::FileHistory;
 use rustyline::validate::{ValidationContext, ValidationResult, Validator};
 use rustyline::{Cmd, Config, Editor, Helper, KeyCode, KeyEvent, Modifiers};
 
+/// The REPL's commands, with what they do (`/help`).
+pub(crate) const COMMANDS: &[(&str, &str)] = &[
+    ("/help", "this list"),
+    (
+        "/approvals",
+        "what \"always\" answers allow; /approvals clear forgets them",
+    ),
+    ("/expand", "the last collapsed tool output, in full"),
+    ("/compact", "replace the context with a summary now"),
+    ("/abort", "(during a task) interrupt it; so does Ctrl-C"),
+    ("/quit", "leave (also /exit, or Ctrl-D on an empty line)"),
+];
+
 /// What the prompt gave.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Input {
@@ -100,7 +113,7 @@ impl Completer for ChatHelper {
         if !typed.starts_with('/') || typed.contains(char::is_whitespace) {
             return Ok((pos, Vec::new()));
         }
-        let names = crate::chat::COMMANDS
+        let names = COMMANDS
             .iter()
             .map(|(name, _)| (*name).to_owned())
             .filter(|name| name.starts_with(typed))

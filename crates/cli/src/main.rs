@@ -71,7 +71,7 @@ fn main() -> ExitCode {
                     workspace,
                     json,
                 },
-        } => with_runtime(mcp::list(mcp, workspace, json)),
+        } => with_runtime(checks::mcp_list(mcp, workspace, json)),
         Command::Watch {
             session_id,
             url,
@@ -116,7 +116,7 @@ fn main() -> ExitCode {
                 true => (None, session_id.or(prompt)),
                 false => (session_id, prompt),
             };
-            with_runtime(run::resume(id, prompt, model, task, sandbox))
+            with_runtime(chat::resume(id, prompt, model, task, sandbox))
         }
     };
     match result {

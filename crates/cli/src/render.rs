@@ -8,6 +8,7 @@ use penguin_omni_protocol::{
     ApprovalDecision, Body, EventPayload, Frame, ModelPayload, StopReason, StreamEventType,
 };
 
+use crate::describe::clip;
 pub use crate::describe::{cause, user_text_display, UserText};
 
 const DIM: &str = "\x1b[2m";
@@ -473,15 +474,6 @@ impl<W: Write> Renderer<W> {
 fn short_id(id: &str) -> &str {
     let n = id.len();
     &id[n.saturating_sub(8)..]
-}
-
-pub(crate) fn clip(s: &str, max: usize) -> String {
-    let one: String = s.chars().map(|c| if c == '\n' { ' ' } else { c }).collect();
-    if one.chars().count() > max {
-        format!("{}…", one.chars().take(max - 1).collect::<String>())
-    } else {
-        one
-    }
 }
 
 /// The status-line text for `waiting`, `elapsed_ms` after it began.

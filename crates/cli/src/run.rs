@@ -16,10 +16,7 @@ use crate::approve::TerminalApprover;
 use crate::args::{ModelArgs, SandboxArgs, TaskArgs};
 use crate::console::Console;
 use crate::render::{color_for, status_text, user_text_display, Renderer, UserText};
-use crate::setup::{
-    new_session, open_session, pick_source, resolve_session_id, session_line, workspace_dir,
-    Confinement,
-};
+use crate::setup::{new_session, pick_source, session_line, workspace_dir, Confinement};
 
 /// The approver of a task, and the terminal one when it asks (for `/approvals`). `tools`:
 /// the session's, which say which calls may run once outside their sandbox.
@@ -448,29 +445,4 @@ pub(crate) fn print_system_prompt(
     );
     println!("{prompt}");
     Ok(ExitCode::SUCCESS)
-}
-
-pub(crate) async fn resume(
-    id: Option<String>,
-    prompt: Option<String>,
-    model: ModelArgs,
-    task: TaskArgs,
-    sandbox: SandboxArgs,
-) -> Result<ExitCode, String> {
-    let agent = crate::mcp::agent(&model.mcp)?;
-    let id = resolve_session_id(&agent, id.as_deref(), id.is_none())?;
-    let confinement = Confinement::resolve(&agent, &sandbox)?;
-    let mut session = open_session(&agent, &id, &model, &confinement)?;
-    let Some(prompt) = prompt else {
-        return crate::chat::repl(&agent, session, task).await;
-    };
-    let prompt = read_prompt(Some(prompt))?;
-    announce(&session);
-    if !task.jsonl {
-        let recap = crate::show::recap(&agent, session.id(), 2);
-        if !recap.is_empty() {
-            eprint!("earlier in this session:\n{recap}");
-        }
-    }
-    one_task(&mut session, prompt, &task).await
 }
