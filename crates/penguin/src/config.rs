@@ -43,6 +43,7 @@ use std::time::Duration;
 use penguin_tools::{SandboxMode, SandboxRequest};
 use serde::Deserialize;
 
+pub use crate::models::default_base_url;
 use crate::models::{ModelSpec, Protocol};
 
 /// The parsed `config.toml`.
@@ -328,17 +329,6 @@ pub struct ModelFlags {
     pub base_url: Option<String>,
     /// `--api-key-env`.
     pub api_key_env: Option<String>,
-}
-
-/// The default base URL of each protocol.
-pub fn default_base_url(protocol: Protocol) -> &'static str {
-    match protocol {
-        Protocol::OpenaiChat | Protocol::OpenaiResponses => "https://api.openai.com/v1",
-        Protocol::AnthropicMessages => "https://api.anthropic.com",
-        Protocol::Gemini => "https://generativelanguage.googleapis.com/v1beta",
-        Protocol::Ollama => penguin_llm_providers::ollama::DEFAULT_BASE_URL,
-        Protocol::Demo => "",
-    }
 }
 
 fn adhoc(

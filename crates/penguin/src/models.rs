@@ -71,6 +71,17 @@ impl FromStr for Protocol {
     }
 }
 
+/// The default base URL of each protocol.
+pub fn default_base_url(protocol: Protocol) -> &'static str {
+    match protocol {
+        Protocol::OpenaiChat | Protocol::OpenaiResponses => "https://api.openai.com/v1",
+        Protocol::AnthropicMessages => "https://api.anthropic.com",
+        Protocol::Gemini => "https://generativelanguage.googleapis.com/v1beta",
+        Protocol::Ollama => penguin_llm_providers::ollama::DEFAULT_BASE_URL,
+        Protocol::Demo => "",
+    }
+}
+
 /// Everything needed to talk to one model. Keys are never stored here, only the name of the
 /// environment variable holding one.
 #[derive(Clone, Debug, PartialEq)]
@@ -198,7 +209,7 @@ impl ModelSpec {
             return None;
         }
         let hosted = self.base_url.trim_end_matches('/')
-            == crate::config::default_base_url(self.protocol).trim_end_matches('/');
+            == default_base_url(self.protocol).trim_end_matches('/');
         if self.api_key_env.is_none() && !hosted {
             return None;
         }
@@ -470,9 +481,13 @@ pub fn llm_factory(
     })
 }
 
+/// Builds a session's model again for the tools its connect phase found (see
+/// [`Session::set_model_rebuild`](crate::session::Session::set_model_rebuild)).
+pub type ModelRebuild = std::sync::Arc<dyn Fn(Vec<ToolDefinition>) -> Box<dyn Llm> + Send + Sync>;
+
 /// Rebuilds the model of `cx` with other tools (a session's tools found by connecting MCP
 /// servers); a model that cannot be built fails its requests with the reason.
-pub fn model_rebuild(spec: &ModelSpec, cx: ModelContext) -> crate::session::ModelRebuild {
+pub fn model_rebuild(spec: &ModelSpec, cx: ModelContext) -> ModelRebuild {
     let spec = spec.clone();
     std::sync::Arc::new(move |tools| {
         let cx = ModelContext {

@@ -38,7 +38,7 @@ use penguin_trace_store::{
     new_session_id, resume_session, Durability, Resumed, TraceError, TraceLocation, Writer,
 };
 
-pub use connect::ModelRebuild;
+pub use crate::models::ModelRebuild;
 use connect::{tools_of, Boot, ConnectPhase, Connecting, Owed, SessionSink, SwapLlm};
 
 /// What a host runs when a background notice arrives.
@@ -232,8 +232,8 @@ impl Session {
     /// Reads a session's newest trace file and what resuming it gives, without building
     /// anything: the caller picks the model from `resumed.meta` and then calls
     /// [`Session::resume`]. A trace without a `session_meta` fails
-    /// ([`TraceError::MissingMeta`](penguin_trace_store::TraceError::MissingMeta)), as does a
-    /// session whose workspace is gone ([`SessionError::WorkspaceMissing`]).
+    /// ([`TraceError::MissingMeta`]), as does a session whose workspace is gone
+    /// ([`SessionError::WorkspaceMissing`]).
     pub fn load(
         location: &TraceLocation,
         session_id: &str,

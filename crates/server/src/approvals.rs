@@ -1,16 +1,13 @@
-//! Approvals (§5.6): the calls waiting for a human, and the approver a served run uses.
+//! Pending approvals (§5.6): the calls waiting for a human, and one call's wait. The approver
+//! a served run uses, which registers them, is `approver.rs`.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-use async_trait::async_trait;
-use penguin_engine::{ApprovalError, Approver, Permission};
-use penguin_omni_protocol::{ApprovalDecision, ModelPayload, OmniMessage};
+use penguin_omni_protocol::{ApprovalDecision, OmniMessage};
 use penguin_sse_transport::{ApprovalRequest, ServerEvent};
 use tokio::sync::oneshot;
 
-use crate::api::ApprovalMode;
-use crate::entry::{lock, Entry};
-use crate::sessions::Sessions;
+use crate::sync::lock;
 
 struct PendingApproval {
     tool_call_id: String,
@@ -88,6 +85,16 @@ impl Approvals {
         }
     }
 
+    /// Registers `call` as [`register`](Self::register) does, and returns its wait.
+    pub(crate) fn wait(&self, call: OmniMessage, id: String, announced: bool) -> Waiting<'_> {
+        let rx = self.register(call, id.clone(), announced);
+        Waiting {
+            approvals: self,
+            id,
+            rx,
+        }
+    }
+
     /// Takes `id`'s request off the list when nobody waits for its answer any more.
     fn forget_abandoned(&self, id: &str) {
         lock(&self.pending).retain(|a| !(a.tool_call_id == id && a.tx.is_closed()));
@@ -117,14 +124,14 @@ impl Approvals {
 /// One call's wait for a human. Dropped unanswered (the waiting call was cancelled: a killed
 /// background child, an interrupted run), it takes the request off the pending list, so no
 /// client is later offered a call that nobody waits for.
-struct Waiting<'a> {
+pub(crate) struct Waiting<'a> {
     approvals: &'a Approvals,
     id: String,
     rx: oneshot::Receiver<ApprovalDecision>,
 }
 
 impl Waiting<'_> {
-    async fn decision(mut self) -> ApprovalDecision {
+    pub(crate) async fn decision(mut self) -> ApprovalDecision {
         // A sender dropped without an answer (an abort, the end of the run) denies.
         (&mut self.rx).await.unwrap_or(ApprovalDecision::Deny)
     }
@@ -144,64 +151,10 @@ pub(crate) fn approval_request(call: OmniMessage) -> ServerEvent {
     })
 }
 
-/// The approver of one run: the session's mode, read at every call (§5.6).
-pub(crate) struct ServerApprover {
-    pub(crate) sessions: Arc<Sessions>,
-    pub(crate) entry: Arc<Entry>,
-}
-
-#[async_trait]
-impl Approver for ServerApprover {
-    async fn approve(&self, call: &OmniMessage) -> Result<ApprovalDecision, ApprovalError> {
-        let mode = self.entry.rt().approval_mode;
-        match mode {
-            ApprovalMode::AllowAll => return Ok(ApprovalDecision::Allow),
-            ApprovalMode::DenyAll => return Ok(ApprovalDecision::Deny),
-            ApprovalMode::ReadOnly => {
-                let name = match call.model() {
-                    Some(ModelPayload::ToolCall(tc)) => tc.name.as_str(),
-                    _ => "",
-                };
-                if self.entry.env.permission(name) == Permission::Read {
-                    return Ok(ApprovalDecision::Allow);
-                }
-            }
-            ApprovalMode::AlwaysAsk => {}
-        }
-        let id = call
-            .tool_call_id()
-            .ok_or(ApprovalError::MissingToolCallId)?
-            .to_owned();
-        let waiting = {
-            // Registered and announced under the publish lock, so an abort (which denies under
-            // the same lock) cannot slip in between.
-            let _p = lock(&self.entry.publish);
-            // A subagent's call (with an origin) is not on this session's own stream order
-            // the same way; announce it at once.
-            let shown = call.has_origin() || lock(&self.entry.published_calls).contains(&id);
-            let rx = self
-                .entry
-                .approvals
-                .register(call.clone(), id.clone(), shown);
-            if shown {
-                self.sessions
-                    .channel(&self.entry.id)
-                    .publish_server_event(&approval_request(call.clone()));
-            }
-            Waiting {
-                approvals: &self.entry.approvals,
-                id,
-                rx,
-            }
-        };
-        // No timeout: a human may take as long as they like.
-        Ok(waiting.decision().await)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::ApprovalMode;
     use penguin_omni_protocol::{build, StopReason};
 
     fn call(id: &str) -> OmniMessage {

@@ -11,7 +11,7 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use penguin_engine::{CancellationToken, Environment, SteerId, ThinkingLevel};
 use penguin_omni_protocol::{Frame, ModelPayload, OmniMessage, Role, SessionMeta};
@@ -24,12 +24,7 @@ use crate::api::{ApprovalMode, SessionInfo};
 use crate::approvals::{approval_request, Approvals};
 use crate::error::ApiError;
 use crate::host::HostedSession;
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Every critical section leaves the data consistent, so a panic elsewhere must not take the
-    // session down with it.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
+use crate::sync::lock;
 
 pub(crate) fn now_iso() -> String {
     chrono::Utc::now()

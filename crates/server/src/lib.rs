@@ -2,6 +2,7 @@
 
 pub mod api;
 mod approvals;
+mod approver;
 mod auth;
 mod entry;
 mod error;
@@ -13,6 +14,7 @@ mod routes;
 mod sessions;
 mod settings;
 mod steering;
+mod sync;
 mod tasks;
 pub mod web;
 

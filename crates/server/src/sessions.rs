@@ -9,10 +9,11 @@ use penguin_sse_transport::{Channel, ChannelHub, LiveSnapshot, ServerEvent, Sess
 use penguin_trace_store::{Durability, TraceLocation};
 
 use crate::api::ApprovalMode;
-use crate::entry::{lock, Entry, Runtime};
+use crate::entry::{Entry, Runtime};
 use crate::error::ApiError;
 use crate::host::{CreateSession, FactoryError, HostedSession, LoadSession, SessionFactory};
 use crate::settings::{Settings, SettingsStore};
+use crate::sync::lock;
 use penguin_omni_protocol::Frame;
 
 /// The user channel's key. The server has a single user: whoever holds the token.

@@ -5,9 +5,10 @@ use penguin_engine::{Steered, ThinkingLevel};
 use penguin_omni_protocol::build;
 use penguin_sse_transport::{PendingInput, SessionStatus};
 
-use crate::entry::{lock, random_id, Entry};
+use crate::entry::{random_id, Entry};
 use crate::error::ApiError;
 use crate::sessions::Sessions;
+use crate::sync::lock;
 
 fn not_running() -> ApiError {
     ApiError::conflict("not_running", "no task is running in this session")

@@ -11,10 +11,12 @@ use penguin_engine::{CancellationToken, Compactability, EngineBusy, RunOptions, 
 use penguin_omni_protocol::{ApprovalDecision, Frame, ModelPayload, OmniMessage};
 use penguin_sse_transport::{PendingInput, ServerEvent, SessionStatus};
 
-use crate::approvals::{approval_request, ServerApprover};
-use crate::entry::{lock, now_iso, random_id, Entry, FollowUp};
+use crate::approvals::approval_request;
+use crate::approver::ServerApprover;
+use crate::entry::{now_iso, random_id, Entry, FollowUp};
 use crate::error::ApiError;
 use crate::sessions::{Sessions, USER_CHANNEL};
+use crate::sync::lock;
 
 /// A task's input as `POST /tasks` gives it.
 pub(crate) struct TaskInput {

@@ -14,6 +14,7 @@ use penguin_omni_protocol::{build, EventPayload, Frame, OmniMessage, TokenCounts
 use penguin_trace_store::Writer;
 
 use super::lock;
+use crate::models::ModelRebuild;
 
 /// The session's trace sink: the writer, plus what the connect phase changes about the
 /// engine's first records (see the module docs).
@@ -56,9 +57,6 @@ impl TraceSink for SessionSink {
         self.writer.rotate();
     }
 }
-
-/// Builds the session's model again for the tools the connect phase found.
-pub type ModelRebuild = Arc<dyn Fn(Vec<ToolDefinition>) -> Box<dyn Llm> + Send + Sync>;
 
 /// The model the engine holds when the tools are only known after connecting: the current
 /// one, replaced by a rebuilt one before the first request that follows the connect.

@@ -19,7 +19,8 @@ use async_trait::async_trait;
 use futures::stream::BoxStream;
 use futures::StreamExt;
 use penguin_engine::{
-    ApprovalError, Approver, CancellationToken, Frame, RunOptions, ThinkingLevel,
+    ApprovalError, Approver, BackgroundForward, BackgroundListener, CancellationToken, Frame,
+    RunOptions, ThinkingLevel,
 };
 use penguin_omni_protocol::background::{
     report_label, report_tail, BackgroundKind, BackgroundTaskDone,
@@ -31,7 +32,6 @@ use penguin_omni_protocol::{
 use penguin_tools::CappedText;
 use tokio::sync::{oneshot, Notify};
 
-use super::registry::Hooks;
 use crate::session::Session;
 
 /// Messages a child keeps for the next collect window.
@@ -44,6 +44,14 @@ const REPORT_OUTPUT_CAP: usize = 4000;
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every critical section leaves the state consistent.
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Where a session's children report to; shared with every child, so a child winding down
+/// never keeps the registry (whose end kills them all) alive.
+#[derive(Default)]
+pub(crate) struct Hooks {
+    pub(crate) listener: Mutex<Option<BackgroundListener>>,
+    pub(crate) forward: Mutex<Option<BackgroundForward>>,
 }
 
 /// How a round ended.

@@ -9,18 +9,10 @@ use std::sync::{Arc, Mutex};
 use penguin_engine::{BackgroundForward, BackgroundListener, BackgroundTask, BackgroundWork};
 use penguin_omni_protocol::background::BackgroundKind;
 
-use super::child::{lock, Child};
+use super::child::{lock, Child, Hooks};
 
 /// Children one session may keep at once.
 pub const MAX_CHILDREN: usize = 8;
-
-/// Where a session's children report to; shared with every child, so a child winding down
-/// never keeps the registry (whose end kills them all) alive.
-#[derive(Default)]
-pub(crate) struct Hooks {
-    pub(crate) listener: Mutex<Option<BackgroundListener>>,
-    pub(crate) forward: Mutex<Option<BackgroundForward>>,
-}
 
 /// The registered children, oldest first. Dropping it (the session went away) kills them.
 #[derive(Default)]

@@ -1,0 +1,63 @@
+//! The approver a served run uses (§5.6): the session's approval mode, read at every call; a
+//! call the mode leaves to a human is registered with the session's pending approvals,
+//! announced on its channel once the call itself was published, and waited for.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use penguin_engine::{ApprovalError, Approver, Permission};
+use penguin_omni_protocol::{ApprovalDecision, ModelPayload, OmniMessage};
+
+use crate::api::ApprovalMode;
+use crate::approvals::approval_request;
+use crate::entry::Entry;
+use crate::sessions::Sessions;
+use crate::sync::lock;
+
+/// The approver of one run: the session's mode, read at every call (§5.6).
+pub(crate) struct ServerApprover {
+    pub(crate) sessions: Arc<Sessions>,
+    pub(crate) entry: Arc<Entry>,
+}
+
+#[async_trait]
+impl Approver for ServerApprover {
+    async fn approve(&self, call: &OmniMessage) -> Result<ApprovalDecision, ApprovalError> {
+        let mode = self.entry.rt().approval_mode;
+        match mode {
+            ApprovalMode::AllowAll => return Ok(ApprovalDecision::Allow),
+            ApprovalMode::DenyAll => return Ok(ApprovalDecision::Deny),
+            ApprovalMode::ReadOnly => {
+                let name = match call.model() {
+                    Some(ModelPayload::ToolCall(tc)) => tc.name.as_str(),
+                    _ => "",
+                };
+                if self.entry.env.permission(name) == Permission::Read {
+                    return Ok(ApprovalDecision::Allow);
+                }
+            }
+            ApprovalMode::AlwaysAsk => {}
+        }
+        let id = call
+            .tool_call_id()
+            .ok_or(ApprovalError::MissingToolCallId)?
+            .to_owned();
+        let waiting = {
+            // Registered and announced under the publish lock, so an abort (which denies under
+            // the same lock) cannot slip in between.
+            let _p = lock(&self.entry.publish);
+            // A subagent's call (with an origin) is not on this session's own stream order
+            // the same way; announce it at once.
+            let shown = call.has_origin() || lock(&self.entry.published_calls).contains(&id);
+            let waiting = self.entry.approvals.wait(call.clone(), id, shown);
+            if shown {
+                self.sessions
+                    .channel(&self.entry.id)
+                    .publish_server_event(&approval_request(call.clone()));
+            }
+            waiting
+        };
+        // No timeout: a human may take as long as they like.
+        Ok(waiting.decision().await)
+    }
+}
