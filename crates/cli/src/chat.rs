@@ -16,10 +16,7 @@ use crate::args::{ModelArgs, SandboxArgs, TaskArgs};
 use crate::console::Console;
 use crate::editor::{Input, LineEditor};
 use crate::run::{approver, interrupt_on_ctrl_c, render, run_task};
-use crate::setup::{
-    new_session, open_session, pick_source, resolve_session_id, session_line, workspace_dir,
-    Confinement,
-};
+use crate::setup::{ready, session_line, Which};
 
 pub(crate) async fn chat(
     model: ModelArgs,
@@ -29,19 +26,12 @@ pub(crate) async fn chat(
     resume_id: Option<String>,
     last: bool,
 ) -> Result<ExitCode, String> {
-    let agent = crate::mcp::agent(&model.mcp)?;
-    let confinement = Confinement::resolve(&agent, &sandbox)?;
-    let session = if resume_id.is_some() || last {
-        let id = resolve_session_id(&agent, resume_id.as_deref(), last)?;
-        open_session(&agent, &id, &model, &confinement)?
+    let which = if resume_id.is_some() || last {
+        Which::Stored(resume_id)
     } else {
-        new_session(
-            &agent,
-            pick_source(&agent, &model)?,
-            &workspace_dir(workspace)?,
-            &confinement,
-        )?
+        Which::New(workspace)
     };
+    let (agent, session) = ready(&model, &sandbox, which)?;
     repl(&agent, session, task).await
 }
 
@@ -422,10 +412,7 @@ pub(crate) async fn resume(
     task: TaskArgs,
     sandbox: SandboxArgs,
 ) -> Result<ExitCode, String> {
-    let agent = crate::mcp::agent(&model.mcp)?;
-    let id = resolve_session_id(&agent, id.as_deref(), id.is_none())?;
-    let confinement = Confinement::resolve(&agent, &sandbox)?;
-    let mut session = open_session(&agent, &id, &model, &confinement)?;
+    let (agent, mut session) = ready(&model, &sandbox, Which::Stored(id))?;
     let Some(prompt) = prompt else {
         return repl(&agent, session, task).await;
     };

@@ -86,7 +86,7 @@ fn main() -> ExitCode {
             sandbox,
             workspace,
             print_system_prompt: true,
-        } => run::print_system_prompt(prompt, model, sandbox, workspace),
+        } => setup::print_system_prompt(prompt, model, sandbox, workspace),
         Command::Run {
             prompt,
             model,

@@ -16,7 +16,7 @@ use crate::approve::TerminalApprover;
 use crate::args::{ModelArgs, SandboxArgs, TaskArgs};
 use crate::console::Console;
 use crate::render::{color_for, status_text, user_text_display, Renderer, UserText};
-use crate::setup::{new_session, pick_source, session_line, workspace_dir, Confinement};
+use crate::setup::{ready, session_line, Which};
 
 /// The approver of a task, and the terminal one when it asks (for `/approvals`). `tools`:
 /// the session's, which say which calls may run once outside their sandbox.
@@ -398,51 +398,9 @@ pub(crate) async fn run(
     sandbox: SandboxArgs,
     workspace: Option<PathBuf>,
 ) -> Result<ExitCode, String> {
-    let agent = crate::mcp::agent(&model.mcp)?;
-    let workspace = workspace_dir(workspace)?;
     // Read a piped prompt before the console takes stdin over for approvals.
     let prompt = read_prompt(prompt)?;
-    let confinement = Confinement::resolve(&agent, &sandbox)?;
-    let mut session = new_session(
-        &agent,
-        pick_source(&agent, &model)?,
-        &workspace,
-        &confinement,
-    )?;
+    let (_, mut session) = ready(&model, &sandbox, Which::New(workspace))?;
     announce(&session);
     one_task(&mut session, prompt, &task).await
-}
-
-/// `penguin run --print-system-prompt`: the prompt a new session here would start with.
-pub(crate) fn print_system_prompt(
-    _prompt: Option<String>,
-    model: ModelArgs,
-    sandbox: SandboxArgs,
-    workspace: Option<PathBuf>,
-) -> Result<ExitCode, String> {
-    let agent = crate::mcp::agent(&model.mcp)?;
-    let workspace = workspace_dir(workspace)?;
-    let flags = penguin::config::ModelFlags {
-        model: model.model.clone(),
-        provider: model.provider.clone().filter(|p| p != "scripted"),
-        base_url: model.base_url.clone(),
-        api_key_env: model.api_key_env.clone(),
-    };
-    let spec = penguin::config::resolve_model(&agent.config, &flags, |k| std::env::var(k).ok())
-        .map_err(|e| e.to_string())?;
-    let confinement = Confinement::resolve(&agent, &sandbox)?;
-    let tools = crate::setup::session_tools(
-        &agent,
-        &spec,
-        &workspace,
-        &confinement.sandbox,
-        &confinement.bypass,
-    )?;
-    let prompt = penguin::prompt::system_prompt_for(
-        penguin::agent::DEFAULT_SYSTEM_PROMPT,
-        &workspace,
-        tools.tools(),
-    );
-    println!("{prompt}");
-    Ok(ExitCode::SUCCESS)
 }

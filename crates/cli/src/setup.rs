@@ -188,6 +188,73 @@ pub(crate) fn session_tools(
     ))
 }
 
+/// `penguin run --print-system-prompt`: the prompt a new session here would start with.
+pub(crate) fn print_system_prompt(
+    _prompt: Option<String>,
+    model: ModelArgs,
+    sandbox: SandboxArgs,
+    workspace: Option<PathBuf>,
+) -> Result<ExitCode, String> {
+    let agent = crate::mcp::agent(&model.mcp)?;
+    let workspace = workspace_dir(workspace)?;
+    let flags = penguin::config::ModelFlags {
+        model: model.model.clone(),
+        provider: model.provider.clone().filter(|p| p != "scripted"),
+        base_url: model.base_url.clone(),
+        api_key_env: model.api_key_env.clone(),
+    };
+    let spec = penguin::config::resolve_model(&agent.config, &flags, |k| std::env::var(k).ok())
+        .map_err(|e| e.to_string())?;
+    let confinement = Confinement::resolve(&agent, &sandbox)?;
+    let tools = session_tools(
+        &agent,
+        &spec,
+        &workspace,
+        &confinement.sandbox,
+        &confinement.bypass,
+    )?;
+    let prompt = penguin::prompt::system_prompt_for(
+        penguin::agent::DEFAULT_SYSTEM_PROMPT,
+        &workspace,
+        tools.tools(),
+    );
+    println!("{prompt}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Which session a command works on.
+pub(crate) enum Which {
+    /// A new one in this workspace (the current directory when `None`).
+    New(Option<PathBuf>),
+    /// A stored one: this id (or unique part of one), or the newest of this workspace.
+    Stored(Option<String>),
+}
+
+/// The one place a command's arguments and `config.toml` become a ready session: the agent
+/// (its config, with `--mcp` servers), the sandbox (`[sandbox]` and `--sandbox`, resolved
+/// against this kernel), the model, and the session itself, new or resumed.
+pub(crate) fn ready(
+    model: &ModelArgs,
+    sandbox: &SandboxArgs,
+    which: Which,
+) -> Result<(Agent, Session), String> {
+    let agent = crate::mcp::agent(&model.mcp)?;
+    let confinement = Confinement::resolve(&agent, sandbox)?;
+    let session = match which {
+        Which::New(workspace) => new_session(
+            &agent,
+            pick_source(&agent, model)?,
+            &workspace_dir(workspace)?,
+            &confinement,
+        )?,
+        Which::Stored(id) => {
+            let id = resolve_session_id(&agent, id.as_deref(), id.is_none())?;
+            open_session(&agent, &id, model, &confinement)?
+        }
+    };
+    Ok((agent, session))
+}
+
 pub(crate) fn new_session(
     agent: &Agent,
     source: Source,
