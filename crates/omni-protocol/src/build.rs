@@ -120,6 +120,44 @@ pub fn tool_call_output_with_images(
 }
 
 /// A `partial_text` fragment.
+///
+/// # Fragment shapes (all four `partial_*` builders)
+///
+/// A streamed segment is `start → delta* → stop`, then the complete message holding what the
+/// fragments carried, and the [`StreamValidator`](crate::validator::StreamValidator) checks
+/// exactly that:
+///
+/// - **start** carries `""` as its content (the reference never puts text on a start; a start
+///   with content counts towards the concatenation all the same);
+/// - each **delta** carries one piece of the content;
+/// - **stop** carries `""` again;
+/// - the **complete** message ([`assistant_text`], [`thinking`], [`tool_call`],
+///   [`tool_call_output`]) carries the concatenation of every fragment, and its
+///   `stop_reason` is the request's outcome (`completed`).
+///
+/// Every fragment's `stop_reason` is `completed` too while the segment streams normally;
+/// a segment closed by an interrupt gets `aborted` on its stop and its complete. A tool
+/// call's segment also needs its `tool_call_id` on every fragment (that is how segments are
+/// keyed) and its `name` on the start only (see [`partial_tool_call`]).
+///
+/// ```
+/// use penguin_omni_protocol::validator::StreamValidator;
+/// use penguin_omni_protocol::{build, StopReason, StreamEventType, TokenCounts};
+///
+/// let done = StopReason::Completed;
+/// let usage = TokenCounts::new(0, 10, 2);
+/// let stream = [
+///     build::request_begin(),
+///     build::partial_text(StreamEventType::Start, "", done),
+///     build::partial_text(StreamEventType::Delta, "Hel", done),
+///     build::partial_text(StreamEventType::Delta, "lo", done),
+///     build::partial_text(StreamEventType::Stop, "", done),
+///     build::assistant_text("Hello", done),
+///     build::token_usage(usage, usage),
+///     build::request_end(done, Default::default()),
+/// ];
+/// assert_eq!(StreamValidator::validate(&stream), []);
+/// ```
 pub fn partial_text(
     event_type: StreamEventType,
     text: impl Into<String>,
@@ -133,7 +171,8 @@ pub fn partial_text(
     }))
 }
 
-/// A `partial_thinking` fragment.
+/// A `partial_thinking` fragment: shaped like [`partial_text`]'s (`""` on start and stop), its
+/// complete message is [`thinking`].
 pub fn partial_thinking(
     event_type: StreamEventType,
     text: impl Into<String>,
@@ -147,7 +186,26 @@ pub fn partial_thinking(
     }))
 }
 
-/// A `partial_tool_call` fragment (`name` is set on start, `""` otherwise).
+/// A `partial_tool_call` fragment: `name` is the tool's on the start and `""` on every delta
+/// and on the stop; `arguments` is `""` on start and stop and a piece of the JSON arguments on
+/// each delta; `tool_call_id` is the call's on every fragment. The complete [`tool_call`]
+/// follows the stop with the name and the whole arguments (its arguments may differ in bytes
+/// from the concatenation when both parse as the same JSON value).
+///
+/// ```
+/// use penguin_omni_protocol::build;
+/// use penguin_omni_protocol::StreamEventType::{Delta, Start, Stop};
+/// use penguin_omni_protocol::StopReason::Completed;
+///
+/// let segment = [
+///     build::partial_tool_call(Start, "read_file", "", "call_1", Completed),
+///     build::partial_tool_call(Delta, "", r#"{"path":"#, "call_1", Completed),
+///     build::partial_tool_call(Delta, "", r#""a"}"#, "call_1", Completed),
+///     build::partial_tool_call(Stop, "", "", "call_1", Completed),
+///     build::tool_call("read_file", r#"{"path":"a"}"#, "call_1", Completed, None),
+/// ];
+/// # let _ = segment;
+/// ```
 pub fn partial_tool_call(
     event_type: StreamEventType,
     name: impl Into<String>,
@@ -165,7 +223,9 @@ pub fn partial_tool_call(
     }))
 }
 
-/// A `partial_tool_call_output` fragment.
+/// A `partial_tool_call_output` fragment, a tool's streamed output: `""` on start and stop, a
+/// piece of the output on each delta, the call's `tool_call_id` on every fragment; the complete
+/// [`tool_call_output`] follows the stop.
 pub fn partial_tool_call_output(
     event_type: StreamEventType,
     output: impl Into<String>,

@@ -4,8 +4,9 @@
 //! of several consecutive runs, or of a Trace) one at a time with [`StreamValidator::push`], then
 //! call [`StreamValidator::finish`] for the end-of-stream checks. Every broken guarantee comes
 //! back as a [`Violation`] naming the 0-based message index and a stable [`Rule`].
-//! [`validate_jsonl`] does the same for a JSON-lines file and adds line numbers. Section numbers
-//! (§2.5, ...) refer to the reference-behaviour spec.
+//! [`validate_jsonl`] does the same for a JSON-lines file and names every message by its
+//! 1-based line instead, in the position and in the detail alike. Section numbers (§2.5, ...)
+//! refer to the reference-behaviour spec.
 //!
 //! ```
 //! use penguin_omni_protocol::validator::{Rule, StreamValidator};
@@ -111,7 +112,7 @@ use crate::message::*;
 mod origin;
 mod state;
 
-use state::{Cx, OriginState};
+use state::{Cx, OriginState, Pos};
 pub use state::{DENIED_BY_POLICY, DENIED_BY_USER};
 
 /// The stable name of a guarantee a [`Violation`] breaks. See the module docs for each rule.
@@ -203,7 +204,8 @@ pub struct Violation {
     /// 0-based position of the message where the violation was detected, among the messages fed
     /// to the validator. `None` for parse errors and for end-of-stream checks.
     pub index: Option<usize>,
-    /// 1-based input line, when the stream came from [`validate_jsonl`].
+    /// 1-based input line, when the stream came from [`validate_jsonl`]. Then the message is
+    /// shown by its line only, and `detail` names other messages by their lines too.
     pub line: Option<usize>,
     /// Which guarantee.
     pub rule: Rule,
@@ -213,10 +215,10 @@ pub struct Violation {
 
 impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // One numbering: a line when there is one, else the message index.
         match (self.index, self.line) {
-            (Some(i), Some(l)) => write!(f, "message {i} (line {l})")?,
+            (_, Some(l)) => write!(f, "line {l}")?,
             (Some(i), None) => write!(f, "message {i}")?,
-            (None, Some(l)) => write!(f, "line {l}")?,
             (None, None) => f.write_str("end of stream")?,
         }
         write!(f, ": {}: {}", self.rule, self.detail)
@@ -276,9 +278,29 @@ impl fmt::Display for Report {
 
 /// Reads JSON lines, parses each with [`OmniMessage::from_json`] and validates the stream.
 ///
-/// Blank lines are skipped. A line that does not parse (or cannot be read) is reported as a
-/// [`Rule::Parse`] violation with its line number and is not fed to the validator, so message
-/// indices count parsed messages only.
+/// Blank lines are skipped. A line without a `timestamp` is accepted (scenario files and
+/// hand-written streams leave it out, and no rule reads it); a `timestamp` that is there must
+/// be a string. A line that does not parse (or cannot be read) is reported as a [`Rule::Parse`]
+/// violation with its line number and is not fed to the validator. Every violation names
+/// messages by their 1-based line ("line 14: denial_output: deny for call_2 at line 13 …");
+/// [`Violation::index`] still counts parsed messages only, from 0.
+///
+/// ```
+/// use penguin_omni_protocol::validator::{validate_jsonl, Rule};
+///
+/// let stream = r#"{"type":"event_msg","payload":{"type":"request_begin"}}
+///
+/// {"type":"event_msg","payload":{"type":"request_begin"}}
+/// "#;
+/// let report = validate_jsonl(stream.as_bytes());
+/// assert_eq!(report.messages, 2);
+/// let v = &report.violations[0];
+/// assert_eq!((v.rule, v.line, v.index), (Rule::RequestPairing, Some(3), Some(1)));
+/// assert_eq!(
+///     v.to_string(),
+///     "line 3: request_pairing: the next request_begin while the request begun at line 1 has no request_end"
+/// );
+/// ```
 pub fn validate_jsonl(reader: impl BufRead) -> Report {
     validate_jsonl_with(reader, ValidatorConfig::default())
 }
@@ -310,15 +332,12 @@ pub fn validate_jsonl_with(reader: impl BufRead, config: ValidatorConfig) -> Rep
             continue;
         }
         report.lines += 1;
-        match OmniMessage::from_json(&line) {
+        match parse_line(&line) {
             Ok(msg) => {
                 report.messages += 1;
                 report
                     .violations
-                    .extend(validator.push(&msg).into_iter().map(|mut v| {
-                        v.line = Some(lineno);
-                        v
-                    }));
+                    .extend(validator.push_at(&msg, Some(lineno)));
             }
             Err(e) => report.violations.push(Violation {
                 index: None,
@@ -330,6 +349,17 @@ pub fn validate_jsonl_with(reader: impl BufRead, config: ValidatorConfig) -> Rep
     }
     report.violations.extend(validator.finish());
     report
+}
+
+/// One line of [`validate_jsonl`] input: a message as [`OmniMessage::from_json`] reads it, or
+/// one without a `timestamp` (stamped now; no rule reads it).
+fn parse_line(line: &str) -> Result<OmniMessage, ParseError> {
+    match OmniMessage::from_json(line) {
+        Err(e) if e.path == "timestamp" && e.message == "missing" => serde_json::from_str(line)
+            .map_err(|_| e)
+            .and_then(OmniMessage::from_value_stamping),
+        parsed => parsed,
+    }
 }
 
 /// Checks a stream message by message against the seed's guarantees (see the module docs).
@@ -361,8 +391,17 @@ impl StreamValidator {
 
     /// Feeds the next message; returns the violations it reveals (all with this message's index).
     pub fn push(&mut self, msg: &OmniMessage) -> Vec<Violation> {
+        self.push_at(msg, None)
+    }
+
+    /// [`StreamValidator::push`] for a message read from input line `line`: its violations,
+    /// and every later detail naming it, say the line.
+    fn push_at(&mut self, msg: &OmniMessage, line: Option<usize>) -> Vec<Violation> {
         let mut cx = Cx {
-            index: self.seen,
+            index: Pos {
+                index: self.seen,
+                line,
+            },
             strict: self.config.strict_adjacency,
             out: Vec::new(),
         };

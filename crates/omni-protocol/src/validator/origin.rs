@@ -41,7 +41,7 @@ impl OriginState {
                 cx.flag(
                     Rule::AbortLast,
                     format!(
-                        "{} after the abort at message {abort_at}; the next message of this origin must start a new run",
+                        "{} after the abort at {abort_at}; the next message of this origin must start a new run",
                         describe(msg)
                     ),
                 );
@@ -88,7 +88,7 @@ impl OriginState {
                         cx.flag(
                             Rule::DeltaConcat,
                             format!(
-                                "{complete_type}{} content {got:?} differs from its concatenated fragments {content:?} (stop at message {stop_at})",
+                                "{complete_type}{} content {got:?} differs from its concatenated fragments {content:?} (stop at {stop_at})",
                                 id_suffix(tool_call_id)
                             ),
                         );
@@ -168,7 +168,7 @@ impl OriginState {
                 cx.flag(
                     Rule::SegmentOrder,
                     format!(
-                        "{partial_type}{} start while the segment started at message {} is still open",
+                        "{partial_type}{} start while the segment started at {} is still open",
                         id_suffix(id),
                         self.segments[i].start
                     ),
@@ -245,7 +245,7 @@ impl OriginState {
                 cx.flag(
                     Rule::SegmentOrder,
                     format!(
-                        "{} arrived while its {pt} segment (started at message {}) is still open (missing stop)",
+                        "{} arrived while its {pt} segment (started at {}) is still open (missing stop)",
                         describe(msg),
                         seg.start
                     ),
@@ -275,7 +275,7 @@ impl OriginState {
                         cx.flag(
                             Rule::PairingMissingOutput,
                             format!(
-                                "tool_call {id} (message {}) is committed again before it got a tool_call_output",
+                                "tool_call {id} ({}) is committed again before it got a tool_call_output",
                                 c.at
                             ),
                         );
@@ -294,7 +294,7 @@ impl OriginState {
             cx.flag(
                 Rule::UsageTail,
                 format!(
-                    "{} after the token_usage at message {usage_at}, which must be the LLM stream's last message",
+                    "{} after the token_usage at {usage_at}, which must be the LLM stream's last message",
                     describe(msg)
                 ),
             );
@@ -325,7 +325,7 @@ impl OriginState {
                 cx.flag(
                     Rule::DenialOutput,
                     format!(
-                        "{what}, but the call was denied ({decision} at message {at}) and nothing may be dispatched for it"
+                        "{what}, but the call was denied ({decision} at {at}) and nothing may be dispatched for it"
                     ),
                 );
             }
@@ -340,7 +340,7 @@ impl OriginState {
             };
             cx.flag(
                 Rule::PairingDuplicateOutput,
-                format!("{kind} for {id} (complete output at message {first})"),
+                format!("{kind} for {id} (complete output at {first})"),
             );
         } else if complete {
             call.complete_output = Some(cx.index);
@@ -365,18 +365,14 @@ impl OriginState {
                 if let Some((_, first)) = call.approval {
                     cx.flag(
                         Rule::ApprovalPosition,
-                        format!(
-                            "second approval_decision for {tool_call_id} (first at message {first})"
-                        ),
+                        format!("second approval_decision for {tool_call_id} (first at {first})"),
                     );
                     return;
                 }
                 if let Some(out) = call.first_output {
                     cx.flag(
                         Rule::ApprovalPosition,
-                        format!(
-                            "approval_decision for {tool_call_id} after its output at message {out}"
-                        ),
+                        format!("approval_decision for {tool_call_id} after its output at {out}"),
                     );
                 }
                 call.approval = Some((*decision, cx.index));
@@ -395,7 +391,7 @@ impl OriginState {
                         cx.flag(
                             Rule::UsageTail,
                             format!(
-                                "second token_usage in the request begun at message {} (first at message {first})",
+                                "second token_usage in the request begun at {} (first at {first})",
                                 r.begin
                             ),
                         );
@@ -425,7 +421,7 @@ impl OriginState {
             cx.flag(
                 Rule::RequestPairing,
                 format!(
-                    "{what} while the request begun at message {} has no request_end",
+                    "{what} while the request begun at {} has no request_end",
                     r.begin
                 ),
             );
@@ -446,7 +442,7 @@ impl OriginState {
                 cx.flag(
                     Rule::PairingMissingOutput,
                     format!(
-                        "tool_call {id} (message {}) has no tool_call_output before the next request_begin",
+                        "tool_call {id} ({}) has no tool_call_output before the next request_begin",
                         call.at
                     ),
                 );
@@ -470,14 +466,14 @@ impl OriginState {
             (StopReason::Completed, None) => cx.flag(
                 Rule::RequestEndUsage,
                 format!(
-                    "completed request_end without a token_usage in its request (begun at message {})",
+                    "completed request_end without a token_usage in its request (begun at {})",
                     r.begin
                 ),
             ),
             (s, Some(at)) if s != StopReason::Completed => cx.flag(
                 Rule::RequestEndUsage,
                 format!(
-                    "{s} request_end after a token_usage (message {at}); only completed requests produce one"
+                    "{s} request_end after a token_usage ({at}); only completed requests produce one"
                 ),
             ),
             _ => {}
@@ -501,7 +497,7 @@ impl OriginState {
                 cx.flag(
                     Rule::PairingMissingOutput,
                     format!(
-                        "tool_call {id} (message {}, {decision} at message {at}) has no tool_call_output before the abort",
+                        "tool_call {id} ({}, {decision} at {at}) has no tool_call_output before the abort",
                         call.at
                     ),
                 );
@@ -520,7 +516,7 @@ impl OriginState {
             cx.flag(
                 Rule::SegmentOpen,
                 format!(
-                    "{}{} started at message {} is still open at {at}",
+                    "{}{} started at {} is still open at {at}",
                     s.partial_type,
                     id_suffix(&s.tool_call_id),
                     s.start
@@ -546,14 +542,14 @@ impl OriginState {
         if let Some(r) = &self.request {
             flag(
                 Rule::RequestPairing,
-                format!("request begun at message {} never ended", r.begin),
+                format!("request begun at {} never ended", r.begin),
             );
         }
         for s in &self.segments {
             flag(
                 Rule::SegmentOpen,
                 format!(
-                    "{}{} started at message {} is still open at the end of the stream",
+                    "{}{} started at {} is still open at the end of the stream",
                     s.partial_type,
                     id_suffix(&s.tool_call_id),
                     s.start
@@ -574,7 +570,7 @@ impl OriginState {
             flag(
                 Rule::PairingMissingOutput,
                 format!(
-                    "tool_call {id} (message {}) has no tool_call_output by the end of the stream",
+                    "tool_call {id} ({}) has no tool_call_output by the end of the stream",
                     call.at
                 ),
             );

@@ -24,7 +24,7 @@ pub(super) struct OpenSegment {
     pub(super) partial_type: &'static str,
     pub(super) tool_call_id: String,
     pub(super) producer: Producer,
-    pub(super) start: usize,
+    pub(super) start: Pos,
     pub(super) name: String,
     pub(super) content: String,
 }
@@ -38,15 +38,15 @@ pub(super) enum Expect {
         tool_call_id: String,
         name: String,
         content: String,
-        stop_at: usize,
+        stop_at: Pos,
     },
     DenialOutput {
         tool_call_id: String,
         decision: ApprovalDecision,
-        at: usize,
+        at: Pos,
     },
     RequestEnd {
-        usage_at: usize,
+        usage_at: Pos,
     },
 }
 
@@ -70,7 +70,7 @@ impl Expect {
             } => (
                 Rule::CompleteAfterStop,
                 format!(
-                    "{partial_type}{} stop at message {stop_at} is not followed by its {complete_type}; {got}",
+                    "{partial_type}{} stop at {stop_at} is not followed by its {complete_type}; {got}",
                     id_suffix(tool_call_id)
                 ),
             ),
@@ -81,12 +81,12 @@ impl Expect {
             } => (
                 Rule::DenialOutput,
                 format!(
-                    "{decision} for {tool_call_id} at message {at} is not followed by its synthetic tool_call_output; {got}"
+                    "{decision} for {tool_call_id} at {at} is not followed by its synthetic tool_call_output; {got}"
                 ),
             ),
             Expect::RequestEnd { usage_at } => (
                 Rule::RequestEndFollowsUsage,
-                format!("token_usage at message {usage_at} is not followed by request_end; {got}"),
+                format!("token_usage at {usage_at} is not followed by request_end; {got}"),
             ),
         }
     }
@@ -94,10 +94,10 @@ impl Expect {
 
 #[derive(Debug)]
 pub(super) struct Call {
-    pub(super) at: usize,
-    pub(super) approval: Option<(ApprovalDecision, usize)>,
-    pub(super) first_output: Option<usize>,
-    pub(super) complete_output: Option<usize>,
+    pub(super) at: Pos,
+    pub(super) approval: Option<(ApprovalDecision, Pos)>,
+    pub(super) first_output: Option<Pos>,
+    pub(super) complete_output: Option<Pos>,
     /// Needs no approval: made by a compaction request, whose calls are never dispatched.
     pub(super) exempt: bool,
     pub(super) unapproved_flagged: bool,
@@ -113,8 +113,8 @@ impl Call {
 
 #[derive(Debug)]
 pub(super) struct Request {
-    pub(super) begin: usize,
-    pub(super) usage: Option<usize>,
+    pub(super) begin: Pos,
+    pub(super) usage: Option<Pos>,
 }
 
 #[derive(Debug, Default)]
@@ -124,12 +124,30 @@ pub(super) struct OriginState {
     pub(super) request: Option<Request>,
     pub(super) calls: BTreeMap<String, Call>,
     pub(super) uncommitted: HashSet<String>,
-    pub(super) compaction: Option<usize>,
-    pub(super) aborted_at: Option<usize>,
+    pub(super) compaction: Option<Pos>,
+    pub(super) aborted_at: Option<Pos>,
+}
+
+/// Where a message stands: its 0-based index among the messages pushed and, for
+/// [`super::validate_jsonl`], its 1-based input line. Details name a message by its line when
+/// there is one ("line 14"), by its index otherwise ("message 12"): one numbering per report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct Pos {
+    pub(super) index: usize,
+    pub(super) line: Option<usize>,
+}
+
+impl std::fmt::Display for Pos {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "line {line}"),
+            None => write!(f, "message {}", self.index),
+        }
+    }
 }
 
 pub(super) struct Cx {
-    pub(super) index: usize,
+    pub(super) index: Pos,
     pub(super) strict: bool,
     pub(super) out: Vec<Violation>,
 }
@@ -137,8 +155,8 @@ pub(super) struct Cx {
 impl Cx {
     pub(super) fn flag(&mut self, rule: Rule, detail: String) {
         self.out.push(Violation {
-            index: Some(self.index),
-            line: None,
+            index: Some(self.index.index),
+            line: self.index.line,
             rule,
             detail,
         });

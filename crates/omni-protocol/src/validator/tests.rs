@@ -264,8 +264,12 @@ fn display_forms() {
     };
     assert_eq!(
         v.to_string(),
-        "message 12 (line 13): approval_position: tool_call_output for call_a before its approval_decision"
+        "line 13: approval_position: tool_call_output for call_a before its approval_decision"
     );
+    let pushed = Violation { line: None, ..v };
+    assert!(pushed
+        .to_string()
+        .starts_with("message 12: approval_position"));
     let end = Violation {
         index: None,
         line: None,
@@ -273,4 +277,77 @@ fn display_forms() {
         detail: "x".into(),
     };
     assert_eq!(end.to_string(), "end of stream: request_pairing: x");
+}
+
+/// The JSON line of a message, without its `timestamp`, as scenario files write messages.
+fn untimed(msg: &OmniMessage) -> String {
+    let mut value = serde_json::to_value(msg).expect("a message serializes");
+    value
+        .as_object_mut()
+        .expect("an object")
+        .remove("timestamp");
+    value.to_string()
+}
+
+#[test]
+fn jsonl_lines_without_a_timestamp_are_accepted() {
+    let c = TokenCounts::new(0, 1, 1);
+    let stream = [
+        build::request_begin(),
+        build::assistant_text("hi", StopReason::Completed),
+        build::token_usage(c, c),
+        end(StopReason::Completed),
+    ];
+    let text: Vec<String> = stream.iter().map(untimed).collect();
+    let report = validate_jsonl(text.join("\n").as_bytes());
+    assert!(report.is_ok(), "{report}");
+    assert_eq!((report.messages, report.lines), (4, 4));
+
+    // A timestamp that is there must still be a string.
+    let bad = r#"{"timestamp":7,"type":"event_msg","payload":{"type":"request_begin"}}"#;
+    let report = validate_jsonl(bad.as_bytes());
+    assert_eq!(report.messages, 0);
+    assert_eq!(report.violations[0].rule, Rule::Parse);
+    assert_eq!(report.violations[0].line, Some(1));
+    assert!(
+        report.violations[0].detail.contains("timestamp"),
+        "{report}"
+    );
+}
+
+#[test]
+fn jsonl_reports_name_every_message_by_its_line() {
+    let c = TokenCounts::new(0, 1, 1);
+    let call = build::tool_call("read_file", "{}", "call_a", StopReason::Completed, None);
+    // Line 1 is blank and line 3 does not parse, so lines and message indices differ.
+    let lines = [
+        String::new(),
+        untimed(&build::request_begin()),
+        "not json".to_owned(),
+        untimed(&call),
+        untimed(&build::approval_decision(ApprovalDecision::Deny, "call_a")),
+        untimed(&build::token_usage(c, c)),
+        untimed(&end(StopReason::Completed)),
+    ];
+    let report = validate_jsonl(lines.join("\n").as_bytes());
+    let text = report.to_string();
+    assert!(text.contains("\n  line 3: parse: "), "{text}");
+    let denial = report.of(Rule::DenialOutput).next().expect("{text}");
+    assert_eq!((denial.line, denial.index), (Some(6), Some(3)));
+    assert_eq!(
+        denial.to_string(),
+        "line 6: denial_output: deny for call_a at line 5 is not followed by its synthetic tool_call_output; got token_usage"
+    );
+    let missing = report
+        .of(Rule::PairingMissingOutput)
+        .next()
+        .expect("{text}");
+    assert_eq!(missing.line, None);
+    assert!(
+        missing
+            .detail
+            .starts_with("tool_call call_a (line 4) has no tool_call_output"),
+        "{text}"
+    );
+    assert!(!text.contains("message "), "one numbering only: {text}");
 }
