@@ -104,7 +104,7 @@ impl Term {
     }
 
     /// A task starts: typed text is collected from now on. With `steer`, a typed line goes to
-    /// [`Term::task_lines`]; without, it answers the next question.
+    /// the task's lines (`Console::task_lines`); without, it answers the next question.
     pub fn begin_task(&self, steer: bool) {
         let mut st = self.lock();
         if let Some(saved) = SAVED.get() {
