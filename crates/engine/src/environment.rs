@@ -57,6 +57,42 @@ impl fmt::Debug for ToolCallRequest {
 /// (the error as its last delta) so the fragments still concatenate to the output. Messages
 /// carrying an `origin` (a child session's stream) are forwarded to the stream and never
 /// recorded.
+///
+/// **The engine never gives [`Environment::tools`] to the model.** It uses them only to
+/// dispatch and approve calls; the model offers whatever tools it was built with. A real
+/// model needs them at construction, e.g. `ModelConfig::tools = env.tools()` for the HTTP
+/// models of `penguin-llm-providers` (the facade's `Session::create_for_model` does that).
+/// A model that never heard of a tool never calls it.
+///
+/// An `#[async_trait]` trait: the signatures rustdoc shows (`Pin<Box<dyn Future…>>`) are what
+/// the attribute expands `async fn` to. Implement it with the same attribute, re-exported as
+/// [`crate::async_trait`]; without it the compiler answers E0195 ("lifetime parameters … do
+/// not match the trait declaration") on a signature that looks identical.
+///
+/// ```
+/// use penguin_engine::{
+///     async_trait, build, Environment, MessageSink, Permission, StopReason, ToolCallRequest,
+///     ToolDefinition,
+/// };
+///
+/// struct Clock;
+///
+/// #[async_trait]
+/// impl Environment for Clock {
+///     async fn execute(&self, request: ToolCallRequest, sink: &mut dyn MessageSink) {
+///         let id = request.tool_call().tool_call_id.clone();
+///         sink.emit(build::tool_call_output("12:00", id, StopReason::Completed)).await;
+///     }
+///
+///     fn tools(&self) -> Vec<ToolDefinition> {
+///         vec![ToolDefinition { name: "clock".into(), description: "The time.".into(), parameters: None }]
+///     }
+///
+///     fn permission(&self, _tool: &str) -> Permission {
+///         Permission::Read
+///     }
+/// }
+/// ```
 #[async_trait]
 pub trait Environment: Send + Sync {
     /// Executes one approved call.
@@ -165,6 +201,26 @@ pub enum ApprovalError {
 /// Decides whether a tool call may run.
 ///
 /// An `Err` is the reference's "the approve callback threw": the engine treats it as deny.
+///
+/// An `#[async_trait]` trait, like [`Environment`]: implement it with the attribute
+/// re-exported as [`crate::async_trait`].
+///
+/// ```
+/// use penguin_engine::{
+///     async_trait, ApprovalDecision, ApprovalError, Approver, ModelPayload, OmniMessage,
+/// };
+///
+/// /// Allows reads only.
+/// struct ReadsOnly;
+///
+/// #[async_trait]
+/// impl Approver for ReadsOnly {
+///     async fn approve(&self, call: &OmniMessage) -> Result<ApprovalDecision, ApprovalError> {
+///         let read = matches!(call.model(), Some(ModelPayload::ToolCall(c)) if c.name == "read_file");
+///         Ok(if read { ApprovalDecision::Allow } else { ApprovalDecision::Deny })
+///     }
+/// }
+/// ```
 #[async_trait]
 pub trait Approver: Send + Sync {
     /// Answers for one complete `tool_call` message (carrying an origin when it comes from a
@@ -189,6 +245,11 @@ impl Approver for AllowAll {
 /// lock, so it must not block: hand the frame to a writer thread or buffer it. The engine
 /// hands over only recordable messages (no partials, no origin-tagged messages). A failing
 /// sink reports its failure its own way and never stops the engine.
+///
+/// `penguin-trace-store`'s `Writer` is one with that crate's `engine` feature: pass
+/// `Some(Arc::new(writer))` to [`Engine::with_parts`](crate::Engine::with_parts). The engine
+/// writes the prompt and what follows, never the `session_meta` a file starts with: write it
+/// first yourself (see `penguin_trace_store::Writer`), or a later resume fails.
 pub trait TraceSink: Send + Sync {
     /// Records one message.
     fn record(&self, frame: &Frame);

@@ -21,7 +21,22 @@ pub use environment::{
 pub use penguin_llm_providers::{
     CancellationToken, Llm, LlmOutcome, LlmRequest, MessageSink, ThinkingLevel,
 };
-pub use penguin_omni_protocol::Frame;
+pub use penguin_omni_protocol::{
+    build, ApprovalDecision, Frame, ModelPayload, OmniMessage, SessionMeta, StopReason,
+    TokenCounts, ToolCall, ToolDefinition,
+};
+
+/// The models (`penguin-llm-providers`) as this crate sees them: the [`Llm`] trait and the
+/// scripted model ([`llm::scripted`]); the HTTP adapters come with that crate's features.
+pub use penguin_llm_providers as llm;
+/// The attribute [`Environment`], [`Approver`], [`MessageSink`] and [`Llm`] are declared with,
+/// re-exported so an implementer needs no `async-trait` dependency of its own:
+/// `use penguin_engine::async_trait;` and put `#[async_trait]` on the `impl` block.
+pub use penguin_llm_providers::async_trait;
+/// The whole message vocabulary (`penguin-omni-protocol`): the common names are re-exported
+/// at the top of this crate (`OmniMessage`, `build`, `StopReason`, `ToolDefinition`, …); the
+/// rest (`validator`, `markers`, `background`, every payload type) is here.
+pub use penguin_omni_protocol as protocol;
 pub use run::{Engine, EngineBusy, InitialState, Notifier, RunOptions, RunStream, Steered};
 pub use shared::{Counters, LlmFactory, SteerId};
 

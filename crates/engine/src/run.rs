@@ -79,6 +79,13 @@ pub enum Steered {
 }
 
 /// State carried in from a resumed trace.
+///
+/// `penguin-trace-store` (feature `engine`) builds one from its `Resumed`
+/// (`InitialState::from(resumed)`), which names some fields differently: its `context_closed`
+/// is both [`InitialState::pending_trace_rotation`] and [`InitialState::from_compaction`], its
+/// `session_turns`, `last_request_total` and `session_tokens` are the [`Counters`]. The
+/// committed `history` is not here: the model keeps the conversation, so it goes to
+/// [`Llm::set_history`].
 #[derive(Clone, Debug, Default)]
 pub struct InitialState {
     /// Messages the next run sends before its prompt.
@@ -89,12 +96,16 @@ pub struct InitialState {
     /// by the next run.
     pub pending_summary: Option<OmniMessage>,
     /// Trace-only records owed after the next run's input (the session's `tool_list_ready`,
-    /// MCP connect events): written once, in order, right after that input.
+    /// MCP connect events): written once, in order, right after that input, never streamed
+    /// and never sent to the model. A trace does not say what is owed, so a resume mapping
+    /// leaves it empty; a session layer that records its tool list each time it is loaded
+    /// sets `vec![build::tool_list_ready(env.tools())]`.
     pub bootstrap_records: Vec<OmniMessage>,
     /// The trace's last file holds a finished (compacted) context: the first write starts the
-    /// next file.
+    /// next file (through [`TraceSink::rotate`]), so merely loading a session never writes.
     pub pending_trace_rotation: bool,
-    /// The context was just compacted (nothing has run in it yet).
+    /// The context was just compacted (nothing has run in it yet): the size and turn triggers
+    /// of compaction wait for a turn of the new context.
     pub from_compaction: bool,
 }
 
@@ -114,12 +125,25 @@ impl fmt::Debug for Engine {
 }
 
 impl Engine {
-    /// An engine over `llm` and `env`.
+    /// An engine over `llm` and `env`, with no Trace.
+    ///
+    /// **`env.tools()` is not handed to the model.** The engine dispatches and approves calls
+    /// with `env`, but the model offers the tools it was built with: build it with them
+    /// (`ModelConfig::tools = env.tools()` for the HTTP models of `penguin-llm-providers`),
+    /// or it will never call one. A scripted model needs none: its calls are in its script.
     pub fn new(llm: Box<dyn Llm>, env: Arc<dyn Environment>, config: EngineConfig) -> Engine {
         Engine::with_parts(llm, env, config, None, InitialState::default())
     }
 
     /// An engine with a Trace and (for resume) an initial state.
+    ///
+    /// The Trace gets every recordable message of every run, in stream order, starting with
+    /// each run's prompt; it never gets the `session_meta` a trace file starts with, which
+    /// the caller writes before the first run (a trace without one cannot be resumed). For a
+    /// resumed session, `initial` comes from the trace (`InitialState::from(resumed)` with
+    /// `penguin-trace-store`'s `engine` feature) and `llm` was given the history
+    /// ([`Llm::set_history`]). As with [`Engine::new`], the model must already know
+    /// `env.tools()`.
     pub fn with_parts(
         llm: Box<dyn Llm>,
         env: Arc<dyn Environment>,

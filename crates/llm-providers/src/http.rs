@@ -116,7 +116,7 @@ impl<P: WireProtocol> HttpModel<P> {
 
     /// Replaces the conversation history (resume): registers every tool call id with the
     /// allocator so new ids never collide with old ones, then hands the history to the
-    /// protocol.
+    /// protocol. The same as [`Llm::set_history`], callable without the trait in scope.
     pub fn set_history(&mut self, history: &[OmniMessage]) {
         for msg in history {
             if let Some(id) = msg.model().and_then(|p| p.tool_call_id()) {
@@ -124,7 +124,10 @@ impl<P: WireProtocol> HttpModel<P> {
             }
         }
         self.protocol.set_history(history);
-        self.base_input += crate::limits::approx_tokens(history);
+        // Replaced, not added to: the fixed part plus this history.
+        self.base_input =
+            crate::limits::base_input_tokens(&self.config.system_prompt, &self.config.tools)
+                + crate::limits::approx_tokens(history);
     }
 
     /// The output cap for a request adding `new_messages`:
@@ -329,6 +332,10 @@ impl<P: WireProtocol> Llm for HttpModel<P> {
 
     fn session_tokens(&self) -> TokenCounts {
         self.session
+    }
+
+    fn set_history(&mut self, history: &[OmniMessage]) {
+        HttpModel::set_history(self, history);
     }
 }
 

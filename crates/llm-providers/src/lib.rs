@@ -2,7 +2,10 @@
 
 use std::fmt;
 
-use async_trait::async_trait;
+/// The attribute [`Llm`] and [`MessageSink`] are declared with, re-exported so an implementer
+/// needs no dependency of its own: write `#[penguin_llm_providers::async_trait]` (or `use` it)
+/// on the `impl` block.
+pub use async_trait::async_trait;
 use penguin_omni_protocol::{OmniMessage, StopReason, TokenCounts};
 pub use tokio_util::sync::CancellationToken;
 
@@ -62,6 +65,25 @@ pub use wire::{
 ///
 /// `emit` may wait: the engine's sink holds a model stream while a tool call awaits approval,
 /// which is how approvals stay one at a time without buffering the model.
+///
+/// An `#[async_trait]` trait: the signatures rustdoc shows (`Pin<Box<dyn Future…>>`) are what
+/// the attribute expands `async fn` to. Implement it with the same attribute (re-exported here
+/// as [`async_trait`](macro@async_trait)); without it the compiler answers E0195 ("lifetime
+/// parameters … do not match the trait declaration").
+///
+/// ```
+/// use penguin_llm_providers::{async_trait, MessageSink};
+/// use penguin_omni_protocol::OmniMessage;
+///
+/// struct Printer;
+///
+/// #[async_trait]
+/// impl MessageSink for Printer {
+///     async fn emit(&mut self, msg: OmniMessage) {
+///         println!("{}", msg.to_json());
+///     }
+/// }
+/// ```
 #[async_trait]
 pub trait MessageSink: Send {
     /// Hands over one message.
@@ -196,6 +218,36 @@ impl LlmOutcome {
 /// on interruption close every open segment (stop fragment, then the complete message, both
 /// with the outcome's stop reason); yield `token_usage` as the last message of a completed
 /// request and only then. A turn enters the model's history only when its stream completed.
+///
+/// The model keeps its own conversation: each request carries only the messages new since
+/// the last committed turn. So the model, not the engine, must be told what a resumed session
+/// already said ([`Llm::set_history`]) and which tools it may call (an HTTP model's
+/// `ModelConfig::tools`, usually the environment's `tools()`: the engine never passes them).
+///
+/// An `#[async_trait]` trait: the signatures rustdoc shows (`Pin<Box<dyn Future…>>`) are what
+/// the attribute expands `async fn` to. Implement it with the same attribute (re-exported here
+/// as [`async_trait`](macro@async_trait)); without it the compiler answers E0195.
+///
+/// ```
+/// use penguin_llm_providers::{async_trait, Llm, LlmOutcome, LlmRequest, MessageSink};
+/// use penguin_omni_protocol::{build, StopReason};
+///
+/// /// Answers every request with the same text.
+/// #[derive(Debug)]
+/// struct Parrot;
+///
+/// #[async_trait]
+/// impl Llm for Parrot {
+///     async fn stream_generate(
+///         &mut self,
+///         _request: LlmRequest,
+///         sink: &mut dyn MessageSink,
+///     ) -> LlmOutcome {
+///         sink.emit(build::assistant_text("hello", StopReason::Completed)).await;
+///         LlmOutcome::completed()
+///     }
+/// }
+/// ```
 #[async_trait]
 pub trait Llm: Send + fmt::Debug {
     /// Runs one request.
@@ -209,6 +261,13 @@ pub trait Llm: Send + fmt::Debug {
     fn session_tokens(&self) -> TokenCounts {
         TokenCounts::default()
     }
+
+    /// Replaces the conversation the model continues: the committed history of a resumed
+    /// session (`penguin_trace_store::Resumed::history`), given once, before the first
+    /// request. A model that keeps no history of its own (a scripted one) ignores it, which
+    /// is the default. The HTTP models translate it to their wire format and register its
+    /// tool call ids, so new ids never collide with old ones.
+    fn set_history(&mut self, _history: &[OmniMessage]) {}
 }
 
 #[async_trait]
@@ -223,5 +282,9 @@ impl<L: Llm + ?Sized> Llm for Box<L> {
 
     fn session_tokens(&self) -> TokenCounts {
         (**self).session_tokens()
+    }
+
+    fn set_history(&mut self, history: &[OmniMessage]) {
+        (**self).set_history(history)
     }
 }

@@ -1,6 +1,8 @@
 #![doc = include_str!("../README.md")]
 
 mod check;
+#[cfg(feature = "engine")]
+pub mod engine;
 mod error;
 mod lines;
 mod listing;

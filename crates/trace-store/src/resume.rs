@@ -448,9 +448,15 @@ pub struct ResumedSession {
 /// returns a writer that continues appending to that same file (§3.6 steps 1, 2, 6, 7).
 ///
 /// A dangling compaction is closed at once with `compaction_end {status: failed}`, queued before
-/// anything else can be recorded. A trace without a session_meta fails with
-/// [`TraceError::MissingMeta`]. Checks that need the project configuration (provider, model,
+/// anything else can be recorded. Checks that need the project configuration (provider, model,
 /// workspace) are the caller's.
+///
+/// A trace without a session_meta fails with [`TraceError::MissingMeta`]: the session's
+/// invariants (model, system prompt, workspace) are unknown. The engine never writes that
+/// record; whoever creates the session does, first, with [`Writer::record_session_meta`] (the
+/// example on [`Writer`] shows both outcomes). To continue the session with the engine, give
+/// `resumed.history` to the model (`Llm::set_history`) and the rest to the engine
+/// (`InitialState::from(resumed)`, feature `engine`, whose `engine` module has the whole cycle).
 pub fn resume_session(
     location: &TraceLocation,
     session_id: &str,

@@ -7,7 +7,7 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 
-use penguin_omni_protocol::{EventPayload, Frame, OmniMessage};
+use penguin_omni_protocol::{EventPayload, Frame, OmniMessage, SessionMeta};
 
 use crate::error::TraceError;
 use crate::paths::{local_date_dir, trace_file_path, TraceLocation};
@@ -119,6 +119,63 @@ impl WriterConfig {
 /// Dropping the last clone drains the queue and joins the thread, so nothing queued is lost on an
 /// orderly shutdown. That drop therefore waits for the pending appends; drop the last clone
 /// outside latency-sensitive code (or call [`flush`](Writer::flush) first to bound the wait).
+///
+/// # `session_meta` first
+///
+/// A session's trace starts with its `session_meta` (the session's invariants: id, model,
+/// system prompt, workspace), and [`resume_session`](crate::resume_session) refuses a trace
+/// without one ([`TraceError::MissingMeta`]). Nobody else writes it: the engine records each
+/// run from its prompt on (with the `engine` feature a `Writer` is the engine's `TraceSink`,
+/// see the `engine` module). So record it yourself, once, before the first run:
+/// [`Writer::record_session_meta`].
+///
+/// ```
+/// use penguin_omni_protocol::{build, ContextWindow, SessionMeta, StopReason};
+/// use penguin_trace_store::{resume_session, Durability, TraceError, TraceLocation, Writer};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let root = std::env::temp_dir().join(format!("penguin-doc-meta-{}", std::process::id()));
+/// let location = TraceLocation::new(&root, "project", "agent");
+/// let meta = |id: &str| SessionMeta {
+///     session_id: id.into(),
+///     provider: "openai-chat".into(),
+///     model_id: "gpt-4.1".into(),
+///     model_context_window: ContextWindow::Tokens(128_000),
+///     system_prompt: "You are terse.".into(),
+///     agent_state: String::new(),
+///     workspace: "/tmp".into(),
+///     source: None,
+/// };
+/// let turn = [
+///     build::user_text("hi"),
+///     build::request_begin(),
+///     build::assistant_text("hello", StopReason::Completed),
+///     build::request_end(StopReason::Completed, Default::default()),
+/// ];
+///
+/// // Without session_meta: written, but not resumable.
+/// let bare = Writer::create(&location, "session-bare", Durability::Never)?;
+/// for m in turn.clone() {
+///     bare.record_message(m);
+/// }
+/// bare.flush()?;
+/// let err = resume_session(&location, "session-bare", Durability::Never).unwrap_err();
+/// assert!(matches!(err, TraceError::MissingMeta { .. }));
+///
+/// // With it, first: resumable, and the head comes back typed.
+/// let writer = Writer::create(&location, "session-good", Durability::Never)?;
+/// writer.record_session_meta(meta("session-good"));
+/// for m in turn {
+///     writer.record_message(m);
+/// }
+/// writer.flush()?;
+/// let session = resume_session(&location, "session-good", Durability::Never)?;
+/// assert_eq!(session.resumed.meta.model_id, "gpt-4.1");
+/// assert_eq!(session.resumed.history.len(), 2);
+/// # std::fs::remove_dir_all(&root)?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug)]
 pub struct Writer {
     shared: Arc<Shared>,
@@ -279,6 +336,13 @@ impl Writer {
     /// [`record`](Writer::record) for a message that has no frame yet.
     pub fn record_message(&self, msg: OmniMessage) -> bool {
         self.record(&Frame::new(msg))
+    }
+
+    /// Records the session's head, `session_meta`: once, before anything else of a new
+    /// session (a resumed one has it already). A trace without it cannot be resumed (see
+    /// [`Writer`]'s docs). The same as recording `build::session_meta(meta)`.
+    pub fn record_session_meta(&self, meta: SessionMeta) -> bool {
+        self.record_message(penguin_omni_protocol::build::session_meta(meta))
     }
 
     /// Queues a rotation: records queued after this call go to the file at `index + 1`.
