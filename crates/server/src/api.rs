@@ -1,6 +1,55 @@
 //! The HTTP API's JSON bodies (§5.4), as a client sees them: depend on this module to talk to
 //! `penguin serve` with types instead of hand-built JSON. Stream events are
 //! [`penguin_sse_transport::ServerEvent`].
+//!
+//! Every body is a JSON object sent with `Content-Type: application/json` and
+//! `Authorization: Bearer <token>`. Field names are camelCase, enum values as written below;
+//! an unknown value is a 400 `invalid_field` naming the field (`input[1].imageUrl`) and what
+//! it should have been. Absent optional fields and `null` mean the same.
+//!
+//! | request | body | answer |
+//! |---|---|---|
+//! | `POST /api/sessions` | [`CreateSessionRequest`]: `{"workspace": "/src/app", "approvalMode": "always-ask"}` (every field optional: `{}` is fine) | 201 [`SessionEnvelope`] |
+//! | `PATCH /api/sessions/:id` | [`PatchSessionRequest`]: `{"title": "refactor"}`, `{"approvalMode": "read-only"}` or both | 200 [`SessionEnvelope`] |
+//! | `POST /api/sessions/:id/tasks` | [`TaskRequest`]: `{"input": [{"type": "text", "text": "Fix the build"}]}` | 202 [`TaskAccepted`] |
+//! | `POST /api/sessions/:id/steer` | [`SteerRequest`]: `{"text": "use the other branch"}` | 202 [`SteerAccepted`] |
+//! | `DELETE /api/sessions/:id/steer/:steerId`, `…/follow-ups/:id` | none | 200 [`Recalled`] |
+//! | `POST /api/sessions/:id/approvals/:toolCallId` | [`ApprovalRequestBody`]: `{"decision": "allow"}` | 204 |
+//! | `POST /api/sessions/:id/abort`, `…/retry-now`, `…/compact` | none | 202, 200 [`RetryNow`], 202 [`CompactAccepted`] |
+//!
+//! Errors answer [`ErrorBody`]: `{"error": {"code": "invalid_field", "message": "approvalMode:
+//! expected allow-all, deny-all, read-only or always-ask, got \"ask\""}}`.
+//!
+//! A task's input is a list of parts, texts and images, sent to the model as one user turn in
+//! that order; it needs at least one non-blank text or one image:
+//!
+//! ```json
+//! {
+//!   "input": [
+//!     {"type": "text", "text": "What is in this screenshot?"},
+//!     {"type": "image_url", "imageUrl": "data:image/png;base64,iVBORw0KGgo..."}
+//!   ],
+//!   "thinkingLevel": "high",
+//!   "queueIfBusy": true
+//! }
+//! ```
+//!
+//! With the types:
+//!
+//! ```
+//! use penguin_server::api::{ApprovalMode, CreateSessionRequest, InputPart, TaskRequest};
+//!
+//! let create = CreateSessionRequest {
+//!     approval_mode: Some(ApprovalMode::AlwaysAsk),
+//!     ..CreateSessionRequest::default()
+//! };
+//! assert_eq!(serde_json::to_string(&create).unwrap(),
+//!     r#"{"provider":null,"model":null,"workspace":null,"approvalMode":"always-ask"}"#);
+//! let task = TaskRequest::text("Fix the build");
+//! assert_eq!(serde_json::to_string(&task).unwrap(),
+//!     r#"{"input":[{"type":"text","text":"Fix the build"}],"thinkingLevel":null,"queueIfBusy":false}"#);
+//! # let _ = InputPart::Text { text: String::new() };
+//! ```
 
 use penguin_engine::ThinkingLevel;
 use penguin_sse_transport::SessionStatus;
@@ -8,6 +57,10 @@ use serde::{Deserialize, Serialize};
 
 /// How a session's tool calls are approved (§5.6). Read again at every approval, so a change
 /// takes effect on the next call.
+///
+/// Spelled in kebab-case on the wire: `"allow-all"` (the default), `"deny-all"`,
+/// `"read-only"`, `"always-ask"`; in `POST /api/sessions` and `PATCH /api/sessions/:id` as
+/// `{"approvalMode": "always-ask"}`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ApprovalMode {
@@ -142,7 +195,21 @@ pub struct SessionList {
     pub sessions: Vec<SessionInfo>,
 }
 
-/// `POST /api/sessions`.
+/// `POST /api/sessions`: every field optional, so `{}` creates a session with the server's
+/// defaults.
+///
+/// ```json
+/// {
+///   "workspace": "/home/me/src/app",
+///   "approvalMode": "always-ask",
+///   "sandbox": {"mode": "read-only", "network": false},
+///   "mcpServers": [{"name": "fs", "command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "."]}]
+/// }
+/// ```
+///
+/// `provider` and `model` pick among what the server's factory offers (the `penguin` CLI's:
+/// a configured model's name in `model`); a factory that offers one model ignores them or
+/// answers 400 naming the field.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CreateSessionRequest {
@@ -163,7 +230,14 @@ pub struct CreateSessionRequest {
     pub mcp_servers: Vec<serde_json::Value>,
 }
 
-/// `PATCH /api/sessions/:id`.
+/// `PATCH /api/sessions/:id`: the fields to change, the others stay.
+///
+/// ```json
+/// {"title": "refactor the parser", "approvalMode": "read-only"}
+/// ```
+///
+/// A new approval mode applies from the next approval on: calls already waiting for a
+/// decision keep waiting.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PatchSessionRequest {
@@ -173,7 +247,11 @@ pub struct PatchSessionRequest {
     pub title: Option<String>,
 }
 
-/// One part of a task's input.
+/// One part of a task's input, tagged by `type`:
+///
+/// - `{"type": "text", "text": "Fix the build"}`: a user text;
+/// - `{"type": "image_url", "imageUrl": "https://…/shot.png"}` or a `data:image/png;base64,…`
+///   URL: an image for models with vision.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum InputPart {
@@ -190,7 +268,17 @@ pub enum InputPart {
     },
 }
 
-/// `POST /api/sessions/:id/tasks`.
+/// `POST /api/sessions/:id/tasks`: start a task on an idle session (202), or, with
+/// `queueIfBusy`, queue it as a follow-up that starts when the running task ends (202 with
+/// `queued: true`; without it a busy session answers 409 `task_in_progress`).
+///
+/// ```json
+/// {"input": [{"type": "text", "text": "Now run the tests"}], "thinkingLevel": "low", "queueIfBusy": true}
+/// ```
+///
+/// `thinkingLevel` is one of `none`, `low`, `medium`, `high`, `xhigh`, `max` (absent: the
+/// model's default). The task's messages arrive on the session's stream
+/// (`GET /api/sessions/:id/stream`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskRequest {
@@ -201,6 +289,17 @@ pub struct TaskRequest {
     /// Queue as a follow-up when a task is running instead of answering 409.
     #[serde(default)]
     pub queue_if_busy: bool,
+}
+
+impl TaskRequest {
+    /// A task of one text, at the model's default thinking level, not queued.
+    pub fn text(text: impl Into<String>) -> TaskRequest {
+        TaskRequest {
+            input: vec![InputPart::Text { text: text.into() }],
+            thinking_level: None,
+            queue_if_busy: false,
+        }
+    }
 }
 
 /// The 202 of `POST /tasks`.
@@ -221,7 +320,15 @@ pub struct CompactAccepted {
     pub session_id: String,
 }
 
-/// `POST /steer`.
+/// `POST /api/sessions/:id/steer`: text for the running task, delivered to the model at its
+/// next input assembly (once the tool calls in flight settled), marked `[user_steering]`.
+///
+/// ```json
+/// {"text": "use the other branch"}
+/// ```
+///
+/// A session with no running task answers 409 `not_running` (send a task instead); the
+/// answer's id recalls the text while it is still waiting (`DELETE …/steer/:id`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SteerRequest {
     /// Non-blank text.
@@ -235,17 +342,30 @@ pub struct SteerAccepted {
     pub id: String,
 }
 
-/// `POST /approvals/:toolCallId`.
+/// A decision for `POST /approvals/:toolCallId`: `"allow"`, `"deny"` or
+/// `"allow_unsandboxed"`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum Decision {
     /// Run the call.
     Allow,
-    /// Deny it.
+    /// Deny it: the model gets "Tool call denied by user." as its output.
     Deny,
+    /// Run this one command outside the session's sandbox (409 `not_sandboxed` when the
+    /// session has no sandbox or the call is not one the sandbox could let out, see
+    /// [`SandboxInfo::unsandboxed_tools`]).
+    AllowUnsandboxed,
 }
 
-/// The body of `POST /approvals/:toolCallId`.
+/// The body of `POST /api/sessions/:id/approvals/:toolCallId`, answering the
+/// `approval_request` event of a pending call (its `toolCallId`, a subagent's included):
+///
+/// ```json
+/// {"decision": "allow"}
+/// ```
+///
+/// 204 when the call was waiting, 404 `approval_not_found` when it was not (already decided,
+/// or its task ended).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ApprovalRequestBody {
     /// The decision.
@@ -342,4 +462,72 @@ pub struct ProcessInfo {
 pub struct ProcessList {
     /// Oldest first.
     pub processes: Vec<ProcessInfo>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The bodies the docs show read into the types, and the types write them back.
+    #[test]
+    fn documented_bodies_read_and_write() {
+        let create: CreateSessionRequest = serde_json::from_value(json!({
+            "workspace": "/home/me/src/app",
+            "approvalMode": "always-ask",
+            "sandbox": {"mode": "read-only", "network": false},
+            "mcpServers": [{"name": "fs", "command": "npx"}]
+        }))
+        .unwrap();
+        assert_eq!(create.approval_mode, Some(ApprovalMode::AlwaysAsk));
+        assert_eq!(create.sandbox.unwrap().network, Some(false));
+        assert_eq!(create.mcp_servers.len(), 1);
+        let empty: CreateSessionRequest = serde_json::from_value(json!({})).unwrap();
+        assert_eq!(empty, CreateSessionRequest::default());
+
+        for mode in ApprovalMode::ALL {
+            let v = serde_json::to_value(mode).unwrap();
+            assert_eq!(v, json!(mode.as_str()));
+            assert_eq!(ApprovalMode::parse(mode.as_str()), Some(mode));
+        }
+
+        let patch: PatchSessionRequest =
+            serde_json::from_value(json!({"title": "refactor", "approvalMode": "read-only"}))
+                .unwrap();
+        assert_eq!(patch.approval_mode, Some(ApprovalMode::ReadOnly));
+
+        let task: TaskRequest = serde_json::from_value(json!({
+            "input": [
+                {"type": "text", "text": "What is in this screenshot?"},
+                {"type": "image_url", "imageUrl": "data:image/png;base64,iVBORw0KGgo="}
+            ],
+            "thinkingLevel": "high",
+            "queueIfBusy": true
+        }))
+        .unwrap();
+        assert!(
+            matches!(&task.input[1], InputPart::ImageUrl { image_url } if image_url.starts_with("data:"))
+        );
+        assert_eq!(task.thinking_level, Some(ThinkingLevel::High));
+        assert!(task.queue_if_busy);
+        assert_eq!(
+            serde_json::to_value(TaskRequest::text("hi")).unwrap(),
+            json!({"input": [{"type": "text", "text": "hi"}], "thinkingLevel": null, "queueIfBusy": false})
+        );
+
+        for (decision, wire) in [
+            (Decision::Allow, "allow"),
+            (Decision::Deny, "deny"),
+            (Decision::AllowUnsandboxed, "allow_unsandboxed"),
+        ] {
+            let body = ApprovalRequestBody { decision };
+            assert_eq!(
+                serde_json::to_value(&body).unwrap(),
+                json!({"decision": wire})
+            );
+        }
+        let steer: SteerRequest =
+            serde_json::from_value(json!({"text": "use the other branch"})).unwrap();
+        assert_eq!(steer.text, "use the other branch");
+    }
 }

@@ -58,10 +58,14 @@ pub struct ServeOptions {
     pub data_root: PathBuf,
     /// Project name of the trace location (default `default`).
     pub project: String,
-    /// Agent id of the trace location (default `default`).
+    /// Agent id of the trace location (default `penguin`: the sessions `penguin run` and
+    /// `penguin serve` keep, see [`ServeOptions::new`]). A server whose factory makes sessions
+    /// of its own should name its own agent (or data root), or its list shows the CLI's sessions
+    /// and its factory's [`SessionFactory::load`] is asked for them.
     pub agent: String,
-    /// The token; `None` reads or generates `<data_root>/server-token`.
-    /// [`ServeOptions::new`] fills it from `PENGUIN_TOKEN`.
+    /// The token requests must present; `None` reads or generates `<data_root>/server-token`.
+    /// [`ServeOptions::new`] fills it from `PENGUIN_TOKEN`; set it to give one of your own
+    /// (16 characters at least). [`Server::token_source`] says which it was.
     pub token: Option<String>,
     /// Builds each session's model and tools.
     pub factory: Arc<dyn SessionFactory>,
@@ -108,6 +112,21 @@ impl ServeOptions {
     /// Defaults: `127.0.0.1:7364`, the data root of [`penguin_trace_store::data_root`], project
     /// `default` and agent `penguin` (where `penguin run` keeps its sessions), and the token
     /// from `PENGUIN_TOKEN` when set and non-empty.
+    ///
+    /// So by default the server hosts the CLI's own sessions: it lists them, and the first
+    /// request for one asks `factory` to [load](SessionFactory::load) it from its trace. That
+    /// is what the `penguin` crate's factories want (`penguin serve` is one); a factory of
+    /// your own, whose sessions are not the CLI's, should set [`agent`](Self::agent) (or
+    /// [`data_root`](Self::data_root)) to a place of its own:
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # fn f(factory: Arc<dyn penguin_server::SessionFactory>) {
+    /// let mut opts = penguin_server::ServeOptions::new(factory);
+    /// opts.agent = "my-service".into(); // traces under <data_root>/default/agents/my-service
+    /// opts.port = 0; // any free port: `Server::local_addr` says which
+    /// # }
+    /// ```
     pub fn new(factory: Arc<dyn SessionFactory>) -> ServeOptions {
         ServeOptions {
             host: "127.0.0.1".into(),
@@ -261,70 +280,199 @@ pub fn router(state: AppState) -> Router {
     api.merge(web::router()).with_state(state)
 }
 
-/// Binds `host:port`, prints the web app's URL with the token in its fragment (see
-/// [`web::sign_in_url`]) and where the token came from, and serves until Ctrl-C.
-pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
-    let token = resolve_token(opts.token.as_deref(), &opts.data_root)?;
-    let addr = format!("{}:{}", opts.host, opts.port);
-    let listener = tokio::net::TcpListener::bind(&addr)
-        .await
-        .map_err(|source| ServeError::Bind {
-            addr: addr.clone(),
+/// Where a server's token came from (see [`Server::token_source`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TokenSource {
+    /// The `PENGUIN_TOKEN` environment variable (which [`ServeOptions::new`] reads).
+    Environment,
+    /// [`ServeOptions::token`], set by the program.
+    Options,
+    /// The token file `<data_root>/server-token`, read as it was.
+    File(PathBuf),
+    /// The token file, written with a new token by this start.
+    Generated(PathBuf),
+}
+
+impl std::fmt::Display for TokenSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TokenSource::Environment => f.write_str("from PENGUIN_TOKEN"),
+            TokenSource::Options => f.write_str("set by the program (ServeOptions::token)"),
+            TokenSource::File(path) => write!(f, "read from {}", path.display()),
+            TokenSource::Generated(path) => write!(f, "generated, saved to {}", path.display()),
+        }
+    }
+}
+
+/// A server bound to its address, not yet serving: [`Server::bind`], then
+/// [`Server::serve`] until a future of yours completes. [`serve`] is this with Ctrl-C.
+///
+/// ```no_run
+/// # use std::sync::Arc;
+/// # async fn run(factory: Arc<dyn penguin_server::SessionFactory>) -> Result<(), penguin_server::ServeError> {
+/// let mut opts = penguin_server::ServeOptions::new(factory);
+/// opts.agent = "my-service".into();
+/// opts.port = 0;
+/// let server = penguin_server::Server::bind(opts).await?;
+/// println!("listening on {}", server.local_addr());
+/// let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+/// # drop(stop);
+/// // ... hand `stop` to whoever decides; `stop.send(())` (or dropping it) ends the server.
+/// server.serve(async { let _ = stopped.await; }).await?;
+/// # Ok(())
+/// # }
+/// ```
+pub struct Server {
+    listener: tokio::net::TcpListener,
+    local_addr: std::net::SocketAddr,
+    state: AppState,
+    token: Token,
+    source: TokenSource,
+    limits: ConnectionLimits,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("local_addr", &self.local_addr)
+            .field("token", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How long [`Server::serve`] waits for open connections once its shutdown future completed.
+pub const DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl Server {
+    /// Resolves the token (see [`resolve_token`]) and binds `opts.host:opts.port`; port 0 takes
+    /// a free one, which [`Server::local_addr`] reports. Prints nothing.
+    pub async fn bind(opts: ServeOptions) -> Result<Server, ServeError> {
+        let token = resolve_token(opts.token.as_deref(), &opts.data_root)?;
+        let source = match (&token.path, token.generated) {
+            (Some(path), true) => TokenSource::Generated(path.clone()),
+            (Some(path), false) => TokenSource::File(path.clone()),
+            // An explicit token: the variable's when it holds the same one.
+            (None, _) => match std::env::var("PENGUIN_TOKEN") {
+                Ok(t) if t.trim() == token.value => TokenSource::Environment,
+                _ => TokenSource::Options,
+            },
+        };
+        let addr = format!("{}:{}", opts.host, opts.port);
+        let listener = tokio::net::TcpListener::bind(&addr)
+            .await
+            .map_err(|source| ServeError::Bind {
+                addr: addr.clone(),
+                source,
+            })?;
+        let local_addr = listener.local_addr()?;
+        let state = AppState::new(&opts, token.value.clone());
+        Ok(Server {
+            listener,
+            local_addr,
+            state,
+            token,
             source,
-        })?;
-    let local = listener.local_addr()?;
+            limits: opts.limits,
+        })
+    }
+
+    /// The address bound: the port the OS chose for port 0.
+    pub fn local_addr(&self) -> std::net::SocketAddr {
+        self.local_addr
+    }
+
+    /// `http://HOST:PORT`, the base of every route.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.local_addr)
+    }
+
+    /// The token requests must present (`Authorization: Bearer …`).
+    pub fn token(&self) -> &str {
+        &self.token.value
+    }
+
+    /// Where the token came from.
+    pub fn token_source(&self) -> &TokenSource {
+        &self.source
+    }
+
+    /// The web app's URL with the token in its fragment ([`web::sign_in_url`]).
+    pub fn sign_in_url(&self) -> String {
+        web::sign_in_url(self.local_addr, &self.token.value)
+    }
+
+    /// The routes' shared state (sessions, sweeps), e.g. to shut sessions down yourself.
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Serves until `shutdown` completes: then every running task is interrupted (pending
+    /// approvals denied) and every stream ended ([`AppState::shutdown`]), no connection is
+    /// accepted any more, and open ones get [`DRAIN`] to finish. Idle channels are swept every
+    /// [`SWEEP_EVERY`] meanwhile.
+    pub async fn serve(
+        self,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> Result<(), ServeError> {
+        let Server {
+            listener,
+            state,
+            limits,
+            ..
+        } = self;
+        let app = router(state.clone());
+        let sweeper = {
+            let state = state.clone();
+            tokio::spawn(async move {
+                let mut every = tokio::time::interval(SWEEP_EVERY);
+                every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    every.tick().await;
+                    state.sweep_channels(CHANNEL_IDLE_AFTER);
+                }
+            })
+        };
+        let stop = async {
+            shutdown.await;
+            state.shutdown();
+        };
+        serve_with_limits(listener, app, limits, stop, DRAIN).await;
+        sweeper.abort();
+        Ok(())
+    }
+}
+
+/// Binds `host:port`, prints the address, the web app's URL with the token in its fragment
+/// (see [`web::sign_in_url`]) and where the token came from, and serves until Ctrl-C.
+///
+/// To stop on a signal of your own, or to learn the port bound for port 0 without reading
+/// stdout, use [`Server::bind`] and [`Server::serve`]; for your own accept loop, [`router`]
+/// with [`AppState::new`] (and [`serve_with_limits`]).
+pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
+    let server = Server::bind(opts).await?;
+    let local = server.local_addr();
     println!("penguin server listening on http://{local}");
-    println!(
-        "open the web app: {}",
-        web::sign_in_url(local, &token.value)
-    );
+    println!("open the web app: {}", server.sign_in_url());
     if !local.ip().is_loopback() {
         eprintln!(
             "warning: listening on {}, which other machines can reach; anyone with the token can run commands in this session's workspaces",
             local.ip()
         );
     }
-    match (&token.path, token.generated) {
-        (Some(path), true) => println!(
+    match server.token_source() {
+        TokenSource::Generated(path) => println!(
             "generated an access token (saved to {}): {}",
             path.display(),
-            token.value
+            server.token()
         ),
-        (Some(path), false) => println!("access token: read from {}", path.display()),
-        (None, _) => println!("access token: from PENGUIN_TOKEN"),
+        source => println!("access token: {source}"),
     }
-    let state = AppState::new(&opts, token.value);
-    let app = router(state.clone());
-    let sweeper = {
-        let state = state.clone();
-        tokio::spawn(async move {
-            let mut every = tokio::time::interval(SWEEP_EVERY);
-            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                every.tick().await;
-                state.sweep_channels(CHANNEL_IDLE_AFTER);
-            }
-        })
-    };
-    let shutdown = {
-        let state = state.clone();
-        async move {
+    server
+        .serve(async {
             // Without a Ctrl-C handler the server simply runs until killed.
-            if tokio::signal::ctrl_c().await.is_ok() {
-                state.shutdown();
-            } else {
+            if tokio::signal::ctrl_c().await.is_err() {
                 std::future::pending::<()>().await;
             }
-        }
-    };
-    serve_with_limits(
-        listener,
-        app,
-        opts.limits.clone(),
-        shutdown,
-        std::time::Duration::from_secs(10),
-    )
-    .await;
-    sweeper.abort();
-    Ok(())
+        })
+        .await
 }

@@ -34,8 +34,8 @@ impl Default for ConnectionLimits {
 // After a failed accept (out of descriptors, typically) the loop pauses instead of spinning.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
-/// Serves `app` on `listener` until `shutdown` completes, then stops accepting and waits (at
-/// most `drain`) for open connections to finish.
+/// Serves `app` on `listener` until `shutdown` completes, then stops accepting, closes idle
+/// keep-alive connections, lets requests in flight finish and waits (at most `drain`) for them.
 pub async fn serve_with_limits(
     listener: TcpListener,
     app: Router,
@@ -44,6 +44,8 @@ pub async fn serve_with_limits(
     drain: Duration,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    // Tells every open connection to shut down gracefully once `shutdown` completed.
+    let (stopping, stop) = tokio::sync::watch::channel(false);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let permit = tokio::select! {
@@ -68,12 +70,22 @@ pub async fn serve_with_limits(
         };
         let service = TowerToHyperService::new(app.clone());
         let header_timeout = limits.header_timeout;
+        let mut stop = stop.clone();
         tokio::spawn(async move {
-            let served = http1::Builder::new()
+            let conn = http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(header_timeout)
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+                .serve_connection(TokioIo::new(stream), service);
+            let mut conn = std::pin::pin!(conn);
+            let served = tokio::select! {
+                served = conn.as_mut() => served,
+                // Stopping (or the loop gone): an idle connection closes now, a request in
+                // flight finishes first.
+                _ = stop.changed() => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            };
             if let Err(e) = served {
                 // Timeouts and resets by clients are normal; only say so at debug level.
                 tracing::debug!("[server] connection from {peer} ended: {e}");
@@ -81,6 +93,7 @@ pub async fn serve_with_limits(
             drop(permit);
         });
     }
+    let _ = stopping.send(true);
     // Every slot back means every connection has ended.
     let all = u32::try_from(limits.max_connections.max(1)).unwrap_or(u32::MAX);
     let _ = tokio::time::timeout(drain, slots.acquire_many(all)).await;
