@@ -19,6 +19,10 @@ use serde_json::Value;
 
 use crate::{Llm, LlmOutcome, LlmRequest, MessageSink};
 
+mod builder;
+
+pub use builder::{ScriptedRequestBuilder, DEFAULT_DELAY};
+
 /// One scripted step: wait `delay` (after the previous step), then yield `message`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Step {
@@ -28,7 +32,8 @@ pub struct Step {
     pub message: OmniMessage,
 }
 
-/// The script for one model request.
+/// The script for one model request: from a scenario file's `llm` entry
+/// ([`parse_request_json`]), or built with [`ScriptedRequest::builder`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct ScriptedRequest {
     /// What the model streams.
