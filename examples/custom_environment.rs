@@ -7,7 +7,6 @@
 //! ```
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -15,8 +14,7 @@ use penguin_engine::{
     AllowAll, Engine, EngineConfig, Environment, MessageSink, Permission, RunOptions,
     ToolCallRequest,
 };
-use penguin_llm_providers::scripted::{ScriptedModel, ScriptedRequest, Step};
-use penguin_llm_providers::LlmOutcome;
+use penguin_llm_providers::scripted::{ScriptedModel, ScriptedRequest};
 use penguin_omni_protocol::{build, StopReason, ToolDefinition};
 use serde_json::{json, Value};
 
@@ -75,28 +73,16 @@ impl Environment for Calculator {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let step = |message| Step {
-        delay: Duration::from_millis(5),
-        message,
-    };
+    // Streamed as a model streams: fragments, the complete message, the token usage.
     let model = ScriptedModel::new(vec![
-        ScriptedRequest {
-            stream: vec![step(build::tool_call(
-                "calculator",
-                r#"{"add": [2, 3]}"#,
-                "call_1",
-                StopReason::Completed,
-                None,
-            ))],
-            outcome: LlmOutcome::completed(),
-        },
-        ScriptedRequest {
-            stream: vec![step(build::assistant_text(
-                "2 + 3 = 5",
-                StopReason::Completed,
-            ))],
-            outcome: LlmOutcome::completed(),
-        },
+        ScriptedRequest::builder()
+            .tool_call("calculator", r#"{"add": [2, 3]}"#, "call_1")
+            .usage(40, 12)
+            .build(),
+        ScriptedRequest::builder()
+            .text("2 + 3 = 5")
+            .usage(60, 6)
+            .build(),
     ]);
     let engine = Engine::new(
         Box::new(model),

@@ -7,14 +7,12 @@
 //! ```
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
 use penguin_engine::{AllowAll, Engine, EngineConfig, Environment, Permission, RunOptions};
-use penguin_llm_providers::scripted::{ScriptedModel, ScriptedRequest, Step};
-use penguin_llm_providers::LlmOutcome;
-use penguin_omni_protocol::{build, StopReason, ToolDefinition};
+use penguin_llm_providers::scripted::{ScriptedModel, ScriptedRequest};
+use penguin_omni_protocol::{build, ToolDefinition};
 use penguin_tools::{BuiltinTools, Output, Tool, ToolOutcome, ToolResult, ToolsConfig};
 use serde_json::{json, Value};
 
@@ -53,29 +51,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     )?;
     assert!(tools.tools().iter().any(|t| t.name == "word_count"));
 
-    let step = |message| Step {
-        delay: Duration::from_millis(5),
-        message,
-    };
-    let call = build::tool_call(
-        "word_count",
-        r#"{"text": "the quick brown fox"}"#,
-        "call_1",
-        StopReason::Completed,
-        None,
-    );
     let model = ScriptedModel::new(vec![
-        ScriptedRequest {
-            stream: vec![step(call)],
-            outcome: LlmOutcome::completed(),
-        },
-        ScriptedRequest {
-            stream: vec![step(build::assistant_text(
-                "Four words.",
-                StopReason::Completed,
-            ))],
-            outcome: LlmOutcome::completed(),
-        },
+        ScriptedRequest::builder()
+            .tool_call("word_count", r#"{"text": "the quick brown fox"}"#, "call_1")
+            .usage(50, 15)
+            .build(),
+        ScriptedRequest::builder()
+            .text("Four words.")
+            .usage(80, 4)
+            .build(),
     ]);
     let engine = Engine::new(Box::new(model), Arc::new(tools), EngineConfig::default());
     let options = RunOptions {

@@ -1,11 +1,18 @@
 //! `penguin-server` embedded in a program of one's own: its own `SessionFactory` decides what a
 //! session is (here: the offline demo model and the built-in tools in one fixed workspace,
-//! sandboxed), the server does ids, SSE streams, approvals, steering and history.
+//! sandboxed), the server does ids, SSE streams, approvals, steering and history. It binds a
+//! port the OS chooses, says which, and stops on Ctrl-C through a shutdown future of its own.
 //!
 //! ```sh
 //! cargo run -p penguin-examples --example embed_server -- /path/to/workspace
 //! ```
-//! then open the printed link in a browser, or drive the API with the token.
+//! then open the printed link in a browser, or drive the API with the token:
+//!
+//! ```sh
+//! curl -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' \
+//!      -d '{"input": [{"type": "text", "text": "What is here?"}]}' \
+//!      http://127.0.0.1:PORT/api/sessions/ID/tasks
+//! ```
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,7 +21,7 @@ use penguin::models::ModelSpec;
 use penguin::session::{Session, SessionError, SessionSpec};
 use penguin_engine::EngineConfig;
 use penguin_server::{
-    CreateSession, FactoryError, HostedSession, LoadSession, ServeOptions, SessionFactory,
+    CreateSession, FactoryError, HostedSession, LoadSession, ServeOptions, Server, SessionFactory,
 };
 use penguin_tools::{BuiltinTools, Sandbox, SandboxRequest, ToolsConfig};
 
@@ -92,7 +99,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let mut options = ServeOptions::new(Arc::new(factory));
     options.data_root = data_root;
-    options.port = 0; // any free port; `serve` prints where
-    penguin_server::serve(options).await?;
+    // Its own sessions, not the ones `penguin run` keeps under the agent `penguin`.
+    options.agent = "embed-server".into();
+    options.port = 0; // any free port: the server says which
+    let server = Server::bind(options).await?;
+    println!("listening on {}", server.url());
+    println!("open the web app: {}", server.sign_in_url());
+    println!("access token: {}", server.token_source());
+    // Any future stops it: here Ctrl-C, in a service its own shutdown signal.
+    server
+        .serve(async {
+            let _ = tokio::signal::ctrl_c().await;
+            println!("stopping");
+        })
+        .await?;
     Ok(())
 }
