@@ -6,5 +6,7 @@
 //! - `custom_environment`: an `Environment` of one's own (a calculator tool) driven by the
 //!   engine;
 //! - `embed_server`: `penguin-server` embedded in a program with its own `SessionFactory`.
+//! - `session_agent`: a minimal agent with a Trace and a resume on the session layer alone
+//!   (engine, trace store, built-in tools, a scripted model), without the facade.
 //!
 //! `cargo run -p penguin-examples --example NAME`; each file says what it needs.

@@ -276,14 +276,13 @@ pub fn build_llm(spec: &ModelSpec, cx: ModelContext) -> Result<Box<dyn Llm>, Mod
     };
     macro_rules! http {
         ($proto:expr) => {{
-            let mut m = HttpModel::new(config, $proto, ids)
+            let m = HttpModel::new(config, $proto, ids)
                 .map_err(client_err)?
                 .with_session_tokens(cx.session_tokens);
-            m.set_history(&cx.history);
             Box::new(m) as Box<dyn Llm>
         }};
     }
-    Ok(match spec.protocol {
+    let mut llm = match spec.protocol {
         Protocol::OpenaiChat => http!(penguin_llm_providers::openai_chat::OpenAiChat::new()),
         Protocol::OpenaiResponses => {
             http!(penguin_llm_providers::openai_responses::OpenAiResponses::new())
@@ -294,7 +293,11 @@ pub fn build_llm(spec: &ModelSpec, cx: ModelContext) -> Result<Box<dyn Llm>, Mod
         Protocol::Gemini => http!(penguin_llm_providers::gemini::Gemini::new()),
         Protocol::Ollama => http!(penguin_llm_providers::ollama::Ollama::new()),
         Protocol::Demo => unreachable!("handled above"),
-    })
+    };
+    if !cx.history.is_empty() {
+        llm.set_history(&cx.history);
+    }
+    Ok(llm)
 }
 
 /// penguin's offline demo model: it looks at the workspace with `exec_command`, then reports

@@ -28,8 +28,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::stream::{self, BoxStream, StreamExt};
 use penguin_engine::{
-    CancellationToken, Counters, Engine, EngineBusy, EngineConfig, Environment, InitialState, Llm,
-    RunOptions, TraceSink,
+    CancellationToken, Engine, EngineBusy, EngineConfig, Environment, InitialState, Llm, RunOptions,
 };
 use penguin_omni_protocol::{build, ContextWindow, Frame, OmniMessage, SessionMeta};
 use penguin_tools::policy::CommandPolicy;
@@ -85,20 +84,6 @@ fn route_background(engine: &Engine, env: &Arc<dyn Environment>) -> (NoticeHook,
         }));
     }
     (hook, messages)
-}
-
-/// The trace-store writer as the engine's trace sink.
-#[derive(Clone, Debug)]
-pub struct WriterSink(pub Writer);
-
-impl TraceSink for WriterSink {
-    fn record(&self, frame: &Frame) {
-        self.0.record(frame);
-    }
-
-    fn rotate(&self) {
-        self.0.rotate();
-    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -246,38 +231,32 @@ impl Session {
         Ok((r.resumed, r.writer))
     }
 
-    /// Continues a loaded session: appends to the same trace file; the next run sends the
-    /// rebuilt carry-over before its prompt.
+    /// Continues a loaded session: appends to the same trace file; `llm` is given the
+    /// committed history ([`Llm::set_history`]) and the next run sends the rebuilt
+    /// carry-over before its prompt.
     pub fn resume(
         mut resumed: Resumed<SessionMeta>,
         writer: Writer,
         engine_config: EngineConfig,
-        llm: Box<dyn Llm>,
+        mut llm: Box<dyn Llm>,
         env: Arc<dyn Environment>,
     ) -> Result<Session, SessionError> {
-        // A model built before the trace was read keeps no history: free the rebuilt one on
-        // another thread (a long session's is tens of thousands of messages, milliseconds to
-        // free) rather than make the session wait for it.
+        // The model holds the conversation (in its wire form), the engine the rest.
         let history = std::mem::take(&mut resumed.history);
+        if !history.is_empty() {
+            llm.set_history(&history);
+        }
+        // Free the rebuilt messages on another thread (a long session's are tens of thousands,
+        // milliseconds to free) rather than make the session wait for it.
         if history.len() > 1000 {
             crate::free_elsewhere("penguin-free-history", history);
         }
-        let initial = InitialState {
-            carry_over: resumed.carry_over,
-            pending_summary: resumed.pending_summary,
-            counters: Counters {
-                session_turns: resumed.session_turns,
-                last_request_total: resumed.last_request_total,
-                session_tokens: resumed.session_tokens,
-            },
-            bootstrap_records: Vec::new(),
-            // A compacted context's file is finished: the first write starts the next one
-            // (so merely loading a session never writes).
-            pending_trace_rotation: resumed.context_closed,
-            from_compaction: resumed.context_closed,
-        };
+        let meta = resumed.meta.clone();
+        // A compacted context's file is finished: its first write starts the next one, so
+        // merely loading a session never writes (`pending_trace_rotation`).
+        let initial = InitialState::from(resumed);
         Ok(Session::assemble(
-            resumed.meta,
+            meta,
             writer,
             engine_config,
             llm,
@@ -315,7 +294,7 @@ impl Session {
     /// history, the environment's tools (rebuilt when a connect phase changes them), and
     /// compaction through the same spec.
     pub fn resume_for_model(
-        mut resumed: Resumed<SessionMeta>,
+        resumed: Resumed<SessionMeta>,
         writer: Writer,
         engine_config: EngineConfig,
         spec: &crate::models::ModelSpec,
@@ -324,12 +303,18 @@ impl Session {
         let cx = crate::models::ModelContext {
             system_prompt: resumed.meta.system_prompt.clone(),
             tools: env.tools(),
-            // The session itself continues from carry-over and counters: the history is the
-            // model's alone, so it moves rather than being copied.
-            history: std::mem::take(&mut resumed.history),
+            history: Vec::new(),
             session_tokens: resumed.session_tokens,
         };
-        let rebuild = crate::models::model_rebuild(spec, cx.clone());
+        // A model rebuilt for the connected tools continues the same conversation; the first
+        // one gets it from Session::resume, as any model does.
+        let rebuild = crate::models::model_rebuild(
+            spec,
+            crate::models::ModelContext {
+                history: resumed.history.clone(),
+                ..cx.clone()
+            },
+        );
         let llm = crate::models::build_llm(spec, cx)?;
         let mut session = Session::resume(resumed, writer, engine_config, llm, env)?;
         session.set_model_rebuild(rebuild);

@@ -82,6 +82,10 @@ impl Llm for SwapLlm {
     fn session_tokens(&self) -> TokenCounts {
         self.current.session_tokens()
     }
+
+    fn set_history(&mut self, history: &[OmniMessage]) {
+        self.current.set_history(history);
+    }
 }
 
 /// What the first run of this load still has to do, shared with the run's stream.
