@@ -5,26 +5,13 @@
 //! `cargo run -p penguin-examples --example session_agent`
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
-use penguin_engine::llm::scripted::{ScriptedModel, ScriptedRequest, Step};
+use penguin_engine::llm::scripted::{ScriptedModel, ScriptedRequest};
 use penguin_engine::protocol::{ContextWindow, SessionMeta};
-use penguin_engine::{build, AllowAll, Engine, EngineConfig, InitialState, Llm, LlmOutcome};
-use penguin_engine::{OmniMessage, RunOptions, StopReason, TokenCounts};
+use penguin_engine::{build, AllowAll, Engine, EngineConfig, InitialState, Llm, RunOptions};
 use penguin_tools::{BuiltinTools, ToolsConfig};
 use penguin_trace_store::{new_session_id, resume_session, Durability, TraceLocation, Writer};
-
-/// A model answering each request with one message, then its token usage.
-fn scripted(replies: Vec<OmniMessage>) -> ScriptedModel {
-    let (usage, delay) = (TokenCounts::new(0, 100, 10), Duration::from_millis(5));
-    let step = |message| Step { delay, message };
-    let requests = replies.into_iter().map(|reply| ScriptedRequest {
-        stream: vec![step(reply), step(build::token_usage(usage, usage))],
-        outcome: LlmOutcome::completed(),
-    });
-    ScriptedModel::new(requests.collect())
-}
 
 /// Runs one prompt, allowing every tool call, and prints the complete messages.
 async fn run(engine: Engine, prompt: &str) -> Result<Engine, Box<dyn std::error::Error>> {
@@ -70,10 +57,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         workspace: workspace.display().to_string(),
         source: None,
     });
-    let done = StopReason::Completed;
-    let model = scripted(vec![
-        build::tool_call("read_file", r#"{"path":"notes.txt"}"#, "c1", done, None),
-        build::assistant_text("The notes say that penguins resume.", done),
+    let read = r#"{"path":"notes.txt"}"#;
+    let model = ScriptedModel::new(vec![
+        ScriptedRequest::builder()
+            .tool_call("read_file", read, "c1")
+            .build(),
+        ScriptedRequest::builder()
+            .text("The notes say that penguins resume.")
+            .build(),
     ]);
     println!("session {id}, first run:");
     let first = engine(model, &writer, InitialState::default());
@@ -86,7 +77,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let history = std::mem::take(&mut resumed.history);
     let (messages, turns) = (history.len(), resumed.session_turns);
     println!("resumed {id}: {messages} messages of history, {turns} turns");
-    let mut model = scripted(vec![build::assistant_text("That penguins resume.", done)]);
+    let answer = ScriptedRequest::builder()
+        .text("That penguins resume.")
+        .build();
+    let mut model = ScriptedModel::new(vec![answer]);
     model.set_history(&history);
     let engine = engine(model, &session.writer, InitialState::from(resumed));
     let engine = run(engine, "Remind me what they said.").await?;
