@@ -534,3 +534,6 @@ fn absolute(p: &Path) -> String {
         .display()
         .to_string()
 }
+
+#[cfg(test)]
+mod tests;
