@@ -496,3 +496,39 @@ mod clamp_tests {
         );
     }
 }
+
+#[cfg(all(test, feature = "openai-chat"))]
+mod tests {
+    use super::*;
+    use crate::openai_chat::OpenAiChat;
+
+    #[test]
+    fn set_history_through_the_llm_trait_replaces_and_reserves_ids() {
+        let ids = ToolCallIdAllocator::new();
+        let config = ModelConfig::new("http://127.0.0.1:9/v1", "m");
+        let model = HttpModel::new(config, OpenAiChat::new(), ids.clone()).unwrap();
+        let fixed = model.base_input;
+        let history = [
+            build::user_text("earlier"),
+            build::tool_call("read", "{}", "call_1", StopReason::Completed, None),
+            build::tool_call_output("done", "call_1", StopReason::Completed),
+        ];
+        // As a session layer holds it: boxed, through the trait.
+        let mut llm: Box<dyn Llm> = Box::new(model);
+        llm.set_history(&history);
+        llm.set_history(&history);
+        // A new call with the old id gets another one.
+        assert_ne!(ids.allocate("call_1"), "call_1");
+        let expected = fixed + crate::limits::approx_tokens(&history);
+        // Replaced, not added twice: the estimate counts the history once.
+        let mut plain = HttpModel::new(
+            ModelConfig::new("http://127.0.0.1:9/v1", "m"),
+            OpenAiChat::new(),
+            ToolCallIdAllocator::new(),
+        )
+        .unwrap();
+        Llm::set_history(&mut plain, &history);
+        Llm::set_history(&mut plain, &history);
+        assert_eq!(plain.base_input, expected);
+    }
+}
