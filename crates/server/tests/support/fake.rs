@@ -20,7 +20,7 @@ use penguin_engine::scripted::ScriptedEnvironment;
 use penguin_engine::{
     Approver, BackgroundForward, BackgroundListener, BackgroundTask, BackgroundWork,
     CancellationToken, Compactability, Counters, Engine, EngineBusy, EngineConfig, Environment,
-    InitialState, MessageSink, Permission, RunOptions, ToolCallRequest, TraceSink,
+    InitialState, MessageSink, Permission, RunOptions, ToolCallRequest,
 };
 use penguin_llm_providers::scripted::ScriptedModel;
 use penguin_omni_protocol::background::{report_label, BackgroundKind, BackgroundTaskDone};
@@ -349,19 +349,6 @@ impl SessionFactory for FakeFactory {
 // ---------------------------------------------------------------------------------------------
 // The session
 
-/// The trace store's writer as the engine's trace sink.
-struct WriterSink(Writer);
-
-impl TraceSink for WriterSink {
-    fn record(&self, frame: &Frame) {
-        self.0.record(frame);
-    }
-
-    fn rotate(&self) {
-        self.0.rotate();
-    }
-}
-
 type Hook<T> = Arc<Mutex<Option<Arc<T>>>>;
 
 /// What a new session is.
@@ -459,7 +446,7 @@ impl FakeSession {
         // The engine writes the tool list after the first run's input.
         let tool_list = build::tool_list_ready(env.tools());
         initial.bootstrap_records = vec![tool_list.clone()];
-        let sink = Arc::new(WriterSink(writer.clone()));
+        let sink = Arc::new(writer.clone());
         let engine = Engine::with_parts(Box::new(model), env.clone(), config, Some(sink), initial);
         engine.set_context_head(meta_message.clone(), Some(tool_list.clone()));
         let notice_hook: Hook<dyn Fn() + Send + Sync> = Arc::default();
