@@ -1,8 +1,30 @@
 //! The built-in tools' names, permissions and the definitions offered to the model.
 
+mod workspace;
+
 use penguin_engine::Permission;
 use penguin_omni_protocol::ToolDefinition;
 use serde_json::json;
+
+/// Which of the edit tools a session offers: models trained on codex's patch format do their
+/// best work with `apply_patch`, others with `edit_file` and `write_file`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum EditTools {
+    /// `write_file` and `edit_file`.
+    Classic,
+    /// `apply_patch` alone.
+    ApplyPatch,
+    /// All three (the default): the model picks.
+    #[default]
+    Both,
+}
+
+impl EditTools {
+    /// Whether a tool of the `kind` [`BuiltinTool::edit_tools`] gives is offered.
+    pub fn offers(self, kind: EditTools) -> bool {
+        self == EditTools::Both || self == kind
+    }
+}
 
 /// One built-in tool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -14,23 +36,38 @@ pub enum BuiltinTool {
     InputCommand,
     /// `kill_command {process_id}`: ends a command's process group.
     KillCommand,
-    /// `read_file {path, start_line?, end_line?}`.
+    /// `read_file {path, offset?, limit?}`: numbered lines, a window at a time.
     ReadFile,
-    /// `write_file {path, content}`.
+    /// `list_files {pattern?, path?, max_results?}`: files by glob, `.gitignore` honoured.
+    ListFiles,
+    /// `grep_files {pattern, path?, glob?, case_insensitive?, max_results?}`: regex search.
+    GrepFiles,
+    /// `read_image {path}`: a PNG, JPEG, GIF or WebP file shown to the model.
+    ReadImage,
+    /// `write_file {path, content}`: creates or overwrites, answered with a diff.
     WriteFile,
-    /// `edit_file {path, old_string, new_string, replace_all?}`.
+    /// `edit_file {path, old_string, new_string, replace_all?}`: answered with a diff.
     EditFile,
+    /// `apply_patch {input}`: codex's patch format, several files, all or nothing.
+    ApplyPatch,
+    /// `update_plan {explanation?, plan: [{step, status}]}`: the model's checklist.
+    UpdatePlan,
 }
 
 impl BuiltinTool {
     /// Every built-in tool, in the order they are offered.
-    pub const ALL: [BuiltinTool; 6] = [
+    pub const ALL: [BuiltinTool; 11] = [
         BuiltinTool::ExecCommand,
         BuiltinTool::InputCommand,
         BuiltinTool::KillCommand,
         BuiltinTool::ReadFile,
+        BuiltinTool::ListFiles,
+        BuiltinTool::GrepFiles,
+        BuiltinTool::ReadImage,
         BuiltinTool::WriteFile,
         BuiltinTool::EditFile,
+        BuiltinTool::ApplyPatch,
+        BuiltinTool::UpdatePlan,
     ];
 
     /// The name the model calls it by.
@@ -40,8 +77,13 @@ impl BuiltinTool {
             BuiltinTool::InputCommand => "input_command",
             BuiltinTool::KillCommand => "kill_command",
             BuiltinTool::ReadFile => "read_file",
+            BuiltinTool::ListFiles => "list_files",
+            BuiltinTool::GrepFiles => "grep_files",
+            BuiltinTool::ReadImage => "read_image",
             BuiltinTool::WriteFile => "write_file",
             BuiltinTool::EditFile => "edit_file",
+            BuiltinTool::ApplyPatch => "apply_patch",
+            BuiltinTool::UpdatePlan => "update_plan",
         }
     }
 
@@ -50,11 +92,25 @@ impl BuiltinTool {
         BuiltinTool::ALL.into_iter().find(|t| t.name() == name)
     }
 
-    /// `Read` for `read_file`, `ReadWrite` for the others.
+    /// `Read` for the tools that change nothing (reading, listing, searching, the plan),
+    /// `ReadWrite` for the others.
     pub fn permission(self) -> Permission {
         match self {
-            BuiltinTool::ReadFile => Permission::Read,
+            BuiltinTool::ReadFile
+            | BuiltinTool::ListFiles
+            | BuiltinTool::GrepFiles
+            | BuiltinTool::ReadImage
+            | BuiltinTool::UpdatePlan => Permission::Read,
             _ => Permission::ReadWrite,
+        }
+    }
+
+    /// Whether it is one of the edit tools [`EditTools`] chooses between.
+    pub fn edit_tools(self) -> Option<EditTools> {
+        match self {
+            BuiltinTool::WriteFile | BuiltinTool::EditFile => Some(EditTools::Classic),
+            BuiltinTool::ApplyPatch => Some(EditTools::ApplyPatch),
+            _ => None,
         }
     }
 
@@ -112,45 +168,14 @@ impl BuiltinTool {
                     "additionalProperties": false
                 }),
             ),
-            BuiltinTool::ReadFile => (
-                "Read a UTF-8 text file in the workspace, optionally only lines start_line..=end_line (1-based, inclusive).",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "path": {"type": "string", "description": "Path relative to the workspace root."},
-                        "start_line": {"type": "integer", "minimum": 1, "description": "First line to return (1-based)."},
-                        "end_line": {"type": "integer", "minimum": 1, "description": "Last line to return (inclusive)."}
-                    },
-                    "required": ["path"],
-                    "additionalProperties": false
-                }),
-            ),
-            BuiltinTool::WriteFile => (
-                "Write a file in the workspace, creating parent directories and replacing any existing content.",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "path": {"type": "string", "description": "Path relative to the workspace root."},
-                        "content": {"type": "string", "description": "The complete new content."}
-                    },
-                    "required": ["path", "content"],
-                    "additionalProperties": false
-                }),
-            ),
-            BuiltinTool::EditFile => (
-                "Replace an exact string in a workspace file. old_string must occur exactly once unless replace_all is true.",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "path": {"type": "string", "description": "Path relative to the workspace root."},
-                        "old_string": {"type": "string", "description": "The exact text to replace."},
-                        "new_string": {"type": "string", "description": "The replacement text."},
-                        "replace_all": {"type": "boolean", "description": "Replace every occurrence.", "default": false}
-                    },
-                    "required": ["path", "old_string", "new_string"],
-                    "additionalProperties": false
-                }),
-            ),
+            BuiltinTool::ReadFile => workspace::read_file(),
+            BuiltinTool::ListFiles => workspace::list_files(),
+            BuiltinTool::GrepFiles => workspace::grep_files(),
+            BuiltinTool::ReadImage => workspace::read_image(),
+            BuiltinTool::WriteFile => workspace::write_file(),
+            BuiltinTool::EditFile => workspace::edit_file(),
+            BuiltinTool::ApplyPatch => workspace::apply_patch(),
+            BuiltinTool::UpdatePlan => workspace::update_plan(),
         };
         ToolDefinition {
             name: self.name().to_owned(),

@@ -6,12 +6,17 @@ mod command;
 mod contract;
 mod exec;
 mod files;
+mod fs_tool;
+mod image;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod notes;
+mod patch;
 mod path;
+mod plan;
 pub mod policy;
 pub mod sandbox;
+mod search;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -24,13 +29,15 @@ use penguin_omni_protocol::{build, ModelPayload, StopReason, ToolCall, ToolDefin
 
 use call_output::ArchiveBudget;
 use exec::{ExecCommand, InputCommand, KillCommand};
-use files::{FileOp, FileTool};
+use fs_tool::{FsCtx, FsFn, FsTool};
 use path::Workspace;
+use plan::{PlanCell, UpdatePlan};
 
-pub use builtin::BuiltinTool;
+pub use builtin::{BuiltinTool, EditTools};
 pub use call_output::{CallOutput, ARCHIVE_DIR};
 pub use command::{kill_all_background_processes, CappedText, CommandSessions, MAX_PROCESSES};
 pub use contract::{Limits, Output, Tool, ToolOutcome, ToolResult};
+pub use plan::{Plan, PlanStep, StepStatus};
 pub use sandbox::{Sandbox, SandboxBypass, SandboxMode, SandboxRequest};
 
 /// The reference's default output cap, in chars.
@@ -49,6 +56,9 @@ pub struct ToolsConfig {
     pub timeout: Option<Duration>,
     /// The tools offered; calls to any other name get `Unknown tool: NAME`.
     pub enabled: Vec<BuiltinTool>,
+    /// Which edit tools of `enabled` are offered: `apply_patch`, `write_file` and
+    /// `edit_file`, or some of them ([`EditTools::Both`], all three, by default).
+    pub edit_tools: EditTools,
     /// Write the full output of truncated calls under [`ARCHIVE_DIR`] in the workspace.
     pub archive_truncated: bool,
     /// Most bytes archived for one call; the rest is dropped, and the note says how much.
@@ -66,6 +76,7 @@ impl Default for ToolsConfig {
             max_output_chars: DEFAULT_MAX_OUTPUT_CHARS,
             timeout: Some(DEFAULT_TIMEOUT),
             enabled: BuiltinTool::ALL.to_vec(),
+            edit_tools: EditTools::default(),
             archive_truncated: true,
             archive_max_file_bytes: 16 << 20,
             archive_max_session_bytes: 256 << 20,
@@ -86,6 +97,8 @@ pub struct BuiltinTools {
     commands: CommandSessions,
     // Tools of the embedder's own, after the built-in ones.
     custom: Vec<CustomTool>,
+    // Shared by clones: the model's latest plan.
+    plan: PlanCell,
 }
 
 /// A tool added with [`BuiltinTools::with_tool`].
@@ -138,6 +151,7 @@ impl BuiltinTools {
             bypass: SandboxBypass::new(),
             commands: CommandSessions::new(),
             custom: Vec::new(),
+            plan: PlanCell::default(),
         })
     }
 
@@ -196,6 +210,25 @@ impl BuiltinTools {
         &self.bypass
     }
 
+    /// The plan the model last set with `update_plan` (`None` before its first call).
+    pub fn plan(&self) -> Option<Plan> {
+        self.plan.get()
+    }
+
+    /// Sets the plan [`BuiltinTools::plan`] returns, e.g. one a resumed session rebuilt from
+    /// its last `update_plan` call ([`Plan::from_arguments`]).
+    pub fn restore_plan(&self, plan: Option<Plan>) {
+        self.plan.set(plan);
+    }
+
+    /// Whether `tool` is offered: enabled, and allowed by [`ToolsConfig::edit_tools`].
+    pub fn offers(&self, tool: BuiltinTool) -> bool {
+        self.config.enabled.contains(&tool)
+            && tool
+                .edit_tools()
+                .is_none_or(|kind| self.config.edit_tools.offers(kind))
+    }
+
     /// The canonical workspace root.
     pub fn root(&self) -> &Path {
         &self.root
@@ -216,14 +249,25 @@ impl BuiltinTools {
         if let Some(custom) = self.custom.iter().find(|c| c.definition.name == call.name) {
             return Some(custom.tool.clone());
         }
-        let tool =
-            BuiltinTool::from_name(&call.name).filter(|t| self.config.enabled.contains(t))?;
+        let tool = BuiltinTool::from_name(&call.name).filter(|t| self.offers(*t))?;
         let root = self.root.clone();
-        // penguin's own file tools honour a read-only sandbox even where the kernel cannot.
-        let read_only = self.config.sandbox.intended() == SandboxMode::ReadOnly;
-        let workspace = || Workspace {
-            root: root.clone(),
-            protected: self.config.sandbox.protected().to_vec(),
+        let fs = |run: FsFn| -> Arc<dyn Tool> {
+            Arc::new(FsTool {
+                ctx: FsCtx {
+                    workspace: Workspace {
+                        root: self.root.clone(),
+                        protected: self.config.sandbox.protected().to_vec(),
+                    },
+                    max_chars: usize::try_from(self.config.max_output_chars)
+                        .ok()
+                        .filter(|n| *n > 0),
+                },
+                run,
+                writes: tool.permission() == Permission::ReadWrite,
+                // penguin's own file tools honour a read-only sandbox even where the kernel
+                // cannot.
+                read_only: self.config.sandbox.intended() == SandboxMode::ReadOnly,
+            })
         };
         Some(match tool {
             BuiltinTool::ExecCommand => Arc::new(ExecCommand {
@@ -241,20 +285,15 @@ impl BuiltinTools {
             BuiltinTool::KillCommand => Arc::new(KillCommand {
                 commands: self.commands.clone(),
             }),
-            BuiltinTool::ReadFile => Arc::new(FileTool {
-                op: FileOp::Read,
-                workspace: workspace(),
-                read_only,
-            }),
-            BuiltinTool::WriteFile => Arc::new(FileTool {
-                op: FileOp::Write,
-                workspace: workspace(),
-                read_only,
-            }),
-            BuiltinTool::EditFile => Arc::new(FileTool {
-                op: FileOp::Edit,
-                workspace: workspace(),
-                read_only,
+            BuiltinTool::ReadFile => fs(files::read_file),
+            BuiltinTool::ListFiles => fs(search::list_files),
+            BuiltinTool::GrepFiles => fs(search::grep_files),
+            BuiltinTool::ReadImage => fs(image::read_image),
+            BuiltinTool::WriteFile => fs(files::write_file),
+            BuiltinTool::EditFile => fs(files::edit_file),
+            BuiltinTool::ApplyPatch => fs(patch::apply_patch),
+            BuiltinTool::UpdatePlan => Arc::new(UpdatePlan {
+                cell: self.plan.clone(),
             }),
         })
     }
@@ -281,7 +320,7 @@ impl Environment for BuiltinTools {
     fn tools(&self) -> Vec<ToolDefinition> {
         BuiltinTool::ALL
             .into_iter()
-            .filter(|t| self.config.enabled.contains(t))
+            .filter(|t| self.offers(*t))
             .map(BuiltinTool::definition)
             .chain(self.custom.iter().map(|c| c.definition.clone()))
             .collect()
