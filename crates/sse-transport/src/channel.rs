@@ -1,16 +1,19 @@
-//! Per-session channels (§5.1): numbering, the replay buffer, fan-out to bounded subscriber
-//! queues, and the hub that creates and reclaims channels.
+//! Per-session channels (§5.1): numbering, the replay buffer, and subscribers that read it
+//! through cursors.
+//!
+//! Broadcast events are stored once, in the replay buffer; each subscriber keeps only a cursor
+//! into it (and a short queue of events sent to it alone). So a subscriber that is behind but
+//! still reading loses nothing while what it has not read is still buffered, a burst costs no
+//! copy per subscriber, and only one that falls out of the buffer is told `resync_required`.
 
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use futures_core::Stream;
 use penguin_omni_protocol::{Frame, OmniMessage};
-use tokio::sync::mpsc;
 
 use crate::event::{split_id, Epoch, EventData, EventId, ServerEvent, SseEvent, SERVER_EVENT};
 use crate::live_tail::LiveTailTracker;
@@ -26,7 +29,9 @@ pub struct ChannelConfig {
     /// memory and what a replay puts on the wire. The reference counts UTF-16 code units, so for
     /// non-ASCII text this buffer holds somewhat less than the reference's would.
     pub max_bytes: usize,
-    /// Live events a subscriber may have queued before it is disconnected.
+    /// Events sent to one subscriber alone ([`Channel::send_to`]) it may have unread before it
+    /// is disconnected. Broadcast events are not queued per subscriber: each reads them from
+    /// the replay buffer, and one that falls out of it gets `resync_required` instead.
     pub subscriber_queue: usize,
 }
 
@@ -64,18 +69,29 @@ pub struct LiveSnapshot {
     pub fragments: Vec<OmniMessage>,
 }
 
-struct Slot {
-    id: u64,
-    tx: mpsc::Sender<SseEvent>,
-    lagged: Arc<AtomicBool>,
+// One subscriber's place in the channel.
+struct Reader {
+    // The seq of the next broadcast event it has not read.
+    cursor: u64,
+    // Unicast events for it alone, in seq order.
+    unicast: VecDeque<SseEvent>,
+    // Set while it waits for events; taken (and woken) by the next publish.
+    waker: Option<Waker>,
 }
 
 struct State {
     next_seq: u64,
     buffer: VecDeque<SseEvent>,
     buffer_bytes: usize,
+    // The replay floor: ids up to this one miss (§5.1).
     last_evicted_seq: u64,
-    subscribers: Vec<Slot>,
+    // The newest seq taken out of `buffer`. Usually the replay floor, except that an event too
+    // large for the buffer on its own is past the floor at once but kept until the next publish,
+    // so subscribers still receive it live, as the reference's do.
+    last_dropped_seq: u64,
+    readers: HashMap<u64, Reader>,
+    // Readers with a waker set, so a publish wakes only those, not every subscriber.
+    waiting: Vec<u64>,
     next_subscriber: u64,
     last_activity: Instant,
     live_tail: LiveTailTracker,
@@ -91,18 +107,30 @@ impl State {
         self.next_seq += 1;
         id
     }
+
+    fn take_wakers(&mut self) -> Vec<Waker> {
+        let waiting = std::mem::take(&mut self.waiting);
+        waiting
+            .into_iter()
+            .filter_map(|id| self.readers.get_mut(&id)?.waker.take())
+            .collect()
+    }
 }
+
+// Most events a subscriber takes out of the channel per lock: enough that a reader catching up
+// on a burst rarely locks, few enough that one reader never holds the lock for long.
+const READ_BATCH: usize = 64;
 
 /// One session's (or user's) event channel.
 ///
-/// Every event gets the next id `<epoch>-<seq>`; broadcast events go to the replay buffer and to
-/// every subscriber's bounded queue; unicast events ([`send_to`](Self::send_to)) consume a seq
-/// but go to one subscriber only.
+/// Every event gets the next id `<epoch>-<seq>`; broadcast events go to the replay buffer, which
+/// every subscriber reads at its own pace; unicast events ([`send_to`](Self::send_to)) consume a
+/// seq but go to one subscriber only.
 ///
-/// All numbering, buffering and fan-out happen under one mutex, so every subscriber sees events
-/// in seq order and a subscriber registered by [`connect`](Self::connect) sees exactly the events
-/// after its replay. Publishing never waits: a subscriber whose queue is full is disconnected
-/// instead (its stream ends; it recovers by reconnecting with `Last-Event-ID`).
+/// All numbering and buffering happen under one mutex, so every subscriber sees events in seq
+/// order and a subscriber registered by [`connect`](Self::connect) sees exactly the events after
+/// its replay. Publishing never waits for a subscriber: one whose unread events were evicted
+/// from the buffer gets a unicast `resync_required` and continues from the newest event.
 pub struct Channel {
     epoch: Epoch,
     config: ChannelConfig,
@@ -116,7 +144,7 @@ impl std::fmt::Debug for Channel {
             .field("epoch", &self.epoch)
             .field("next_seq", &st.next_seq)
             .field("buffered", &st.buffer.len())
-            .field("subscribers", &st.subscribers.len())
+            .field("subscribers", &st.readers.len())
             .finish()
     }
 }
@@ -137,7 +165,9 @@ impl Channel {
                 buffer: VecDeque::new(),
                 buffer_bytes: 0,
                 last_evicted_seq: 0,
-                subscribers: Vec::new(),
+                last_dropped_seq: 0,
+                readers: HashMap::new(),
+                waiting: Vec::new(),
                 next_subscriber: 0,
                 last_activity: Instant::now(),
                 live_tail: LiveTailTracker::new(),
@@ -172,12 +202,14 @@ impl Channel {
 
     /// Live subscribers.
     pub fn subscriber_count(&self) -> usize {
-        self.lock().subscribers.len()
+        self.lock().readers.len()
     }
 
     /// Events currently held for replay.
     pub fn buffered(&self) -> usize {
-        self.lock().buffer.len()
+        let st = self.lock();
+        let floor = st.last_evicted_seq;
+        st.buffer.len() - st.buffer.partition_point(|ev| ev.id.seq <= floor)
     }
 
     /// How long since the last publish, subscribe or unsubscribe.
@@ -191,27 +223,25 @@ impl Channel {
     pub fn publish_message(&self, frame: &Frame) -> EventId {
         let mut st = self.lock();
         st.live_tail.observe(frame.message());
-        self.publish_locked(&mut st, EventData::from(frame), None)
+        self.publish_locked(st, EventData::from(frame), None)
     }
 
     /// Broadcasts a server event (`event: server_event`).
     pub fn publish_server_event(&self, event: &ServerEvent) -> EventId {
         let data = EventData::from(event);
-        let mut st = self.lock();
-        self.publish_locked(&mut st, data, Some(SERVER_EVENT))
+        self.publish_locked(self.lock(), data, Some(SERVER_EVENT))
     }
 
     /// Broadcasts already-serialized data. Prefer [`publish_message`](Self::publish_message) for
     /// OmniMessages: this does not feed the live-tail tracker.
     pub fn publish(&self, data: impl Into<EventData>, event: Option<&'static str>) -> EventId {
         let data = data.into();
-        let mut st = self.lock();
-        self.publish_locked(&mut st, data, event)
+        self.publish_locked(self.lock(), data, event)
     }
 
     fn publish_locked(
         &self,
-        st: &mut State,
+        mut st: MutexGuard<'_, State>,
         data: EventData,
         event: Option<&'static str>,
     ) -> EventId {
@@ -219,22 +249,31 @@ impl Channel {
         st.last_activity = Instant::now();
         let ev = SseEvent::new(id, event, data);
         st.buffer_bytes += ev.data.as_str().len();
-        st.buffer.push_back(ev.clone());
+        st.buffer.push_back(ev);
         while st.buffer.len() > self.config.max_events || st.buffer_bytes > self.config.max_bytes {
+            if st.buffer.len() == 1 {
+                st.last_evicted_seq = id.seq;
+                break;
+            }
             let Some(old) = st.buffer.pop_front() else {
                 break;
             };
             st.buffer_bytes -= old.data.as_str().len();
             st.last_evicted_seq = old.id.seq;
+            st.last_dropped_seq = old.id.seq;
         }
-        st.subscribers.retain(|s| deliver(s, &ev));
+        let wakers = st.take_wakers();
+        // Woken after the lock is released, so the readers do not wake into a held lock.
+        drop(st);
+        wakers.into_iter().for_each(Waker::wake);
         id
     }
 
     /// Unicast: numbers an event and queues it for one subscriber only (not buffered).
     ///
-    /// Returns `None` when that subscriber is gone (or was just disconnected because its queue
-    /// was full); the seq is consumed either way, as in the reference.
+    /// Returns `None` when that subscriber is gone, or was just disconnected because it had
+    /// [`ChannelConfig::subscriber_queue`] unicast events unread; the seq is consumed either
+    /// way, as in the reference.
     pub fn send_to(
         &self,
         subscriber: SubscriberId,
@@ -244,14 +283,23 @@ impl Channel {
         let data = data.into();
         let mut st = self.lock();
         let id = st.number(self.epoch);
-        let pos = st.subscribers.iter().position(|s| s.id == subscriber.0)?;
-        let ev = SseEvent::new(id, event, data);
-        if deliver(&st.subscribers[pos], &ev) {
-            Some(id)
-        } else {
-            st.subscribers.swap_remove(pos);
-            None
+        let limit = self.config.subscriber_queue.max(1);
+        let reader = st.readers.get_mut(&subscriber.0)?;
+        if reader.unicast.len() >= limit {
+            let gone = st.readers.remove(&subscriber.0);
+            drop(st);
+            if let Some(w) = gone.and_then(|r| r.waker) {
+                w.wake();
+            }
+            return None;
         }
+        reader.unicast.push_back(SseEvent::new(id, event, data));
+        let waker = reader.waker.take();
+        drop(st);
+        if let Some(w) = waker {
+            w.wake();
+        }
+        Some(id)
     }
 
     /// The buffered events after `last_event_id`, or `None` on a miss (the caller then sends
@@ -261,7 +309,10 @@ impl Channel {
     /// integer, or a seq outside `last_evicted_seq..next_seq` (the id equal to the last evicted
     /// seq is a hit: everything after it is still buffered).
     pub fn replay_after(&self, last_event_id: &str) -> Option<Vec<SseEvent>> {
-        replay_locked(self.epoch, &self.lock(), last_event_id)
+        let st = self.lock();
+        let after = replay_point(self.epoch, &st, last_event_id)?;
+        let start = st.buffer.partition_point(|ev| ev.id.seq <= after);
+        Some(st.buffer.range(start..).cloned().collect())
     }
 
     /// A live subscription with no replay and no initial events.
@@ -271,7 +322,8 @@ impl Channel {
 
     /// The setup of a stream connection (§5.2), atomically:
     /// 1. subscribe;
-    /// 2. if `last_event_id` is `Some`, queue the replay, or a unicast `resync_required` on a miss;
+    /// 2. if `last_event_id` is `Some`, replay the buffered events after it, or queue a unicast
+    ///    `resync_required` on a miss;
     /// 3. call `initial` and queue each event it returns as a unicast `server_event`;
     ///
     /// so the subscription yields replay (or resync), then the initial events, then live events,
@@ -285,56 +337,57 @@ impl Channel {
         last_event_id: Option<&str>,
         initial: impl FnOnce() -> Vec<ServerEvent>,
     ) -> Subscription {
-        let lagged = Arc::new(AtomicBool::new(false));
-        let (tx, rx) = mpsc::channel(self.config.subscriber_queue.max(1));
         let mut st = self.lock();
         let id = st.next_subscriber;
         st.next_subscriber += 1;
         st.last_activity = Instant::now();
-        if st.closed {
-            // A reclaimed channel: end at once so the client reconnects to its successor.
-            lagged.store(true, Ordering::Release);
-        } else {
-            st.subscribers.push(Slot {
-                id,
-                tx,
-                lagged: lagged.clone(),
-            });
-        }
-        let mut pending = VecDeque::new();
-        let replay = match last_event_id {
-            None => ReplayOutcome::Fresh,
-            Some(last) => match replay_locked(self.epoch, &st, last) {
-                Some(events) => {
-                    let n = events.len();
-                    pending.extend(events);
-                    ReplayOutcome::Replayed(n)
+        let mut unicast = VecDeque::new();
+        let (cursor, replay) = match last_event_id {
+            None => (st.next_seq, ReplayOutcome::Fresh),
+            Some(last) => match replay_point(self.epoch, &st, last) {
+                Some(after) => {
+                    let n = st.buffer.len() - st.buffer.partition_point(|ev| ev.id.seq <= after);
+                    (after + 1, ReplayOutcome::Replayed(n))
                 }
                 None => {
-                    pending.push_back(SseEvent::new(
+                    unicast.push_back(SseEvent::new(
                         st.number(self.epoch),
                         Some(SERVER_EVENT),
                         EventData::from(&ServerEvent::ResyncRequired),
                     ));
-                    ReplayOutcome::ResyncRequired
+                    (st.next_seq, ReplayOutcome::ResyncRequired)
                 }
             },
         };
         for ev in initial() {
-            pending.push_back(SseEvent::new(
+            unicast.push_back(SseEvent::new(
                 st.number(self.epoch),
                 Some(SERVER_EVENT),
                 EventData::from(&ev),
             ));
         }
+        // A reclaimed channel takes no readers: the stream yields what was queued above and
+        // ends, so the client reconnects to the channel's successor.
+        let mut local = VecDeque::new();
+        if st.closed {
+            local = unicast;
+        } else {
+            st.readers.insert(
+                id,
+                Reader {
+                    cursor,
+                    unicast,
+                    waker: None,
+                },
+            );
+        }
         drop(st);
         Subscription {
             id: SubscriberId(id),
             channel: self.clone(),
-            pending,
-            rx,
-            lagged,
+            local,
             replay,
+            ended: false,
         }
     }
 
@@ -361,33 +414,73 @@ impl Channel {
     pub fn close(&self) {
         let mut st = self.lock();
         st.closed = true;
-        for s in st.subscribers.drain(..) {
-            s.lagged.store(true, Ordering::Release);
+        st.waiting.clear();
+        let wakers: Vec<Waker> = st.readers.drain().filter_map(|(_, r)| r.waker).collect();
+        drop(st);
+        wakers.into_iter().for_each(Waker::wake);
+    }
+
+    // Moves the reader's next events into `out`, in seq order; registers `waker` when there are
+    // none. False when the reader is gone (disconnected or the channel closed).
+    fn read(&self, id: SubscriberId, out: &mut VecDeque<SseEvent>, waker: Option<&Waker>) -> bool {
+        let mut st = self.lock();
+        let st = &mut *st;
+        let Some(reader) = st.readers.get_mut(&id.0) else {
+            return false;
+        };
+        if reader.cursor <= st.last_dropped_seq {
+            // Unread broadcast events were evicted: what was sent to it alone still goes out
+            // first (lower seqs), then `resync_required`, then it reads on from the newest.
+            out.extend(reader.unicast.drain(..));
+            let seq = st.next_seq;
+            st.next_seq += 1;
+            out.push_back(SseEvent::new(
+                EventId {
+                    epoch: self.epoch,
+                    seq,
+                },
+                Some(SERVER_EVENT),
+                EventData::from(&ServerEvent::ResyncRequired),
+            ));
+            reader.cursor = st.next_seq;
+            return true;
         }
+        let mut next = st.buffer.partition_point(|ev| ev.id.seq < reader.cursor);
+        while out.len() < READ_BATCH {
+            let broadcast = st.buffer.get(next);
+            let take_unicast = match (reader.unicast.front(), broadcast) {
+                (Some(u), Some(b)) => u.id.seq < b.id.seq,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            if take_unicast {
+                out.extend(reader.unicast.pop_front());
+            } else if let Some(b) = broadcast {
+                reader.cursor = b.id.seq + 1;
+                out.push_back(b.clone());
+                next += 1;
+            }
+        }
+        if out.is_empty() {
+            if let Some(w) = waker {
+                if reader.waker.replace(w.clone()).is_none() {
+                    st.waiting.push(id.0);
+                }
+            }
+        }
+        true
     }
 
     fn unsubscribe(&self, id: SubscriberId) {
         let mut st = self.lock();
-        st.subscribers.retain(|s| s.id != id.0);
+        st.readers.remove(&id.0);
         st.last_activity = Instant::now();
     }
 }
 
-/// Queues `ev` for one subscriber; false means drop the subscriber.
-fn deliver(slot: &Slot, ev: &SseEvent) -> bool {
-    match slot.tx.try_send(ev.clone()) {
-        Ok(()) => true,
-        Err(mpsc::error::TrySendError::Full(_)) => {
-            // Flag before the sender is dropped (by the caller removing the slot), so the
-            // woken stream already sees why it ended.
-            slot.lagged.store(true, Ordering::Release);
-            false
-        }
-        Err(mpsc::error::TrySendError::Closed(_)) => false,
-    }
-}
-
-fn replay_locked(epoch: Epoch, st: &State, last_event_id: &str) -> Option<Vec<SseEvent>> {
+// The seq after which a replay from `last_event_id` starts, or `None` on a miss.
+fn replay_point(epoch: Epoch, st: &State, last_event_id: &str) -> Option<u64> {
     let (e, seq) = split_id(last_event_id)?;
     if e != epoch.to_string() {
         return None;
@@ -395,31 +488,29 @@ fn replay_locked(epoch: Epoch, st: &State, last_event_id: &str) -> Option<Vec<Ss
     if seq < st.last_evicted_seq || seq >= st.next_seq {
         return None;
     }
-    // The buffer is sorted by seq: skip to the first one after `seq`.
-    let start = st.buffer.partition_point(|ev| ev.id.seq <= seq);
-    Some(st.buffer.range(start..).cloned().collect())
+    Some(seq)
 }
 
 /// A subscriber's side of a channel: a stream of its replay, initial and live events.
 ///
-/// The stream ends when the subscriber fell behind (see [`lagged`](Self::lagged)) or the
-/// channel was closed. Dropping it unsubscribes.
+/// The stream ends when the channel was closed, or disconnected this subscriber for leaving too
+/// many unicast events unread (see [`lagged`](Self::lagged)). Dropping it unsubscribes.
 pub struct Subscription {
     id: SubscriberId,
     channel: Arc<Channel>,
-    pending: VecDeque<SseEvent>,
-    rx: mpsc::Receiver<SseEvent>,
-    lagged: Arc<AtomicBool>,
+    // Events taken out of the channel and not yet yielded.
+    local: VecDeque<SseEvent>,
     replay: ReplayOutcome,
+    ended: bool,
 }
 
 impl std::fmt::Debug for Subscription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Subscription")
             .field("id", &self.id)
-            .field("pending", &self.pending.len())
+            .field("local", &self.local.len())
             .field("replay", &self.replay)
-            .field("lagged", &self.lagged())
+            .field("ended", &self.ended)
             .finish()
     }
 }
@@ -440,20 +531,35 @@ impl Subscription {
         self.replay
     }
 
-    /// True once the channel disconnected this subscriber (queue overflow or channel closed).
+    /// True once the channel ended this subscription (closed, or too many unicast events
+    /// unread). Known after the stream has been read to its end.
     pub fn lagged(&self) -> bool {
-        self.lagged.load(Ordering::Acquire)
+        self.ended
+    }
+
+    fn poll_event(&mut self, waker: Option<&Waker>) -> Poll<Option<SseEvent>> {
+        if let Some(ev) = self.local.pop_front() {
+            return Poll::Ready(Some(ev));
+        }
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        if !self.channel.read(self.id, &mut self.local, waker) {
+            self.ended = true;
+            return Poll::Ready(None);
+        }
+        match self.local.pop_front() {
+            Some(ev) => Poll::Ready(Some(ev)),
+            None => Poll::Pending,
+        }
     }
 
     /// The next event without waiting, if one is ready.
     pub fn try_next(&mut self) -> Option<SseEvent> {
-        if let Some(ev) = self.pending.pop_front() {
-            return Some(ev);
+        match self.poll_event(None) {
+            Poll::Ready(ev) => ev,
+            Poll::Pending => None,
         }
-        if self.lagged() {
-            return None;
-        }
-        self.rx.try_recv().ok()
     }
 
     /// The next event; `None` once the subscription has ended.
@@ -466,114 +572,13 @@ impl Stream for Subscription {
     type Item = SseEvent;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<SseEvent>> {
-        if let Some(ev) = self.pending.pop_front() {
-            return Poll::Ready(Some(ev));
-        }
-        // A disconnected subscriber ends at once instead of draining stale queued events: it
-        // will reconnect from its last id and get them from the replay buffer anyway.
-        if self.lagged() {
-            return Poll::Ready(None);
-        }
-        self.rx.poll_recv(cx)
+        self.poll_event(Some(cx.waker()))
     }
 }
 
 impl Drop for Subscription {
     fn drop(&mut self) {
         self.channel.unsubscribe(self.id);
-    }
-}
-
-/// Channels by key (a session id, or `user:<userId>`), created lazily.
-#[derive(Debug, Default)]
-pub struct ChannelHub {
-    config: ChannelConfig,
-    channels: Mutex<HashMap<String, Arc<Channel>>>,
-}
-
-impl ChannelHub {
-    /// A hub whose channels use `config`.
-    pub fn new(config: ChannelConfig) -> ChannelHub {
-        ChannelHub {
-            config,
-            channels: Mutex::new(HashMap::new()),
-        }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Channel>>> {
-        self.channels.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The channel for `key`, created (with a new random epoch) if absent.
-    ///
-    /// Fetch it again for every publish rather than holding it: it may have been reclaimed.
-    pub fn get(&self, key: &str) -> Arc<Channel> {
-        self.lock()
-            .entry(key.to_owned())
-            .or_insert_with(|| Channel::new(self.config.clone()))
-            .clone()
-    }
-
-    /// The channel for `key`, if it exists.
-    pub fn existing(&self, key: &str) -> Option<Arc<Channel>> {
-        self.lock().get(key).cloned()
-    }
-
-    /// Removes and closes the channel for `key`; the next [`get`](Self::get) creates a new one
-    /// with a new epoch. Returns whether there was one.
-    pub fn reclaim(&self, key: &str) -> bool {
-        let removed = self.lock().remove(key);
-        match removed {
-            Some(ch) => {
-                ch.close();
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Reclaims every channel that is inactive by `is_active`, has no subscribers, and has been
-    /// idle for more than `idle_after`. Returns the reclaimed keys.
-    pub fn sweep(
-        &self,
-        now: Instant,
-        idle_after: Duration,
-        is_active: impl Fn(&str) -> bool,
-    ) -> Vec<String> {
-        let mut map = self.lock();
-        let doomed: Vec<String> = map
-            .iter()
-            .filter(|(k, ch)| {
-                !is_active(k) && ch.subscriber_count() == 0 && ch.idle_for(now) > idle_after
-            })
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in &doomed {
-            if let Some(ch) = map.remove(k) {
-                ch.close();
-            }
-        }
-        doomed
-    }
-
-    /// Publishes to every existing channel whose key starts with `prefix`; returns how many.
-    pub fn broadcast(&self, prefix: &str, event: &ServerEvent) -> usize {
-        let data = EventData::from(event);
-        let targets: Vec<Arc<Channel>> = self
-            .lock()
-            .iter()
-            .filter(|(k, _)| k.starts_with(prefix))
-            .map(|(_, ch)| ch.clone())
-            .collect();
-        for ch in &targets {
-            ch.publish(data.clone(), Some(SERVER_EVENT));
-        }
-        targets.len()
-    }
-
-    /// Keys of the existing channels.
-    pub fn keys(&self) -> Vec<String> {
-        self.lock().keys().cloned().collect()
     }
 }
 

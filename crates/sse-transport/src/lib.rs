@@ -3,19 +3,21 @@
 mod channel;
 mod client;
 mod event;
+mod hub;
 mod live_tail;
 #[cfg(feature = "axum")]
 mod response;
 mod sse;
 
 pub use channel::{
-    Channel, ChannelConfig, ChannelHub, LiveSnapshot, ReplayOutcome, SubscriberId, Subscription,
+    Channel, ChannelConfig, LiveSnapshot, ReplayOutcome, SubscriberId, Subscription,
 };
 pub use client::{ClientReducer, ClientState, History, LiveTail, PendingApproval, DEDUP_WINDOW};
 pub use event::{
     encode_event, ApprovalRequest, Epoch, EventData, EventId, PendingInput, ServerEvent,
     SessionStatus, SseEvent, TaskState, SERVER_EVENT,
 };
+pub use hub::ChannelHub;
 pub use live_tail::{
     Fragment, FragmentKey, LiveTailTracker, PartialKind, FRAGMENT_CAP, FRAGMENT_SLACK,
 };

@@ -69,11 +69,14 @@ fn replay_hits_and_misses_as_the_reference() {
 fn byte_cap_evicts_and_an_oversized_event_is_delivered_then_dropped() {
     let ch = small(100, 10);
     let mut sub = ch.subscribe();
-    ch.publish(text("aaaa"), None);
-    ch.publish(text("bbbb"), None);
-    ch.publish(text("cccc"), None); // 12 bytes > 10: evicts 1
+    let mut read = Vec::new();
+    for s in ["aaaa", "bbbb", "cccc"] {
+        ch.publish(text(s), None); // the third: 12 bytes > 10, evicts 1
+        read.extend(std::iter::from_fn(|| sub.try_next()).map(|e| e.id.seq));
+    }
     assert_eq!(seqs(&ch.replay_after("deadbeef-1").unwrap()), [2, 3]);
     assert!(ch.replay_after("deadbeef-0").is_none());
+    assert_eq!(read, [1, 2, 3], "read before eviction");
     ch.publish(text("this is too long"), None);
     assert_eq!(ch.buffered(), 0);
     assert_eq!(
@@ -84,7 +87,7 @@ fn byte_cap_evicts_and_an_oversized_event_is_delivered_then_dropped() {
     let got: Vec<u64> = std::iter::from_fn(|| sub.try_next())
         .map(|e| e.id.seq)
         .collect();
-    assert_eq!(got, [1, 2, 3, 4]);
+    assert_eq!(got, [4], "past the replay floor, yet delivered live");
 }
 
 #[test]
@@ -114,21 +117,61 @@ fn connect_orders_replay_then_initial_then_live() {
 }
 
 #[test]
-fn a_full_queue_disconnects_only_that_subscriber() {
+fn a_subscriber_behind_reads_everything_still_buffered() {
     let ch = small(1000, 1 << 20);
+    let mut slow = ch.subscribe();
+    for i in 0..600 {
+        ch.publish(text(&i.to_string()), None);
+    }
+    let got: Vec<u64> = std::iter::from_fn(|| slow.try_next())
+        .map(|e| e.id.seq)
+        .collect();
+    assert_eq!(got, (1..=600).collect::<Vec<_>>());
+    assert!(!slow.lagged());
+}
+
+#[test]
+fn a_subscriber_that_falls_out_of_the_buffer_is_told_to_resync_and_reads_on() {
+    let ch = small(10, 1 << 20);
     let mut slow = ch.subscribe();
     let mut fast = ch.subscribe();
     let mut fast_seen = Vec::new();
+    ch.send_to(slow.id(), text("hello"), Some(SERVER_EVENT)); // seq 1
     for i in 0..40 {
-        ch.publish(text(&i.to_string()), None);
+        ch.publish(text(&i.to_string()), None); // seqs 2..=41
         fast_seen.extend(std::iter::from_fn(|| fast.try_next()).map(|e| e.id.seq));
     }
+    assert_eq!(fast_seen, (2..=41).collect::<Vec<_>>());
+    // What was sent to it alone first, then resync (a new seq), then only newer events.
+    let first = slow.try_next().unwrap();
+    assert_eq!((first.id.seq, first.data.as_str()), (1, "hello"));
+    let resync = slow.try_next().unwrap();
+    assert_eq!(resync.id.seq, 42);
+    assert_eq!(resync.data.as_str(), r#"{"type":"resync_required"}"#);
+    assert!(slow.try_next().is_none());
+    ch.publish(text("after"), None);
+    assert_eq!(slow.try_next().unwrap().id.seq, 43);
+    assert!(!slow.lagged(), "resynced, not disconnected");
+    assert_eq!(ch.subscriber_count(), 2);
+}
+
+#[test]
+fn too_many_unread_unicast_events_disconnect_only_that_subscriber() {
+    let ch = small(1000, 1 << 20);
+    let mut slow = ch.subscribe();
+    let mut other = ch.subscribe();
+    for _ in 0..16 {
+        assert!(ch.send_to(slow.id(), text("u"), None).is_some());
+    }
+    assert_eq!(ch.send_to(slow.id(), text("u"), None), None);
+    assert!(
+        slow.try_next().is_none(),
+        "a disconnected stream ends at once"
+    );
     assert!(slow.lagged());
-    assert!(!fast.lagged());
-    assert_eq!(fast_seen, (1..=40).collect::<Vec<_>>());
+    ch.publish(text("x"), None);
+    assert_eq!(other.try_next().unwrap().id.seq, 18);
     assert_eq!(ch.subscriber_count(), 1);
-    assert!(slow.try_next().is_none(), "a lagged stream ends at once");
-    assert_eq!(ch.send_to(slow.id(), text("x"), None), None);
 }
 
 #[test]
@@ -171,40 +214,4 @@ fn live_snapshot_pairs_cursor_with_fragments() {
     )));
     ch.clear_live_tail();
     assert!(ch.live_snapshot().fragments.is_empty());
-}
-
-#[test]
-fn hub_creates_lazily_reclaims_with_new_epoch_and_sweeps() {
-    let hub = ChannelHub::new(ChannelConfig::default());
-    let a = hub.get("s1");
-    assert!(Arc::ptr_eq(&a, &hub.get("s1")));
-    let mut sub = a.subscribe();
-    assert!(hub.reclaim("s1"));
-    assert!(
-        sub.try_next().is_none() && sub.lagged(),
-        "reclaim ends streams"
-    );
-    let b = hub.get("s1");
-    assert!(!Arc::ptr_eq(&a, &b));
-    // A new epoch (a random 32-bit value; equal with probability 2^-32).
-    assert_ne!(a.epoch(), b.epoch());
-    drop(sub);
-
-    hub.get("user:u1");
-    hub.get("user:u2");
-    assert_eq!(hub.broadcast("user:", &ServerEvent::Hello), 2);
-    assert_eq!(hub.get("user:u1").buffered(), 1);
-    assert_eq!(hub.get("s1").buffered(), 0);
-
-    let _held = hub.get("s2").subscribe();
-    let later = Instant::now() + Duration::from_secs(31 * 60);
-    let mut swept = hub.sweep(later, Duration::from_secs(30 * 60), |k| k == "user:u2");
-    swept.sort();
-    assert_eq!(swept, ["s1", "user:u1"]);
-    let mut keys = hub.keys();
-    keys.sort();
-    assert_eq!(keys, ["s2", "user:u2"]);
-    assert!(hub
-        .sweep(Instant::now(), Duration::from_secs(1800), |_| false)
-        .is_empty());
 }
