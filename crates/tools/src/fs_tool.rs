@@ -107,12 +107,17 @@ pub(crate) fn size(bytes: u64) -> String {
     }
 }
 
-/// `n word` or `n words`.
+/// `n word` or `n words` (`entries`, `matches`: English plurals of the words used here).
 pub(crate) fn count(n: usize, word: &str) -> String {
     if n == 1 {
-        format!("1 {word}")
-    } else {
-        format!("{n} {word}s")
+        return format!("1 {word}");
+    }
+    match word.strip_suffix('y') {
+        Some(stem) => format!("{n} {stem}ies"),
+        None if word.ends_with("ch") || word.ends_with('s') || word.ends_with('x') => {
+            format!("{n} {word}es")
+        }
+        None => format!("{n} {word}s"),
     }
 }
 

@@ -78,11 +78,11 @@ pub(crate) fn read_image(ctx: &FsCtx, args: Value) -> Result<Answer, String> {
     let bytes = std::fs::read(&full).map_err(|e| describe(&shown, &e))?;
     let Some(format) = Format::of(&bytes) else {
         let what = match sniff::binary(&bytes) {
-            Some(what) => format!("it holds {what}"),
-            None => "it is text (read_file reads it)".to_owned(),
+            Some(what) => format!("binary data ({what})"),
+            None => "text, which read_file reads".to_owned(),
         };
         return Err(format!(
-            "{shown} is not a PNG, JPEG, GIF or WebP image, the formats read_image shows: {what}"
+            "{shown} is not a PNG, JPEG, GIF or WebP image (the formats read_image shows) but {what}"
         ));
     };
     let (width, height) = dimensions(format, &bytes).ok_or_else(|| {

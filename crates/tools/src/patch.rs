@@ -265,21 +265,19 @@ fn report(steps: &[Step]) -> String {
         };
         let part = match old {
             None if new.lines().count() > NEW_FILE_DIFF_LINES => format!(
-                "[{shown}: a new file of {} lines, not shown]\n",
+                "[{shown}: a new file of {} lines, not shown]",
                 new.lines().count()
             ),
             None => diff::unified(diff::NO_FILE, shown, "", new),
             Some(old) => diff::unified(from.as_deref().unwrap_or(shown), shown, old, new),
         };
         if diffs.len() + part.len() > MAX_DIFF_CHARS {
-            diffs.push_str("[more diffs not shown; read_file shows the results]\n");
+            diffs.push_str("\n[more diffs not shown; read_file shows the results]");
             break;
         }
+        diffs.push('\n');
         diffs.push_str(&part);
     }
-    if !diffs.is_empty() {
-        text.push('\n');
-        text.push_str(diffs.trim_end_matches('\n'));
-    }
+    text.push_str(&diffs);
     text
 }

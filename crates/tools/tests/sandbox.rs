@@ -135,10 +135,15 @@ async fn read_only_allows_only_the_temp_directory() {
     .await;
     assert_eq!(stop, StopReason::Failed);
     assert!(o.contains("read-only"), "{o}");
+    let patch = "*** Begin Patch\n*** Add File: c.txt\n+x\n*** End Patch";
+    let (o, stop) = call(&tools, "apply_patch", json!({"input": patch})).await;
+    assert_eq!(stop, StopReason::Failed);
+    assert!(o.contains("read-only"), "{o}");
+    assert!(!s.ws.join("c.txt").exists());
     let (o, stop) = call(&tools, "read_file", json!({"path": "a.txt"})).await;
     assert_eq!(
         (o.as_str(), stop),
-        ("workspace file\n", StopReason::Completed)
+        ("     1\tworkspace file", StopReason::Completed)
     );
 }
 

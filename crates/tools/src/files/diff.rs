@@ -24,7 +24,7 @@ pub(crate) fn counts(old: &str, new: &str) -> (usize, usize) {
 }
 
 /// `old` → `new` as a unified diff between `from` and `to` (workspace-relative paths, or
-/// [`NO_FILE`]), or a line saying how large it is when it is past the bounds.
+/// [`NO_FILE`]), or a line saying how large it is when it is past the bounds; no final newline.
 pub(crate) fn unified(from: &str, to: &str, old: &str, new: &str) -> String {
     let label = |p: &str, side: &str| {
         if p == NO_FILE {
@@ -43,8 +43,8 @@ pub(crate) fn unified(from: &str, to: &str, old: &str, new: &str) -> String {
     if lines > MAX_LINES || text.len() > MAX_CHARS {
         let (add, del) = counts(old, new);
         return format!(
-            "[diff not shown: {lines} lines, +{add} -{del}; read_file shows the result]\n"
+            "[diff not shown: {lines} lines, +{add} -{del}; read_file shows the result]"
         );
     }
-    text
+    text.trim_end_matches('\n').to_owned()
 }

@@ -42,14 +42,19 @@ pub(crate) fn edit_file(ctx: &FsCtx, args: Value) -> Result<Answer, String> {
         return Err(not_found(&file.shown, &file.text, &old));
     }
     if at.len() > 1 && !args.replace_all {
-        let line_numbers: Vec<String> = at
-            .iter()
-            .map(|i| line_of(&file.text, *i).to_string())
-            .collect();
+        let mut line_numbers: Vec<usize> = at.iter().map(|i| line_of(&file.text, *i)).collect();
+        line_numbers.dedup();
+        let shared = if line_numbers.len() < at.len() {
+            " (some lines hold more than one)"
+        } else {
+            ""
+        };
+        let line_numbers: Vec<String> = line_numbers.iter().map(usize::to_string).collect();
         return Err(format!(
-            "old_string occurs {} times in {}, at lines {}; include more of the surrounding lines in old_string so that it matches once, or set replace_all to true to replace every occurrence. Nothing was changed.",
+            "old_string occurs {} times in {}, on {} {}{shared}; include more of the surrounding lines in old_string so that it matches once, or set replace_all to true to replace every occurrence. Nothing was changed.",
             at.len(),
             file.shown,
+            if line_numbers.len() == 1 { "line" } else { "lines" },
             line_numbers.join(", ")
         ));
     }
@@ -120,10 +125,12 @@ fn not_found(shown: &str, text: &str, old: &str) -> String {
             .take(CANDIDATES)
             .map(|i| show(*i, i + 1))
             .collect();
+        let numbers: Vec<String> = holding.iter().map(|i| (i + 1).to_string()).collect();
         answer.push_str(&format!(
-            " Its first line ({:?}) is on {}, but the lines after it differ:{}\nread_file around there and copy the text exactly",
+            " Its first line ({:?}) is on {} {}, but the lines after it differ:{}\nread_file around there and copy the text exactly",
             clip(first, 80),
-            count(holding.len(), "line"),
+            if holding.len() == 1 { "line" } else { "lines" },
+            numbers.join(", "),
             places.concat()
         ));
         return answer + end;

@@ -33,9 +33,19 @@ pub(crate) fn missing(ctx: &FsCtx, given: &str, full: &Path) -> String {
         return text;
     }
     let shown_dir = ctx.display(dir);
+    let prefix = if shown_dir == "." {
+        String::new()
+    } else {
+        format!("{shown_dir}/")
+    };
+    let dir_name = if shown_dir == "." {
+        "The workspace root".to_owned()
+    } else {
+        format!("{shown_dir}/")
+    };
     let name = name.to_string_lossy();
     if wanted != full {
-        text.push_str(&format!(" ({shown_dir}/{name} does not exist)"));
+        text.push_str(&format!(" ({prefix}{name} does not exist)"));
     }
     let entries = entries(ctx, dir);
     let lower = name.to_lowercase();
@@ -56,11 +66,6 @@ pub(crate) fn missing(ctx: &FsCtx, given: &str, full: &Path) -> String {
         })
         .collect();
     near.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.name.cmp(&b.1.name)));
-    let prefix = if shown_dir == "." {
-        String::new()
-    } else {
-        format!("{shown_dir}/")
-    };
     let show = |e: &Entry| format!("{prefix}{}{}", e.name, if e.dir { "/" } else { "" });
     if !near.is_empty() {
         let names: Vec<String> = near
@@ -70,13 +75,18 @@ pub(crate) fn missing(ctx: &FsCtx, given: &str, full: &Path) -> String {
             .collect();
         text.push_str(&format!(". Did you mean: {}?", names.join(", ")));
     } else if entries.is_empty() {
-        text.push_str(&format!(". {shown_dir}/ is empty."));
+        text.push_str(&format!(". {dir_name} is empty."));
     } else if entries.len() <= SMALL_DIR {
         let names: Vec<String> = entries.iter().map(show).collect();
-        text.push_str(&format!(". {shown_dir}/ holds: {}.", names.join(", ")));
+        text.push_str(&format!(". {dir_name} holds: {}.", names.join(", ")));
     } else {
         text.push_str(&format!(
-            ". Nothing in {shown_dir}/ ({}) has a similar name; list_files or grep_files can find it.",
+            ". Nothing in {} ({}) has a similar name; list_files or grep_files can find it.",
+            if shown_dir == "." {
+                "the workspace root"
+            } else {
+                &dir_name
+            },
             count(entries.len(), "entry")
         ));
     }

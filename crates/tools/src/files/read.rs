@@ -84,12 +84,12 @@ pub(crate) fn read_file(ctx: &FsCtx, args: Value) -> Result<Answer, String> {
     }
     if last < total {
         let why = if last - first + 1 < limit {
-            " (the output limit ends this window)"
+            "; the output limit ended this window"
         } else {
             ""
         };
         text.push_str(&format!(
-            "\n… {} more lines (of {total}){why}; call read_file with offset={} to read on",
+            "\n… {} more lines (of {total}{why}); call read_file with offset={} to read on",
             total - last,
             last + 1
         ));
