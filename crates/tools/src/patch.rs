@@ -51,9 +51,8 @@ enum Step {
 /// `apply_patch {input}`.
 pub(crate) fn apply_patch(ctx: &FsCtx, args: Value) -> Result<Answer, String> {
     let args: PatchArgs = parse_args(args, "apply_patch")?;
-    let patch = parse::parse(&args.input)
-        .map_err(|e| format!("invalid patch, {e}. Nothing was changed."))?;
-    let steps = plan(ctx, &patch).map_err(|e| format!("{e}. Nothing was changed."))?;
+    let patch = parse::parse(&args.input).map_err(|e| unchanged(format!("invalid patch, {e}")))?;
+    let steps = plan(ctx, &patch).map_err(unchanged)?;
     write(&steps)?;
     Ok(report(&steps).into())
 }
@@ -194,7 +193,7 @@ fn write(steps: &[Step]) -> Result<(), String> {
             Err(e) => {
                 drop(staged);
                 atomic::remove_dirs(&created);
-                return Err(format!("{}. Nothing was changed.", describe(shown, &e)));
+                return Err(unchanged(describe(shown, &e)));
             }
         }
     }
@@ -217,6 +216,16 @@ fn write(steps: &[Step]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// `error`, then the sentence saying the workspace is as it was.
+fn unchanged(error: String) -> String {
+    let stop = if error.ends_with(['.', '?', '!']) {
+        ""
+    } else {
+        "."
+    };
+    format!("{error}{stop} Nothing was changed.")
 }
 
 fn partial(done: &[String], error: String) -> String {

@@ -2,7 +2,7 @@
 //! tolerance ladder: exactly, then ignoring trailing whitespace, then ignoring whitespace at
 //! both ends; each hunk is looked for after the previous one.
 
-use super::parse::Hunk;
+use super::parse::{Hunk, Line};
 use crate::files::{lines, numbered};
 use crate::fs_tool::{clip, count};
 
@@ -15,12 +15,12 @@ pub(crate) fn apply(text: &str, hunks: &[Hunk]) -> Result<String, String> {
     let eol = if text.contains("\r\n") { "\r\n" } else { "\n" };
     let file: Vec<String> = lines(text).into_iter().map(str::to_owned).collect();
     // (where, how many lines go, the lines that come), in file order.
-    let mut edits: Vec<(usize, usize, &[String])> = Vec::new();
+    let mut edits: Vec<(usize, usize, Vec<String>)> = Vec::new();
     let mut cursor = 0;
     for (n, hunk) in hunks.iter().enumerate() {
         let which = format!("hunk {} (patch line {})", n + 1, hunk.line);
         for context in &hunk.context {
-            let Some(at) = seek(&file, std::slice::from_ref(context), cursor, false) else {
+            let Some(at) = seek(&file, &[context.as_str()], cursor, false) else {
                 return Err(format!(
                     "{which}: its context line \"@@ {}\" is not in the file{}",
                     clip(context, 120),
@@ -29,36 +29,34 @@ pub(crate) fn apply(text: &str, hunks: &[Hunk]) -> Result<String, String> {
             };
             cursor = at + 1;
         }
-        if hunk.old.is_empty() {
+        let mut lines = &hunk.lines[..];
+        if hunk.old().is_empty() {
             // Pure additions go after their context, or at the end without one.
             let at = if hunk.context.is_empty() || hunk.end_of_file {
                 file.len()
             } else {
                 cursor
             };
-            edits.push((at, 0, &hunk.new));
+            edits.push((at, 0, replacement(&file, at, lines)));
             cursor = at;
             continue;
         }
-        let (mut old, mut new) = (&hunk.old[..], &hunk.new[..]);
-        let mut found = seek(&file, old, cursor, hunk.end_of_file);
-        // A trailing empty line in the hunk often stands for the file's final newline.
-        if found.is_none() && old.last().is_some_and(String::is_empty) {
-            old = &old[..old.len() - 1];
-            if new.last().is_some_and(String::is_empty) {
-                new = &new[..new.len() - 1];
-            }
-            found = seek(&file, old, cursor, hunk.end_of_file);
+        let mut found = seek(&file, &old_of(lines), cursor, hunk.end_of_file);
+        // A trailing empty context line often stands for the file's final newline.
+        if found.is_none() && lines.last() == Some(&Line::Context(String::new())) {
+            lines = &lines[..lines.len() - 1];
+            found = seek(&file, &old_of(lines), cursor, hunk.end_of_file);
         }
         let Some(at) = found else {
-            return Err(not_found(&which, &file, &hunk.old, cursor));
+            return Err(not_found(&which, &file, &hunk.old(), cursor));
         };
-        edits.push((at, old.len(), new));
-        cursor = at + old.len();
+        let len = old_of(lines).len();
+        edits.push((at, len, replacement(&file, at, lines)));
+        cursor = at + len;
     }
     let mut out: Vec<&str> = Vec::with_capacity(file.len());
     let mut next = 0;
-    for (at, remove, add) in edits {
+    for &(at, remove, ref add) in &edits {
         out.extend(file[next..at].iter().map(String::as_str));
         out.extend(add.iter().map(String::as_str));
         next = at + remove;
@@ -71,10 +69,38 @@ pub(crate) fn apply(text: &str, hunks: &[Hunk]) -> Result<String, String> {
     Ok(text)
 }
 
+/// The lines a hunk's `lines` need in the file.
+fn old_of(lines: &[Line]) -> Vec<&str> {
+    (lines.iter())
+        .filter_map(|l| match l {
+            Line::Context(t) | Line::Removed(t) => Some(t.as_str()),
+            Line::Added(_) => None,
+        })
+        .collect()
+}
+
+/// What replaces the matched lines from `at` on: added lines from the patch, and context
+/// lines as the file has them, so whitespace the ladder forgave is kept.
+fn replacement(file: &[String], at: usize, lines: &[Line]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut i = at;
+    for line in lines {
+        match line {
+            Line::Context(t) => {
+                out.push(file.get(i).cloned().unwrap_or_else(|| t.clone()));
+                i += 1;
+            }
+            Line::Removed(_) => i += 1,
+            Line::Added(t) => out.push(t.clone()),
+        }
+    }
+    out
+}
+
 /// Where `pattern` starts in `file` at or after `from`: exactly, then ignoring trailing
 /// whitespace, then ignoring whitespace at both ends. With `eof`, a match that ends the file
 /// is tried first.
-fn seek(file: &[String], pattern: &[String], from: usize, eof: bool) -> Option<usize> {
+fn seek(file: &[String], pattern: &[&str], from: usize, eof: bool) -> Option<usize> {
     if pattern.len() > file.len() {
         return None;
     }
@@ -107,7 +133,7 @@ fn after(cursor: usize) -> String {
 
 /// Why a hunk's old lines (context and removed) are not in `file`, with the places that
 /// hold its first line.
-fn not_found(which: &str, file: &[String], old: &[String], cursor: usize) -> String {
+fn not_found(which: &str, file: &[String], old: &[&str], cursor: usize) -> String {
     let shown: String = old
         .iter()
         .take(8)

@@ -53,10 +53,29 @@ pub(crate) struct Hunk {
     pub line: usize,
     /// `@@ …` lines, each found in order before the hunk's lines.
     pub context: Vec<String>,
-    pub old: Vec<String>,
-    pub new: Vec<String>,
+    pub lines: Vec<Line>,
     /// `*** End of File` followed: the lines are the file's last.
     pub end_of_file: bool,
+}
+
+/// One line of a hunk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Line {
+    Context(String),
+    Removed(String),
+    Added(String),
+}
+
+impl Hunk {
+    /// The lines the file must have: context and removed.
+    pub(crate) fn old(&self) -> Vec<&str> {
+        (self.lines.iter())
+            .filter_map(|l| match l {
+                Line::Context(t) | Line::Removed(t) => Some(t.as_str()),
+                Line::Added(_) => None,
+            })
+            .collect()
+    }
 }
 
 const BEGIN: &str = "*** Begin Patch";
@@ -206,9 +225,7 @@ fn update(body: &mut Body<'_>, header: usize, path: &str) -> Result<Op, String> 
         }
         body.at += 1;
         if line.trim_end() == "@@" || line.starts_with("@@ ") {
-            let started = open
-                .as_ref()
-                .is_some_and(|h| !h.old.is_empty() || !h.new.is_empty());
+            let started = open.as_ref().is_some_and(|h| !h.lines.is_empty());
             if started {
                 hunks.extend(open.take());
             }
@@ -227,7 +244,7 @@ fn update(body: &mut Body<'_>, header: usize, path: &str) -> Result<Op, String> 
             ..Hunk::default()
         });
         if line.trim() == END_OF_FILE {
-            if hunk.old.is_empty() && hunk.new.is_empty() {
+            if hunk.lines.is_empty() {
                 return Err(format!(
                     "line {no}: {END_OF_FILE:?} ends a hunk that has no lines"
                 ));
@@ -237,16 +254,10 @@ fn update(body: &mut Body<'_>, header: usize, path: &str) -> Result<Op, String> 
             continue;
         }
         match line.chars().next() {
-            None => {
-                hunk.old.push(String::new());
-                hunk.new.push(String::new());
-            }
-            Some(' ') => {
-                hunk.old.push(line[1..].to_owned());
-                hunk.new.push(line[1..].to_owned());
-            }
-            Some('-') => hunk.old.push(line[1..].to_owned()),
-            Some('+') => hunk.new.push(line[1..].to_owned()),
+            None => hunk.lines.push(Line::Context(String::new())),
+            Some(' ') => hunk.lines.push(Line::Context(line[1..].to_owned())),
+            Some('-') => hunk.lines.push(Line::Removed(line[1..].to_owned())),
+            Some('+') => hunk.lines.push(Line::Added(line[1..].to_owned())),
             Some(_) => {
                 return Err(format!(
                     "line {no}: in the Update File section for {path}, a line starts with ' ' (context), '-' (removed) or '+' (added), or is an '@@' hunk header; {line:?} is none of these"
@@ -255,7 +266,7 @@ fn update(body: &mut Body<'_>, header: usize, path: &str) -> Result<Op, String> 
         }
     }
     if let Some(hunk) = open {
-        if hunk.old.is_empty() && hunk.new.is_empty() {
+        if hunk.lines.is_empty() {
             return Err(format!(
                 "line {}: the hunk has an '@@' header but no lines",
                 hunk.line

@@ -1,12 +1,19 @@
 use super::*;
 
-fn hunk(line: usize, context: &[&str], old: &[&str], new: &[&str]) -> Hunk {
-    let owned = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect();
+/// A hunk of `lines` written as in a patch: ` x`, `-x`, `+x`.
+fn hunk(line: usize, context: &[&str], lines: &[&str]) -> Hunk {
+    let lines = lines
+        .iter()
+        .map(|l| match l.split_at(1) {
+            ("-", t) => Line::Removed(t.to_owned()),
+            ("+", t) => Line::Added(t.to_owned()),
+            (_, t) => Line::Context(t.to_owned()),
+        })
+        .collect();
     Hunk {
         line,
-        context: owned(context),
-        old: owned(old),
-        new: owned(new),
+        context: context.iter().map(|s| (*s).to_owned()).collect(),
+        lines,
         end_of_file: false,
     }
 }
@@ -36,10 +43,10 @@ fn every_section_kind_parses() {
                 op: Op::Update {
                     move_to: Some("d.py".into()),
                     hunks: vec![
-                        hunk(8, &["def f():"], &["    pass"], &["    return 1"]),
+                        hunk(8, &["def f():"], &["-    pass", "+    return 1"]),
                         Hunk {
                             end_of_file: true,
-                            ..hunk(11, &[], &["x", ""], &["x", "", "y"])
+                            ..hunk(11, &[], &[" x", " ", "+y"])
                         },
                     ],
                 },
@@ -58,8 +65,8 @@ fn the_first_hunk_may_omit_its_header_and_contexts_stack() {
     assert_eq!(
         hunks,
         &[
-            hunk(3, &[], &["a", "b"], &["a", "c"]),
-            hunk(6, &["class A", "def g"], &["d"], &[]),
+            hunk(3, &[], &[" a", "-b", "+c"]),
+            hunk(6, &["class A", "def g"], &["-d"]),
         ]
     );
 }
