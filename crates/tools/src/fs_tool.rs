@@ -30,6 +30,15 @@ impl FsCtx {
         }
     }
 
+    /// `full` as a place in a sentence: `src/` or `the workspace root`.
+    pub(crate) fn place(&self, full: &Path) -> String {
+        match self.display(full) {
+            root if root == "." => "the workspace root".to_owned(),
+            dir if full.is_dir() => format!("{dir}/"),
+            file => file,
+        }
+    }
+
     /// The chars a paging tool may fill before its closing note, leaving room for the note.
     pub(crate) fn page_budget(&self) -> usize {
         self.max_chars

@@ -95,7 +95,7 @@ impl Plan {
             .collect();
         if busy.len() > 1 {
             return Err(format!(
-                "steps {} are all in_progress; at most one step may be in_progress at a time",
+                "steps {} are in_progress; at most one step may be in_progress at a time",
                 busy.join(", ")
             ));
         }

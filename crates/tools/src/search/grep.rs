@@ -85,7 +85,7 @@ pub(crate) fn grep_files(ctx: &FsCtx, args: Value) -> Result<Answer, String> {
             break;
         }
     }
-    let shown = ctx.display(&from);
+    let shown = ctx.place(&from);
     if matches == 0 {
         return Ok(format!(
             "No matches for {:?} in {shown} ({} searched)",

@@ -29,8 +29,9 @@ pub(crate) fn list_files(ctx: &FsCtx, args: Value) -> Result<Answer, String> {
     let glob = args.pattern.as_deref().map(Glob::new).transpose()?;
     let max = args.max_results.unwrap_or(DEFAULT_MAX).clamp(1, MAX_MAX);
     let from = start(ctx, args.path.as_deref())?;
-    let shown = ctx.display(&from);
+    let shown = ctx.place(&from);
     if !from.is_dir() {
+        let shown = ctx.display(&from);
         return Err(format!(
             "{shown} is a file; list_files lists the files under a directory (read_file reads this one)"
         ));

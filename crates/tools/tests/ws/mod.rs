@@ -51,6 +51,15 @@ impl Ws {
         }
     }
 
+    /// A workspace of tools made elsewhere, in `dir` (kept alive with them).
+    pub fn with_tools(dir: tempfile::TempDir, tools: BuiltinTools) -> Ws {
+        Ws {
+            root: tools.root().to_path_buf(),
+            _dir: dir,
+            tools,
+        }
+    }
+
     /// Writes `rel` (and its directories) in the workspace.
     pub fn put(&self, rel: &str, content: impl AsRef<[u8]>) {
         let path = self.root.join(rel);
@@ -66,7 +75,7 @@ impl Ws {
     /// Runs one call: start → delta* → stop → one complete output, the deltas adding up to it.
     pub async fn call(&self, name: &str, args: Value) -> Answer {
         let request = ToolCallRequest {
-            call: build::tool_call(name, &args.to_string(), ID, StopReason::Completed, None),
+            call: build::tool_call(name, args.to_string(), ID, StopReason::Completed, None),
             cancel: CancellationToken::new(),
             approver: None,
             thinking_level: None,
