@@ -188,11 +188,17 @@ pub struct SessionEnvelope {
     pub session: SessionInfo,
 }
 
-/// `GET /api/sessions`.
+/// `GET /api/sessions[?limit=N[&before=CURSOR]]`.
+///
+/// Most recently active first (`lastActiveAt`, else `createdAt`; then id). With `limit`, one
+/// page of at most that many and `page`; the next page is `?limit=N&before=<page.before>`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SessionList {
-    /// Loaded sessions first (newest id first), then those only on disk.
+    /// The sessions of this page (every session without `limit`).
     pub sessions: Vec<SessionInfo>,
+    /// Where the list continues; present when `limit` was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<PageInfo>,
 }
 
 /// `POST /api/sessions`: every field optional, so `{}` creates a session with the server's

@@ -3,7 +3,9 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use penguin_trace_store::{is_regular_entry, TraceError, TraceLines, LIST_HEAD_BYTES};
+#[cfg(test)]
+use penguin_trace_store::is_regular_entry;
+use penguin_trace_store::{TraceError, TraceLines, LIST_HEAD_BYTES};
 use serde_json::{json, Value};
 
 use crate::api::PageInfo;
@@ -20,8 +22,9 @@ pub struct TraceFile {
     pub index: u32,
 }
 
-/// Every trace file of `session_id` under `traces_dir`, in index order (one per context).
-/// Only regular files count: a FIFO or a device with a trace's name is passed over unopened.
+/// Every trace file of `session_id` under `traces_dir`, in index order, by a scan of every date
+/// directory; the server asks its [`SessionIndex`](crate::index::SessionIndex) instead.
+#[cfg(test)]
 pub fn trace_files(traces_dir: &Path, session_id: &str) -> std::io::Result<Vec<TraceFile>> {
     let mut out = Vec::new();
     let dates = match std::fs::read_dir(traces_dir) {
@@ -61,42 +64,6 @@ pub fn trace_files(traces_dir: &Path, session_id: &str) -> std::io::Result<Vec<T
     }
     out.sort_by_key(|f| f.index);
     Ok(out)
-}
-
-/// The session ids with trace files under `traces_dir` (regular files only, as
-/// [`trace_files`] counts them).
-pub fn session_ids(traces_dir: &Path) -> std::io::Result<Vec<String>> {
-    let mut ids = HashSet::new();
-    let dates = match std::fs::read_dir(traces_dir) {
-        Ok(d) => d,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    for date in dates {
-        let date = date?;
-        if !date.file_type()?.is_dir() {
-            continue;
-        }
-        for f in std::fs::read_dir(date.path())? {
-            let f = f?;
-            let name = f.file_name();
-            let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else {
-                continue;
-            };
-            if let Some((id, digits)) = stem.rsplit_once('_') {
-                if digits.len() >= 3
-                    && digits.bytes().all(|b| b.is_ascii_digit())
-                    && !ids.contains(id)
-                    && is_regular_entry(&f)
-                {
-                    ids.insert(id.to_owned());
-                }
-            }
-        }
-    }
-    let mut v: Vec<String> = ids.into_iter().collect();
-    v.sort_by(|a, b| b.cmp(a));
-    Ok(v)
 }
 
 /// The first record of a file (a session's `session_meta`), if it parses within the first
@@ -163,7 +130,7 @@ pub const EXPANSION_DEPTH: usize = 4;
 /// to [`EXPANSION_DEPTH`] and never through an ancestor. A pointer whose child trace is missing
 /// stays as it is. Expanded records carry no `tracePosition`.
 pub fn expand_subagents(
-    traces_dir: &Path,
+    files_of: &dyn Fn(&str) -> Vec<TraceFile>,
     messages: Vec<Value>,
     ancestors: &mut Vec<String>,
 ) -> Vec<Value> {
@@ -179,7 +146,7 @@ pub fn expand_subagents(
         .flatten()
         .filter(|id| !ancestors.contains(id) && ancestors.len() < EXPANSION_DEPTH);
         let records = child.as_ref().and_then(|id| {
-            let files = trace_files(traces_dir, id).ok().filter(|f| !f.is_empty())?;
+            let files = Some(files_of(id)).filter(|f| !f.is_empty())?;
             read_history(&files).ok()
         });
         let (Some(id), Some(records)) = (child, records) else {
@@ -196,7 +163,7 @@ pub fn expand_subagents(
                 r
             })
             .collect();
-        for mut r in expand_subagents(traces_dir, records, ancestors) {
+        for mut r in expand_subagents(files_of, records, ancestors) {
             if let Value::Object(o) = &mut r {
                 // `origin` goes last, as `withOrigin` puts it.
                 let mut chain = vec![Value::String(id.clone())];
@@ -306,15 +273,14 @@ impl std::fmt::Display for TracePosition {
 /// Only the selected records' subagent pointers are expanded, so an old page does not read
 /// every child trace of the session.
 pub fn page_of(
-    traces_dir: &Path,
+    files_of: &dyn Fn(&str) -> Vec<TraceFile>,
     session_id: &str,
     own: Vec<Value>,
     pending: Vec<String>,
     window: Window,
 ) -> (Vec<Value>, Option<PageInfo>) {
-    let expand = |records: Vec<Value>| {
-        expand_subagents(traces_dir, records, &mut vec![session_id.to_owned()])
-    };
+    let expand =
+        |records: Vec<Value>| expand_subagents(files_of, records, &mut vec![session_id.to_owned()]);
     match window {
         Window::Before { position, limit } => {
             let older: Vec<Value> = own
@@ -404,7 +370,11 @@ mod tests {
         )
         .unwrap();
         let own = read_history(&trace_files(dir.path(), "parent").unwrap()).unwrap();
-        let expanded = expand_subagents(dir.path(), own, &mut vec!["parent".to_string()]);
+        let expanded = expand_subagents(
+            &|id| trace_files(dir.path(), id).unwrap(),
+            own,
+            &mut vec!["parent".to_string()],
+        );
         let lines: Vec<String> = expanded
             .iter()
             .map(|v| {
@@ -451,9 +421,11 @@ mod tests {
             serde_json::to_string(&h).unwrap(),
             r#"[{"z":1,"a":2,"tracePosition":{"fileIndex":0,"ordinal":0}},{"b":1,"tracePosition":{"fileIndex":1,"ordinal":0}}]"#
         );
-        let mut ids = session_ids(dir.path()).unwrap();
+        let index = crate::index::SessionIndex::new(dir.path().to_owned());
+        let mut ids: Vec<String> = index.sessions().unwrap().into_iter().map(|s| s.0).collect();
         ids.sort();
         assert_eq!(ids, ["s-1", "s-10"]);
+        assert_eq!(index.files("s-1").unwrap(), files);
 
         let mut msgs = h;
         append_missing(
@@ -498,11 +470,10 @@ mod tests {
 
         let traces = dir.path().to_path_buf();
         let (ids, files, first, history) = promptly(move || {
-            let ids = session_ids(&traces).unwrap();
-            let files: Vec<Vec<TraceFile>> = ids
-                .iter()
-                .map(|id| trace_files(&traces, id).unwrap())
-                .collect();
+            let index = crate::index::SessionIndex::new(traces);
+            let ids: Vec<String> = index.sessions().unwrap().into_iter().map(|s| s.0).collect();
+            let files: Vec<Vec<TraceFile>> =
+                ids.iter().map(|id| index.files(id).unwrap()).collect();
             let first: Vec<Option<Value>> = files
                 .iter()
                 .map(|f| f.first().and_then(|f| first_record(&f.path)))
@@ -565,7 +536,7 @@ mod tests {
             .collect();
         let pending = vec![r#"{"p":1}"#.to_string(), r#"{"p":2}"#.to_string()];
         let (msgs, page) = page_of(
-            dir.path(),
+            &|id| trace_files(dir.path(), id).unwrap(),
             "s",
             own.clone(),
             pending.clone(),
@@ -577,7 +548,7 @@ mod tests {
         assert_eq!(page.before.as_deref(), Some("2:3"));
         let position = TracePosition::parse("2:3").unwrap();
         let (older, page) = page_of(
-            dir.path(),
+            &|id| trace_files(dir.path(), id).unwrap(),
             "s",
             own.clone(),
             Vec::new(),
@@ -589,7 +560,13 @@ mod tests {
         assert_eq!(older, own[1..]);
         assert_eq!(page.unwrap().before.as_deref(), Some("2:1"));
 
-        let (all, page) = page_of(dir.path(), "s", own.clone(), pending, Window::All);
+        let (all, page) = page_of(
+            &|id| trace_files(dir.path(), id).unwrap(),
+            "s",
+            own.clone(),
+            pending,
+            Window::All,
+        );
         assert_eq!(all.len(), 5);
         assert!(page.is_none());
         assert_eq!(TracePosition::parse("1:"), None);

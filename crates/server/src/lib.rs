@@ -8,6 +8,8 @@ mod entry;
 mod error;
 mod history;
 mod host;
+mod index;
+mod list;
 mod listener;
 mod requests;
 mod routes;

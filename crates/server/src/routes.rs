@@ -11,16 +11,16 @@ use axum::response::{IntoResponse, Response};
 use penguin_engine::ThinkingLevel;
 use penguin_omni_protocol::ApprovalDecision;
 use penguin_sse_transport::{into_response, last_event_id, open_stream, LiveTail, ServerEvent};
-use serde_json::Value;
 
 use crate::api::{
     CompactAccepted, CreateSessionRequest, MessagesPage, Recalled, RetryNow, SessionEnvelope,
-    SessionInfo, SessionList, SteerAccepted, TaskAccepted,
+    SteerAccepted, TaskAccepted,
 };
 use crate::auth::{host_allowed, presented_token, tokens_match};
 use crate::entry::Entry;
 use crate::error::{json_response, opt_bool, opt_str, read_object, ApiError};
-use crate::history::{first_record, page_of, read_history, session_ids, trace_files, Window};
+use crate::history::{page_of, read_history, Window};
+use crate::list::parse_list_query;
 use crate::requests::{parse_input, parse_mcp_servers, parse_mode, parse_query, parse_sandbox};
 use crate::sessions::USER_CHANNEL;
 use crate::tasks::TaskInput;
@@ -131,66 +131,10 @@ pub(crate) async fn create_session(
     ))
 }
 
-pub(crate) async fn list_sessions(State(app): State<AppState>) -> ApiResult {
-    let mut out: Vec<SessionInfo> = app.sessions.loaded().iter().map(|e| e.info()).collect();
-    let traces = app.sessions.cfg.location.traces_dir();
-    // Sessions on disk that this process has not loaded: described from their session_meta
-    // without resuming them (resuming writes to the trace).
-    let ids = session_ids(&traces)
-        .map_err(|e| ApiError::internal(format!("cannot list {}: {e}", traces.display())))?;
-    for id in ids {
-        if app.sessions.is_loaded(&id) {
-            continue;
-        }
-        let files = trace_files(&traces, &id).unwrap_or_default();
-        let meta = files.first().and_then(|f| first_record(&f.path));
-        // When its trace was last written: what "last active" means for a session at rest.
-        let written = files
-            .iter()
-            .filter_map(|f| std::fs::metadata(&f.path).and_then(|m| m.modified()).ok())
-            .max()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map(|d| {
-                penguin_omni_protocol::Timestamp::from_unix_millis(d.as_millis() as i64)
-                    .as_str()
-                    .to_owned()
-            });
-        let p = meta.as_ref().and_then(|m| m.get("payload"));
-        let field = |k: &str| {
-            p.and_then(|p| p.get(k))
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        };
-        let settings = app.sessions.settings.load(&id);
-        out.push(SessionInfo {
-            title: settings.title,
-            approval_mode: settings.approval_mode,
-            state: penguin_sse_transport::SessionStatus::Idle,
-            queued: 0,
-            provider: field("provider"),
-            model: field("model_id"),
-            workspace: field("workspace"),
-            source: field("source"),
-            created_at: meta
-                .as_ref()
-                .and_then(|m| m.get("timestamp"))
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-            last_active_at: written,
-            has_trace: true,
-            trace_write_failures: 0,
-            sandbox: None,
-            id,
-        });
-    }
-    // Most recently active first; ids alone would order two sessions of one second by their
-    // random suffix.
-    let active = |s: &SessionInfo| s.last_active_at.clone().or_else(|| s.created_at.clone());
-    out.sort_by(|a, b| active(b).cmp(&active(a)).then_with(|| b.id.cmp(&a.id)));
-    Ok(json_response(
-        StatusCode::OK,
-        &SessionList { sessions: out },
-    ))
+pub(crate) async fn list_sessions(State(app): State<AppState>, uri: Uri) -> ApiResult {
+    let query = parse_list_query(&uri)?;
+    let list = crate::list::list(&app.sessions, query).await?;
+    Ok(json_response(StatusCode::OK, &list))
 }
 
 pub(crate) async fn get_session(
@@ -245,8 +189,8 @@ pub(crate) async fn messages(
     if let Ok(Err(err)) = flushed {
         tracing::warn!("[server] trace flush before /messages failed: {err}");
     }
-    let traces = app.sessions.cfg.location.traces_dir();
     let id = e.id.clone();
+    let sessions = app.sessions.clone();
     // A `before` page is history only: the live tail and the pending holds belong to the
     // newest end, which such a page never reaches.
     let pending: Vec<String> = match window {
@@ -258,9 +202,10 @@ pub(crate) async fn messages(
         _ => snap.live.map(LiveTail::from),
     };
     let (messages, page) = tokio::task::spawn_blocking(move || {
-        let files = trace_files(&traces, &id)?;
+        let files = sessions.index.files(&id)?;
         let own = read_history(&files)?;
-        Ok::<_, std::io::Error>(page_of(&traces, &id, own, pending, window))
+        let files_of = |child: &str| sessions.index.files(child).unwrap_or_default();
+        Ok::<_, std::io::Error>(page_of(&files_of, &id, own, pending, window))
     })
     .await
     .map_err(|err| ApiError::internal(format!("history reader failed: {err}")))?

@@ -11,7 +11,9 @@ use penguin_trace_store::{Durability, TraceLocation};
 use crate::api::ApprovalMode;
 use crate::entry::{Entry, Runtime};
 use crate::error::ApiError;
+use crate::history::TraceFile;
 use crate::host::{CreateSession, FactoryError, HostedSession, LoadSession, SessionFactory};
+use crate::index::SessionIndex;
 use crate::settings::{Settings, SettingsStore};
 use crate::sync::lock;
 use penguin_omni_protocol::Frame;
@@ -52,6 +54,8 @@ pub(crate) struct RuntimeConfig {
 pub(crate) struct Sessions {
     pub(crate) cfg: RuntimeConfig,
     pub(crate) settings: SettingsStore,
+    /// The sessions on disk: ask it, never scan the traces directory per request.
+    pub(crate) index: SessionIndex,
     entries: Mutex<HashMap<String, Arc<Entry>>>,
     clock: AtomicU64,
     // Loading a session from disk opens a trace writer: two concurrent loads of one id must not
@@ -63,6 +67,7 @@ impl Sessions {
     pub(crate) fn new(cfg: RuntimeConfig) -> Sessions {
         Sessions {
             settings: SettingsStore::new(&cfg.location),
+            index: SessionIndex::new(cfg.location.traces_dir()),
             cfg,
             entries: Mutex::new(HashMap::new()),
             clock: AtomicU64::new(0),
@@ -136,6 +141,20 @@ impl Sessions {
                 .filter_map(|(_, id)| entries.remove(&id))
                 .collect()
         };
+        let now = std::time::SystemTime::now();
+        for e in &unloaded {
+            self.index.written(&e.id, now);
+            // Its replay buffer goes with it unless someone still listens: a reconnect after
+            // the unload misses and resyncs from the trace.
+            if self
+                .cfg
+                .hub
+                .existing(&e.id)
+                .is_some_and(|c| c.subscriber_count() == 0)
+            {
+                self.cfg.hub.reclaim(&e.id);
+            }
+        }
         // Dropping a session joins its trace writer thread: not on the async workers.
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
@@ -216,10 +235,7 @@ impl Sessions {
         if let Some(e) = self.loaded_entry(id) {
             return Ok(e);
         }
-        let traces = self.cfg.location.traces_dir();
-        let found = penguin_trace_store::find_latest_trace_file(&traces, id)
-            .map_err(|e| ApiError::internal(format!("cannot look for session {id}: {e}")))?;
-        if found.is_none() {
+        if self.trace_files(id).await?.is_empty() {
             return Err(ApiError::session_not_found(id));
         }
         let kept = self.settings.load(id);
@@ -245,6 +261,18 @@ impl Sessions {
             }
         })?;
         Ok(self.insert(session, true))
+    }
+
+    /// The trace files of `id`, from the index, off the async workers.
+    pub(crate) async fn trace_files(
+        self: &Arc<Self>,
+        id: &str,
+    ) -> Result<Vec<TraceFile>, ApiError> {
+        let (me, owned) = (self.clone(), id.to_owned());
+        tokio::task::spawn_blocking(move || me.index.files(&owned))
+            .await
+            .map_err(|e| ApiError::internal(format!("the trace index failed: {e}")))?
+            .map_err(|e| ApiError::internal(format!("cannot look for session {id}: {e}")))
     }
 
     fn loaded_entry(&self, id: &str) -> Option<Arc<Entry>> {
@@ -309,7 +337,7 @@ impl Sessions {
 
     /// `DELETE`: interrupts a running task, waits (bounded) for it to settle, forgets the
     /// session, closes its channel and removes its trace files.
-    pub(crate) async fn delete(&self, entry: &Arc<Entry>) -> Result<(), ApiError> {
+    pub(crate) async fn delete(self: &Arc<Self>, entry: &Arc<Entry>) -> Result<(), ApiError> {
         {
             let _p = lock(&entry.publish);
             let mut rt = entry.rt();
@@ -348,13 +376,12 @@ impl Sessions {
             background.kill_all();
         }
         self.cfg.hub.reclaim(&entry.id);
-        for f in crate::history::trace_files(&self.cfg.location.traces_dir(), &entry.id)
-            .map_err(|e| ApiError::internal(format!("cannot list the session's traces: {e}")))?
-        {
+        for f in self.trace_files(&entry.id).await? {
             std::fs::remove_file(&f.path).map_err(|e| {
                 ApiError::internal(format!("cannot remove {}: {e}", f.path.display()))
             })?;
         }
+        self.index.remove(&entry.id);
         self.settings.remove(&entry.id);
         Ok(())
     }
