@@ -11,7 +11,7 @@ use penguin_sse_transport::SessionStatus;
 use crate::api::{PageInfo, SessionInfo, SessionList};
 use crate::auth::percent_decode;
 use crate::error::ApiError;
-use crate::index::{Head, Indexed};
+use crate::index::Indexed;
 use crate::sessions::Sessions;
 
 /// Where a page ends: the sort key and id of its last session. Sessions that become active
