@@ -262,4 +262,16 @@ pub(crate) struct ServeArgs {
     /// Append the server's log here instead of stderr (level from RUST_LOG, default warn).
     #[arg(long)]
     pub(crate) log_file: Option<PathBuf>,
+    /// Connections at once (default: `[server] max_connections`, else what the open-file limit
+    /// allows).
+    #[arg(long, value_name = "N")]
+    pub(crate) max_connections: Option<usize>,
+    /// SSE streams at once, fewer than the connections so API requests are always served
+    /// (default: `[server] max_streams`, else all but an eighth of the connections).
+    #[arg(long, value_name = "N")]
+    pub(crate) max_streams: Option<usize>,
+    /// When traces are fsynced: never, commit (after each model request; the default) or
+    /// record (after every record). Default: `[trace] durability`.
+    #[arg(long, value_name = "WHEN")]
+    pub(crate) durability: Option<String>,
 }

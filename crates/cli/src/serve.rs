@@ -20,6 +20,9 @@ pub(crate) fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         workspace_root,
         allowed_hosts,
         log_file: _,
+        max_connections,
+        max_streams,
+        durability,
     } = args;
     use penguin::hosting::{ModelFactory, ScenarioFactory};
     use penguin::server::{ServeOptions, SessionFactory};
@@ -85,6 +88,12 @@ pub(crate) fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     opts.data_root = agent.location.root.clone();
     opts.project = agent.location.project.clone();
     opts.agent = agent.location.agent.clone();
+    opts.durability = match durability {
+        Some(d) => d.parse().map_err(|e| format!("--durability: {e}"))?,
+        None => agent.durability,
+    };
+    opts.limits.max_connections = max_connections.or(agent.config.server.max_connections);
+    opts.limits.max_streams = max_streams.or(agent.config.server.max_streams);
     with_runtime(async move {
         penguin::server::serve(opts)
             .await

@@ -138,8 +138,8 @@ impl Agent {
         };
         Ok(Agent {
             location: TraceLocation::new(root, "default", "penguin"),
+            durability: config.trace.durability()?,
             config,
-            durability: Durability::default(),
             engine,
         })
     }

@@ -67,6 +67,42 @@ pub struct Config {
     /// MCP servers whose tools every session gets (`[[mcp_servers]]`).
     #[serde(default)]
     pub mcp_servers: Vec<penguin_tools::mcp::McpServerConfig>,
+    /// How traces are written.
+    #[serde(default)]
+    pub trace: TraceEntry,
+    /// `penguin serve`'s capacity.
+    #[serde(default)]
+    pub server: ServerEntry,
+}
+
+/// `[trace]` in `config.toml`.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct TraceEntry {
+    /// When the trace is fsynced: `never`, `commit` (after each model request and compaction;
+    /// the default) or `record` (after every record). See `docs/performance.md` for the cost.
+    pub durability: Option<String>,
+}
+
+impl TraceEntry {
+    /// The durability named, [`Durability::AtCommit`](penguin_trace_store::Durability) when none is.
+    pub fn durability(&self) -> Result<penguin_trace_store::Durability, ConfigError> {
+        self.durability
+            .as_deref()
+            .map_or(Ok(penguin_trace_store::Durability::default()), str::parse)
+            .map_err(|e| ConfigError::Invalid(format!("trace.durability: {e}")))
+    }
+}
+
+/// `[server]` in `config.toml`: how many connections `penguin serve` takes.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerEntry {
+    /// Connections at once (default: what the open-file limit allows).
+    pub max_connections: Option<usize>,
+    /// Of those, SSE streams at once (default: all but an eighth, so API requests are always
+    /// served while streams are at their cap).
+    pub max_streams: Option<usize>,
 }
 
 /// `[sandbox]` in `config.toml`.

@@ -34,7 +34,7 @@ pub use auth::{
 };
 pub use error::ApiError;
 pub use host::{BoxError, CreateSession, FactoryError, HostedSession, LoadSession, SessionFactory};
-pub use listener::{serve_with_limits, ConnectionLimits};
+pub use listener::{open_file_limit, raise_open_file_limit, serve_with_limits, ConnectionLimits};
 pub use sessions::{valid_session_id, USER_CHANNEL};
 
 use sessions::{RuntimeConfig, Sessions};
@@ -176,6 +176,8 @@ pub enum ServeError {
 #[derive(Clone)]
 pub struct AppState {
     sessions: Arc<Sessions>,
+    // The stream budget (ConnectionLimits::streams): each open SSE response holds a permit.
+    streams: Arc<tokio::sync::Semaphore>,
     token: Arc<str>,
     sse: SseConfig,
     body: error::BodyLimits,
@@ -205,6 +207,7 @@ impl AppState {
                 idle_cache: opts.idle_sessions,
                 workspace_root: opts.workspace_root.clone(),
             })),
+            streams: Arc::new(tokio::sync::Semaphore::new(opts.limits.streams())),
             token: token.into(),
             sse: opts.sse.clone(),
             body: error::BodyLimits {
@@ -306,6 +309,31 @@ impl std::fmt::Display for TokenSource {
     }
 }
 
+// Connections the kernel queues while the accept loop is busy (capped by net.core.somaxconn):
+// a burst of clients connecting at once waits here instead of being refused.
+const BACKLOG: u32 = 4096;
+
+async fn listen(addr: &str) -> std::io::Result<tokio::net::TcpListener> {
+    let mut last = None;
+    for a in tokio::net::lookup_host(addr).await? {
+        let socket = match a {
+            std::net::SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+            std::net::SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+        };
+        socket.set_reuseaddr(true)?;
+        match socket.bind(a).and_then(|()| socket.listen(BACKLOG)) {
+            Ok(listener) => return Ok(listener),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "the address resolves to nothing",
+        )
+    }))
+}
+
 /// A server bound to its address, not yet serving: [`Server::bind`], then
 /// [`Server::serve`] until a future of yours completes. [`serve`] is this with Ctrl-C.
 ///
@@ -359,13 +387,14 @@ impl Server {
                 _ => TokenSource::Options,
             },
         };
+        if let Err(e) = raise_open_file_limit() {
+            tracing::warn!("[server] cannot raise the open-file limit: {e}");
+        }
         let addr = format!("{}:{}", opts.host, opts.port);
-        let listener = tokio::net::TcpListener::bind(&addr)
-            .await
-            .map_err(|source| ServeError::Bind {
-                addr: addr.clone(),
-                source,
-            })?;
+        let listener = listen(&addr).await.map_err(|source| ServeError::Bind {
+            addr: addr.clone(),
+            source,
+        })?;
         let local_addr = listener.local_addr()?;
         let state = AppState::new(&opts, token.value.clone());
         Ok(Server {

@@ -25,6 +25,7 @@ use crate::requests::{parse_input, parse_mcp_servers, parse_mode, parse_query, p
 use crate::sessions::USER_CHANNEL;
 use crate::tasks::TaskInput;
 use crate::AppState;
+use tokio::sync::OwnedSemaphorePermit;
 
 type ApiResult = Result<Response, ApiError>;
 
@@ -226,13 +227,50 @@ pub(crate) async fn stream(
     headers: HeaderMap,
 ) -> ApiResult {
     let e = entry(&app, p).await?;
+    let permit = stream_permit(&app)?;
     let channel = app.sessions.cfg.hub.get(&e.id);
     let last = last_event_id(&headers);
     let s = open_stream(&channel, last.as_deref(), || e.snapshot_events(), &app.sse);
-    Ok(into_response(s))
+    Ok(into_response(Held {
+        stream: s,
+        _permit: permit,
+    }))
+}
+
+/// A slot of the stream budget, or 503 at once: streams at their cap must not take the
+/// connections API requests need.
+fn stream_permit(app: &AppState) -> Result<OwnedSemaphorePermit, ApiError> {
+    app.streams.clone().try_acquire_owned().map_err(|_| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_streams",
+            "the server has as many event streams open as it allows ([server] max_streams, \
+             --max-streams); close another tab or stream, or raise the limit",
+        )
+    })
+}
+
+/// An SSE body that holds its stream-budget slot for as long as it is sent.
+#[pin_project::pin_project]
+struct Held<S> {
+    #[pin]
+    stream: S,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl<S: futures::Stream> futures::Stream for Held<S> {
+    type Item = S::Item;
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<S::Item>> {
+        self.project().stream.poll_next(cx)
+    }
 }
 
 pub(crate) async fn events(State(app): State<AppState>, headers: HeaderMap) -> ApiResult {
+    let permit = stream_permit(&app)?;
     let channel = app.sessions.cfg.hub.get(USER_CHANNEL);
     let last = last_event_id(&headers);
     let s = open_stream(
@@ -241,7 +279,10 @@ pub(crate) async fn events(State(app): State<AppState>, headers: HeaderMap) -> A
         || vec![ServerEvent::Hello],
         &app.sse,
     );
-    Ok(into_response(s))
+    Ok(into_response(Held {
+        stream: s,
+        _permit: permit,
+    }))
 }
 
 pub(crate) async fn create_task(

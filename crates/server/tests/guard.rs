@@ -195,7 +195,8 @@ async fn pending_steering_and_follow_ups_are_capped_by_count_and_bytes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_clients_are_dropped_and_others_served() {
     let limits = ConnectionLimits {
-        max_connections: 8,
+        max_connections: Some(8),
+        max_streams: None,
         header_timeout: Duration::from_millis(300),
     };
     let srv = start(limits, Duration::from_millis(300)).await;
@@ -242,4 +243,59 @@ async fn slow_clients_are_dropped_and_others_served() {
     let answer = String::from_utf8_lossy(&answer);
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("did not arrive within"), "{answer}");
+}
+
+/// Streams have a budget of their own below the connections: one asked for beyond it is
+/// refused at once with a reason, API requests are still served, and a closed stream's slot
+/// is free again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_at_their_cap_are_refused_at_once_and_the_api_is_still_served() {
+    let limits = ConnectionLimits {
+        max_connections: Some(6),
+        max_streams: Some(3),
+        ..ConnectionLimits::default()
+    };
+    let srv = start(limits, Duration::from_secs(30)).await;
+    let id = srv.create("allow-all").await;
+    let mut open = vec![
+        srv.sse("/api/events", None).await,
+        srv.stream(&id, None).await,
+        srv.stream(&id, None).await,
+    ];
+    for path in [
+        "/api/events".to_owned(),
+        format!("/api/sessions/{id}/stream"),
+    ] {
+        let Reply { status, body } = srv.get(&path).await;
+        assert_eq!(status, 503, "{path}: {body}");
+        assert_eq!(body["error"]["code"], "too_many_streams");
+        assert!(body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_streams"));
+    }
+    // API requests, on connections of their own.
+    for _ in 0..10 {
+        assert_eq!(srv.get("/api/sessions").await.status, 200);
+    }
+    assert_eq!(srv.task(&id, "go").await.status, 202);
+    open.pop();
+    // The slot comes back when the server notices the closed connection.
+    let reopened = tokio::time::timeout(WAIT, async {
+        loop {
+            let r = srv
+                .http
+                .get(srv.url(&format!("/api/sessions/{id}/stream")))
+                .bearer_auth(TOKEN)
+                .send()
+                .await
+                .unwrap();
+            if r.status() == 200 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert!(reopened.is_ok(), "a closed stream's slot is free again");
 }

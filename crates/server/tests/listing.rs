@@ -122,7 +122,7 @@ async fn a_session_written_by_another_process_appears_and_a_deleted_one_goes() {
     let srv = serve_script(script()).await;
     assert!(ids(&srv, "").await.0.is_empty());
     let id = srv.create("allow-all").await;
-    assert_eq!(ids(&srv, "").await.0, [id.clone()]);
+    assert_eq!(ids(&srv, "").await.0, std::slice::from_ref(&id));
     let disk = write_on_disk(&srv, 1);
     let (now, _) = ids(&srv, "").await;
     assert_eq!(now.len(), 2, "{now:?}");

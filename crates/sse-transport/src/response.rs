@@ -9,7 +9,7 @@ use axum::response::Response;
 
 use crate::channel::Channel;
 use crate::event::ServerEvent;
-use crate::sse::{open_stream, SseConfig, SseStream};
+use crate::sse::{open_stream, SseConfig};
 
 /// The `Last-Event-ID` header, if present. A present but non-UTF-8 value is returned lossily, so
 /// it still counts as present (and misses), as `!== undefined` does in the reference.
@@ -19,9 +19,12 @@ pub fn last_event_id(headers: &HeaderMap) -> Option<String> {
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
 }
 
-/// Wraps an [`SseStream`] in a `text/event-stream` response with `Cache-Control: no-cache` and
-/// `X-Accel-Buffering: no`.
-pub fn into_response(stream: SseStream) -> Response {
+/// Wraps an [`SseStream`](crate::SseStream) (or a stream around one, e.g. holding a permit while it lasts) in a
+/// `text/event-stream` response with `Cache-Control: no-cache` and `X-Accel-Buffering: no`.
+pub fn into_response<S>(stream: S) -> Response
+where
+    S: futures_core::Stream<Item = Result<bytes::Bytes, std::convert::Infallible>> + Send + 'static,
+{
     let mut res = Response::new(Body::from_stream(stream));
     *res.status_mut() = StatusCode::OK;
     let h = res.headers_mut();

@@ -30,4 +30,4 @@ pub use resume::{
     placeholder, resume_session, resume_trace, DanglingCompaction, Resumed, ResumedSession,
     Resumer, PLACEHOLDER_OUTPUT,
 };
-pub use writer::{Durability, FlushHandle, Writer, WriterConfig};
+pub use writer::{Durability, FlushHandle, UnknownDurability, Writer, WriterConfig};

@@ -62,6 +62,40 @@ impl Durability {
     }
 }
 
+/// A name that is not a [`Durability`]: `never`, `commit` or `record` are.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a durability (never, commit or record)")]
+pub struct UnknownDurability(pub String);
+
+impl std::str::FromStr for Durability {
+    type Err = UnknownDurability;
+
+    /// `never`, `commit` ([`AtCommit`](Durability::AtCommit)) or `record`
+    /// ([`EveryRecord`](Durability::EveryRecord)), as `[trace] durability` and
+    /// `--durability` spell them.
+    fn from_str(s: &str) -> Result<Durability, UnknownDurability> {
+        match s {
+            "never" => Ok(Durability::Never),
+            "commit" => Ok(Durability::AtCommit),
+            "record" => Ok(Durability::EveryRecord),
+            other => Err(UnknownDurability(other.to_owned())),
+        }
+    }
+}
+
+#[cfg(test)]
+#[test]
+fn durability_names_parse_and_a_wrong_one_is_named() {
+    assert_eq!("commit".parse(), Ok(Durability::AtCommit));
+    assert_eq!("never".parse(), Ok(Durability::Never));
+    assert_eq!("record".parse(), Ok(Durability::EveryRecord));
+    let err = "always".parse::<Durability>().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        r#""always" is not a durability (never, commit or record)"#
+    );
+}
+
 /// Everything a [`Writer`] needs to know.
 #[derive(Clone, Debug)]
 pub struct WriterConfig {

@@ -257,3 +257,28 @@ fn ollama_is_a_protocol_with_a_local_default_and_no_key() {
     .unwrap_err();
     assert!(err.to_string().contains("gemini, ollama or demo"), "{err}");
 }
+
+#[test]
+fn trace_durability_and_server_capacity_are_read_and_a_wrong_durability_is_named() {
+    use penguin_trace_store::Durability;
+    let c = Config::parse(
+        "[trace]\ndurability = \"never\"\n[server]\nmax_connections = 20000\nmax_streams = 15000\n",
+    )
+    .unwrap();
+    assert_eq!(c.trace.durability().unwrap(), Durability::Never);
+    assert_eq!(c.server.max_connections, Some(20_000));
+    assert_eq!(c.server.max_streams, Some(15_000));
+    assert_eq!(
+        Config::default().trace.durability().unwrap(),
+        Durability::AtCommit
+    );
+    let bad = Config::parse("[trace]\ndurability = \"sometimes\"\n").unwrap();
+    assert_eq!(
+        bad.trace.durability().unwrap_err().to_string(),
+        ConfigError::Invalid(
+            "trace.durability: \"sometimes\" is not a durability (never, commit or record)".into()
+        )
+        .to_string()
+    );
+    assert!(Config::parse("[server]\nmax_conections = 1\n").is_err());
+}
