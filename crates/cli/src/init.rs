@@ -20,6 +20,7 @@ default_model = "demo"
 # model = "qwen2.5-coder"
 # context_window = 32768                # optional
 # max_output_tokens = 4096              # optional
+# vision = false                        # a model that takes no images gets no read_image
 
 # A hosted model; the key is read from the named variable (each protocol has a default:
 # OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY):
@@ -44,6 +45,10 @@ default_model = "demo"
 # network = false                       # true: commands may use the network
 # writable = ["~/.cache/pip"]
 # inherit_env = ["CARGO_HOME"]          # variables commands get besides PATH, HOME, LANG, ...
+
+# The edit tools offered (default: apply_patch for openai-responses, classic for the others):
+# [tools]
+# edit = "classic"                      # classic (write_file + edit_file) | apply_patch | both
 "#;
 
 pub(crate) fn init(force: bool) -> Result<ExitCode, String> {
@@ -88,5 +93,7 @@ mod tests {
         let config = penguin::config::Config::parse(&uncommented).unwrap();
         assert_eq!(config.models.len(), 2);
         assert_eq!(config.sandbox.writable, ["~/.cache/pip"]);
+        assert_eq!(config.tools.edit.as_deref(), Some("classic"));
+        assert_eq!(config.models["local"].vision, Some(false));
     }
 }

@@ -135,15 +135,29 @@ impl Confinement {
     }
 }
 
+/// The built-in tools' configuration for a session of `model` (`None`: a scenario's model):
+/// `[tools] edit` or the edit tools the model's provider prefers, no `read_image` for a model
+/// configured without vision, and the session's sandbox.
+pub(crate) fn tools_config(
+    agent: &Agent,
+    model: Option<&ModelSpec>,
+    sandbox: &Sandbox,
+) -> Result<ToolsConfig, String> {
+    let config = agent
+        .config
+        .tools_config(model)
+        .map_err(|e| e.to_string())?;
+    Ok(ToolsConfig {
+        sandbox: sandbox.clone(),
+        ..config
+    })
+}
+
 pub(crate) fn workspace_tools(
     workspace: &Path,
-    sandbox: &Sandbox,
+    config: ToolsConfig,
     bypass: &SandboxBypass,
 ) -> Result<BuiltinTools, String> {
-    let config = ToolsConfig {
-        sandbox: sandbox.clone(),
-        ..ToolsConfig::default()
-    };
     BuiltinTools::new(workspace, config)
         .map(|t| t.with_bypass(bypass.clone()))
         .map_err(|e| format!("workspace {}: {e}", workspace.display()))
@@ -158,7 +172,8 @@ pub(crate) fn session_tools(
     sandbox: &Sandbox,
     bypass: &SandboxBypass,
 ) -> Result<Arc<dyn Environment>, String> {
-    let builtin = workspace_tools(workspace, sandbox, bypass)?;
+    let config = tools_config(agent, Some(spec), sandbox)?;
+    let builtin = workspace_tools(workspace, config.clone(), bypass)?;
     // A child's answer is capped and archived like any tool output of the session.
     let limits = builtin.limits();
     let tools = crate::mcp::with_servers(agent, workspace, sandbox, Arc::new(builtin));
@@ -177,7 +192,7 @@ pub(crate) fn session_tools(
             &ws,
             &sandbox,
             Arc::new(
-                workspace_tools(&ws, &sandbox, &bypass)
+                workspace_tools(&ws, config.clone(), &bypass)
                     .map_err(|e| SessionError::Tools(e.into()))?,
             ),
         );
@@ -309,7 +324,8 @@ fn scenario_tools(
     if !real_tools {
         return Ok(Arc::new(scripted));
     }
-    let builtin = workspace_tools(workspace, &confinement.sandbox, &confinement.bypass)?;
+    let config = tools_config(agent, None, &confinement.sandbox)?;
+    let builtin = workspace_tools(workspace, config, &confinement.bypass)?;
     Ok(crate::mcp::with_servers(
         agent,
         workspace,

@@ -132,6 +132,8 @@ impl Agent {
     /// The default project and agent under `root`.
     pub fn at(root: PathBuf) -> Result<Agent, ConfigError> {
         let config = Config::load(&root)?;
+        // A wrong `[tools] edit` is said before any session is built.
+        config.tools.edit()?;
         let engine = EngineConfig {
             compaction: Some(config.compaction.to_engine()?),
             ..EngineConfig::default()

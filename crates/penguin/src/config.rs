@@ -18,6 +18,12 @@
 //! idle_timeout_ms = 120000            # optional
 //! max_message_bytes = 8388608         # optional; the most one streamed message may hold (8 MiB)
 //! headers = { "X-Team" = "penguin" }  # optional
+//! vision = false                      # optional; false: no read_image (the default is true)
+//!
+//! [tools]                             # optional
+//! edit = "classic"                    # classic (write_file + edit_file) | apply_patch | both;
+//!                                     # absent: apply_patch for openai-responses, classic for
+//!                                     # the other providers
 //!
 //! [compaction]                        # optional; these are the defaults
 //! max_context_length = 256000         # capped at the model's window - 2048; 0 disables
@@ -40,7 +46,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use penguin_tools::{SandboxMode, SandboxRequest};
+use penguin_tools::{BuiltinTool, EditTools, SandboxMode, SandboxRequest, ToolsConfig};
 use serde::Deserialize;
 
 pub use crate::models::default_base_url;
@@ -73,6 +79,74 @@ pub struct Config {
     /// `penguin serve`'s capacity.
     #[serde(default)]
     pub server: ServerEntry,
+    /// The tools sessions are offered.
+    #[serde(default)]
+    pub tools: ToolsEntry,
+}
+
+/// `[tools]` in `config.toml`.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ToolsEntry {
+    /// Which edit tools sessions offer: `classic` (`write_file` and `edit_file`),
+    /// `apply_patch`, or `both`; absent: by the model's provider ([`default_edit_tools`]).
+    pub edit: Option<String>,
+}
+
+impl ToolsEntry {
+    /// The edit tools named, `None` when none is.
+    pub fn edit(&self) -> Result<Option<EditTools>, ConfigError> {
+        self.edit
+            .as_deref()
+            .map(|name| match name {
+                "classic" => Ok(EditTools::Classic),
+                "apply_patch" => Ok(EditTools::ApplyPatch),
+                "both" => Ok(EditTools::Both),
+                other => Err(ConfigError::Invalid(format!(
+                    "tools.edit: {other:?} is not a choice of edit tools (classic, apply_patch or both)"
+                ))),
+            })
+            .transpose()
+    }
+}
+
+/// The edit tools a model of `protocol` does its best work with: `apply_patch` for OpenAI's
+/// Responses API (the GPT-5/codex family, trained on its patch format), `write_file` and
+/// `edit_file` for the others (trained on string-replace edits), all three when the model
+/// is unknown (`None`: a scenario's scripted model) or the demo.
+pub fn default_edit_tools(protocol: Option<Protocol>) -> EditTools {
+    match protocol {
+        Some(Protocol::OpenaiResponses) => EditTools::ApplyPatch,
+        Some(
+            Protocol::OpenaiChat
+            | Protocol::AnthropicMessages
+            | Protocol::Gemini
+            | Protocol::Ollama,
+        ) => EditTools::Classic,
+        Some(Protocol::Demo) | None => EditTools::Both,
+    }
+}
+
+impl Config {
+    /// The built-in tools' configuration for a session of `model` (`None`: a model that is
+    /// not configured, such as a scenario's): the edit tools `[tools] edit` names, else the
+    /// model's provider's ([`default_edit_tools`]), and no `read_image` for a model with
+    /// `vision = false`. The sandbox is the caller's to set.
+    pub fn tools_config(&self, model: Option<&ModelSpec>) -> Result<ToolsConfig, ConfigError> {
+        let edit_tools = self
+            .tools
+            .edit()?
+            .unwrap_or_else(|| default_edit_tools(model.map(|m| m.protocol)));
+        let mut enabled = BuiltinTool::ALL.to_vec();
+        if model.is_some_and(|m| !m.vision) {
+            enabled.retain(|t| *t != BuiltinTool::ReadImage);
+        }
+        Ok(ToolsConfig {
+            edit_tools,
+            enabled,
+            ..ToolsConfig::default()
+        })
+    }
 }
 
 /// `[trace]` in `config.toml`.
@@ -291,6 +365,9 @@ pub struct ModelEntry {
     /// Extra request headers.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// Whether the model takes images (default `true`); `false` leaves `read_image` out of
+    /// its tools.
+    pub vision: Option<bool>,
 }
 
 /// Configuration that cannot be used, naming what is wrong.
@@ -446,6 +523,7 @@ fn named(config: &Config, name: &str) -> Result<ModelSpec, ConfigError> {
                     })
             })
             .transpose()?,
+        vision: entry.vision.unwrap_or(true),
     })
 }
 

@@ -107,6 +107,9 @@ pub struct ModelSpec {
     /// The most content one streamed message may hold, in bytes; `None` keeps the provider
     /// default ([`penguin_llm_providers::DEFAULT_MAX_MESSAGE_BYTES`]).
     pub max_message_bytes: Option<usize>,
+    /// Whether the model takes images (`vision` in `config.toml`; `true` unless configured
+    /// otherwise): a model without gets no `read_image` tool.
+    pub vision: bool,
 }
 
 impl ModelSpec {
@@ -123,6 +126,7 @@ impl ModelSpec {
             headers: Vec::new(),
             idle_timeout: None,
             max_message_bytes: None,
+            vision: true,
         }
     }
 

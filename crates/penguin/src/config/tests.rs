@@ -282,3 +282,88 @@ fn trace_durability_and_server_capacity_are_read_and_a_wrong_durability_is_named
     );
     assert!(Config::parse("[server]\nmax_conections = 1\n").is_err());
 }
+
+#[test]
+fn edit_tools_follow_the_provider_unless_tools_edit_names_them() {
+    let spec = |protocol: Protocol| ModelSpec {
+        protocol,
+        ..ModelSpec::demo()
+    };
+    let c = Config::default();
+    let edit = |c: &Config, m: Option<&ModelSpec>| c.tools_config(m).unwrap().edit_tools;
+    assert_eq!(
+        edit(&c, Some(&spec(Protocol::OpenaiResponses))),
+        EditTools::ApplyPatch
+    );
+    for p in [
+        Protocol::OpenaiChat,
+        Protocol::AnthropicMessages,
+        Protocol::Gemini,
+        Protocol::Ollama,
+    ] {
+        assert_eq!(edit(&c, Some(&spec(p))), EditTools::Classic, "{p}");
+    }
+    assert_eq!(edit(&c, Some(&ModelSpec::demo())), EditTools::Both);
+    assert_eq!(edit(&c, None), EditTools::Both);
+
+    for (name, want) in [
+        ("classic", EditTools::Classic),
+        ("apply_patch", EditTools::ApplyPatch),
+        ("both", EditTools::Both),
+    ] {
+        let c = Config::parse(&format!("[tools]\nedit = \"{name}\"\n")).unwrap();
+        assert_eq!(edit(&c, Some(&spec(Protocol::OpenaiResponses))), want);
+        assert_eq!(edit(&c, Some(&spec(Protocol::AnthropicMessages))), want);
+        assert_eq!(edit(&c, None), want);
+    }
+
+    let bad = Config::parse("[tools]\nedit = \"patch\"\n").unwrap();
+    assert_eq!(
+        bad.tools_config(None).unwrap_err().to_string(),
+        "tools.edit: \"patch\" is not a choice of edit tools (classic, apply_patch or both)"
+    );
+    let err = Config::parse("[tools]\nedits = \"classic\"\n").unwrap_err();
+    assert_eq!(err.field, "tools.edits");
+    assert!(err.message.contains("unknown field `edits`"), "{err}");
+    let err = Config::parse("[tools]\nedit = 1\n").unwrap_err();
+    assert_eq!(err.field, "tools.edit");
+}
+
+#[test]
+fn a_model_without_vision_gets_no_read_image() {
+    use penguin_tools::BuiltinTool;
+    let c = Config::parse(
+        "[models.blind]\nprotocol = \"openai-chat\"\nmodel = \"m\"\nvision = false\n[models.seeing]\nprotocol = \"openai-chat\"\nmodel = \"m\"\n",
+    )
+    .unwrap();
+    let named = |name: &str| {
+        resolve_model(
+            &c,
+            &ModelFlags {
+                model: Some(name.into()),
+                ..Default::default()
+            },
+            none,
+        )
+        .unwrap()
+    };
+    let blind = named("blind");
+    assert!(!blind.vision);
+    let tools = c.tools_config(Some(&blind)).unwrap();
+    assert!(!tools.enabled.contains(&BuiltinTool::ReadImage));
+    assert_eq!(tools.enabled.len(), BuiltinTool::ALL.len() - 1);
+
+    let seeing = named("seeing");
+    assert!(seeing.vision, "vision is the default");
+    assert!(c
+        .tools_config(Some(&seeing))
+        .unwrap()
+        .enabled
+        .contains(&BuiltinTool::ReadImage));
+    assert!(ModelSpec::demo().vision);
+    assert!(c
+        .tools_config(None)
+        .unwrap()
+        .enabled
+        .contains(&BuiltinTool::ReadImage));
+}
