@@ -1,6 +1,7 @@
 //! `penguin chat`: the REPL (a line editor on a terminal), its slash commands, steering during
 //! a task, `/compact`.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -261,8 +262,9 @@ pub(crate) async fn repl(
             Some(Command::Expand) => match console.collapsed() {
                 Some((name, output)) => {
                     println!("{name}:");
-                    for l in output.lines() {
-                        println!("    {l}");
+                    let color = crate::render::color_for(std::io::stdout().is_terminal());
+                    for l in crate::tool_view::painted(&output, color) {
+                        println!("{l}");
                     }
                 }
                 None => eprintln!("no collapsed tool output yet"),

@@ -16,6 +16,7 @@ mod serve;
 mod setup;
 mod show;
 mod term;
+mod tool_view;
 mod watch;
 
 use std::process::ExitCode;

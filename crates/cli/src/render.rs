@@ -10,6 +10,7 @@ use penguin_omni_protocol::{
 
 use crate::describe::clip;
 pub use crate::describe::{cause, user_text_display, UserText};
+use crate::tool_view;
 
 const DIM: &str = "\x1b[2m";
 const BOLD: &str = "\x1b[1m";
@@ -289,10 +290,14 @@ impl<W: Write> Renderer<W> {
                         if c.stop_reason.is_none_or(|r| r == StopReason::Completed) {
                             self.names.insert(c.tool_call_id.clone(), c.name.clone());
                             let prefix = child.clone().unwrap_or_default();
+                            let args = match c.name.as_str() {
+                                "update_plan" => tool_view::plan_summary(&c.arguments),
+                                _ => None,
+                            }
+                            .unwrap_or_else(|| clip(&c.arguments, 100));
                             self.line(&format!(
-                                "{bold}{prefix}⚙ {}{reset} {dim}{}{reset}",
+                                "{bold}{prefix}⚙ {}{reset} {dim}{args}{reset}",
                                 c.name,
-                                clip(&c.arguments, 100)
                             ))?;
                         }
                     }
@@ -307,25 +312,30 @@ impl<W: Write> Renderer<W> {
                             Some(StopReason::Aborted) => ("⏹", yellow),
                             _ => ("✗", red),
                         };
-                        let lines = o.output.lines().count();
+                        let completed = matches!(o.stop_reason, None | Some(StopReason::Completed));
                         let first = o.output.lines().next().unwrap_or("");
-                        if lines > 1 && !self.verbose && child.is_none() {
+                        let body =
+                            tool_view::body(&name, &o.output, completed, self.verbose, self.color);
+                        if body.hidden > 0 && child.is_none() {
                             self.collapsed = Some((name.clone(), o.output.clone()));
                         }
-                        let more = if lines > 1 && !self.verbose {
-                            format!(" {dim}(+{} lines){reset}", lines - 1)
-                        } else {
-                            String::new()
+                        let more = match (body.hidden, body.lines.is_empty()) {
+                            (0, _) | (_, false) => String::new(),
+                            (n, true) => format!(" {dim}(+{n} lines){reset}"),
                         };
+                        let images = tool_view::images_note(o.images.as_ref().map_or(0, Vec::len))
+                            .map(|note| format!(" {dim}{note}{reset}"))
+                            .unwrap_or_default();
                         let prefix = child.clone().unwrap_or_default();
                         self.line(&format!(
-                            "  {color}{prefix}{mark} {name}{reset}: {}{more}",
+                            "  {color}{prefix}{mark} {name}{reset}: {}{more}{images}",
                             clip(first, 100)
                         ))?;
-                        if self.verbose {
-                            for l in o.output.lines().skip(1) {
-                                self.line(&format!("    {dim}{}{reset}", l.trim_end()))?;
-                            }
+                        for l in &body.lines {
+                            self.line(l)?;
+                        }
+                        if body.hidden > 0 && !body.lines.is_empty() {
+                            self.line(&format!("    {dim}… {} more lines{reset}", body.hidden))?;
                         }
                         if child.is_none() {
                             self.running_tools = self.running_tools.saturating_sub(1);
@@ -544,6 +554,51 @@ mod tests {
         );
         assert!(summary.succeeded());
         assert_eq!(summary.tool_calls, 2);
+    }
+
+    #[test]
+    fn edits_show_their_diff_plans_a_checklist_and_images_a_note() {
+        let ok = StopReason::Completed;
+        let plan = r#"{"plan":[{"step":"Fix","status":"in_progress"},{"step":"Test","status":"pending"}]}"#;
+        let msgs = vec![
+            build::tool_call("edit_file", r#"{"path":"f.txt"}"#, "c1", ok, None),
+            build::tool_call_output(
+                "Edited f.txt: replaced 1 occurrence\n--- a/f.txt\n+++ b/f.txt\n@@ -1,2 +1,2 @@\n a\n-b\n+B",
+                "c1",
+                ok,
+            ),
+            build::tool_call("edit_file", r#"{"path":"g.txt"}"#, "c2", ok, None),
+            build::tool_call_output(
+                "[tool error] old_string occurs 2 times in g.txt, on lines 1, 2. Nothing was changed.\nmore",
+                "c2",
+                StopReason::Failed,
+            ),
+            build::tool_call("update_plan", plan, "c3", ok, None),
+            build::tool_call_output("Plan updated\n[~] Fix\n[ ] Test", "c3", ok),
+            build::tool_call("read_image", r#"{"path":"a.png"}"#, "c4", ok, None),
+            build::tool_call_output_with_images(
+                "Image a.png: PNG, 1×1 pixels, 67 bytes (attached to this result)",
+                "c4",
+                ok,
+                vec!["data:image/png;base64,AAAA".into()],
+            ),
+        ];
+        let (text, _) = render(msgs.clone());
+        insta::assert_snapshot!(text);
+        // In colour: the diff's lines by kind.
+        let mut r = Renderer::new(Vec::new(), true);
+        for m in msgs.into_iter().take(2) {
+            r.frame(&Frame::new(m)).unwrap();
+        }
+        let coloured = String::from_utf8(r.into_inner()).unwrap();
+        assert!(
+            coloured.contains("    \x1b[36m@@ -1,2 +1,2 @@\x1b[0m\n"),
+            "{coloured}"
+        );
+        assert!(
+            coloured.contains("    \x1b[31m-b\x1b[0m\n    \x1b[32m+B\x1b[0m\n"),
+            "{coloured}"
+        );
     }
 
     #[test]

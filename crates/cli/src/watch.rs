@@ -34,7 +34,10 @@ pub(crate) async fn watch(
         token,
         session_id,
     };
-    let mut renderer = Renderer::new(std::io::stdout(), stdout_is_terminal());
+    let mut renderer = Renderer::new(
+        std::io::stdout(),
+        crate::render::color_for(stdout_is_terminal()),
+    );
     let mut failed = None;
     let state = penguin::watch::watch(&target, follow, |m| {
         if let Err(e) = renderer.frame(&Frame::new(m.clone())) {
