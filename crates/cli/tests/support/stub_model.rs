@@ -5,8 +5,10 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
 
 /// What the stub answers one request with.
+#[derive(Clone)]
 pub enum Reply {
     /// `200` and these chat-completion chunks as SSE, then `[DONE]`.
     Stream(Vec<serde_json::Value>),
@@ -46,6 +48,51 @@ pub fn serve(reply: impl Fn(&str) -> Reply + Send + 'static) -> String {
         }
     });
     url
+}
+
+/// The requests a [`serve_script`] stub received, parsed, in order.
+#[derive(Clone, Default)]
+pub struct Requests(Arc<Mutex<Vec<serde_json::Value>>>);
+
+impl Requests {
+    /// Every request so far.
+    pub fn all(&self) -> Vec<serde_json::Value> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+/// Answers the requests in turn with `replies` (the last one again once they run out) and
+/// keeps each request's body.
+pub fn serve_script(replies: Vec<Reply>) -> (String, Requests) {
+    assert!(!replies.is_empty());
+    let requests = Requests::default();
+    let seen = requests.clone();
+    let url = serve(move |body| {
+        let mut all = seen.0.lock().unwrap();
+        all.push(serde_json::from_str(body).unwrap_or(serde_json::Value::Null));
+        replies[(all.len() - 1).min(replies.len() - 1)].clone()
+    });
+    (url, requests)
+}
+
+/// The names of the tools a request offers.
+pub fn offered_tools(request: &serde_json::Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The messages of a request with this `role`.
+pub fn messages<'a>(request: &'a serde_json::Value, role: &str) -> Vec<&'a serde_json::Value> {
+    request["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == role)
+        .collect()
 }
 
 /// A streamed answer of `text`.
