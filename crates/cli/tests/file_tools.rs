@@ -105,6 +105,39 @@ fn run(files: &[(&str, &[u8])], tool: &str, args: Value) -> Run {
     run_with(files, "", "", tool, args)
 }
 
+/// `penguin run` in a pseudo-terminal (util-linux `script`), with `NO_COLOR` set or not: what
+/// the terminal received, escape sequences included.
+fn penguin_in_a_terminal(home: &Path, ws: &Path, no_color: bool) -> String {
+    let cmdline = format!(
+        "stty cols 120 rows 40; exec {} run --yes --sandbox off --workspace {} 'edit it'",
+        env!("CARGO_BIN_EXE_penguin"),
+        ws.display()
+    );
+    let mut cmd = Command::new("script");
+    cmd.args(["-qfec", &cmdline, "/dev/null"])
+        .env("PENGUIN_HOME", home)
+        .env("TERM", "xterm-256color")
+        .env("STUB_KEY", "k")
+        .env_remove("PENGUIN_MODEL")
+        .env_remove("PENGUIN_PROVIDER")
+        .env_remove("NO_COLOR");
+    if no_color {
+        cmd.env("NO_COLOR", "1");
+    }
+    // The terminal's input stays open (and empty) until the run is over.
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("util-linux `script` is required for the pseudo-terminal test");
+    let stdin = child.stdin.take();
+    let out = child.wait_with_output().unwrap();
+    drop(stdin);
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn penguin(home: &Path, ws: &Path, prompt: &str) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_penguin"))
         .env("PENGUIN_HOME", home)
@@ -340,4 +373,42 @@ fn read_image_is_not_offered_to_a_model_without_vision() {
         .iter()
         .all(|m| !m["content"].to_string().contains("image_url")));
     assert!(r.stderr.contains("session "), "{}", r.stderr);
+}
+
+#[test]
+fn a_diff_is_coloured_on_a_terminal_unless_no_color_is_set() {
+    let base = tempfile::tempdir().unwrap();
+    let (home, ws) = (base.path().join("home"), base.path().join("ws"));
+    std::fs::create_dir(&home).unwrap();
+    std::fs::create_dir(&ws).unwrap();
+    let args = json!({"path": "f.txt", "old_string": "b", "new_string": "B"}).to_string();
+    let url = stub_model::serve(move |body| match stub_model::has_tool_output(body) {
+        true => stub_model::text("done"),
+        false => stub_model::tool_call("edit_file", &args),
+    });
+    std::fs::write(
+        home.join("config.toml"),
+        format!("default_model = \"stub\"\n[models.stub]\nprotocol = \"openai-chat\"\nbase_url = \"{url}\"\nmodel = \"stub\"\napi_key_env = \"STUB_KEY\"\n"),
+    )
+    .unwrap();
+
+    std::fs::write(ws.join("f.txt"), "a\nb\nc\n").unwrap();
+    let coloured = penguin_in_a_terminal(&home, &ws, false);
+    for line in [
+        "\x1b[1m--- a/f.txt\x1b[0m",
+        "\x1b[1m+++ b/f.txt\x1b[0m",
+        "\x1b[36m@@ -1,3 +1,3 @@\x1b[0m",
+        "\x1b[31m-b\x1b[0m",
+        "\x1b[32m+B\x1b[0m",
+    ] {
+        assert!(coloured.contains(line), "{line:?} in {coloured:?}");
+    }
+
+    std::fs::write(ws.join("f.txt"), "a\nb\nc\n").unwrap();
+    let plain = penguin_in_a_terminal(&home, &ws, true);
+    assert!(plain.contains("    -b\r\n    +B\r\n"), "{plain:?}");
+    // (The status line below the output keeps its dim spinner: it is not output.)
+    for code in ["\x1b[1m", "\x1b[31m", "\x1b[32m", "\x1b[36m"] {
+        assert!(!plain.contains(code), "{code:?} in {plain:?}");
+    }
 }
