@@ -15,6 +15,7 @@ mod requests;
 mod routes;
 mod sessions;
 mod settings;
+mod socket;
 mod steering;
 mod sync;
 mod tasks;
@@ -255,6 +256,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route(&format!("{s}/messages"), get(routes::messages))
         .route(&format!("{s}/stream"), get(routes::stream))
+        .route(&format!("{s}/socket"), get(socket::session))
         .route(&format!("{s}/tasks"), post(routes::create_task))
         .route(&format!("{s}/steer"), post(routes::steer))
         .route(
@@ -275,6 +277,7 @@ pub fn router(state: AppState) -> Router {
             post(routes::kill_process),
         )
         .route("/api/events", get(routes::events))
+        .route("/api/events/socket", get(socket::events))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(

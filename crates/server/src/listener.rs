@@ -126,7 +126,9 @@ pub async fn serve_with_limits(
             let conn = http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(header_timeout)
-                .serve_connection(TokioIo::new(stream), service);
+                .serve_connection(TokioIo::new(stream), service)
+                // The web app's event streams are WebSockets.
+                .with_upgrades();
             let mut conn = std::pin::pin!(conn);
             let served = tokio::select! {
                 served = conn.as_mut() => served,

@@ -34,7 +34,7 @@ fn path_id(p: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
         .map_err(|e| ApiError::bad_request("invalid_path", e.body_text()))
 }
 
-async fn entry(
+pub(crate) async fn entry(
     app: &AppState,
     p: Result<Path<String>, PathRejection>,
 ) -> Result<Arc<Entry>, ApiError> {
@@ -42,17 +42,20 @@ async fn entry(
     app.sessions.get(&id).await
 }
 
-/// The two routes an `EventSource` opens, which cannot send headers: only they take the token
-/// from the query string, and only for `GET`.
+/// The routes an `EventSource` or a `WebSocket` opens, which cannot send headers: only they
+/// take the token from the query string, and only for `GET`.
 fn is_stream_route(method: &Method, path: &str) -> bool {
     if method != Method::GET {
         return false;
     }
-    if path == "/api/events" {
+    if path == "/api/events" || path == "/api/events/socket" {
         return true;
     }
     path.strip_prefix("/api/sessions/")
-        .and_then(|rest| rest.strip_suffix("/stream"))
+        .and_then(|rest| {
+            rest.strip_suffix("/stream")
+                .or_else(|| rest.strip_suffix("/socket"))
+        })
         .is_some_and(|id| !id.is_empty() && !id.contains('/'))
 }
 
@@ -239,7 +242,7 @@ pub(crate) async fn stream(
 
 /// A slot of the stream budget, or 503 at once: streams at their cap must not take the
 /// connections API requests need.
-fn stream_permit(app: &AppState) -> Result<OwnedSemaphorePermit, ApiError> {
+pub(crate) fn stream_permit(app: &AppState) -> Result<OwnedSemaphorePermit, ApiError> {
     app.streams.clone().try_acquire_owned().map_err(|_| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,

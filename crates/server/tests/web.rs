@@ -1899,3 +1899,60 @@ async fn a_long_history_loads_its_tail_first_and_earlier_pages_on_demand() {
     assert_eq!(cards, json!(expected), "one card per call, in call order");
     b.close().await;
 }
+
+/// A browser keeps six HTTP/1.1 connections per origin; with an `EventSource` per tab the
+/// seventh and eighth tab stayed blank. The app's streams are WebSockets, which that limit does
+/// not count: eight tabs on eight sessions each send a task and each see its answer stream in
+/// live, without a reload of history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium: scripts/install-browser.sh, then --ignored"]
+async fn eight_tabs_on_eight_sessions_each_stream_live() {
+    let scenario = json!({
+        "llm": [text_request("Streamed into this tab.", 100)],
+        "tools": {},
+        "runs": []
+    });
+    let srv = start(Setup::new(scenario)).await;
+    let mut ids = Vec::new();
+    for _ in 0..8 {
+        ids.push(srv.create("allow-all").await);
+    }
+    let mut b = Browser::start("eight-tabs").await;
+    let mut tabs = vec![b.c().window().await.unwrap()];
+    for _ in 1..8 {
+        tabs.push(b.c().new_window(true).await.unwrap().handle);
+    }
+    for (tab, id) in tabs.iter().zip(&ids) {
+        b.c().switch_to_window(tab.clone()).await.unwrap();
+        b.open_session(&srv, id).await;
+        b.until(
+            "this tab's stream to be live",
+            "return document.getElementById('app').dataset.stream === 'live'",
+        )
+        .await;
+    }
+    for tab in &tabs {
+        b.c().switch_to_window(tab.clone()).await.unwrap();
+        b.send("Go").await;
+    }
+    for (i, (tab, id)) in tabs.iter().zip(&ids).enumerate() {
+        b.c().switch_to_window(tab.clone()).await.unwrap();
+        b.until(
+            "the answer to stream into this tab",
+            "const a = document.getElementById('app'); return a.dataset.state === 'idle' && document.body.innerText.includes('Streamed into this tab.')",
+        )
+        .await;
+        let resynced = b
+            .js("return document.getElementById('app').dataset.resyncing || '0'")
+            .await;
+        assert_eq!(
+            resynced, "0",
+            "tab {i} got its answer live, not by reloading"
+        );
+        if i == 7 {
+            b.shot("eighth-tab").await;
+        }
+        srv.until_idle(id).await;
+    }
+    b.close().await;
+}

@@ -101,7 +101,7 @@ export const sessions = {
   compact: (id) => call("POST", `/api/sessions/${enc(id)}/compact`),
 };
 
-// An EventSource cannot send headers: the two stream routes take the token as a query.
+// An EventSource or a WebSocket cannot send headers: the stream routes take the token as a query.
 export function streamUrl(path) {
   return `${path}?access_token=${enc(token() || "")}`;
 }

@@ -5,6 +5,7 @@
 
 import * as api from "./api.js";
 import { SessionStream } from "./stream.js";
+import { SocketSource } from "./socket.js";
 import { Transcript } from "./transcript.js";
 
 // Uncaught errors are kept, so a support request (or a test) can read what went wrong.
@@ -333,7 +334,7 @@ function sessionList() {
   );
 
   // The user channel tells when any session starts, stops, appears or gets a title.
-  const events = new EventSource(api.streamUrl("/api/events"));
+  const events = new SocketSource(api.streamUrl("/api/events/socket"));
   let timer = null;
   events.addEventListener("server_event", () => {
     clearTimeout(timer);
@@ -705,7 +706,7 @@ function sessionView(id) {
     });
 
   stream = new SessionStream({
-    url: api.streamUrl(`/api/sessions/${encodeURIComponent(id)}/stream`),
+    url: api.streamUrl(`/api/sessions/${encodeURIComponent(id)}/socket`),
     loadHistory: () => api.sessions.messages(id, "tailLimit=200"),
     sink,
     onStatus: (s) => {

@@ -12,6 +12,8 @@
 //   fragmentStopped(frag)    a fragment's stop arrived (its complete message follows)
 //   taskState(ts), approvals(list), title(text), traceWarning(text), ready()
 
+import { SocketSource } from "./socket.js";
+
 export const DEDUP_WINDOW = 100;
 
 const PARTIAL_KINDS = {
@@ -317,11 +319,11 @@ function absorb(f, p) {
   if (f.kind === "tool_call_output" && Array.isArray(p.images) && p.images.length) f.images = p.images;
 }
 
-// One session's live connection: the EventSource opened first, then history, then live.
+// One session's live connection: the event socket opened first, then history, then live.
 //
-// The browser reconnects a dropped EventSource by itself and sends `Last-Event-ID`, so the
-// server replays the gap (or answers `resync_required`, which reloads history). Only when the
-// browser gives up (an HTTP error) is a fresh connection opened, with a fresh reducer and
+// The SocketSource reconnects a dropped socket by itself and names the last id seen, so the
+// server replays the gap (or answers `resync_required`, which reloads history). Only when it
+// gives up (the route refused) is a fresh connection opened, with a fresh reducer and
 // history, after a growing pause.
 export class SessionStream {
   constructor({ url, loadHistory, sink, onStatus, onFatal }) {
@@ -342,7 +344,7 @@ export class SessionStream {
   start() {
     this.closed = false;
     this.reducer = new StreamReducer(this.sink);
-    const es = new EventSource(this.url);
+    const es = new SocketSource(this.url);
     this.es = es;
     this.onStatus("connecting");
     es.onopen = () => {
@@ -354,7 +356,7 @@ export class SessionStream {
     es.addEventListener("server_event", (e) => this.event(es, e.lastEventId, "server_event", e.data));
     es.onerror = () => {
       if (es !== this.es || this.closed) return;
-      if (es.readyState === EventSource.CLOSED) {
+      if (es.readyState === SocketSource.CLOSED) {
         es.close();
         this.onStatus("offline");
         this.retryTimer = setTimeout(() => this.restart(), this.retryDelay);
@@ -394,7 +396,7 @@ export class SessionStream {
       if (generation !== this.generation || this.closed) return;
       this.page = h.page || null;
       this.reducer.onHistory(h);
-      this.onStatus(this.es && this.es.readyState === EventSource.OPEN ? "live" : "reconnecting");
+      this.onStatus(this.es && this.es.readyState === SocketSource.OPEN ? "live" : "reconnecting");
       return;
     }
   }
