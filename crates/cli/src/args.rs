@@ -128,6 +128,12 @@ pub(crate) enum Command {
         /// Only the current workspace's sessions.
         #[arg(long)]
         here: bool,
+        /// How many of the most recently active sessions to show.
+        #[arg(long, default_value_t = 30, value_name = "N")]
+        limit: usize,
+        /// Show every session.
+        #[arg(long, conflicts_with = "limit")]
+        all: bool,
     },
     /// Show a stored session as it happened, from its trace (no model needed).
     Show {

@@ -53,7 +53,9 @@ fn main() -> ExitCode {
         Command::Trace {
             command: TraceCommand::Check { files },
         } => checks::trace_check(&files),
-        Command::Sessions { here } => setup::sessions(here),
+        Command::Sessions { here, limit, all } => {
+            setup::sessions(here, if all { usize::MAX } else { limit })
+        }
         Command::Show {
             session_id,
             last,

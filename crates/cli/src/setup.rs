@@ -447,20 +447,14 @@ pub(crate) fn session_line(session: &Session) -> String {
     }
 }
 
-pub(crate) fn sessions(here_only: bool) -> Result<ExitCode, String> {
+pub(crate) fn sessions(here_only: bool, limit: usize) -> Result<ExitCode, String> {
     let agent = Agent::from_env().map_err(|e| e.to_string())?;
-    let list = agent
-        .sessions()
-        .map_err(|e| format!("cannot list {}: {e}", agent.location.traces_dir().display()))?;
     let here = current_workspace()?;
     let here_str = here.display().to_string();
-    let (mine, others): (Vec<_>, Vec<_>) = list.into_iter().partition(|s| s.workspace == here_str);
-    let shown: Vec<_> = if here_only {
-        mine
-    } else {
-        mine.into_iter().chain(others).collect()
-    };
-    if shown.is_empty() {
+    let (shown, unread) = agent
+        .recent_sessions(limit, |s| !here_only || s.workspace == here_str)
+        .map_err(|e| format!("cannot list {}: {e}", agent.location.traces_dir().display()))?;
+    if shown.is_empty() && unread == 0 {
         match here_only {
             true => println!("no sessions in {here_str} yet (`penguin sessions` lists all)"),
             false => println!(
@@ -470,7 +464,21 @@ pub(crate) fn sessions(here_only: bool) -> Result<ExitCode, String> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    // Of the page, the current workspace's sessions come first.
+    let (mine, others): (Vec<_>, Vec<_>) = shown.into_iter().partition(|s| s.workspace == here_str);
+    let shown: Vec<_> = mine.into_iter().chain(others).collect();
     print!("{}", sessions_table(&shown, &here_str));
+    if unread > 0 {
+        let s = if unread == 1 { "" } else { "s" };
+        let what = match here_only {
+            true => "not searched",
+            false => "not shown",
+        };
+        println!(
+            "… {unread} older session{s} {what} (--limit {} or --all)",
+            limit.saturating_mul(2)
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 

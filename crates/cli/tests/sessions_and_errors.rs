@@ -143,6 +143,24 @@ fn show_renders_a_stored_session_offline_and_ids_work_by_prefix_or_last() {
         .output()
         .unwrap());
     assert_eq!(here.lines().count(), 2, "{here}");
+    // One page: the most recently active, and a line saying how to see the rest.
+    let page = ok(bin(home.path())
+        .current_dir(ws.path())
+        .args(["sessions", "--limit", "1"])
+        .output()
+        .unwrap());
+    let lines: Vec<&str> = page.lines().collect();
+    assert_eq!(lines.len(), 3, "{page}");
+    assert_eq!(
+        lines[2], "… 1 older session not shown (--limit 2 or --all)",
+        "{page}"
+    );
+    let all = ok(bin(home.path())
+        .current_dir(ws.path())
+        .args(["sessions", "--all"])
+        .output()
+        .unwrap());
+    assert_eq!(all, listed);
 
     // Resuming by prefix prints a recap of the last exchange first.
     let out = bin(home.path())

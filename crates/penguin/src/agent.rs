@@ -329,6 +329,45 @@ impl Agent {
     }
 
     /// Every session with a trace, most recently active first.
+    /// The `limit` most recently written sessions that `keep` accepts, newest first, and how
+    /// many older sessions were not read. Only the sessions looked at are read (a stat of each
+    /// file is all the others cost), so the first page of thousands of sessions is quick.
+    pub fn recent_sessions(
+        &self,
+        limit: usize,
+        keep: impl Fn(&SessionSummary) -> bool,
+    ) -> std::io::Result<(Vec<SessionSummary>, usize)> {
+        let newest = |paths: &[PathBuf]| {
+            paths
+                .iter()
+                .filter_map(|f| std::fs::metadata(f).and_then(|m| m.modified()).ok())
+                .max()
+                .unwrap_or(std::time::UNIX_EPOCH)
+        };
+        let mut all: Vec<(std::time::SystemTime, String, Vec<PathBuf>)> = self
+            .session_files()?
+            .into_iter()
+            .map(|(id, paths)| (newest(&paths), id, paths))
+            .collect();
+        all.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| b.1.cmp(&a.1)));
+        let total = all.len();
+        let mut out = Vec::new();
+        let mut read = 0;
+        for (_, id, paths) in all {
+            if out.len() == limit {
+                break;
+            }
+            read += 1;
+            let s = summarize(id, paths);
+            if keep(&s) {
+                out.push(s);
+            }
+        }
+        Ok((out, total - read))
+    }
+
+    /// Every session, most recently active first (see [`recent_sessions`](Self::recent_sessions)
+    /// for one page).
     pub fn sessions(&self) -> std::io::Result<Vec<SessionSummary>> {
         let mut out: Vec<SessionSummary> = self
             .session_files()?
