@@ -13,6 +13,7 @@ pub use tokio_util::sync::CancellationToken;
 pub mod anthropic_messages;
 #[cfg(feature = "wire")]
 mod error;
+pub mod failure;
 #[cfg(feature = "gemini")]
 pub mod gemini;
 #[cfg(feature = "http")]
