@@ -320,6 +320,15 @@ pub fn compaction_end(
     })
 }
 
+/// `goal_finished`: the last message of a goal-mode run (streamed and written to the Trace).
+pub fn goal_finished(outcome: GoalOutcomeStatus, rounds: u64, tokens_used: u64) -> OmniMessage {
+    event(EventPayload::GoalFinished {
+        outcome,
+        rounds,
+        tokens_used,
+    })
+}
+
 /// `subagent` pointer (Trace only).
 pub fn subagent(session_id: impl Into<String>) -> OmniMessage {
     event(EventPayload::Subagent {

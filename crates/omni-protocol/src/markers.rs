@@ -281,6 +281,55 @@ pub fn downgrade_goal_input(text: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// The blocks a host prefixes to a user's message (the reference's `TITLE_NOISE_TAGS`): a skill
+/// invocation, a handoff, scheduled-task or model-switch origin note, a goal round, a
+/// background report.
+pub const PREFIX_TAGS: &[&str] = &[
+    "use_skills",
+    "handoff_from",
+    "scheduled_task",
+    "model_switch_from",
+    "goal",
+    "background_task_done",
+];
+
+/// `stripLeadingMarkerBlocks`: the user's own text of a message that starts with blocks a host
+/// prefixed ([`PREFIX_TAGS`], either form), each removed with the blank lines after it.
+///
+/// ```
+/// use penguin_omni_protocol::markers::strip_leading_marker_blocks;
+/// let text = "[use_skills]\nskills: web-design\n[/use_skills]\n\nfix the layout";
+/// assert_eq!(strip_leading_marker_blocks(text), "fix the layout");
+/// assert_eq!(strip_leading_marker_blocks("say [use_skills]x[/use_skills]"), "say [use_skills]x[/use_skills]");
+/// ```
+pub fn strip_leading_marker_blocks(text: &str) -> &str {
+    let mut out = text;
+    loop {
+        let before = out;
+        for tag in PREFIX_TAGS {
+            // As `matchDualForm`: the first square block anywhere, else the first angle one;
+            // only a match at the very start is stripped.
+            let square = first_block(out, &format!("[{tag}]"), &format!("[/{tag}]"));
+            let found =
+                square.or_else(|| first_block(out, &format!("<{tag}>"), &format!("</{tag}>")));
+            if let Some((0, end)) = found {
+                out = out[end..].trim_start_matches('\n');
+            }
+        }
+        if out == before {
+            return out;
+        }
+    }
+}
+
+/// The first `open … close` (shortest body) in `text`: its start and end.
+fn first_block(text: &str, open: &str, close: &str) -> Option<(usize, usize)> {
+    let start = text.find(open)?;
+    let body = start + open.len();
+    let end = body + text[body..].find(close)? + close.len();
+    Some((start, end))
+}
+
 /// `[attached image: <path|url>]`
 pub fn attached_image_line(path_or_url: &str) -> String {
     format!("[attached image: {path_or_url}]")

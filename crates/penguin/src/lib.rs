@@ -10,6 +10,7 @@ pub use penguin_trace_store as trace_store;
 
 pub mod agent;
 pub mod config;
+pub mod goal;
 pub mod hosting;
 pub mod models;
 pub mod prompt;

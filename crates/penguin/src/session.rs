@@ -158,6 +158,8 @@ pub struct Session {
     notice_hook: NoticeHook,
     message_hook: MessageHook,
     sandbox: Option<Sandbox>,
+    /// The last goal run of this load.
+    goal: crate::goal::SharedGoalState,
 }
 
 impl fmt::Debug for Session {
@@ -368,6 +370,7 @@ impl Session {
             policy: Default::default(),
             env,
             sandbox: None,
+            goal: Default::default(),
         }
     }
 
@@ -384,40 +387,27 @@ impl Session {
         input: Vec<OmniMessage>,
         options: RunOptions,
     ) -> Result<BoxStream<'static, Frame>, EngineBusy> {
-        // The command policy sits in front of whatever approver the host brings.
-        let options = RunOptions {
-            approver: self.policy.wrap(options.approver),
-            ..options
-        };
-        let (announced, carry) = {
-            let mut boot = lock(&self.boot);
-            if boot.connecting || self.engine.is_running() {
-                return Err(EngineBusy);
-            }
-            let carry = if boot.announced {
-                Vec::new()
-            } else {
-                std::mem::take(&mut boot.carry_input)
-            };
-            (boot.announced, carry)
-        };
+        if self.goal_running() {
+            return Err(EngineBusy);
+        }
+        let starter = self.starter();
+        starter.check_idle()?;
+        self.write_meta();
+        starter.start(input, options)
+    }
+
+    fn write_meta(&mut self) {
         if !self.meta_written {
             self.writer.record_message(self.meta.clone());
             self.meta_written = true;
         }
-        if announced {
-            return Ok(self.engine.run(input, options)?.boxed());
-        }
-        let servers = self.env.connect_servers();
-        if servers.is_empty() {
-            let stream = self.engine.run(input, options)?;
-            lock(&self.boot).announced = true;
-            let head = Frame::new(lock(&self.tool_list).clone());
-            return Ok(stream::iter([head]).chain(stream).boxed());
-        }
-        lock(&self.boot).connecting = true;
-        let phase = ConnectPhase {
-            guard: Connecting(self.boot.clone()),
+    }
+
+    /// What starting a run needs, detached from `&mut self` (a goal starts its rounds with it).
+    fn starter(&self) -> RunStarter {
+        RunStarter {
+            policy: self.policy.clone(),
+            boot: self.boot.clone(),
             engine: self.engine.clone(),
             env: self.env.clone(),
             writer: self.writer.clone(),
@@ -425,13 +415,65 @@ impl Session {
             next_llm: self.next_llm.clone(),
             tool_list: self.tool_list.clone(),
             meta: self.meta.clone(),
-            input: carry.into_iter().chain(input).collect(),
-            options,
+        }
+    }
+
+    /// Runs a goal (goal mode, `docs/goal-mode.md`): `input` (user text) is the objective,
+    /// and rounds run on this session until the model marks GOAL.yaml `complete` or `blocked`,
+    /// a round is interrupted or cut at `max_turns`, or the budget is spent (then one wrap-up
+    /// round). Each round's input is streamed before the round; the stream ends with exactly
+    /// one `goal_finished`, also written to the Trace. `options.cancel` interrupts the whole
+    /// goal. GOAL.yaml goes to `goal.file`, else [`Session::goal_file`]; it is written now.
+    /// [`Session::goal`] follows the run.
+    pub fn run_goal(
+        &mut self,
+        input: Vec<OmniMessage>,
+        goal: crate::goal::GoalOptions,
+        options: RunOptions,
+    ) -> Result<BoxStream<'static, Frame>, crate::goal::GoalError> {
+        if self.goal_running() {
+            return Err(EngineBusy.into());
+        }
+        crate::goal::objective_of(&input)?;
+        let starter = self.starter();
+        starter.check_idle()?;
+        self.write_meta();
+        let file = goal.file.clone().unwrap_or_else(|| self.goal_file());
+        let state = self.goal.clone();
+        let run = crate::goal::GoalRun {
+            input,
+            options: goal,
+            file,
+            shown_file: None,
+            cancel: options.cancel.clone(),
+            trace: Some(self.sink.clone()),
+            state,
         };
-        let begin = build::mcp_connect_begin(servers);
-        Ok(stream::iter([Frame::new(begin.clone())])
-            .chain(stream::once(phase.finish(begin)).flatten())
-            .boxed())
+        // Every round runs with the caller's options: its approver, thinking level and
+        // interrupt.
+        let runner: crate::goal::RoundRunner =
+            Box::new(move |input| starter.start(input, options.clone()));
+        crate::goal::run_goal(run, runner)
+    }
+
+    /// Where this session's goals keep GOAL.yaml (and the model its PLAN.md):
+    /// `<workspace>/.penguin/scratchpad/<session id>/GOAL.yaml`.
+    pub fn goal_file(&self) -> PathBuf {
+        crate::goal::default_goal_file(Path::new(&self.session_meta.workspace), &self.id)
+    }
+
+    /// The last goal run in this process (running or ended), for status displays and the
+    /// server's `GET …/goal`; `None` when this load ran none (a host that reloads a session
+    /// rebuilds it from the Trace with [`crate::goal::latest_goal`]).
+    pub fn goal(&self) -> Option<crate::goal::GoalState> {
+        lock(&self.goal).clone()
+    }
+
+    /// True while a goal's rounds are running.
+    pub fn goal_running(&self) -> bool {
+        lock(&self.goal)
+            .as_ref()
+            .is_some_and(|g| g.status == crate::goal::GoalStatus::Active)
     }
 
     /// Lets the engine compact this session's context, building each new context's model from
@@ -451,7 +493,7 @@ impl Session {
         &mut self,
         cancel: CancellationToken,
     ) -> Result<BoxStream<'static, Frame>, EngineBusy> {
-        if lock(&self.boot).connecting {
+        if lock(&self.boot).connecting || self.goal_running() {
             return Err(EngineBusy);
         }
         if self.engine.compactability() != penguin_engine::Compactability::Ok {
@@ -525,6 +567,79 @@ impl Session {
     /// later call replaces it.
     pub fn on_background_message(&self, hook: BackgroundMessageHook) {
         *self.message_hook.lock().unwrap_or_else(|p| p.into_inner()) = Some(hook);
+    }
+}
+
+/// Starts runs on a session's parts (see [`Session::run`]).
+struct RunStarter {
+    policy: CommandPolicy,
+    boot: Arc<Mutex<Boot>>,
+    engine: Engine,
+    env: Arc<dyn Environment>,
+    writer: Writer,
+    sink: Arc<SessionSink>,
+    next_llm: Arc<Mutex<Option<Box<dyn Llm>>>>,
+    tool_list: Arc<Mutex<OmniMessage>>,
+    meta: OmniMessage,
+}
+
+impl RunStarter {
+    fn check_idle(&self) -> Result<(), EngineBusy> {
+        if lock(&self.boot).connecting || self.engine.is_running() {
+            return Err(EngineBusy);
+        }
+        Ok(())
+    }
+
+    fn start(
+        &self,
+        input: Vec<OmniMessage>,
+        options: RunOptions,
+    ) -> Result<BoxStream<'static, Frame>, EngineBusy> {
+        // The command policy sits in front of whatever approver the host brings.
+        let options = RunOptions {
+            approver: self.policy.wrap(options.approver),
+            ..options
+        };
+        let (announced, carry) = {
+            let mut boot = lock(&self.boot);
+            if boot.connecting || self.engine.is_running() {
+                return Err(EngineBusy);
+            }
+            let carry = if boot.announced {
+                Vec::new()
+            } else {
+                std::mem::take(&mut boot.carry_input)
+            };
+            (boot.announced, carry)
+        };
+        if announced {
+            return Ok(self.engine.run(input, options)?.boxed());
+        }
+        let servers = self.env.connect_servers();
+        if servers.is_empty() {
+            let stream = self.engine.run(input, options)?;
+            lock(&self.boot).announced = true;
+            let head = Frame::new(lock(&self.tool_list).clone());
+            return Ok(stream::iter([head]).chain(stream).boxed());
+        }
+        lock(&self.boot).connecting = true;
+        let phase = ConnectPhase {
+            guard: Connecting(self.boot.clone()),
+            engine: self.engine.clone(),
+            env: self.env.clone(),
+            writer: self.writer.clone(),
+            sink: self.sink.clone(),
+            next_llm: self.next_llm.clone(),
+            tool_list: self.tool_list.clone(),
+            meta: self.meta.clone(),
+            input: carry.into_iter().chain(input).collect(),
+            options,
+        };
+        let begin = build::mcp_connect_begin(servers);
+        Ok(stream::iter([Frame::new(begin.clone())])
+            .chain(stream::once(phase.finish(begin)).flatten())
+            .boxed())
     }
 }
 
