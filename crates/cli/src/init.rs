@@ -18,8 +18,11 @@ default_model = "demo"
 # protocol = "openai-chat"              # openai-chat | openai-responses | anthropic-messages | gemini | ollama | demo
 # base_url = "http://127.0.0.1:8080/v1"
 # model = "qwen2.5-coder"
-# context_window = 32768                # optional
+# context_window = 32768                # optional: the server's context size (llama.cpp -c);
+#                                       # max_tokens is then bounded by what the prompt leaves
 # max_output_tokens = 4096              # optional
+# reconnect_attempts = 1                # optional: retries of a failed request (default 5,
+#                                       # about a minute in all); 0 fails at once
 # vision = false                        # a model that takes no images gets no read_image
 
 # A hosted model; the key is read from the named variable (each protocol has a default:

@@ -51,8 +51,22 @@ pub(crate) fn serve(args: ServeArgs) -> Result<ExitCode, String> {
             );
             let tools_agent = agent.clone();
             let tools_spec = spec.clone();
+            // Every configured model a request may name; one that does not resolve (a bad
+            // field) is said here and not offered.
+            let mut models = Vec::new();
+            for name in agent.config.models.keys() {
+                let flags = penguin::config::ModelFlags {
+                    model: Some(name.clone()),
+                    ..Default::default()
+                };
+                match penguin::config::resolve_model(&agent.config, &flags, |_| None) {
+                    Ok(spec) => models.push((name.clone(), spec)),
+                    Err(e) => eprintln!("penguin: model {name} is not offered: {e}"),
+                }
+            }
             Arc::new(ModelFactory {
                 spec,
+                models,
                 system_prompt: penguin::agent::DEFAULT_SYSTEM_PROMPT.to_owned(),
                 default_workspace: workspace,
                 engine: agent.engine_for(&tools_spec),

@@ -13,12 +13,15 @@
 //! model = "smollm2"
 //! api_key_env = "LOCAL_KEY"           # optional; each protocol has a default variable
 //! max_output_tokens = 2048            # optional
-//! context_window = 8192               # optional
+//! context_window = 8192               # optional; bounds max_tokens per request to what the
+//!                                     # window leaves after the prompt
 //! thinking_level = "low"              # optional: none, low, medium, high, xhigh, max
 //! idle_timeout_ms = 120000            # optional
 //! max_message_bytes = 8388608         # optional; the most one streamed message may hold (8 MiB)
 //! headers = { "X-Team" = "penguin" }  # optional
 //! vision = false                      # optional; false: no read_image (the default is true)
+//! reconnect_attempts = 1              # optional; retries of a failed request (default 5,
+//!                                     # about a minute in all); 0 fails at once
 //!
 //! [tools]                             # optional
 //! edit = "classic"                    # classic (write_file + edit_file) | apply_patch | both;
@@ -368,6 +371,9 @@ pub struct ModelEntry {
     /// Whether the model takes images (default `true`); `false` leaves `read_image` out of
     /// its tools.
     pub vision: Option<bool>,
+    /// How many times a failed request is retried before the run fails (the reconnect
+    /// ladder's budget): 5 by default, so six attempts over about a minute; 0 fails at once.
+    pub reconnect_attempts: Option<u32>,
 }
 
 /// Configuration that cannot be used, naming what is wrong.
@@ -524,6 +530,7 @@ fn named(config: &Config, name: &str) -> Result<ModelSpec, ConfigError> {
             })
             .transpose()?,
         vision: entry.vision.unwrap_or(true),
+        reconnect_attempts: entry.reconnect_attempts,
     })
 }
 

@@ -324,8 +324,13 @@ enum SandboxRefused {
 /// an [`EnvironmentBuilder`] gives for each session's workspace.
 #[derive(Clone)]
 pub struct ModelFactory {
-    /// The model every session uses (`model` in a request overrides its id).
+    /// The model of sessions whose request names none.
     pub spec: ModelSpec,
+    /// The configured models a request may name (`model` of `POST /api/sessions`: a
+    /// `[models.NAME]` of `config.toml`), besides `spec` and the built-in `demo`. A request
+    /// naming anything else is refused with the list ([`ModelFactory::models`]). The tools
+    /// come from `environment` whichever model a session runs.
+    pub models: Vec<(String, ModelSpec)>,
     /// The base of new sessions' system prompts: each session's prompt adds its workspace,
     /// the machine, its tools and its `AGENTS.md` files ([`crate::prompt`]).
     pub system_prompt: String,
@@ -342,7 +347,81 @@ pub struct ModelFactory {
     pub sandbox: SandboxRequest,
 }
 
+/// A model a [`ModelFactory`] offers: what a client may put in `model` when it creates a
+/// session, and what it runs.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct OfferedModel {
+    /// The name a request gives (`model`): a `[models.NAME]` of `config.toml`, or `demo`.
+    pub name: String,
+    /// The wire protocol (`openai-chat`, …, `demo`).
+    pub provider: String,
+    /// The upstream model id.
+    pub model_id: String,
+    /// Whether sessions that name no model get this one.
+    pub default: bool,
+}
+
 impl ModelFactory {
+    /// The models a request may name, the default first, then the configured ones by name,
+    /// then the built-in `demo` (offline). Each appears once.
+    pub fn models(&self) -> Vec<OfferedModel> {
+        let offered = |name: &str, spec: &ModelSpec, default: bool| OfferedModel {
+            name: name.to_owned(),
+            provider: spec.protocol.as_str().to_owned(),
+            model_id: spec.model_id.clone(),
+            default,
+        };
+        let default_name = self
+            .models
+            .iter()
+            .find(|(_, m)| *m == self.spec)
+            .map(|(n, _)| n.clone())
+            .unwrap_or_else(|| match self.spec.protocol {
+                crate::models::Protocol::Demo => "demo".to_owned(),
+                _ => self.spec.model_id.clone(),
+            });
+        let mut list = vec![offered(&default_name, &self.spec, true)];
+        for (name, spec) in &self.models {
+            if list.iter().all(|m| m.name != *name) {
+                list.push(offered(name, spec, false));
+            }
+        }
+        if list.iter().all(|m| m.name != "demo") {
+            list.push(offered("demo", &ModelSpec::demo(), false));
+        }
+        list
+    }
+
+    /// The model a request names: the default when it names none; a configured name, or the
+    /// upstream id of an offered model; `demo`. Anything else is refused, with the list.
+    fn model_for(&self, asked: Option<&str>) -> Result<ModelSpec, FactoryError> {
+        let Some(asked) = asked.map(str::trim).filter(|a| !a.is_empty()) else {
+            return Ok(self.spec.clone());
+        };
+        if let Some((_, spec)) = self.models.iter().find(|(name, _)| name == asked) {
+            return Ok(spec.clone());
+        }
+        if self.spec.model_id == asked
+            || (asked == "demo" && self.spec.protocol == crate::models::Protocol::Demo)
+        {
+            return Ok(self.spec.clone());
+        }
+        if let Some((_, spec)) = self.models.iter().find(|(_, m)| m.model_id == asked) {
+            return Ok(spec.clone());
+        }
+        if asked == "demo" {
+            return Ok(ModelSpec::demo());
+        }
+        let names: Vec<String> = self.models().into_iter().map(|m| m.name).collect();
+        Err(FactoryError::invalid_request(
+            "model",
+            format!(
+                "no model named {asked:?} on this server; it offers: {}",
+                names.join(", ")
+            ),
+        ))
+    }
+
     /// The sandbox of one session: the factory's, with the request's overrides. A sandbox the
     /// kernel cannot give is logged once (or refused, when strict).
     fn sandbox(&self, asked: Option<&SandboxSettings>) -> Result<Sandbox, SandboxRefused> {
@@ -371,20 +450,18 @@ impl std::fmt::Debug for ModelFactory {
 
 impl SessionFactory for ModelFactory {
     fn create(&self, req: &CreateSession) -> Result<Box<dyn HostedSession>, FactoryError> {
+        let spec = self.model_for(req.model.as_deref())?;
         if let Some(p) = req.provider.as_deref() {
-            if p != self.spec.protocol.as_str() {
+            if p != spec.protocol.as_str() {
                 return Err(FactoryError::invalid_request(
                     "provider",
                     format!(
-                        "this server is configured for {:?}, not {p:?}",
-                        self.spec.protocol.as_str()
+                        "the model {:?} is served over {:?}, not {p:?}",
+                        spec.model_id,
+                        spec.protocol.as_str()
                     ),
                 ));
             }
-        }
-        let mut spec = self.spec.clone();
-        if let Some(m) = &req.model {
-            spec.model_id = m.clone();
         }
         let workspace = checked_workspace(
             req.workspace
@@ -416,7 +493,7 @@ impl SessionFactory for ModelFactory {
             workspace,
             source: None,
             durability: req.durability,
-            engine: self.engine.clone(),
+            engine: crate::models::engine_for_model(&self.engine, &spec),
         };
         let mut session =
             Session::create_for_model(session_spec, &spec, env).map_err(|e| match e {
@@ -431,14 +508,29 @@ impl SessionFactory for ModelFactory {
     fn load(&self, req: &LoadSession) -> Result<Box<dyn HostedSession>, FactoryError> {
         let (resumed, writer) = load(req)?;
         let meta = &resumed.meta;
-        let mut spec = self.spec.clone();
-        if meta.provider != spec.protocol.as_str() {
-            return Err(unrecoverable(HostingError::ProviderMismatch {
-                recorded: meta.provider.clone(),
-                served: spec.protocol.as_str().to_owned(),
-            }));
-        }
-        spec.model_id = meta.model_id.clone();
+        // The offered model the session was made with, else the default model's provider
+        // with the recorded id (a session made before the list existed).
+        let offered = self
+            .models
+            .iter()
+            .map(|(_, m)| m)
+            .chain([&self.spec])
+            .find(|m| m.protocol.as_str() == meta.provider && m.model_id == meta.model_id)
+            .cloned()
+            .or_else(|| (meta.provider == "demo").then(ModelSpec::demo));
+        let spec = match offered {
+            Some(spec) => spec,
+            None if meta.provider != self.spec.protocol.as_str() => {
+                return Err(unrecoverable(HostingError::ProviderMismatch {
+                    recorded: meta.provider.clone(),
+                    served: self.spec.protocol.as_str().to_owned(),
+                }))
+            }
+            None => ModelSpec {
+                model_id: meta.model_id.clone(),
+                ..self.spec.clone()
+            },
+        };
         let sandbox = self.sandbox(req.sandbox.as_ref()).map_err(|e| match e {
             SandboxRefused::Override(e) => unrecoverable(e),
             SandboxRefused::Resolve(e) => unrecoverable(e),
@@ -449,11 +541,90 @@ impl SessionFactory for ModelFactory {
         })?;
         let env = (self.environment)(Path::new(&meta.workspace), &sandbox, &servers)
             .map_err(|e| unrecoverable(HostingError::Environment(e)))?;
-        let mut session =
-            Session::resume_for_model(resumed, writer, self.engine.clone(), &spec, env)
-                .map_err(unrecoverable)?;
+        let engine = crate::models::engine_for_model(&self.engine, &spec);
+        let mut session = Session::resume_for_model(resumed, writer, engine, &spec, env)
+            .map_err(unrecoverable)?;
         session.set_command_policy(self.policy.clone());
         session.set_sandbox(sandbox);
         Ok(Box::new(session))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::models::Protocol;
+    use penguin_trace_store::{Durability, TraceLocation};
+
+    fn factory(root: &Path) -> ModelFactory {
+        let local = ModelSpec {
+            protocol: Protocol::OpenaiChat,
+            base_url: "http://127.0.0.1:9/v1".into(),
+            model_id: "qwen".into(),
+            ..ModelSpec::demo()
+        };
+        ModelFactory {
+            spec: local.clone(),
+            models: vec![("local".into(), local)],
+            system_prompt: String::new(),
+            default_workspace: root.to_path_buf(),
+            engine: EngineConfig::default(),
+            environment: Arc::new(|_: &Path, _: &Sandbox, _: &[McpServerConfig]| {
+                Ok(
+                    Arc::new(penguin_engine::scripted::ScriptedEnvironment::default())
+                        as Arc<dyn Environment>,
+                )
+            }),
+            policy: CommandPolicy::default(),
+            sandbox: SandboxRequest::default(),
+        }
+    }
+
+    fn request(root: &Path, model: Option<&str>) -> CreateSession {
+        CreateSession {
+            provider: None,
+            model: model.map(str::to_owned),
+            workspace: None,
+            sandbox: None,
+            mcp_servers: Vec::new(),
+            location: TraceLocation::new(root.join("data"), "default", "penguin"),
+            durability: Durability::default(),
+        }
+    }
+
+    #[test]
+    fn a_request_names_an_offered_model_or_is_refused_with_the_list() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = factory(dir.path());
+        let names: Vec<(String, bool)> = f
+            .models()
+            .into_iter()
+            .map(|m| (m.name, m.default))
+            .collect();
+        assert_eq!(
+            names,
+            [("local".to_owned(), true), ("demo".to_owned(), false)]
+        );
+        let err = f
+            .create(&request(dir.path(), Some("gpt-9")))
+            .err()
+            .expect("refused");
+        assert_eq!(
+            err.to_string(),
+            "model: no model named \"gpt-9\" on this server; it offers: local, demo"
+        );
+        // `demo` is the built-in demo, not the configured server asked for a model "demo".
+        let demo = f.create(&request(dir.path(), Some("demo"))).unwrap();
+        assert_eq!(demo.meta().provider, "demo");
+        let local = f.create(&request(dir.path(), Some("local"))).unwrap();
+        assert_eq!(
+            (
+                local.meta().provider.as_str(),
+                local.meta().model_id.as_str()
+            ),
+            ("openai-chat", "qwen")
+        );
+        let default = f.create(&request(dir.path(), None)).unwrap();
+        assert_eq!(default.meta().model_id, "qwen");
     }
 }

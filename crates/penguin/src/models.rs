@@ -110,6 +110,9 @@ pub struct ModelSpec {
     /// Whether the model takes images (`vision` in `config.toml`; `true` unless configured
     /// otherwise): a model without gets no `read_image` tool.
     pub vision: bool,
+    /// Retries of a failed request before the run fails (`reconnect_attempts` in
+    /// `config.toml`); `None` keeps the engine's default (the reference's 5).
+    pub reconnect_attempts: Option<u32>,
 }
 
 impl ModelSpec {
@@ -127,6 +130,7 @@ impl ModelSpec {
             idle_timeout: None,
             max_message_bytes: None,
             vision: true,
+            reconnect_attempts: None,
         }
     }
 
@@ -525,14 +529,27 @@ impl Llm for Unavailable {
     }
 }
 
-/// The engine settings for a session on `spec`: compaction's size threshold follows the
-/// model's context window (`min(configured, window - 2048)`).
+/// `base` with `spec`'s retry budget (`reconnect_attempts`), when it sets one.
+pub fn engine_for_model(
+    base: &penguin_engine::EngineConfig,
+    spec: &ModelSpec,
+) -> penguin_engine::EngineConfig {
+    let mut config = base.clone();
+    if let Some(n) = spec.reconnect_attempts {
+        config.max_reconnects = n;
+    }
+    config
+}
+
+/// The engine settings for a session on `spec`: its retry budget ([`engine_for_model`]), and
+/// compaction's size threshold following the model's context window
+/// (`min(configured, window - 2048)`).
 pub fn engine_config_for(
     base: &penguin_engine::EngineConfig,
     spec: &ModelSpec,
     configured_max_context: i64,
 ) -> penguin_engine::EngineConfig {
-    let mut config = base.clone();
+    let mut config = engine_for_model(base, spec);
     if let Some(c) = config.compaction.as_mut() {
         c.max_context_length = penguin_engine::CompactionConfig::effective_max_context_length(
             configured_max_context,

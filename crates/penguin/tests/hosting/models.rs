@@ -161,6 +161,7 @@ async fn the_demo_model_runs_behind_a_model_factory() {
     let dir = tempfile::tempdir().unwrap();
     let factory = ModelFactory {
         spec: ModelSpec::demo(),
+        models: Vec::new(),
         system_prompt: "You are a test.".into(),
         default_workspace: dir.path().to_path_buf(),
         engine: EngineConfig {
@@ -259,6 +260,7 @@ async fn a_session_brings_its_own_mcp_servers() {
     let start_mcp = || {
         let factory = ModelFactory {
             spec: ModelSpec::demo(),
+            models: Vec::new(),
             system_prompt: "You are a test.".into(),
             default_workspace: root.clone(),
             engine: EngineConfig::default(),

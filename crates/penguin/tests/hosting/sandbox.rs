@@ -62,6 +62,7 @@ async fn start(root: &std::path::Path, network: bool) -> TestServer {
 async fn start_recording(root: &std::path::Path, network: bool, grants: Grants) -> TestServer {
     let factory = ModelFactory {
         spec: ModelSpec::demo(),
+        models: Vec::new(),
         system_prompt: "You are a test.".into(),
         default_workspace: root.join("ws"),
         engine: EngineConfig::default(),
