@@ -90,6 +90,15 @@ fn v2_scenarios_match_the_reference_strictly() {
     check_all(files, true);
 }
 
+/// Goal runs (`runs[].goal`): the loop's round inputs, GOAL.yaml reads and `goal_finished`,
+/// against the reference's goal loop (`scripts/reference-goal/`).
+#[test]
+fn goal_scenarios_match_the_reference() {
+    let files = scenario_files_in("scenarios-goal");
+    assert!(files.len() >= 8, "the goal scenarios are present");
+    check_all(files, false);
+}
+
 fn check_all(files: Vec<PathBuf>, strict: bool) {
     for file in files {
         let name = file.file_stem().unwrap().to_string_lossy().into_owned();

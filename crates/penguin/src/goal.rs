@@ -316,7 +316,7 @@ impl Loop {
             }
             if self.step(runner).is_err() {
                 // The session took another task between rounds: the goal cannot go on.
-                self.finish(GoalOutcomeStatus::Aborted);
+                let _ = self.finish(GoalOutcomeStatus::Aborted);
             }
         }
     }
@@ -350,20 +350,20 @@ impl Loop {
             Phase::Top => self.top(runner),
             Phase::Regular => {
                 if self.aborted {
-                    return Ok(self.finish(GoalOutcomeStatus::Aborted));
+                    return self.finish(GoalOutcomeStatus::Aborted);
                 }
                 match file::read_status(&self.file) {
-                    FileStatus::Complete => return Ok(self.finish(GoalOutcomeStatus::Complete)),
-                    FileStatus::Blocked => return Ok(self.finish(GoalOutcomeStatus::Blocked)),
+                    FileStatus::Complete => return self.finish(GoalOutcomeStatus::Complete),
+                    FileStatus::Blocked => return self.finish(GoalOutcomeStatus::Blocked),
                     FileStatus::Active => {}
                 }
                 // A cut round is not re-fired: the next one would hit the same cut.
                 if self.failed {
-                    return Ok(self.finish(GoalOutcomeStatus::Aborted));
+                    return self.finish(GoalOutcomeStatus::Aborted);
                 }
                 if self.budget.is_some_and(|b| self.used >= b) {
                     if self.cancel.is_cancelled() {
-                        return Ok(self.finish(GoalOutcomeStatus::Aborted));
+                        return self.finish(GoalOutcomeStatus::Aborted);
                     }
                     return self.start_round(true, runner);
                 }
@@ -378,7 +378,7 @@ impl Loop {
                 } else {
                     GoalOutcomeStatus::BudgetLimited
                 };
-                Ok(self.finish(outcome))
+                self.finish(outcome)
             }
             Phase::Done => Ok(()),
         }
@@ -388,10 +388,10 @@ impl Loop {
         // An abort between rounds has no abort event on any stream: without this check a
         // phantom round would start.
         if self.cancel.is_cancelled() {
-            return Ok(self.finish(GoalOutcomeStatus::Aborted));
+            return self.finish(GoalOutcomeStatus::Aborted);
         }
         if self.max_rounds > 0 && self.rounds >= self.max_rounds {
-            return Ok(self.finish(GoalOutcomeStatus::Aborted));
+            return self.finish(GoalOutcomeStatus::Aborted);
         }
         self.start_round(false, runner)
     }
@@ -433,7 +433,8 @@ impl Loop {
         Ok(())
     }
 
-    fn finish(&mut self, outcome: GoalOutcomeStatus) {
+    /// Queues `goal_finished` (and writes it to the Trace): the goal is over.
+    fn finish(&mut self, outcome: GoalOutcomeStatus) -> Result<(), EngineBusy> {
         let frame = Frame::new(build::goal_finished(outcome, self.rounds, self.used));
         if let Some(trace) = &self.trace {
             trace.record(&frame);
@@ -447,6 +448,7 @@ impl Loop {
         self.pending.push_back(frame);
         self.current = None;
         self.phase = Phase::Done;
+        Ok(())
     }
 }
 

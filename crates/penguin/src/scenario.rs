@@ -7,10 +7,12 @@ use std::time::Duration;
 use futures::StreamExt;
 use penguin_engine::scripted::{ScriptedApprover, ScriptedEnvironment};
 use penguin_engine::{
-    Approver, CancellationToken, Engine, EngineConfig, InitialState, RunOptions, TraceSink,
+    Approver, CancellationToken, Engine, EngineConfig, Environment, InitialState, Permission,
+    RunOptions, ToolCallRequest, TraceSink,
 };
 use penguin_llm_providers::scripted::{ScriptError, ScriptedModel};
-use penguin_omni_protocol::{Frame, OmniMessage};
+use penguin_llm_providers::MessageSink;
+use penguin_omni_protocol::{Frame, OmniMessage, ToolDefinition};
 
 mod parse;
 mod stream;
@@ -28,6 +30,86 @@ pub struct ScenarioRun {
     pub notices: Vec<(Duration, OmniMessage)>,
     /// A manual `compact()` instead of a run (the input is ignored).
     pub compact: bool,
+    /// A goal run instead of a plain one: the input is the objective.
+    pub goal: Option<ScenarioGoal>,
+}
+
+/// A run's goal (`runs[i].goal`): how the loop is set up and what the scripted tools write
+/// to GOAL.yaml.
+#[derive(Clone, Debug, Default)]
+pub struct ScenarioGoal {
+    /// Token budget; `None`: unlimited.
+    pub budget: Option<u64>,
+    /// Round backstop; `None`: the loop's default.
+    pub max_rounds: Option<u64>,
+    /// GOAL.yaml's path as the model is told it (the real file is in a temporary folder).
+    pub file: String,
+    /// Keyed by tool_call_id: when that call is dispatched, GOAL.yaml gets this text
+    /// (`None`: the file is removed) before the tool's script plays.
+    pub writes: std::collections::HashMap<String, Option<String>>,
+}
+
+impl ScenarioGoal {
+    /// The path shown when the file says none.
+    pub const DEFAULT_FILE: &'static str = "/scratchpad/session/GOAL.yaml";
+}
+
+/// GOAL.yaml's text by tool_call_id (`None`: the file is removed).
+type GoalWrites = std::collections::HashMap<String, Option<String>>;
+
+/// The scripted tools, writing GOAL.yaml for the calls a goal run names.
+struct GoalTools {
+    inner: ScriptedEnvironment,
+    /// The running goal's real file and its writes.
+    goal: Mutex<Option<(std::path::PathBuf, GoalWrites)>>,
+}
+
+#[penguin_engine::async_trait]
+impl Environment for GoalTools {
+    async fn execute(&self, request: ToolCallRequest, sink: &mut dyn MessageSink) {
+        let write = {
+            let goal = self.goal.lock().unwrap_or_else(|p| p.into_inner());
+            goal.as_ref().and_then(|(file, writes)| {
+                writes
+                    .get(&request.tool_call().tool_call_id)
+                    .map(|text| (file.clone(), text.clone()))
+            })
+        };
+        if let Some((file, text)) = write {
+            let _ = match text {
+                Some(text) => std::fs::write(&file, text),
+                None => std::fs::remove_file(&file),
+            };
+        }
+        self.inner.execute(request, sink).await
+    }
+
+    fn tools(&self) -> Vec<ToolDefinition> {
+        self.inner.tools()
+    }
+
+    fn permission(&self, name: &str) -> Permission {
+        self.inner.permission(name)
+    }
+}
+
+/// A temporary folder for one goal run's GOAL.yaml, removed when dropped.
+struct GoalDir(std::path::PathBuf);
+
+impl GoalDir {
+    fn new() -> GoalDir {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        GoalDir(
+            std::env::temp_dir().join(format!("penguin-scenario-goal-{}-{n}", std::process::id())),
+        )
+    }
+}
+
+impl Drop for GoalDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// What the session around the bare engine brings (v2 `session`).
@@ -169,11 +251,15 @@ pub async fn run_scenario(
             .unwrap_or_default(),
         ..InitialState::default()
     };
+    let tools = Arc::new(GoalTools {
+        inner: scenario.tools,
+        goal: Mutex::new(None),
+    });
     let engine = Engine::with_parts(
         Box::new(scenario.llm),
-        Arc::new(scenario.tools),
+        tools.clone(),
         config,
-        Some(trace),
+        Some(trace.clone()),
         initial,
     );
     if let Some(meta) = session.session_meta {
@@ -205,12 +291,45 @@ pub async fn run_scenario(
         for (_, notice) in now {
             engine.notify(notice);
         }
-        let started = if run.compact {
-            engine.compact(cancel.clone())
+        let mut goal_dir = None;
+        let mut stream = if let Some(goal) = run.goal {
+            let dir = GoalDir::new();
+            let file = dir.0.join(crate::goal::GOAL_FILE_NAME);
+            *tools.goal.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some((file.clone(), goal.writes));
+            goal_dir = Some(dir);
+            let engine = engine.clone();
+            let run = crate::goal::GoalRun {
+                input: run.input,
+                options: crate::goal::GoalOptions {
+                    budget: goal.budget,
+                    max_rounds: goal.max_rounds,
+                    file: None,
+                },
+                file,
+                shown_file: Some(goal.file),
+                cancel: cancel.clone(),
+                trace: Some(trace.clone()),
+                state: Default::default(),
+            };
+            crate::goal::run_goal(
+                run,
+                Box::new(move |input| Ok(engine.run(input, options.clone())?.boxed())),
+            )
+            .unwrap_or_else(|e| {
+                // A goal that cannot start (no objective) ends at once, as the reference's
+                // throws end its run.
+                tracing::warn!("scenario goal run: {e}");
+                futures::stream::empty().boxed()
+            })
         } else {
-            engine.run(run.input, options)
+            let started = if run.compact {
+                engine.compact(cancel.clone())
+            } else {
+                engine.run(run.input, options)
+            };
+            started.expect("runs execute one after another").boxed()
         };
-        let mut stream = started.expect("runs execute one after another");
         let mut timers = tokio::task::JoinSet::new();
         for (after, notice) in later {
             let engine = engine.clone();
@@ -240,7 +359,10 @@ pub async fn run_scenario(
         while let Some(frame) = stream.next().await {
             on_frame(frame);
         }
+        drop(stream);
         timers.abort_all();
+        *tools.goal.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        drop(goal_dir);
     }
     // A played scenario's engine holds every script and the whole context.
     crate::free_elsewhere("penguin-free-scenario", engine);

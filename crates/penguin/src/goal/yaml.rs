@@ -652,8 +652,8 @@ fn scalar(v: &str) -> Option<String> {
         }
         return Some(r[..close].replace("''", "'"));
     }
-    if v.starts_with('"') {
-        let close = v[1..].rfind('"')? + 1;
+    if let Some(r) = v.strip_prefix('"') {
+        let close = r.rfind('"')? + 1;
         let rest = v[close + 1..].trim();
         if !(rest.is_empty() || rest.starts_with('#')) {
             return None;

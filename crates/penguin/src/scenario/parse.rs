@@ -13,7 +13,7 @@ use penguin_omni_protocol::{CompactionMode, OmniMessage};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::{Scenario, ScenarioRun, ScenarioSession};
+use super::{Scenario, ScenarioGoal, ScenarioRun, ScenarioSession};
 
 fn check_keys(
     obj: &serde_json::Map<String, Value>,
@@ -142,6 +142,53 @@ fn tool_scripts(raw: &RawValue) -> Result<ScriptedEnvironment, ScriptError> {
         scripts.insert(id, parse_steps(stream, &format!("{path}.stream"))?);
     }
     Ok(ScriptedEnvironment::new(scripts))
+}
+
+/// `runs[i].goal`: `{budget, max_rounds, file, writes: {tool_call_id: text | null}}`.
+fn goal(v: &Value, path: &str) -> Result<ScenarioGoal, ScriptError> {
+    let g = object(v, path)?;
+    check_keys(g, path, &["budget", "max_rounds", "file", "writes"])?;
+    let count = |key: &str| -> Result<Option<u64>, ScriptError> {
+        match g.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+                ScriptError::new(format!("{path}.{key}"), "expected a non-negative integer")
+            }),
+        }
+    };
+    let file = match g.get("file") {
+        None | Some(Value::Null) => ScenarioGoal::DEFAULT_FILE.to_owned(),
+        Some(Value::String(f)) => f.clone(),
+        Some(_) => {
+            return Err(ScriptError::new(
+                format!("{path}.file"),
+                "expected a string",
+            ))
+        }
+    };
+    let mut writes = std::collections::HashMap::new();
+    if let Some(w) = g.get("writes").filter(|v| !v.is_null()) {
+        let wp = format!("{path}.writes");
+        for (id, text) in object(w, &wp)? {
+            let text = match text {
+                Value::Null => None,
+                Value::String(t) => Some(t.clone()),
+                _ => {
+                    return Err(ScriptError::new(
+                        format!("{wp}.{id}"),
+                        "expected the file's text, or null to remove it",
+                    ))
+                }
+            };
+            writes.insert(id.clone(), text);
+        }
+    }
+    Ok(ScenarioGoal {
+        budget: count("budget")?,
+        max_rounds: count("max_rounds")?,
+        file,
+        writes,
+    })
 }
 
 fn messages(v: &Value, path: &str) -> Result<Vec<OmniMessage>, ScriptError> {
@@ -280,7 +327,14 @@ impl Scenario {
             check_keys(
                 r,
                 &path,
-                &["input", "abort_after_ms", "steer", "notices", "compact"],
+                &[
+                    "input",
+                    "abort_after_ms",
+                    "steer",
+                    "notices",
+                    "compact",
+                    "goal",
+                ],
             )?;
             let compact = match r.get("compact") {
                 None | Some(Value::Null) => false,
@@ -350,12 +404,17 @@ impl Scenario {
                     steer.push((after, input));
                 }
             }
+            let goal = match r.get("goal") {
+                None | Some(Value::Null) => None,
+                Some(g) => Some(goal(g, &format!("{path}.goal"))?),
+            };
             runs.push(ScenarioRun {
                 input,
                 abort_after,
                 steer,
                 notices,
                 compact,
+                goal,
             });
         }
         let session = match obj.get("session") {
