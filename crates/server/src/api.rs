@@ -58,20 +58,21 @@ use serde::{Deserialize, Serialize};
 /// How a session's tool calls are approved (§5.6). Read again at every approval, so a change
 /// takes effect on the next call.
 ///
-/// Spelled in kebab-case on the wire: `"allow-all"` (the default), `"deny-all"`,
-/// `"read-only"`, `"always-ask"`; in `POST /api/sessions` and `PATCH /api/sessions/:id` as
+/// Spelled in kebab-case on the wire: `"always-ask"` (the default: a session asks before each
+/// call, as `penguin chat` does, unless its creator says otherwise), `"allow-all"`,
+/// `"deny-all"`, `"read-only"`; in `POST /api/sessions` and `PATCH /api/sessions/:id` as
 /// `{"approvalMode": "always-ask"}`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ApprovalMode {
     /// Every call runs.
-    #[default]
     AllowAll,
     /// Every call is denied.
     DenyAll,
     /// Calls of read-only tools run; the rest are asked.
     ReadOnly,
     /// Every call is asked: `approval_request`, then `POST /approvals/:toolCallId`.
+    #[default]
     AlwaysAsk,
 }
 

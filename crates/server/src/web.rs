@@ -77,6 +77,7 @@ pub static ASSETS: &[Asset] = &[
     asset!("api.js", "text/javascript; charset=utf-8"),
     asset!("stream.js", "text/javascript; charset=utf-8"),
     asset!("socket.js", "text/javascript; charset=utf-8"),
+    asset!("toolview.js", "text/javascript; charset=utf-8"),
     asset!("transcript.js", "text/javascript; charset=utf-8"),
     asset!("markdown.js", "text/javascript; charset=utf-8"),
     asset!("style.css", "text/css; charset=utf-8"),

@@ -180,7 +180,7 @@ function sessionList() {
   const mode = h(
     "select",
     { name: "approvalMode" },
-    ["allow-all", "always-ask", "read-only", "deny-all"].map((m) => h("option", { value: m }, m)),
+    ["always-ask", "read-only", "allow-all", "deny-all"].map((m) => h("option", { value: m }, m)),
   );
   const workspace = h("input", { name: "workspace", placeholder: "workspace (default: the server's)" });
   const model = h("input", { name: "model", placeholder: "model (default: the server's)" });
@@ -372,7 +372,7 @@ function sessionView(id) {
         }
       },
     },
-    ["allow-all", "always-ask", "read-only", "deny-all"].map((m) => h("option", { value: m }, m)),
+    ["always-ask", "read-only", "allow-all", "deny-all"].map((m) => h("option", { value: m }, m)),
   );
   const headActions = h("div", { class: "head-actions" });
   const showHeadActions = () =>

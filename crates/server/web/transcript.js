@@ -11,6 +11,7 @@
 
 import { renderMarkdown } from "./markdown.js";
 import { closedKey, fragmentKey, originOf } from "./stream.js";
+import { argsLine, planView, renderDiffs } from "./toolview.js";
 
 export function fingerprint(msg) {
   const p = msg.payload || {};
@@ -185,16 +186,37 @@ class ToolCard {
       }
     }
     this.argsEl.hidden = args === "";
+    this.argsEl.classList.remove("command");
+    this.planEl?.remove();
+    this.planEl = null;
+    if (this.name === "update_plan") {
+      const plan = planView(args);
+      if (plan) {
+        this.planEl = plan;
+        this.argsEl.hidden = true;
+        this.argsEl.after(plan);
+        return;
+      }
+    }
+    const line = argsLine(this.name, args);
+    if (line !== null) {
+      this.argsEl.textContent = line;
+      this.argsEl.classList.add("command");
+      this.argsEl.title = prettyJson(args);
+      return;
+    }
     this.argsEl.textContent = prettyJson(args);
   }
 
   setDecision(msg) {
     this.decision = msg.payload.decision;
     this.decisionEl.replaceChildren();
-    const label = { allow: "allowed", deny: "denied", forbidden: "forbidden by policy" }[this.decision] || this.decision;
+    // A denial is already the card's status: the decision line says only what the status
+    // does not (allowed, forbidden by policy).
+    const label = { allow: "allowed", deny: "", forbidden: "forbidden by policy" }[this.decision] ?? this.decision;
     const line = mark(h("span", `decision-${this.decision}`, label), msg);
     this.decisionEl.append(line);
-    this.decisionEl.hidden = false;
+    this.decisionEl.hidden = label === "";
     this.refresh();
   }
 
@@ -221,7 +243,8 @@ class ToolCard {
 
   showOutput(text, images) {
     this.outputWrap.hidden = false;
-    this.outputEl.textContent = text;
+    this.outputEl.classList.remove("has-diff");
+    if (!renderDiffs(this.outputEl, text)) this.outputEl.textContent = text;
     this.outputEl.classList.toggle("empty", text === "");
     this.imagesEl.replaceChildren(
       ...images.filter((u) => typeof u === "string").map((u) => {

@@ -89,7 +89,7 @@ async fn start(llm: Value) -> (TestServer, String) {
     let created = srv
         .post(
             "/api/sessions",
-            json!({"workspace": ws.display().to_string()}),
+            json!({"workspace": ws.display().to_string(), "approvalMode": "allow-all"}),
         )
         .await
         .body;

@@ -131,7 +131,7 @@ async fn sessions_show_their_sandbox_and_may_ask_for_another() {
     std::fs::create_dir(dir.path().join("ws")).unwrap();
     let srv = start(dir.path(), false).await;
 
-    let (status, body) = srv.create_with(json!({})).await;
+    let (status, body) = srv.create_with(json!({"approvalMode": "allow-all"})).await;
     assert_eq!(status, 201, "{body}");
     let sandbox = &body["session"]["sandbox"];
     assert_eq!(sandbox["mode"], "workspace-write", "{body}");
@@ -144,7 +144,7 @@ async fn sessions_show_their_sandbox_and_may_ask_for_another() {
         .starts_with("sandbox: workspace-write, network off"));
 
     let (status, body) = srv
-        .create_with(json!({"sandbox": {"mode": "read-only", "network": true}}))
+        .create_with(json!({"approvalMode": "allow-all", "sandbox": {"mode": "read-only", "network": true}}))
         .await;
     assert_eq!(status, 201, "{body}");
     let id = body["session"]["id"].as_str().unwrap().to_owned();
