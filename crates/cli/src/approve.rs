@@ -200,50 +200,62 @@ impl Approver for TerminalApprover {
             Some(_) => bypass_prompt(call),
             None => approval_prompt(call),
         };
-        let answer = self.console.ask(&prompt).await;
-        if answer.is_none() {
-            self.console.note(
-                "(no answer: input has ended, so the call is denied; pass --yes to allow tool calls without asking)",
+        // Anything but an offered answer asks again; only the end of input denies.
+        let offered: &[&str] = match unsandboxable {
+            Some(_) => &["y", "yes", "n", "no", "a", "always", "u", "unsandboxed"],
+            None => &["y", "yes", "n", "no", "a", "always"],
+        };
+        let mut question = prompt.clone();
+        let answer = loop {
+            let answer = self.console.ask(&question).await;
+            let Some(answer) = answer else {
+                self.console.note(
+                    "(no answer: input has ended, so the call is denied; pass --yes to allow tool calls without asking)",
+                );
+                break None;
+            };
+            let answer = answer.trim().to_ascii_lowercase();
+            if offered.contains(&answer.as_str()) {
+                break Some(answer);
+            }
+            let keys: Vec<&str> = offered.iter().copied().filter(|k| k.len() == 1).collect();
+            question = format!(
+                "{:?} is not an answer: {}. {prompt}",
+                answer,
+                keys.join(", ")
             );
-        }
-        Ok(
-            match answer
-                .as_deref()
-                .map(str::trim)
-                .map(str::to_ascii_lowercase)
-                .as_deref()
-            {
-                Some("y" | "yes") => ApprovalDecision::Allow,
-                Some("a" | "always") => {
-                    match Scope::for_call(&name, &args) {
-                        Some(scope) => {
-                            self.console.note(&format!(
+        };
+        Ok(match answer.as_deref() {
+            Some("y" | "yes") => ApprovalDecision::Allow,
+            Some("a" | "always") => {
+                match Scope::for_call(&name, &args) {
+                    Some(scope) => {
+                        self.console.note(&format!(
                                 "  from now on {} is allowed without asking (/approvals to review or clear)",
                                 match &scope {
                                     Scope::Tool(t) => format!("every {t} call"),
                                     Scope::Command(p) => format!("a command starting `{p}`"),
                                 }
                             ));
-                            let mut always = self.always.lock().unwrap_or_else(|p| p.into_inner());
-                            if !always.contains(&scope) {
-                                always.push(scope);
-                            }
+                        let mut always = self.always.lock().unwrap_or_else(|p| p.into_inner());
+                        if !always.contains(&scope) {
+                            always.push(scope);
                         }
-                        None => self.console.note(
-                            "  allowed this once: a command chaining others is asked every time",
-                        ),
                     }
-                    self.publish();
-                    ApprovalDecision::Allow
+                    None => self
+                        .console
+                        .note("  allowed this once: a command chaining others is asked every time"),
                 }
-                Some("u" | "unsandboxed") => match (unsandboxable, &self.tools) {
-                    (Some(c), Some(tools)) if tools.grant_unsandboxed(c) => ApprovalDecision::Allow,
-                    // Not offered for this call: an answer to a question not asked is no.
-                    _ => ApprovalDecision::Deny,
-                },
+                self.publish();
+                ApprovalDecision::Allow
+            }
+            Some("u" | "unsandboxed") => match (unsandboxable, &self.tools) {
+                (Some(c), Some(tools)) if tools.grant_unsandboxed(c) => ApprovalDecision::Allow,
+                // Not offered for this call: an answer to a question not asked is no.
                 _ => ApprovalDecision::Deny,
             },
-        )
+            _ => ApprovalDecision::Deny,
+        })
     }
 }
 
@@ -292,6 +304,16 @@ mod tests {
         assert_eq!(
             denied_at_eof.approve(&call).await,
             Ok(ApprovalDecision::Deny)
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unrecognised_answer_asks_again_and_never_denies() {
+        let console = Console::from_lines(vec!["x".into(), "".into(), "Y".into()]);
+        let approver = TerminalApprover::new(console);
+        assert_eq!(
+            approver.approve(&cmd("ls", "c")).await,
+            Ok(ApprovalDecision::Allow)
         );
     }
 

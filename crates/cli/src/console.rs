@@ -314,6 +314,11 @@ impl Console {
             }
             return answer;
         }
+        // Read by lines here: the answer needs Enter, and the question says so.
+        let question = match question.strip_suffix(": ") {
+            Some(q) if q.contains("]") => format!("{q} (then Enter): "),
+            _ => question.to_owned(),
+        };
         let mut err = std::io::stderr();
         let _ = write!(err, "{question}");
         let _ = err.flush();

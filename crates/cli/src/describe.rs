@@ -1,7 +1,6 @@
 //! What a person should read for the engine's bookkeeping: user-role texts without the
-//! markers the model reads, and the cause of a failed request in a few words.
-
-use penguin_omni_protocol::StopReason;
+//! markers the model reads. (The cause of a failed request is
+//! `penguin::llm_providers::failure`'s, shared with the web app.)
 
 /// A user-role text as a person should see it.
 #[derive(Debug, PartialEq, Eq)]
@@ -40,47 +39,6 @@ pub fn user_text_display(text: &str) -> UserText {
     UserText::Prompt(text.to_owned())
 }
 
-/// The cause of a failed request in a few words: what a person can act on.
-pub fn cause(status: StopReason, message: Option<&str>) -> String {
-    let Some(m) = message.map(str::trim).filter(|m| !m.is_empty()) else {
-        return match status {
-            StopReason::Timeout => "no data from the provider within the idle timeout".into(),
-            other => other.to_string(),
-        };
-    };
-    let lower = m.to_ascii_lowercase();
-    let url = m
-        .split_once("for url (")
-        .and_then(|(_, rest)| rest.split_once(')'))
-        .map(|(u, _)| format!(" ({u})"))
-        .unwrap_or_default();
-    if lower.contains("connection refused") {
-        return format!("connection refused{url}");
-    }
-    if lower.contains("dns error")
-        || lower.contains("failed to lookup address")
-        || lower.contains("name or service not known")
-    {
-        return format!("DNS failure: the host name does not resolve{url}");
-    }
-    if lower.contains("connection reset") {
-        return format!("connection reset by the server{url}");
-    }
-    if lower.contains("timed out") {
-        return format!("connection timed out{url}");
-    }
-    if lower.contains("certificate") || lower.contains("tls") {
-        return format!("TLS failure: {}", clip(m, 160));
-    }
-    let code = m.get(..3).filter(|c| c.bytes().all(|b| b.is_ascii_digit()));
-    if let (Some(code), Some(rest)) = (code, m.get(3..)) {
-        if rest.is_empty() || rest.starts_with(' ') {
-            return format!("HTTP {code}{}", clip(rest, 160));
-        }
-    }
-    clip(m, 200)
-}
-
 /// `s` on one line, cut to `max` characters with an ellipsis.
 pub(crate) fn clip(s: &str, max: usize) -> String {
     let one: String = s.chars().map(|c| if c == '\n' { ' ' } else { c }).collect();
@@ -94,27 +52,6 @@ pub(crate) fn clip(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn causes_are_short_and_actionable() {
-        let refused = "error sending request for url (http://127.0.0.1:9/v1/chat/completions): client error (Connect): tcp connect error: Connection refused (os error 111)";
-        assert_eq!(
-            cause(StopReason::Timeout, Some(refused)),
-            "connection refused (http://127.0.0.1:9/v1/chat/completions)"
-        );
-        assert_eq!(
-            cause(StopReason::Timeout, Some("error sending request for url (https://nope.invalid/v1): client error (Connect): dns error: failed to lookup address information")),
-            "DNS failure: the host name does not resolve (https://nope.invalid/v1)"
-        );
-        assert_eq!(
-            cause(StopReason::Timeout, Some("503 Service Unavailable")),
-            "HTTP 503 Service Unavailable"
-        );
-        assert_eq!(
-            cause(StopReason::Timeout, None),
-            "no data from the provider within the idle timeout"
-        );
-    }
 
     #[test]
     fn markers_are_described_not_printed() {

@@ -1,7 +1,7 @@
 //! Rendering a run's stream for a person: streaming text, dimmed thinking, one line per tool
 //! call with its status, retries and aborts.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 
 use penguin_omni_protocol::{
@@ -9,8 +9,9 @@ use penguin_omni_protocol::{
 };
 
 use crate::describe::clip;
-pub use crate::describe::{cause, user_text_display, UserText};
+pub use crate::describe::{user_text_display, UserText};
 use crate::tool_view;
+use penguin::llm_providers::failure::{Failure, FailureKind};
 
 const DIM: &str = "\x1b[2m";
 const BOLD: &str = "\x1b[1m";
@@ -34,10 +35,19 @@ pub struct RunSummary {
     pub last_status: Option<StopReason>,
     /// Tool calls seen.
     pub tool_calls: usize,
-    /// Tokens of this task's requests (the main session's).
+    /// Tokens of this task's requests (the main session's), as the provider reported them.
     pub tokens: penguin_omni_protocol::TokenCounts,
-    /// `request_end`s that failed with a refused connection.
-    pub refused: u32,
+    /// The last failed request: why, and its attempt number.
+    pub failure: Option<(Failure, u32)>,
+    /// Output streamed by requests that ended without reporting usage (interrupted or
+    /// failed mid-stream), in characters.
+    pub unreported_chars: u64,
+    /// How many requests streamed something and then ended without reporting usage.
+    pub unreported_requests: u32,
+    /// The input estimate of the next request (from the last reported total), when known.
+    pub last_total: u64,
+    /// Characters the open request has streamed so far.
+    open_chars: u64,
 }
 
 impl RunSummary {
@@ -48,32 +58,85 @@ impl RunSummary {
             return;
         }
         match msg.event() {
+            Some(EventPayload::RequestBegin) => self.open_chars = 0,
             Some(EventPayload::RequestEnd {
                 status,
                 error_message,
+                attempt,
                 ..
             }) => {
                 self.last_status = Some(*status);
-                if error_message
-                    .as_deref()
-                    .is_some_and(|m| m.contains("Connection refused"))
-                {
-                    self.refused += 1;
+                if !matches!(status, StopReason::Completed | StopReason::Aborted) {
+                    self.failure = Some((
+                        Failure::classify(*status, error_message.as_deref()),
+                        attempt.unwrap_or(1),
+                    ));
                 }
+                // A request that streamed and was cut off reports no usage: count its output.
+                if *status != StopReason::Completed && self.open_chars > 0 {
+                    self.unreported_chars += self.open_chars;
+                    self.unreported_requests += 1;
+                }
+                self.open_chars = 0;
             }
             Some(EventPayload::TokenUsage { request, .. }) => {
                 self.tokens = self.tokens + *request;
+                self.last_total = request.total;
+                self.open_chars = 0;
             }
             Some(EventPayload::Abort { reason }) => {
                 self.aborted = Some(reason.clone().unwrap_or_default())
             }
             _ => {}
         }
-        if let Some(ModelPayload::ToolCall(c)) = msg.model() {
-            if c.stop_reason.is_none_or(|r| r == StopReason::Completed) {
-                self.tool_calls += 1;
+        match msg.model() {
+            Some(ModelPayload::ToolCall(c)) => {
+                if c.stop_reason.is_none_or(|r| r == StopReason::Completed) {
+                    self.tool_calls += 1;
+                }
             }
+            Some(ModelPayload::PartialText(t)) => self.open_chars += t.text.chars().count() as u64,
+            Some(ModelPayload::PartialThinking(t)) => {
+                self.open_chars += t.thinking.chars().count() as u64
+            }
+            Some(ModelPayload::PartialToolCall(c)) => {
+                self.open_chars += c.arguments.chars().count() as u64
+            }
+            _ => {}
         }
+    }
+
+    /// How the run ended, for the end-of-task line: `done`, `interrupted`, or
+    /// `failed after N attempts: <cause>`.
+    pub fn outcome(&self) -> String {
+        if self.succeeded() {
+            return "done".into();
+        }
+        match (&self.aborted, &self.failure) {
+            (Some(reason), Some((failure, attempts))) if !reason.starts_with("aborted") => {
+                failure.ended(*attempts)
+            }
+            (Some(_), _) => "interrupted".into(),
+            (None, Some((failure, attempts))) => failure.ended(*attempts),
+            (None, None) => "failed".into(),
+        }
+    }
+
+    /// Tokens spent but not reported: requests cut off mid-stream report no usage, so their
+    /// input (the last reported total, or `base_input` before any) and streamed output are
+    /// estimated (a quarter token per character). `(input, output)`, zero when nothing was cut.
+    pub fn unreported_estimate(&self, base_input: u64) -> (u64, u64) {
+        if self.unreported_requests == 0 {
+            return (0, 0);
+        }
+        let input = match self.last_total {
+            0 => base_input,
+            t => t,
+        };
+        (
+            input * self.unreported_requests as u64,
+            self.unreported_chars.div_ceil(4),
+        )
     }
 
     /// True when the run ended normally.
@@ -115,6 +178,14 @@ pub struct Renderer<W: Write> {
     running_tools: usize,
     waiting: Waiting,
     summary: RunSummary,
+    /// Calls whose denial was shown: their aborted output adds nothing.
+    denied: HashSet<String>,
+    /// Failure kinds whose hint was shown in this run.
+    hinted: HashSet<FailureKind>,
+    /// The model's context window, when known: tool definitions taking much of it are said.
+    context_window: Option<u64>,
+    /// The last tool-cost note shown (each list is said once).
+    cost_noted: Option<String>,
 }
 
 impl<W: Write> Renderer<W> {
@@ -132,7 +203,17 @@ impl<W: Write> Renderer<W> {
             running_tools: 0,
             waiting: Waiting::Nothing,
             summary: RunSummary::default(),
+            denied: HashSet::new(),
+            hinted: HashSet::new(),
+            context_window: None,
+            cost_noted: None,
         }
+    }
+
+    /// The model's context window, so a tool list that takes much of it is said.
+    pub fn context_window(mut self, window: Option<u64>) -> Self {
+        self.context_window = window.filter(|w| *w > 0);
+        self
     }
 
     /// Shows tool output in full instead of its first line.
@@ -238,6 +319,15 @@ impl<W: Write> Renderer<W> {
                         self.stream_part("thinking", t.event_type, &t.thinking, dim, reset)?
                     }
                     ModelPayload::Text(t)
+                        if t.role == penguin_omni_protocol::Role::User
+                            && child.is_none()
+                            && penguin::goal::round_of(msg).is_some() =>
+                    {
+                        // A goal round's input: its round, not the protocol block.
+                        let round = penguin::goal::round_of(msg).unwrap_or_default();
+                        self.line(&format!("{dim}[goal] round {round}{reset}"))?
+                    }
+                    ModelPayload::Text(t)
                         if t.role == penguin_omni_protocol::Role::User && child.is_none() =>
                     {
                         // Input shown by a watcher (history, server-published prompts) and
@@ -301,6 +391,19 @@ impl<W: Write> Renderer<W> {
                             ))?;
                         }
                     }
+                    ModelPayload::ToolCallOutput(o)
+                        if o.stop_reason == Some(StopReason::Aborted)
+                            && self.denied.remove(&o.tool_call_id) =>
+                    {
+                        // The denial's line said it already.
+                        if child.is_none() {
+                            self.waiting = if self.running_tools > 0 {
+                                Waiting::Tools(self.running_tools)
+                            } else {
+                                Waiting::Nothing
+                            };
+                        }
+                    }
                     ModelPayload::ToolCallOutput(o) => {
                         let name = self
                             .names
@@ -359,9 +462,11 @@ impl<W: Write> Renderer<W> {
                     match decision {
                         ApprovalDecision::Allow => self.running_tools += 1,
                         ApprovalDecision::Deny => {
+                            self.denied.insert(tool_call_id.clone());
                             self.line(&format!("  {yellow}✗ {name} denied{reset}"))?
                         }
                         ApprovalDecision::Forbidden => {
+                            self.denied.insert(tool_call_id.clone());
                             self.line(&format!("  {red}✗ {name} forbidden by policy{reset}"))?
                         }
                     }
@@ -378,24 +483,20 @@ impl<W: Write> Renderer<W> {
                         Waiting::Nothing
                     };
                     if *status != StopReason::Completed && *status != StopReason::Aborted {
-                        let detail = cause(*status, error_message.as_deref());
+                        let failure = Failure::classify(*status, error_message.as_deref());
+                        let retry = match retry_in_ms {
+                            Some(ms) => format!(" · retrying in {:.0}s", *ms as f64 / 1000.0),
+                            None => String::new(),
+                        };
                         self.line(&format!(
-                            "{yellow}request {status} (attempt {}): {detail}{reset}",
-                            attempt.unwrap_or(1)
+                            "{yellow}request failed (attempt {}): {}{retry}{reset}",
+                            attempt.unwrap_or(1),
+                            failure.cause
                         ))?;
-                        if self.summary.refused == 1
-                            && error_message
-                                .as_deref()
-                                .is_some_and(|m| m.contains("Connection refused"))
-                        {
-                            self.line(&format!(
-                                "{dim}  nothing is listening at the model's address: is the server running? Check --base-url (or base_url in config.toml){reset}"
-                            ))?;
-                        }
-                        if *status == StopReason::Auth {
-                            self.line(&format!(
-                                "{dim}  the provider refused the API key: check the variable it is read from (--api-key-env, or the provider's default such as OPENAI_API_KEY){reset}"
-                            ))?;
+                        if let Some(hint) = failure.hint {
+                            if self.hinted.insert(failure.kind) {
+                                self.line(&format!("{dim}  {hint}{reset}"))?;
+                            }
                         }
                         if let Some(ms) = retry_in_ms {
                             self.waiting = Waiting::Backoff {
@@ -408,7 +509,59 @@ impl<W: Write> Renderer<W> {
                 EventPayload::Abort { reason } => {
                     self.waiting = Waiting::Nothing;
                     let reason = reason.as_deref().unwrap_or_default();
-                    self.line(&format!("{red}⏹ aborted: {reason}{reset}"))?;
+                    match (&self.summary.failure, reason.starts_with("aborted")) {
+                        // The run gave up on the model: say why, not the engine's reason.
+                        (Some((failure, attempts)), false) => {
+                            self.line(&format!("{red}✗ {}{reset}", failure.ended(*attempts)))?
+                        }
+                        _ => self.line(&format!("{red}⏹ aborted: {reason}{reset}"))?,
+                    }
+                }
+                EventPayload::McpConnectEnd { results, .. } => {
+                    for r in results {
+                        let tools = r
+                            .tools
+                            .as_ref()
+                            .and_then(|t| t.as_array())
+                            .map_or(0, Vec::len);
+                        match &r.error {
+                            None => self.line(&format!(
+                                "{dim}{}: {tools} tool{} ({:.1}s){reset}",
+                                r.server,
+                                if tools == 1 { "" } else { "s" },
+                                r.duration_ms as f64 / 1000.0
+                            ))?,
+                            Some(e) => self.line(&format!(
+                                "{yellow}{}: not connected: {}{reset}",
+                                r.server,
+                                clip(e, 200)
+                            ))?,
+                        }
+                    }
+                }
+                EventPayload::GoalFinished {
+                    outcome,
+                    rounds,
+                    tokens_used,
+                } if child.is_none() => {
+                    let colour = match outcome {
+                        penguin_omni_protocol::GoalOutcomeStatus::Complete => green,
+                        _ => yellow,
+                    };
+                    let line = penguin::goal::finished_line(
+                        *outcome,
+                        *rounds,
+                        &penguin::goal::tokens_text(*tokens_used),
+                    );
+                    self.line(&format!("{colour}{line}{reset}"))?
+                }
+                EventPayload::ToolListReady { tools } => {
+                    if let Some(note) = tools_cost_note(tools, self.context_window) {
+                        if self.cost_noted.as_ref() != Some(&note) {
+                            self.line(&format!("{yellow}{note}{reset}"))?;
+                            self.cost_noted = Some(note);
+                        }
+                    }
                 }
                 _ => {}
             },
@@ -481,6 +634,24 @@ impl<W: Write> Renderer<W> {
     }
 }
 
+/// A note when the tool definitions take a large share (a quarter or more) of the model's
+/// context window: every request carries them, so they leave that much less for the
+/// conversation.
+pub fn tools_cost_note(
+    tools: &[penguin_omni_protocol::ToolDefinition],
+    window: Option<u64>,
+) -> Option<String> {
+    let window = window.filter(|w| *w > 0)?;
+    let cost = penguin::llm_providers::limits::base_input_tokens("", tools);
+    (cost * 4 >= window).then(|| {
+        format!(
+            "note: the {} tool definitions cost about {cost} tokens, {}% of the model's {window}-token context window, in every request (fewer MCP servers, or a larger context, leave more room)",
+            tools.len(),
+            cost * 100 / window
+        )
+    })
+}
+
 fn short_id(id: &str) -> &str {
     let n = id.len();
     &id[n.saturating_sub(8)..]
@@ -550,7 +721,7 @@ mod tests {
         ]);
         assert_eq!(
             text,
-            "Hello there.\n⚙ exec_command {\"cmd\":\"ls\"}\n⚙ exec_command {\"cmd\":\"rm\"}\n  ✗ exec_command denied\n  ⏹ exec_command: Tool call denied by user.\n  ✓ exec_command: a (+2 lines)\n"
+            "Hello there.\n⚙ exec_command {\"cmd\":\"ls\"}\n⚙ exec_command {\"cmd\":\"rm\"}\n  ✗ exec_command denied\n  ✓ exec_command: a (+2 lines)\n"
         );
         assert!(summary.succeeded());
         assert_eq!(summary.tool_calls, 2);
@@ -632,7 +803,96 @@ mod tests {
         let out = String::from_utf8(r.into_inner()).unwrap();
         assert_eq!(
             out,
-            "request timeout (attempt 1): boom\n⏹ aborted: aborted during reconnect backoff\n"
+            "request failed (attempt 1): boom · retrying in 2s\n⏹ aborted: aborted during reconnect backoff\n"
         );
+    }
+
+    #[test]
+    fn a_run_that_gives_up_says_why_after_how_many_attempts() {
+        let refused = "error sending request for url (http://127.0.0.1:9/v1/chat/completions): client error (Connect): tcp connect error: Connection refused (os error 111)";
+        let end = |attempt: u32, retry: Option<u64>| {
+            build::request_end(
+                StopReason::Timeout,
+                build::RetryDetail {
+                    error_message: Some(refused.into()),
+                    attempt: Some(attempt),
+                    retry_in_ms: retry,
+                },
+            )
+        };
+        let (text, summary) = render(vec![
+            build::request_begin(),
+            end(1, Some(2000)),
+            build::request_begin(),
+            end(2, None),
+            build::abort(Some("reconnect failed after 1 retries".into())),
+        ]);
+        assert_eq!(
+            text,
+            "request failed (attempt 1): connection refused (http://127.0.0.1:9/v1/chat/completions) · retrying in 2s\n  nothing is listening at the model's address: is the server running? Check --base-url (or base_url in config.toml)\nrequest failed (attempt 2): connection refused (http://127.0.0.1:9/v1/chat/completions)\n✗ failed after 2 attempts: connection refused (http://127.0.0.1:9/v1/chat/completions)\n"
+        );
+        assert_eq!(
+            summary.outcome(),
+            "failed after 2 attempts: connection refused (http://127.0.0.1:9/v1/chat/completions)"
+        );
+        // An interrupt during the ladder is the user's, not a failure.
+        let (_, summary) = render(vec![
+            build::request_begin(),
+            end(1, Some(2000)),
+            build::abort(Some("aborted during reconnect backoff".into())),
+        ]);
+        assert_eq!(summary.outcome(), "interrupted");
+    }
+
+    #[test]
+    fn a_request_cut_off_mid_stream_still_counts_its_tokens() {
+        use StreamEventType::*;
+        let ok = StopReason::Completed;
+        let (_, summary) = render(vec![
+            build::request_begin(),
+            build::partial_text(Start, "", ok),
+            build::partial_text(Delta, &"x".repeat(400), ok),
+            build::partial_text(Stop, "", StopReason::Aborted),
+            build::request_end(StopReason::Aborted, Default::default()),
+            build::abort(Some("aborted by user".into())),
+        ]);
+        assert_eq!(summary.tokens.total, 0, "nothing was reported");
+        assert_eq!(summary.unreported_estimate(1000), (1000, 100));
+        assert_eq!(summary.outcome(), "interrupted");
+    }
+
+    #[test]
+    fn mcp_servers_and_a_costly_tool_list_are_said() {
+        use penguin_omni_protocol::{McpConnectResult, McpConnectStatus, ToolDefinition};
+        let tool = |i: usize| ToolDefinition {
+            name: format!("fs__tool{i}"),
+            description: "d".repeat(400),
+            parameters: Some(serde_json::json!({"type": "object"})),
+        };
+        let tools: Vec<ToolDefinition> = (0..14).map(tool).collect();
+        let result = McpConnectResult {
+            server: "fs".into(),
+            transport: "stdio".into(),
+            status: McpConnectStatus::Completed,
+            duration_ms: 300,
+            tools: Some(serde_json::json!(tools)),
+            error: None,
+        };
+        let mut r = Renderer::new(Vec::new(), false).context_window(Some(4096));
+        for m in [
+            build::mcp_connect_end(vec![result], false),
+            build::tool_list_ready(tools),
+        ] {
+            r.frame(&Frame::new(m)).unwrap();
+        }
+        let out = String::from_utf8(r.into_inner()).unwrap();
+        assert!(out.starts_with("fs: 14 tools (0.3s)\n"), "{out}");
+        assert!(
+            out.contains("note: the 14 tool definitions cost about")
+                && out.contains("of the model's 4096-token context window"),
+            "{out}"
+        );
+        assert_eq!(tools_cost_note(&[tool(0)], Some(128_000)), None);
+        assert_eq!(tools_cost_note(&[tool(0)], None), None);
     }
 }

@@ -94,7 +94,11 @@ pub(crate) async fn run_task(
         thinking_level: task.thinking,
     };
     let started = Instant::now();
-    let mut stream = session.run(input, options).map_err(|e| e.to_string())?;
+    let mut stream = match &task.goal {
+        Some(goal) => session.run_goal(input, goal.clone(), options),
+        None => session.run(input, options).map_err(Into::into),
+    }
+    .map_err(|e| e.to_string())?;
     let control = quit.map(|quit| Control {
         lines: console.task_lines(),
         console: console.clone(),
@@ -103,7 +107,11 @@ pub(crate) async fn run_task(
         quit: quit.clone(),
         queued: Vec::new(),
     });
-    let shown = render(&mut stream, task, control, &cancel, console).await?;
+    let window = match session.session_meta().model_context_window {
+        penguin::omni_protocol::ContextWindow::Tokens(n) => Some(n),
+        _ => None,
+    };
+    let shown = render_for(&mut stream, task, control, &cancel, console, window).await?;
     ctrl_c.abort();
     if let Err(e) = session.writer().flush() {
         eprintln!("penguin: the trace could not be synced: {e}");
@@ -118,9 +126,14 @@ pub(crate) async fn run_task(
     if !task.jsonl {
         end_line(session, &shown.summary, started.elapsed());
     }
+    // A goal succeeds only when it is complete.
+    let goal_ok = task.goal.is_none()
+        || session
+            .goal()
+            .is_some_and(|g| g.status == penguin::goal::GoalStatus::Complete);
     Ok(TaskEnd {
         // A task whose Trace lost records did not complete cleanly, whatever the stream said.
-        ok: shown.ok && failed == 0,
+        ok: shown.ok && failed == 0 && goal_ok,
         undelivered: shown.undelivered,
     })
 }
@@ -130,16 +143,28 @@ fn end_line(session: &Session, summary: &crate::render::RunSummary, took: std::t
     let meta = session.session_meta();
     let model = format!("{}/{}", meta.provider, meta.model_id);
     let t = summary.tokens;
-    let (mark, what) = match (&summary.aborted, summary.succeeded()) {
-        (_, true) => ("✓", "done".to_owned()),
-        (Some(_), _) => ("⏹", "interrupted".to_owned()),
-        (None, false) => ("✗", "failed".to_owned()),
+    let what = summary.outcome();
+    let mark = match what.as_str() {
+        "done" => "✓",
+        "interrupted" => "⏹",
+        _ => "✗",
+    };
+    // A request cut off mid-stream reports no usage: its tokens are estimated, and said so.
+    let base = penguin::llm_providers::limits::base_input_tokens(
+        &meta.system_prompt,
+        &session.environment().tools(),
+    );
+    let (more_in, more_out) = summary.unreported_estimate(base);
+    let (input, output) = (t.cache_read + t.cache_write + more_in, t.output + more_out);
+    let tokens = match more_in + more_out {
+        0 => format!("{} tokens ({input} in, {output} out)", t.total),
+        _ => format!(
+            "~{} tokens (~{input} in, ~{output} out; estimated for the request cut off)",
+            input + output
+        ),
     };
     let line = format!(
-        "{mark} {what} · {model} · {} tokens ({} in, {} out) · {:.1}s",
-        t.total,
-        t.cache_read + t.cache_write,
-        t.output,
+        "{mark} {what} · {model} · {tokens} · {:.1}s",
         took.as_secs_f64()
     );
     if color_for(std::io::stderr().is_terminal()) {
@@ -233,6 +258,18 @@ pub(crate) async fn render(
     cancel: &CancellationToken,
     console: &Console,
 ) -> Result<Shown, String> {
+    render_for(stream, task, control, cancel, console, None).await
+}
+
+/// [`render`], knowing the model's context window (a tool list taking much of it is said).
+pub(crate) async fn render_for(
+    stream: &mut futures::stream::BoxStream<'static, Frame>,
+    task: &TaskArgs,
+    control: Option<Control>,
+    cancel: &CancellationToken,
+    console: &Console,
+    window: Option<u64>,
+) -> Result<Shown, String> {
     let jsonl = task.jsonl;
     let term = console.term().cloned();
     let tty = std::io::stdout().is_terminal();
@@ -241,7 +278,9 @@ pub(crate) async fn render(
         Some(t) => Box::new(crate::term::TermOut(t.clone())),
         None => Box::new(std::io::stdout()),
     };
-    let mut r = Renderer::new(out, color_for(tty)).verbose(task.verbose);
+    let mut r = Renderer::new(out, color_for(tty))
+        .verbose(task.verbose)
+        .context_window(window);
     let mut summary = crate::render::RunSummary::default();
     let mut tick = tokio::time::interval(std::time::Duration::from_millis(120));
     let mut since = Instant::now();
@@ -397,7 +436,26 @@ pub(crate) async fn run(
     task: TaskArgs,
     sandbox: SandboxArgs,
     workspace: Option<PathBuf>,
+    goal: Option<String>,
 ) -> Result<ExitCode, String> {
+    let mut task = task;
+    let mut prompt = prompt;
+    if let Some(value) = goal {
+        // `--goal BUDGET PROMPT`, `--goal PROMPT` or `--goal=BUDGET PROMPT`.
+        let budget = match penguin::goal::parse_budget(&value) {
+            Some(b) => Some(b),
+            None if value.is_empty() => None,
+            None if prompt.is_none() => {
+                prompt = Some(value);
+                None
+            }
+            None => return Err(penguin::goal::budget_error(&value)),
+        };
+        task.goal = Some(penguin::goal::GoalOptions {
+            budget,
+            ..Default::default()
+        });
+    }
     // Read a piped prompt before the console takes stdin over for approvals.
     let prompt = read_prompt(prompt)?;
     let (_, mut session) = ready(&model, &sandbox, Which::New(workspace))?;

@@ -42,8 +42,14 @@ pub(crate) fn pick_source(agent: &Agent, args: &ModelArgs) -> Result<Source, Str
         .map_err(|e| e.to_string())?;
     check_key(&spec)?;
     if spec.protocol == Protocol::Demo {
-        let asked =
-            args.model.as_deref() == Some("demo") || args.provider.as_deref() == Some("demo");
+        // Named anywhere (a flag, PENGUIN_MODEL/PENGUIN_PROVIDER, or default_model, which
+        // `penguin init` writes as "demo"), the demo was chosen, not fallen back to.
+        let env = |k: &str| std::env::var(k).ok();
+        let asked = args.model.as_deref() == Some("demo")
+            || args.provider.as_deref() == Some("demo")
+            || env("PENGUIN_MODEL").as_deref() == Some("demo")
+            || env("PENGUIN_PROVIDER").as_deref() == Some("demo")
+            || agent.config.default_model.as_deref() == Some("demo");
         if asked {
             eprintln!(
                 "penguin: using the built-in demo model (offline; it only lists the workspace)"
@@ -123,10 +129,19 @@ impl Confinement {
     /// `[sandbox]` of `config.toml` with `--sandbox`, resolved against this kernel. What the
     /// kernel cannot enforce is said here, once; `strict` refuses instead.
     pub(crate) fn resolve(agent: &Agent, args: &SandboxArgs) -> Result<Confinement, String> {
-        let sandbox =
-            Sandbox::resolve(&sandbox_request(agent, args)?).map_err(|e| e.to_string())?;
+        let request = sandbox_request(agent, args)?;
+        let sandbox = Sandbox::resolve(&request).map_err(|e| e.to_string())?;
         if let Some(warning) = sandbox.warning_once() {
             eprintln!("penguin: {warning}");
+        }
+        if request.strict {
+            STRICT.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        if sandbox.requested() == Some(penguin::tools::SandboxMode::Off) {
+            eprintln!(
+                "penguin: warning: the sandbox is off: commands can change every file you can{}; each one is still asked unless --yes",
+                if sandbox.is_active() { "" } else { " and use the network" }
+            );
         }
         Ok(Confinement {
             sandbox,
@@ -294,7 +309,7 @@ pub(crate) fn new_session(
         Source::Scenario(s, real_tools) => {
             let Scenario { llm, tools, .. } = *s;
             let tools = scenario_tools(agent, tools, real_tools, workspace, confinement)?;
-            agent
+            let mut session = agent
                 .create_session_with(
                     SessionModel {
                         llm: Box::new(llm),
@@ -307,7 +322,11 @@ pub(crate) fn new_session(
                     None,
                     None,
                 )
-                .map_err(|e| e.to_string())
+                .map_err(|e| e.to_string())?;
+            if real_tools {
+                session.set_sandbox(confinement.sandbox.clone());
+            }
+            Ok(session)
         }
     }
 }
@@ -403,7 +422,7 @@ pub(crate) fn open_session(
             unreachable!("scripted gives a scenario")
         };
         let Scenario { llm, tools, .. } = *s;
-        return agent
+        let mut session = agent
             .resume_session_with(id, Box::new(llm), |workspace| {
                 Ok(scenario_tools(
                     agent,
@@ -413,7 +432,11 @@ pub(crate) fn open_session(
                     confinement,
                 )?)
             })
-            .map_err(|e| e.to_string());
+            .map_err(|e| e.to_string())?;
+        if real_tools {
+            session.set_sandbox(confinement.sandbox.clone());
+        }
+        return Ok(session);
     }
     let mut session = agent
         .resume_session(
@@ -439,10 +462,24 @@ pub(crate) fn open_session(
     Ok(session)
 }
 
-/// `session ID`, and the sandbox when the session's tools have one.
+/// `--sandbox strict` (or `strict = true`) was asked: the session line says so.
+static STRICT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `session ID`, and the sandbox when the session's tools have one (`strict` when asked so);
+/// a scenario's scripted tools run nothing, and the line says that instead.
 pub(crate) fn session_line(session: &Session) -> String {
     match session.sandbox() {
-        Some(sandbox) => format!("session {} · {}", session.id(), sandbox.summary()),
+        Some(sandbox) => {
+            let mut summary = sandbox.summary();
+            if STRICT.load(std::sync::atomic::Ordering::Relaxed) {
+                summary = summary.replacen("sandbox: ", "sandbox: strict ", 1);
+            }
+            format!("session {} · {summary}", session.id())
+        }
+        None if session.session_meta().provider == "scripted" => format!(
+            "session {} · scripted tools (a scenario's: no command runs)",
+            session.id()
+        ),
         None => format!("session {}", session.id()),
     }
 }

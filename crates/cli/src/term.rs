@@ -64,6 +64,31 @@ struct State {
     broke_line: bool,
     /// stdin has ended (the terminal hung up).
     ended: bool,
+    /// Notes that came while a streamed line was under way: shown once it ends (or, when it
+    /// stalls, after [`NOTE_WAIT`]), so a note never cuts a line of the model's in two.
+    pending_notes: Vec<String>,
+    pending_since: Option<std::time::Instant>,
+}
+
+/// How long a note waits for a stalled streamed line to end before it is shown anyway.
+const NOTE_WAIT: std::time::Duration = std::time::Duration::from_millis(2000);
+
+/// Writes the notes waiting for their line, on a line of their own.
+fn flush_notes(st: &mut State) {
+    if st.pending_notes.is_empty() {
+        return;
+    }
+    hide(st);
+    let mut out = std::io::stdout().lock();
+    if !st.at_line_start {
+        let _ = writeln!(out);
+    }
+    for text in st.pending_notes.drain(..) {
+        let _ = writeln!(out, "{DIM}{text}{RESET}");
+    }
+    let _ = out.flush();
+    st.pending_since = None;
+    st.at_line_start = true;
 }
 
 #[derive(Debug)]
@@ -71,6 +96,8 @@ struct Question {
     text: String,
     tx: oneshot::Sender<Option<String>>,
     saved_draft: String,
+    /// The letters it offers (`[y]es` → `y`): one of them answers on its own, no Enter.
+    keys: Vec<char>,
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -127,6 +154,7 @@ impl Term {
     /// The task ended: the terminal is given back. Returns the unsent draft.
     pub fn end_task(&self) -> String {
         let mut st = self.lock();
+        flush_notes(&mut st);
         st.reading = false;
         st.status = None;
         st.task = None;
@@ -156,6 +184,10 @@ impl Term {
         if bytes.contains(&b'\n') {
             st.broke_line = false;
         }
+        if st.at_line_start {
+            drop(out);
+            flush_notes(&mut st);
+        }
         Ok(())
     }
 
@@ -170,6 +202,13 @@ impl Term {
     /// A line of penguin's own (dimmed), above the bottom line.
     pub fn note(&self, text: &str) {
         let mut st = self.lock();
+        if !st.at_line_start && st.reading {
+            // A streamed line is under way: the note follows it.
+            st.pending_notes.push(text.to_owned());
+            st.pending_since.get_or_insert_with(std::time::Instant::now);
+            return;
+        }
+        flush_notes(&mut st);
         hide(&mut st);
         let mut out = std::io::stdout().lock();
         if !st.at_line_start {
@@ -184,6 +223,10 @@ impl Term {
     /// What the status part of the bottom line says (the spinner), or nothing.
     pub fn set_status(&self, status: Option<String>) {
         let mut st = self.lock();
+        if st.pending_since.is_some_and(|t| t.elapsed() >= NOTE_WAIT) {
+            flush_notes(&mut st);
+            draw(&mut st);
+        }
         if st.status != status {
             st.status = status;
             if st.reading {
@@ -202,6 +245,7 @@ impl Term {
     pub fn ask(&self, question: String) -> oneshot::Receiver<Option<String>> {
         let (tx, rx) = oneshot::channel();
         let mut st = self.lock();
+        flush_notes(&mut st);
         // The whole question goes into the output, right under its tool line, where it
         // can wrap freely and stays on record; the bottom line only takes the answer.
         hide(&mut st);
@@ -229,6 +273,7 @@ impl Term {
             text: answer_prompt(&question),
             tx,
             saved_draft,
+            keys: offered_keys(&question),
         });
         draw(&mut st);
         rx
@@ -295,20 +340,50 @@ impl Term {
     }
 }
 
-/// The bottom line while a question waits: the letters it offers (`[y]es / [n]o` → `y/n`).
-fn answer_prompt(question: &str) -> String {
-    let letters: Vec<String> = question
+/// The letters a question offers (`[y]es / [n]o` → `y`, `n`).
+fn offered_keys(question: &str) -> Vec<char> {
+    question
         .match_indices('[')
         .filter_map(|(i, _)| {
             let rest = &question[i + 1..];
             let end = rest.find(']')?;
-            (end == 1).then(|| rest[..1].to_owned())
+            (end == 1).then(|| rest.chars().next()).flatten()
         })
-        .collect();
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+/// The bottom line while a question waits: the keys it takes (`[y]es / [n]o` → `y/n`).
+fn answer_prompt(question: &str) -> String {
+    let letters: Vec<String> = offered_keys(question).iter().map(char::to_string).collect();
     match letters.is_empty() {
         true => "answer › ".into(),
-        false => format!("answer [{}] › ", letters.join("/")),
+        false => format!("press {} › ", letters.join("/")),
     }
+}
+
+/// A key typed while a question waits with nothing typed yet: an offered letter answers at
+/// once; any other printable key is not taken (the question waits, and says which keys it
+/// takes). True when the key was handled so.
+fn single_key(st: &mut State, b: u8) -> bool {
+    let Some(q) = st.question.as_mut() else {
+        return false;
+    };
+    if q.keys.is_empty() || !st.draft.is_empty() || !st.utf8.is_empty() || st.esc != Esc::None {
+        return false;
+    }
+    if !b.is_ascii_graphic() && b < 0x80 {
+        return false;
+    }
+    let c = (b as char).to_ascii_lowercase();
+    if b.is_ascii() && q.keys.contains(&c) {
+        st.draft.push(c);
+        submit(st);
+    } else if !q.text.starts_with("not an answer") {
+        let keys: Vec<String> = q.keys.iter().map(char::to_string).collect();
+        q.text = format!("not an answer: press {} › ", keys.join("/"));
+    }
+    true
 }
 
 /// One byte typed.
@@ -330,8 +405,13 @@ fn key(st: &mut State, b: u8) {
         }
         Esc::None => {}
     }
+    if single_key(st, b) {
+        return;
+    }
     match b {
         0x1b => st.esc = Esc::Start,
+        // Enter alone does not answer a question: it would be no answer at all.
+        b'\r' | b'\n' if st.draft.is_empty() && st.question.is_some() => {}
         b'\r' | b'\n' => submit(st),
         0x7f | 0x08 => {
             st.draft.pop();
@@ -470,8 +550,33 @@ mod tests {
     fn the_answer_prompt_lists_the_offered_letters() {
         assert_eq!(
             answer_prompt("Allow x {}? [y]es / [n]o / [a]lways (every x call): "),
-            "answer [y/n/a] › "
+            "press y/n/a › "
         );
+    }
+
+    #[test]
+    fn an_offered_key_answers_alone_and_any_other_key_asks_again() {
+        let mut st = State::default();
+        let (tx, mut rx) = oneshot::channel();
+        st.question = Some(Question {
+            text: answer_prompt("Allow? [y]es / [n]o: "),
+            tx,
+            saved_draft: String::new(),
+            keys: offered_keys("Allow? [y]es / [n]o: "),
+        });
+        typed(&mut st, b"x\r");
+        assert!(
+            rx.try_recv().is_err(),
+            "x is not an answer, and Enter alone is none"
+        );
+        assert_eq!(
+            st.question.as_ref().unwrap().text,
+            "not an answer: press y/n › "
+        );
+        assert_eq!(st.draft, "");
+        typed(&mut st, b"N");
+        assert_eq!(rx.try_recv().unwrap(), Some("n".into()));
+        assert!(st.question.is_none());
     }
 
     #[test]
@@ -497,6 +602,7 @@ mod tests {
             text: "Allow? ".into(),
             tx,
             saved_draft: std::mem::take(&mut st.draft),
+            keys: Vec::new(),
         });
         typed(&mut st, b"y\r");
         assert_eq!(rx.try_recv().unwrap(), Some("y".into()));

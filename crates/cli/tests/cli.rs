@@ -209,7 +209,10 @@ fn approval_prompt_in_a_terminal_answered_no_gives_the_denial() {
         "{screen}"
     );
     assert!(screen.contains("exec_command denied"), "{screen}");
-    assert!(screen.contains("Tool call denied by user."), "{screen}");
+    assert!(
+        !screen.contains("Tool call denied by user."),
+        "a denial is one line: {screen}"
+    );
     assert!(
         screen.contains("Listed; the delete was refused."),
         "{screen}"
@@ -330,7 +333,15 @@ fn a_failed_task_exits_non_zero_rendered_or_raw() {
             "jsonl={jsonl}: {}",
             String::from_utf8_lossy(&out.stdout)
         );
-        assert!(String::from_utf8_lossy(&out.stdout).contains("llm request error: bad key"));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        match jsonl {
+            true => assert!(stdout.contains("llm request error: bad key"), "{stdout}"),
+            // Rendered, the end says why the run failed, after how many attempts.
+            false => assert!(
+                stdout.contains("✗ failed after 1 attempt: bad key"),
+                "{stdout}"
+            ),
+        }
     }
 }
 

@@ -289,7 +289,7 @@ fn a_refused_connection_is_named_on_the_retry_line_with_a_base_url_hint() {
     let (out, _) = run_until(cmd, "Check --base-url");
     assert!(
         out.contains(&format!(
-            "request timeout (attempt 1): connection refused (http://127.0.0.1:{port}/v1/chat/completions)"
+            "request failed (attempt 1): connection refused (http://127.0.0.1:{port}/v1/chat/completions)"
         )),
         "{out}"
     );
@@ -318,9 +318,9 @@ fn http_errors_are_named_and_ad_hoc_sessions_resume_as_they_were_made() {
         &unavailable,
         "hi",
     ]);
-    let (out, _) = run_until(cmd, "request timeout (attempt 1)");
+    let (out, _) = run_until(cmd, "request failed (attempt 1)");
     assert!(
-        out.contains("request timeout (attempt 1): HTTP 503 mock says no"),
+        out.contains("request failed (attempt 1): HTTP 503 mock says no"),
         "{out}"
     );
 
@@ -346,7 +346,7 @@ fn http_errors_are_named_and_ad_hoc_sessions_resume_as_they_were_made() {
     assert_eq!(out.status.code(), Some(1));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains("request auth (attempt 1): HTTP 401 mock says no"),
+        stdout.contains("request failed (attempt 1): HTTP 401 mock says no"),
         "{stdout}"
     );
     assert!(

@@ -216,7 +216,7 @@ fn always_allows_one_command_prefix_shown_after_its_tool_line_and_listed_by_appr
     chat.wait(READY);
     chat.wait_prompt_after(READY, 1);
     chat.send("look\r");
-    chat.wait("answer [");
+    chat.wait("press y/n/a");
     let text = chat.text();
     let tool_line = text.find("⚙ exec_command").expect("tool line");
     let question = text.find("Allow exec_command").expect("question");
@@ -225,7 +225,10 @@ fn always_allows_one_command_prefix_shown_after_its_tool_line_and_listed_by_appr
         "the tool line comes before its question: {text}"
     );
     assert!(text.contains("[a]lways (commands starting `ls`)"), "{text}");
-    chat.send("a\r");
+    // One key answers, no Enter; a key the question does not offer asks again.
+    chat.send("x");
+    chat.wait("not an answer: press y/n/a");
+    chat.send("a");
     chat.wait("from now on a command starting `ls` is allowed without asking");
     chat.wait("✓ done");
     chat.wait_prompt_after("✓ done", 1);
@@ -244,10 +247,16 @@ fn always_allows_one_command_prefix_shown_after_its_tool_line_and_listed_by_appr
     chat.wait("forgot 1");
     chat.send("third\r");
     chat.wait_n("Allow exec_command", 2);
-    chat.wait_n("answer [", 2);
-    chat.send("n\r");
+    chat.wait_n("press y/n/a", 2);
+    chat.send("n");
     chat.wait("exec_command denied");
     chat.wait_n("✓ done", 3);
+    // A denial is one line.
+    assert!(
+        !chat.text().contains("Tool call denied by user."),
+        "{}",
+        chat.text()
+    );
     chat.wait_prompt_after("✓ done", 3);
     chat.send("\x04");
     chat.finish();
