@@ -182,7 +182,8 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: ScenarioCommand,
     },
-    /// Check a JSONL stream against the seed's ordering guarantees.
+    /// Check a JSONL stream (`penguin run --jsonl` output) for the order every run keeps:
+    /// segments start, grow and stop in turn, each tool call is answered once, abort is last.
     CheckStream {
         /// The stream file (one OmniMessage per line).
         file: PathBuf,

@@ -255,21 +255,31 @@ pub(crate) async fn mcp_list(
                 McpConnectStatus::Aborted => "aborted",
             };
             let tools = env.server_tools(&r.server);
+            let width = terminal_width();
             let detail = match &r.error {
-                Some(e) => e.clone(),
+                Some(_) => String::new(),
                 None => format!("{} tools", tools.len()),
             };
             println!(
                 "{:<16} {:<5} {:<9} {:>6} ms  {detail}",
                 r.server, r.transport, status, r.duration_ms
             );
+            // An error is wrapped under its server's line: all of it matters.
+            if let Some(e) = &r.error {
+                for line in wrap(e, width.saturating_sub(4).max(40)) {
+                    println!("    {line}");
+                }
+            }
+            // A description is cut to the terminal's width (`--json` has it whole).
             for t in tools {
                 let perm = match env.permission(&t.name) {
                     Permission::Read => "r ",
                     Permission::ReadWrite => "rw",
                 };
                 let first_line = t.description.lines().next().unwrap_or_default();
-                println!("  {perm}  {}  {first_line}", t.name);
+                let head = format!("  {perm}  {}  ", t.name);
+                let room = width.saturating_sub(head.chars().count()).max(20);
+                println!("{head}{}", crate::describe::clip(first_line, room));
             }
         }
     }
@@ -279,4 +289,53 @@ pub(crate) async fn mcp_list(
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The width `mcp list` fits its lines to: `COLUMNS` when set, else 100.
+fn terminal_width() -> usize {
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .filter(|n| *n >= 40)
+        .unwrap_or(100)
+}
+
+/// `text` in lines of at most `width` characters, broken at spaces where it can be.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        let mut word = word.to_owned();
+        while word.chars().count() > width {
+            if !line.is_empty() {
+                lines.push(std::mem::take(&mut line));
+            }
+            let head: String = word.chars().take(width).collect();
+            word = word.chars().skip(width).collect();
+            lines.push(head);
+        }
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(&word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+#[cfg(test)]
+mod wrap_tests {
+    #[test]
+    fn long_text_wraps_at_spaces_and_long_words_are_split() {
+        let text = format!("{}end", "word ".repeat(30));
+        let lines = super::wrap(&text, 40);
+        assert!(lines.iter().all(|l| l.chars().count() <= 40), "{lines:?}");
+        assert_eq!(lines.join(" "), text);
+        assert_eq!(super::wrap(&"x".repeat(90), 40).len(), 3);
+    }
 }

@@ -243,6 +243,25 @@ pub(crate) fn print_system_prompt(
         &confinement.sandbox,
         &confinement.bypass,
     )?;
+    // MCP servers are connected as a session's first run would, so their tools are listed.
+    if !tools.connect_servers().is_empty() {
+        let env = tools.clone();
+        crate::with_runtime(async move {
+            if let Some(results) = env
+                .connect(&penguin::engine::CancellationToken::new())
+                .await
+            {
+                for r in results.iter().filter(|r| r.error.is_some()) {
+                    eprintln!(
+                        "penguin: MCP server {} not connected: {}",
+                        r.server,
+                        r.error.as_deref().unwrap_or_default()
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        })?;
+    }
     let prompt = penguin::prompt::system_prompt_for(
         penguin::agent::DEFAULT_SYSTEM_PROMPT,
         &workspace,

@@ -489,10 +489,15 @@ command = "/nonexistent/server"
     let ws = env.ws.path().to_str().unwrap().to_owned();
     let out = env
         .cmd(&["mcp", "list", "--workspace", &ws])
+        .env("COLUMNS", "80")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success(), "a failed server fails the listing");
+    assert!(
+        stdout.lines().all(|l| l.chars().count() <= 80),
+        "lines fit the terminal: {stdout}"
+    );
     let lines: Vec<&str> = stdout.lines().collect();
     assert!(
         lines[0].starts_with("ev ") && lines[0].contains("stdio connected"),
@@ -504,11 +509,21 @@ command = "/nonexistent/server"
             .any(|l| l.trim_start().starts_with("r   mcp__ev__echo")),
         "{stdout}"
     );
-    let gone = lines.iter().find(|l| l.starts_with("gone ")).unwrap();
+    let gone = lines.iter().position(|l| l.starts_with("gone ")).unwrap();
+    assert!(lines[gone].contains("failed"), "{stdout}");
     assert!(
-        gone.contains("failed") && gone.contains("cannot start"),
-        "{gone}"
+        lines[gone + 1].starts_with("    ") && lines[gone + 1].contains("cannot start"),
+        "the error wrapped under its server: {stdout}"
     );
+
+    // The system prompt a session would get lists the MCP tools too.
+    let out = env
+        .cmd(&["run", "--print-system-prompt", "--workspace", &ws])
+        .output()
+        .unwrap();
+    let prompt = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{prompt}");
+    assert!(prompt.contains("mcp__ev__echo"), "{prompt}");
 
     let out = env
         .cmd(&["mcp", "list", "--workspace", &ws, "--json"])
@@ -519,4 +534,57 @@ command = "/nonexistent/server"
     assert_eq!(listed[0]["status"], "completed");
     assert!(listed[0]["tool_list"].as_array().unwrap().len() >= 10);
     assert_eq!(listed[1]["status"], "failed");
+}
+
+/// Only node and the fixture: the system prompt a session would get lists the MCP tools, and
+/// a rendered run says what each server brought (`fx: N tools`).
+#[test]
+fn mcp_tools_are_in_the_printed_system_prompt_and_their_count_is_said() {
+    if Command::new("node").arg("--version").output().is_err() {
+        eprintln!("skipped: no node");
+        return;
+    }
+    let env = Env::new("");
+    let ws = env.ws.path().to_str().unwrap().to_owned();
+    let fx = format!("fx=node {} tools {ws}", fixture());
+    let out = env
+        .cmd(&[
+            "run",
+            "--print-system-prompt",
+            "--mcp",
+            &fx,
+            "--workspace",
+            &ws,
+        ])
+        .output()
+        .unwrap();
+    let prompt = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{prompt}");
+    assert!(prompt.contains("mcp__fx__"), "{prompt}");
+
+    let sc = scenario(env.ws.path(), vec![vec![text("hi")]]);
+    let out = env
+        .cmd(&[
+            "run",
+            "--yes",
+            "--provider",
+            "scripted",
+            "--real-tools",
+            "--scenario",
+            sc.to_str().unwrap(),
+            "--mcp",
+            &fx,
+            "--workspace",
+            &ws,
+            "go",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("fx: "))
+        .unwrap_or_else(|| panic!("no server line: {stdout}"));
+    assert!(line.contains(" tools ("), "{line}");
 }
