@@ -90,10 +90,10 @@ impl RunSummary {
             _ => {}
         }
         match msg.model() {
-            Some(ModelPayload::ToolCall(c)) => {
-                if c.stop_reason.is_none_or(|r| r == StopReason::Completed) {
-                    self.tool_calls += 1;
-                }
+            Some(ModelPayload::ToolCall(c))
+                if c.stop_reason.is_none_or(|r| r == StopReason::Completed) =>
+            {
+                self.tool_calls += 1;
             }
             Some(ModelPayload::PartialText(t)) => self.open_chars += t.text.chars().count() as u64,
             Some(ModelPayload::PartialThinking(t)) => {
@@ -395,14 +395,8 @@ impl<W: Write> Renderer<W> {
                         if o.stop_reason == Some(StopReason::Aborted)
                             && self.denied.remove(&o.tool_call_id) =>
                     {
-                        // The denial's line said it already.
-                        if child.is_none() {
-                            self.waiting = if self.running_tools > 0 {
-                                Waiting::Tools(self.running_tools)
-                            } else {
-                                Waiting::Nothing
-                            };
-                        }
+                        // The denial's line said it already (and the call never ran, so
+                        // the running count is unchanged).
                     }
                     ModelPayload::ToolCallOutput(o) => {
                         let name = self
@@ -851,7 +845,7 @@ mod tests {
         let (_, summary) = render(vec![
             build::request_begin(),
             build::partial_text(Start, "", ok),
-            build::partial_text(Delta, &"x".repeat(400), ok),
+            build::partial_text(Delta, "x".repeat(400), ok),
             build::partial_text(Stop, "", StopReason::Aborted),
             build::request_end(StopReason::Aborted, Default::default()),
             build::abort(Some("aborted by user".into())),
