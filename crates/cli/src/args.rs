@@ -66,6 +66,9 @@ pub(crate) struct TaskArgs {
     /// Show tool output in full instead of its first line.
     #[arg(long, short = 'v')]
     pub(crate) verbose: bool,
+    /// Set by `run --goal` and `/goal`: the task is a goal (docs/goal-mode.md).
+    #[arg(skip)]
+    pub(crate) goal: Option<penguin::goal::GoalOptions>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -86,6 +89,10 @@ pub(crate) enum Command {
         /// Print the system prompt a new session here would get, and exit.
         #[arg(long)]
         print_system_prompt: bool,
+        /// Goal mode: the prompt is an objective, and rounds run until the model marks it
+        /// complete or blocked (exit 0 only when complete); an optional token budget (500k, 2m).
+        #[arg(long, value_name = "BUDGET", num_args = 0..=1, default_missing_value = "")]
+        goal: Option<String>,
     },
     /// A conversation over one session (`/help` lists its commands).
     Chat {

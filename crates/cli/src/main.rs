@@ -89,6 +89,7 @@ fn main() -> ExitCode {
             sandbox,
             workspace,
             print_system_prompt: true,
+            goal: _,
         } => setup::print_system_prompt(prompt, model, sandbox, workspace),
         Command::Run {
             prompt,
@@ -97,7 +98,8 @@ fn main() -> ExitCode {
             sandbox,
             workspace,
             print_system_prompt: false,
-        } => with_runtime(run::run(prompt, model, task, sandbox, workspace)),
+            goal,
+        } => with_runtime(run::run(prompt, model, task, sandbox, workspace, goal)),
         Command::Chat {
             model,
             task,
