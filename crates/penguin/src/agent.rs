@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use penguin_engine::{EngineConfig, Environment, Llm};
-use penguin_omni_protocol::{EventPayload, ModelPayload, Role, SessionMeta, StopReason};
+use penguin_omni_protocol::{EventPayload, SessionMeta, StopReason};
 use penguin_trace_store::{
-    data_root, find_last_record, is_regular_entry, read_trace_head, Durability, TraceLocation,
-    LIST_HEAD_BYTES, LIST_TAIL_BYTES,
+    data_root, find_last_record, is_regular_entry, read_session_head, Durability, TraceLocation,
+    LIST_TAIL_BYTES,
 };
 
 use crate::config::{Config, ConfigError};
@@ -385,38 +385,13 @@ impl Agent {
 /// prompt) and a bounded tail of its last (how the last run ended): never a whole file, so
 /// listing costs the same however long the sessions are.
 fn summarize(id: String, files: Vec<PathBuf>) -> SessionSummary {
-    let mut meta: Option<SessionMeta> = None;
-    let mut title: Option<String> = None;
-    if let Some(first) = files.first() {
-        // An unreadable file lists as a session without them, as an empty one does.
-        let _ = read_trace_head(first, LIST_HEAD_BYTES, |_, m| {
-            if meta.is_none() {
-                meta = m.session_meta().cloned();
-            }
-            if title.is_none() && !m.has_origin() {
-                if let Some(ModelPayload::Text(t)) = m.model() {
-                    if t.role == Role::User {
-                        title = Some(t.text.clone());
-                    }
-                }
-            }
-            match meta.is_some() && title.is_some() {
-                true => std::ops::ControlFlow::Break(()),
-                false => std::ops::ControlFlow::Continue(()),
-            }
-        });
-    }
-    let meta = meta.as_ref();
-    let title = title
-        .map(|t| {
-            let one = t.split_whitespace().collect::<Vec<_>>().join(" ");
-            if one.chars().count() > 60 {
-                format!("{}…", one.chars().take(59).collect::<String>())
-            } else {
-                one
-            }
-        })
+    // An unreadable file lists as a session without them, as an empty one does.
+    let head = files
+        .first()
+        .and_then(|first| read_session_head(first).ok())
         .unwrap_or_default();
+    let meta = head.meta.as_ref();
+    let title = head.title.clone().unwrap_or_default();
     let state = files
         .last()
         .and_then(|last| {

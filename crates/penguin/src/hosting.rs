@@ -449,6 +449,18 @@ impl std::fmt::Debug for ModelFactory {
 }
 
 impl SessionFactory for ModelFactory {
+    fn models(&self) -> Vec<penguin_server::api::ModelChoice> {
+        ModelFactory::models(self)
+            .into_iter()
+            .map(|m| penguin_server::api::ModelChoice {
+                name: m.name,
+                provider: m.provider,
+                model_id: m.model_id,
+                default: m.default,
+            })
+            .collect()
+    }
+
     fn create(&self, req: &CreateSession) -> Result<Box<dyn HostedSession>, FactoryError> {
         let spec = self.model_for(req.model.as_deref())?;
         if let Some(p) = req.provider.as_deref() {

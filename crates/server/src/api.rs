@@ -189,6 +189,27 @@ pub struct SessionEnvelope {
     pub session: SessionInfo,
 }
 
+/// One model a session may be created with (`GET /api/models`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelChoice {
+    /// What `POST /api/sessions` names as `model`.
+    pub name: String,
+    /// Its wire protocol (`openai-chat`, `anthropic-messages`, …, `demo`).
+    pub provider: String,
+    /// The upstream model id.
+    pub model_id: String,
+    /// Whether a session that names no model gets this one.
+    pub default: bool,
+}
+
+/// `GET /api/models`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelList {
+    /// The default first; empty when the server's factory takes no model names.
+    pub models: Vec<ModelChoice>,
+}
+
 /// `GET /api/sessions[?limit=N[&before=CURSOR]]`.
 ///
 /// Most recently active first (`lastActiveAt`, else `createdAt`; then id). With `limit`, one

@@ -60,6 +60,8 @@ pub(crate) struct Runtime {
     pub(crate) steering: VecDeque<(PendingInput, SteerId)>,
     pub(crate) approval_mode: ApprovalMode,
     pub(crate) title: Option<String>,
+    /// The session's first prompt by the one title rule: its title until one is given.
+    pub(crate) first_prompt: Option<String>,
     pub(crate) created_at: String,
     pub(crate) last_active_at: String,
     pub(crate) has_trace: bool,
@@ -78,6 +80,7 @@ impl Runtime {
             steering: VecDeque::new(),
             approval_mode,
             title,
+            first_prompt: None,
             created_at: now.clone(),
             last_active_at: now,
             has_trace,
@@ -235,7 +238,7 @@ impl Entry {
         let rt = self.rt();
         SessionInfo {
             id: self.id.clone(),
-            title: rt.title.clone(),
+            title: rt.title.clone().or_else(|| rt.first_prompt.clone()),
             approval_mode: rt.approval_mode,
             state: rt.status,
             queued: rt.follow_ups.len(),

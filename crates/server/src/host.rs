@@ -160,4 +160,10 @@ pub trait SessionFactory: Send + Sync {
 
     /// A session from its Trace (after a restart, or after it was unloaded).
     fn load(&self, req: &LoadSession) -> Result<Box<dyn HostedSession>, FactoryError>;
+
+    /// The models a request may name (`GET /api/models`, the web app's model list), the
+    /// default first. Empty (the default) when the factory takes no model names.
+    fn models(&self) -> Vec<crate::api::ModelChoice> {
+        Vec::new()
+    }
 }

@@ -15,13 +15,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
-use penguin_trace_store::is_regular_entry;
-use serde_json::Value;
+use penguin_trace_store::{is_regular_entry, read_session_head};
 
-use crate::history::{first_record, TraceFile};
+use crate::history::TraceFile;
 use crate::sync::lock;
 
-/// What a listing shows of a session nobody has loaded, from its `session_meta`.
+/// What a listing shows of a session nobody has loaded: its `session_meta` and its title
+/// (the first prompt, by the trace store's one rule).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Head {
     pub(crate) created_at: Option<String>,
@@ -29,22 +29,22 @@ pub(crate) struct Head {
     pub(crate) model: Option<String>,
     pub(crate) workspace: Option<String>,
     pub(crate) source: Option<String>,
+    pub(crate) title: Option<String>,
 }
 
 impl Head {
-    fn of(meta: Option<&Value>) -> Head {
-        let field = |v: Option<&Value>, k: &str| {
-            v.and_then(|v| v.get(k))
-                .and_then(Value::as_str)
-                .map(str::to_owned)
+    fn read(path: &Path) -> Head {
+        let Ok(head) = read_session_head(path) else {
+            return Head::default();
         };
-        let p = meta.and_then(|m| m.get("payload"));
+        let meta = head.meta.as_ref();
         Head {
-            created_at: field(meta, "timestamp"),
-            provider: field(p, "provider"),
-            model: field(p, "model_id"),
-            workspace: field(p, "workspace"),
-            source: field(p, "source"),
+            created_at: head.created_at,
+            provider: meta.map(|m| m.provider.clone()),
+            model: meta.map(|m| m.model_id.clone()),
+            workspace: meta.map(|m| m.workspace.clone()),
+            source: meta.and_then(|m| m.source.clone()),
+            title: head.title,
         }
     }
 }
@@ -120,6 +120,11 @@ impl SessionIndex {
             .get(id)
             .map(Indexed::files)
             .unwrap_or_default())
+    }
+
+    /// What the index read of `id`'s first file, if it has read it.
+    pub(crate) fn head(&self, id: &str) -> Option<Head> {
+        lock(&self.state).sessions.get(id)?.head.clone()
     }
 
     /// Forgets `id` (its files were removed).
@@ -212,7 +217,7 @@ impl SessionIndex {
             .collect();
         drop(st);
         for (id, path) in firsts {
-            let head = Head::of(first_record(&path).as_ref());
+            let head = Head::read(&path);
             if let Some(s) = lock(&self.state).sessions.get_mut(&id) {
                 s.head.get_or_insert(head);
             }
@@ -276,13 +281,31 @@ mod tests {
         p
     }
 
-    const META: &str = r#"{"type":"session_meta","timestamp":"2026-01-01T00:00:00.000Z","payload":{"provider":"p","model_id":"m","workspace":"/w","source":"cli"}}
-"#;
+    fn meta() -> String {
+        use penguin_omni_protocol::{build, ContextWindow, SessionMeta};
+        let mut meta = build::session_meta(SessionMeta {
+            session_id: "s".into(),
+            provider: "p".into(),
+            model_id: "m".into(),
+            model_context_window: ContextWindow::Other("unknown".into()),
+            system_prompt: String::new(),
+            agent_state: String::new(),
+            workspace: "/w".into(),
+            source: Some("cli".into()),
+        });
+        meta.timestamp = penguin_omni_protocol::Timestamp::from_unix_millis(1_767_225_600_000);
+        let prompt = build::user_text("Count   the\n penguins");
+        format!(
+            "{}\n{}\n",
+            serde_json::to_string(&meta).unwrap(),
+            serde_json::to_string(&prompt).unwrap()
+        )
+    }
 
     #[test]
     fn sessions_files_across_dates_and_their_heads() {
         let dir = tempfile::tempdir().unwrap();
-        write(dir.path(), "2026-01-01", "s-1_000.jsonl", META);
+        write(dir.path(), "2026-01-01", "s-1_000.jsonl", &meta());
         write(dir.path(), "2026-01-02", "s-1_001.jsonl", "{}\n");
         write(dir.path(), "2026-01-02", "s-2_000.jsonl", "{}\n");
         write(dir.path(), "2026-01-02", "notes.txt", "");
@@ -295,6 +318,7 @@ mod tests {
         let head = all[0].1.head.clone().unwrap();
         assert_eq!(head.model.as_deref(), Some("m"));
         assert_eq!(head.created_at.as_deref(), Some("2026-01-01T00:00:00.000Z"));
+        assert_eq!(head.title.as_deref(), Some("Count the penguins"));
         let files = index.files("s-1").unwrap();
         assert_eq!(
             files.iter().map(|f| f.index).collect::<Vec<_>>(),
@@ -307,11 +331,11 @@ mod tests {
     #[test]
     fn new_and_removed_files_are_seen_without_a_full_rescan() {
         let dir = tempfile::tempdir().unwrap();
-        write(dir.path(), "2026-01-01", "s-1_000.jsonl", META);
+        write(dir.path(), "2026-01-01", "s-1_000.jsonl", &meta());
         let index = SessionIndex::new(dir.path().to_owned());
         assert_eq!(index.sessions().unwrap().len(), 1);
         // Changed within the clock's resolution: read again on the next refresh.
-        let p = write(dir.path(), "2026-01-01", "s-2_000.jsonl", META);
+        let p = write(dir.path(), "2026-01-01", "s-2_000.jsonl", &meta());
         write(dir.path(), "2026-01-03", "s-1_001.jsonl", "{}\n");
         assert_eq!(index.sessions().unwrap().len(), 2);
         assert_eq!(index.files("s-1").unwrap().len(), 2);

@@ -276,6 +276,7 @@ pub fn router(state: AppState) -> Router {
             &format!("{s}/processes/{{process}}/kill"),
             post(routes::kill_process),
         )
+        .route("/api/models", get(routes::models))
         .route("/api/events", get(routes::events))
         .route("/api/events/socket", get(socket::events))
         .fallback(routes::not_found)

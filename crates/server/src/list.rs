@@ -162,7 +162,7 @@ fn on_disk_info(sessions: &Sessions, id: String, s: Indexed) -> SessionInfo {
     let head = s.head.unwrap_or_default();
     let settings = sessions.settings.load(&id);
     SessionInfo {
-        title: settings.title,
+        title: settings.title.or(head.title),
         approval_mode: settings.approval_mode,
         state: SessionStatus::Idle,
         queued: 0,

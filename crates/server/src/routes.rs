@@ -141,6 +141,14 @@ pub(crate) async fn list_sessions(State(app): State<AppState>, uri: Uri) -> ApiR
     Ok(json_response(StatusCode::OK, &list))
 }
 
+pub(crate) async fn models(State(app): State<AppState>) -> ApiResult {
+    let models = app.sessions.cfg.factory.models();
+    Ok(json_response(
+        StatusCode::OK,
+        &crate::api::ModelList { models },
+    ))
+}
+
 pub(crate) async fn get_session(
     State(app): State<AppState>,
     p: Result<Path<String>, PathRejection>,

@@ -260,7 +260,9 @@ impl Sessions {
                 ApiError::internal(format!("cannot load session {id}: {e}"))
             }
         })?;
-        Ok(self.insert(session, true))
+        let entry = self.insert(session, true);
+        entry.rt().first_prompt = self.index.head(id).and_then(|h| h.title);
+        Ok(entry)
     }
 
     /// The trace files of `id`, from the index, off the async workers.

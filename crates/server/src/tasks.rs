@@ -52,6 +52,30 @@ impl Sessions {
             });
     }
 
+    /// A session without a title is named by its first prompt (the trace store's
+    /// `session_title` rule, as `penguin sessions` names it); the change is published as any
+    /// title is. The caller holds `entry.publish`.
+    fn name_by_first_prompt_locked(&self, entry: &Entry, text: &str) {
+        let title = {
+            let mut rt = entry.rt();
+            if rt.first_prompt.is_some() || text.trim().is_empty() {
+                return;
+            }
+            let title = penguin_trace_store::session_title(text);
+            rt.first_prompt = Some(title.clone());
+            if rt.title.is_some() {
+                return;
+            }
+            title
+        };
+        let ev = ServerEvent::SessionTitle {
+            session_id: entry.id.clone(),
+            title,
+        };
+        self.channel(&entry.id).publish_server_event(&ev);
+        self.channel(USER_CHANNEL).publish_server_event(&ev);
+    }
+
     /// Republishes `task_state` alone (a queue changed). The caller holds `entry.publish`.
     pub(crate) fn publish_task_state_locked(&self, entry: &Entry) {
         let ts = entry.rt().task_state();
@@ -95,6 +119,7 @@ impl Sessions {
                 busy => return Err(busy_error(busy)),
             }
         }
+        self.name_by_first_prompt_locked(entry, &task.text);
         self.begin_run_locked(entry, task.messages, task.thinking)?;
         Ok(false)
     }

@@ -64,7 +64,7 @@ async fn running_session(srv: &TestServer) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_query_token_opens_only_the_two_stream_routes() {
+async fn a_query_token_opens_only_the_stream_routes() {
     let srv = start_default().await;
     let id = running_session(&srv).await;
     let s = format!("/api/sessions/{id}");
@@ -86,6 +86,9 @@ async fn a_query_token_opens_only_the_two_stream_routes() {
         (reqwest::Method::POST, format!("{s}/compact")),
         (reqwest::Method::POST, format!("{s}/stream")),
         (reqwest::Method::POST, "/api/events".into()),
+        (reqwest::Method::POST, format!("{s}/socket")),
+        (reqwest::Method::POST, "/api/events/socket".into()),
+        (reqwest::Method::GET, "/api/models".into()),
     ];
     for (method, path) in routes {
         let Reply { status, body } = srv
@@ -111,6 +114,25 @@ async fn a_query_token_opens_only_the_two_stream_routes() {
         .unwrap()
         .unwrap();
         assert_eq!(r.status(), 200, "GET {path}");
+    }
+    // The socket routes take the query token too; a request that is no WebSocket upgrade is
+    // told so.
+    for path in [format!("{s}/socket"), "/api/events/socket".into()] {
+        let Reply { status, body } = srv
+            .send(
+                srv.http
+                    .get(format!("{}{path}?access_token={TOKEN}", srv.base)),
+            )
+            .await;
+        assert_eq!(status, 426, "GET {path}: {body}");
+        assert_eq!(body["error"]["code"], "websocket_required");
+        let Reply { status, .. } = srv
+            .send(srv.http.get(format!(
+                "{}{path}?access_token=wrong-token-000000",
+                srv.base
+            )))
+            .await;
+        assert_eq!(status, 401, "GET {path} with a wrong token");
     }
 }
 

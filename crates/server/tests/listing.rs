@@ -24,9 +24,20 @@ fn write_on_disk(srv: &TestServer, n: usize) -> Vec<String> {
             let meta = json!({
                 "timestamp": format!("2026-01-01T00:{:02}:{:02}.000Z", i / 60, i % 60),
                 "type": "session_meta",
-                "payload": {"session_id": id, "provider": "p", "model_id": "m", "workspace": "/w"}
+                "payload": {"session_id": id, "provider": "p", "model_id": "m",
+                    "model_context_window": "unknown", "system_prompt": "", "agent_state": "",
+                    "workspace": "/w"}
             });
-            std::fs::write(day.join(format!("{id}_000.jsonl")), format!("{meta}\n")).unwrap();
+            let prompt = json!({
+                "timestamp": "2026-01-01T01:00:00.000Z",
+                "type": "model_msg",
+                "payload": {"type": "text", "role": "user", "text": format!("Count   penguins\n #{i}")}
+            });
+            std::fs::write(
+                day.join(format!("{id}_000.jsonl")),
+                format!("{meta}\n{prompt}\n"),
+            )
+            .unwrap();
             id
         })
         .collect()
@@ -72,6 +83,10 @@ async fn pages_cover_every_session_once_while_new_ones_are_created() {
         .unwrap()
         .clone();
     assert_eq!(disk["model"], "m");
+    assert_eq!(
+        disk["title"], "Count penguins #7",
+        "titled by its first prompt"
+    );
     assert_eq!(disk["createdAt"], "2026-01-01T00:00:07.000Z");
     assert_eq!(disk["state"], "idle");
 
@@ -133,4 +148,33 @@ async fn a_session_written_by_another_process_appears_and_a_deleted_one_goes() {
     )
     .unwrap();
     assert_eq!(ids(&srv, "").await.0, [id]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_is_titled_by_its_first_prompt_until_it_is_given_a_title() {
+    let srv = serve_script(script()).await;
+    let mut user = srv.sse("/api/events", None).await;
+    assert_eq!(user.next().await.kind(), "hello");
+    let id = srv.create("allow-all").await;
+    assert_eq!(user.next().await.kind(), "session_created");
+    assert_eq!(info(&srv, &id).await["title"], Value::Null);
+    assert_eq!(srv.task(&id, "  Find   the\n penguins ").await.status, 202);
+    let titled = user.until(|e| e.kind() == "session_title").await;
+    assert_eq!(titled.last().unwrap().json()["title"], "Find the penguins");
+    assert_eq!(info(&srv, &id).await["title"], "Find the penguins");
+    let (listed, _) = ids(&srv, "").await;
+    assert_eq!(listed, [id.clone()]);
+    let r = srv
+        .call(
+            reqwest::Method::PATCH,
+            &format!("/api/sessions/{id}"),
+            Some(json!({"title": "Census"})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(info(&srv, &id).await["title"], "Census");
+}
+
+async fn info(srv: &TestServer, id: &str) -> Value {
+    srv.get(&format!("/api/sessions/{id}")).await.body["session"].clone()
 }

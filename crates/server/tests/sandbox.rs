@@ -45,7 +45,9 @@ async fn sessions_show_their_sandbox_and_a_restart_keeps_the_one_they_asked_for(
     assert_eq!(sandbox["unsandboxedTools"], json!(["exec_command"]));
 
     let r = srv
-        .create_with(json!({"approvalMode": "allow-all", "sandbox": {"mode": "read-only", "network": true}}))
+        .create_with(
+            json!({"approvalMode": "allow-all", "sandbox": {"mode": "read-only", "network": true}}),
+        )
         .await;
     assert_eq!(r.status, 201, "{}", r.body);
     let id = r.body["session"]["id"].as_str().unwrap().to_owned();

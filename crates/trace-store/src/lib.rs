@@ -15,7 +15,10 @@ mod writer;
 pub use check::{check_trace, Problem, Severity, ROTATE_MARKER};
 pub use error::TraceError;
 pub use lines::TraceLines;
-pub use listing::{find_last_record, read_trace_head, LIST_HEAD_BYTES, LIST_TAIL_BYTES};
+pub use listing::{
+    find_last_record, read_session_head, read_trace_head, session_title, SessionHead,
+    LIST_HEAD_BYTES, LIST_TAIL_BYTES,
+};
 pub use open::{is_regular_entry, open_trace, MAX_RECORD_BYTES};
 pub use paths::{
     data_root, find_latest_trace_file, latest_session_id, local_date_dir, new_session_id,

@@ -6,7 +6,7 @@
 use std::ops::ControlFlow;
 use std::path::Path;
 
-use penguin_omni_protocol::OmniMessage;
+use penguin_omni_protocol::{ModelPayload, OmniMessage, Role, SessionMeta};
 
 use crate::error::TraceError;
 use crate::lines::{buffer, part_lines, Line, TraceLines};
@@ -94,6 +94,55 @@ pub fn find_last_record<T>(
         }
         window = window.saturating_mul(4).min(max_bytes);
     }
+}
+
+/// What a listing shows of a session, from the head of its first file.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SessionHead {
+    /// Its `session_meta`, when the file starts with one.
+    pub meta: Option<SessionMeta>,
+    /// When the `session_meta` was written.
+    pub created_at: Option<String>,
+    /// Its title by [`session_title`]: from the first user text of its own (a subagent's does
+    /// not count).
+    pub title: Option<String>,
+}
+
+/// A session's title from its first prompt: whitespace collapsed, at most 60 characters (cut
+/// with `…`). One rule, so the CLI, the API and the web app name a session alike.
+pub fn session_title(prompt: &str) -> String {
+    let one = prompt.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one.chars().count() > 60 {
+        format!("{}…", one.chars().take(59).collect::<String>())
+    } else {
+        one
+    }
+}
+
+/// Reads the [`SessionHead`] of `path` within its first [`LIST_HEAD_BYTES`], stopping as soon
+/// as it has both the `session_meta` and the first prompt.
+pub fn read_session_head(path: &Path) -> Result<SessionHead, TraceError> {
+    let mut head = SessionHead::default();
+    read_trace_head(path, LIST_HEAD_BYTES, |_, m| {
+        if head.meta.is_none() {
+            if let Some(meta) = m.session_meta() {
+                head.meta = Some(meta.clone());
+                head.created_at = Some(m.timestamp.as_str().to_owned());
+            }
+        }
+        if head.title.is_none() && !m.has_origin() {
+            if let Some(ModelPayload::Text(t)) = m.model() {
+                if t.role == Role::User {
+                    head.title = Some(session_title(&t.text));
+                }
+            }
+        }
+        match head.meta.is_some() && head.title.is_some() {
+            true => ControlFlow::Break(()),
+            false => ControlFlow::Continue(()),
+        }
+    })?;
+    Ok(head)
 }
 
 #[cfg(test)]

@@ -185,6 +185,13 @@ async fn the_demo_model_runs_behind_a_model_factory() {
         .post("/api/sessions", json!({"provider": "openai-chat"}))
         .await;
     assert_eq!(r.status, 400, "a provider this server does not serve");
+    // The web app's model list: what a request may name, the default first.
+    let models = srv.get("/api/models").await;
+    assert_eq!(models.status, 200);
+    assert_eq!(
+        models.body,
+        json!({"models": [{"name": "demo", "provider": "demo", "modelId": "demo", "default": true}]})
+    );
     let id = srv.create("allow-all").await;
     let r = srv.get(&format!("/api/sessions/{id}")).await;
     assert_eq!(r.body["session"]["provider"], "demo");
