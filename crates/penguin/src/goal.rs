@@ -659,6 +659,15 @@ pub fn finished_line(outcome: GoalOutcomeStatus, rounds: u64, tokens: &str) -> S
     format!("[goal] {label} \u{b7} {rounds} round{s} \u{b7} tokens {tokens}")
 }
 
+/// A token count in a few characters: `950`, `12.3k`, `1.5m`.
+pub fn tokens_text(n: u64) -> String {
+    match n {
+        0..=999 => n.to_string(),
+        1_000..=999_999 => format!("{:.1}k", n as f64 / 1e3).replace(".0k", "k"),
+        _ => format!("{:.1}m", n as f64 / 1e6).replace(".0m", "m"),
+    }
+}
+
 /// GOAL.yaml's place for a session: `<workspace>/.penguin/scratchpad/<session id>/GOAL.yaml`
 /// (the reference keeps it in the agent's scratchpad under its data root, which penguin's
 /// sandbox hides from the model; see `docs/differences.md`).
