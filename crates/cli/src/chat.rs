@@ -78,9 +78,13 @@ enum Command<'a> {
     Quit,
     Help,
     Compact,
-    Approvals { clear: bool },
+    Approvals {
+        clear: bool,
+    },
     Expand,
     Abort,
+    /// `/goal[:BUDGET] OBJECTIVE`: the whole line.
+    Goal(&'a str),
     Unknown(&'a str),
 }
 
@@ -88,6 +92,9 @@ enum Command<'a> {
 fn command(line: &str) -> Option<Command<'_>> {
     let mut words = line.split_whitespace();
     let first = words.next()?;
+    if first == "/goal" || first.starts_with("/goal:") {
+        return Some(Command::Goal(line));
+    }
     let name = first.strip_prefix('/')?;
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphabetic() || c == '-') {
         return None;
@@ -275,6 +282,29 @@ pub(crate) async fn repl(
             Some(Command::Unknown(name)) => {
                 eprintln!("unknown command {name}: nothing was sent (/help lists the commands)")
             }
+            Some(Command::Goal(line)) => match penguin::goal::parse_goal_command(line) {
+                // Goal mode: the rounds run as one task; /abort or Ctrl-C ends the whole goal.
+                Ok((budget, objective)) => {
+                    let goal_task = TaskArgs {
+                        goal: Some(penguin::goal::GoalOptions {
+                            budget,
+                            ..Default::default()
+                        }),
+                        ..task.clone()
+                    };
+                    let end = run_task(
+                        &mut session,
+                        vec![build::user_text(objective)],
+                        &goal_task,
+                        approver.clone(),
+                        &console,
+                        Some(&quit),
+                    )
+                    .await?;
+                    after_task(end, &console);
+                }
+                Err(usage) => eprintln!("{usage}"),
+            },
             None => {
                 let mut input = notices;
                 if !line.is_empty() {
@@ -447,5 +477,11 @@ mod tests {
         assert_eq!(command("/quit now"), Some(Command::Unknown("/quit")));
         assert_eq!(command("/etc/hosts is wrong"), None);
         assert_eq!(command("fix /help text"), None);
+        assert_eq!(
+            command("/goal:500k fix it"),
+            Some(Command::Goal("/goal:500k fix it"))
+        );
+        assert_eq!(command("/goal fix it"), Some(Command::Goal("/goal fix it")));
+        assert_eq!(command("/goals"), Some(Command::Unknown("/goals")));
     }
 }

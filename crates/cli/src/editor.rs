@@ -22,6 +22,10 @@ pub(crate) const COMMANDS: &[(&str, &str)] = &[
     ),
     ("/expand", "the last collapsed tool output, in full"),
     ("/compact", "replace the context with a summary now"),
+    (
+        "/goal",
+        "/goal[:BUDGET] OBJECTIVE: loop rounds until the model marks it complete or blocked",
+    ),
     ("/abort", "(during a task) interrupt it; so does Ctrl-C"),
     ("/quit", "leave (also /exit, or Ctrl-D on an empty line)"),
 ];
