@@ -1,11 +1,9 @@
 //! Reading a session's history from its trace files (§5.7).
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-#[cfg(test)]
-use penguin_trace_store::is_regular_entry;
-use penguin_trace_store::{TraceError, TraceLines, LIST_HEAD_BYTES};
+use penguin_trace_store::{TraceError, TraceLines};
 use serde_json::{json, Value};
 
 use crate::api::PageInfo;
@@ -20,58 +18,6 @@ pub struct TraceFile {
     pub path: PathBuf,
     /// Its `NNN`.
     pub index: u32,
-}
-
-/// Every trace file of `session_id` under `traces_dir`, in index order, by a scan of every date
-/// directory; the server asks its [`SessionIndex`](crate::index::SessionIndex) instead.
-#[cfg(test)]
-pub fn trace_files(traces_dir: &Path, session_id: &str) -> std::io::Result<Vec<TraceFile>> {
-    let mut out = Vec::new();
-    let dates = match std::fs::read_dir(traces_dir) {
-        Ok(d) => d,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-        Err(e) => return Err(e),
-    };
-    let prefix = format!("{session_id}_");
-    for date in dates {
-        let date = date?;
-        if !date.file_type()?.is_dir() {
-            continue;
-        }
-        for f in std::fs::read_dir(date.path())? {
-            let f = f?;
-            let name = f.file_name();
-            let Some(name) = name.to_str() else { continue };
-            let Some(digits) = name
-                .strip_prefix(&prefix)
-                .and_then(|r| r.strip_suffix(".jsonl"))
-            else {
-                continue;
-            };
-            if digits.len() < 3 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-                continue;
-            }
-            if !is_regular_entry(&f) {
-                continue;
-            }
-            if let Ok(index) = digits.parse() {
-                out.push(TraceFile {
-                    path: f.path(),
-                    index,
-                });
-            }
-        }
-    }
-    out.sort_by_key(|f| f.index);
-    Ok(out)
-}
-
-/// The first record of a file (a session's `session_meta`), if it parses within the first
-/// [`LIST_HEAD_BYTES`] of the file: listing many sessions reads no more than that of each.
-pub fn first_record(path: &Path) -> Option<Value> {
-    let mut lines = TraceLines::head(path, LIST_HEAD_BYTES).ok()?;
-    let (_, line) = lines.next_line().ok()??;
-    serde_json::from_slice(line.ok()?).ok()
 }
 
 /// Every record of every file, in order, each with `tracePosition: {fileIndex, ordinal}`.
@@ -336,6 +282,59 @@ pub fn page_of(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use penguin_trace_store::{is_regular_entry, LIST_HEAD_BYTES};
+    use std::path::Path;
+
+    /// Every trace file of `session_id` under `traces_dir`, in index order, by a scan of every date
+    /// directory; the server asks its [`SessionIndex`](crate::index::SessionIndex) instead.
+    fn trace_files(traces_dir: &Path, session_id: &str) -> std::io::Result<Vec<TraceFile>> {
+        let mut out = Vec::new();
+        let dates = match std::fs::read_dir(traces_dir) {
+            Ok(d) => d,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+            Err(e) => return Err(e),
+        };
+        let prefix = format!("{session_id}_");
+        for date in dates {
+            let date = date?;
+            if !date.file_type()?.is_dir() {
+                continue;
+            }
+            for f in std::fs::read_dir(date.path())? {
+                let f = f?;
+                let name = f.file_name();
+                let Some(name) = name.to_str() else { continue };
+                let Some(digits) = name
+                    .strip_prefix(&prefix)
+                    .and_then(|r| r.strip_suffix(".jsonl"))
+                else {
+                    continue;
+                };
+                if digits.len() < 3 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                    continue;
+                }
+                if !is_regular_entry(&f) {
+                    continue;
+                }
+                if let Ok(index) = digits.parse() {
+                    out.push(TraceFile {
+                        path: f.path(),
+                        index,
+                    });
+                }
+            }
+        }
+        out.sort_by_key(|f| f.index);
+        Ok(out)
+    }
+
+    /// The first record of a file (a session's `session_meta`), if it parses within the first
+    /// [`LIST_HEAD_BYTES`] of the file: listing many sessions reads no more than that of each.
+    fn first_record(path: &Path) -> Option<Value> {
+        let mut lines = TraceLines::head(path, LIST_HEAD_BYTES).ok()?;
+        let (_, line) = lines.next_line().ok()??;
+        serde_json::from_slice(line.ok()?).ok()
+    }
 
     #[test]
     fn subagent_pointers_expand_into_origin_tagged_child_records() {

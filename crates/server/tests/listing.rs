@@ -163,7 +163,7 @@ async fn a_session_is_titled_by_its_first_prompt_until_it_is_given_a_title() {
     assert_eq!(titled.last().unwrap().json()["title"], "Find the penguins");
     assert_eq!(info(&srv, &id).await["title"], "Find the penguins");
     let (listed, _) = ids(&srv, "").await;
-    assert_eq!(listed, [id.clone()]);
+    assert_eq!(listed, std::slice::from_ref(&id));
     let r = srv
         .call(
             reqwest::Method::PATCH,
