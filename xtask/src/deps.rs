@@ -97,13 +97,17 @@ fn uses(code: &str, ident: &str) -> bool {
     false
 }
 
-/// Checks every package under `root` (its `crates/*`, `tests` and `xtask`).
+/// Checks every package under `root` (its `crates/*`, `benches/*`, `tests`, `examples` and
+/// `xtask`).
 pub fn check(root: &Path) -> Result<(), String> {
     let mut packages: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
         .map_err(|e| format!("cannot list crates/: {e}"))?
         .flatten()
         .map(|e| e.path())
         .collect();
+    if let Ok(benches) = std::fs::read_dir(root.join("benches")) {
+        packages.extend(benches.flatten().map(|e| e.path()));
+    }
     packages.push(root.join("tests"));
     packages.push(root.join("examples"));
     packages.push(root.join("xtask"));

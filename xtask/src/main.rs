@@ -17,9 +17,9 @@ fn main() -> ExitCode {
         Some("ci") => ci(&root),
         Some("e2e") => e2e(&root),
         Some("web") => web(&root),
-        Some("bench") => bench(&root),
+        Some("bench") => bench(&root, args.get(1).map(String::as_str)),
         _ => {
-            eprintln!("usage: cargo xtask <ci|e2e|web|bench>\n  ci     formatting, clippy, the MCP test servers, tests, the real-model e2e, the web app in a browser, docs and the scenario check\n  e2e    only the real-model end-to-end tests (starts and stops a local llama.cpp server)\n  web    only the web app's tests in headless Chromium (installs it when missing)\n  bench  the benchmarks");
+            eprintln!("usage: cargo xtask <ci|e2e|web|bench>\n  ci     formatting, clippy, the MCP test servers, tests, the real-model e2e, the web app in a browser, docs and the scenario check\n  e2e    only the real-model end-to-end tests (starts and stops a local llama.cpp server)\n  web    only the web app's tests in headless Chromium (installs it when missing)\n  bench  the benchmarks: micro, whole-process and serving (`bench serve`: the server workload alone)");
             return ExitCode::from(2);
         }
     };
@@ -146,6 +146,8 @@ fn ci(root: &Path) -> Result<(), String> {
         "penguin-tests",
         "--exclude",
         "penguin-examples",
+        "--exclude",
+        "penguin-serve-load",
         "--allow-dirty",
     ]);
     run(root, "package", package)?;
@@ -270,15 +272,51 @@ fn web(root: &Path) -> Result<(), String> {
     run(root, "web app in Chromium", test)
 }
 
-fn bench(root: &Path) -> Result<(), String> {
-    let mut b = cargo();
-    b.args(["bench", "--workspace", "--all-features"]);
-    run(root, "bench", b)?;
+/// `cargo xtask bench [serve]`: everything, or the server workload alone.
+fn bench(root: &Path, only: Option<&str>) -> Result<(), String> {
+    let serve_only = match only {
+        None => false,
+        Some("serve") => true,
+        Some(other) => return Err(format!("bench: unknown part {other:?} (only `serve`)")),
+    };
+    if !serve_only {
+        let mut b = cargo();
+        b.args(["bench", "--workspace", "--all-features"]);
+        run(root, "bench", b)?;
+    }
+    // Two packages in one build: the load client adds nothing to penguin's features (its
+    // hyper client and nix features are already in penguin's tree).
     let mut release = cargo();
-    release.args(["build", "--release", "-p", "penguin-cli"]);
+    release.args([
+        "build",
+        "--release",
+        "-p",
+        "penguin-cli",
+        "-p",
+        "penguin-serve-load",
+    ]);
     run(root, "release build", release)?;
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
-    workloads::run(root, &target.join("release").join("penguin"))
+    let penguin = target.join("release").join("penguin");
+    if !serve_only {
+        workloads::run(root, &penguin)?;
+    }
+    serve(root, &target, &penguin)
+}
+
+/// The server workload (`benches/serve-load`): the release `penguin serve` driven through
+/// sockets by the release load client; the table is printed and written to
+/// `target/bench/serve.json`.
+fn serve(root: &Path, target: &Path, penguin: &Path) -> Result<(), String> {
+    let bench = root.join("target/bench");
+    std::fs::create_dir_all(&bench).map_err(|e| format!("{}: {e}", bench.display()))?;
+    let mut load = Command::new(target.join("release").join("penguin-serve-load"));
+    load.arg(penguin)
+        .arg("--dir")
+        .arg(bench.join("serve"))
+        .arg("--out")
+        .arg(bench.join("serve.json"));
+    run(root, "serve workload", load)
 }
