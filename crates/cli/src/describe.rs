@@ -36,6 +36,10 @@ pub fn user_text_display(text: &str) -> UserText {
     if text.contains("[summary]") && text.contains("[/summary]") {
         return UserText::Note("asked the model to summarize the conversation");
     }
+    // A goal round's input: its body, not the protocol block the model reads.
+    if let Some(g) = penguin_omni_protocol::markers::parse_goal_message(text) {
+        return UserText::Prompt(format!("[goal round {}] {}", g.round, g.rest));
+    }
     UserText::Prompt(text.to_owned())
 }
 
