@@ -284,6 +284,10 @@ pub(crate) struct ServeArgs {
     /// (default: `[server] max_streams`, else all but an eighth of the connections).
     #[arg(long, value_name = "N")]
     pub(crate) max_streams: Option<usize>,
+    /// Idle sessions kept loaded; the least recently used beyond them are unloaded and loaded
+    /// again from their trace when asked for (default: `[server] idle_sessions`, else 32).
+    #[arg(long, value_name = "N")]
+    pub(crate) idle_sessions: Option<usize>,
     /// When traces are fsynced: never, commit (after each model request; the default) or
     /// record (after every record). Default: `[trace] durability`.
     #[arg(long, value_name = "WHEN")]

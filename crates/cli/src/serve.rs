@@ -22,6 +22,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         log_file: _,
         max_connections,
         max_streams,
+        idle_sessions,
         durability,
     } = args;
     use penguin::hosting::{ModelFactory, ScenarioFactory};
@@ -108,6 +109,9 @@ pub(crate) fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     };
     opts.limits.max_connections = max_connections.or(agent.config.server.max_connections);
     opts.limits.max_streams = max_streams.or(agent.config.server.max_streams);
+    if let Some(n) = idle_sessions.or(agent.config.server.idle_sessions) {
+        opts.idle_sessions = n;
+    }
     with_runtime(async move {
         penguin::server::serve(opts)
             .await

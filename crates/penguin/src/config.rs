@@ -180,6 +180,9 @@ pub struct ServerEntry {
     /// Of those, SSE streams at once (default: all but an eighth, so API requests are always
     /// served while streams are at their cap).
     pub max_streams: Option<usize>,
+    /// Idle sessions kept loaded; beyond them the least recently used are unloaded and loaded
+    /// again from their trace when asked for (default 32).
+    pub idle_sessions: Option<usize>,
 }
 
 /// `[sandbox]` in `config.toml`.

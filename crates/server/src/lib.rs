@@ -277,6 +277,7 @@ pub fn router(state: AppState) -> Router {
             post(routes::kill_process),
         )
         .route("/api/models", get(routes::models))
+        .route("/api/explain", post(routes::explain))
         .route("/api/events", get(routes::events))
         .route("/api/events/socket", get(socket::events))
         .fallback(routes::not_found)

@@ -59,8 +59,8 @@ pub(crate) struct Sessions {
     entries: Mutex<HashMap<String, Arc<Entry>>>,
     clock: AtomicU64,
     // Loading a session from disk opens a trace writer: two concurrent loads of one id must not
-    // both do it.
-    load: tokio::sync::Mutex<()>,
+    // both do it. One lock per id, so loads of different sessions run side by side.
+    loading: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl Sessions {
@@ -71,7 +71,7 @@ impl Sessions {
             cfg,
             entries: Mutex::new(HashMap::new()),
             clock: AtomicU64::new(0),
-            load: tokio::sync::Mutex::new(()),
+            loading: Mutex::new(HashMap::new()),
         }
     }
 
@@ -231,7 +231,7 @@ impl Sessions {
         if let Some(e) = self.loaded_entry(id) {
             return Ok(e);
         }
-        let _loading = self.load.lock().await;
+        let _loading = self.load_lock(id).lock_owned().await;
         if let Some(e) = self.loaded_entry(id) {
             return Ok(e);
         }
@@ -248,7 +248,12 @@ impl Sessions {
         };
         // What was stored with the session is no request of this client's: a stored request
         // that is invalid now leaves the session unrecoverable.
-        let session = self.cfg.factory.load(&req).map_err(|e| match e {
+        // Loading reads the trace and builds the session's tools: off the async workers.
+        let factory = self.cfg.factory.clone();
+        let loaded = tokio::task::spawn_blocking(move || factory.load(&req))
+            .await
+            .map_err(|e| ApiError::internal(format!("loading session {id} failed: {e}")))?;
+        let session = loaded.map_err(|e| match e {
             FactoryError::WorkspaceMissing(w) => ApiError::conflict(
                 "workspace_missing",
                 format!("the workspace {w} of session {id} no longer exists"),
@@ -263,6 +268,15 @@ impl Sessions {
         let entry = self.insert(session, true);
         entry.rt().first_prompt = self.index.head(id).and_then(|h| h.title);
         Ok(entry)
+    }
+
+    /// The lock that keeps two loads (or a load and a delete) of `id` apart.
+    fn load_lock(&self, id: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = lock(&self.loading);
+        // Locks nobody holds or waits for are dropped, so the map stays as small as the loads
+        // in flight.
+        locks.retain(|_, l| Arc::strong_count(l) > 1);
+        locks.entry(id.to_owned()).or_default().clone()
     }
 
     /// The trace files of `id`, from the index, off the async workers.
@@ -365,7 +379,7 @@ impl Sessions {
         }
         // Hold the loader off while the session leaves memory and disk, so a concurrent request
         // cannot load it back from files that are being removed.
-        let _loading = self.load.lock().await;
+        let _loading = self.load_lock(&entry.id).lock_owned().await;
         let writer = entry.session().writer().clone();
         let flushed = tokio::task::spawn_blocking(move || writer.flush()).await;
         if let Ok(Err(e)) = flushed {

@@ -25,8 +25,10 @@ use crate::routes::{entry, stream_permit};
 use crate::sessions::USER_CHANNEL;
 use crate::AppState;
 
-// Events sent in one frame at most: a replay goes out in few frames, none of them huge.
+// Events and bytes of data in one frame at most: a replay goes out in few frames, and a
+// subscriber behind in a burst holds at most one small frame of its own.
 const FRAME_EVENTS: usize = 256;
+const FRAME_BYTES: usize = 32 * 1024;
 
 /// `GET /api/sessions/{id}/socket`: the session's stream.
 pub(crate) async fn session(
@@ -116,10 +118,14 @@ async fn pump(
                     let _ = socket.send(Message::Close(None)).await;
                     break;
                 };
+                let mut bytes = ev.data.as_str().len();
                 let mut batch = vec![ev];
-                while batch.len() < FRAME_EVENTS {
+                while batch.len() < FRAME_EVENTS && bytes < FRAME_BYTES {
                     match sub.try_next() {
-                        Some(more) => batch.push(more),
+                        Some(more) => {
+                            bytes += more.data.as_str().len();
+                            batch.push(more);
+                        }
                         None => break,
                     }
                 }

@@ -53,8 +53,7 @@ impl Sessions {
     }
 
     /// A session without a title is named by its first prompt (the trace store's
-    /// `session_title` rule, as `penguin sessions` names it); the change is published as any
-    /// title is. The caller holds `entry.publish`.
+    /// `session_title` rule, as `penguin sessions` names it). The caller holds `entry.publish`.
     fn name_by_first_prompt_locked(&self, entry: &Entry, text: &str) {
         let title = {
             let mut rt = entry.rt();
@@ -68,12 +67,13 @@ impl Sessions {
             }
             title
         };
-        let ev = ServerEvent::SessionTitle {
-            session_id: entry.id.clone(),
-            title,
-        };
-        self.channel(&entry.id).publish_server_event(&ev);
-        self.channel(USER_CHANNEL).publish_server_event(&ev);
+        // On the user channel only: the lists show it, and a session's own stream stays as
+        // the reference's (its page reads the title with the session's state).
+        self.channel(USER_CHANNEL)
+            .publish_server_event(&ServerEvent::SessionTitle {
+                session_id: entry.id.clone(),
+                title,
+            });
     }
 
     /// Republishes `task_state` alone (a queue changed). The caller holds `entry.publish`.

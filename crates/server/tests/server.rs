@@ -698,6 +698,10 @@ async fn sessions_are_listed_and_deleted_and_the_user_channel_reports_them() {
     let mut s = srv.stream(&id, None).await;
     s.next().await;
     assert_eq!(srv.task(&id, "go").await.status, 202);
+    // Named by its first prompt.
+    let titled = user.next().await;
+    assert_eq!(titled.kind(), "session_title");
+    assert_eq!(titled.json()["title"], "go");
     let running = user.next().await;
     assert_eq!(running.kind(), "session_state");
     assert_eq!(running.json()["state"], "running");

@@ -83,8 +83,14 @@ export async function checkToken() {
   await call("GET", "/api/sessions", undefined, { signOutOn401: false });
 }
 
+// A failed model request in the CLI's words: {kind, cause, hint, ended}.
+export const explain = (failure) => call("POST", "/api/explain", failure);
+
+// The models a session may be created with, the default first.
+export const models = () => call("GET", "/api/models");
+
 export const sessions = {
-  list: () => call("GET", "/api/sessions"),
+  list: (query) => call("GET", `/api/sessions${query ? `?${query}` : ""}`),
   get: (id) => call("GET", `/api/sessions/${enc(id)}`),
   create: (body) => call("POST", "/api/sessions", body),
   patch: (id, body) => call("PATCH", `/api/sessions/${enc(id)}`, body),

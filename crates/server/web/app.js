@@ -492,6 +492,7 @@ function sessionView(id) {
   const transcript = new Transcript(transcriptEl, {
     decide,
     canRunUnsandboxed,
+    explain: (failure) => api.explain(failure),
     retryNow: async (btn) => {
       btn.disabled = true;
       try {

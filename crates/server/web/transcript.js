@@ -619,6 +619,19 @@ export class Transcript {
         if (scope === this.main) this.endRetry(null);
         const e = mark(h("div", "line abort"), msg);
         e.textContent = `stopped: ${p.reason || "aborted"}`;
+        // A run that gave up on its model ends "failed after N attempts: <cause>", not with
+        // the raw error chain.
+        const failure = scope === this.main ? this.lastFailure : null;
+        if (failure && !/^aborted/.test(p.reason || "aborted")) {
+          e.classList.add("failed");
+          this.actions.explain?.(failure).then(
+            (x) => {
+              if (x.ended) e.textContent = `✗ ${x.ended}`;
+            },
+            () => {},
+          );
+        }
+        if (scope === this.main) this.lastFailure = null;
         scope.append(e);
         break;
       }
@@ -664,11 +677,26 @@ export class Transcript {
   failedRequest(scope, msg, p) {
     const e = mark(h("div", "line request-failed"), msg);
     const what = h("span", "what");
-    what.textContent =
-      `model request ${p.status}` +
-      (p.error_message ? `: ${p.error_message}` : "") +
-      (p.attempt ? ` (attempt ${p.attempt})` : "");
+    const attempt = p.attempt ? ` (attempt ${p.attempt})` : "";
+    what.textContent = `model request ${p.status}` + (p.error_message ? `: ${p.error_message}` : "") + attempt;
     e.append(what);
+    if (scope === this.main) this.lastFailure = { status: p.status, errorMessage: p.error_message || null, attempt: p.attempt || 1 };
+    // The server words it as the CLI does (one classification); the raw text stays until then
+    // and as the element's title.
+    what.title = what.textContent;
+    const hint = h("div", "hint");
+    hint.hidden = true;
+    e.append(hint);
+    this.actions.explain?.({ status: p.status, errorMessage: p.error_message || null }).then(
+      (x) => {
+        what.textContent = `request failed${attempt}: ${x.cause}`;
+        if (x.hint) {
+          hint.textContent = x.hint;
+          hint.hidden = false;
+        }
+      },
+      () => {},
+    );
     if (scope === this.main && typeof p.retry_in_ms === "number") {
       const count = h("span", "countdown");
       const btn = h("button", "retry-now", "Retry now");

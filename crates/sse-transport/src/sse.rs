@@ -36,9 +36,11 @@ impl Default for SseConfig {
 }
 
 // Many queued small events are written as one chunk: a replay of thousands of events should not
-// cost thousands of writes. Bounded so one chunk never holds a large share of the replay buffer.
+// cost thousands of writes. Bounded so one chunk never holds a large share of the replay buffer,
+// and so thousands of subscribers behind in a burst (each joining its own chunk) stay within
+// tens of KiB each.
 const MAX_CHUNK_EVENTS: usize = 256;
-const MAX_CHUNK_BYTES: usize = 256 * 1024;
+const MAX_CHUNK_BYTES: usize = 32 * 1024;
 // An event at least this large is sent as its own chunk: the shared encoding, never a copy.
 const OWN_CHUNK_BYTES: usize = 16 * 1024;
 

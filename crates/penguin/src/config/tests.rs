@@ -262,12 +262,13 @@ fn ollama_is_a_protocol_with_a_local_default_and_no_key() {
 fn trace_durability_and_server_capacity_are_read_and_a_wrong_durability_is_named() {
     use penguin_trace_store::Durability;
     let c = Config::parse(
-        "[trace]\ndurability = \"never\"\n[server]\nmax_connections = 20000\nmax_streams = 15000\n",
+        "[trace]\ndurability = \"never\"\n[server]\nmax_connections = 20000\nmax_streams = 15000\nidle_sessions = 500\n",
     )
     .unwrap();
     assert_eq!(c.trace.durability().unwrap(), Durability::Never);
     assert_eq!(c.server.max_connections, Some(20_000));
     assert_eq!(c.server.max_streams, Some(15_000));
+    assert_eq!(c.server.idle_sessions, Some(500));
     assert_eq!(
         Config::default().trace.durability().unwrap(),
         Durability::AtCommit
