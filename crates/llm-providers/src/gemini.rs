@@ -76,10 +76,14 @@ impl Gemini {
 
     fn user_parts(&self, group: &[&ModelPayload]) -> Vec<Value> {
         let mut responses = Vec::new();
+        let mut tool_images = Vec::new();
         let mut rest = Vec::new();
         for p in group {
             match p {
                 ModelPayload::ToolCallOutput(o) => {
+                    // A functionResponse holds JSON only: the images a tool returned (read_image's
+                    // data URLs) follow the responses as inlineData parts of the same turn.
+                    tool_images.extend(o.images.iter().flatten().map(|u| image_part(u)));
                     let id = strip_suffix(&o.tool_call_id);
                     // Name-as-id calls map to themselves; real ids were remembered at commit.
                     let name = self.call_names.get(id).map_or(id, String::as_str);
@@ -90,26 +94,28 @@ impl Gemini {
                     responses.push(json!({"functionResponse": response}));
                 }
                 ModelPayload::Text(t) if !t.text.is_empty() => rest.push(json!({"text": t.text})),
-                ModelPayload::ImageUrl(i) => {
-                    match i
-                        .image_url
-                        .strip_prefix("data:")
-                        .and_then(|r| r.split_once(";base64,"))
-                    {
-                        Some((mime, data)) => {
-                            rest.push(json!({"inlineData": {"mimeType": mime, "data": data}}))
-                        }
-                        None => rest.push(json!({"fileData": {"fileUri": i.image_url}})),
-                    }
-                }
+                ModelPayload::ImageUrl(i) => rest.push(image_part(&i.image_url)),
                 ModelPayload::InlineData(d) => {
                     rest.push(json!({"inlineData": {"mimeType": d.mime_type, "data": d.data}}))
                 }
                 _ => {}
             }
         }
+        responses.extend(tool_images);
         responses.extend(rest);
         responses
+    }
+}
+
+/// An image by URL: a `data:` URL inline (`inlineData`), any other URL by reference
+/// (`fileData`).
+fn image_part(url: &str) -> Value {
+    match url
+        .strip_prefix("data:")
+        .and_then(|r| r.split_once(";base64,"))
+    {
+        Some((mime, data)) => json!({"inlineData": {"mimeType": mime, "data": data}}),
+        None => json!({"fileData": {"fileUri": url}}),
     }
 }
 

@@ -19,6 +19,9 @@
 //! - **Message caps** ([`assert_message_cap`]): a message streamed past `max_message_bytes`
 //!   ends the response with the permanent refusal naming the limit, having streamed no more
 //!   than the cap.
+//! - **Request fixtures** ([`requests`]): the JSON bodies an adapter builds compared with
+//!   fixture files, among them [`requests::image_requests`], the images of a user's input and
+//!   of a tool's output in the adapter's wire form.
 //! - **Fault injection** ([`faults::FaultSuite`], over [`server::Server`], a local HTTP
 //!   server playing canned responses): the adapter inside the real [`HttpModel`](crate::HttpModel)
 //!   against dropped connections, HTTP errors, stalls, cut streams, error events, interrupts,
@@ -103,6 +106,7 @@ use crate::LlmOutcome;
 pub mod expect;
 pub mod faults;
 mod fixtures;
+pub mod requests;
 pub mod server;
 mod splits;
 
