@@ -25,7 +25,9 @@ use penguin_engine::{
 };
 use penguin_omni_protocol::{Frame, OmniMessage, SessionMeta};
 use penguin_server::api::{SandboxInfo, SandboxSettings};
-use penguin_server::{CreateSession, FactoryError, HostedSession, LoadSession, SessionFactory};
+use penguin_server::{
+    CreateSession, FactoryError, GoalRefusal, HostedSession, LoadSession, SessionFactory,
+};
 use penguin_tools::mcp::McpServerConfig;
 use penguin_tools::policy::CommandPolicy;
 use penguin_tools::sandbox::{Landlock, SandboxError};
@@ -86,6 +88,26 @@ impl HostedSession for Session {
     fn sandbox(&self) -> Option<SandboxInfo> {
         let unsandboxed_tools = self.environment().unsandboxed_tools();
         Session::sandbox(self).map(|s| sandbox_info(s, unsandboxed_tools))
+    }
+
+    fn run_goal(
+        &mut self,
+        input: Vec<OmniMessage>,
+        budget: Option<u64>,
+        options: RunOptions,
+    ) -> Result<BoxStream<'static, Frame>, GoalRefusal> {
+        let goal = crate::goal::GoalOptions {
+            budget,
+            ..crate::goal::GoalOptions::default()
+        };
+        Session::run_goal(self, input, goal, options).map_err(|e| match e {
+            crate::goal::GoalError::Busy(busy) => GoalRefusal::Busy(busy),
+            other => GoalRefusal::Invalid(other.to_string()),
+        })
+    }
+
+    fn goal(&self) -> Option<serde_json::Value> {
+        Session::goal(self).and_then(|g| serde_json::to_value(g).ok())
     }
 }
 

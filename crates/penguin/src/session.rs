@@ -245,6 +245,8 @@ impl Session {
     ) -> Result<Session, SessionError> {
         // The model holds the conversation (in its wire form), the engine the rest.
         let history = std::mem::take(&mut resumed.history);
+        // A goal's rounds are in the conversation; its state is rebuilt from the whole file.
+        let had_goal = history.iter().any(|m| crate::goal::round_of(m).is_some());
         if !history.is_empty() {
             llm.set_history(&history);
         }
@@ -254,18 +256,19 @@ impl Session {
             crate::free_elsewhere("penguin-free-history", history);
         }
         let meta = resumed.meta.clone();
+        // The last goal, as its rounds left it in the trace (nothing runs it now).
+        let goal = match had_goal {
+            true => penguin_trace_store::read_trace_tolerant(&writer.current_path())
+                .ok()
+                .and_then(|records| crate::goal::latest_goal(records.iter(), false)),
+            false => None,
+        };
         // A compacted context's file is finished: its first write starts the next one, so
         // merely loading a session never writes (`pending_trace_rotation`).
         let initial = InitialState::from(resumed);
-        Ok(Session::assemble(
-            meta,
-            writer,
-            engine_config,
-            llm,
-            env,
-            initial,
-            true,
-        ))
+        let session = Session::assemble(meta, writer, engine_config, llm, env, initial, true);
+        *lock(&session.goal) = goal;
+        Ok(session)
     }
 
     /// Creates a session with a model built from `model` for it: its provider, id and context

@@ -62,6 +62,10 @@ pub(crate) struct Runtime {
     pub(crate) title: Option<String>,
     /// The session's first prompt by the one title rule: its title until one is given.
     pub(crate) first_prompt: Option<String>,
+    /// The running task is a goal (its state is published as it changes).
+    pub(crate) goal_run: bool,
+    /// The goal state last published as `goal_state`.
+    pub(crate) published_goal: Option<serde_json::Value>,
     pub(crate) created_at: String,
     pub(crate) last_active_at: String,
     pub(crate) has_trace: bool,
@@ -81,6 +85,8 @@ impl Runtime {
             approval_mode,
             title,
             first_prompt: None,
+            goal_run: false,
+            published_goal: None,
             created_at: now.clone(),
             last_active_at: now,
             has_trace,

@@ -58,6 +58,25 @@ pub trait HostedSession: Send + 'static {
     fn sandbox(&self) -> Option<SandboxInfo> {
         None
     }
+
+    /// Runs `input` in goal mode: rounds on this session until the model declares the
+    /// objective complete or blocked (or a `budget` of tokens, a round limit or an abort ends
+    /// it). The stream carries each round's input itself and ends with one `goal_finished`.
+    /// Sessions without goal mode refuse with [`GoalRefusal::Unsupported`] (the default).
+    fn run_goal(
+        &mut self,
+        _input: Vec<OmniMessage>,
+        _budget: Option<u64>,
+        _options: RunOptions,
+    ) -> Result<BoxStream<'static, Frame>, GoalRefusal> {
+        Err(GoalRefusal::Unsupported)
+    }
+
+    /// The session's latest goal as `GET /api/sessions/{id}/goal` shows it (`objective`,
+    /// `status`, `budget`, `used`, `rounds`, `updatedAt`), `None` when it never had one.
+    fn goal(&self) -> Option<serde_json::Value> {
+        None
+    }
 }
 
 /// The body of `POST /api/sessions`, after validation, plus where the trace must live.
@@ -151,6 +170,20 @@ impl FactoryError {
     pub fn internal(source: impl Into<BoxError>) -> FactoryError {
         FactoryError::Internal(source.into())
     }
+}
+
+/// Why a session did not start a goal ([`HostedSession::run_goal`]).
+#[derive(Debug, thiserror::Error)]
+pub enum GoalRefusal {
+    /// This session has no goal mode.
+    #[error("this server's sessions have no goal mode")]
+    Unsupported,
+    /// A task or goal is running.
+    #[error(transparent)]
+    Busy(#[from] EngineBusy),
+    /// The input is no objective (empty, or not text), or its GOAL.yaml cannot be written.
+    #[error("{0}")]
+    Invalid(String),
 }
 
 /// Builds the sessions a server hosts.

@@ -34,7 +34,9 @@ pub use auth::{
     host_allowed, resolve_token, tokens_match, Token, TokenError, MIN_TOKEN_LEN, TOKEN_FILE,
 };
 pub use error::ApiError;
-pub use host::{BoxError, CreateSession, FactoryError, HostedSession, LoadSession, SessionFactory};
+pub use host::{
+    BoxError, CreateSession, FactoryError, GoalRefusal, HostedSession, LoadSession, SessionFactory,
+};
 pub use listener::{open_file_limit, raise_open_file_limit, serve_with_limits, ConnectionLimits};
 pub use sessions::{valid_session_id, USER_CHANNEL};
 
@@ -257,6 +259,7 @@ pub fn router(state: AppState) -> Router {
         .route(&format!("{s}/messages"), get(routes::messages))
         .route(&format!("{s}/stream"), get(routes::stream))
         .route(&format!("{s}/socket"), get(socket::session))
+        .route(&format!("{s}/goal"), get(routes::goal))
         .route(&format!("{s}/tasks"), post(routes::create_task))
         .route(&format!("{s}/steer"), post(routes::steer))
         .route(

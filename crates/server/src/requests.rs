@@ -123,6 +123,33 @@ pub(crate) fn parse_query(uri: &Uri) -> Result<Window, ApiError> {
     }
 }
 
+/// `goal` of a task: absent or `null` (a plain task), `true` or `{}` (a goal with no token
+/// budget), `{"budget": N}` (a goal of at most N tokens; 0 is no budget).
+pub(crate) fn parse_goal(obj: &Map<String, Value>) -> Result<Option<Option<u64>>, ApiError> {
+    let expected = "true, or {\"budget\": tokens} (a non-negative integer)";
+    match obj.get("goal") {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => Ok(None),
+        Some(Value::Bool(true)) => Ok(Some(None)),
+        Some(Value::Object(g)) => {
+            if let Some(other) = g.keys().find(|k| *k != "budget") {
+                return Err(ApiError::field(
+                    "goal",
+                    &format!("only budget, got {other:?}"),
+                ));
+            }
+            match g.get("budget") {
+                None | Some(Value::Null) => Ok(Some(None)),
+                Some(v) => match v.as_u64() {
+                    Some(0) => Ok(Some(None)),
+                    Some(n) => Ok(Some(Some(n))),
+                    None => Err(ApiError::field("goal.budget", expected)),
+                },
+            }
+        }
+        Some(_) => Err(ApiError::field("goal", expected)),
+    }
+}
+
 /// The parsed `input` of a task: messages, the text for the follow-up mirror, image count.
 pub(crate) fn parse_input(v: Option<&Value>) -> Result<(Vec<OmniMessage>, String, u32), ApiError> {
     let items = match v {

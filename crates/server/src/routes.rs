@@ -21,7 +21,9 @@ use crate::entry::Entry;
 use crate::error::{json_response, opt_bool, opt_str, read_object, ApiError};
 use crate::history::{page_of, read_history, Window};
 use crate::list::parse_list_query;
-use crate::requests::{parse_input, parse_mcp_servers, parse_mode, parse_query, parse_sandbox};
+use crate::requests::{
+    parse_goal, parse_input, parse_mcp_servers, parse_mode, parse_query, parse_sandbox,
+};
 use crate::sessions::USER_CHANNEL;
 use crate::tasks::TaskInput;
 use crate::AppState;
@@ -351,11 +353,19 @@ pub(crate) async fn create_task(
             })?),
         };
     let queue = opt_bool(&obj, "queueIfBusy")?.unwrap_or(false);
+    let goal = parse_goal(&obj)?;
+    if goal.is_some() && queue {
+        return Err(ApiError::field(
+            "goal",
+            "a goal starts on an idle session; it cannot be queued (queueIfBusy)",
+        ));
+    }
     let task = TaskInput {
         messages: input,
         thinking,
         text,
         images,
+        goal,
     };
     let queued = app.sessions.submit(&e, task, queue)?;
     Ok(json_response(
@@ -364,6 +374,20 @@ pub(crate) async fn create_task(
             session_id: e.id.clone(),
             queued,
         },
+    ))
+}
+
+/// `GET /api/sessions/{id}/goal`: `{"goal": {objective, status, budget, used, rounds,
+/// updatedAt} | null}`.
+pub(crate) async fn goal(
+    State(app): State<AppState>,
+    p: Result<Path<String>, PathRejection>,
+) -> ApiResult {
+    let e = entry(&app, p).await?;
+    let goal = e.session().goal();
+    Ok(json_response(
+        StatusCode::OK,
+        &serde_json::json!({ "goal": goal }),
     ))
 }
 

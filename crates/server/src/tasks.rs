@@ -25,6 +25,8 @@ pub(crate) struct TaskInput {
     /// The follow-up mirror's text and image count.
     pub(crate) text: String,
     pub(crate) images: u32,
+    /// `goal: {budget?}`: run it in goal mode, with this token budget (`None`: unlimited).
+    pub(crate) goal: Option<Option<u64>>,
 }
 
 impl Sessions {
@@ -99,6 +101,7 @@ impl Sessions {
             }
             match rt.status {
                 SessionStatus::Idle => {}
+                busy if task.goal.is_some() => return Err(busy_error(busy)),
                 _ if queue_if_busy => {
                     let queued = rt.follow_ups.len();
                     rt.admit_pending(queued, task.text.len())?;
@@ -120,7 +123,10 @@ impl Sessions {
             }
         }
         self.name_by_first_prompt_locked(entry, &task.text);
-        self.begin_run_locked(entry, task.messages, task.thinking)?;
+        match task.goal {
+            Some(budget) => self.begin_goal_locked(entry, task.messages, task.thinking, budget)?,
+            None => self.begin_run_locked(entry, task.messages, task.thinking)?,
+        }
         Ok(false)
     }
 
@@ -200,6 +206,77 @@ impl Sessions {
         self.drive(entry, started)
     }
 
+    /// Starts a goal: as a run, except that the goal loop streams each round's input itself
+    /// (so none is published or held here), and the session's goal state is published as it
+    /// changes. A refused objective puts the session back to idle with a 400.
+    fn begin_goal_locked(
+        self: &Arc<Self>,
+        entry: &Arc<Entry>,
+        input: Vec<OmniMessage>,
+        thinking: Option<ThinkingLevel>,
+        budget: Option<u64>,
+    ) -> Result<(), ApiError> {
+        let cancel = CancellationToken::new();
+        {
+            let mut rt = entry.rt();
+            rt.status = SessionStatus::Running;
+            rt.cancel = Some(cancel.clone());
+            rt.pending_bootstrap.clear();
+            rt.last_active_at = now_iso();
+            rt.has_trace = true;
+            rt.goal_run = true;
+        }
+        lock(&entry.published_calls).clear();
+        let approver = Arc::new(ServerApprover {
+            sessions: self.clone(),
+            entry: entry.clone(),
+        });
+        let options = RunOptions {
+            approver: Some(approver),
+            cancel,
+            thinking_level: thinking,
+        };
+        let started = entry.session().run_goal(input, budget, options);
+        let started = match started {
+            Ok(stream) => Ok(stream),
+            Err(crate::host::GoalRefusal::Busy(busy)) => Err(busy),
+            Err(refused) => {
+                {
+                    let mut rt = entry.rt();
+                    rt.status = SessionStatus::Idle;
+                    rt.cancel = None;
+                    rt.goal_run = false;
+                }
+                return Err(match refused {
+                    crate::host::GoalRefusal::Unsupported => {
+                        ApiError::bad_request("goal_unsupported", refused.to_string())
+                    }
+                    other => ApiError::field("input", &other.to_string()),
+                });
+            }
+        };
+        self.publish_state_locked(entry);
+        self.publish_goal_locked(entry);
+        self.drive(entry, started)
+    }
+
+    /// Publishes `goal_state` when the session's goal changed since it was last published.
+    /// The caller holds `entry.publish`.
+    pub(crate) fn publish_goal_locked(&self, entry: &Entry) {
+        let Some(goal) = entry.session().goal() else {
+            return;
+        };
+        {
+            let mut rt = entry.rt();
+            if rt.published_goal.as_ref() == Some(&goal) {
+                return;
+            }
+            rt.published_goal = Some(goal.clone());
+        }
+        self.channel(&entry.id)
+            .publish_server_event(&ServerEvent::GoalState { goal });
+    }
+
     /// Pumps a started task (a run or a compaction) to the channel and settles the session
     /// when it ends; a refused start puts the session back to idle.
     fn drive(
@@ -264,6 +341,10 @@ impl Sessions {
             if steering_delivered {
                 self.publish_task_state_locked(entry);
             }
+            // A goal's state moves at its round boundaries and its end: complete messages.
+            if entry.rt().goal_run && !frame.message().is_partial() {
+                self.publish_goal_locked(entry);
+            }
         }
     }
 
@@ -291,6 +372,9 @@ impl Sessions {
                 rt.cancel = None;
                 rt.steering.clear();
                 rt.last_active_at = now_iso();
+            }
+            if std::mem::take(&mut entry.rt().goal_run) {
+                self.publish_goal_locked(entry);
             }
             self.publish_state_locked(entry);
         }

@@ -335,7 +335,8 @@ impl ClientReducer {
             | ServerEvent::SessionState { .. }
             | ServerEvent::Hello
             | ServerEvent::SessionCreated { .. }
-            | ServerEvent::CredentialsUpdated => {}
+            | ServerEvent::CredentialsUpdated
+            | ServerEvent::GoalState { .. } => {}
         }
     }
 }

@@ -295,6 +295,12 @@ pub enum ServerEvent {
     },
     /// The project's model credentials changed.
     CredentialsUpdated,
+    /// A session's goal (goal mode) changed: started, a round began or ended, or it finished.
+    /// `goal` is the state `GET /api/sessions/{id}/goal` answers (penguin's own event).
+    GoalState {
+        /// `{objective, status, budget, used, rounds, updatedAt}`.
+        goal: serde_json::Value,
+    },
     /// Records of a session could not be written to its Trace (penguin's own: a task whose
     /// trace lost records must not look cleanly completed).
     #[serde(rename_all = "camelCase")]

@@ -6,6 +6,7 @@
 //! the facade's real pieces work behind it.
 
 mod background;
+mod goal;
 mod models;
 mod sandbox;
 mod support;
