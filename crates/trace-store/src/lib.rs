@@ -4,6 +4,7 @@ mod check;
 #[cfg(feature = "engine")]
 pub mod engine;
 mod error;
+mod fork;
 mod lines;
 mod listing;
 mod open;
@@ -14,6 +15,7 @@ mod writer;
 
 pub use check::{check_trace, Problem, Severity, ROTATE_MARKER};
 pub use error::TraceError;
+pub use fork::{fork_session, ForkError, ForkPoint, Forked};
 pub use lines::TraceLines;
 pub use listing::{
     find_last_record, read_session_head, read_trace_head, session_title, SessionHead,
@@ -22,7 +24,7 @@ pub use listing::{
 pub use open::{is_regular_entry, open_trace, MAX_RECORD_BYTES};
 pub use paths::{
     data_root, find_latest_trace_file, latest_session_id, local_date_dir, new_session_id,
-    trace_file_name, trace_file_path, LocatedTrace, TraceLocation,
+    session_trace_files, trace_file_name, trace_file_path, LocatedTrace, TraceLocation,
 };
 pub use penguin_omni_protocol::markers::extract_summary;
 pub use reader::{

@@ -180,6 +180,29 @@ pub fn find_latest_trace_file(
     Ok(best)
 }
 
+/// Every trace file of `session_id` across the date directories, by index.
+pub fn session_trace_files(
+    traces_dir: &Path,
+    session_id: &str,
+) -> Result<Vec<LocatedTrace>, TraceError> {
+    let mut out = Vec::new();
+    for (date_dir, dir_path) in sorted_entries(traces_dir, true)? {
+        for (name, path) in sorted_entries(&dir_path, false)? {
+            if let Some((id, index)) = parse_file_name(&name) {
+                if id == session_id {
+                    out.push(LocatedTrace {
+                        path,
+                        date_dir: date_dir.clone(),
+                        index,
+                    });
+                }
+            }
+        }
+    }
+    out.sort_by_key(|f| f.index);
+    Ok(out)
+}
+
 /// The session of the newest trace file holding at least one record besides session_meta
 /// (`latestSessionId`): date directories newest first, files in descending name order. Only
 /// the head of each file is read ([`LIST_HEAD_BYTES`]), up to its first such record.
