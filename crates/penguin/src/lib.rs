@@ -12,6 +12,7 @@ pub mod agent;
 pub mod config;
 pub mod goal;
 pub mod hosting;
+pub mod images;
 pub mod models;
 pub mod prompt;
 pub mod scenario;

@@ -252,13 +252,20 @@ pub struct ModelContext {
     pub history: Vec<OmniMessage>,
     /// Cumulative token counts (on resume).
     pub session_tokens: TokenCounts,
+    /// The session's workspace: where a model without vision has its images saved
+    /// ([`crate::images::TextOnly`]). Without it, such a model is sent images as they are.
+    pub workspace: Option<std::path::PathBuf>,
 }
 
 /// Builds the LLM for `spec`. The API key is read from its environment variable here and
 /// nowhere else.
 pub fn build_llm(spec: &ModelSpec, cx: ModelContext) -> Result<Box<dyn Llm>, ModelError> {
     if spec.protocol == Protocol::Demo {
-        return Ok(Box::new(DemoModel::default()));
+        return Ok(text_only(
+            spec,
+            cx.workspace.as_deref(),
+            Box::new(DemoModel::default()),
+        ));
     }
     let key_env = spec.key_env();
     let mut config = ModelConfig::new(&spec.base_url, &spec.model_id);
@@ -290,7 +297,7 @@ pub fn build_llm(spec: &ModelSpec, cx: ModelContext) -> Result<Box<dyn Llm>, Mod
             Box::new(m) as Box<dyn Llm>
         }};
     }
-    let mut llm = match spec.protocol {
+    let llm = match spec.protocol {
         Protocol::OpenaiChat => http!(penguin_llm_providers::openai_chat::OpenAiChat::new()),
         Protocol::OpenaiResponses => {
             http!(penguin_llm_providers::openai_responses::OpenAiResponses::new())
@@ -302,10 +309,24 @@ pub fn build_llm(spec: &ModelSpec, cx: ModelContext) -> Result<Box<dyn Llm>, Mod
         Protocol::Ollama => http!(penguin_llm_providers::ollama::Ollama::new()),
         Protocol::Demo => unreachable!("handled above"),
     };
+    let mut llm = text_only(spec, cx.workspace.as_deref(), llm);
     if !cx.history.is_empty() {
         llm.set_history(&cx.history);
     }
     Ok(llm)
+}
+
+/// `llm` as a model of `spec` is sent: images folded into paths in the workspace when the
+/// spec has no vision ([`crate::images`]).
+fn text_only(
+    spec: &ModelSpec,
+    workspace: Option<&std::path::Path>,
+    llm: Box<dyn Llm>,
+) -> Box<dyn Llm> {
+    match workspace {
+        Some(workspace) if !spec.vision => Box::new(crate::images::TextOnly::new(llm, workspace)),
+        _ => llm,
+    }
 }
 
 /// penguin's offline demo model: it looks at the workspace with `exec_command`, then reports
@@ -473,20 +494,15 @@ impl Llm for DemoModel {
     }
 }
 
-/// The factory compaction uses to start a new context with the same model: a fresh model (no
-/// history) seeded with the session's cumulative token counts.
-pub fn llm_factory(
-    spec: &ModelSpec,
-    system_prompt: String,
-    tools: Vec<ToolDefinition>,
-) -> penguin_engine::LlmFactory {
+/// The factory compaction uses to start a new context with the same model: a fresh model
+/// like `cx`'s (its history dropped) seeded with the session's cumulative token counts.
+pub fn llm_factory(spec: &ModelSpec, cx: ModelContext) -> penguin_engine::LlmFactory {
     let spec = spec.clone();
     std::sync::Arc::new(move |session_tokens| {
         let cx = ModelContext {
-            system_prompt: system_prompt.clone(),
-            tools: tools.clone(),
             history: Vec::new(),
             session_tokens,
+            ..cx.clone()
         };
         build_llm(&spec, cx).unwrap_or_else(|e| Box::new(Unavailable(e.to_string())))
     })

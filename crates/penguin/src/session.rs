@@ -285,6 +285,7 @@ impl Session {
         let cx = crate::models::ModelContext {
             system_prompt: spec.system_prompt.clone(),
             tools: env.tools(),
+            workspace: Some(spec.workspace.clone()),
             ..crate::models::ModelContext::default()
         };
         let rebuild = crate::models::model_rebuild(model, cx.clone());
@@ -310,6 +311,7 @@ impl Session {
             tools: env.tools(),
             history: Vec::new(),
             session_tokens: resumed.session_tokens,
+            workspace: Some(PathBuf::from(&resumed.meta.workspace)),
         };
         // A model rebuilt for the connected tools continues the same conversation; the first
         // one gets it from Session::resume, as any model does.
@@ -486,8 +488,15 @@ impl Session {
         let system_prompt = self.session_meta.system_prompt.clone();
         let tools = tools_of(&lock(&self.tool_list));
         lock(&self.boot).compaction = Some(spec.clone());
-        self.engine
-            .enable_compaction(crate::models::llm_factory(spec, system_prompt, tools));
+        self.engine.enable_compaction(crate::models::llm_factory(
+            spec,
+            crate::models::ModelContext {
+                system_prompt,
+                tools,
+                workspace: Some(PathBuf::from(&self.session_meta.workspace)),
+                ..Default::default()
+            },
+        ));
     }
 
     /// Compacts the context now, as a task with its own stream (empty when there is nothing

@@ -152,16 +152,15 @@ impl ConnectPhase {
                     *lock(&self.next_llm) = Some(rebuild(tools.clone()));
                 }
                 if let Some(spec) = &boot.compaction {
-                    let system_prompt = self
-                        .meta
-                        .session_meta()
-                        .map(|m| m.system_prompt.clone())
-                        .unwrap_or_default();
-                    self.engine.enable_compaction(crate::models::llm_factory(
-                        spec,
-                        system_prompt,
-                        tools.clone(),
-                    ));
+                    let meta = self.meta.session_meta();
+                    let cx = crate::models::ModelContext {
+                        system_prompt: meta.map(|m| m.system_prompt.clone()).unwrap_or_default(),
+                        tools: tools.clone(),
+                        workspace: meta.map(|m| m.workspace.clone().into()),
+                        ..Default::default()
+                    };
+                    self.engine
+                        .enable_compaction(crate::models::llm_factory(spec, cx));
                 }
             }
             let mut sink = lock(&self.sink.owed);
