@@ -716,7 +716,7 @@ async fn sign_in_then_list_create_rename_and_delete_sessions() {
 
     // Back to the list: the row links to the session and shows what it is.
     b.click(".crumbs a").await;
-    let row = format!("tr[data-session=\"{id}\"]");
+    let row = format!("li[data-session=\"{id}\"]");
     b.until(
         "the row",
         &format!("return !!document.querySelector('{row}')"),
@@ -738,7 +738,7 @@ async fn sign_in_then_list_create_rename_and_delete_sessions() {
     let other = other["session"]["id"].as_str().unwrap().to_owned();
     b.until(
         "the other session's row",
-        &format!("return !!document.querySelector('tr[data-session=\"{other}\"]')"),
+        &format!("return !!document.querySelector('li[data-session=\"{other}\"]')"),
     )
     .await;
     let focused = b
@@ -758,7 +758,7 @@ async fn sign_in_then_list_create_rename_and_delete_sessions() {
     b.until(
         "the list's new title",
         &format!(
-            "return document.querySelector('{row} td.title a')?.textContent === 'Renamed twice'"
+            "return document.querySelector('{row} .title a')?.textContent === 'Renamed twice'"
         ),
     )
     .await;
@@ -858,8 +858,9 @@ async fn tool_outputs_arriving_out_of_call_order_each_render_under_their_own_cal
     assert_eq!(
         cards,
         json!([
-            ["call_a", "alpha from A", "{\n  \"path\": \"a.txt\"\n}"],
-            ["call_b", "beta from B", "{\n  \"path\": \"b.txt\"\n}"]
+            // A file tool's card shows its path.
+            ["call_a", "alpha from A", "a.txt"],
+            ["call_b", "beta from B", "b.txt"]
         ])
     );
 
@@ -969,9 +970,15 @@ async fn approvals_clicked_in_the_page_reach_the_engine() {
     };
     assert_eq!(output("call_1"), Some(json!("one\n")));
     assert_eq!(output("call_2"), Some(json!("Tool call denied by user.")));
+    // Denied once: the card's status says it, no second "denied" line.
     assert_eq!(
-        b.text_of(".card[data-call-id=call_2] .decision").await,
+        b.text_of(".card[data-call-id=call_2] .status").await,
         "denied"
+    );
+    assert_eq!(
+        b.js("return document.querySelector('.card[data-call-id=call_2] .decision').hidden")
+            .await,
+        json!(true)
     );
     assert_page_matches_history(&mut b, &srv, &id).await;
     b.close().await;
@@ -1972,5 +1979,169 @@ async fn eight_tabs_on_eight_sessions_each_stream_live() {
         }
         srv.until_idle(id).await;
     }
+    b.close().await;
+}
+
+fn tool_cards_scenario() -> Value {
+    let diff = "Overwrote src/lib.rs (3 → 3 lines)\n--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1,3 +1,3 @@\n fn main() {\n-    println!(\"hi\");\n+    println!(\"hello\");\n }\n";
+    let plan = r#"{"explanation":"Three steps.","plan":[{"step":"Read the code","status":"completed"},{"step":"Fix the greeting","status":"in_progress"},{"step":"Run the tests","status":"pending"}]}"#;
+    json!({
+        "llm": [
+            request(vec![
+                segment("text", &["Looking, planning, fixing."]),
+                tool_call("exec_command", "call_ls", r#"{"cmd":"ls -la"}"#),
+                tool_call("update_plan", "call_plan", plan),
+                tool_call("write_file", "call_write", r#"{"path":"src/lib.rs","content":"fn main() {\n    println!(\"hello\");\n}\n"}"#),
+            ], 100),
+            text_request("Fixed the greeting.", 200),
+        ],
+        "tools": {
+            "call_ls": tool_output("call_ls", &[(5, "Cargo.toml\nsrc\n")]),
+            "call_plan": tool_output("call_plan", &[(5, "Plan updated\n[x] Read the code\n[~] Fix the greeting\n[ ] Run the tests\n")]),
+            "call_write": tool_output("call_write", &[(5, diff)]),
+        },
+        "runs": []
+    })
+}
+
+/// Tool cards read as what they do — a command line, a checklist, a diff — and the list and a
+/// session read at a phone's width without a broken header; screenshots at both widths.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium: scripts/install-browser.sh, then --ignored"]
+async fn tool_cards_show_commands_plans_and_diffs_at_desktop_and_phone_width() {
+    let srv = start(Setup::new(tool_cards_scenario())).await;
+    let id = srv.create("allow-all").await;
+    let mut b = Browser::start("tool-cards").await;
+    b.open_session(&srv, &id).await;
+    b.send("Fix the greeting").await;
+    b.until(
+        "the task's end",
+        "return document.getElementById('app').dataset.state === 'idle' && document.body.innerText.includes('Fixed the greeting.')",
+    )
+    .await;
+    let got = b
+        .js("const q = (s) => document.querySelector(s);\n\
+             return {\n\
+               command: q('.card[data-call-id=\"call_ls\"] pre.args').textContent,\n\
+               plan: [...document.querySelectorAll('.card[data-call-id=\"call_plan\"] .checklist .step')].map((e) => e.dataset.status + ' ' + e.textContent),\n\
+               path: q('.card[data-call-id=\"call_write\"] pre.args').textContent,\n\
+               added: [...document.querySelectorAll('.card[data-call-id=\"call_write\"] .diff-line.add')].map((e) => e.textContent),\n\
+               removed: [...document.querySelectorAll('.card[data-call-id=\"call_write\"] .diff-line.del')].map((e) => e.textContent),\n\
+               hunks: document.querySelectorAll('.card[data-call-id=\"call_write\"] .diff-line.hunk').length,\n\
+               title: q('.session-title').textContent,\n\
+             };")
+        .await;
+    assert_eq!(got["command"], "$ ls -la");
+    assert_eq!(
+        got["plan"],
+        json!([
+            "completed [x]Read the code",
+            "in_progress [~]Fix the greeting",
+            "pending [ ]Run the tests"
+        ])
+    );
+    assert_eq!(got["path"], "src/lib.rs");
+    assert_eq!(got["added"], json!(["+    println!(\"hello\");\n"]));
+    assert_eq!(got["removed"], json!(["-    println!(\"hi\");\n"]));
+    assert_eq!(got["hunks"], 1);
+    assert_eq!(
+        got["title"], "Fix the greeting",
+        "titled by its first prompt"
+    );
+    b.shot("desktop-tool-cards").await;
+
+    // A phone's width: the title keeps its line, the meta wraps below it, the composer's
+    // buttons sit in one row.
+    b.c().set_window_size(390, 844).await.unwrap();
+    let layout = b
+        .js("const r = (s) => document.querySelector(s).getBoundingClientRect();\n\
+             const t = r('.session-title'), m = r('.session-meta'), i = r('textarea[name=input]'), s = r('button[data-action=send]');\n\
+             return { titleWidth: t.width, metaBelowTitle: m.top >= t.bottom - 1, sendBelowInput: s.top >= i.bottom - 1, overflow: document.documentElement.scrollWidth > window.innerWidth + 1 };")
+        .await;
+    assert!(layout["titleWidth"].as_f64().unwrap() > 200.0, "{layout}");
+    assert_eq!(layout["metaBelowTitle"], true, "{layout}");
+    assert_eq!(layout["sendBelowInput"], true, "{layout}");
+    assert_eq!(layout["overflow"], false, "no sideways scrolling: {layout}");
+    b.shot("phone-session").await;
+    b.click(".crumbs a").await;
+    b.until(
+        "the list",
+        &format!("return !!document.querySelector('li[data-session=\"{id}\"] .title a')"),
+    )
+    .await;
+    let title = b
+        .text_of(&format!("li[data-session=\"{id}\"] .title a"))
+        .await;
+    assert_eq!(title, "Fix the greeting");
+    b.shot("phone-list").await;
+    b.close().await;
+}
+
+/// The composer starts a goal (the banner follows its state) and sends a pasted image as an
+/// image part of the task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium: scripts/install-browser.sh, then --ignored"]
+async fn a_goal_shows_its_banner_and_a_pasted_image_goes_with_the_task() {
+    let scenario = json!({
+        "llm": [text_request("Counted: 3 penguins.", 100), text_request("A penguin, yes.", 200)],
+        "tools": {},
+        "runs": []
+    });
+    let srv = start(Setup::new(scenario)).await;
+    let id = srv.create("allow-all").await;
+    let mut b = Browser::start("goal-and-image").await;
+    b.open_session(&srv, &id).await;
+    b.click("input[name=goal]").await;
+    b.type_into("input[name=budget]", "5000").await;
+    b.send("Count the penguins").await;
+    b.until(
+        "the goal's banner to say complete",
+        "const g = document.querySelector('.goal-banner'); return g && !g.hidden && g.dataset.status === 'complete'",
+    )
+    .await;
+    let banner = b.text_of(".goal-banner").await;
+    assert!(banner.contains("Count the penguins"), "{banner}");
+    assert!(banner.contains("complete"), "{banner}");
+    assert!(banner.contains("107 of 5,000 tokens"), "{banner}");
+    b.shot("goal-complete").await;
+    srv.until_idle(&id).await;
+
+    // A pasted image: shown under the composer, then sent as an image_url part.
+    let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+    b.js(&format!(
+        "const bytes = Uint8Array.from(atob('{png}'), (c) => c.charCodeAt(0));\n\
+         const dt = new DataTransfer();\n\
+         dt.items.add(new File([bytes], 'dot.png', {{ type: 'image/png' }}));\n\
+         document.querySelector('textarea[name=input]').dispatchEvent(new ClipboardEvent('paste', {{ clipboardData: dt, bubbles: true, cancelable: true }}));\n\
+         return true;"
+    ))
+    .await;
+    b.until(
+        "the attachment",
+        "return !!document.querySelector('.attachments .attachment img')",
+    )
+    .await;
+    b.send("What is this?").await;
+    b.until(
+        "the answer",
+        "return document.body.innerText.includes('A penguin, yes.')",
+    )
+    .await;
+    srv.until_idle(&id).await;
+    let history = srv.history(&id).await;
+    let image = history
+        .iter()
+        .find(|m| m["payload"]["type"] == "image_url")
+        .expect("the pasted image is in the task's input");
+    assert!(image["payload"]["image_url"]
+        .as_str()
+        .unwrap()
+        .starts_with("data:image/png;base64,"));
+    assert_eq!(
+        b.js("return document.querySelector('.attachments').hidden")
+            .await,
+        json!(true),
+        "sent attachments are cleared"
+    );
     b.close().await;
 }

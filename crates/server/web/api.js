@@ -96,8 +96,17 @@ export const sessions = {
   patch: (id, body) => call("PATCH", `/api/sessions/${enc(id)}`, body),
   remove: (id) => call("DELETE", `/api/sessions/${enc(id)}`),
   messages: (id, query) => call("GET", `/api/sessions/${enc(id)}/messages${query ? `?${query}` : ""}`),
-  task: (id, text, queueIfBusy) =>
-    call("POST", `/api/sessions/${enc(id)}/tasks`, { input: [{ type: "text", text }], queueIfBusy: !!queueIfBusy }),
+  task: (id, text, queueIfBusy, images) =>
+    call("POST", `/api/sessions/${enc(id)}/tasks`, {
+      input: [
+        ...(text.trim() ? [{ type: "text", text }] : []),
+        ...(images || []).map((imageUrl) => ({ type: "image_url", imageUrl })),
+      ],
+      queueIfBusy: !!queueIfBusy,
+    }),
+  goal: (id, text, budget) =>
+    call("POST", `/api/sessions/${enc(id)}/tasks`, { input: [{ type: "text", text }], goal: budget ? { budget } : true }),
+  goalState: (id) => call("GET", `/api/sessions/${enc(id)}/goal`),
   steer: (id, text) => call("POST", `/api/sessions/${enc(id)}/steer`, { text }),
   unsteer: (id, steerId) => call("DELETE", `/api/sessions/${enc(id)}/steer/${enc(steerId)}`),
   removeFollowUp: (id, fid) => call("DELETE", `/api/sessions/${enc(id)}/follow-ups/${enc(fid)}`),

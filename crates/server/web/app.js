@@ -175,15 +175,31 @@ function signIn(reason) {
 
 function sessionList() {
   document.title = "penguin · sessions";
-  const rows = h("tbody");
+  const rows = h("ul", { class: "session-list" });
   const empty = h("p", { class: "muted", hidden: true }, "No sessions yet: create one above.");
+  // One page at first; "Show more" asks for the next (the server pages the list).
+  const PAGE = 50;
+  let shown = PAGE;
+  const moreBtn = h("button", { class: "quiet more", hidden: true, dataset: { action: "more" } }, "Show more");
   const mode = h(
     "select",
     { name: "approvalMode" },
     ["always-ask", "read-only", "allow-all", "deny-all"].map((m) => h("option", { value: m }, m)),
   );
   const workspace = h("input", { name: "workspace", placeholder: "workspace (default: the server's)" });
-  const model = h("input", { name: "model", placeholder: "model (default: the server's)" });
+  // The models this server offers; a free field only when it names none.
+  const model = h("select", { name: "model" }, h("option", { value: "" }, "model: the server's default"));
+  api.models().then(
+    ({ models }) => {
+      if (!models.length) return;
+      model.replaceChildren(
+        ...models.map((m) =>
+          h("option", { value: m.default ? "" : m.name }, `${m.name}${m.name === m.modelId ? "" : ` (${m.modelId})`}${m.default ? " · default" : ""}`),
+        ),
+      );
+    },
+    () => {},
+  );
   const sandbox = h(
     "select",
     { name: "sandbox" },
@@ -198,7 +214,7 @@ function sessionList() {
         e.preventDefault();
         const body = { approvalMode: mode.value };
         if (workspace.value.trim()) body.workspace = workspace.value.trim();
-        if (model.value.trim()) body.model = model.value.trim();
+        if (model.value) body.model = model.value;
         if (sandbox.value) body.sandbox = { mode: sandbox.value };
         try {
           const r = await api.sessions.create(body);
@@ -219,8 +235,9 @@ function sessionList() {
   const refresh = async () => {
     if (stale) return;
     try {
-      const { sessions } = await api.sessions.list();
+      const { sessions, page } = await api.sessions.list(`limit=${shown}`);
       if (stale) return;
+      moreBtn.hidden = !(page && page.hasMore);
       // A row being renamed or confirming a delete stays as it is: an update elsewhere must
       // not throw away what the reader is typing.
       // An unchanged row is kept too, so a click aimed at it is not lost to a redraw.
@@ -240,8 +257,8 @@ function sessionList() {
   const row = (s) => {
     const title = s.title || s.id;
     const path = `/sessions/${encodeURIComponent(s.id)}`;
-    const titleCell = h("td", { class: "title" }, link(path, title), s.source ? h("span", { class: "badge" }, s.source) : null);
-    const actions = h("td", { class: "actions" });
+    const titleCell = h("div", { class: "title" }, link(path, title), s.source ? h("span", { class: "badge" }, s.source) : null);
+    const actions = h("div", { class: "actions" });
     const done = () => {
       delete tr.dataset.editing;
       refresh();
@@ -298,16 +315,24 @@ function sessionList() {
       );
     }
     showActions();
+    // A chat list: what it is about, when it last moved, whether it runs; the rest below.
     const tr = h(
-      "tr",
-      { dataset: { session: s.id, state: s.state, info: JSON.stringify(s) } },
-      titleCell,
-      h("td", {}, modelOf(s)),
-      h("td", {}, h("span", { class: `state ${s.state}` }, s.state)),
-      h("td", { class: "workspace", title: s.workspace || "" }, s.workspace || "—"),
-      h("td", { title: s.createdAt || "" }, relativeTime(s.createdAt)),
-      h("td", { title: s.lastActiveAt || "" }, relativeTime(s.lastActiveAt)),
-      actions,
+      "li",
+      { class: "session-item", dataset: { session: s.id, state: s.state, info: JSON.stringify(s) } },
+      h(
+        "div",
+        { class: "line1" },
+        titleCell,
+        h("span", { class: `state ${s.state}` }, s.state),
+        h("span", { class: "when", title: `last active ${s.lastActiveAt || "?"} · created ${s.createdAt || "?"}` }, relativeTime(s.lastActiveAt || s.createdAt)),
+      ),
+      h(
+        "div",
+        { class: "line2" },
+        h("span", { class: "model" }, modelOf(s)),
+        h("span", { class: "workspace", title: s.workspace || "" }, s.workspace || ""),
+        actions,
+      ),
     );
     return tr;
   };
@@ -319,16 +344,8 @@ function sessionList() {
       { class: "list" },
       h("h1", {}, "Sessions"),
       create,
-      h(
-        "table",
-        { class: "sessions" },
-        h(
-          "thead",
-          {},
-          h("tr", {}, ["Title", "Model", "State", "Workspace", "Created", "Last active", ""].map((t) => h("th", {}, t))),
-        ),
-        rows,
-      ),
+      rows,
+      moreBtn,
       empty,
     ),
   );
@@ -339,6 +356,10 @@ function sessionList() {
   events.addEventListener("server_event", () => {
     clearTimeout(timer);
     timer = setTimeout(refresh, 150);
+  });
+  moreBtn.addEventListener("click", () => {
+    shown += PAGE;
+    refresh();
   });
   refresh();
   return () => {
@@ -580,20 +601,91 @@ function sessionView(id) {
     );
   };
 
+  // The goal banner: the objective, where it stands, rounds and tokens.
+  const goalEl = h("div", { class: "goal-banner", hidden: true });
+  const showGoal = (g) => {
+    goalEl.hidden = !g;
+    if (!g) return;
+    goalEl.dataset.status = g.status;
+    const budget = g.budget > 0 ? ` of ${g.budget.toLocaleString("en-US")}` : "";
+    goalEl.replaceChildren(
+      h("span", { class: "goal-label" }, "goal"),
+      h("span", { class: "goal-objective", title: g.objective }, g.objective),
+      h("span", { class: `goal-status ${g.status}` }, g.status.replace(/_/g, " ")),
+      h("span", { class: "goal-progress" }, `round ${g.rounds} · ${Number(g.used || 0).toLocaleString("en-US")}${budget} tokens`),
+    );
+  };
+  api.sessions.goalState(id).then((r) => showGoal(r.goal), () => {});
+
+  // Images pasted or dropped into the composer go with the next task as image parts.
+  let attachments = [];
+  const attachEl = h("div", { class: "attachments", hidden: true });
+  const showAttachments = () => {
+    attachEl.hidden = attachments.length === 0;
+    attachEl.replaceChildren(
+      ...attachments.map((a, i) => {
+        const img = h("img", { alt: a.name, title: a.name });
+        img.src = a.url;
+        return h(
+          "span",
+          { class: "attachment", dataset: { index: String(i) } },
+          img,
+          h("button", { class: "quiet", dataset: { action: "remove-attachment" }, title: "Remove", onclick: () => {
+            attachments.splice(i, 1);
+            showAttachments();
+          } }, "×"),
+        );
+      }),
+    );
+  };
+  const clearAttachments = () => {
+    attachments = [];
+    showAttachments();
+  };
+  const attach = (files) => {
+    for (const f of files) {
+      if (!f.type.startsWith("image/")) {
+        toast(`${f.name || "That file"} is not an image: only images can be attached.`);
+        continue;
+      }
+      if (f.size > 10 * 1024 * 1024) {
+        toast(`${f.name} is larger than 10 MiB.`);
+        continue;
+      }
+      const reader = new FileReader();
+      reader.onload = () => {
+        attachments.push({ name: f.name || "pasted image", url: String(reader.result) });
+        showAttachments();
+      };
+      reader.readAsDataURL(f);
+    }
+  };
+
   // The composer: send when idle; steer, queue or abort while a task runs.
   const input = h("textarea", { name: "input", rows: 3, placeholder: "Ask for something…" });
   const sendBtn = h("button", { class: "primary", dataset: { action: "send" } }, "Send");
   const queueBtn = h("button", { dataset: { action: "queue" }, hidden: true }, "Queue as follow-up");
   const abortBtn = h("button", { class: "danger", dataset: { action: "abort" }, hidden: true }, "Abort");
+  // Goal mode: the input is an objective the session works on round after round until the
+  // model declares it complete or blocked (or the token budget runs out).
+  const goalBox = h("input", { type: "checkbox", name: "goal" });
+  const budgetIn = h("input", { name: "budget", type: "number", min: "0", step: "1000", placeholder: "token budget", class: "budget" });
+  const goalOpt = h("label", { class: "goal-option", title: "Work on this objective in rounds until it is complete or blocked" }, goalBox, " as a goal ", budgetIn);
   const running = () => taskState.state !== "idle";
   const submit = async (queue) => {
     const text = input.value;
-    if (!text.trim()) return;
+    if (!text.trim() && !attachments.length) return;
     try {
       if (running() && !queue) {
         await api.sessions.steer(id, text);
+      } else if (goalBox.checked && !running()) {
+        const budget = Number(budgetIn.value);
+        await api.sessions.goal(id, text, budget > 0 ? budget : null);
+        goalBox.checked = false;
+        budgetIn.value = "";
       } else {
-        await api.sessions.task(id, text, queue || running());
+        await api.sessions.task(id, text, queue || running(), attachments.map((a) => a.url));
+        clearAttachments();
       }
       input.value = "";
     } catch (err) {
@@ -608,6 +700,21 @@ function sessionView(id) {
       await api.sessions.abort(id);
     } catch (err) {
       toast(err.message);
+    }
+  });
+  input.addEventListener("paste", (e) => {
+    const files = [...(e.clipboardData?.files || [])];
+    if (files.length) {
+      e.preventDefault();
+      attach(files);
+    }
+  });
+  input.addEventListener("dragover", (e) => e.preventDefault());
+  input.addEventListener("drop", (e) => {
+    const files = [...(e.dataTransfer?.files || [])];
+    if (files.length) {
+      e.preventDefault();
+      attach(files);
     }
   });
   input.addEventListener("keydown", (e) => {
@@ -625,6 +732,14 @@ function sessionView(id) {
     sendBtn.dataset.action = s === "running" ? "steer" : "send";
     queueBtn.hidden = s !== "running";
     abortBtn.hidden = s === "idle";
+    goalOpt.hidden = s !== "idle";
+    // A session is titled by its first prompt: read it once the first task runs.
+    if (s !== "idle" && info && !info.title) {
+      api.sessions.get(id).then((r) => {
+        info = r.session;
+        showInfo();
+      }, () => {});
+    }
     input.placeholder = s === "running" ? "Steer the running task, or queue a follow-up…" : "Ask for something…";
     showPending();
   };
@@ -651,6 +766,7 @@ function sessionView(id) {
       titleEl.textContent = t;
     },
     traceWarning,
+    goal: (g) => showGoal(g),
     ready: () => {
       transcript.ready();
       olderBtn.hidden = !(stream.page && stream.page.hasMore);
@@ -690,7 +806,18 @@ function sessionView(id) {
         h("div", { class: "meta-row" }, metaEl, h("label", {}, "approvals ", modeSel)),
       ),
       pane,
-      h("div", { class: "dock" }, banner, traceBanner, approvalsEl, pendingEl, h("div", { class: "composer" }, input, h("div", { class: "buttons" }, sendBtn, queueBtn, abortBtn))),
+      h(
+        "div",
+        { class: "dock" },
+        goalEl,
+        banner,
+        traceBanner,
+        approvalsEl,
+        pendingEl,
+        attachEl,
+        h("div", { class: "composer" }, input, h("div", { class: "buttons" }, sendBtn, queueBtn, abortBtn)),
+        goalOpt,
+      ),
     ),
   );
   showState();

@@ -300,6 +300,9 @@ export class StreamReducer {
         this.traceWarning = ev.message;
         this.sink.traceWarning(ev.message);
         break;
+      case "goal_state":
+        this.sink.goal?.(ev.goal);
+        break;
       default:
         break;
     }

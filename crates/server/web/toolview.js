@@ -30,7 +30,7 @@ export function planView(args) {
   const ul = el("ul", "checklist");
   for (const s of v.plan) {
     const status = MARKS[s && s.status] ? s.status : "pending";
-    const li = el("li", `step ${status}`);
+    const li = el("li", `step step-${status}`);
     li.dataset.status = status;
     li.append(el("span", "box", MARKS[status]), el("span", "text", String((s && s.step) || "")));
     ul.append(li);

@@ -374,6 +374,9 @@ pub struct FakeSession {
     sandbox: Option<SandboxInfo>,
     notice_hook: Hook<dyn Fn() + Send + Sync>,
     message_hook: Hook<dyn Fn(OmniMessage) + Send + Sync>,
+    // A stand-in for goal mode (the facade has the real loop): one round, the scripted run,
+    // then `complete`. Enough for the web app's banner.
+    goal: Arc<Mutex<Option<Value>>>,
 }
 
 impl FakeSession {
@@ -481,6 +484,7 @@ impl FakeSession {
             sandbox: None,
             notice_hook,
             message_hook,
+            goal: Arc::default(),
         }
     }
 
@@ -557,6 +561,40 @@ impl HostedSession for FakeSession {
 
     fn sandbox(&self) -> Option<SandboxInfo> {
         self.sandbox.clone()
+    }
+
+    fn run_goal(
+        &mut self,
+        input: Vec<OmniMessage>,
+        budget: Option<u64>,
+        options: RunOptions,
+    ) -> Result<BoxStream<'static, Frame>, penguin_server::GoalRefusal> {
+        let objective: String = input
+            .iter()
+            .filter_map(|m| match m.model() {
+                Some(penguin_omni_protocol::ModelPayload::Text(t)) => Some(t.text.clone()),
+                _ => None,
+            })
+            .collect();
+        *lock(&self.goal) = Some(serde_json::json!({
+            "objective": objective, "status": "active", "budget": budget.map_or(-1, |b| b as i64),
+            "used": 0, "rounds": 1, "updatedAt": "2026-01-01T00:00:00.000Z"
+        }));
+        let run = self.run(input, options)?;
+        let goal = self.goal.clone();
+        let done = stream::once(async move {
+            if let Some(g) = lock(&goal).as_mut() {
+                g["status"] = "complete".into();
+                g["used"] = 107.into();
+            }
+            None::<Frame>
+        })
+        .filter_map(|f| async move { f });
+        Ok(run.chain(done).boxed())
+    }
+
+    fn goal(&self) -> Option<Value> {
+        lock(&self.goal).clone()
     }
 }
 
