@@ -127,6 +127,7 @@ impl Tool for ExecCommand {
             Some(w) => Workspace {
                 root: self.root.clone(),
                 protected: self.sandbox.protected().to_vec(),
+                ..Workspace::default()
             }
             .resolve(w)?,
             None => self.root.clone(),

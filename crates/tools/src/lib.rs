@@ -10,6 +10,7 @@ mod fs_tool;
 mod image;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+pub mod memory;
 pub mod notes;
 mod patch;
 mod path;
@@ -30,7 +31,7 @@ use penguin_omni_protocol::{build, ModelPayload, StopReason, ToolCall, ToolDefin
 use call_output::ArchiveBudget;
 use exec::{ExecCommand, InputCommand, KillCommand};
 use fs_tool::{FsCtx, FsFn, FsTool};
-use path::Workspace;
+use path::{ExtraRoot, Workspace};
 use plan::{PlanCell, UpdatePlan};
 
 pub use builtin::{BuiltinTool, EditTools};
@@ -68,6 +69,11 @@ pub struct ToolsConfig {
     /// What `exec_command` processes are confined by ([`Sandbox::off`] by default: an
     /// embedder opts in with [`Sandbox::resolve`]).
     pub sandbox: Sandbox,
+    /// Memory folders (existing directories, usually penguin's `<data root>/memory`, holding a
+    /// folder per scope) the file tools may read and write although they are outside the
+    /// workspace; with any, `memory_forget` is offered. Commands never get them (the sandbox
+    /// hides the data root).
+    pub memory: Vec<PathBuf>,
 }
 
 impl Default for ToolsConfig {
@@ -81,6 +87,7 @@ impl Default for ToolsConfig {
             archive_max_file_bytes: 16 << 20,
             archive_max_session_bytes: 256 << 20,
             sandbox: Sandbox::off(),
+            memory: Vec::new(),
         }
     }
 }
@@ -245,30 +252,63 @@ impl BuiltinTools {
         Limits::new(&self.config, Some(&self.root), self.archive_budget.clone())
     }
 
+    /// The folders outside the workspace the file tools reach: the sandbox's readable ones
+    /// (the user's skills) to read, the memory folders to read and write. Canonical; one that
+    /// does not exist is left out.
+    fn extra_roots(&self) -> Vec<ExtraRoot> {
+        let canonical = |p: &PathBuf| std::fs::canonicalize(p).ok();
+        self.config
+            .sandbox
+            .readable()
+            .iter()
+            .filter_map(canonical)
+            .map(|root| ExtraRoot {
+                root,
+                writable: false,
+            })
+            .chain(
+                self.config
+                    .memory
+                    .iter()
+                    .filter_map(canonical)
+                    .map(|root| ExtraRoot {
+                        root,
+                        writable: true,
+                    }),
+            )
+            .collect()
+    }
+
     fn bind(&self, call: &ToolCall) -> Option<Arc<dyn Tool>> {
         if let Some(custom) = self.custom.iter().find(|c| c.definition.name == call.name) {
             return Some(custom.tool.clone());
         }
-        let tool = BuiltinTool::from_name(&call.name).filter(|t| self.offers(*t))?;
-        let root = self.root.clone();
-        let fs = |run: FsFn| -> Arc<dyn Tool> {
+        let fs_tool = |run: FsFn, writes: bool| -> Arc<dyn Tool> {
             Arc::new(FsTool {
                 ctx: FsCtx {
                     workspace: Workspace {
                         root: self.root.clone(),
                         protected: self.config.sandbox.protected().to_vec(),
+                        extra: self.extra_roots(),
+                        writes,
                     },
                     max_chars: usize::try_from(self.config.max_output_chars)
                         .ok()
                         .filter(|n| *n > 0),
                 },
                 run,
-                writes: tool.permission() == Permission::ReadWrite,
+                writes,
                 // penguin's own file tools honour a read-only sandbox even where the kernel
                 // cannot.
                 read_only: self.config.sandbox.intended() == SandboxMode::ReadOnly,
             })
         };
+        if call.name == memory::MEMORY_FORGET && !self.config.memory.is_empty() {
+            return Some(fs_tool(memory::memory_forget, true));
+        }
+        let tool = BuiltinTool::from_name(&call.name).filter(|t| self.offers(*t))?;
+        let root = self.root.clone();
+        let fs = |run: FsFn| fs_tool(run, tool.permission() == Permission::ReadWrite);
         Some(match tool {
             BuiltinTool::ExecCommand => Arc::new(ExecCommand {
                 root,
@@ -322,6 +362,7 @@ impl Environment for BuiltinTools {
             .into_iter()
             .filter(|t| self.offers(*t))
             .map(BuiltinTool::definition)
+            .chain((!self.config.memory.is_empty()).then(memory::forget_definition))
             .chain(self.custom.iter().map(|c| c.definition.clone()))
             .collect()
     }

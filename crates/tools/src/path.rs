@@ -3,25 +3,92 @@
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
-/// A workspace as the tools see it: its canonical root, and penguin's own state, which no
-/// tool reads or writes even when it lies beneath the root.
-#[derive(Clone, Debug)]
+/// A workspace as the tools see it: its canonical root, penguin's own state, which no tool
+/// reads or writes even when it lies beneath the root, and the few folders outside the root
+/// a file tool may still reach (the user's skills to read, the memory folders to keep).
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Workspace {
     pub root: PathBuf,
     pub protected: Vec<PathBuf>,
+    /// Folders outside the root (or beneath a protected path) the file tools may reach:
+    /// canonical, each readable, and writable when it says so.
+    pub extra: Vec<ExtraRoot>,
+    /// The tool changes files: a read-only extra folder refuses it.
+    pub writes: bool,
+}
+
+/// A folder a file tool may reach besides the workspace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ExtraRoot {
+    /// Canonical.
+    pub root: PathBuf,
+    pub writable: bool,
 }
 
 impl Workspace {
-    /// [`resolve`]s `input`, refusing penguin's own state.
+    /// [`resolve`]s `input`, refusing penguin's own state; a path in one of the extra folders
+    /// resolves there (a read-only one refuses a tool that writes).
     pub(crate) fn resolve(&self, input: &str) -> Result<PathBuf, String> {
-        let path = resolve(&self.root, input)?;
-        if self.protected.iter().any(|p| path.starts_with(p)) {
+        let path = match self.extra_for(Path::new(input)) {
+            Some(extra) => resolve(&extra.root, input)?,
+            None => resolve(&self.root, input)?,
+        };
+        // By the resolved path, however it was named (a data root inside the workspace is
+        // reached by relative paths too).
+        if let Some(extra) = self.extra_for(&path) {
+            if self.writes && !extra.writable {
+                return Err(format!(
+                    "path {input:?} is in {}, which the tools may read but not change",
+                    extra.root.display()
+                ));
+            }
+        } else if self.protected.iter().any(|p| path.starts_with(p)) {
             return Err(format!(
                 "path {input:?} is penguin's own state (its data root: config, tokens, traces), which tools may not read or write"
             ));
         }
         Ok(path)
     }
+
+    /// The extra folder an absolute `given` names (lexically, before any link is followed;
+    /// [`resolve`] then refuses a link out of it).
+    fn extra_for(&self, given: &Path) -> Option<&ExtraRoot> {
+        if !given.is_absolute() {
+            return None;
+        }
+        let normal = normalize(Path::new("/"), given);
+        // The deepest one wins, so a folder inside another keeps its own rights.
+        self.extra
+            .iter()
+            .filter(|e| normal.starts_with(&e.root))
+            .max_by_key(|e| e.root.components().count())
+    }
+
+    /// Whether `path` (canonical) is penguin's own state that no tool shows: protected, and in
+    /// none of the extra folders.
+    pub(crate) fn is_hidden(&self, path: &Path) -> bool {
+        self.protected.iter().any(|p| path.starts_with(p))
+            && !self.extra.iter().any(|e| path.starts_with(&e.root))
+    }
+}
+
+/// `given` made absolute against `base` and normalized lexically (`..` pops a component).
+fn normalize(base: &Path, given: &Path) -> PathBuf {
+    let mut normal = if given.is_absolute() {
+        PathBuf::from("/")
+    } else {
+        base.to_path_buf()
+    };
+    for comp in given.components() {
+        match comp {
+            Component::Prefix(_) | Component::RootDir | Component::CurDir => {}
+            Component::ParentDir => {
+                normal.pop();
+            }
+            Component::Normal(part) => normal.push(part),
+        }
+    }
+    normal
 }
 
 /// Resolves `input` (relative to `root`, or absolute) to a path under `root`.
@@ -36,21 +103,7 @@ pub(crate) fn resolve(root: &Path, input: &str) -> Result<PathBuf, String> {
     if input.is_empty() {
         return Err("path is empty".to_owned());
     }
-    let given = Path::new(input);
-    let mut normal = if given.is_absolute() {
-        PathBuf::from("/")
-    } else {
-        root.to_path_buf()
-    };
-    for comp in given.components() {
-        match comp {
-            Component::Prefix(_) | Component::RootDir | Component::CurDir => {}
-            Component::ParentDir => {
-                normal.pop();
-            }
-            Component::Normal(part) => normal.push(part),
-        }
-    }
+    let normal = normalize(root, Path::new(input));
     let outside = || format!("path {input:?} is outside the workspace");
     if !normal.starts_with(root) {
         return Err(outside());
@@ -214,6 +267,59 @@ mod tests {
         assert!(resolve(&root, "out").unwrap_err().contains("outside"));
         assert!(resolve(&root, "dangling").is_err());
         assert!(resolve(&root, "dangling/new.txt").is_err());
+    }
+
+    #[test]
+    fn extra_folders_are_reached_by_absolute_path_with_their_own_rights() {
+        let (_d, root) = root();
+        let data = root.join(".data");
+        let (skills, memory) = (data.join("skills"), data.join("memory"));
+        std::fs::create_dir_all(&skills).unwrap();
+        std::fs::create_dir_all(&memory).unwrap();
+        let ws = |writes| Workspace {
+            root: root.clone(),
+            protected: vec![data.clone()],
+            extra: vec![
+                ExtraRoot {
+                    root: skills.clone(),
+                    writable: false,
+                },
+                ExtraRoot {
+                    root: memory.clone(),
+                    writable: true,
+                },
+            ],
+            writes,
+        };
+        let s = |p: &Path| p.to_str().unwrap().to_owned();
+        assert_eq!(
+            ws(false).resolve(&s(&skills.join("a/SKILL.md"))).unwrap(),
+            skills.join("a/SKILL.md")
+        );
+        assert!(ws(true)
+            .resolve(&s(&skills.join("a/SKILL.md")))
+            .unwrap_err()
+            .contains("may read but not change"));
+        assert_eq!(
+            ws(true).resolve(&s(&memory.join("n.md"))).unwrap(),
+            memory.join("n.md")
+        );
+        // Out of a folder by `..` or a link: the data root is refused as ever.
+        assert!(ws(false)
+            .resolve(&format!("{}/../token", s(&skills)))
+            .unwrap_err()
+            .contains("penguin's own state"));
+        std::os::unix::fs::symlink(data.join("token"), memory.join("l.md")).unwrap();
+        assert!(ws(false).resolve(&s(&memory.join("l.md"))).is_err());
+        // Named relative to a workspace that holds the data root: the same rights.
+        assert_eq!(
+            ws(false).resolve(".data/skills/a").unwrap(),
+            skills.join("a")
+        );
+        assert!(ws(true).resolve(".data/skills/a").is_err());
+        assert!(ws(false).resolve(".data/token").is_err());
+        assert!(!ws(false).is_hidden(&skills.join("a")));
+        assert!(ws(false).is_hidden(&data.join("token")));
     }
 
     #[test]

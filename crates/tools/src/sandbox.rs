@@ -191,6 +191,7 @@ pub struct Sandbox {
     temp_dir: PathBuf,
     writable: Vec<PathBuf>,
     protected: Vec<PathBuf>,
+    readable: Vec<PathBuf>,
     env: EnvPolicy,
     host: Host,
     gaps: Vec<Gap>,
@@ -215,6 +216,7 @@ impl Sandbox {
             temp_dir: std::env::temp_dir(),
             writable: Vec::new(),
             protected: Vec::new(),
+            readable: Vec::new(),
             env: EnvPolicy::default(),
             host: Host::from(Landlock::NotImplemented),
             gaps: Vec::new(),
@@ -325,6 +327,7 @@ impl Sandbox {
                 .iter()
                 .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
                 .collect(),
+            readable: Vec::new(),
             env: EnvPolicy::new(request.inherit_env.clone()),
             host,
             gaps,
@@ -380,6 +383,26 @@ impl Sandbox {
     /// penguin's own state, which commands do not see and the file tools refuse.
     pub fn protected(&self) -> &[PathBuf] {
         &self.protected
+    }
+
+    /// This sandbox with `dirs` readable although they lie beneath a protected path (the
+    /// user's skills): commands see them through a read-only bind in the namespace that hides
+    /// the rest of the data root (where there are no namespaces the whole data root is
+    /// readable anyway, and Landlock keeps it unwritable), and the file tools may read them.
+    /// Neither may write there. Kept canonical; a directory that does not exist is left out.
+    pub fn with_readable(mut self, dirs: impl IntoIterator<Item = PathBuf>) -> Sandbox {
+        self.readable = dirs
+            .into_iter()
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .filter(|p| p.is_dir())
+            .collect();
+        self
+    }
+
+    /// The directories beneath the protected ones that commands and the file tools may read
+    /// ([`Sandbox::with_readable`]).
+    pub fn readable(&self) -> &[PathBuf] {
+        &self.readable
     }
 
     /// Whether `path` (canonical) is penguin's own state.
@@ -548,6 +571,7 @@ impl Sandbox {
                 c.args(namespace::arguments(
                     &self.writable_roots(workspace),
                     &self.protected,
+                    &self.readable,
                 ))
                 .arg("--")
                 .arg(program.as_ref());

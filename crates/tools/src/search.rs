@@ -32,7 +32,7 @@ fn start(ctx: &FsCtx, path: Option<&str>) -> Result<PathBuf, String> {
 
 /// The walk over `from`, ignore files honoured.
 fn walk(ctx: &FsCtx, from: &Path) -> Walk {
-    let protected = ctx.workspace.protected.clone();
+    let workspace = ctx.workspace.clone();
     WalkBuilder::new(from)
         .hidden(false)
         .require_git(false)
@@ -40,9 +40,7 @@ fn walk(ctx: &FsCtx, from: &Path) -> Walk {
         .follow_links(false)
         .max_filesize(Some(MAX_SEARCH_FILE_BYTES))
         .sort_by_file_name(|a, b| a.cmp(b))
-        .filter_entry(move |e| {
-            e.file_name() != ".git" && !protected.iter().any(|p| e.path().starts_with(p))
-        })
+        .filter_entry(move |e| e.file_name() != ".git" && !workspace.is_hidden(e.path()))
         .build()
 }
 

@@ -102,6 +102,153 @@ async fn the_file_tools_refuse_penguins_data_root_in_every_mode() {
     }
 }
 
+/// The skills folder and the memory folders beneath the data root: commands may read the
+/// skills (a read-only bind in the namespace) and nothing else there; neither commands nor
+/// the file tools write the skills; only the file tools (and `memory_forget`) reach memory.
+#[tokio::test]
+async fn skills_are_readable_and_memory_writable_only_through_the_file_tools() {
+    if !landlock_at_least("skills and memory", 2) {
+        return;
+    }
+    let s = Scene::new();
+    let skills = s.data.join("skills");
+    let memory = s.data.join("memory/user");
+    std::fs::create_dir_all(skills.join("deploy")).unwrap();
+    std::fs::write(
+        skills.join("deploy/SKILL.md"),
+        "---\nname: deploy\n---\nShip.",
+    )
+    .unwrap();
+    std::fs::create_dir_all(&memory).unwrap();
+    std::fs::write(memory.join("MEMORY.md"), "- [Tabs](tabs.md)\n").unwrap();
+    std::fs::write(memory.join("tabs.md"), "tabs").unwrap();
+    let (sk, mem, data) = (q(&skills), q(&memory), q(&s.data));
+    for mode in [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly] {
+        let sandbox = s
+            .sandbox(mode, false, vec![])
+            .with_readable([skills.clone()]);
+        let tools = BuiltinTools::new(
+            &s.ws,
+            ToolsConfig {
+                sandbox,
+                memory: vec![memory.clone()],
+                ..ToolsConfig::default()
+            },
+        )
+        .unwrap();
+        // A command reads the skill, but not the rest of the data root, nor memory.
+        let (o, _) = sh(&tools, &format!("cat {sk}/deploy/SKILL.md")).await;
+        assert!(o.contains("Ship."), "{mode}: {o}");
+        let (o, _) = sh(
+            &tools,
+            &format!("cat {data}/server-token {mem}/tabs.md; ls -A {data}"),
+        )
+        .await;
+        assert!(
+            !o.contains(TOKEN) && !o.contains("tabs\n") && !o.contains("config.toml"),
+            "{mode}: {o}"
+        );
+        // ... and writes neither.
+        for cmd in [
+            format!("echo evil > {sk}/deploy/SKILL.md"),
+            format!("echo evil > {sk}/new.md"),
+            format!("rm -rf {sk}/deploy"),
+            format!("mkdir -p {mem} && echo evil > {mem}/MEMORY.md"),
+            format!("umount {sk}; echo evil > {sk}/deploy/SKILL.md"),
+        ] {
+            sh(&tools, &cmd).await;
+        }
+        assert_eq!(
+            std::fs::read_to_string(skills.join("deploy/SKILL.md")).unwrap(),
+            "---\nname: deploy\n---\nShip."
+        );
+        assert!(!skills.join("new.md").exists());
+        assert_eq!(
+            std::fs::read_to_string(memory.join("MEMORY.md")).unwrap(),
+            "- [Tabs](tabs.md)\n"
+        );
+        // The file tools read the skill but never change it, nor anything else of the data
+        // root through a link or `..` out of the allowed folders.
+        let skill_file = skills.join("deploy/SKILL.md");
+        let (o, stop) = call(&tools, "read_file", json!({ "path": skill_file })).await;
+        assert_eq!(stop, StopReason::Completed, "{o}");
+        assert!(o.contains("Ship."), "{o}");
+        for (tool, args) in [
+            ("write_file", json!({"path": skill_file, "content": "x"})),
+            (
+                "write_file",
+                json!({"path": ".penguin-data/skills/deploy/SKILL.md", "content": "x"}),
+            ),
+            (
+                "edit_file",
+                json!({"path": skill_file, "old_string": "Ship.", "new_string": "x"}),
+            ),
+            (
+                "read_file",
+                json!({"path": format!("{sk}/../server-token")}),
+            ),
+            (
+                "read_file",
+                json!({"path": format!("{mem}/../../config.toml")}),
+            ),
+            ("memory_forget", json!({"path": skill_file})),
+            ("memory_forget", json!({"path": s.data.join("config.toml")})),
+        ] {
+            let (o, stop) = call(&tools, tool, args).await;
+            assert_eq!(stop, StopReason::Failed, "{mode} {tool}: {o}");
+            assert!(!o.contains(TOKEN), "{o}");
+        }
+        std::os::unix::fs::symlink(s.data.join("server-token"), memory.join("link.md")).ok();
+        let (o, stop) = call(
+            &tools,
+            "read_file",
+            json!({ "path": memory.join("link.md") }),
+        )
+        .await;
+        assert_eq!(stop, StopReason::Failed, "{o}");
+        assert!(!o.contains(TOKEN), "{o}");
+        assert_eq!(
+            std::fs::read_to_string(&skill_file).unwrap(),
+            "---\nname: deploy\n---\nShip."
+        );
+        assert_eq!(
+            std::fs::read_to_string(s.data.join("config.toml")).unwrap(),
+            CONFIG
+        );
+    }
+    // In workspace-write, the file tools keep memory: write a note, forget it.
+    let tools = BuiltinTools::new(
+        &s.ws,
+        ToolsConfig {
+            sandbox: s.sandbox(SandboxMode::WorkspaceWrite, false, vec![]),
+            memory: vec![memory.clone()],
+            ..ToolsConfig::default()
+        },
+    )
+    .unwrap();
+    let note = memory.join("editor.md");
+    let (o, stop) = call(
+        &tools,
+        "write_file",
+        json!({"path": note, "content": "vim"}),
+    )
+    .await;
+    assert_eq!(stop, StopReason::Completed, "{o}");
+    assert_eq!(std::fs::read_to_string(&note).unwrap(), "vim");
+    let (o, stop) = call(
+        &tools,
+        "memory_forget",
+        json!({"path": memory.join("tabs.md")}),
+    )
+    .await;
+    assert_eq!(stop, StopReason::Completed, "{o}");
+    assert!(o.contains("dropped 1 line"), "{o}");
+    assert_eq!(
+        std::fs::read_to_string(memory.join("MEMORY.md")).unwrap(),
+        ""
+    );
+}
+
 #[tokio::test]
 async fn commands_inherit_an_allowlisted_environment_without_secrets() {
     // Safe in this edition; no other test in this binary reads these names.

@@ -145,7 +145,7 @@ fn entries(ctx: &FsCtx, dir: &Path) -> Vec<Entry> {
 
 fn protected(ctx: &FsCtx, path: &Path) -> bool {
     let path = std::fs::canonicalize(path).unwrap_or_else(|_| PathBuf::from(path));
-    ctx.workspace.protected.iter().any(|p| path.starts_with(p))
+    ctx.workspace.is_hidden(&path)
 }
 
 /// A name without its last extension.

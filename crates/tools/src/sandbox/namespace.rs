@@ -50,7 +50,7 @@ fn probe_now() -> Namespaces {
         );
     };
     let root = Path::new("/");
-    let args = arguments(&[root.to_path_buf()], &[]);
+    let args = arguments(&[root.to_path_buf()], &[], &[]);
     let probe = std::thread::scope(|scope| {
         scope
             .spawn(|| {
@@ -89,11 +89,18 @@ fn find_on_path(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// bubblewrap's arguments (before `--` and the program) for these writable roots and hidden
-/// paths. Mounts go shallowest first so that a deeper one wins: a data root inside the
-/// workspace is hidden although the workspace is writable, and a workspace inside a hidden
-/// directory stays visible.
-pub(super) fn arguments(writable: &[PathBuf], hidden: &[PathBuf]) -> Vec<OsString> {
+/// bubblewrap's arguments (before `--` and the program) for these writable roots, hidden
+/// paths and the read-only directories beneath hidden ones. Mounts go shallowest first so that
+/// a deeper one wins: a data root inside the workspace is hidden although the workspace is
+/// writable, and a workspace (or the skills folder) inside a hidden directory stays visible.
+/// Each hidden directory is an empty tmpfs made read-only last, once everything beneath it is
+/// mounted (bubblewrap cannot make a mount point in a read-only tmpfs; the remount does not
+/// reach the mounts beneath).
+pub(super) fn arguments(
+    writable: &[PathBuf],
+    hidden: &[PathBuf],
+    readable: &[PathBuf],
+) -> Vec<OsString> {
     let mut args: Vec<OsString> = [
         "--ro-bind",
         "/",
@@ -113,24 +120,37 @@ pub(super) fn arguments(writable: &[PathBuf], hidden: &[PathBuf]) -> Vec<OsStrin
     enum Mount<'a> {
         Writable(&'a Path),
         Hidden(&'a Path),
+        Readable(&'a Path),
     }
     let mut mounts: Vec<Mount<'_>> = writable
         .iter()
         .filter(|p| p.as_path() != Path::new("/"))
         .map(|p| Mount::Writable(p))
         .chain(hidden.iter().map(|p| Mount::Hidden(p)))
+        // Only beneath a hidden path: elsewhere `/` is readable already.
+        .chain(
+            readable
+                .iter()
+                .filter(|r| r.is_dir() && hidden.iter().any(|h| r.starts_with(h) && *r != h))
+                .map(|p| Mount::Readable(p)),
+        )
         .collect();
     let depth = |m: &Mount<'_>| match m {
-        Mount::Writable(p) | Mount::Hidden(p) => p.components().count(),
+        Mount::Writable(p) | Mount::Hidden(p) | Mount::Readable(p) => p.components().count(),
     };
     mounts.sort_by_key(depth);
+    let mut remount = Vec::new();
     for mount in mounts {
         match mount {
             Mount::Writable(p) => {
                 args.extend(["--bind".into(), p.into(), p.into()]);
             }
+            Mount::Readable(p) => {
+                args.extend(["--ro-bind".into(), p.into(), p.into()]);
+            }
             Mount::Hidden(p) if p.is_dir() => {
-                args.extend(["--tmpfs".into(), p.into(), "--remount-ro".into(), p.into()]);
+                args.extend(["--tmpfs".into(), p.into()]);
+                remount.push(p);
             }
             Mount::Hidden(p) if p.exists() => {
                 args.extend(["--ro-bind".into(), "/dev/null".into(), p.into()]);
@@ -138,6 +158,9 @@ pub(super) fn arguments(writable: &[PathBuf], hidden: &[PathBuf]) -> Vec<OsStrin
             // Nothing there to hide.
             Mount::Hidden(_) => {}
         }
+    }
+    for p in remount {
+        args.extend(["--remount-ro".into(), p.into()]);
     }
     args
 }
@@ -161,14 +184,14 @@ mod tests {
         let args = text(&arguments(
             &[ws.path().to_path_buf()],
             std::slice::from_ref(&data),
+            &[],
         ));
         let ws = ws.path().display().to_string();
         let data = data.display().to_string();
         let bind = args.find(&format!("--bind {ws} {ws}")).unwrap();
-        let hide = args
-            .find(&format!("--tmpfs {data} --remount-ro {data}"))
-            .unwrap();
+        let hide = args.find(&format!("--tmpfs {data}")).unwrap();
         assert!(bind < hide, "{args}");
+        assert!(args.ends_with(&format!("--remount-ro {data}")), "{args}");
         assert!(
             args.starts_with("--ro-bind / / --dev /dev --proc /proc"),
             "{args}"
@@ -182,11 +205,36 @@ mod tests {
         let file = dir.path().join("token");
         std::fs::write(&file, "secret").unwrap();
         let missing = dir.path().join("nothing");
-        let args = text(&arguments(&[], &[file.clone(), missing.clone()]));
+        let args = text(&arguments(&[], &[file.clone(), missing.clone()], &[]));
         assert!(
             args.ends_with(&format!("--ro-bind /dev/null {}", file.display())),
             "{args}"
         );
         assert!(!args.contains(&missing.display().to_string()), "{args}");
+    }
+
+    #[test]
+    fn a_readable_folder_in_a_hidden_one_is_bound_read_only_before_the_remount() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let skills = data.join("skills");
+        std::fs::create_dir_all(&skills).unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        let args = text(&arguments(
+            &[],
+            std::slice::from_ref(&data),
+            &[skills.clone(), elsewhere.clone(), data.join("missing")],
+        ));
+        let (data, skills) = (data.display().to_string(), skills.display().to_string());
+        let tmpfs = args.find(&format!("--tmpfs {data}")).unwrap();
+        let bind = args.find(&format!("--ro-bind {skills} {skills}")).unwrap();
+        let remount = args.find(&format!("--remount-ro {data}")).unwrap();
+        assert!(tmpfs < bind && bind < remount, "{args}");
+        // Not beneath a hidden path, or not there: nothing to bind.
+        assert!(
+            !args.contains("elsewhere") && !args.contains("missing"),
+            "{args}"
+        );
     }
 }
