@@ -136,6 +136,10 @@ pub struct SessionInfo {
     /// tools have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxInfo>,
+    /// The model's latest plan (its last completed `update_plan` call's arguments:
+    /// `{explanation?, plan: [{step, status}]}`), when it keeps one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<serde_json::Value>,
 }
 
 /// The sandbox a session's commands run under, as this host's kernel enforces it.

@@ -66,6 +66,9 @@ pub(crate) struct Runtime {
     pub(crate) goal_run: bool,
     /// The goal state last published as `goal_state`.
     pub(crate) published_goal: Option<serde_json::Value>,
+    /// The model's latest plan, and the `update_plan` calls whose outputs have not come yet.
+    pub(crate) plan: Option<serde_json::Value>,
+    pub(crate) plan_calls: std::collections::HashMap<String, serde_json::Value>,
     pub(crate) created_at: String,
     pub(crate) last_active_at: String,
     pub(crate) has_trace: bool,
@@ -87,6 +90,8 @@ impl Runtime {
             first_prompt: None,
             goal_run: false,
             published_goal: None,
+            plan: None,
+            plan_calls: Default::default(),
             created_at: now.clone(),
             last_active_at: now,
             has_trace,
@@ -163,9 +168,41 @@ impl Runtime {
                 {
                     self.steering.pop_front().is_some()
                 }
+                Some(p) => {
+                    plan_of(&mut self.plan_calls, &mut self.plan, p);
+                    false
+                }
                 _ => false,
             },
         }
+    }
+}
+
+/// Follows the model's plan: an `update_plan` call's arguments become the plan once its
+/// output completes (a refused or failed update leaves the plan as it was).
+pub(crate) fn plan_of(
+    calls: &mut std::collections::HashMap<String, serde_json::Value>,
+    plan: &mut Option<serde_json::Value>,
+    p: &ModelPayload,
+) {
+    match p {
+        ModelPayload::ToolCall(tc) if tc.name == "update_plan" => {
+            if let Ok(args) = serde_json::from_str::<serde_json::Value>(&tc.arguments) {
+                calls.insert(tc.tool_call_id.clone(), args);
+            }
+        }
+        ModelPayload::ToolCallOutput(out) => {
+            if let Some(args) = calls.remove(&out.tool_call_id) {
+                // A refused update (bad arguments) fails its call.
+                let completed = out
+                    .stop_reason
+                    .is_none_or(|s| s == penguin_omni_protocol::StopReason::Completed);
+                if completed {
+                    *plan = Some(args);
+                }
+            }
+        }
+        _ => {}
     }
 }
 
@@ -257,6 +294,7 @@ impl Entry {
             has_trace: rt.has_trace(),
             trace_write_failures: failures,
             sandbox,
+            plan: rt.plan.clone(),
         }
     }
 

@@ -175,6 +175,7 @@ fn on_disk_info(sessions: &Sessions, id: String, s: Indexed) -> SessionInfo {
         has_trace: true,
         trace_write_failures: 0,
         sandbox: None,
+        plan: None,
         id,
     }
 }

@@ -235,9 +235,10 @@ impl Sessions {
         if let Some(e) = self.loaded_entry(id) {
             return Ok(e);
         }
-        if self.trace_files(id).await?.is_empty() {
+        let files = self.trace_files(id).await?;
+        let Some(newest) = files.last().map(|f| f.path.clone()) else {
             return Err(ApiError::session_not_found(id));
-        }
+        };
         let kept = self.settings.load(id);
         let req = LoadSession {
             location: self.cfg.location.clone(),
@@ -250,9 +251,10 @@ impl Sessions {
         // that is invalid now leaves the session unrecoverable.
         // Loading reads the trace and builds the session's tools: off the async workers.
         let factory = self.cfg.factory.clone();
-        let loaded = tokio::task::spawn_blocking(move || factory.load(&req))
+        let loaded = tokio::task::spawn_blocking(move || (factory.load(&req), plan_in(&newest)))
             .await
             .map_err(|e| ApiError::internal(format!("loading session {id} failed: {e}")))?;
+        let (loaded, plan) = loaded;
         let session = loaded.map_err(|e| match e {
             FactoryError::WorkspaceMissing(w) => ApiError::conflict(
                 "workspace_missing",
@@ -266,7 +268,11 @@ impl Sessions {
             }
         })?;
         let entry = self.insert(session, true);
-        entry.rt().first_prompt = self.index.head(id).and_then(|h| h.title);
+        {
+            let mut rt = entry.rt();
+            rt.first_prompt = self.index.head(id).and_then(|h| h.title);
+            rt.plan = plan;
+        }
         Ok(entry)
     }
 
@@ -447,6 +453,22 @@ impl Sessions {
         }
         self.cfg.hub.reclaim(USER_CHANNEL);
     }
+}
+
+/// The latest plan in a session's current trace file (an older context's plan is stale).
+fn plan_in(path: &std::path::Path) -> Option<serde_json::Value> {
+    let mut calls = HashMap::new();
+    let mut plan = None;
+    let read = penguin_trace_store::read_trace_each(
+        path,
+        penguin_trace_store::ReadMode::Tolerant,
+        |_, m| {
+            if let (false, Some(p)) = (m.has_origin(), m.model()) {
+                crate::entry::plan_of(&mut calls, &mut plan, p);
+            }
+        },
+    );
+    read.ok().and(plan)
 }
 
 /// `workspace` resolved (symlinks and `..` included) and checked to lie under `root`.
