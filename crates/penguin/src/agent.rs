@@ -156,7 +156,12 @@ impl Agent {
         source: Option<String>,
     ) -> Result<Session, SessionError> {
         let system_prompt = system_prompt.unwrap_or_else(|| {
-            crate::prompt::system_prompt_for(DEFAULT_SYSTEM_PROMPT, workspace, env.tools())
+            crate::prompt::system_prompt_in(
+                DEFAULT_SYSTEM_PROMPT,
+                workspace,
+                env.tools(),
+                &self.location.root,
+            )
         });
         let spec = SessionSpec {
             location: self.location.clone(),

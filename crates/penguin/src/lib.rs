@@ -13,10 +13,12 @@ pub mod config;
 pub mod goal;
 pub mod hosting;
 pub mod images;
+pub mod memory;
 pub mod models;
 pub mod prompt;
 pub mod scenario;
 pub mod session;
+pub mod skills;
 pub mod subagent;
 pub mod watch;
 

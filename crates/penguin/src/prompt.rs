@@ -1,5 +1,6 @@
 //! The system prompt of a session: penguin's instructions, where and when the session runs,
-//! the tools it has, and the project's own instructions from `AGENTS.md` files.
+//! the tools it has, its skills index and its memory indexes, and the project's own
+//! instructions from `AGENTS.md` files.
 //!
 //! Assembled once when a session is created and recorded in its `session_meta`, so a resumed
 //! session keeps the prompt it started with.
@@ -7,6 +8,9 @@
 use std::path::{Path, PathBuf};
 
 use penguin_omni_protocol::ToolDefinition;
+
+use crate::memory::SessionMemory;
+use crate::skills::Skill;
 
 /// Where a session runs, as the system prompt states it.
 #[derive(Clone, Debug, PartialEq)]
@@ -24,6 +28,11 @@ pub struct PromptContext {
     /// Instruction files, least specific first: `~/.penguin/AGENTS.md`, then from the
     /// repository root down to the workspace.
     pub instructions: Vec<(PathBuf, String)>,
+    /// The skills index (`# Skills`): the user's skills folder and the skills found; no
+    /// section when `None`.
+    pub skills: Option<(PathBuf, Vec<Skill>)>,
+    /// The memory indexes (`# Memory`); no section when `None`.
+    pub memory: Option<SessionMemory>,
 }
 
 impl PromptContext {
@@ -39,7 +48,23 @@ impl PromptContext {
             tools,
             instructions: instruction_files(&workspace, home),
             workspace,
+            skills: None,
+            memory: None,
         }
+    }
+
+    /// This context with the skills and memory of penguin's data root `data_root`: every
+    /// skill found (the user's folder and the workspace's `.agents/skills/`), and the memory
+    /// indexes when its memory folders exist (the tools' setup prepares them, as only then
+    /// can the model write there).
+    pub fn with_data_root(mut self, data_root: &Path) -> Self {
+        self.skills = Some((
+            crate::skills::user_skills_dir(data_root),
+            crate::skills::discover(data_root, &self.workspace),
+        ));
+        let memory = SessionMemory::read(data_root, &self.workspace);
+        self.memory = (memory.user_dir.is_dir() && memory.workspace_dir.is_dir()).then_some(memory);
+        self
     }
 }
 
@@ -92,6 +117,14 @@ pub fn assemble(base: &str, cx: &PromptContext) -> String {
             out.push_str(&format!("- {}: {first}\n", t.name));
         }
     }
+    if let Some((dir, skills)) = &cx.skills {
+        out.push('\n');
+        out.push_str(&crate::skills::prompt_section(skills, dir, &cx.workspace));
+    }
+    if let Some(memory) = &cx.memory {
+        out.push('\n');
+        out.push_str(&crate::memory::prompt_section(memory));
+    }
     if !cx.instructions.is_empty() {
         out.push_str(
             "\n# Project instructions\nFollow these; when two disagree, the later (more specific) one wins.\n",
@@ -103,12 +136,24 @@ pub fn assemble(base: &str, cx: &PromptContext) -> String {
     out
 }
 
-/// The prompt of a new session on `workspace` with `tools`, from `base` and this machine.
+/// The prompt of a new session on `workspace` with `tools`, from `base` and this machine, with
+/// the skills and memory of the data root of this process (`PENGUIN_HOME` or
+/// `~/.penguin/data`; [`system_prompt_in`] names another).
 pub fn system_prompt_for(base: &str, workspace: &Path, tools: Vec<ToolDefinition>) -> String {
+    system_prompt_in(base, workspace, tools, &penguin_trace_store::data_root())
+}
+
+/// [`system_prompt_for`] with the skills and memory of the data root `data_root`.
+pub fn system_prompt_in(
+    base: &str,
+    workspace: &Path,
+    tools: Vec<ToolDefinition>,
+    data_root: &Path,
+) -> String {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     assemble(
         base,
-        &PromptContext::discover(workspace, tools, home.as_deref()),
+        &PromptContext::discover(workspace, tools, home.as_deref()).with_data_root(data_root),
     )
 }
 
@@ -165,11 +210,52 @@ mod tests {
                 ("/r/AGENTS.md".into(), "Use tabs.".into()),
                 ("/r/w/AGENTS.md".into(), "Use spaces.".into()),
             ],
+            skills: None,
+            memory: None,
         };
         let p = assemble("Base.", &cx);
         assert_eq!(
             p,
             "Base.\n\n# Environment\n- Workspace: /w\n- Operating system: linux (x86_64)\n- Shell: /bin/zsh\n- Date: 2026-01-02\n\n# Tools\n- exec_command: Runs a command.\n\n# Project instructions\nFollow these; when two disagree, the later (more specific) one wins.\n\n## /r/AGENTS.md\n\nUse tabs.\n\n## /r/w/AGENTS.md\n\nUse spaces.\n"
         );
+    }
+
+    #[test]
+    fn skills_and_memory_come_after_the_tools_and_before_the_project_instructions() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (root, ws) = (tmp.path().join("data"), tmp.path().join("ws"));
+        std::fs::create_dir_all(ws.join(".agents/skills/lint")).unwrap();
+        std::fs::write(
+            ws.join(".agents/skills/lint/SKILL.md"),
+            "---\nname: lint\ndescription: Lint the code\n---\nRun it.",
+        )
+        .unwrap();
+        std::fs::write(ws.join("AGENTS.md"), "Be brief.").unwrap();
+        let cx = PromptContext::discover(&ws, vec![tool("read_file", "Reads.")], None)
+            .with_data_root(&root);
+        // No memory folders yet: no memory section (the tools could not write there).
+        assert!(cx.memory.is_none());
+        let p = assemble("Base.", &cx);
+        let (tools, skills, project) = (
+            p.find("# Tools").unwrap(),
+            p.find("# Skills").unwrap(),
+            p.find("# Project instructions").unwrap(),
+        );
+        assert!(tools < skills && skills < project, "{p}");
+        assert!(
+            p.contains("- `lint` — Lint the code (.agents/skills/lint/SKILL.md)"),
+            "{p}"
+        );
+        crate::memory::SessionMemory::prepare(&root, &ws).unwrap();
+        let p = assemble(
+            "Base.",
+            &PromptContext::discover(&ws, Vec::new(), None).with_data_root(&root),
+        );
+        let (skills, memory, project) = (
+            p.find("# Skills").unwrap(),
+            p.find("# Memory").unwrap(),
+            p.find("# Project instructions").unwrap(),
+        );
+        assert!(skills < memory && memory < project, "{p}");
     }
 }
