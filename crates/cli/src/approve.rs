@@ -259,6 +259,37 @@ impl Approver for TerminalApprover {
     }
 }
 
+/// `--approve deny-all`: every call is denied, nobody is asked.
+pub struct DenyAll;
+
+#[async_trait]
+impl Approver for DenyAll {
+    async fn approve(&self, _call: &OmniMessage) -> Result<ApprovalDecision, ApprovalError> {
+        Ok(ApprovalDecision::Deny)
+    }
+}
+
+/// `--approve read-only`: a call of a read-only tool (the session's tools say which) runs
+/// without asking; the rest are asked as usual.
+pub struct ReadOnly {
+    /// The session's tools.
+    pub tools: Arc<dyn Environment>,
+    /// Who is asked about the rest.
+    pub ask: Arc<dyn Approver>,
+}
+
+#[async_trait]
+impl Approver for ReadOnly {
+    async fn approve(&self, call: &OmniMessage) -> Result<ApprovalDecision, ApprovalError> {
+        if let Some(ModelPayload::ToolCall(c)) = call.model() {
+            if self.tools.permission(&c.name) == penguin::engine::Permission::Read {
+                return Ok(ApprovalDecision::Allow);
+            }
+        }
+        self.ask.approve(call).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

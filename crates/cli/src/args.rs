@@ -54,9 +54,16 @@ pub(crate) struct SandboxArgs {
 
 #[derive(Args, Debug, Clone, Default)]
 pub(crate) struct TaskArgs {
-    /// Allow every tool call without asking.
+    /// Allow every tool call without asking (the same as --approve allow-all).
     #[arg(long, short = 'y')]
     pub(crate) yes: bool,
+    /// How tool calls are approved: always-ask (or ask), read-only (read-only tools run, the
+    /// rest are asked), deny-all, allow-all. Default: `[session] approval`, else always-ask.
+    #[arg(long, value_name = "MODE", conflicts_with = "yes", value_parser = penguin::config::parse_approval)]
+    pub(crate) approve: Option<penguin::config::ApprovalMode>,
+    /// `[session] approval` of config.toml, set once the agent is loaded ([`TaskArgs::configured`]).
+    #[arg(skip)]
+    pub(crate) configured_approval: Option<penguin::config::ApprovalMode>,
     /// Print the raw stream as JSON lines instead of rendering it.
     #[arg(long)]
     pub(crate) jsonl: bool,
@@ -69,6 +76,25 @@ pub(crate) struct TaskArgs {
     /// Set by `run --goal` and `/goal`: the task is a goal (docs/goal-mode.md).
     #[arg(skip)]
     pub(crate) goal: Option<penguin::goal::GoalOptions>,
+}
+
+impl TaskArgs {
+    /// These arguments with `config.toml`'s defaults of `agent` filled in.
+    pub(crate) fn configured(mut self, agent: &penguin::agent::Agent) -> TaskArgs {
+        // A wrong value was refused when the agent loaded.
+        self.configured_approval = agent.config.session.approval().ok().flatten();
+        self
+    }
+
+    /// The approval mode in force: `--approve`, else `--yes` (allow-all), else `[session]
+    /// approval`, else always-ask.
+    pub(crate) fn approval(&self) -> penguin::config::ApprovalMode {
+        use penguin::config::ApprovalMode;
+        self.approve
+            .or(self.yes.then_some(ApprovalMode::AllowAll))
+            .or(self.configured_approval)
+            .unwrap_or(ApprovalMode::AlwaysAsk)
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -161,6 +187,19 @@ pub(crate) enum Command {
     Init {
         /// Replace an existing config.toml.
         #[arg(long)]
+    /// Fork a stored session: a new session holding its conversation up to the end of one
+    /// completed task (all of them by default); the source is untouched.
+    Fork {
+        /// The session id, or a unique part of it.
+        #[arg(required_unless_present = "last")]
+        session_id: Option<String>,
+        /// The newest session of the current workspace.
+        #[arg(long, conflicts_with = "session_id")]
+        last: bool,
+        /// Keep the first N completed tasks (from 1; default: every completed task).
+        #[arg(long, value_name = "N")]
+        at: Option<usize>,
+    },
         force: bool,
     },
     /// Print shell completions: bash, zsh, fish, elvish or powershell.

@@ -33,6 +33,7 @@ pub(crate) async fn chat(
         Which::New(workspace)
     };
     let (agent, session) = ready(&model, &sandbox, which)?;
+    let task = task.configured(&agent);
     repl(&agent, session, task).await
 }
 
@@ -456,6 +457,7 @@ pub(crate) async fn resume(
             eprint!("earlier in this session:\n{recap}");
         }
     }
+    let task = task.configured(&agent);
     crate::run::one_task(&mut session, prompt, &task).await
 }
 

@@ -64,6 +64,11 @@ fn main() -> ExitCode {
         } => show::show(session_id, last, jsonl, verbose),
         Command::Init { force } => init::init(force),
         Command::Completions { shell } => {
+        Command::Fork {
+            session_id,
+            last,
+            at,
+        } => setup::fork(session_id, last, at),
             init::completions(shell);
             Ok(ExitCode::SUCCESS)
         }

@@ -18,24 +18,59 @@ use crate::console::Console;
 use crate::render::{color_for, status_text, user_text_display, Renderer, UserText};
 use crate::setup::{ready, session_line, Which};
 
-/// The approver of a task, and the terminal one when it asks (for `/approvals`). `tools`:
-/// the session's, which say which calls may run once outside their sandbox.
+/// The approver of a task (its approval mode: `--approve`, `--yes`, `[session] approval`),
+/// and the terminal one when it asks (for `/approvals`). `tools`: the session's, which say
+/// which calls are read-only and which may run once outside their sandbox.
 pub(crate) fn approver(
     task: &TaskArgs,
     console: &Console,
     tools: Arc<dyn Environment>,
 ) -> (Arc<dyn Approver>, Option<Arc<TerminalApprover>>) {
-    if task.yes {
-        return (Arc::new(AllowAll), None);
+    use penguin::config::ApprovalMode;
+    let mode = task.approval();
+    match mode {
+        ApprovalMode::AllowAll => return (Arc::new(AllowAll), None),
+        ApprovalMode::DenyAll => return (Arc::new(crate::approve::DenyAll), None),
+        ApprovalMode::ReadOnly | ApprovalMode::AlwaysAsk => {}
     }
     if !std::io::stdin().is_terminal() {
         eprintln!(
-            "penguin: stdin is not a terminal: tool calls are asked there and denied when it ends; pass --yes to allow them without asking"
+            "penguin: {}",
+            nobody_to_ask(mode, PROMPT_FROM_STDIN.load(Ordering::SeqCst))
         );
     }
-    let asking = Arc::new(TerminalApprover::new(console.clone()).offering_unsandboxed(tools));
-    (asking.clone(), Some(asking))
+    let asking =
+        Arc::new(TerminalApprover::new(console.clone()).offering_unsandboxed(tools.clone()));
+    let approver: Arc<dyn Approver> = match mode {
+        ApprovalMode::ReadOnly => Arc::new(crate::approve::ReadOnly {
+            tools,
+            ask: asking.clone(),
+        }),
+        _ => asking.clone(),
+    };
+    (approver, Some(asking))
 }
+
+/// What is said when a mode that asks runs without a terminal: who answers (the lines of
+/// stdin, or nobody when stdin carried the prompt), and how to choose instead.
+fn nobody_to_ask(mode: penguin::config::ApprovalMode, prompt_on_stdin: bool) -> String {
+    let which = match mode {
+        penguin::config::ApprovalMode::ReadOnly => "calls of tools that are not read-only",
+        _ => "tool calls",
+    };
+    let who = if prompt_on_stdin {
+        format!("stdin is not a terminal and carried the prompt, so there is nobody to ask: {which} are denied")
+    } else {
+        format!("stdin is not a terminal, so there is nobody to ask: {which} are asked there, one answer a line (y/n/a), and denied once it ends")
+    };
+    format!(
+        "approval mode {}: {who}. To choose without asking, pass --approve allow-all, read-only or deny-all (--yes is allow-all), or set [session] approval in config.toml",
+        mode.as_str()
+    )
+}
+
+/// Set when `run`'s prompt was read from stdin, which then holds no answers.
+static PROMPT_FROM_STDIN: AtomicBool = AtomicBool::new(false);
 
 /// Set when Ctrl-C interrupted a task: `run` then exits with 130, as a shell expects of a
 /// command stopped by SIGINT.
@@ -422,6 +457,7 @@ pub(crate) fn read_prompt(prompt: Option<String>) -> Result<String, String> {
 
 /// The session line on stderr: dimmed on a terminal. With `--jsonl` too (after any notice
 /// about the model or the sandbox), so a script can read the id while stdout stays pure JSON.
+            PROMPT_FROM_STDIN.store(true, Ordering::SeqCst);
 pub(crate) fn announce(session: &Session) {
     if color_for(std::io::stderr().is_terminal()) {
         eprintln!("\x1b[2m{}\x1b[0m", session_line(session));
@@ -458,7 +494,8 @@ pub(crate) async fn run(
     }
     // Read a piped prompt before the console takes stdin over for approvals.
     let prompt = read_prompt(prompt)?;
-    let (_, mut session) = ready(&model, &sandbox, Which::New(workspace))?;
+    let (agent, mut session) = ready(&model, &sandbox, Which::New(workspace))?;
+    let task = task.configured(&agent);
     announce(&session);
     one_task(&mut session, prompt, &task).await
 }

@@ -55,13 +55,9 @@ pub(crate) fn serve(args: ServeArgs) -> Result<ExitCode, String> {
             // Every configured model a request may name; one that does not resolve (a bad
             // field) is said here and not offered.
             let mut models = Vec::new();
-            for name in agent.config.models.keys() {
-                let flags = penguin::config::ModelFlags {
-                    model: Some(name.clone()),
-                    ..Default::default()
-                };
-                match penguin::config::resolve_model(&agent.config, &flags, |_| None) {
-                    Ok(spec) => models.push((name.clone(), spec)),
+            for (name, spec) in agent.config.named_models() {
+                match spec {
+                    Ok(spec) => models.push((name, spec)),
                     Err(e) => eprintln!("penguin: model {name} is not offered: {e}"),
                 }
             }

@@ -162,8 +162,14 @@ pub(crate) fn tools_config(
         .config
         .tools_config(model)
         .map_err(|e| e.to_string())?;
+    let root = &agent.location.root;
     Ok(ToolsConfig {
-        sandbox: sandbox.clone(),
+        // The user's skills: read by the model (file tools) and its commands, never written.
+        sandbox: sandbox
+            .clone()
+            .with_readable([penguin::skills::user_skills_dir(root)]),
+        // Memory: written by the file tools only (the sandbox hides the data root).
+        memory: vec![penguin::memory::memory_root(root)],
         ..config
     })
 }
@@ -187,35 +193,87 @@ pub(crate) fn session_tools(
     sandbox: &Sandbox,
     bypass: &SandboxBypass,
 ) -> Result<Arc<dyn Environment>, String> {
+    // The memory folders of this workspace exist before the tools and the prompt look.
+    if let Err(e) = penguin::memory::SessionMemory::prepare(&agent.location.root, workspace) {
+        eprintln!("penguin: memory is not available: {e}");
+    }
     let config = tools_config(agent, Some(spec), sandbox)?;
-    let builtin = workspace_tools(workspace, config.clone(), bypass)?;
+    let builtin = workspace_tools(workspace, config, bypass)?;
     // A child's answer is capped and archived like any tool output of the session.
     let limits = builtin.limits();
     let tools = crate::mcp::with_servers(agent, workspace, sandbox, Arc::new(builtin));
-    let (agent, spec, ws, sandbox, bypass) = (
-        agent.clone(),
-        spec.clone(),
-        workspace.to_path_buf(),
-        sandbox.clone(),
-        bypass.clone(),
-    );
-    // Each child gets tools of its own: its background commands, and where their reports go,
-    // are the child's, never the parent's.
-    let spawner: Arc<dyn SubagentSpawner> = Arc::new(move || {
-        let child_tools = crate::mcp::with_servers(
-            &agent,
-            &ws,
-            &sandbox,
-            Arc::new(
-                workspace_tools(&ws, config.clone(), &bypass)
-                    .map_err(|e| SessionError::Tools(e.into()))?,
-            ),
-        );
-        agent.create_session(&spec, &ws, child_tools, None, Some("subagent".into()))
+    let spawner: Arc<dyn SubagentSpawner> = Arc::new(Spawner {
+        models: agent
+            .config
+            .named_models()
+            .into_iter()
+            .filter_map(|(name, spec)| Some((name, spec.ok()?)))
+            .collect(),
+        agent: agent.clone(),
+        spec: spec.clone(),
+        ws: workspace.to_path_buf(),
+        sandbox: sandbox.clone(),
+        bypass: bypass.clone(),
     });
     Ok(Arc::new(
         SubagentEnvironment::new(tools, spawner).with_limits(limits),
     ))
+}
+
+/// The children of a session: on its model or another configured one (`run_subagent`'s
+/// `model`), in its workspace, with tools of their own (their background commands, and where
+/// their reports go, are the child's, never the parent's) under the same sandbox.
+struct Spawner {
+    agent: Agent,
+    spec: ModelSpec,
+    models: Vec<(String, ModelSpec)>,
+    ws: PathBuf,
+    sandbox: Sandbox,
+    bypass: SandboxBypass,
+}
+
+impl Spawner {
+    fn choices(&self) -> penguin::models::ModelChoices<'_> {
+        penguin::models::ModelChoices {
+            default: &self.spec,
+            named: &self.models,
+        }
+    }
+}
+
+impl SubagentSpawner for Spawner {
+    fn spawn(&self) -> Result<Session, SessionError> {
+        self.spawn_with(None)
+    }
+
+    fn spawn_with(&self, model: Option<&str>) -> Result<Session, SessionError> {
+        let invalid = |e: String| SessionError::Config(penguin::config::ConfigError::Invalid(e));
+        let spec = self
+            .choices()
+            .pick(model)
+            .map_err(|e| invalid(e.to_string()))?;
+        check_key(&spec).map_err(invalid)?;
+        let config = tools_config(&self.agent, Some(&spec), &self.sandbox).map_err(invalid)?;
+        let child_tools = crate::mcp::with_servers(
+            &self.agent,
+            &self.ws,
+            &self.sandbox,
+            Arc::new(
+                workspace_tools(&self.ws, config, &self.bypass)
+                    .map_err(|e| SessionError::Tools(e.into()))?,
+            ),
+        );
+        self.agent
+            .create_session(&spec, &self.ws, child_tools, None, Some("subagent".into()))
+    }
+
+    fn models(&self) -> Vec<String> {
+        self.choices()
+            .offered()
+            .into_iter()
+            .map(|m| m.name)
+            .collect()
+    }
 }
 
 /// `penguin run --print-system-prompt`: the prompt a new session here would start with.
@@ -262,12 +320,30 @@ pub(crate) fn print_system_prompt(
             Ok(ExitCode::SUCCESS)
         })?;
     }
-    let prompt = penguin::prompt::system_prompt_for(
+    let prompt = penguin::prompt::system_prompt_in(
         penguin::agent::DEFAULT_SYSTEM_PROMPT,
         &workspace,
         tools.tools(),
+        &agent.location.root,
     );
     println!("{prompt}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `penguin fork ID|--last [--at N]`: the new session's id on stdout, what was kept on stderr.
+pub(crate) fn fork(id: Option<String>, last: bool, at: Option<usize>) -> Result<ExitCode, String> {
+    let agent = Agent::from_env().map_err(|e| e.to_string())?;
+    let id = resolve_session_id(&agent, id.as_deref(), last)?;
+    let point = match at {
+        Some(n) => penguin::session::ForkPoint::Task(n),
+        None => penguin::session::ForkPoint::End,
+    };
+    let forked = agent.fork_session(&id, point).map_err(|e| e.to_string())?;
+    eprintln!(
+        "penguin: forked {id} after its task {}: continue with `penguin resume {}`",
+        forked.tasks, forked.session_id
+    );
+    println!("{}", forked.session_id);
     Ok(ExitCode::SUCCESS)
 }
 

@@ -646,7 +646,7 @@ fn without_a_terminal_an_unanswerable_approval_is_denied_not_awaited() {
         "killed by the watchdog: {stderr}"
     );
     assert!(stderr.contains("stdin is not a terminal"), "{stderr}");
-    assert!(stderr.contains("pass --yes"), "{stderr}");
+    assert!(stderr.contains("pass --approve allow-all"), "{stderr}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("denied"), "{stdout}");
 }

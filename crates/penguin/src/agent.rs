@@ -134,8 +134,10 @@ impl Agent {
         let config = Config::load(&root)?;
         // A wrong `[tools] edit` is said before any session is built.
         config.tools.edit()?;
+        config.session.approval()?;
         let engine = EngineConfig {
             compaction: Some(config.compaction.to_engine()?),
+            max_turns: config.session.max_turns()?,
             ..EngineConfig::default()
         };
         Ok(Agent {
@@ -284,6 +286,30 @@ impl Agent {
     pub fn recorded_model(&self, id: &str) -> Option<crate::models::ModelRecord> {
         let text = std::fs::read_to_string(self.models_dir().join(format!("{id}.json"))).ok()?;
         serde_json::from_str(&text).ok()
+    }
+
+    /// Forks stored session `id` at `at` into a new session without loading it (no model
+    /// needed): its trace up to the end of that task (see [`Session::fork`]), and how the
+    /// source reaches its model, so the fork resumes as the source would.
+    pub fn fork_session(
+        &self,
+        id: &str,
+        at: penguin_trace_store::ForkPoint,
+    ) -> Result<penguin_trace_store::Forked, penguin_trace_store::ForkError> {
+        let forked = penguin_trace_store::fork_session(&self.location.traces_dir(), id, at)?;
+        let (from, to) = (
+            self.models_dir().join(format!("{id}.json")),
+            self.models_dir()
+                .join(format!("{}.json", forked.session_id)),
+        );
+        if from.exists() {
+            if let Err(e) = std::fs::copy(&from, &to) {
+                tracing::warn!(
+                    "[penguin] the model record of {id} was not copied to its fork ({e}); resuming the fork may need --model or --provider"
+                );
+            }
+        }
+        Ok(forked)
     }
 
     /// The one session `query` names: its full id, a unique prefix (with or without

@@ -33,6 +33,11 @@
 //! max_session_turns = -1
 //! mode = "summarize"                  # or "discard"
 //!
+//! [session]                         # optional
+//! max_turns = 50                      # model requests per task; -1 (the default): no cap
+//! approval = "read-only"              # always-ask (alias ask; the default) | read-only |
+//!                                     # deny-all | allow-all; a flag (--approve, --yes) wins
+//!
 //! [policy]
 //! forbidden_commands = ["rm -rf /", "git push --force"]   # answered "forbidden", never asked
 //!
@@ -85,6 +90,59 @@ pub struct Config {
     /// The tools sessions are offered.
     #[serde(default)]
     pub tools: ToolsEntry,
+    /// How sessions run tasks: the turn cap and the approval preset.
+    #[serde(default)]
+    pub session: SessionEntry,
+}
+
+pub use penguin_server::api::ApprovalMode;
+
+/// `[session]` in `config.toml`: the reference's `max_turns` and approval modes.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SessionEntry {
+    /// The most model requests one task makes; past it the task ends with
+    /// `[reached max turns (N); stopping]`. `-1` or absent: no cap; 0 is refused.
+    pub max_turns: Option<i64>,
+    /// How tool calls are approved when no flag says: `always-ask` (also `ask`), `read-only`
+    /// (read-only tools run, the rest are asked), `deny-all`, `allow-all`.
+    pub approval: Option<String>,
+}
+
+impl SessionEntry {
+    /// The engine's `max_turns` (`-1`: no cap); 0 and values below -1 name the field.
+    pub fn max_turns(&self) -> Result<i64, ConfigError> {
+        match self.max_turns {
+            None => Ok(-1),
+            Some(n) if n == -1 || n > 0 => Ok(n),
+            Some(n) => Err(ConfigError::Invalid(format!(
+                "session.max_turns: {n} is not a turn cap (a positive number, or -1 for none)"
+            ))),
+        }
+    }
+
+    /// The approval mode named, `None` when none is.
+    pub fn approval(&self) -> Result<Option<ApprovalMode>, ConfigError> {
+        self.approval
+            .as_deref()
+            .map(|s| {
+                parse_approval(s)
+                    .map_err(|e| ConfigError::Invalid(format!("session.approval: {e}")))
+            })
+            .transpose()
+    }
+}
+
+/// An approval mode by the reference's names (`always-ask`, `read-only`, `deny-all`,
+/// `allow-all`), or `ask` for `always-ask`; an error lists them.
+pub fn parse_approval(s: &str) -> Result<ApprovalMode, String> {
+    let s = s.trim().to_ascii_lowercase();
+    if s == "ask" {
+        return Ok(ApprovalMode::AlwaysAsk);
+    }
+    ApprovalMode::parse(&s).ok_or_else(|| {
+        format!("{s:?} is not an approval mode (always-ask or ask, read-only, deny-all, allow-all)")
+    })
 }
 
 /// `[tools]` in `config.toml`.
@@ -535,6 +593,17 @@ fn named(config: &Config, name: &str) -> Result<ModelSpec, ConfigError> {
         vision: entry.vision.unwrap_or(true),
         reconnect_attempts: entry.reconnect_attempts,
     })
+}
+
+impl Config {
+    /// Every `[models.NAME]` resolved, by name; one that does not resolve (a bad field) is the
+    /// error naming it.
+    pub fn named_models(&self) -> Vec<(String, Result<ModelSpec, ConfigError>)> {
+        self.models
+            .keys()
+            .map(|name| (name.clone(), named(self, name)))
+            .collect()
+    }
 }
 
 /// Picks the model: flags, then `PENGUIN_MODEL` / `PENGUIN_PROVIDER` (+ `PENGUIN_BASE_URL`,

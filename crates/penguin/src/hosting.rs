@@ -35,6 +35,7 @@ use penguin_tools::{Sandbox, SandboxRequest};
 use penguin_trace_store::{Resumed, Writer};
 
 use crate::config::ParseError;
+pub use crate::models::OfferedModel;
 use crate::models::{ModelError, ModelSpec};
 use penguin_llm_providers::scripted::ScriptError;
 
@@ -369,79 +370,35 @@ pub struct ModelFactory {
     pub sandbox: SandboxRequest,
 }
 
-/// A model a [`ModelFactory`] offers: what a client may put in `model` when it creates a
-/// session, and what it runs.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct OfferedModel {
-    /// The name a request gives (`model`): a `[models.NAME]` of `config.toml`, or `demo`.
-    pub name: String,
-    /// The wire protocol (`openai-chat`, …, `demo`).
-    pub provider: String,
-    /// The upstream model id.
-    pub model_id: String,
-    /// Whether sessions that name no model get this one.
-    pub default: bool,
-}
-
 impl ModelFactory {
+    /// What a request may name: the default, then the configured models
+    /// ([`ModelChoices`](crate::models::ModelChoices)).
+    fn choices(&self) -> crate::models::ModelChoices<'_> {
+        crate::models::ModelChoices {
+            default: &self.spec,
+            named: &self.models,
+        }
+    }
+
     /// The models a request may name, the default first, then the configured ones by name,
     /// then the built-in `demo` (offline). Each appears once.
     pub fn models(&self) -> Vec<OfferedModel> {
-        let offered = |name: &str, spec: &ModelSpec, default: bool| OfferedModel {
-            name: name.to_owned(),
-            provider: spec.protocol.as_str().to_owned(),
-            model_id: spec.model_id.clone(),
-            default,
-        };
-        let default_name = self
-            .models
-            .iter()
-            .find(|(_, m)| *m == self.spec)
-            .map(|(n, _)| n.clone())
-            .unwrap_or_else(|| match self.spec.protocol {
-                crate::models::Protocol::Demo => "demo".to_owned(),
-                _ => self.spec.model_id.clone(),
-            });
-        let mut list = vec![offered(&default_name, &self.spec, true)];
-        for (name, spec) in &self.models {
-            if list.iter().all(|m| m.name != *name) {
-                list.push(offered(name, spec, false));
-            }
-        }
-        if list.iter().all(|m| m.name != "demo") {
-            list.push(offered("demo", &ModelSpec::demo(), false));
-        }
-        list
+        self.choices().offered()
     }
 
     /// The model a request names: the default when it names none; a configured name, or the
     /// upstream id of an offered model; `demo`. Anything else is refused, with the list.
     fn model_for(&self, asked: Option<&str>) -> Result<ModelSpec, FactoryError> {
-        let Some(asked) = asked.map(str::trim).filter(|a| !a.is_empty()) else {
-            return Ok(self.spec.clone());
-        };
-        if let Some((_, spec)) = self.models.iter().find(|(name, _)| name == asked) {
-            return Ok(spec.clone());
-        }
-        if self.spec.model_id == asked
-            || (asked == "demo" && self.spec.protocol == crate::models::Protocol::Demo)
-        {
-            return Ok(self.spec.clone());
-        }
-        if let Some((_, spec)) = self.models.iter().find(|(_, m)| m.model_id == asked) {
-            return Ok(spec.clone());
-        }
-        if asked == "demo" {
-            return Ok(ModelSpec::demo());
-        }
-        let names: Vec<String> = self.models().into_iter().map(|m| m.name).collect();
-        Err(FactoryError::invalid_request(
-            "model",
-            format!(
-                "no model named {asked:?} on this server; it offers: {}",
-                names.join(", ")
-            ),
-        ))
+        self.choices().pick(asked).map_err(|e| {
+            FactoryError::invalid_request(
+                "model",
+                format!(
+                    "no model named {:?} on this server; it offers: {}",
+                    e.asked,
+                    e.offered.join(", ")
+                ),
+            )
+        })
     }
 
     /// The sandbox of one session: the factory's, with the request's overrides. A sandbox the

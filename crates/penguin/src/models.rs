@@ -115,6 +115,98 @@ pub struct ModelSpec {
     pub reconnect_attempts: Option<u32>,
 }
 
+/// A model a host offers by name (the server's `GET /api/models`, `run_subagent`'s `model`):
+/// what may be named, and what it runs.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct OfferedModel {
+    /// The name to give: a `[models.NAME]` of `config.toml`, or `demo`.
+    pub name: String,
+    /// The wire protocol (`openai-chat`, …, `demo`).
+    pub provider: String,
+    /// The upstream model id.
+    pub model_id: String,
+    /// Whether naming no model gives this one.
+    pub default: bool,
+}
+
+/// The models one may name: a default and the configured ones (plus the built-in `demo`).
+/// The one list of the server's model check and of `run_subagent`'s `model`.
+#[derive(Clone, Copy, Debug)]
+pub struct ModelChoices<'a> {
+    /// What naming no model gives.
+    pub default: &'a ModelSpec,
+    /// The configured models by name.
+    pub named: &'a [(String, ModelSpec)],
+}
+
+/// A model name that is none of the offered ones.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("no model named {asked:?}; it offers: {}", offered.join(", "))]
+pub struct UnknownModel {
+    /// The name asked for.
+    pub asked: String,
+    /// The names that may be given.
+    pub offered: Vec<String>,
+}
+
+impl ModelChoices<'_> {
+    /// The models that may be named, the default first, then the configured ones by name,
+    /// then the built-in `demo` (offline). Each appears once.
+    pub fn offered(&self) -> Vec<OfferedModel> {
+        let offered = |name: &str, spec: &ModelSpec, default: bool| OfferedModel {
+            name: name.to_owned(),
+            provider: spec.protocol.as_str().to_owned(),
+            model_id: spec.model_id.clone(),
+            default,
+        };
+        let default_name = self
+            .named
+            .iter()
+            .find(|(_, m)| m == self.default)
+            .map(|(n, _)| n.clone())
+            .unwrap_or_else(|| match self.default.protocol {
+                Protocol::Demo => "demo".to_owned(),
+                _ => self.default.model_id.clone(),
+            });
+        let mut list = vec![offered(&default_name, self.default, true)];
+        for (name, spec) in self.named {
+            if list.iter().all(|m| m.name != *name) {
+                list.push(offered(name, spec, false));
+            }
+        }
+        if list.iter().all(|m| m.name != "demo") {
+            list.push(offered("demo", &ModelSpec::demo(), false));
+        }
+        list
+    }
+
+    /// The model `asked` names: the default when it names none; a configured name, or the
+    /// upstream id of an offered model; `demo`. Anything else is refused, with the list.
+    pub fn pick(&self, asked: Option<&str>) -> Result<ModelSpec, UnknownModel> {
+        let Some(asked) = asked.map(str::trim).filter(|a| !a.is_empty()) else {
+            return Ok(self.default.clone());
+        };
+        if let Some((_, spec)) = self.named.iter().find(|(name, _)| name == asked) {
+            return Ok(spec.clone());
+        }
+        if self.default.model_id == asked
+            || (asked == "demo" && self.default.protocol == Protocol::Demo)
+        {
+            return Ok(self.default.clone());
+        }
+        if let Some((_, spec)) = self.named.iter().find(|(_, m)| m.model_id == asked) {
+            return Ok(spec.clone());
+        }
+        if asked == "demo" {
+            return Ok(ModelSpec::demo());
+        }
+        Err(UnknownModel {
+            asked: asked.to_owned(),
+            offered: self.offered().into_iter().map(|m| m.name).collect(),
+        })
+    }
+}
+
 impl ModelSpec {
     /// The offline demo model.
     pub fn demo() -> ModelSpec {

@@ -21,6 +21,9 @@
 //! does not write that input a second time.
 
 mod connect;
+mod fork;
+
+pub use penguin_trace_store::{ForkError, ForkPoint, Forked};
 
 use std::fmt;
 use std::path::{Path, PathBuf};

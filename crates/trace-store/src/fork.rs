@@ -59,6 +59,10 @@ pub enum ForkError {
     /// The source session has no trace.
     #[error("no session {0}")]
     NotFound(String),
+    /// The source is running a task (or compacting): its trace is still growing. Never
+    /// returned by [`fork_session`] itself, which cannot know; hosts that can say it do.
+    #[error("session {0} is running a task; fork it once it is idle")]
+    Running(String),
     /// The point names no task boundary of the source (the message says why).
     #[error("{0}")]
     InvalidPoint(String),
@@ -271,12 +275,12 @@ pub fn fork_session(
                 Some(end) => *end,
                 None => {
                     let why = match &files[f].records[i].msg {
-                        Some(m) if is_reply(m) => cut_after(&files[f].records, i)
-                            .err()
-                            .unwrap_or_else(|| {
+                        Some(m) if is_reply(m) => {
+                            cut_after(&files[f].records, i).err().unwrap_or_else(|| {
                                 "the reply is inside a compaction, or its task left work unfinished"
                                     .into()
-                            }),
+                            })
+                        }
                         _ => "the record is not an assistant reply".into(),
                     };
                     return Err(ForkError::InvalidPoint(format!(

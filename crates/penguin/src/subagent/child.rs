@@ -114,6 +114,8 @@ pub(crate) struct Child {
     // request, the end of a round.
     wake: Notify,
     session: Mutex<Option<Session>>,
+    /// `run_subagent`'s `thinking_level`, for every round.
+    thinking: std::sync::OnceLock<ThinkingLevel>,
     state: Mutex<State>,
 }
 
@@ -156,6 +158,7 @@ impl Child {
             hooks,
             wake: Notify::new(),
             session: Mutex::new(Some(session)),
+            thinking: std::sync::OnceLock::new(),
             state: Mutex::new(State {
                 running: false,
                 exit: None,
@@ -293,6 +296,17 @@ impl Child {
         st.running = true;
         st.exit = None;
         Ok(())
+    }
+
+    /// Pins the thinking level of every round of this child (`run_subagent`'s
+    /// `thinking_level`); the first pin holds.
+    pub(crate) fn pin_thinking(&self, level: ThinkingLevel) {
+        let _ = self.thinking.set(level);
+    }
+
+    /// The pinned thinking level, when one was chosen at launch.
+    pub(crate) fn thinking(&self) -> Option<ThinkingLevel> {
+        self.thinking.get().copied()
     }
 
     /// Runs a claimed round with `input` (the prompt, without origin). `approver` absent: the

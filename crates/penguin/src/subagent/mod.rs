@@ -34,7 +34,7 @@ use serde_json::json;
 
 pub use child::{MESSAGE_BUFFER_CAP, TEXT_BUFFER_CAP};
 pub use registry::MAX_CHILDREN;
-pub use tools::{DEFAULT_POLL_YIELD, DEFAULT_YIELD};
+pub use tools::{DEFAULT_POLL_YIELD, DEFAULT_YIELD, THINKING_LEVELS};
 
 use crate::session::{Session, SessionError};
 use registry::{Children, SubagentWork};
@@ -51,6 +51,24 @@ pub trait SubagentSpawner: Send + Sync {
     /// A new child session (same workspace, its own Trace, `source: "subagent"`, and tools
     /// without the subagent tools).
     fn spawn(&self) -> Result<Session, SessionError>;
+
+    /// A child on the model `model` names (`run_subagent`'s `model`: one of
+    /// [`models`](SubagentSpawner::models)); `None` is [`spawn`](SubagentSpawner::spawn). A
+    /// name that is none of them is refused with the list. By default only `None` is taken.
+    fn spawn_with(&self, model: Option<&str>) -> Result<Session, SessionError> {
+        match model {
+            None => self.spawn(),
+            Some(name) => Err(SessionError::Config(crate::config::ConfigError::Invalid(
+                format!("no model named {name:?}; subagents here run on this session's model only"),
+            ))),
+        }
+    }
+
+    /// The model names [`spawn_with`](SubagentSpawner::spawn_with) takes, the default first
+    /// (`run_subagent`'s description lists them); empty when there is no choice.
+    fn models(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 impl<F: Fn() -> Result<Session, SessionError> + Send + Sync> SubagentSpawner for F {
@@ -104,18 +122,30 @@ impl SubagentEnvironment {
         self
     }
 
-    /// The tools' definitions.
+    /// The tools' definitions (`run_subagent`'s `model` without a list of names).
     pub fn definitions() -> Vec<ToolDefinition> {
+        Self::definitions_offering(&[])
+    }
+
+    /// The tools' definitions, `run_subagent`'s `model` naming `models` (the default first).
+    pub fn definitions_offering(models: &[String]) -> Vec<ToolDefinition> {
+        let model = match models {
+            [] => "A configured model to run the subagent on (a model name of this penguin's config.toml). Omit it to use this session's model.".to_owned(),
+            [default] => format!("The model to run the subagent on: only {default} (this session's) is offered; omit it."),
+            [default, ..] => format!("The model to run the subagent on, by name: one of {}. Omit it to use this session's model ({default}).", models.join(", ")),
+        };
         let subagent_id =
             json!({"type": "string", "description": "The subagent_id returned by run_subagent."});
         vec![
             ToolDefinition {
                 name: RUN_SUBAGENT.into(),
-                description: "Delegate a self-contained task to a subagent: a fresh session in the same workspace with the same tools (except these subagent tools). Its final answer is this tool's output. If it is still working when yield_time_ms elapses, you get the output so far and a subagent_id, and it keeps running (drive it with input_subagent).".into(),
+                description: "Delegate a self-contained task to a subagent: a fresh session in the same workspace with the same tools (except these subagent tools), optionally on another configured model (`model`) and at another thinking level (`thinking_level`). Its final answer is this tool's output. If it is still working when yield_time_ms elapses, you get the output so far and a subagent_id, and it keeps running (drive it with input_subagent).".into(),
                 parameters: Some(json!({
                     "type": "object",
                     "properties": {
                         "prompt": {"type": "string", "description": "The complete task for the subagent: include all context it needs and the exact final output you expect back; it sees nothing else of this conversation."},
+                        "model": {"type": "string", "description": model},
+                        "thinking_level": {"type": "string", "enum": tools::THINKING_LEVELS, "description": "Thinking level for the subagent. Omit to inherit this session's level. Lower it for cheap mechanical subtasks; raise it for hard analysis or design subtasks."},
                         "yield_time_ms": {"type": "number", "description": "How long to wait for the subagent before returning. Defaults to 300000; minimum 250, capped below the tool timeout."},
                         "run_in_background": {"type": "boolean", "description": "Start the subagent in the background: return a subagent_id at once. When it finishes, its answer arrives as an automatic user message; no polling needed. Good for parallel subtasks; interact via input_subagent, stop via kill_subagent.", "default": false}
                     },
@@ -171,7 +201,9 @@ impl Environment for SubagentEnvironment {
 
     fn tools(&self) -> Vec<ToolDefinition> {
         let mut tools = self.inner.tools();
-        tools.extend(SubagentEnvironment::definitions());
+        tools.extend(SubagentEnvironment::definitions_offering(
+            &self.spawner.models(),
+        ));
         tools
     }
 

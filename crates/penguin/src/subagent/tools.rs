@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use penguin_engine::{Approver, CancellationToken, MessageSink, ToolCallRequest};
+use penguin_engine::{Approver, CancellationToken, MessageSink, ThinkingLevel, ToolCallRequest};
 use penguin_omni_protocol::{build, OmniMessage, StopReason, TextSender};
 use penguin_tools::{notes, CallOutput, Limits};
 use serde_json::Value;
@@ -23,6 +23,24 @@ const MIN_YIELD: Duration = Duration::from_millis(250);
 /// before it.
 const TOOL_TIMEOUT: Duration = Duration::from_secs(600);
 const TIMEOUT_MARGIN: Duration = Duration::from_secs(1);
+
+/// The thinking levels `run_subagent` takes (the reference's selectable tiers: never `none`).
+pub const THINKING_LEVELS: [&str; 5] = ["low", "medium", "high", "xhigh", "max"];
+
+/// `thinking_level`: absent or `null` inherits; anything but one of [`THINKING_LEVELS`] is
+/// refused with them.
+pub(crate) fn thinking_arg(args: &Value) -> Result<Option<ThinkingLevel>, String> {
+    match args.get("thinking_level") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if THINKING_LEVELS.contains(&s.as_str()) => {
+            s.parse().map(Some).map_err(|e: String| e)
+        }
+        Some(other) => Err(format!(
+            "[run_subagent error: invalid `thinking_level` {other}; use one of {}, or omit it to inherit the parent session's level]",
+            THINKING_LEVELS.join(" / ")
+        )),
+    }
+}
 
 pub(crate) const TOO_MANY: &str =
     "[run_subagent error: too many background subagents; poll or finish existing ones first]";
@@ -52,7 +70,9 @@ async fn send(
     request: &ToolCallRequest,
 ) {
     out.forward(input.clone().with_origin(child.hop())).await;
-    child.launch(input, request.approver.is_some(), request.thinking_level);
+    // A level chosen at launch holds for every round of the child.
+    let level = child.thinking().or(request.thinking_level);
+    child.launch(input, request.approver.is_some(), level);
 }
 
 /// Forwards what the child has produced: its messages as they are, its answer text as this
@@ -142,6 +162,21 @@ pub(crate) async fn run_subagent(
             .fail("[run_subagent error: missing required string argument `prompt`]".to_owned())
             .await;
     };
+    let thinking = match thinking_arg(&args) {
+        Ok(level) => level,
+        Err(explained) => return out.fail(explained).await,
+    };
+    let model = match args.get("model") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(m)) => Some(m.as_str()),
+        Some(other) => {
+            return out
+                .fail(format!(
+                    "[run_subagent error: `model` must be a model name, not {other}]"
+                ))
+                .await
+        }
+    };
     let background = args.get("run_in_background").and_then(Value::as_bool) == Some(true);
     let yield_for = yield_time(&args, DEFAULT_YIELD);
     if request.cancel.is_cancelled() {
@@ -150,11 +185,14 @@ pub(crate) async fn run_subagent(
     if !children.make_room() {
         return out.fail(TOO_MANY.to_owned()).await;
     }
-    let session = match spawner.spawn() {
+    let session = match spawner.spawn_with(model) {
         Ok(s) => s,
         Err(e) => return out.fail(format!("[run_subagent error: {e}]")).await,
     };
     let child = Child::new(session, prompt, children.hooks.clone());
+    if let Some(level) = thinking {
+        child.pin_thinking(level);
+    }
     let mut owned = Owned(Some(child.clone()));
     out.forward(child.meta()).await;
     let input = build::user_text_from(prompt, TextSender::ParentAgent);
