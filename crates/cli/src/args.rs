@@ -76,6 +76,10 @@ pub(crate) struct TaskArgs {
     /// Set by `run --goal` and `/goal`: the task is a goal (docs/goal-mode.md).
     #[arg(skip)]
     pub(crate) goal: Option<penguin::goal::GoalOptions>,
+    /// Attach an image (PNG, JPEG, GIF, WebP) to the prompt; repeatable. In chat, to the
+    /// first message (later ones attach an image of the workspace by naming it: @shot.png).
+    #[arg(long = "image", value_name = "FILE")]
+    pub(crate) images: Vec<PathBuf>,
 }
 
 impl TaskArgs {

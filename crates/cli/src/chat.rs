@@ -190,6 +190,9 @@ pub(crate) async fn repl(
         });
     }
     show_background_messages(&session, &console, &mut editor, &reading, task.jsonl);
+    // `--image` files go with the first message; `@shot.png` attaches an image of the workspace.
+    let mut first_images = crate::attach::files(&task.images)?;
+    let workspace = std::path::PathBuf::from(&session.session_meta().workspace);
     loop {
         let line = match (editor.as_mut(), &waker) {
             (Some(ed), Some(waker)) => {
@@ -309,7 +312,15 @@ pub(crate) async fn repl(
             None => {
                 let mut input = notices;
                 if !line.is_empty() {
-                    input.push(build::user_text(line));
+                    let (mut images, notes) = crate::attach::mentions(line, &workspace);
+                    images.splice(0..0, std::mem::take(&mut first_images));
+                    for note in notes {
+                        eprintln!("{note}");
+                    }
+                    if let Some(said) = crate::attach::said(&images) {
+                        eprintln!("{said}");
+                    }
+                    input.extend(crate::attach::input(line.to_owned(), images));
                 }
                 let end = run_task(
                     &mut session,

@@ -2,6 +2,7 @@
 
 mod approve;
 mod args;
+mod attach;
 mod chat;
 mod checks;
 mod console;

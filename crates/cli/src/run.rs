@@ -414,11 +414,25 @@ pub(crate) async fn one_task(
     prompt: String,
     task: &TaskArgs,
 ) -> Result<ExitCode, String> {
+    let mut images = crate::attach::files(&task.images)?;
+    if task.goal.is_none() {
+        let workspace = PathBuf::from(&session.session_meta().workspace);
+        let (mentioned, notes) = crate::attach::mentions(&prompt, &workspace);
+        images.extend(mentioned);
+        for note in notes {
+            eprintln!("penguin: {note}");
+        }
+    } else if !images.is_empty() {
+        return Err("images do not go with --goal: a goal's objective is text, sent again every round; name the image's path in it instead".into());
+    }
+    if let Some(said) = crate::attach::said(&images) {
+        eprintln!("{said}");
+    }
     let console = Console::stdin();
     let (approver, _) = approver(task, &console, session.environment().clone());
     let end = run_task(
         session,
-        vec![build::user_text(prompt)],
+        crate::attach::input(prompt, images),
         task,
         approver,
         &console,

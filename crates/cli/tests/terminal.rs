@@ -346,3 +346,34 @@ fn background_work_that_finishes_at_an_idle_prompt_starts_a_task_and_keeps_the_t
     assert!(notice.contains("built"), "{notice}");
     assert!(!users.iter().any(|t| t.contains("half a tho")), "{users:?}");
 }
+
+#[test]
+fn an_at_mention_of_a_workspace_image_attaches_it_to_the_chat_message() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    // A 1×1 PNG's first bytes: enough for the image to be known as one.
+    std::fs::write(ws.path().join("shot.png"), b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR").unwrap();
+    let (url, requests) = stub_model::serve_script(vec![stub_model::text("A red dot.")]);
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!("default_model = \"stub\"\n[models.stub]\nprotocol = \"openai-chat\"\nbase_url = \"{url}\"\nmodel = \"stub\"\napi_key_env = \"PENGUIN_STUB_KEY\"\n"),
+    )
+    .unwrap();
+    let mut chat = Pty::spawn(home.path(), ws.path(), "chat --yes");
+    chat.wait(READY);
+    chat.wait_prompt_after(READY, 1);
+    chat.send("what is in @shot.png?\r");
+    chat.wait("attached: @shot.png (PNG, 16 B)");
+    chat.wait("A red dot.");
+    chat.wait_prompt_after("A red dot.", 1);
+    chat.send("/quit\r");
+    chat.finish();
+
+    let request = &requests.all()[0];
+    let user = &stub_model::messages(request, "user")[0]["content"];
+    assert_eq!(user[0]["text"], "what is in @shot.png?", "{user:#}");
+    assert_eq!(
+        user[1]["image_url"]["url"], "data:image/png;base64,iVBORw0KGgoAAAANSUhEUg==",
+        "{user:#}"
+    );
+}
