@@ -38,6 +38,12 @@ default_model = "demo"
 # max_context_length = 256000           # capped at the model's window - 2048; 0 disables
 # mode = "summarize"                    # or "discard"
 
+# How tasks run: a cap on model requests per task, and how tool calls are approved when no
+# flag says (--approve MODE, --yes):
+# [session]
+# max_turns = 50                        # default -1: no cap
+# approval = "read-only"                # always-ask (or ask; the default) | read-only | deny-all | allow-all
+
 # Commands that are never run, whatever is approved:
 # [policy]
 # forbidden_commands = ["rm -rf /", "git push --force"]

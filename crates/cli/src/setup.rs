@@ -326,6 +326,15 @@ pub(crate) fn print_system_prompt(
         tools.tools(),
         &agent.location.root,
     );
+    let template = penguin::prompt::template_path(&agent.location.root);
+    if penguin::prompt::read_template(&agent.location.root).is_some() {
+        eprintln!("penguin: from the template {}", template.display());
+    } else {
+        eprintln!(
+            "penguin: the built-in layout (a template at {} would replace it; see the README)",
+            template.display()
+        );
+    }
     println!("{prompt}");
     Ok(ExitCode::SUCCESS)
 }

@@ -258,3 +258,39 @@ fn run_subagent_takes_a_configured_model_and_a_thinking_level() {
         "{child_request:#}"
     );
 }
+
+#[test]
+fn the_system_prompt_template_in_the_data_root_is_used_and_printed() {
+    let (url, requests) = stub_model::serve_script(vec![stub_model::text("ok")]);
+    let h = home(&url, "");
+    let out = penguin(&h, &["run", "--print-system-prompt"]);
+    let (default, stderr) = text(&out);
+    assert!(default.contains("# Environment"), "{default}");
+    assert!(stderr.contains("the built-in layout"), "{stderr}");
+    std::fs::write(
+        h.home.join("system-prompt.md"),
+        "You are terse.\nWorkspace: {{CWD}}\n{{TOOLS}}\n{{SKILLS}}{{MEMORY}}{{AGENTS_MD}}",
+    )
+    .unwrap();
+    let out = penguin(&h, &["run", "--print-system-prompt"]);
+    let (printed, stderr) = text(&out);
+    assert!(stderr.contains("from the template"), "{stderr}");
+    assert!(
+        printed.starts_with(&format!(
+            "You are terse.\nWorkspace: {}\n# Tools\n",
+            h.ws.display()
+        )),
+        "{printed}"
+    );
+    assert!(!printed.contains("{{"), "{printed}");
+    let out = penguin(&h, &["run", "--yes", "hi"]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let system = messages(&requests.all()[0], "system")[0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        system.starts_with("You are terse.\nWorkspace: "),
+        "{system}"
+    );
+}

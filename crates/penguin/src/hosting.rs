@@ -473,8 +473,12 @@ impl SessionFactory for ModelFactory {
         })?;
         let env = (self.environment)(&workspace, &sandbox, &servers)
             .map_err(|e| internal(HostingError::Environment(e)))?;
-        let system_prompt =
-            crate::prompt::system_prompt_for(&self.system_prompt, &workspace, env.tools());
+        let system_prompt = crate::prompt::system_prompt_in(
+            &self.system_prompt,
+            &workspace,
+            env.tools(),
+            &req.location.root,
+        );
         let session_spec = SessionSpec {
             location: req.location.clone(),
             provider: String::new(),

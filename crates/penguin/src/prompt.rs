@@ -99,40 +99,176 @@ pub fn instruction_files(workspace: &Path, home: Option<&Path>) -> Vec<(PathBuf,
         .collect()
 }
 
-/// `base` followed by the session's context: workspace, OS, shell, date, tools, then the
-/// project instructions (nearest last, so on a conflict the most specific file wins).
-pub fn assemble(base: &str, cx: &PromptContext) -> String {
-    let mut out = base.trim_end().to_owned();
-    out.push_str("\n\n# Environment\n");
-    out.push_str(&format!("- Workspace: {}\n", cx.workspace.display()));
-    out.push_str(&format!("- Operating system: {}\n", cx.os));
+/// The parts of a session's prompt, each a Markdown section with its heading, or empty when
+/// there is nothing to say: what the default layout ([`assemble`]) joins, and what a template's
+/// placeholders expand to ([`render_template`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Sections {
+    /// `# Environment`: workspace, OS, shell, date.
+    pub environment: String,
+    /// `# Tools`: each tool's name and the first line of its description.
+    pub tools: String,
+    /// `# Skills`: the skills index.
+    pub skills: String,
+    /// `# Memory`: the memory indexes and their rules.
+    pub memory: String,
+    /// `# Project instructions`: the `AGENTS.md` files, nearest last.
+    pub agents_md: String,
+}
+
+/// The sections of a session's prompt in `cx`.
+pub fn sections(cx: &PromptContext) -> Sections {
+    let mut environment = String::from("# Environment\n");
+    environment.push_str(&format!("- Workspace: {}\n", cx.workspace.display()));
+    environment.push_str(&format!("- Operating system: {}\n", cx.os));
     if let Some(shell) = &cx.shell {
-        out.push_str(&format!("- Shell: {shell}\n"));
+        environment.push_str(&format!("- Shell: {shell}\n"));
     }
-    out.push_str(&format!("- Date: {}\n", cx.date));
+    environment.push_str(&format!("- Date: {}\n", cx.date));
+    let mut tools = String::new();
     if !cx.tools.is_empty() {
-        out.push_str("\n# Tools\n");
+        tools.push_str("# Tools\n");
         for t in &cx.tools {
             let first = t.description.lines().next().unwrap_or("").trim();
-            out.push_str(&format!("- {}: {first}\n", t.name));
+            tools.push_str(&format!("- {}: {first}\n", t.name));
         }
     }
-    if let Some((dir, skills)) = &cx.skills {
-        out.push('\n');
-        out.push_str(&crate::skills::prompt_section(skills, dir, &cx.workspace));
-    }
-    if let Some(memory) = &cx.memory {
-        out.push('\n');
-        out.push_str(&crate::memory::prompt_section(memory));
-    }
+    let skills = cx
+        .skills
+        .as_ref()
+        .map_or_else(String::new, |(dir, skills)| {
+            crate::skills::prompt_section(skills, dir, &cx.workspace)
+        });
+    let memory = cx
+        .memory
+        .as_ref()
+        .map_or_else(String::new, crate::memory::prompt_section);
+    let mut agents_md = String::new();
     if !cx.instructions.is_empty() {
-        out.push_str(
-            "\n# Project instructions\nFollow these; when two disagree, the later (more specific) one wins.\n",
+        agents_md.push_str(
+            "# Project instructions\nFollow these; when two disagree, the later (more specific) one wins.\n",
         );
         for (path, text) in &cx.instructions {
-            out.push_str(&format!("\n## {}\n\n{text}\n", path.display()));
+            agents_md.push_str(&format!("\n## {}\n\n{text}\n", path.display()));
         }
     }
+    Sections {
+        environment,
+        tools,
+        skills,
+        memory,
+        agents_md,
+    }
+}
+
+/// `base` followed by the session's context: workspace, OS, shell, date, tools, skills,
+/// memory, then the project instructions (nearest last, so on a conflict the most specific
+/// file wins).
+pub fn assemble(base: &str, cx: &PromptContext) -> String {
+    let s = sections(cx);
+    let mut out = base.trim_end().to_owned();
+    out.push_str("\n\n");
+    out.push_str(&s.environment);
+    for part in [&s.tools, &s.skills, &s.memory, &s.agents_md] {
+        if !part.is_empty() {
+            out.push('\n');
+            out.push_str(part);
+        }
+    }
+    out
+}
+
+/// The editable system prompt: `<data root>/system-prompt.md`. When it exists (and is not
+/// blank), new sessions' prompts are this template with its placeholders expanded
+/// ([`render_template`]) instead of the default layout.
+pub const TEMPLATE_FILE: &str = "system-prompt.md";
+
+/// The placeholders a template may hold, and what each expands to.
+pub const PLACEHOLDERS: &[(&str, &str)] = &[
+    (
+        "{{BASE_PROMPT}}",
+        "penguin's own instructions (what the default layout starts with)",
+    ),
+    (
+        "{{ENVIRONMENT}}",
+        "the # Environment section: workspace, OS, shell, date",
+    ),
+    (
+        "{{TOOLS}}",
+        "the # Tools section: each tool and the first line of its description",
+    ),
+    (
+        "{{SKILLS}}",
+        "the # Skills section: the skills index (empty without skills)",
+    ),
+    (
+        "{{MEMORY}}",
+        "the # Memory section: the memory indexes and their rules (empty when memory is off)",
+    ),
+    (
+        "{{AGENTS_MD}}",
+        "the # Project instructions section: the AGENTS.md files (empty without any)",
+    ),
+    ("{{CWD}}", "the workspace path"),
+    ("{{PLATFORM}}", "the operating system, e.g. linux (x86_64)"),
+    ("{{SHELL}}", "the user's shell ($SHELL; empty when unknown)"),
+    ("{{DATE}}", "today, YYYY-MM-DD"),
+];
+
+/// `<data root>/system-prompt.md`.
+pub fn template_path(data_root: &Path) -> PathBuf {
+    data_root.join(TEMPLATE_FILE)
+}
+
+/// The template under `data_root`, when there is one with something in it.
+pub fn read_template(data_root: &Path) -> Option<String> {
+    std::fs::read_to_string(template_path(data_root))
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+}
+
+/// `template` with each of [`PLACEHOLDERS`] replaced by its part of `cx` (`base` for
+/// `{{BASE_PROMPT}}`), in one pass: what a placeholder expands to is never scanned again, so a
+/// memory note or an AGENTS.md that mentions `{{TOOLS}}` stays as written. Anything else in
+/// braces is left as it is.
+pub fn render_template(template: &str, base: &str, cx: &PromptContext) -> String {
+    let s = sections(cx);
+    let workspace = cx.workspace.display().to_string();
+    let value = |name: &str| -> Option<&str> {
+        Some(match name {
+            "BASE_PROMPT" => base.trim_end(),
+            "ENVIRONMENT" => s.environment.trim_end(),
+            "TOOLS" => s.tools.trim_end(),
+            "SKILLS" => s.skills.trim_end(),
+            "MEMORY" => s.memory.trim_end(),
+            "AGENTS_MD" => s.agents_md.trim_end(),
+            "CWD" => &workspace,
+            "PLATFORM" => &cx.os,
+            "SHELL" => cx.shell.as_deref().unwrap_or(""),
+            "DATE" => &cx.date,
+            _ => return None,
+        })
+    };
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(open) = rest.find("{{") {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 2..];
+        match after
+            .find("}}")
+            .and_then(|close| Some((close, value(&after[..close])?)))
+        {
+            Some((close, v)) => {
+                out.push_str(v);
+                rest = &after[close + 2..];
+            }
+            None => {
+                out.push_str("{{");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
     out
 }
 
@@ -143,7 +279,8 @@ pub fn system_prompt_for(base: &str, workspace: &Path, tools: Vec<ToolDefinition
     system_prompt_in(base, workspace, tools, &penguin_trace_store::data_root())
 }
 
-/// [`system_prompt_for`] with the skills and memory of the data root `data_root`.
+/// [`system_prompt_for`] with the skills, memory and template ([`TEMPLATE_FILE`]) of the data
+/// root `data_root`.
 pub fn system_prompt_in(
     base: &str,
     workspace: &Path,
@@ -151,10 +288,11 @@ pub fn system_prompt_in(
     data_root: &Path,
 ) -> String {
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    assemble(
-        base,
-        &PromptContext::discover(workspace, tools, home.as_deref()).with_data_root(data_root),
-    )
+    let cx = PromptContext::discover(workspace, tools, home.as_deref()).with_data_root(data_root);
+    match read_template(data_root) {
+        Some(template) => render_template(&template, base, &cx),
+        None => assemble(base, &cx),
+    }
 }
 
 #[cfg(test)]
@@ -257,5 +395,56 @@ mod tests {
             p.find("# Project instructions").unwrap(),
         );
         assert!(skills < memory && memory < project, "{p}");
+    }
+
+    fn context() -> PromptContext {
+        PromptContext {
+            workspace: "/w".into(),
+            os: "linux (x86_64)".into(),
+            shell: None,
+            date: "2026-01-02".into(),
+            tools: vec![tool("read_file", "Reads a file.")],
+            instructions: vec![("/w/AGENTS.md".into(), "Mention {{TOOLS}} literally.".into())],
+            skills: None,
+            memory: None,
+        }
+    }
+
+    #[test]
+    fn a_template_expands_its_placeholders_once_and_leaves_the_rest() {
+        let cx = context();
+        let p = render_template(
+            "{{BASE_PROMPT}}\nIn {{CWD}} on {{PLATFORM}}, {{DATE}}; shell [{{SHELL}}].\n\n{{TOOLS}}\n\n{{SKILLS}}{{MEMORY}}\n{{AGENTS_MD}}\n{{NOT_ONE}} {{ unclosed",
+            "Base.\n",
+            &cx,
+        );
+        assert_eq!(
+            p,
+            "Base.\nIn /w on linux (x86_64), 2026-01-02; shell [].\n\n# Tools\n- read_file: Reads a file.\n\n\n# Project instructions\nFollow these; when two disagree, the later (more specific) one wins.\n\n## /w/AGENTS.md\n\nMention {{TOOLS}} literally.\n{{NOT_ONE}} {{ unclosed"
+        );
+        // Every documented placeholder expands.
+        for (name, _) in PLACEHOLDERS {
+            assert_ne!(render_template(name, "b", &cx), *name);
+        }
+    }
+
+    #[test]
+    fn the_template_under_the_data_root_replaces_the_default_layout() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (root, ws) = (tmp.path().join("data"), tmp.path().join("ws"));
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::create_dir_all(&ws).unwrap();
+        let default = system_prompt_in("Base.", &ws, Vec::new(), &root);
+        assert!(default.starts_with("Base.\n\n# Environment\n"), "{default}");
+        // A blank file is no template.
+        std::fs::write(template_path(&root), "  \n").unwrap();
+        assert_eq!(system_prompt_in("Base.", &ws, Vec::new(), &root), default);
+        std::fs::write(template_path(&root), "Mine.\n{{ENVIRONMENT}}").unwrap();
+        let mine = system_prompt_in("Base.", &ws, Vec::new(), &root);
+        assert!(
+            mine.starts_with("Mine.\n# Environment\n- Workspace: "),
+            "{mine}"
+        );
+        assert!(!mine.contains("Base."), "{mine}");
     }
 }

@@ -368,3 +368,31 @@ fn a_model_without_vision_gets_no_read_image() {
         .enabled
         .contains(&BuiltinTool::ReadImage));
 }
+
+#[test]
+fn session_sets_max_turns_and_the_approval_mode_by_the_references_names() {
+    let c = Config::parse("[session]\nmax_turns = 12\napproval = \"read-only\"\n").unwrap();
+    assert_eq!(c.session.max_turns().unwrap(), 12);
+    assert_eq!(c.session.approval().unwrap(), Some(ApprovalMode::ReadOnly));
+    let none = Config::parse("").unwrap();
+    assert_eq!(none.session.max_turns().unwrap(), -1);
+    assert_eq!(none.session.approval().unwrap(), None);
+    assert_eq!(parse_approval("ask"), Ok(ApprovalMode::AlwaysAsk));
+    assert_eq!(parse_approval("Allow-All"), Ok(ApprovalMode::AllowAll));
+    let zero = Config::parse("[session]\nmax_turns = 0\n").unwrap();
+    assert!(zero
+        .session
+        .max_turns()
+        .unwrap_err()
+        .to_string()
+        .starts_with("session.max_turns: 0"));
+    let wrong = Config::parse("[session]\napproval = \"maybe\"\n").unwrap();
+    assert_eq!(
+        wrong.session.approval().unwrap_err().to_string(),
+        "session.approval: \"maybe\" is not an approval mode (always-ask or ask, read-only, deny-all, allow-all)"
+    );
+    assert_eq!(
+        Config::parse("[session]\nturns = 3\n").unwrap_err().field,
+        "session.turns"
+    );
+}

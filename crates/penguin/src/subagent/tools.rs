@@ -377,6 +377,23 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn a_thinking_level_is_one_of_the_tiers_or_inherited() {
+        assert_eq!(thinking_arg(&json!({})), Ok(None));
+        assert_eq!(thinking_arg(&json!({"thinking_level": null})), Ok(None));
+        assert_eq!(
+            thinking_arg(&json!({"thinking_level": "xhigh"})),
+            Ok(Some(ThinkingLevel::Xhigh))
+        );
+        for wrong in [json!("none"), json!("HIGH"), json!(3)] {
+            let err = thinking_arg(&json!({ "thinking_level": wrong })).unwrap_err();
+            assert!(
+                err.ends_with("use one of low / medium / high / xhigh / max, or omit it to inherit the parent session's level]"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
     fn windows_are_clamped_between_a_quarter_second_and_the_tool_timeout() {
         let ms = Duration::from_millis;
         assert_eq!(yield_time(&json!({}), DEFAULT_YIELD), DEFAULT_YIELD);
