@@ -248,6 +248,86 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: McpCommand,
     },
+    /// Skills: instruction packages (a directory with a SKILL.md) the model reads on demand.
+    Skills {
+        #[command(subcommand)]
+        command: SkillsCommand,
+    },
+    /// Memory: the notes the agent keeps between sessions (yours, and each workspace's).
+    Memory {
+        #[command(subcommand)]
+        command: MemoryCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum SkillsCommand {
+    /// The skills a session here gets: yours (the data root's skills/) and the workspace's
+    /// (.agents/skills/).
+    List {
+        /// The workspace (default: the current directory).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+        /// Print them as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Install skills from a directory or a git URL (cloned with git) into your skills folder;
+    /// a skill of the same name is replaced.
+    Install {
+        /// A skill's directory, a directory of skills, or a git URL.
+        source: String,
+    },
+    /// Remove one of your skills.
+    Remove {
+        /// The skill's name.
+        name: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum MemoryCommand {
+    /// Every memory scope and its notes (yours first, then each workspace's).
+    List {
+        /// Print them as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a note (or, without one, the scope's MEMORY.md index).
+    Show {
+        /// The note's name (its file name without .md).
+        name: Option<String>,
+        #[command(flatten)]
+        scope: MemoryScopeArgs,
+    },
+    /// Open a note (or the scope's MEMORY.md) in $VISUAL or $EDITOR.
+    Edit {
+        /// The note's name; a new one is created.
+        name: Option<String>,
+        #[command(flatten)]
+        scope: MemoryScopeArgs,
+    },
+    /// Delete a note and drop its lines from the scope's MEMORY.md.
+    Forget {
+        /// The note's name.
+        name: String,
+        #[command(flatten)]
+        scope: MemoryScopeArgs,
+    },
+}
+
+/// Which memory scope: the current workspace's by default.
+#[derive(Args, Debug, Clone, Default)]
+pub(crate) struct MemoryScopeArgs {
+    /// Your own memory (the user scope) instead of the workspace's.
+    #[arg(long, conflicts_with_all = ["scope", "workspace"])]
+    pub(crate) user: bool,
+    /// A scope by its key (see `penguin memory list`).
+    #[arg(long, value_name = "KEY", conflicts_with = "workspace")]
+    pub(crate) scope: Option<String>,
+    /// The workspace whose memory (default: the current directory).
+    #[arg(long)]
+    pub(crate) workspace: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]

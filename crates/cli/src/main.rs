@@ -9,6 +9,7 @@ mod console;
 mod describe;
 mod editor;
 mod init;
+mod knowledge;
 mod markdown;
 mod mcp;
 mod render;
@@ -63,13 +64,15 @@ fn main() -> ExitCode {
             jsonl,
             verbose,
         } => show::show(session_id, last, jsonl, verbose),
-        Command::Init { force } => init::init(force),
-        Command::Completions { shell } => {
         Command::Fork {
             session_id,
             last,
             at,
         } => setup::fork(session_id, last, at),
+        Command::Init { force } => init::init(force),
+        Command::Skills { command } => knowledge::skills(command),
+        Command::Memory { command } => knowledge::memory(command),
+        Command::Completions { shell } => {
             init::completions(shell);
             Ok(ExitCode::SUCCESS)
         }
