@@ -80,7 +80,11 @@ fn a_session_reads_a_skill_saves_a_memory_and_the_next_one_sees_its_index() {
     std::fs::create_dir_all(src.join("broken-one")).unwrap();
 
     // Install and list (a broken frontmatter is said by name, not fatal).
-    let out = ok(&penguin(&home, &ws, &["skills", "install", src.to_str().unwrap()]));
+    let out = ok(&penguin(
+        &home,
+        &ws,
+        &["skills", "install", src.to_str().unwrap()],
+    ));
     assert!(out.contains("installed deploy (v3)"), "{out}");
     let skill = home.join("skills/deploy/SKILL.md");
     assert_eq!(std::fs::read_to_string(&skill).unwrap(), SKILL);
@@ -88,7 +92,10 @@ fn a_session_reads_a_skill_saves_a_memory_and_the_next_one_sees_its_index() {
     std::fs::write(ws.join(".agents/skills/lint/SKILL.md"), "no frontmatter").unwrap();
     let listed = penguin(&home, &ws, &["skills", "list"]);
     let out = ok(&listed);
-    assert!(out.contains("deploy  v3  user  Ship the app to staging"), "{out}");
+    assert!(
+        out.contains("deploy  v3  user  Ship the app to staging"),
+        "{out}"
+    );
     assert!(out.contains("lint  v1  workspace"), "{out}");
     assert!(
         String::from_utf8_lossy(&listed.stderr).contains("skill lint: no frontmatter"),
@@ -135,16 +142,27 @@ fn a_session_reads_a_skill_saves_a_memory_and_the_next_one_sees_its_index() {
         )),
         "{sys}"
     );
-    assert!(sys.contains("- `lint` (.agents/skills/lint/SKILL.md)"), "{sys}");
-    assert!(sys.contains("# Memory") && sys.contains("nothing has been saved yet"), "{sys}");
-    assert!(sys.contains(&format!("User Memory Dir: `{}`", memory.display())), "{sys}");
+    assert!(
+        sys.contains("- `lint` (.agents/skills/lint/SKILL.md)"),
+        "{sys}"
+    );
+    assert!(
+        sys.contains("# Memory") && sys.contains("nothing has been saved yet"),
+        "{sys}"
+    );
+    assert!(
+        sys.contains(&format!("User Memory Dir: `{}`", memory.display())),
+        "{sys}"
+    );
     assert!(
         stub_model::offered_tools(&all[0]).contains(&"memory_forget".to_owned()),
         "{:?}",
         stub_model::offered_tools(&all[0])
     );
     let user = messages(&all[0], "user");
-    assert!(user.last().unwrap()["content"].to_string().contains("[use_skills]"));
+    assert!(user.last().unwrap()["content"]
+        .to_string()
+        .contains("[use_skills]"));
     assert!(tool_output(&all[1], "c1").contains("Run make ship."));
     // The command reads the skill, but neither it nor memory changes.
     let out = tool_output(&all[2], "c2");
@@ -166,25 +184,41 @@ fn a_session_reads_a_skill_saves_a_memory_and_the_next_one_sees_its_index() {
 
     // The CLI's view of memory.
     let out = ok(&penguin(&home, &ws, &["memory", "list"]));
-    assert!(out.contains("user memory:\n  prefers-tabs  2026-01-02  the user indents with tabs"), "{out}");
-    let out = ok(&penguin(&home, &ws, &["memory", "show", "--user", "prefers-tabs"]));
+    assert!(
+        out.contains("user memory:\n  prefers-tabs  2026-01-02  the user indents with tabs"),
+        "{out}"
+    );
+    let out = ok(&penguin(
+        &home,
+        &ws,
+        &["memory", "show", "--user", "prefers-tabs"],
+    ));
     assert!(out.contains("Tabs, always."), "{out}");
     let json: Value =
         serde_json::from_str(&ok(&penguin(&home, &ws, &["memory", "list", "--json"]))).unwrap();
     assert_eq!(json[0]["key"], "user");
     assert_eq!(json[1]["kind"], "workspace");
     assert_eq!(json[1]["workspace"], ws.display().to_string());
-    let out = ok(&penguin(&home, &ws, &["memory", "forget", "--user", "prefers-tabs"]));
+    let out = ok(&penguin(
+        &home,
+        &ws,
+        &["memory", "forget", "--user", "prefers-tabs"],
+    ));
     assert!(out.contains("1 index line dropped"), "{out}");
     assert!(!note.exists());
-    assert_eq!(std::fs::read_to_string(memory.join("MEMORY.md")).unwrap(), "");
+    assert_eq!(
+        std::fs::read_to_string(memory.join("MEMORY.md")).unwrap(),
+        ""
+    );
     let gone = penguin(&home, &ws, &["memory", "show", "--user", "prefers-tabs"]);
     assert!(!gone.status.success());
 
     // Remove the skill.
     ok(&penguin(&home, &ws, &["skills", "remove", "deploy"]));
     assert!(!home.join("skills/deploy").exists());
-    assert!(!penguin(&home, &ws, &["skills", "remove", "deploy"]).status.success());
+    assert!(!penguin(&home, &ws, &["skills", "remove", "deploy"])
+        .status
+        .success());
 }
 
 #[test]
