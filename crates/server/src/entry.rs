@@ -258,8 +258,9 @@ impl Entry {
     pub(crate) fn unloadable(&self) -> bool {
         let idle = {
             let rt = self.rt();
+            // A session that never ran has no trace yet: unloading writes its session_meta
+            // first (`Sessions::unload_idle`), so it can be loaded again.
             rt.status == SessionStatus::Idle
-                && rt.has_trace
                 && !rt.deleted
                 && rt.follow_ups.is_empty()
                 && rt.pending_inputs.is_empty()

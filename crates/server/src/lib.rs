@@ -221,6 +221,11 @@ impl AppState {
         }
     }
 
+    /// Sessions loaded in memory now (running, or idle within the cache of idle sessions).
+    pub fn loaded_sessions(&self) -> usize {
+        self.sessions.loaded().len()
+    }
+
     /// Interrupts every running task (pending approvals are denied) and ends every stream, so
     /// a graceful shutdown does not wait on open SSE connections.
     pub fn shutdown(&self) {

@@ -123,8 +123,8 @@ impl Sessions {
     /// Only sessions nobody else holds are unloaded: under the registry lock no request can
     /// take a new reference, so a session cannot be in use and unloaded at once (two engines
     /// on one trace).
-    pub(crate) fn unload_idle(&self) {
-        let unloaded: Vec<Arc<Entry>> = {
+    pub(crate) fn unload_idle(self: &Arc<Self>) {
+        let (unloaded, never_ran): (Vec<Arc<Entry>>, Vec<Arc<Entry>>) = {
             let mut entries = lock(&self.entries);
             let mut idle: Vec<(u64, String)> = entries
                 .values()
@@ -136,31 +136,68 @@ impl Sessions {
             }
             idle.sort_unstable();
             let excess = idle.len() - self.cfg.idle_cache;
-            idle.into_iter()
+            let chosen: Vec<Arc<Entry>> = idle
+                .into_iter()
                 .take(excess)
-                .filter_map(|(_, id)| entries.remove(&id))
-                .collect()
+                .filter_map(|(_, id)| entries.get(&id).cloned())
+                .collect();
+            // A session that never ran has no trace to be loaded from: it stays listed and
+            // loaded until its session_meta is on disk (below), then goes.
+            let (never_ran, traced): (Vec<_>, Vec<_>) =
+                chosen.into_iter().partition(|e| !e.rt().has_trace);
+            for e in &traced {
+                entries.remove(&e.id);
+            }
+            (traced, never_ran)
         };
         let now = std::time::SystemTime::now();
         for e in &unloaded {
-            self.index.written(&e.id, now);
-            // Its replay buffer goes with it unless someone still listens: a reconnect after
-            // the unload misses and resyncs from the trace.
-            if self
-                .cfg
-                .hub
-                .existing(&e.id)
-                .is_some_and(|c| c.subscriber_count() == 0)
-            {
-                self.cfg.hub.reclaim(&e.id);
-            }
+            self.forget_unloaded(e, now);
         }
-        // Dropping a session joins its trace writer thread: not on the async workers.
+        let me = self.clone();
+        let release = move || {
+            for e in never_ran {
+                e.session().writer().record_session_meta(e.meta.clone());
+                if let Err(err) = e.session().writer().flush() {
+                    tracing::warn!(
+                        "[server] {} stays loaded: its trace cannot be written: {err}",
+                        e.id
+                    );
+                    continue;
+                }
+                e.rt().has_trace = true;
+                let mut entries = lock(&me.entries);
+                // Only if nothing took it up meanwhile (a request holds it, a task started).
+                if Arc::strong_count(&e) == 2 && e.unloadable() {
+                    entries.remove(&e.id);
+                    drop(entries);
+                    me.forget_unloaded(&e, std::time::SystemTime::now());
+                }
+            }
+            // Dropping a session joins its trace writer thread.
+            drop(unloaded);
+        };
+        // Writing and joining threads: not on the async workers.
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
-                rt.spawn_blocking(move || drop(unloaded));
+                rt.spawn_blocking(release);
             }
-            Err(_) => drop(unloaded),
+            Err(_) => release(),
+        }
+    }
+
+    // What goes with an unloaded session: its replay buffer (unless someone still listens: a
+    // reconnect after the unload misses and resyncs from the trace), and the index learns when
+    // it was last active.
+    fn forget_unloaded(&self, e: &Entry, when: std::time::SystemTime) {
+        self.index.written(&e.id, when);
+        if self
+            .cfg
+            .hub
+            .existing(&e.id)
+            .is_some_and(|c| c.subscriber_count() == 0)
+        {
+            self.cfg.hub.reclaim(&e.id);
         }
     }
 

@@ -211,3 +211,42 @@ async fn a_task_whose_trace_lost_records_is_reported_not_clean() {
     );
     drop(srv);
 }
+
+/// Sessions that never run a task are unloaded like the others (their session_meta is written
+/// first), so they hold no thread or file once idle, and each is loaded again when asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_that_never_ran_are_unloaded_and_can_be_loaded_again() {
+    let srv = support::serve_script_with(scenario(), |opts| {
+        opts.idle_sessions = 4;
+        opts.durability = Durability::Never;
+    })
+    .await;
+    let mut ids = Vec::new();
+    for _ in 0..60 {
+        ids.push(srv.create("allow-all").await);
+    }
+    // The cache, and the newest (still held by its request when the cache was trimmed).
+    assert!(
+        srv.state.loaded_sessions() <= 4 + 1,
+        "{} sessions loaded for 60 idle ones (cache 4)",
+        srv.state.loaded_sessions()
+    );
+    let listed = srv.get("/api/sessions").await.body["sessions"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(listed, 60);
+    for id in &ids {
+        let r = srv.get(&format!("/api/sessions/{id}")).await;
+        assert_eq!(r.status, 200, "{id}: {}", r.body);
+    }
+    assert_eq!(srv.task(&ids[0], "go").await.status, 202);
+    srv.until_idle(&ids[0]).await;
+    let texts: Vec<Value> = srv
+        .messages(&ids[0])
+        .await
+        .into_iter()
+        .filter(|m| m["payload"]["type"] == "text")
+        .collect();
+    assert_eq!(texts.last().unwrap()["payload"]["text"], "ok");
+}
