@@ -187,10 +187,6 @@ pub(crate) enum Command {
         #[arg(long, short = 'v')]
         verbose: bool,
     },
-    /// Write a commented starter config.toml into the data root.
-    Init {
-        /// Replace an existing config.toml.
-        #[arg(long)]
     /// Fork a stored session: a new session holding its conversation up to the end of one
     /// completed task (all of them by default); the source is untouched.
     Fork {
@@ -204,6 +200,10 @@ pub(crate) enum Command {
         #[arg(long, value_name = "N")]
         at: Option<usize>,
     },
+    /// Write a commented starter config.toml into the data root.
+    Init {
+        /// Replace an existing config.toml.
+        #[arg(long)]
         force: bool,
     },
     /// Print shell completions: bash, zsh, fish, elvish or powershell.

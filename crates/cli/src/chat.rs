@@ -457,6 +457,7 @@ pub(crate) async fn resume(
     sandbox: SandboxArgs,
 ) -> Result<ExitCode, String> {
     let (agent, mut session) = ready(&model, &sandbox, Which::Stored(id))?;
+    let task = task.configured(&agent);
     let Some(prompt) = prompt else {
         return repl(&agent, session, task).await;
     };
@@ -468,7 +469,6 @@ pub(crate) async fn resume(
             eprint!("earlier in this session:\n{recap}");
         }
     }
-    let task = task.configured(&agent);
     crate::run::one_task(&mut session, prompt, &task).await
 }
 

@@ -457,6 +457,7 @@ pub(crate) fn read_prompt(prompt: Option<String>) -> Result<String, String> {
             let mut s = String::new();
             std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
                 .map_err(|e| format!("stdin: {e}"))?;
+            PROMPT_FROM_STDIN.store(true, Ordering::SeqCst);
             s.trim().to_owned()
         }
         None => "Look around the workspace and tell me what it is.".to_owned(),
@@ -471,7 +472,6 @@ pub(crate) fn read_prompt(prompt: Option<String>) -> Result<String, String> {
 
 /// The session line on stderr: dimmed on a terminal. With `--jsonl` too (after any notice
 /// about the model or the sandbox), so a script can read the id while stdout stays pure JSON.
-            PROMPT_FROM_STDIN.store(true, Ordering::SeqCst);
 pub(crate) fn announce(session: &Session) {
     if color_for(std::io::stderr().is_terminal()) {
         eprintln!("\x1b[2m{}\x1b[0m", session_line(session));

@@ -82,6 +82,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<ExitCode, String> {
                 ),
                 policy: agent.policy(),
                 sandbox: sandbox_request(&agent, &sandbox)?,
+                data_root: Some(agent.location.root.clone()),
             })
         }
     };

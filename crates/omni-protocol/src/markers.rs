@@ -24,6 +24,29 @@ pub fn marker_block(tag: &str, body: &str) -> String {
     format!("[{tag}]\n{body}\n[/{tag}]")
 }
 
+/// A message that pins skills `names`: a `[use_skills]` block naming them, a blank line, then
+/// `text` (just the block when there is no text; `text` alone when there are no names). The one
+/// spelling of the block, for every surface that pins skills.
+///
+/// ```
+/// use penguin_omni_protocol::markers::use_skills_message;
+/// assert_eq!(
+///     use_skills_message(&["web-design".into()], "fix the layout"),
+///     "[use_skills]\nskills: web-design\n[/use_skills]\n\nfix the layout"
+/// );
+/// ```
+pub fn use_skills_message(names: &[String], text: &str) -> String {
+    if names.is_empty() {
+        return text.to_owned();
+    }
+    let block = marker_block("use_skills", &format!("skills: {}", names.join(", ")));
+    if text.is_empty() {
+        block
+    } else {
+        format!("{block}\n\n{text}")
+    }
+}
+
 /// The opening tag, the lines and the closing tag, joined by newlines. Unlike
 /// [`marker_block`], no lines means no body line at all: the reference joins the tags and
 /// lines rather than wrapping a body, so an empty transcript is `"[tag]\n[/tag]"`.

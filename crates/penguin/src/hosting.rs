@@ -368,6 +368,9 @@ pub struct ModelFactory {
     /// The sandbox of sessions that ask for none; a request's `sandbox` overrides its mode and
     /// network.
     pub sandbox: SandboxRequest,
+    /// The data root whose skills and memory the API shows (`GET /api/sessions/{id}/skills`,
+    /// `GET /api/memory`); `None` shows none.
+    pub data_root: Option<PathBuf>,
 }
 
 impl ModelFactory {
@@ -428,6 +431,26 @@ impl std::fmt::Debug for ModelFactory {
 }
 
 impl SessionFactory for ModelFactory {
+    fn skills(&self, workspace: &Path) -> Vec<serde_json::Value> {
+        let Some(root) = &self.data_root else {
+            return Vec::new();
+        };
+        crate::skills::discover(root, workspace)
+            .into_iter()
+            .filter_map(|s| serde_json::to_value(s).ok())
+            .collect()
+    }
+
+    fn memory(&self) -> Vec<serde_json::Value> {
+        let Some(root) = &self.data_root else {
+            return Vec::new();
+        };
+        crate::memory::scopes(root)
+            .into_iter()
+            .filter_map(|s| serde_json::to_value(s).ok())
+            .collect()
+    }
+
     fn models(&self) -> Vec<penguin_server::api::ModelChoice> {
         ModelFactory::models(self)
             .into_iter()
@@ -572,6 +595,7 @@ mod tests {
             }),
             policy: CommandPolicy::default(),
             sandbox: SandboxRequest::default(),
+            data_root: None,
         }
     }
 

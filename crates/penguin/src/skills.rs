@@ -10,7 +10,6 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use penguin_omni_protocol::markers::marker_block;
 use serde::Serialize;
 
 /// A skill's instructions file.
@@ -233,19 +232,8 @@ pub fn prompt_section(skills: &[Skill], user_dir: &Path, workspace: &Path) -> St
     out
 }
 
-/// A message that pins `names`: a `[use_skills]` block, a blank line, then `text` (just the
-/// block when there is no text; `text` alone when there are no names).
-pub fn use_skills_message(names: &[String], text: &str) -> String {
-    if names.is_empty() {
-        return text.to_owned();
-    }
-    let block = marker_block("use_skills", &format!("skills: {}", names.join(", ")));
-    if text.is_empty() {
-        block
-    } else {
-        format!("{block}\n\n{text}")
-    }
-}
+/// A message that pins `names` (see [`penguin_omni_protocol::markers::use_skills_message`]).
+pub use penguin_omni_protocol::markers::use_skills_message;
 
 /// The skills a `[use_skills]` block at the very start of `text` names (the legacy
 /// `<use_skills>` form too) and the text after it; `None` when the message has no such block

@@ -199,4 +199,15 @@ pub trait SessionFactory: Send + Sync {
     fn models(&self) -> Vec<crate::api::ModelChoice> {
         Vec::new()
     }
+
+    /// The skills a session working in `workspace` is offered (`GET /api/sessions/{id}/skills`),
+    /// each as the factory describes it (at least `name` and `description`). Empty by default.
+    fn skills(&self, _workspace: &std::path::Path) -> Vec<serde_json::Value> {
+        Vec::new()
+    }
+
+    /// The agent's memory: its scopes and their notes (`GET /api/memory`). Empty by default.
+    fn memory(&self) -> Vec<serde_json::Value> {
+        Vec::new()
+    }
 }

@@ -265,6 +265,8 @@ pub fn router(state: AppState) -> Router {
         .route(&format!("{s}/stream"), get(routes::stream))
         .route(&format!("{s}/socket"), get(socket::session))
         .route(&format!("{s}/goal"), get(routes::goal))
+        .route(&format!("{s}/fork"), post(routes::fork))
+        .route(&format!("{s}/skills"), get(routes::skills))
         .route(&format!("{s}/tasks"), post(routes::create_task))
         .route(&format!("{s}/steer"), post(routes::steer))
         .route(
@@ -285,6 +287,7 @@ pub fn router(state: AppState) -> Router {
             post(routes::kill_process),
         )
         .route("/api/models", get(routes::models))
+        .route("/api/memory", get(routes::memory))
         .route("/api/explain", post(routes::explain))
         .route("/api/events", get(routes::events))
         .route("/api/events/socket", get(socket::events))

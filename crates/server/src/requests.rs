@@ -150,6 +150,37 @@ pub(crate) fn parse_goal(obj: &Map<String, Value>) -> Result<Option<Option<u64>>
     }
 }
 
+/// `skills: ["name", …]` of a task: the skills it pins, as a `[use_skills]` block before its
+/// first text (one is added when the input has none).
+pub(crate) fn pin_skills(
+    obj: &Map<String, Value>,
+    mut input: Vec<OmniMessage>,
+    text: String,
+) -> Result<(Vec<OmniMessage>, String), ApiError> {
+    use penguin_omni_protocol::markers::use_skills_message;
+    let names: Vec<String> = match obj.get("skills") {
+        None | Some(Value::Null) => return Ok((input, text)),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| v.as_str().map(str::to_owned))
+            .collect::<Option<_>>()
+            .ok_or_else(|| ApiError::field("skills", "a list of skill names"))?,
+        Some(_) => return Err(ApiError::field("skills", "a list of skill names")),
+    };
+    if names.is_empty() {
+        return Ok((input, text));
+    }
+    let first_text = input.iter().enumerate().find_map(|(i, m)| match m.model() {
+        Some(penguin_omni_protocol::ModelPayload::Text(t)) => Some((i, t.text.clone())),
+        _ => None,
+    });
+    match first_text {
+        Some((i, first)) => input[i] = build::user_text(use_skills_message(&names, &first)),
+        None => input.insert(0, build::user_text(use_skills_message(&names, ""))),
+    }
+    Ok((input, use_skills_message(&names, &text)))
+}
+
 /// The parsed `input` of a task: messages, the text for the follow-up mirror, image count.
 pub(crate) fn parse_input(v: Option<&Value>) -> Result<(Vec<OmniMessage>, String, u32), ApiError> {
     let items = match v {

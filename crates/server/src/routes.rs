@@ -12,6 +12,8 @@ use penguin_engine::ThinkingLevel;
 use penguin_omni_protocol::ApprovalDecision;
 use penguin_sse_transport::{into_response, last_event_id, open_stream, LiveTail, ServerEvent};
 
+use serde_json::Value;
+
 use crate::api::{
     CompactAccepted, CreateSessionRequest, MessagesPage, Recalled, RetryNow, SessionEnvelope,
     SteerAccepted, TaskAccepted,
@@ -22,7 +24,7 @@ use crate::error::{json_response, opt_bool, opt_str, read_object, ApiError};
 use crate::history::{page_of, read_history, Window};
 use crate::list::parse_list_query;
 use crate::requests::{
-    parse_goal, parse_input, parse_mcp_servers, parse_mode, parse_query, parse_sandbox,
+    parse_goal, parse_input, parse_mcp_servers, parse_mode, parse_query, parse_sandbox, pin_skills,
 };
 use crate::sessions::USER_CHANNEL;
 use crate::tasks::TaskInput;
@@ -178,6 +180,35 @@ pub(crate) async fn explain(
     Ok(json_response(
         StatusCode::OK,
         &serde_json::json!({"kind": f.kind, "cause": f.cause, "hint": f.hint, "ended": ended}),
+    ))
+}
+
+/// `GET /api/sessions/{id}/skills`: `{skills: [...]}` its workspace is offered (the factory's).
+pub(crate) async fn skills(
+    State(app): State<AppState>,
+    p: Result<Path<String>, PathRejection>,
+) -> ApiResult {
+    let e = entry(&app, p).await?;
+    let factory = app.sessions.cfg.factory.clone();
+    let workspace = std::path::PathBuf::from(&e.meta.workspace);
+    let skills = tokio::task::spawn_blocking(move || factory.skills(&workspace))
+        .await
+        .map_err(|err| ApiError::internal(format!("listing skills failed: {err}")))?;
+    Ok(json_response(
+        StatusCode::OK,
+        &serde_json::json!({ "skills": skills }),
+    ))
+}
+
+/// `GET /api/memory`: `{scopes: [...]}`, the agent's memory as its factory reads it.
+pub(crate) async fn memory(State(app): State<AppState>) -> ApiResult {
+    let factory = app.sessions.cfg.factory.clone();
+    let scopes = tokio::task::spawn_blocking(move || factory.memory())
+        .await
+        .map_err(|err| ApiError::internal(format!("reading memory failed: {err}")))?;
+    Ok(json_response(
+        StatusCode::OK,
+        &serde_json::json!({ "scopes": scopes }),
     ))
 }
 
@@ -354,6 +385,7 @@ pub(crate) async fn create_task(
         };
     let queue = opt_bool(&obj, "queueIfBusy")?.unwrap_or(false);
     let goal = parse_goal(&obj)?;
+    let (input, text) = pin_skills(&obj, input, text)?;
     if goal.is_some() && queue {
         return Err(ApiError::field(
             "goal",
@@ -373,6 +405,56 @@ pub(crate) async fn create_task(
         &TaskAccepted {
             session_id: e.id.clone(),
             queued,
+        },
+    ))
+}
+
+/// `POST /api/sessions/{id}/fork`: `{}` (after its last task) or `{"position": {"fileIndex":
+/// F, "ordinal": O}}` (after the task whose final reply has that `tracePosition`): a new
+/// session with the trace up to there, its approval mode and a title `<title> (fork)`. 201
+/// with the new session; 409 while a task runs; 400 for a position that is no task's end.
+pub(crate) async fn fork(
+    State(app): State<AppState>,
+    p: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    use penguin_trace_store::ForkPoint;
+    let e = entry(&app, p).await?;
+    let obj = read_object(&headers, body, &app.body).await?;
+    let at = match obj.get("position") {
+        None | Some(Value::Null) => ForkPoint::End,
+        Some(Value::Object(pos)) => {
+            let num = |k: &str| pos.get(k).and_then(Value::as_u64);
+            match (
+                num("fileIndex").and_then(|f| u32::try_from(f).ok()),
+                num("ordinal"),
+            ) {
+                (Some(file_index), Some(ordinal)) => ForkPoint::Position {
+                    file_index,
+                    ordinal,
+                },
+                _ => {
+                    return Err(ApiError::field(
+                        "position",
+                        "{\"fileIndex\": N, \"ordinal\": N} (a message's tracePosition)",
+                    ))
+                }
+            }
+        }
+        Some(_) => {
+            return Err(ApiError::field(
+                "position",
+                "{\"fileIndex\": N, \"ordinal\": N} (a message's tracePosition)",
+            ))
+        }
+    };
+    let forked = app.sessions.fork(&e, at).await?;
+    let child = app.sessions.get(&forked).await?;
+    Ok(json_response(
+        StatusCode::CREATED,
+        &SessionEnvelope {
+            session: child.info(),
         },
     ))
 }

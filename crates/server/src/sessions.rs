@@ -445,6 +445,56 @@ impl Sessions {
         Ok(())
     }
 
+    /// Forks `entry`'s trace at `at` into a new session (idle sources only: a running trace is
+    /// still growing), which keeps the source's approval mode and its title marked `(fork)`.
+    /// Returns the new session's id.
+    pub(crate) async fn fork(
+        self: &Arc<Self>,
+        entry: &Arc<Entry>,
+        at: penguin_trace_store::ForkPoint,
+    ) -> Result<String, ApiError> {
+        use penguin_trace_store::ForkError;
+        let (mode, title) = {
+            let rt = entry.rt();
+            if rt.status != SessionStatus::Idle {
+                return Err(ApiError::conflict(
+                    "task_in_progress",
+                    ForkError::Running(entry.id.clone()).to_string(),
+                ));
+            }
+            let title = rt.title.clone().or_else(|| rt.first_prompt.clone());
+            (rt.approval_mode, title)
+        };
+        let writer = entry.session().writer().clone();
+        let traces = self.cfg.location.traces_dir();
+        let id = entry.id.clone();
+        let forked = tokio::task::spawn_blocking(move || {
+            writer.flush().map_err(|e| {
+                ApiError::internal(format!(
+                    "cannot write session {id}'s trace before forking: {e}"
+                ))
+            })?;
+            penguin_trace_store::fork_session(&traces, &id, at).map_err(|err| match err {
+                ForkError::NotFound(_) => ApiError::session_not_found(&id),
+                ForkError::InvalidPoint(_) => {
+                    ApiError::bad_request("invalid_fork_position", err.to_string())
+                }
+                other => ApiError::internal(format!("cannot fork session {id}: {other}")),
+            })
+        })
+        .await
+        .map_err(|e| ApiError::internal(format!("the fork failed: {e}")))??;
+        self.settings.save(
+            &forked.session_id,
+            &Settings {
+                approval_mode: mode,
+                title: title.map(|t| format!("{t} (fork)")),
+                ..self.settings.load(&entry.id)
+            },
+        );
+        Ok(forked.session_id)
+    }
+
     /// What `/messages` captures before reading the trace: the live tail (only while a task
     /// runs), the pending holds, and a flush of the trace writer.
     pub(crate) fn history_snapshot(&self, entry: &Entry) -> HistorySnapshot {

@@ -129,6 +129,8 @@ struct Setup {
     subagent_child: Option<Value>,
     /// Sessions whose commands are sandboxed; calls granted a run outside it are noted here.
     sandbox_grants: Option<Grants>,
+    /// Skills and memory scopes the factory reports.
+    knowledge: Option<(Vec<Value>, Vec<Value>)>,
 }
 
 impl Setup {
@@ -139,6 +141,7 @@ impl Setup {
             proxy: false,
             subagent_child: None,
             sandbox_grants: None,
+            knowledge: None,
         }
     }
 }
@@ -151,6 +154,9 @@ async fn start(setup: Setup) -> TestServer {
     }
     if let Some(grants) = setup.sandbox_grants {
         factory = factory.with_sandbox(grants);
+    }
+    if let Some((skills, memory)) = setup.knowledge {
+        factory = factory.with_knowledge(skills, memory);
     }
     let srv = support::serve(dir, Arc::new(factory), |opts| {
         if let Some(c) = setup.channel {
@@ -2143,5 +2149,100 @@ async fn a_goal_shows_its_banner_and_a_pasted_image_goes_with_the_task() {
         json!(true),
         "sent attachments are cleared"
     );
+    b.close().await;
+}
+
+/// The agent's memory under the session list, a skill pinned from the composer, and a fork
+/// that opens as a new session with the conversation so far.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium: scripts/install-browser.sh, then --ignored"]
+async fn memory_is_shown_a_skill_is_pinned_and_a_session_forks() {
+    let mut setup = Setup::new(json!({
+        "llm": [text_request("Counted by colony.", 100)],
+        "tools": {},
+        "runs": []
+    }));
+    setup.knowledge = Some((
+        vec![
+            json!({"name": "penguin-census", "description": "Count penguins by colony.", "scope": "user"}),
+        ],
+        vec![
+            json!({"key": "user", "kind": "user", "notes": [{"name": "colonies", "title": "Colonies", "description": "where they nest"}]}),
+        ],
+    ));
+    let srv = start(setup).await;
+    let id = srv.create("allow-all").await;
+    let mut b = Browser::start("skills-memory-fork").await;
+    b.goto(&format!("{}/#token={TOKEN}", srv.base)).await;
+    b.until(
+        "the memory under the list",
+        "const m = document.querySelector('details.memory'); return m && !m.hidden && m.textContent.includes('Colonies')",
+    )
+    .await;
+    b.js("document.querySelector('details.memory').open = true; return true")
+        .await;
+    b.shot("memory").await;
+
+    b.open_session(&srv, &id).await;
+    b.until(
+        "the skills to pin",
+        "const s = document.querySelector('details.skills'); return s && !s.hidden",
+    )
+    .await;
+    b.js("document.querySelector('details.skills').open = true; return true")
+        .await;
+    b.click("input[name=skill][value=penguin-census]").await;
+    b.shot("skill-ticked").await;
+    b.send("count them").await;
+    b.until(
+        "the answer",
+        "return document.getElementById('app').dataset.state === 'idle' && document.body.innerText.includes('Counted by colony.')",
+    )
+    .await;
+    srv.until_idle(&id).await;
+    let history = srv.history(&id).await;
+    let prompt = history
+        .iter()
+        .find(|m| m["payload"]["type"] == "text" && m["payload"]["role"] == "user")
+        .unwrap()["payload"]["text"]
+        .clone();
+    assert_eq!(
+        prompt,
+        "[use_skills]\nskills: penguin-census\n[/use_skills]\n\ncount them"
+    );
+    assert_eq!(
+        b.js("return document.querySelector('input[name=skill]').checked")
+            .await,
+        json!(false),
+        "a pin holds for one task"
+    );
+
+    b.click(".head-actions button[data-action=fork]").await;
+    let forked = b
+        .until(
+            "the fork's page",
+            &format!("return location.pathname !== '/sessions/{id}' && location.pathname.startsWith('/sessions/') && document.getElementById('app').dataset.history === 'loaded' && location.pathname"),
+        )
+        .await;
+    let child = forked
+        .as_str()
+        .unwrap()
+        .trim_start_matches("/sessions/")
+        .to_owned();
+    b.until(
+        "the fork's conversation",
+        "return document.body.innerText.includes('Counted by colony.')",
+    )
+    .await;
+    let title = b.text_of(".session-title").await;
+    assert!(title.ends_with("(fork)"), "{title}");
+    b.shot("forked").await;
+    let texts = |h: Vec<Value>| -> Vec<Value> {
+        h.into_iter()
+            .filter(|m| m["payload"]["type"] == "text")
+            .map(|m| m["payload"]["text"].clone())
+            .collect()
+    };
+    assert_eq!(texts(srv.history(&child).await), texts(history));
     b.close().await;
 }

@@ -86,6 +86,9 @@ export async function checkToken() {
 // A failed model request in the CLI's words: {kind, cause, hint, ended}.
 export const explain = (failure) => call("POST", "/api/explain", failure);
 
+// The agent's memory: its scopes and their notes.
+export const memory = () => call("GET", "/api/memory");
+
 // The models a session may be created with, the default first.
 export const models = () => call("GET", "/api/models");
 
@@ -96,14 +99,17 @@ export const sessions = {
   patch: (id, body) => call("PATCH", `/api/sessions/${enc(id)}`, body),
   remove: (id) => call("DELETE", `/api/sessions/${enc(id)}`),
   messages: (id, query) => call("GET", `/api/sessions/${enc(id)}/messages${query ? `?${query}` : ""}`),
-  task: (id, text, queueIfBusy, images) =>
+  task: (id, text, queueIfBusy, images, skills) =>
     call("POST", `/api/sessions/${enc(id)}/tasks`, {
       input: [
         ...(text.trim() ? [{ type: "text", text }] : []),
         ...(images || []).map((imageUrl) => ({ type: "image_url", imageUrl })),
       ],
       queueIfBusy: !!queueIfBusy,
+      ...(skills && skills.length ? { skills } : {}),
     }),
+  skills: (id) => call("GET", `/api/sessions/${enc(id)}/skills`),
+  fork: (id) => call("POST", `/api/sessions/${enc(id)}/fork`, {}),
   goal: (id, text, budget) =>
     call("POST", `/api/sessions/${enc(id)}/tasks`, { input: [{ type: "text", text }], goal: budget ? { budget } : true }),
   goalState: (id) => call("GET", `/api/sessions/${enc(id)}/goal`),

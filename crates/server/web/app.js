@@ -177,6 +177,33 @@ function sessionList() {
   document.title = "penguin · sessions";
   const rows = h("ul", { class: "session-list" });
   const empty = h("p", { class: "muted", hidden: true }, "No sessions yet: create one above.");
+  // What the agent remembers, by scope (the user's, each workspace's): read-only here.
+  const memoryEl = h("details", { class: "memory", hidden: true });
+  api.memory().then(
+    ({ scopes }) => {
+      const withNotes = scopes.filter((s) => (s.notes || []).length);
+      if (!withNotes.length) return;
+      memoryEl.hidden = false;
+      memoryEl.replaceChildren(
+        h("summary", {}, `Memory (${withNotes.reduce((n, s) => n + s.notes.length, 0)} notes)`),
+        ...withNotes.map((s) =>
+          h(
+            "section",
+            { class: "memory-scope", dataset: { scope: s.key } },
+            h("h3", {}, s.kind === "user" ? "You" : s.workspace || s.key),
+            h(
+              "ul",
+              {},
+              s.notes.map((n) =>
+                h("li", { dataset: { note: n.name } }, h("strong", {}, n.title || n.name), h("span", { class: "muted" }, n.description ? ` — ${n.description}` : "")),
+              ),
+            ),
+          ),
+        ),
+      );
+    },
+    () => {},
+  );
   // One page at first; "Show more" asks for the next (the server pages the list).
   const PAGE = 50;
   let shown = PAGE;
@@ -347,6 +374,7 @@ function sessionList() {
       rows,
       moreBtn,
       empty,
+      memoryEl,
     ),
   );
 
@@ -400,6 +428,7 @@ function sessionView(id) {
     headActions.replaceChildren(
       h("button", { class: "quiet", dataset: { action: "rename" }, onclick: rename }, "Rename"),
       h("button", { class: "quiet", dataset: { action: "compact" }, onclick: compact }, "Compact"),
+      h("button", { class: "quiet", dataset: { action: "fork" }, onclick: fork, title: "A new session with this one's conversation so far" }, "Fork"),
       h("button", { class: "quiet danger", dataset: { action: "delete" }, onclick: confirmDelete }, "Delete"),
     );
   function rename() {
@@ -426,6 +455,14 @@ function sessionView(id) {
       ),
     );
     input.focus();
+  }
+  async function fork() {
+    try {
+      const r = await api.sessions.fork(id);
+      navigate(`/sessions/${encodeURIComponent(r.session.id)}`);
+    } catch (err) {
+      toast(err.message);
+    }
   }
   async function compact() {
     try {
@@ -661,6 +698,29 @@ function sessionView(id) {
     }
   };
 
+  // Skills the session is offered; the ticked ones are pinned to the next task.
+  const skillsEl = h("details", { class: "skills", hidden: true });
+  const pinned = () => [...skillsEl.querySelectorAll("input[name=skill]:checked")].map((c) => c.value);
+  api.sessions.skills(id).then(
+    ({ skills }) => {
+      if (!skills.length) return;
+      skillsEl.hidden = false;
+      skillsEl.replaceChildren(
+        h("summary", {}, `Skills (${skills.length})`),
+        ...skills.map((s) =>
+          h(
+            "label",
+            { class: "skill", title: s.path || "", dataset: { skill: s.name } },
+            h("input", { type: "checkbox", name: "skill", value: s.name }),
+            h("span", { class: "skill-name" }, s.name),
+            h("span", { class: "muted" }, ` ${s.shortDescription || s.description || ""}`),
+          ),
+        ),
+      );
+    },
+    () => {},
+  );
+
   // The composer: send when idle; steer, queue or abort while a task runs.
   const input = h("textarea", { name: "input", rows: 3, placeholder: "Ask for something…" });
   const sendBtn = h("button", { class: "primary", dataset: { action: "send" } }, "Send");
@@ -684,8 +744,9 @@ function sessionView(id) {
         goalBox.checked = false;
         budgetIn.value = "";
       } else {
-        await api.sessions.task(id, text, queue || running(), attachments.map((a) => a.url));
+        await api.sessions.task(id, text, queue || running(), attachments.map((a) => a.url), pinned());
         clearAttachments();
+        for (const c of skillsEl.querySelectorAll("input[name=skill]:checked")) c.checked = false;
       }
       input.value = "";
     } catch (err) {
@@ -816,7 +877,7 @@ function sessionView(id) {
         pendingEl,
         attachEl,
         h("div", { class: "composer" }, input, h("div", { class: "buttons" }, sendBtn, queueBtn, abortBtn)),
-        goalOpt,
+        h("div", { class: "composer-options" }, goalOpt, skillsEl),
       ),
     ),
   );

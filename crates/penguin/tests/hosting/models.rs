@@ -177,6 +177,7 @@ async fn the_demo_model_runs_behind_a_model_factory() {
         ),
         policy: Default::default(),
         sandbox: Default::default(),
+        data_root: None,
     };
     let data = dir.path().join("data");
     let srv = serve(factory, &data, Some(dir)).await;
@@ -287,6 +288,7 @@ async fn a_session_brings_its_own_mcp_servers() {
             ),
             policy: Default::default(),
             sandbox: Default::default(),
+            data_root: None,
         };
         // The data lives in `dir`, which outlives both servers.
         serve(factory, &root.join("data"), None)
@@ -456,4 +458,101 @@ async fn penguin_watch_follows_a_session_through_the_client_pattern() {
     unique.sort();
     unique.dedup();
     assert_eq!(unique.len(), seen.len());
+}
+
+/// The skills and memory of a served agent over the API, and a task that pins a skill.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skills_and_memory_are_listed_and_a_task_pins_a_skill() {
+    low_open_file_limit();
+    use penguin::engine::scripted::ScriptedEnvironment;
+    use penguin::engine::{EngineConfig, Environment};
+    use penguin::hosting::ModelFactory;
+    use penguin::models::ModelSpec;
+
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let skill = data.join("skills/penguin-census");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: penguin-census\ndescription: Count penguins by colony.\n---\nCount each colony twice.\n",
+    )
+    .unwrap();
+    let user = data.join("memory/user");
+    std::fs::create_dir_all(&user).unwrap();
+    std::fs::write(
+        user.join("MEMORY.md"),
+        "- [Colonies](colonies.md): where they nest\n",
+    )
+    .unwrap();
+    std::fs::write(
+        user.join("colonies.md"),
+        "---\nname: Colonies\ndescription: where they nest\n---\nCape Crozier.\n",
+    )
+    .unwrap();
+    let factory = ModelFactory {
+        spec: ModelSpec::demo(),
+        models: Vec::new(),
+        system_prompt: "You are a test.".into(),
+        default_workspace: dir.path().to_path_buf(),
+        engine: EngineConfig::default(),
+        environment: Arc::new(
+            |_: &std::path::Path,
+             _: &penguin::tools::Sandbox,
+             _: &[penguin::tools::mcp::McpServerConfig]| {
+                Ok(Arc::new(ScriptedEnvironment::default()) as Arc<dyn Environment>)
+            },
+        ),
+        policy: Default::default(),
+        sandbox: Default::default(),
+        data_root: Some(data.clone()),
+    };
+    let srv = serve(factory, &data, Some(dir)).await;
+    let id = srv.create("allow-all").await;
+    let skills = srv.get(&format!("/api/sessions/{id}/skills")).await;
+    assert_eq!(skills.status, 200, "{}", skills.body);
+    assert_eq!(skills.body["skills"][0]["name"], "penguin-census");
+    assert_eq!(
+        skills.body["skills"][0]["description"],
+        "Count penguins by colony."
+    );
+    let memory = srv.get("/api/memory").await;
+    assert_eq!(memory.status, 200, "{}", memory.body);
+    let user_scope = memory.body["scopes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["kind"] == "user")
+        .expect("the user scope")
+        .clone();
+    assert_eq!(user_scope["notes"][0]["name"], "colonies", "{user_scope}");
+
+    let r = srv
+        .post(
+            &format!("/api/sessions/{id}/tasks"),
+            json!({"input": [{"type": "text", "text": "count them"}], "skills": ["penguin-census"]}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let msgs = srv
+        .history_until(&id, |m| {
+            m.iter().any(|x| x["payload"]["role"] == "assistant")
+        })
+        .await;
+    let prompt = msgs
+        .iter()
+        .find(|m| m["payload"]["role"] == "user" && m["payload"]["type"] == "text")
+        .unwrap()["payload"]["text"]
+        .clone();
+    assert_eq!(
+        prompt,
+        "[use_skills]\nskills: penguin-census\n[/use_skills]\n\ncount them"
+    );
+    let bad = srv
+        .post(
+            &format!("/api/sessions/{id}/tasks"),
+            json!({"input": [{"type": "text", "text": "x"}], "skills": "penguin-census"}),
+        )
+        .await;
+    assert_eq!(bad.status, 400);
 }

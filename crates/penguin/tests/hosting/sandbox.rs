@@ -85,6 +85,7 @@ async fn start_recording(root: &std::path::Path, network: bool, grants: Grants) 
             network,
             ..SandboxRequest::default()
         },
+        data_root: None,
     };
     serve(factory, &root.join("data"), None).await
 }
@@ -144,7 +145,9 @@ async fn sessions_show_their_sandbox_and_may_ask_for_another() {
         .starts_with("sandbox: workspace-write, network off"));
 
     let (status, body) = srv
-        .create_with(json!({"approvalMode": "allow-all", "sandbox": {"mode": "read-only", "network": true}}))
+        .create_with(
+            json!({"approvalMode": "allow-all", "sandbox": {"mode": "read-only", "network": true}}),
+        )
         .await;
     assert_eq!(status, 201, "{body}");
     let id = body["session"]["id"].as_str().unwrap().to_owned();

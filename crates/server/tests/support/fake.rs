@@ -107,6 +107,8 @@ pub struct FakeFactory {
     child: Option<Script>,
     background: bool,
     compaction: Option<Value>,
+    // What `skills` and `memory` answer (`with_knowledge`).
+    knowledge: (Vec<Value>, Vec<Value>),
     /// The sandbox and MCP servers of every load request, in order.
     pub loads: Mutex<Vec<(Option<SandboxSettings>, Vec<Value>)>>,
     work: Mutex<HashMap<String, Weak<FakeBackground>>>,
@@ -132,6 +134,7 @@ impl FakeFactory {
             child: None,
             background: false,
             compaction: None,
+            knowledge: (Vec::new(), Vec::new()),
             loads: Mutex::default(),
             work: Mutex::default(),
         }
@@ -163,6 +166,12 @@ impl FakeFactory {
     /// `run_subagent`, and whatever the test starts itself.
     pub fn with_background(mut self) -> FakeFactory {
         self.background = true;
+        self
+    }
+
+    /// Skills and memory scopes the factory reports, as the facade's would.
+    pub fn with_knowledge(mut self, skills: Vec<Value>, memory: Vec<Value>) -> FakeFactory {
+        self.knowledge = (skills, memory);
         self
     }
 
@@ -286,6 +295,14 @@ fn check_mcp_servers(raw: &[Value]) -> Result<(), FactoryError> {
 }
 
 impl SessionFactory for FakeFactory {
+    fn skills(&self, _workspace: &Path) -> Vec<Value> {
+        self.knowledge.0.clone()
+    }
+
+    fn memory(&self) -> Vec<Value> {
+        self.knowledge.1.clone()
+    }
+
     fn create(&self, req: &CreateSession) -> Result<Box<dyn HostedSession>, FactoryError> {
         if let Some(p) = req.provider.as_deref().filter(|p| *p != "scripted") {
             return Err(FactoryError::invalid_request(
