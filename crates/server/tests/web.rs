@@ -1530,6 +1530,16 @@ async fn compaction_notices_and_marker_texts_render_as_one_readable_event_each()
             )
         ),
         rec("15", event(json!({"type": "goal_round", "round": 2}))),
+        rec(
+            "16",
+            event(json!({"type": "mcp_connect_begin", "servers": ["fs", "git"]})),
+        ),
+        rec(
+            "17",
+            event(
+                json!({"type": "goal_finished", "outcome": "complete", "rounds": 2, "tokens_used": 900})
+            ),
+        ),
     ]);
     let script = "const [history] = arguments;\n\
         return import('/assets/transcript.js').then(({ Transcript }) => {\n\
@@ -1549,6 +1559,7 @@ async fn compaction_notices_and_marker_texts_render_as_one_readable_event_each()
             failed: q('.request-failed .what').map((e) => e.textContent),\n\
             retryButtons: q('[data-action=retry-now]').length,\n\
             rawMarkers: /\\[(summary|context_summary|user_steering|background_task_done)\\]/.test(root.innerText),\n\
+            lines: q('details.notice.event > summary').map((e) => e.textContent),\n\
             fps: q('[data-fp]').length,\n\
           };\n\
         });";
@@ -1583,6 +1594,22 @@ async fn compaction_notices_and_marker_texts_render_as_one_readable_event_each()
     );
     assert_eq!(got["retryButtons"], 0, "no retry is planned");
     assert_eq!(got["rawMarkers"], false);
+    // Events read as what they mean, not as their type names.
+    let lines = got["lines"].as_array().unwrap();
+    assert!(
+        lines.contains(&json!("connecting MCP servers: fs, git")),
+        "{lines:?}"
+    );
+    assert!(
+        lines.contains(&json!("goal complete after 2 rounds")),
+        "{lines:?}"
+    );
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.as_str().unwrap().contains("mcp connect begin")),
+        "{lines:?}"
+    );
     assert_eq!(
         got["fps"],
         json!(history.as_array().unwrap().len()),

@@ -669,6 +669,14 @@ export class Transcript {
         scope.append(this.genericLine(msg, `MCP servers connected: ${p.status} (${results.length})`));
         break;
       }
+      case "mcp_connect_begin": {
+        const names = Array.isArray(p.servers) ? p.servers.map((s) => (s && s.name) || s).filter(Boolean) : [];
+        scope.append(this.genericLine(msg, names.length ? `connecting MCP servers: ${names.join(", ")}` : "connecting MCP servers"));
+        break;
+      }
+      case "goal_finished":
+        scope.append(this.genericLine(msg, `goal ${String(p.outcome || p.status || "finished").replace(/_/g, " ")}${p.rounds ? ` after ${p.rounds} round${p.rounds === 1 ? "" : "s"}` : ""}`));
+        break;
       default:
         scope.append(this.genericLine(msg, (p.type || "event").replace(/_/g, " ")));
     }
