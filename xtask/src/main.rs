@@ -121,6 +121,11 @@ fn ci(root: &Path) -> Result<(), String> {
     sandbox.arg("scripts/install-sandbox.sh");
     run(root, "install sandbox", sandbox)?;
 
+    // The cluster tests start real nats-servers (a 3-node JetStream cluster on loopback).
+    let mut nats = Command::new("bash");
+    nats.arg("scripts/install-nats.sh");
+    run(root, "install nats-server", nats)?;
+
     let mut test = cargo();
     test.args(["test", "--workspace", "--all-features"])
         .env("PENGUIN_MCP_SERVERS", &mcp_servers);

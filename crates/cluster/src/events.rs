@@ -1,0 +1,341 @@
+//! A session's SSE events, replicated: the owner publishes each to
+//! `penguin.events.<session>` in the [`EVENT_STREAM`](crate::EVENT_STREAM) with its
+//! per-session sequence (the SSE event id) in a header; any node reads them back from a given
+//! id, or learns that the retention window no longer reaches back that far.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use async_nats::jetstream::consumer::{pull, DeliverPolicy};
+use async_nats::jetstream::context::PublishErrorKind;
+use async_nats::jetstream::message::PublishMessage;
+use async_nats::jetstream::stream::{self, LastRawMessageErrorKind};
+use async_nats::jetstream::{self};
+use async_nats::HeaderMap;
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+
+use crate::error::check_session;
+use crate::{ClusterError, Lease, NODE_HEADER, SEQ_HEADER};
+
+pub(crate) const PREFIX: &str = "penguin.events";
+
+/// One replicated event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterEvent {
+    /// Its per-session sequence: 1, 2, 3, … with no gaps; the SSE event id.
+    pub seq: u64,
+    /// The event's data (the message's JSON, as the SSE data line carries it).
+    pub data: Bytes,
+}
+
+/// What [`EventLog::replay`] found after an id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Replay {
+    /// Exactly the events after the id (possibly none).
+    Events(Vec<ClusterEvent>),
+    /// The retention window no longer holds the event after the id (or the id is from a
+    /// future this session never reached): the client must resync.
+    ResyncRequired,
+}
+
+/// Every session's replicated events.
+#[derive(Clone, Debug)]
+pub struct EventLog {
+    js: jetstream::Context,
+    stream: stream::Stream,
+    node: String,
+}
+
+fn subject(session: &str) -> String {
+    format!("{PREFIX}.{session}")
+}
+
+pub(crate) fn seq_of(headers: Option<&HeaderMap>) -> Option<u64> {
+    headers?.get(SEQ_HEADER)?.as_str().parse().ok()
+}
+
+/// The last message of a subject: its stream sequence and per-session sequence, `(0, 0)`
+/// when the subject has none.
+pub(crate) async fn last_of(
+    stream: &stream::Stream,
+    subject: &str,
+) -> Result<(u64, u64), ClusterError> {
+    match stream.get_last_raw_message_by_subject(subject).await {
+        Ok(m) => {
+            let seq = seq_of(Some(&m.headers)).ok_or_else(|| ClusterError::Malformed {
+                what: format!("message {} of {subject}", m.sequence),
+                reason: format!("no {SEQ_HEADER} header"),
+            })?;
+            Ok((m.sequence, seq))
+        }
+        Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok((0, 0)),
+        Err(e) => Err(ClusterError::unavailable(
+            &format!("reading the last message of {subject}"),
+            e,
+        )),
+    }
+}
+
+impl EventLog {
+    pub(crate) fn new(js: jetstream::Context, stream: stream::Stream, node: String) -> EventLog {
+        EventLog { js, stream, node }
+    }
+
+    /// The last event id of `session` (0 when it has none).
+    pub async fn last_seq(&self, session: &str) -> Result<u64, ClusterError> {
+        check_session(session)?;
+        Ok(last_of(&self.stream, &subject(session)).await?.1)
+    }
+
+    /// A publisher for `session`, continuing its sequence, writing only while `lease` holds.
+    pub async fn publisher(
+        &self,
+        session: &str,
+        lease: Lease,
+    ) -> Result<EventPublisher, ClusterError> {
+        check_session(session)?;
+        let subject = subject(session);
+        let (stream_seq, seq) = last_of(&self.stream, &subject).await?;
+        Ok(EventPublisher {
+            js: self.js.clone(),
+            session: session.to_owned(),
+            subject,
+            node: self.node.clone(),
+            lease,
+            last_stream_seq: stream_seq,
+            seq,
+        })
+    }
+
+    /// The events of `session` after id `after`, up to the last one published now, or
+    /// [`Replay::ResyncRequired`] when the window no longer reaches back to `after + 1`.
+    pub async fn replay(&self, session: &str, after: u64) -> Result<Replay, ClusterError> {
+        check_session(session)?;
+        let (_, last) = last_of(&self.stream, &subject(session)).await?;
+        if after > last {
+            return Ok(Replay::ResyncRequired);
+        }
+        if after == last {
+            return Ok(Replay::Events(Vec::new()));
+        }
+        let mut feed = self.follow(session, Some(after)).await?;
+        let mut out = Vec::new();
+        while let Some(item) = feed.next().await {
+            match item? {
+                FeedItem::Resync => return Ok(Replay::ResyncRequired),
+                FeedItem::Event(e) => {
+                    let seq = e.seq;
+                    out.push(e);
+                    if seq >= last {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(Replay::Events(out))
+    }
+
+    /// Follows `session` live. With `after: Some(id)`, first the events after `id` (or one
+    /// [`FeedItem::Resync`] when the window no longer reaches back that far), then every event
+    /// as it is published; with `None`, only events published from now on.
+    pub async fn follow(
+        &self,
+        session: &str,
+        after: Option<u64>,
+    ) -> Result<EventFeed, ClusterError> {
+        check_session(session)?;
+        let subject = subject(session);
+        let (last_stream_seq, last) = last_of(&self.stream, &subject).await?;
+        let (deliver_policy, after) = match after {
+            None => (
+                DeliverPolicy::ByStartSequence {
+                    start_sequence: last_stream_seq + 1,
+                },
+                last,
+            ),
+            Some(a) if a > last => {
+                return Ok(EventFeed {
+                    inner: None,
+                    after: a,
+                    resync: true,
+                })
+            }
+            Some(a) if a == last => (
+                DeliverPolicy::ByStartSequence {
+                    start_sequence: last_stream_seq + 1,
+                },
+                a,
+            ),
+            Some(a) => (DeliverPolicy::All, a),
+        };
+        let consumer = self
+            .stream
+            .create_consumer(pull::OrderedConfig {
+                filter_subject: subject.clone(),
+                deliver_policy,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| ClusterError::unavailable(&format!("following {subject}"), e))?;
+        let messages = consumer
+            .messages()
+            .await
+            .map_err(|e| ClusterError::unavailable(&format!("following {subject}"), e))?;
+        Ok(EventFeed {
+            inner: Some(Box::pin(messages)),
+            after,
+            resync: false,
+        })
+    }
+
+    /// Removes every event of `session` (it was deleted).
+    pub async fn purge(&self, session: &str) -> Result<(), ClusterError> {
+        check_session(session)?;
+        self.stream
+            .purge()
+            .filter(subject(session))
+            .await
+            .map_err(|e| ClusterError::unavailable("purging a session's events", e))?;
+        Ok(())
+    }
+}
+
+/// One item of an [`EventFeed`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FeedItem {
+    /// The next event.
+    Event(ClusterEvent),
+    /// The window no longer reaches back to the requested id: the feed ends here.
+    Resync,
+}
+
+type Messages = Pin<
+    Box<
+        dyn Stream<
+                Item = Result<
+                    jetstream::Message,
+                    async_nats::jetstream::consumer::pull::OrderedError,
+                >,
+            > + Send,
+    >,
+>;
+
+/// A session's events as they are published, after a given id (from [`EventLog::follow`]).
+pub struct EventFeed {
+    inner: Option<Messages>,
+    after: u64,
+    resync: bool,
+}
+
+impl std::fmt::Debug for EventFeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventFeed")
+            .field("after", &self.after)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Stream for EventFeed {
+    type Item = Result<FeedItem, ClusterError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.resync {
+            self.resync = false;
+            self.inner = None;
+            return Poll::Ready(Some(Ok(FeedItem::Resync)));
+        }
+        loop {
+            let Some(inner) = self.inner.as_mut() else {
+                return Poll::Ready(None);
+            };
+            let message = match inner.as_mut().poll_next(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => {
+                    self.inner = None;
+                    return Poll::Ready(None);
+                }
+                Poll::Ready(Some(Err(e))) => {
+                    return Poll::Ready(Some(Err(ClusterError::unavailable("following events", e))))
+                }
+                Poll::Ready(Some(Ok(m))) => m,
+            };
+            let Some(seq) = seq_of(message.headers.as_ref()) else {
+                return Poll::Ready(Some(Err(ClusterError::Malformed {
+                    what: format!("event on {}", message.subject),
+                    reason: format!("no {SEQ_HEADER} header"),
+                })));
+            };
+            if seq <= self.after {
+                continue;
+            }
+            if seq > self.after + 1 {
+                // The event right after `after` is gone: retention dropped it.
+                self.inner = None;
+                return Poll::Ready(Some(Ok(FeedItem::Resync)));
+            }
+            self.after = seq;
+            return Poll::Ready(Some(Ok(FeedItem::Event(ClusterEvent {
+                seq,
+                data: message.payload.clone(),
+            }))));
+        }
+    }
+}
+
+/// Publishes one session's events in order, as the lease holder.
+///
+/// Each publish checks the lease first ([`Lease::check`]) and is conditional on the subject's
+/// last stream sequence being the one this publisher last wrote: a second writer (a node that
+/// took the session over) makes every later publish of this one fail with
+/// [`ClusterError::Fenced`], so ids never fork.
+#[derive(Debug)]
+pub struct EventPublisher {
+    js: jetstream::Context,
+    session: String,
+    subject: String,
+    node: String,
+    lease: Lease,
+    last_stream_seq: u64,
+    seq: u64,
+}
+
+impl EventPublisher {
+    /// The id of the last event published (0 when none).
+    pub fn last_seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Publishes `data` as the next event and returns its id once JetStream stored it (on a
+    /// quorum of its replicas).
+    pub async fn publish(&mut self, data: Bytes) -> Result<u64, ClusterError> {
+        self.lease.check()?;
+        let seq = self.seq + 1;
+        let message = PublishMessage::build()
+            .payload(data)
+            .header(SEQ_HEADER, seq.to_string().as_str())
+            .header(NODE_HEADER, self.node.as_str())
+            .message_id(format!("{}:{seq}", self.session))
+            .expected_last_subject_sequence(self.last_stream_seq);
+        let ack = self
+            .js
+            .send_publish(self.subject.clone(), message)
+            .await
+            .map_err(|e| ClusterError::unavailable("publishing an event", e))?
+            .await;
+        match ack {
+            Ok(ack) => {
+                self.last_stream_seq = ack.sequence;
+                self.seq = seq;
+                Ok(seq)
+            }
+            Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => {
+                Err(ClusterError::Fenced {
+                    session: self.session.clone(),
+                    reason: "another node published events of this session".into(),
+                })
+            }
+            Err(e) => Err(ClusterError::unavailable("publishing an event", e)),
+        }
+    }
+}

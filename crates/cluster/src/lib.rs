@@ -1,0 +1,281 @@
+#![doc = include_str!("../README.md")]
+
+mod error;
+mod events;
+mod index;
+mod lease;
+mod traces;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_nats::jetstream::{self, kv, stream};
+
+pub use error::ClusterError;
+pub use events::{ClusterEvent, EventFeed, EventLog, EventPublisher, FeedItem, Replay};
+pub use index::{NodeInfo, Registry, SessionIndex, SessionRecord};
+pub use lease::{Holder, Lease, Leases};
+pub use traces::{ReplicatedTrace, TraceLog};
+
+/// The KV bucket of session leases.
+pub const LEASE_BUCKET: &str = "penguin_leases";
+/// The KV bucket of live nodes.
+pub const NODE_BUCKET: &str = "penguin_nodes";
+/// The KV bucket of the cluster-wide session index.
+pub const SESSION_BUCKET: &str = "penguin_sessions";
+/// The stream of every session's SSE events, one subject per session
+/// (`penguin.events.<session>`).
+pub const EVENT_STREAM: &str = "PENGUIN_EVENTS";
+/// The stream of every session's trace records, one subject per session
+/// (`penguin.traces.<session>`).
+pub const TRACE_STREAM: &str = "PENGUIN_TRACES";
+/// The header carrying a message's per-session sequence (the SSE event id, the trace record's
+/// number).
+pub const SEQ_HEADER: &str = "Penguin-Seq";
+/// The header naming the node that published a message.
+pub const NODE_HEADER: &str = "Penguin-Node";
+
+/// How a node joins the cluster.
+#[derive(Clone, Debug)]
+pub struct ClusterConfig {
+    /// NATS URLs (`nats://host:port`); the client tries them in turn and reconnects to any.
+    pub urls: Vec<String>,
+    /// This node's name, unique in the cluster (`[a-zA-Z0-9_-]`).
+    pub node: String,
+    /// Replicas of every bucket and stream (3 in a 3-node NATS cluster, 1 on a single server).
+    pub replicas: usize,
+    /// How long a lease (and a node's registration) lives without a renewal.
+    pub lease_ttl: Duration,
+    /// Events kept per session for gap replay (as the in-process replay buffer's 10,000).
+    pub events_per_session: i64,
+    /// How long a JetStream request may take before the cluster counts as unavailable.
+    pub request_timeout: Duration,
+}
+
+impl ClusterConfig {
+    /// Defaults: 3 replicas, a 5 s lease, 10,000 events per session, 5 s requests.
+    pub fn new(urls: Vec<String>, node: impl Into<String>) -> ClusterConfig {
+        ClusterConfig {
+            urls,
+            node: node.into(),
+            replicas: 3,
+            lease_ttl: Duration::from_secs(5),
+            events_per_session: 10_000,
+            request_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A node's connection to the cluster: its buckets and streams, created when missing.
+#[derive(Clone, Debug)]
+pub struct Cluster {
+    config: ClusterConfig,
+    client: async_nats::Client,
+    js: jetstream::Context,
+    leases: kv::Store,
+    nodes: kv::Store,
+    sessions: kv::Store,
+    events: stream::Stream,
+    traces: stream::Stream,
+}
+
+impl Cluster {
+    /// Connects to NATS and makes sure the buckets and streams exist.
+    ///
+    /// A NATS that cannot be reached is [`ClusterError::Unreachable`], naming the URLs; a
+    /// JetStream that does not answer (not enabled, no quorum) is
+    /// [`ClusterError::Unavailable`].
+    pub async fn connect(config: ClusterConfig) -> Result<Cluster, ClusterError> {
+        if !valid_name(&config.node) {
+            return Err(ClusterError::InvalidName {
+                what: "node",
+                name: config.node.clone(),
+            });
+        }
+        let url = config.urls.join(",");
+        let addrs = config
+            .urls
+            .iter()
+            .map(|u| u.parse::<async_nats::ServerAddr>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| ClusterError::Unreachable {
+                url: url.clone(),
+                reason: e.to_string(),
+            })?;
+        let client = async_nats::ConnectOptions::new()
+            .name(format!("penguin-{}", config.node))
+            .connection_timeout(config.request_timeout)
+            .request_timeout(Some(config.request_timeout))
+            .max_reconnects(None)
+            .connect(addrs.as_slice())
+            .await
+            .map_err(|e| ClusterError::Unreachable {
+                url: url.clone(),
+                reason: e.to_string(),
+            })?;
+        let mut js = jetstream::new(client.clone());
+        js.set_timeout(config.request_timeout);
+        let bucket = |name: &str, history: i64| kv::Config {
+            bucket: name.to_owned(),
+            history,
+            num_replicas: config.replicas,
+            storage: stream::StorageType::File,
+            ..Default::default()
+        };
+        let leases = key_value(&js, bucket(LEASE_BUCKET, 1)).await?;
+        let nodes = key_value(&js, bucket(NODE_BUCKET, 1)).await?;
+        let sessions = key_value(&js, bucket(SESSION_BUCKET, 1)).await?;
+        let events = js
+            .get_or_create_stream(stream::Config {
+                name: EVENT_STREAM.to_owned(),
+                subjects: vec![format!("{}.>", events::PREFIX)],
+                num_replicas: config.replicas,
+                storage: stream::StorageType::File,
+                max_messages_per_subject: config.events_per_session,
+                discard: stream::DiscardPolicy::Old,
+                duplicate_window: Duration::from_secs(120),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| ClusterError::unavailable("creating the event stream", e))?;
+        let traces = js
+            .get_or_create_stream(stream::Config {
+                name: TRACE_STREAM.to_owned(),
+                subjects: vec![format!("{}.>", traces::PREFIX)],
+                num_replicas: config.replicas,
+                storage: stream::StorageType::File,
+                duplicate_window: Duration::from_secs(120),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| ClusterError::unavailable("creating the trace stream", e))?;
+        Ok(Cluster {
+            config,
+            client,
+            js,
+            leases,
+            nodes,
+            sessions,
+            events,
+            traces,
+        })
+    }
+
+    /// This node's name.
+    pub fn node(&self) -> &str {
+        &self.config.node
+    }
+
+    /// The configuration it joined with.
+    pub fn config(&self) -> &ClusterConfig {
+        &self.config
+    }
+
+    /// The NATS client (for request/reply between nodes).
+    pub fn client(&self) -> &async_nats::Client {
+        &self.client
+    }
+
+    /// The JetStream context.
+    pub fn jetstream(&self) -> &jetstream::Context {
+        &self.js
+    }
+
+    /// `Ok` while the connection to NATS is up, [`ClusterError::Unavailable`] otherwise: what a
+    /// server checks before it accepts work (and answers 503 on).
+    pub fn ensure_connected(&self) -> Result<(), ClusterError> {
+        match self.client.connection_state() {
+            async_nats::connection::State::Connected => Ok(()),
+            state => Err(ClusterError::Unavailable {
+                reason: format!("the connection to NATS is {state}"),
+            }),
+        }
+    }
+
+    /// Session leases, taken as this node.
+    pub fn leases(&self) -> Leases {
+        Leases::new(
+            self.leases.clone(),
+            self.config.node.clone(),
+            self.config.lease_ttl,
+        )
+    }
+
+    /// The node registry.
+    pub fn registry(&self) -> Registry {
+        Registry::new(self.nodes.clone(), self.config.lease_ttl)
+    }
+
+    /// The cluster-wide session index.
+    pub fn index(&self) -> SessionIndex {
+        SessionIndex::new(self.sessions.clone())
+    }
+
+    /// Every session's replicated SSE events.
+    pub fn events(&self) -> EventLog {
+        EventLog::new(
+            self.js.clone(),
+            self.events.clone(),
+            self.config.node.clone(),
+        )
+    }
+
+    /// Every session's replicated trace records.
+    pub fn traces(&self) -> TraceLog {
+        TraceLog::new(
+            self.js.clone(),
+            self.traces.clone(),
+            self.config.node.clone(),
+        )
+    }
+}
+
+async fn key_value(js: &jetstream::Context, config: kv::Config) -> Result<kv::Store, ClusterError> {
+    if let Ok(store) = js.get_key_value(config.bucket.clone()).await {
+        return Ok(store);
+    }
+    // The bucket's stream as `create_key_value` makes it. That call asks for the account's
+    // info first, whose answer from nats-server 2.9 this client cannot parse, so the stream is
+    // created directly.
+    let name = config.bucket.clone();
+    let stream = stream::Config {
+        name: format!("KV_{name}"),
+        description: Some(format!("penguin {name}")),
+        subjects: vec![format!("$KV.{name}.>")],
+        max_messages_per_subject: config.history,
+        storage: config.storage,
+        allow_rollup: true,
+        deny_delete: true,
+        allow_direct: true,
+        num_replicas: config.num_replicas,
+        discard: stream::DiscardPolicy::New,
+        duplicate_window: Duration::from_secs(120),
+        ..Default::default()
+    };
+    // Another node may be creating it at the same time: then it is there to get.
+    let created = js.get_or_create_stream(stream).await;
+    match js.get_key_value(name.clone()).await {
+        Ok(store) => Ok(store),
+        Err(e) => Err(match created {
+            Err(c) => ClusterError::unavailable(&format!("creating bucket {name}"), c),
+            Ok(_) => ClusterError::unavailable(&format!("opening bucket {name}"), e),
+        }),
+    }
+}
+
+/// Whether `name` can be a node name or a session id in the cluster: what subjects and keys
+/// accept, as the server's session ids are (`[a-zA-Z0-9_-]`, 1 to 128 bytes).
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,342 @@
+//! A session's trace records, replicated: each record is published to
+//! `penguin.traces.<session>` in the [`TRACE_STREAM`](crate::TRACE_STREAM) and counts as
+//! written only once JetStream acknowledged it (stored on a quorum of replicas): the
+//! `AtCommit` policy becomes a publish acknowledgement. Any node reads a session's records
+//! back to rebuild it after its owner died.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::consumer::{pull, DeliverPolicy};
+use async_nats::jetstream::context::PublishErrorKind;
+use async_nats::jetstream::message::PublishMessage;
+use async_nats::jetstream::{self, stream};
+use bytes::Bytes;
+use futures::StreamExt;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::error::check_session;
+use crate::events::{last_of, seq_of};
+use crate::{ClusterError, Lease, NODE_HEADER, SEQ_HEADER};
+
+pub(crate) const PREFIX: &str = "penguin.traces";
+
+/// How often a record is tried before the sink counts it failed (with message-id dedup, a
+/// retry never stores a record twice).
+const ATTEMPTS: u32 = 5;
+
+fn subject(session: &str) -> String {
+    format!("{PREFIX}.{session}")
+}
+
+/// Every session's replicated trace records.
+#[derive(Clone, Debug)]
+pub struct TraceLog {
+    js: jetstream::Context,
+    stream: stream::Stream,
+    node: String,
+}
+
+impl TraceLog {
+    pub(crate) fn new(js: jetstream::Context, stream: stream::Stream, node: String) -> TraceLog {
+        TraceLog { js, stream, node }
+    }
+
+    /// How many records `session` has.
+    pub async fn len(&self, session: &str) -> Result<u64, ClusterError> {
+        check_session(session)?;
+        Ok(last_of(&self.stream, &subject(session)).await?.1)
+    }
+
+    /// A sink appending to `session`'s records while `lease` holds. Must be called inside a
+    /// tokio runtime (it spawns the publishing task).
+    pub async fn sink(&self, session: &str, lease: Lease) -> Result<ReplicatedTrace, ClusterError> {
+        check_session(session)?;
+        let subject = subject(session);
+        let (stream_seq, seq) = last_of(&self.stream, &subject).await?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let shared = Arc::new(Counters::default());
+        shared.written.store(seq, Ordering::Relaxed);
+        let task = Publisher {
+            js: self.js.clone(),
+            session: session.to_owned(),
+            subject,
+            node: self.node.clone(),
+            lease,
+            last_stream_seq: stream_seq,
+            seq,
+            shared: shared.clone(),
+            stopped: None,
+        };
+        tokio::spawn(task.run(rx));
+        Ok(ReplicatedTrace {
+            tx,
+            shared,
+            queued: AtomicU64::new(seq),
+        })
+    }
+
+    /// Every record of `session`, in order (each one JSON line, without its newline).
+    pub async fn read(&self, session: &str) -> Result<Vec<Bytes>, ClusterError> {
+        check_session(session)?;
+        let subject = subject(session);
+        let (_, last) = last_of(&self.stream, &subject).await?;
+        if last == 0 {
+            return Ok(Vec::new());
+        }
+        let consumer = self
+            .stream
+            .create_consumer(pull::OrderedConfig {
+                filter_subject: subject.clone(),
+                deliver_policy: DeliverPolicy::All,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| ClusterError::unavailable(&format!("reading {subject}"), e))?;
+        let mut messages = consumer
+            .messages()
+            .await
+            .map_err(|e| ClusterError::unavailable(&format!("reading {subject}"), e))?;
+        let mut out = Vec::with_capacity(last as usize);
+        let mut expected = 1;
+        while let Some(m) = messages.next().await {
+            let m = m.map_err(|e| ClusterError::unavailable(&format!("reading {subject}"), e))?;
+            let seq = seq_of(m.headers.as_ref()).ok_or_else(|| ClusterError::Malformed {
+                what: format!("record on {subject}"),
+                reason: format!("no {SEQ_HEADER} header"),
+            })?;
+            if seq != expected {
+                return Err(ClusterError::Malformed {
+                    what: format!("records of {session}"),
+                    reason: format!("record {seq} where {expected} was due"),
+                });
+            }
+            expected += 1;
+            out.push(m.payload.clone());
+            if seq >= last {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Removes every record of `session` (it was deleted).
+    pub async fn purge(&self, session: &str) -> Result<(), ClusterError> {
+        check_session(session)?;
+        self.stream
+            .purge()
+            .filter(subject(session))
+            .await
+            .map_err(|e| ClusterError::unavailable("purging a session's records", e))?;
+        Ok(())
+    }
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    /// Records acknowledged by JetStream (this session's total, earlier owners' included).
+    written: AtomicU64,
+    /// Records given up on (or refused after the lease was lost).
+    failed: AtomicU64,
+}
+
+enum Command {
+    Record(Bytes),
+    Flush(oneshot::Sender<Result<u64, ClusterError>>),
+}
+
+/// A session's trace sink in the cluster: [`record`](ReplicatedTrace::record) never blocks
+/// (a task publishes in order), a record counts as [`written`](ReplicatedTrace::written) once
+/// JetStream acknowledged it, and [`flush`](ReplicatedTrace::flush) waits until every record
+/// so far is acknowledged, or says why one is not. Once the lease is lost, nothing more is
+/// written.
+#[derive(Debug)]
+pub struct ReplicatedTrace {
+    tx: mpsc::UnboundedSender<Command>,
+    shared: Arc<Counters>,
+    queued: AtomicU64,
+}
+
+impl ReplicatedTrace {
+    /// Queues one record (a JSON line without its newline).
+    pub fn record(&self, line: Bytes) {
+        self.queued.fetch_add(1, Ordering::Relaxed);
+        if self.tx.send(Command::Record(line)).is_err() {
+            self.shared.failed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Records acknowledged so far (the session's count, from its first record).
+    pub fn written(&self) -> u64 {
+        self.shared.written.load(Ordering::Relaxed)
+    }
+
+    /// Records that could not be stored.
+    pub fn failed_writes(&self) -> u64 {
+        self.shared.failed.load(Ordering::Relaxed)
+    }
+
+    /// Waits until every record queued so far is acknowledged; returns the written count, or
+    /// the error that stopped the sink (then the records after the last acknowledged one are
+    /// not stored, and none will be).
+    pub async fn flush(&self) -> Result<u64, ClusterError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Command::Flush(tx))
+            .map_err(|_| ClusterError::Unavailable {
+                reason: "the trace publisher stopped".into(),
+            })?;
+        rx.await.map_err(|_| ClusterError::Unavailable {
+            reason: "the trace publisher stopped".into(),
+        })?
+    }
+}
+
+struct Publisher {
+    js: jetstream::Context,
+    session: String,
+    subject: String,
+    node: String,
+    lease: Lease,
+    last_stream_seq: u64,
+    seq: u64,
+    shared: Arc<Counters>,
+    /// Why the sink stopped writing, for good.
+    stopped: Option<ClusterError>,
+}
+
+impl Publisher {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Command>) {
+        let mut batch = Vec::new();
+        let mut flushes = Vec::new();
+        while rx.recv_many(&mut batch, 256).await > 0 {
+            let mut records = Vec::new();
+            for command in batch.drain(..) {
+                match command {
+                    Command::Record(line) => records.push(line),
+                    Command::Flush(tx) => flushes.push((records.len(), tx)),
+                }
+            }
+            // Each flush answers after the records queued before it.
+            let mut done = 0;
+            for (upto, tx) in flushes.drain(..) {
+                self.publish_all(&records[done..upto]).await;
+                done = upto;
+                let _ = tx.send(match &self.stopped {
+                    None => Ok(self.seq),
+                    Some(e) => Err(copy(e)),
+                });
+            }
+            self.publish_all(&records[done..]).await;
+        }
+    }
+
+    async fn publish_all(&mut self, records: &[Bytes]) {
+        if records.is_empty() {
+            return;
+        }
+        if self.stopped.is_none() {
+            if let Err(e) = self.lease.check() {
+                self.stopped = Some(e);
+            }
+        }
+        if self.stopped.is_some() {
+            self.shared
+                .failed
+                .fetch_add(records.len() as u64, Ordering::Relaxed);
+            return;
+        }
+        // Pipelined: every publish is sent, then the acks are awaited in order. The first is
+        // conditional on the subject's last sequence being ours, so a node that lost the
+        // session to another cannot append after the other's records.
+        let mut pending = Vec::with_capacity(records.len());
+        for (i, line) in records.iter().enumerate() {
+            let seq = self.seq + 1 + i as u64;
+            let mut message = PublishMessage::build()
+                .payload(line.clone())
+                .header(SEQ_HEADER, seq.to_string().as_str())
+                .header(NODE_HEADER, self.node.as_str())
+                .message_id(format!("{}:{seq}", self.session));
+            if i == 0 {
+                message = message.expected_last_subject_sequence(self.last_stream_seq);
+            }
+            pending.push((seq, message.clone(), self.send(message).await));
+        }
+        for (seq, message, sent) in pending {
+            if self.stopped.is_some() {
+                self.shared.failed.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            let mut result = match sent {
+                Ok(ack) => ack.await.map_err(|e| e.kind()),
+                Err(_) => Err(PublishErrorKind::Other),
+            };
+            let mut attempt = 1;
+            while let Err(kind) = &result {
+                if *kind == PublishErrorKind::WrongLastSequence || attempt >= ATTEMPTS {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
+                attempt += 1;
+                if let Err(e) = self.lease.check() {
+                    self.stopped = Some(e);
+                    break;
+                }
+                result = match self.send(message.clone()).await {
+                    Ok(ack) => ack.await.map_err(|e| e.kind()),
+                    Err(_) => Err(PublishErrorKind::Other),
+                };
+            }
+            match result {
+                _ if self.stopped.is_some() => {
+                    self.shared.failed.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(ack) => {
+                    self.last_stream_seq = ack.sequence;
+                    self.seq = seq;
+                    self.shared.written.store(seq, Ordering::Relaxed);
+                }
+                Err(PublishErrorKind::WrongLastSequence) => {
+                    self.stopped = Some(ClusterError::Fenced {
+                        session: self.session.clone(),
+                        reason: "another node appended to this session's trace".into(),
+                    });
+                    self.shared.failed.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(kind) => {
+                    tracing::error!(session = %self.session, seq, "trace record not stored: {kind}");
+                    self.stopped = Some(ClusterError::Unavailable {
+                        reason: format!(
+                            "trace record {seq} of {} not stored: {kind}",
+                            self.session
+                        ),
+                    });
+                    self.shared.failed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    async fn send(
+        &self,
+        message: PublishMessage,
+    ) -> Result<async_nats::jetstream::context::PublishAckFuture, ClusterError> {
+        self.js
+            .send_publish(self.subject.clone(), message)
+            .await
+            .map_err(|e| ClusterError::unavailable("publishing a trace record", e))
+    }
+}
+
+fn copy(e: &ClusterError) -> ClusterError {
+    match e {
+        ClusterError::Fenced { session, reason } => ClusterError::Fenced {
+            session: session.clone(),
+            reason: reason.clone(),
+        },
+        other => ClusterError::Unavailable {
+            reason: other.to_string(),
+        },
+    }
+}

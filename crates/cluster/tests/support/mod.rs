@@ -1,0 +1,205 @@
+//! A real 3-node nats-server cluster with JetStream on loopback, for the tests.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use penguin_cluster::{Cluster, ClusterConfig};
+
+/// Whether `nats-server` is installed; without it a test skips, except under `CI` where it
+/// fails (`scripts/install-nats.sh` installs it).
+pub fn nats_available(test: &str) -> bool {
+    let found = Command::new("nats-server")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{test}: nats-server is not installed (scripts/install-nats.sh)"
+        );
+        eprintln!("SKIPPED {test}: nats-server is not installed (scripts/install-nats.sh)");
+    }
+    found
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// One nats-server of the cluster.
+pub struct Node {
+    pub name: String,
+    pub port: u16,
+    pub cluster_port: u16,
+    pub store: PathBuf,
+    child: Option<Child>,
+}
+
+impl Node {
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+}
+
+/// A 3-node (or n-node) nats-server cluster with JetStream, each with its own store dir;
+/// killed when dropped.
+pub struct NatsCluster {
+    pub nodes: Vec<Node>,
+    dir: tempfile::TempDir,
+}
+
+impl NatsCluster {
+    /// Starts `n` nats-servers routed to each other and waits until JetStream answers with
+    /// `n` replicas.
+    pub async fn start(n: usize) -> NatsCluster {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let nodes = (0..n)
+            .map(|i| Node {
+                name: format!("n{i}"),
+                port: free_port(),
+                cluster_port: free_port(),
+                store: dir.path().join(format!("n{i}")),
+                child: None,
+            })
+            .collect();
+        let mut cluster = NatsCluster { nodes, dir };
+        for i in 0..n {
+            cluster.spawn(i);
+        }
+        cluster.wait_ready(n).await;
+        cluster
+    }
+
+    fn spawn(&mut self, i: usize) {
+        let routes: Vec<String> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, n)| format!("nats://127.0.0.1:{}", n.cluster_port))
+            .collect();
+        let node = &self.nodes[i];
+        let log = std::fs::File::create(self.dir.path().join(format!("{}.log", node.name)))
+            .expect("log file");
+        let mut cmd = Command::new("nats-server");
+        cmd.args(["-a", "127.0.0.1", "-p"])
+            .arg(node.port.to_string())
+            .args(["-n", &node.name, "-js", "-sd"])
+            .arg(&node.store)
+            .args(["--cluster_name", "penguin-test", "-cluster"])
+            .arg(format!("nats://127.0.0.1:{}", node.cluster_port));
+        if !routes.is_empty() {
+            cmd.arg("-routes").arg(routes.join(","));
+        }
+        cmd.stdout(Stdio::null()).stderr(log);
+        let child = cmd.spawn().expect("nats-server starts");
+        self.nodes[i].child = Some(child);
+    }
+
+    /// Every server's URL.
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(Node::url).collect()
+    }
+
+    /// The config of a penguin node `name` that knows every server.
+    pub fn config(&self, name: &str) -> ClusterConfig {
+        let mut config = ClusterConfig::new(self.urls(), name);
+        config.replicas = self.nodes.len().min(3);
+        config.lease_ttl = Duration::from_secs(2);
+        config
+    }
+
+    /// Waits until a JetStream stream with `replicas` replicas can be created.
+    pub async fn wait_ready(&self, replicas: usize) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let attempt = async {
+                let addrs: Vec<async_nats::ServerAddr> =
+                    self.urls().iter().map(|u| u.parse().unwrap()).collect();
+                let client = async_nats::connect(addrs.as_slice()).await.ok()?;
+                let js = async_nats::jetstream::new(client);
+                let name = format!("READY_{}", std::process::id());
+                js.get_or_create_stream(async_nats::jetstream::stream::Config {
+                    name: name.clone(),
+                    subjects: vec![format!("ready.{}", std::process::id())],
+                    num_replicas: replicas,
+                    ..Default::default()
+                })
+                .await
+                .ok()?;
+                js.delete_stream(&name).await.ok()?;
+                Some(())
+            };
+            if tokio::time::timeout(Duration::from_secs(10), attempt)
+                .await
+                .ok()
+                .flatten()
+                .is_some()
+            {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "JetStream not ready: see the logs in {}",
+                self.dir.path().display()
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// A penguin node `name` connected to the cluster.
+    pub async fn join(&self, name: &str) -> Cluster {
+        Cluster::connect(self.config(name))
+            .await
+            .expect("joins the cluster")
+    }
+
+    /// SIGKILLs server `i`.
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut child) = self.nodes[i].child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts server `i` again on its ports and store.
+    pub fn restart(&mut self, i: usize) {
+        self.kill(i);
+        self.spawn(i);
+    }
+
+    fn pid(&self, i: usize) -> Pid {
+        Pid::from_raw(self.nodes[i].child.as_ref().expect("running").id() as i32)
+    }
+
+    /// SIGSTOPs server `i`.
+    pub fn pause(&self, i: usize) {
+        kill(self.pid(i), Signal::SIGSTOP).expect("SIGSTOP");
+    }
+
+    /// SIGCONTs server `i`.
+    pub fn resume(&self, i: usize) {
+        kill(self.pid(i), Signal::SIGCONT).expect("SIGCONT");
+    }
+}
+
+impl Drop for NatsCluster {
+    fn drop(&mut self) {
+        for i in 0..self.nodes.len() {
+            if let Some(child) = self.nodes[i].child.as_ref() {
+                let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGCONT);
+            }
+            self.kill(i);
+        }
+    }
+}
