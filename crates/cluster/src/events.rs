@@ -5,6 +5,7 @@
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use async_nats::jetstream::consumer::{pull, DeliverPolicy};
 use async_nats::jetstream::context::PublishErrorKind;
@@ -19,6 +20,10 @@ use crate::error::check_session;
 use crate::{ClusterError, Lease, NODE_HEADER, SEQ_HEADER};
 
 pub(crate) const PREFIX: &str = "penguin.events";
+
+/// How long a publish is tried again while JetStream does not answer (a nats-server died, a
+/// stream leader is being elected) before it is [`ClusterError::Unavailable`].
+pub const RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// One replicated event.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,20 +66,68 @@ pub(crate) async fn last_of(
     stream: &stream::Stream,
     subject: &str,
 ) -> Result<(u64, u64), ClusterError> {
-    match stream.get_last_raw_message_by_subject(subject).await {
-        Ok(m) => {
-            let seq = seq_of(Some(&m.headers)).ok_or_else(|| ClusterError::Malformed {
-                what: format!("message {} of {subject}", m.sequence),
-                reason: format!("no {SEQ_HEADER} header"),
-            })?;
-            Ok((m.sequence, seq))
+    retrying(
+        &format!("reading the last message of {subject}"),
+        || async {
+            match stream.get_last_raw_message_by_subject(subject).await {
+                Ok(m) => Ok(Ok(m)),
+                Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(Err(())),
+                Err(e) => Err(e.to_string()),
+            }
+        },
+    )
+    .await?
+    .map_or(Ok((0, 0)), |m| {
+        let seq = seq_of(Some(&m.headers)).ok_or_else(|| ClusterError::Malformed {
+            what: format!("message {} of {subject}", m.sequence),
+            reason: format!("no {SEQ_HEADER} header"),
+        })?;
+        Ok((m.sequence, seq))
+    })
+}
+
+/// Runs `attempt` until it succeeds or [`RETRY_FOR`] passed: a nats-server dying or a leader
+/// being elected makes JetStream requests fail for a few seconds.
+pub(crate) async fn retrying<T, F, Fut>(doing: &str, mut attempt: F) -> Result<T, ClusterError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let start = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_millis(50);
+    loop {
+        match attempt().await {
+            Ok(v) => return Ok(v),
+            Err(e) if start.elapsed() + pause > RETRY_FOR => {
+                return Err(ClusterError::unavailable(doing, e))
+            }
+            Err(e) => {
+                tracing::debug!("{doing}, again: {e}");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_secs(1));
+            }
         }
-        Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok((0, 0)),
-        Err(e) => Err(ClusterError::unavailable(
-            &format!("reading the last message of {subject}"),
-            e,
-        )),
     }
+}
+
+/// An ordered consumer of `subject` from `deliver_policy`, and its messages.
+pub(crate) async fn ordered(
+    stream: &stream::Stream,
+    subject: &str,
+    deliver_policy: DeliverPolicy,
+) -> Result<pull::Ordered, ClusterError> {
+    retrying(&format!("following {subject}"), || async {
+        let consumer = stream
+            .create_consumer(pull::OrderedConfig {
+                filter_subject: subject.to_owned(),
+                deliver_policy,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        consumer.messages().await.map_err(|e| e.to_string())
+    })
+    .await
 }
 
 impl EventLog {
@@ -156,9 +209,8 @@ impl EventLog {
             ),
             Some(a) if a > last => {
                 return Ok(EventFeed {
-                    inner: None,
+                    inner: futures::stream::iter([Ok(FeedItem::Resync)]).boxed(),
                     after: a,
-                    resync: true,
                 })
             }
             Some(a) if a == last => (
@@ -169,24 +221,13 @@ impl EventLog {
             ),
             Some(a) => (DeliverPolicy::All, a),
         };
-        let consumer = self
-            .stream
-            .create_consumer(pull::OrderedConfig {
-                filter_subject: subject.clone(),
-                deliver_policy,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| ClusterError::unavailable(&format!("following {subject}"), e))?;
-        let messages = consumer
-            .messages()
-            .await
-            .map_err(|e| ClusterError::unavailable(&format!("following {subject}"), e))?;
-        Ok(EventFeed {
-            inner: Some(Box::pin(messages)),
+        let messages = ordered(&self.stream, &subject, deliver_policy).await?;
+        Ok(EventFeed::live(
+            self.stream.clone(),
+            subject,
             after,
-            resync: false,
-        })
+            messages,
+        ))
     }
 
     /// Removes every event of `session` (it was deleted).
@@ -210,22 +251,16 @@ pub enum FeedItem {
     Resync,
 }
 
-type Messages = Pin<
-    Box<
-        dyn Stream<
-                Item = Result<
-                    jetstream::Message,
-                    async_nats::jetstream::consumer::pull::OrderedError,
-                >,
-            > + Send,
-    >,
->;
+/// How long a feed waits in silence before it asks the stream whether it missed something
+/// (a consumer whose nats-server died can stall without an error); it then follows again from
+/// its last id.
+const STALL: Duration = Duration::from_secs(3);
 
 /// A session's events as they are published, after a given id (from [`EventLog::follow`]).
+/// It follows through a nats-server dying: its consumer is made again from the last id seen.
 pub struct EventFeed {
-    inner: Option<Messages>,
+    inner: futures::stream::BoxStream<'static, Result<FeedItem, ClusterError>>,
     after: u64,
-    resync: bool,
 }
 
 impl std::fmt::Debug for EventFeed {
@@ -236,50 +271,118 @@ impl std::fmt::Debug for EventFeed {
     }
 }
 
-impl Stream for EventFeed {
-    type Item = Result<FeedItem, ClusterError>;
+struct Follow {
+    stream: stream::Stream,
+    subject: String,
+    after: u64,
+    messages: Option<pull::Ordered>,
+    done: bool,
+}
 
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        if self.resync {
-            self.resync = false;
-            self.inner = None;
-            return Poll::Ready(Some(Ok(FeedItem::Resync)));
-        }
+impl Follow {
+    async fn next(&mut self) -> Option<Result<FeedItem, ClusterError>> {
         loop {
-            let Some(inner) = self.inner.as_mut() else {
-                return Poll::Ready(None);
+            if self.done {
+                return None;
+            }
+            let Some(messages) = self.messages.as_mut() else {
+                // Follow again from the last id seen.
+                match self.resume().await {
+                    Ok(()) => continue,
+                    Err(e) => {
+                        self.done = true;
+                        return Some(Err(e));
+                    }
+                }
             };
-            let message = match inner.as_mut().poll_next(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(None) => {
-                    self.inner = None;
-                    return Poll::Ready(None);
+            let message = match tokio::time::timeout(STALL, messages.next()).await {
+                Ok(Some(Ok(m))) => m,
+                Ok(Some(Err(e))) => {
+                    tracing::debug!(subject = %self.subject, "feed: {e}; following again");
+                    self.messages = None;
+                    continue;
                 }
-                Poll::Ready(Some(Err(e))) => {
-                    return Poll::Ready(Some(Err(ClusterError::unavailable("following events", e))))
+                Ok(None) => {
+                    self.messages = None;
+                    continue;
                 }
-                Poll::Ready(Some(Ok(m))) => m,
+                Err(_) => {
+                    // Silence: fine unless the stream has events this feed has not seen.
+                    match last_of(&self.stream, &self.subject).await {
+                        Ok((_, last)) if last > self.after => self.messages = None,
+                        Ok(_) => {}
+                        Err(e) => {
+                            self.done = true;
+                            return Some(Err(e));
+                        }
+                    }
+                    continue;
+                }
             };
             let Some(seq) = seq_of(message.headers.as_ref()) else {
-                return Poll::Ready(Some(Err(ClusterError::Malformed {
+                self.done = true;
+                return Some(Err(ClusterError::Malformed {
                     what: format!("event on {}", message.subject),
                     reason: format!("no {SEQ_HEADER} header"),
-                })));
+                }));
             };
             if seq <= self.after {
                 continue;
             }
             if seq > self.after + 1 {
                 // The event right after `after` is gone: retention dropped it.
-                self.inner = None;
-                return Poll::Ready(Some(Ok(FeedItem::Resync)));
+                self.done = true;
+                return Some(Ok(FeedItem::Resync));
             }
             self.after = seq;
-            return Poll::Ready(Some(Ok(FeedItem::Event(ClusterEvent {
+            return Some(Ok(FeedItem::Event(ClusterEvent {
                 seq,
                 data: message.payload.clone(),
-            }))));
+            })));
         }
+    }
+
+    async fn resume(&mut self) -> Result<(), ClusterError> {
+        let (last_stream_seq, last) = last_of(&self.stream, &self.subject).await?;
+        let policy = if last <= self.after {
+            DeliverPolicy::ByStartSequence {
+                start_sequence: last_stream_seq + 1,
+            }
+        } else {
+            DeliverPolicy::All
+        };
+        self.messages = Some(ordered(&self.stream, &self.subject, policy).await?);
+        Ok(())
+    }
+}
+
+impl EventFeed {
+    fn live(stream: stream::Stream, subject: String, after: u64, messages: pull::Ordered) -> Self {
+        let follow = Follow {
+            stream,
+            subject,
+            after,
+            messages: Some(messages),
+            done: false,
+        };
+        let inner = futures::stream::unfold(follow, |mut f| async move {
+            let item = f.next().await?;
+            Some((item, f))
+        })
+        .boxed();
+        EventFeed { inner, after }
+    }
+}
+
+impl Stream for EventFeed {
+    type Item = Result<FeedItem, ClusterError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let item = self.inner.poll_next_unpin(cx);
+        if let Poll::Ready(Some(Ok(FeedItem::Event(e)))) = &item {
+            self.after = e.seq;
+        }
+        item
     }
 }
 
@@ -309,7 +412,6 @@ impl EventPublisher {
     /// Publishes `data` as the next event and returns its id once JetStream stored it (on a
     /// quorum of its replicas).
     pub async fn publish(&mut self, data: Bytes) -> Result<u64, ClusterError> {
-        self.lease.check()?;
         let seq = self.seq + 1;
         let message = PublishMessage::build()
             .payload(data)
@@ -317,25 +419,42 @@ impl EventPublisher {
             .header(NODE_HEADER, self.node.as_str())
             .message_id(format!("{}:{seq}", self.session))
             .expected_last_subject_sequence(self.last_stream_seq);
-        let ack = self
-            .js
-            .send_publish(self.subject.clone(), message)
-            .await
-            .map_err(|e| ClusterError::unavailable("publishing an event", e))?
-            .await;
-        match ack {
-            Ok(ack) => {
-                self.last_stream_seq = ack.sequence;
-                self.seq = seq;
-                Ok(seq)
+        // A nats-server dying or a stream leader moving makes a publish fail for a moment:
+        // it is tried again (the message id makes a retry of a stored event a no-op) until
+        // `RETRY_FOR` passed, checking the lease before every try.
+        let start = std::time::Instant::now();
+        let mut pause = std::time::Duration::from_millis(50);
+        loop {
+            self.lease.check()?;
+            let ack = match self
+                .js
+                .send_publish(self.subject.clone(), message.clone())
+                .await
+            {
+                Ok(ack) => ack.await.map_err(|e| (e.kind(), e.to_string())),
+                Err(e) => Err((e.kind(), e.to_string())),
+            };
+            match ack {
+                Ok(ack) => {
+                    self.last_stream_seq = ack.sequence;
+                    self.seq = seq;
+                    return Ok(seq);
+                }
+                Err((PublishErrorKind::WrongLastSequence, _)) => {
+                    return Err(ClusterError::Fenced {
+                        session: self.session.clone(),
+                        reason: "another node published events of this session".into(),
+                    })
+                }
+                Err((_, e)) if start.elapsed() + pause > RETRY_FOR => {
+                    return Err(ClusterError::unavailable("publishing an event", e))
+                }
+                Err((kind, e)) => {
+                    tracing::debug!(session = %self.session, seq, ?kind, "publish again: {e}");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(std::time::Duration::from_secs(1));
+                }
             }
-            Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => {
-                Err(ClusterError::Fenced {
-                    session: self.session.clone(),
-                    reason: "another node published events of this session".into(),
-                })
-            }
-            Err(e) => Err(ClusterError::unavailable("publishing an event", e)),
         }
     }
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_nats::jetstream::{self, kv, stream};
 
 pub use error::ClusterError;
-pub use events::{ClusterEvent, EventFeed, EventLog, EventPublisher, FeedItem, Replay};
+pub use events::{ClusterEvent, EventFeed, EventLog, EventPublisher, FeedItem, Replay, RETRY_FOR};
 pub use index::{NodeInfo, Registry, SessionIndex, SessionRecord};
 pub use lease::{Holder, Lease, Leases};
 pub use traces::{ReplicatedTrace, TraceLog};
@@ -52,13 +52,15 @@ pub struct ClusterConfig {
 }
 
 impl ClusterConfig {
-    /// Defaults: 3 replicas, a 5 s lease, 10,000 events per session, 5 s requests.
+    /// Defaults: 3 replicas, a 10 s lease (longer than a JetStream leader election after a
+    /// nats-server died, so losing one does not cost the sessions' leases), 10,000 events per
+    /// session, 5 s requests.
     pub fn new(urls: Vec<String>, node: impl Into<String>) -> ClusterConfig {
         ClusterConfig {
             urls,
             node: node.into(),
             replicas: 3,
-            lease_ttl: Duration::from_secs(5),
+            lease_ttl: Duration::from_secs(10),
             events_per_session: 10_000,
             request_timeout: Duration::from_secs(5),
         }

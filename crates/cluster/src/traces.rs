@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream::consumer::{pull, DeliverPolicy};
+use async_nats::jetstream::consumer::DeliverPolicy;
 use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::{self, stream};
@@ -17,14 +17,10 @@ use futures::StreamExt;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::check_session;
-use crate::events::{last_of, seq_of};
+use crate::events::{last_of, ordered, seq_of, RETRY_FOR};
 use crate::{ClusterError, Lease, NODE_HEADER, SEQ_HEADER};
 
 pub(crate) const PREFIX: &str = "penguin.traces";
-
-/// How often a record is tried before the sink counts it failed (with message-id dedup, a
-/// retry never stores a record twice).
-const ATTEMPTS: u32 = 5;
 
 fn subject(session: &str) -> String {
     format!("{PREFIX}.{session}")
@@ -85,19 +81,7 @@ impl TraceLog {
         if last == 0 {
             return Ok(Vec::new());
         }
-        let consumer = self
-            .stream
-            .create_consumer(pull::OrderedConfig {
-                filter_subject: subject.clone(),
-                deliver_policy: DeliverPolicy::All,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| ClusterError::unavailable(&format!("reading {subject}"), e))?;
-        let mut messages = consumer
-            .messages()
-            .await
-            .map_err(|e| ClusterError::unavailable(&format!("reading {subject}"), e))?;
+        let mut messages = ordered(&self.stream, &subject, DeliverPolicy::All).await?;
         let mut out = Vec::with_capacity(last as usize);
         let mut expected = 1;
         while let Some(m) = messages.next().await {
@@ -247,71 +231,63 @@ impl Publisher {
                 .fetch_add(records.len() as u64, Ordering::Relaxed);
             return;
         }
-        // Pipelined: every publish is sent, then the acks are awaited in order. The first is
-        // conditional on the subject's last sequence being ours, so a node that lost the
-        // session to another cannot append after the other's records.
-        let mut pending = Vec::with_capacity(records.len());
-        for (i, line) in records.iter().enumerate() {
-            let seq = self.seq + 1 + i as u64;
-            let mut message = PublishMessage::build()
-                .payload(line.clone())
-                .header(SEQ_HEADER, seq.to_string().as_str())
-                .header(NODE_HEADER, self.node.as_str())
-                .message_id(format!("{}:{seq}", self.session));
-            if i == 0 {
-                message = message.expected_last_subject_sequence(self.last_stream_seq);
-            }
-            pending.push((seq, message.clone(), self.send(message).await));
-        }
-        for (seq, message, sent) in pending {
+        // One at a time, each conditional on the subject's last sequence being the one this
+        // sink wrote last: records land in order even when a publish has to be tried again
+        // (a pipelined later record could overtake it), and a node that lost the session to
+        // another cannot append after the other's records.
+        for line in records {
             if self.stopped.is_some() {
                 self.shared.failed.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            let mut result = match sent {
-                Ok(ack) => ack.await.map_err(|e| e.kind()),
-                Err(_) => Err(PublishErrorKind::Other),
-            };
-            let mut attempt = 1;
-            while let Err(kind) = &result {
-                if *kind == PublishErrorKind::WrongLastSequence || attempt >= ATTEMPTS {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
-                attempt += 1;
+            let seq = self.seq + 1;
+            let message = PublishMessage::build()
+                .payload(line.clone())
+                .header(SEQ_HEADER, seq.to_string().as_str())
+                .header(NODE_HEADER, self.node.as_str())
+                .message_id(format!("{}:{seq}", self.session))
+                .expected_last_subject_sequence(self.last_stream_seq);
+            let start = std::time::Instant::now();
+            let mut pause = Duration::from_millis(50);
+            let result = loop {
                 if let Err(e) = self.lease.check() {
-                    self.stopped = Some(e);
-                    break;
+                    break Err(e);
                 }
-                result = match self.send(message.clone()).await {
-                    Ok(ack) => ack.await.map_err(|e| e.kind()),
-                    Err(_) => Err(PublishErrorKind::Other),
+                let ack = match self.send(message.clone()).await {
+                    Ok(ack) => ack.await.map_err(|e| (e.kind(), e.to_string())),
+                    Err(e) => Err((PublishErrorKind::Other, e.to_string())),
                 };
-            }
-            match result {
-                _ if self.stopped.is_some() => {
-                    self.shared.failed.fetch_add(1, Ordering::Relaxed);
+                match ack {
+                    Ok(ack) => break Ok(ack.sequence),
+                    Err((PublishErrorKind::WrongLastSequence, _)) => {
+                        break Err(ClusterError::Fenced {
+                            session: self.session.clone(),
+                            reason: "another node appended to this session's trace".into(),
+                        })
+                    }
+                    Err((_, e)) if start.elapsed() + pause > RETRY_FOR => {
+                        tracing::error!(session = %self.session, seq, "trace record not stored: {e}");
+                        break Err(ClusterError::Unavailable {
+                            reason: format!(
+                                "trace record {seq} of {} not stored: {e}",
+                                self.session
+                            ),
+                        });
+                    }
+                    Err(_) => {
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(Duration::from_secs(1));
+                    }
                 }
-                Ok(ack) => {
-                    self.last_stream_seq = ack.sequence;
+            };
+            match result {
+                Ok(stream_seq) => {
+                    self.last_stream_seq = stream_seq;
                     self.seq = seq;
                     self.shared.written.store(seq, Ordering::Relaxed);
                 }
-                Err(PublishErrorKind::WrongLastSequence) => {
-                    self.stopped = Some(ClusterError::Fenced {
-                        session: self.session.clone(),
-                        reason: "another node appended to this session's trace".into(),
-                    });
-                    self.shared.failed.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(kind) => {
-                    tracing::error!(session = %self.session, seq, "trace record not stored: {kind}");
-                    self.stopped = Some(ClusterError::Unavailable {
-                        reason: format!(
-                            "trace record {seq} of {} not stored: {kind}",
-                            self.session
-                        ),
-                    });
+                Err(e) => {
+                    self.stopped = Some(e);
                     self.shared.failed.fetch_add(1, Ordering::Relaxed);
                 }
             }

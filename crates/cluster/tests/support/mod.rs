@@ -95,11 +95,13 @@ impl NatsCluster {
         cmd.args(["-a", "127.0.0.1", "-p"])
             .arg(node.port.to_string())
             .args(["-n", &node.name, "-js", "-sd"])
-            .arg(&node.store)
-            .args(["--cluster_name", "penguin-test", "-cluster"])
-            .arg(format!("nats://127.0.0.1:{}", node.cluster_port));
+            .arg(&node.store);
+        // A single server runs JetStream on its own; a clustered one waits for its peers.
         if !routes.is_empty() {
-            cmd.arg("-routes").arg(routes.join(","));
+            cmd.args(["--cluster_name", "penguin-test", "-cluster"])
+                .arg(format!("nats://127.0.0.1:{}", node.cluster_port))
+                .arg("-routes")
+                .arg(routes.join(","));
         }
         cmd.stdout(Stdio::null()).stderr(log);
         let child = cmd.spawn().expect("nats-server starts");
@@ -157,7 +159,15 @@ impl NatsCluster {
         }
     }
 
-    /// A penguin node `name` connected to the cluster.
+    /// A penguin node `name` with the default lease (10 s, longer than a leader election),
+    /// for tests that kill a nats-server.
+    pub async fn join_durable(&self, name: &str) -> Cluster {
+        let mut config = self.config(name);
+        config.lease_ttl = ClusterConfig::new(Vec::new(), name).lease_ttl;
+        Cluster::connect(config).await.expect("joins the cluster")
+    }
+
+    /// A penguin node `name` connected to the cluster, with a 2 s lease.
     pub async fn join(&self, name: &str) -> Cluster {
         Cluster::connect(self.config(name))
             .await
