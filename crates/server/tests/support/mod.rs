@@ -318,13 +318,18 @@ impl Ev {
         let v = self.json();
         match self.is_server() {
             true => v["type"].as_str().unwrap().to_owned(),
-            false => v["payload"]["type"].as_str().unwrap().to_owned(),
+            // A session_meta (the head of a child's trace) has no payload type: its own type.
+            false => v["payload"]["type"]
+                .as_str()
+                .or_else(|| v["type"].as_str())
+                .unwrap()
+                .to_owned(),
         }
     }
 
     /// A `task_state` event in `state`.
     pub fn is_state(&self, state: &str) -> bool {
-        self.kind() == "task_state" && self.json()["state"] == state
+        self.is_server() && self.kind() == "task_state" && self.json()["state"] == state
     }
 
     /// An OmniMessage whose payload text is `text`.
