@@ -116,40 +116,18 @@ impl Cluster {
             })?;
         let mut js = jetstream::new(client.clone());
         js.set_timeout(config.request_timeout);
-        let bucket = |name: &str, history: i64| kv::Config {
-            bucket: name.to_owned(),
-            history,
-            num_replicas: config.replicas,
-            storage: stream::StorageType::File,
-            ..Default::default()
+        // Right after a nats-server died, JetStream answers nothing until the streams have
+        // new leaders: setting up is tried again for a while, as every request of this crate is.
+        let start = std::time::Instant::now();
+        let (leases, nodes, sessions, events, traces) = loop {
+            match setup(&js, &config).await {
+                Err(ClusterError::Unavailable { reason }) if start.elapsed() < RETRY_FOR * 2 => {
+                    tracing::debug!("joining the cluster, again: {reason}");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                done => break done?,
+            }
         };
-        let leases = key_value(&js, bucket(LEASE_BUCKET, 1)).await?;
-        let nodes = key_value(&js, bucket(NODE_BUCKET, 1)).await?;
-        let sessions = key_value(&js, bucket(SESSION_BUCKET, 1)).await?;
-        let events = js
-            .get_or_create_stream(stream::Config {
-                name: EVENT_STREAM.to_owned(),
-                subjects: vec![format!("{}.>", events::PREFIX)],
-                num_replicas: config.replicas,
-                storage: stream::StorageType::File,
-                max_messages_per_subject: config.events_per_session,
-                discard: stream::DiscardPolicy::Old,
-                duplicate_window: Duration::from_secs(120),
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| ClusterError::unavailable("creating the event stream", e))?;
-        let traces = js
-            .get_or_create_stream(stream::Config {
-                name: TRACE_STREAM.to_owned(),
-                subjects: vec![format!("{}.>", traces::PREFIX)],
-                num_replicas: config.replicas,
-                storage: stream::StorageType::File,
-                duplicate_window: Duration::from_secs(120),
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| ClusterError::unavailable("creating the trace stream", e))?;
         Ok(Cluster {
             config,
             client,
@@ -229,6 +207,57 @@ impl Cluster {
             self.config.node.clone(),
         )
     }
+}
+
+/// The buckets and streams a node needs, created when missing.
+async fn setup(
+    js: &jetstream::Context,
+    config: &ClusterConfig,
+) -> Result<
+    (
+        kv::Store,
+        kv::Store,
+        kv::Store,
+        stream::Stream,
+        stream::Stream,
+    ),
+    ClusterError,
+> {
+    let bucket = |name: &str, history: i64| kv::Config {
+        bucket: name.to_owned(),
+        history,
+        num_replicas: config.replicas,
+        storage: stream::StorageType::File,
+        ..Default::default()
+    };
+    let leases = key_value(js, bucket(LEASE_BUCKET, 1)).await?;
+    let nodes = key_value(js, bucket(NODE_BUCKET, 1)).await?;
+    let sessions = key_value(js, bucket(SESSION_BUCKET, 1)).await?;
+    let events = js
+        .get_or_create_stream(stream::Config {
+            name: EVENT_STREAM.to_owned(),
+            subjects: vec![format!("{}.>", events::PREFIX)],
+            num_replicas: config.replicas,
+            storage: stream::StorageType::File,
+            max_messages_per_subject: config.events_per_session,
+            discard: stream::DiscardPolicy::Old,
+            duplicate_window: Duration::from_secs(120),
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| ClusterError::unavailable("creating the event stream", e))?;
+    let traces = js
+        .get_or_create_stream(stream::Config {
+            name: TRACE_STREAM.to_owned(),
+            subjects: vec![format!("{}.>", traces::PREFIX)],
+            num_replicas: config.replicas,
+            storage: stream::StorageType::File,
+            duplicate_window: Duration::from_secs(120),
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| ClusterError::unavailable("creating the trace stream", e))?;
+    Ok((leases, nodes, sessions, events, traces))
 }
 
 async fn key_value(js: &jetstream::Context, config: kv::Config) -> Result<kv::Store, ClusterError> {

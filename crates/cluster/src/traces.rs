@@ -75,6 +75,19 @@ impl TraceLog {
 
     /// Every record of `session`, in order (each one JSON line, without its newline).
     pub async fn read(&self, session: &str) -> Result<Vec<Bytes>, ClusterError> {
+        // A read is what a takeover rebuilds from, right after a node died: JetStream may need
+        // longer than one retry window to elect the stream's new leader on a loaded machine, so
+        // the whole read is tried again, from the start, a few times.
+        let mut tries = 0;
+        loop {
+            match self.read_once(session).await {
+                Err(ClusterError::Unavailable { .. }) if tries < 2 => tries += 1,
+                done => return done,
+            }
+        }
+    }
+
+    async fn read_once(&self, session: &str) -> Result<Vec<Bytes>, ClusterError> {
         check_session(session)?;
         let subject = subject(session);
         let (_, last) = last_of(&self.stream, &subject).await?;
