@@ -4,6 +4,7 @@ pub mod api;
 mod approvals;
 mod approver;
 mod auth;
+mod catalog;
 mod entry;
 mod error;
 mod history;
@@ -266,7 +267,7 @@ pub fn router(state: AppState) -> Router {
         .route(&format!("{s}/socket"), get(socket::session))
         .route(&format!("{s}/goal"), get(routes::goal))
         .route(&format!("{s}/fork"), post(routes::fork))
-        .route(&format!("{s}/skills"), get(routes::skills))
+        .route(&format!("{s}/skills"), get(catalog::skills))
         .route(&format!("{s}/tasks"), post(routes::create_task))
         .route(&format!("{s}/steer"), post(routes::steer))
         .route(
@@ -286,9 +287,9 @@ pub fn router(state: AppState) -> Router {
             &format!("{s}/processes/{{process}}/kill"),
             post(routes::kill_process),
         )
-        .route("/api/models", get(routes::models))
-        .route("/api/memory", get(routes::memory))
-        .route("/api/explain", post(routes::explain))
+        .route("/api/models", get(catalog::models))
+        .route("/api/memory", get(catalog::memory))
+        .route("/api/explain", post(catalog::explain))
         .route("/api/events", get(routes::events))
         .route("/api/events/socket", get(socket::events))
         .fallback(routes::not_found)

@@ -1,0 +1,82 @@
+//! What a client may offer a person beside the sessions themselves: the models to create one
+//! with, the skills to pin, the agent's memory, and a failed request in the CLI's words. Each
+//! comes from the session factory (or the one failure classification), never from a copy here.
+
+use axum::body::Body;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use penguin_omni_protocol::StopReason;
+
+use crate::error::{json_response, opt_str, read_object, ApiError};
+use crate::routes::{entry, ApiResult};
+use crate::AppState;
+
+/// `POST /api/explain`: a failed request's `status` and `errorMessage` (as `request_end`
+/// carries them) in the words the CLI uses: the cause, what to check, and (given `attempt`)
+/// the line that ends a run that gave up. The web app asks rather than keep a second copy of
+/// the rules.
+pub(crate) async fn explain(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    use penguin_llm_providers::failure::Failure;
+    let obj = read_object(&headers, body, &app.body).await?;
+    let status = obj
+        .get("status")
+        .and_then(|v| serde_json::from_value::<StopReason>(v.clone()).ok())
+        .ok_or_else(|| ApiError::field("status", "a request_end status such as \"timeout\""))?;
+    let message = opt_str(&obj, "errorMessage")?;
+    let attempt = match obj.get("attempt") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(v) => Some(
+            v.as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| ApiError::field("attempt", "a positive integer"))?,
+        ),
+    };
+    let f = Failure::classify(status, message);
+    let ended = attempt.map(|n| f.ended(n));
+    Ok(json_response(
+        StatusCode::OK,
+        &serde_json::json!({"kind": f.kind, "cause": f.cause, "hint": f.hint, "ended": ended}),
+    ))
+}
+
+/// `GET /api/sessions/{id}/skills`: `{skills: [...]}` its workspace is offered (the factory's).
+pub(crate) async fn skills(
+    State(app): State<AppState>,
+    p: Result<Path<String>, PathRejection>,
+) -> ApiResult {
+    let e = entry(&app, p).await?;
+    let factory = app.sessions.cfg.factory.clone();
+    let workspace = std::path::PathBuf::from(&e.meta.workspace);
+    let skills = tokio::task::spawn_blocking(move || factory.skills(&workspace))
+        .await
+        .map_err(|err| ApiError::internal(format!("listing skills failed: {err}")))?;
+    Ok(json_response(
+        StatusCode::OK,
+        &serde_json::json!({ "skills": skills }),
+    ))
+}
+
+/// `GET /api/memory`: `{scopes: [...]}`, the agent's memory as its factory reads it.
+pub(crate) async fn memory(State(app): State<AppState>) -> ApiResult {
+    let factory = app.sessions.cfg.factory.clone();
+    let scopes = tokio::task::spawn_blocking(move || factory.memory())
+        .await
+        .map_err(|err| ApiError::internal(format!("reading memory failed: {err}")))?;
+    Ok(json_response(
+        StatusCode::OK,
+        &serde_json::json!({ "scopes": scopes }),
+    ))
+}
+
+pub(crate) async fn models(State(app): State<AppState>) -> ApiResult {
+    let models = app.sessions.cfg.factory.models();
+    Ok(json_response(
+        StatusCode::OK,
+        &crate::api::ModelList { models },
+    ))
+}
