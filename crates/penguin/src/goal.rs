@@ -211,10 +211,8 @@ pub fn objective_of(input: &[OmniMessage]) -> Result<(String, String), GoalError
     Ok((text, objective))
 }
 
-/// Runs a goal: writes GOAL.yaml, then streams each round's input and the round, and ends
-/// with `goal_finished`. `first` may hold round 1's stream already started by the caller
-/// (it is then given round 1's input, which [`first_round_input`] composes); later rounds are
-/// started with `runner`.
+/// Runs a goal: writes GOAL.yaml, then streams each round's input and the round (each started
+/// with `runner`), and ends with `goal_finished`.
 pub fn run_goal(
     run: GoalRun,
     mut runner: RoundRunner,

@@ -38,7 +38,7 @@ pub use builtin::{BuiltinTool, EditTools};
 pub use call_output::{CallOutput, ARCHIVE_DIR};
 pub use command::{kill_all_background_processes, CappedText, CommandSessions, MAX_PROCESSES};
 pub use contract::{Limits, Output, Tool, ToolOutcome, ToolResult};
-pub use plan::{Plan, PlanStep, StepStatus};
+pub use plan::{Plan, PlanStep, StepStatus, MAX_STEPS, MAX_STEP_CHARS};
 pub use sandbox::{Sandbox, SandboxBypass, SandboxMode, SandboxRequest};
 
 /// The reference's default output cap, in chars.
