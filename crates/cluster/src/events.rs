@@ -21,9 +21,12 @@ use crate::{ClusterError, Lease, NODE_HEADER, SEQ_HEADER};
 
 pub(crate) const PREFIX: &str = "penguin.events";
 
-/// How long a publish is tried again while JetStream does not answer (a nats-server died, a
-/// stream leader is being elected) before it is [`ClusterError::Unavailable`].
-pub const RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long a request is tried again while JetStream does not answer (a nats-server died, a
+/// stream leader is being elected) before it is [`ClusterError::Unavailable`]. An election
+/// takes a few seconds on an idle machine; on a loaded one (a CI runner with two cores) it was
+/// seen to take more than 10, so the window is generous: a caller that must answer sooner (an
+/// HTTP request) checks [`Cluster::ensure_connected`](crate::Cluster::ensure_connected) first.
+pub const RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// One replicated event.
 #[derive(Clone, Debug, PartialEq, Eq)]

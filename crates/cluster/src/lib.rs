@@ -121,7 +121,7 @@ impl Cluster {
         let start = std::time::Instant::now();
         let (leases, nodes, sessions, events, traces) = loop {
             match setup(&js, &config).await {
-                Err(ClusterError::Unavailable { reason }) if start.elapsed() < RETRY_FOR * 2 => {
+                Err(ClusterError::Unavailable { reason }) if start.elapsed() < RETRY_FOR => {
                     tracing::debug!("joining the cluster, again: {reason}");
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }

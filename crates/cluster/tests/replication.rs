@@ -41,7 +41,7 @@ async fn events_replay_from_any_node_with_a_nats_server_killed() {
     // One of the three nats-servers dies: publishing and reading go on.
     nats.kill(0);
     for n in 11..=20 {
-        let id = tokio::time::timeout(Duration::from_secs(20), publisher.publish(event(n)))
+        let id = tokio::time::timeout(Duration::from_secs(60), publisher.publish(event(n)))
             .await
             .expect("published within the timeout")
             .unwrap();
@@ -49,7 +49,7 @@ async fn events_replay_from_any_node_with_a_nats_server_killed() {
     }
     for (feed, from) in [(&mut live, 1), (&mut late, 6)] {
         for want in from..=20 {
-            let item = tokio::time::timeout(Duration::from_secs(20), feed.next())
+            let item = tokio::time::timeout(Duration::from_secs(60), feed.next())
                 .await
                 .expect("the next event")
                 .unwrap()
