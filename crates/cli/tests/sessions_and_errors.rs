@@ -465,7 +465,7 @@ fn sessions_made_in_the_same_second_list_the_most_recently_active_first() {
     let newer = "session-2026-11-30-13-52-35-00000000";
     let base = std::time::SystemTime::now();
     for (id, at) in [(older, base), (newer, base + Duration::from_millis(5))] {
-        let path = day.join(format!("{id}_1.jsonl"));
+        let path = day.join(format!("{id}_001.jsonl"));
         std::fs::write(&path, "").unwrap();
         std::fs::File::options()
             .write(true)

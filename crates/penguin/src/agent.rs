@@ -8,8 +8,8 @@ use std::sync::Arc;
 use penguin_engine::{EngineConfig, Environment, Llm};
 use penguin_omni_protocol::{EventPayload, SessionMeta, StopReason};
 use penguin_trace_store::{
-    data_root, find_last_record, is_regular_entry, read_session_head, Durability, TraceLocation,
-    LIST_TAIL_BYTES,
+    data_root, find_last_record, is_regular_entry, parse_trace_file_name, read_session_head,
+    Durability, TraceLocation, LIST_TAIL_BYTES,
 };
 
 use crate::config::{Config, ConfigError};
@@ -347,8 +347,7 @@ impl Agent {
                 let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
                     continue;
                 };
-                if let Some((id, _)) = name.strip_suffix(".jsonl").and_then(|n| n.rsplit_once('_'))
-                {
+                if let Some((id, _)) = parse_trace_file_name(name) {
                     files.entry(id.to_owned()).or_default().push(path.clone());
                 }
             }

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
-use penguin_trace_store::{is_regular_entry, read_session_head};
+use penguin_trace_store::{is_regular_entry, parse_trace_file_name, read_session_head};
 
 use crate::history::TraceFile;
 use crate::sync::lock;
@@ -243,7 +243,7 @@ fn read_date_dir(dir: &Path) -> std::io::Result<Vec<DirFile>> {
     for f in rd {
         let f = f?;
         let name = f.file_name();
-        let Some((id, index)) = name.to_str().and_then(parse_file_name) else {
+        let Some((id, index)) = name.to_str().and_then(parse_trace_file_name) else {
             continue;
         };
         if !is_regular_entry(&f) {
@@ -257,16 +257,6 @@ fn read_date_dir(dir: &Path) -> std::io::Result<Vec<DirFile>> {
         });
     }
     Ok(out)
-}
-
-// `<id>_<NNN>.jsonl`, three digits or more.
-fn parse_file_name(name: &str) -> Option<(&str, u32)> {
-    let stem = name.strip_suffix(".jsonl")?;
-    let (id, digits) = stem.rsplit_once('_')?;
-    if id.is_empty() || digits.len() < 3 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    Some((id, digits.parse().ok()?))
 }
 
 #[cfg(test)]

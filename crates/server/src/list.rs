@@ -9,9 +9,9 @@ use penguin_omni_protocol::Timestamp;
 use penguin_sse_transport::SessionStatus;
 
 use crate::api::{PageInfo, SessionInfo, SessionList};
-use crate::auth::percent_decode;
 use crate::error::ApiError;
 use crate::index::Indexed;
+use crate::requests::query_pairs;
 use crate::sessions::Sessions;
 
 /// Where a page ends: the sort key and id of its last session. Sessions that become active
@@ -47,14 +47,7 @@ pub(crate) struct ListQuery {
 pub(crate) fn parse_list_query(uri: &Uri) -> Result<ListQuery, ApiError> {
     let mut q = ListQuery::default();
     let bad = |msg: String| ApiError::bad_request("invalid_query", msg);
-    for pair in uri
-        .query()
-        .unwrap_or("")
-        .split('&')
-        .filter(|p| !p.is_empty())
-    {
-        let (k, raw) = pair.split_once('=').unwrap_or((pair, ""));
-        let v = percent_decode(raw);
+    for (k, v) in query_pairs(uri) {
         match k {
             "limit" => {
                 let n = v.parse::<usize>().ok().filter(|n| *n > 0);

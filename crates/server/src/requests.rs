@@ -71,19 +71,24 @@ fn query_usize(k: &str, v: &str) -> Result<usize, ApiError> {
     })
 }
 
+/// The query's `key=value` pairs, values percent-decoded (a browser's `URLSearchParams` or
+/// `encodeURIComponent` writes `:` as `%3A`); a key without `=` has an empty value.
+pub(crate) fn query_pairs(uri: &Uri) -> impl Iterator<Item = (&str, String)> {
+    uri.query()
+        .unwrap_or("")
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let (k, raw) = pair.split_once('=').unwrap_or((pair, ""));
+            (k, percent_decode(raw))
+        })
+}
+
 pub(crate) fn parse_query(uri: &Uri) -> Result<Window, ApiError> {
     let mut tail = None;
     let mut before = None;
     let mut limit = None;
-    for pair in uri
-        .query()
-        .unwrap_or("")
-        .split('&')
-        .filter(|p| !p.is_empty())
-    {
-        let (k, raw) = pair.split_once('=').unwrap_or((pair, ""));
-        // A browser's URLSearchParams or encodeURIComponent writes `:` as `%3A`.
-        let decoded = percent_decode(raw);
+    for (k, decoded) in query_pairs(uri) {
         let v = decoded.as_str();
         match k {
             "tailLimit" => tail = Some(query_usize(k, v)?),

@@ -19,8 +19,8 @@ use axum::response::Response;
 use penguin_sse_transport::{ServerEvent, SseEvent, Subscription};
 use tokio::sync::OwnedSemaphorePermit;
 
-use crate::auth::percent_decode;
 use crate::error::ApiError;
+use crate::requests::query_pairs;
 use crate::routes::{entry, stream_permit};
 use crate::sessions::USER_CHANNEL;
 use crate::AppState;
@@ -71,10 +71,7 @@ fn upgrade(
 }
 
 fn last_event_id(uri: &Uri) -> Option<String> {
-    uri.query()?.split('&').find_map(|pair| {
-        let (k, v) = pair.split_once('=')?;
-        (k == "lastEventId").then(|| percent_decode(v))
-    })
+    query_pairs(uri).find_map(|(k, v)| (k == "lastEventId").then_some(v))
 }
 
 /// One frame: `[{"id":…,"event":…,"data":…}, …]`. `data` is already one line of JSON.

@@ -176,34 +176,45 @@ impl Sessions {
         thinking: Option<ThinkingLevel>,
     ) -> Result<(), ApiError> {
         let frames: Vec<Frame> = input.iter().cloned().map(Frame::new).collect();
-        let cancel = CancellationToken::new();
-        {
-            let mut rt = entry.rt();
-            rt.status = SessionStatus::Running;
-            rt.cancel = Some(cancel.clone());
-            rt.pending_inputs.extend(frames.iter().cloned());
-            rt.pending_bootstrap.clear();
-            rt.last_active_at = now_iso();
-            rt.has_trace = true;
-        }
-        lock(&entry.published_calls).clear();
+        entry.rt().pending_inputs.extend(frames.iter().cloned());
+        let options = self.mark_running_locked(entry, thinking, false);
         // The engine never echoes its input: the server is the one that shows it.
         let channel = self.channel(&entry.id);
         for f in &frames {
             channel.publish_message(f);
         }
         self.publish_state_locked(entry);
-        let approver = Arc::new(ServerApprover {
-            sessions: self.clone(),
-            entry: entry.clone(),
-        });
-        let options = RunOptions {
-            approver: Some(approver),
-            cancel,
-            thinking_level: thinking,
-        };
         let started = entry.session().run(input, options);
         self.drive(entry, started)
+    }
+
+    /// The session's state as a task (or a goal) starts, and the options it runs with: its
+    /// cancel token and the server's approver. The caller holds `entry.publish`.
+    fn mark_running_locked(
+        self: &Arc<Self>,
+        entry: &Arc<Entry>,
+        thinking: Option<ThinkingLevel>,
+        goal: bool,
+    ) -> RunOptions {
+        let cancel = CancellationToken::new();
+        {
+            let mut rt = entry.rt();
+            rt.status = SessionStatus::Running;
+            rt.cancel = Some(cancel.clone());
+            rt.pending_bootstrap.clear();
+            rt.last_active_at = now_iso();
+            rt.has_trace = true;
+            rt.goal_run = goal;
+        }
+        lock(&entry.published_calls).clear();
+        RunOptions {
+            approver: Some(Arc::new(ServerApprover {
+                sessions: self.clone(),
+                entry: entry.clone(),
+            })),
+            cancel,
+            thinking_level: thinking,
+        }
     }
 
     /// Starts a goal: as a run, except that the goal loop streams each round's input itself
@@ -216,26 +227,7 @@ impl Sessions {
         thinking: Option<ThinkingLevel>,
         budget: Option<u64>,
     ) -> Result<(), ApiError> {
-        let cancel = CancellationToken::new();
-        {
-            let mut rt = entry.rt();
-            rt.status = SessionStatus::Running;
-            rt.cancel = Some(cancel.clone());
-            rt.pending_bootstrap.clear();
-            rt.last_active_at = now_iso();
-            rt.has_trace = true;
-            rt.goal_run = true;
-        }
-        lock(&entry.published_calls).clear();
-        let approver = Arc::new(ServerApprover {
-            sessions: self.clone(),
-            entry: entry.clone(),
-        });
-        let options = RunOptions {
-            approver: Some(approver),
-            cancel,
-            thinking_level: thinking,
-        };
+        let options = self.mark_running_locked(entry, thinking, true);
         let started = entry.session().run_goal(input, budget, options);
         let started = match started {
             Ok(stream) => Ok(stream),

@@ -24,7 +24,8 @@ pub use listing::{
 pub use open::{is_regular_entry, open_trace, MAX_RECORD_BYTES};
 pub use paths::{
     data_root, find_latest_trace_file, latest_session_id, local_date_dir, new_session_id,
-    session_trace_files, trace_file_name, trace_file_path, LocatedTrace, TraceLocation,
+    parse_trace_file_name, session_trace_files, trace_file_name, trace_file_path, LocatedTrace,
+    TraceLocation,
 };
 pub use penguin_omni_protocol::markers::extract_summary;
 pub use reader::{

@@ -120,9 +120,10 @@ pub struct LocatedTrace {
     pub index: u32,
 }
 
-/// Splits `<id>_<NNN>.jsonl` into `(id, index)`. Three or more digits are accepted so an index
-/// past 999 (which `{:03}` renders with four digits) is still found.
-fn parse_file_name(name: &str) -> Option<(&str, u32)> {
+/// Splits `<id>_<NNN>.jsonl` into `(id, index)`, the inverse of [`trace_file_name`]. Three or
+/// more digits are accepted so an index past 999 (which `{:03}` renders with four digits) is
+/// still found.
+pub fn parse_trace_file_name(name: &str) -> Option<(&str, u32)> {
     let stem = name.strip_suffix(".jsonl")?;
     let (id, digits) = stem.rsplit_once('_')?;
     if id.is_empty() || digits.len() < 3 || !digits.bytes().all(|b| b.is_ascii_digit()) {
@@ -165,7 +166,7 @@ pub fn find_latest_trace_file(
     let mut best: Option<LocatedTrace> = None;
     for (date_dir, dir_path) in sorted_entries(traces_dir, true)? {
         for (name, path) in sorted_entries(&dir_path, false)? {
-            let Some((id, index)) = parse_file_name(&name) else {
+            let Some((id, index)) = parse_trace_file_name(&name) else {
                 continue;
             };
             if id == session_id && best.as_ref().is_none_or(|b| index > b.index) {
@@ -188,7 +189,7 @@ pub fn session_trace_files(
     let mut out = Vec::new();
     for (date_dir, dir_path) in sorted_entries(traces_dir, true)? {
         for (name, path) in sorted_entries(&dir_path, false)? {
-            if let Some((id, index)) = parse_file_name(&name) {
+            if let Some((id, index)) = parse_trace_file_name(&name) {
                 if id == session_id {
                     out.push(LocatedTrace {
                         path,
@@ -209,7 +210,7 @@ pub fn session_trace_files(
 pub fn latest_session_id(traces_dir: &Path) -> Result<Option<String>, TraceError> {
     for (_, dir_path) in sorted_entries(traces_dir, true)?.into_iter().rev() {
         for (name, path) in sorted_entries(&dir_path, false)?.into_iter().rev() {
-            let Some((id, _)) = parse_file_name(&name) else {
+            let Some((id, _)) = parse_trace_file_name(&name) else {
                 continue;
             };
             let mut more_than_meta = false;
@@ -241,13 +242,13 @@ mod tests {
     fn file_names_round_trip() {
         assert_eq!(trace_file_name("session-x", 7), "session-x_007.jsonl");
         assert_eq!(
-            parse_file_name("session-x_007.jsonl"),
+            parse_trace_file_name("session-x_007.jsonl"),
             Some(("session-x", 7))
         );
-        assert_eq!(parse_file_name("a_b_1000.jsonl"), Some(("a_b", 1000)));
-        assert_eq!(parse_file_name("session-x_07.jsonl"), None);
-        assert_eq!(parse_file_name("session-x_007.json"), None);
-        assert_eq!(parse_file_name("_007.jsonl"), None);
+        assert_eq!(parse_trace_file_name("a_b_1000.jsonl"), Some(("a_b", 1000)));
+        assert_eq!(parse_trace_file_name("session-x_07.jsonl"), None);
+        assert_eq!(parse_trace_file_name("session-x_007.json"), None);
+        assert_eq!(parse_trace_file_name("_007.jsonl"), None);
     }
 
     #[test]
