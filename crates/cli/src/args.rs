@@ -415,4 +415,15 @@ pub(crate) struct ServeArgs {
     /// record (after every record). Default: `[trace] durability`.
     #[arg(long, value_name = "WHEN")]
     pub(crate) durability: Option<String>,
+    /// Serve as one node of a cluster on NATS JetStream at these URLs (comma-separated;
+    /// default: `[cluster] nats`). Every node needs the same --token.
+    #[arg(long, value_name = "NATS_URLS", value_delimiter = ',')]
+    pub(crate) cluster: Vec<String>,
+    /// This node's name in the cluster, unique among its nodes (default: `[cluster] node`).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) node: Option<String>,
+    /// The token requests must present (16 characters at least; default: PENGUIN_TOKEN, else
+    /// the token file). A cluster's nodes must all have the same one.
+    #[arg(long, value_name = "TOKEN")]
+    pub(crate) token: Option<String>,
 }

@@ -24,6 +24,9 @@ pub(crate) fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         max_streams,
         idle_sessions,
         durability,
+        cluster,
+        node,
+        token,
     } = args;
     use penguin::hosting::{ModelFactory, ScenarioFactory};
     use penguin::server::{ServeOptions, SessionFactory};
@@ -109,10 +112,72 @@ pub(crate) fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     if let Some(n) = idle_sessions.or(agent.config.server.idle_sessions) {
         opts.idle_sessions = n;
     }
+    if let Some(token) = token {
+        opts.token = Some(token);
+    }
+    let cluster = cluster_config(&agent.config.cluster, cluster, node, opts.token.is_some())?;
     with_runtime(async move {
+        #[cfg(feature = "cluster")]
+        if let Some(config) = cluster {
+            let nats = config.urls.join(",");
+            let joined = penguin::cluster::Cluster::connect(config)
+                .await
+                .map_err(|e| format!("--cluster: {e}"))?;
+            eprintln!("penguin: node {} of the cluster at {nats}", joined.node());
+            opts.cluster = Some(joined);
+        }
+        #[cfg(not(feature = "cluster"))]
+        if cluster.is_some() {
+            return Err("this penguin was built without the `cluster` feature".to_owned());
+        }
         penguin::server::serve(opts)
             .await
             .map(|()| ExitCode::SUCCESS)
             .map_err(|e| e.to_string())
     })
+}
+
+#[cfg(feature = "cluster")]
+type ClusterConfig = penguin::cluster::ClusterConfig;
+#[cfg(not(feature = "cluster"))]
+type ClusterConfig = ();
+
+/// The cluster to join, from `--cluster`/`--node` over `[cluster]`; `None` without NATS URLs.
+fn cluster_config(
+    entry: &penguin::config::ClusterEntry,
+    urls: Vec<String>,
+    node: Option<String>,
+    has_token: bool,
+) -> Result<Option<ClusterConfig>, String> {
+    let urls = if urls.is_empty() { entry.nats.clone() } else { urls };
+    if urls.is_empty() {
+        return Ok(None);
+    }
+    let node = node.or_else(|| entry.node.clone()).ok_or(
+        "--cluster needs this node's name: --node NAME (or [cluster] node in config.toml)",
+    )?;
+    if !has_token {
+        return Err("a cluster's nodes must share one token: give it with --token or \
+                    PENGUIN_TOKEN on every node"
+            .to_owned());
+    }
+    #[cfg(feature = "cluster")]
+    {
+        let mut config = penguin::cluster::ClusterConfig::new(urls, node);
+        if let Some(secs) = entry.lease_secs {
+            if secs == 0 {
+                return Err("[cluster] lease_secs must be at least 1".to_owned());
+            }
+            config.lease_ttl = std::time::Duration::from_secs(secs);
+        }
+        if let Some(replicas) = entry.replicas {
+            config.replicas = replicas;
+        }
+        Ok(Some(config))
+    }
+    #[cfg(not(feature = "cluster"))]
+    {
+        let _ = node;
+        Ok(Some(()))
+    }
 }

@@ -19,6 +19,9 @@ use futures::{Stream, StreamExt};
 use crate::error::check_session;
 use crate::{ClusterError, Lease, NODE_HEADER, SEQ_HEADER};
 
+/// The header naming an event's SSE `event:` (absent for the default event).
+const EVENT_HEADER: &str = "Penguin-Event";
+
 pub(crate) const PREFIX: &str = "penguin.events";
 
 /// How long a request is tried again while JetStream does not answer (a nats-server died, a
@@ -33,6 +36,8 @@ pub const RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(30);
 pub struct ClusterEvent {
     /// Its per-session sequence: 1, 2, 3, … with no gaps; the SSE event id.
     pub seq: u64,
+    /// Its SSE `event:` name (`server_event`), `None` for the default (an OmniMessage).
+    pub event: Option<String>,
     /// The event's data (the message's JSON, as the SSE data line carries it).
     pub data: Bytes,
 }
@@ -57,6 +62,10 @@ pub struct EventLog {
 
 fn subject(session: &str) -> String {
     format!("{PREFIX}.{session}")
+}
+
+fn event_of(headers: Option<&HeaderMap>) -> Option<String> {
+    Some(headers?.get(EVENT_HEADER)?.as_str().to_owned())
 }
 
 pub(crate) fn seq_of(headers: Option<&HeaderMap>) -> Option<u64> {
@@ -340,6 +349,7 @@ impl Follow {
             self.after = seq;
             return Some(Ok(FeedItem::Event(ClusterEvent {
                 seq,
+                event: event_of(message.headers.as_ref()),
                 data: message.payload.clone(),
             })));
         }
@@ -415,9 +425,21 @@ impl EventPublisher {
     /// Publishes `data` as the next event and returns its id once JetStream stored it (on a
     /// quorum of its replicas).
     pub async fn publish(&mut self, data: Bytes) -> Result<u64, ClusterError> {
+        self.publish_named(None, data).await
+    }
+
+    /// [`publish`](Self::publish) for an event with an SSE `event:` name (`server_event`).
+    pub async fn publish_named(
+        &mut self,
+        event: Option<&str>,
+        data: Bytes,
+    ) -> Result<u64, ClusterError> {
         let seq = self.seq + 1;
-        let message = PublishMessage::build()
-            .payload(data)
+        let mut message = PublishMessage::build().payload(data);
+        if let Some(name) = event {
+            message = message.header(EVENT_HEADER, name);
+        }
+        let message = message
             .header(SEQ_HEADER, seq.to_string().as_str())
             .header(NODE_HEADER, self.node.as_str())
             .message_id(format!("{}:{seq}", self.session))

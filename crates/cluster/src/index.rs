@@ -163,6 +163,43 @@ impl SessionIndex {
     }
 }
 
+/// One change of the [`SessionIndex`]: a session's record as it is now, or `None` when the
+/// session was removed.
+pub type IndexChange = (String, Option<SessionRecord>);
+
+impl SessionIndex {
+    /// Every session's current record, then every change as it happens: what a node keeps
+    /// its listing from, so a listing asks NATS nothing. Ends when the connection to the
+    /// bucket ends (follow it again then).
+    pub async fn watch(
+        &self,
+    ) -> Result<futures::stream::BoxStream<'static, Result<IndexChange, ClusterError>>, ClusterError>
+    {
+        use futures::StreamExt;
+        let watch = self
+            .kv
+            .watch_with_history(">")
+            .await
+            .map_err(|e| ClusterError::unavailable("watching the session index", e))?;
+        Ok(watch
+            .map(|entry| {
+                let entry =
+                    entry.map_err(|e| ClusterError::unavailable("watching the session index", e))?;
+                if entry.operation != Operation::Put {
+                    return Ok((entry.key, None));
+                }
+                let record = serde_json::from_slice(&entry.value).map_err(|err| {
+                    ClusterError::Malformed {
+                        what: format!("session record {}", entry.key),
+                        reason: err.to_string(),
+                    }
+                })?;
+                Ok((entry.key, Some(record)))
+            })
+            .boxed())
+    }
+}
+
 async fn get_json<T: for<'de> Deserialize<'de>>(
     kv: &kv::Store,
     key: &str,

@@ -12,9 +12,9 @@ use async_nats::jetstream::{self, kv, stream};
 
 pub use error::ClusterError;
 pub use events::{ClusterEvent, EventFeed, EventLog, EventPublisher, FeedItem, Replay, RETRY_FOR};
-pub use index::{NodeInfo, Registry, SessionIndex, SessionRecord};
+pub use index::{IndexChange, NodeInfo, Registry, SessionIndex, SessionRecord};
 pub use lease::{Holder, Lease, Leases};
-pub use traces::{ReplicatedTrace, TraceLog};
+pub use traces::{ReplicatedTrace, TraceLog, TraceRecord};
 
 /// The KV bucket of session leases.
 pub const LEASE_BUCKET: &str = "penguin_leases";

@@ -22,6 +22,18 @@ use crate::{ClusterError, Lease, NODE_HEADER, SEQ_HEADER};
 
 pub(crate) const PREFIX: &str = "penguin.traces";
 
+/// The header carrying a record's trace file index (`NNN`; rotation moves to the next).
+const FILE_HEADER: &str = "Penguin-File";
+
+/// One replicated record: the trace file it belongs to, and its JSON line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceRecord {
+    /// The trace file index (`NNN` of `<id>_NNN.jsonl`), from 1.
+    pub file: u32,
+    /// The record's JSON line, without its newline.
+    pub line: Bytes,
+}
+
 fn subject(session: &str) -> String {
     format!("{PREFIX}.{session}")
 }
@@ -75,6 +87,17 @@ impl TraceLog {
 
     /// Every record of `session`, in order (each one JSON line, without its newline).
     pub async fn read(&self, session: &str) -> Result<Vec<Bytes>, ClusterError> {
+        Ok(self
+            .read_records(session)
+            .await?
+            .into_iter()
+            .map(|r| r.line)
+            .collect())
+    }
+
+    /// Every record of `session`, in order, with the trace file each belongs to: what a node
+    /// taking the session over writes back to its own trace files.
+    pub async fn read_records(&self, session: &str) -> Result<Vec<TraceRecord>, ClusterError> {
         // A read is what a takeover rebuilds from, right after a node died: JetStream may need
         // longer than one retry window to elect the stream's new leader on a loaded machine, so
         // the whole read is tried again, from the start, a few times.
@@ -87,7 +110,7 @@ impl TraceLog {
         }
     }
 
-    async fn read_once(&self, session: &str) -> Result<Vec<Bytes>, ClusterError> {
+    async fn read_once(&self, session: &str) -> Result<Vec<TraceRecord>, ClusterError> {
         check_session(session)?;
         let subject = subject(session);
         let (_, last) = last_of(&self.stream, &subject).await?;
@@ -110,7 +133,19 @@ impl TraceLog {
                 });
             }
             expected += 1;
-            out.push(m.payload.clone());
+            let file = m
+                .headers
+                .as_ref()
+                .and_then(|h| h.get(FILE_HEADER))
+                .map_or(Ok(1), |f| f.as_str().parse::<u32>())
+                .map_err(|e| ClusterError::Malformed {
+                    what: format!("record {seq} of {session}"),
+                    reason: format!("{FILE_HEADER}: {e}"),
+                })?;
+            out.push(TraceRecord {
+                file,
+                line: m.payload.clone(),
+            });
             if seq >= last {
                 break;
             }
@@ -139,7 +174,7 @@ struct Counters {
 }
 
 enum Command {
-    Record(Bytes),
+    Record(u32, Bytes),
     Flush(oneshot::Sender<Result<u64, ClusterError>>),
 }
 
@@ -156,10 +191,15 @@ pub struct ReplicatedTrace {
 }
 
 impl ReplicatedTrace {
-    /// Queues one record (a JSON line without its newline).
+    /// Queues one record (a JSON line without its newline) of the first trace file.
     pub fn record(&self, line: Bytes) {
+        self.record_in(1, line);
+    }
+
+    /// Queues one record (a JSON line without its newline) of trace file `file`.
+    pub fn record_in(&self, file: u32, line: Bytes) {
         self.queued.fetch_add(1, Ordering::Relaxed);
-        if self.tx.send(Command::Record(line)).is_err() {
+        if self.tx.send(Command::Record(file, line)).is_err() {
             self.shared.failed.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -211,7 +251,7 @@ impl Publisher {
             let mut records = Vec::new();
             for command in batch.drain(..) {
                 match command {
-                    Command::Record(line) => records.push(line),
+                    Command::Record(file, line) => records.push((file, line)),
                     Command::Flush(tx) => flushes.push((records.len(), tx)),
                 }
             }
@@ -229,7 +269,7 @@ impl Publisher {
         }
     }
 
-    async fn publish_all(&mut self, records: &[Bytes]) {
+    async fn publish_all(&mut self, records: &[(u32, Bytes)]) {
         if records.is_empty() {
             return;
         }
@@ -248,7 +288,7 @@ impl Publisher {
         // sink wrote last: records land in order even when a publish has to be tried again
         // (a pipelined later record could overtake it), and a node that lost the session to
         // another cannot append after the other's records.
-        for line in records {
+        for (file, line) in records {
             if self.stopped.is_some() {
                 self.shared.failed.fetch_add(1, Ordering::Relaxed);
                 continue;
@@ -257,6 +297,7 @@ impl Publisher {
             let message = PublishMessage::build()
                 .payload(line.clone())
                 .header(SEQ_HEADER, seq.to_string().as_str())
+                .header(FILE_HEADER, file.to_string().as_str())
                 .header(NODE_HEADER, self.node.as_str())
                 .message_id(format!("{}:{seq}", self.session))
                 .expected_last_subject_sequence(self.last_stream_seq);

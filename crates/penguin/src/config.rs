@@ -93,6 +93,26 @@ pub struct Config {
     /// How sessions run tasks: the turn cap and the approval preset.
     #[serde(default)]
     pub session: SessionEntry,
+    /// `penguin serve` as one node of a cluster on NATS JetStream.
+    #[serde(default)]
+    pub cluster: ClusterEntry,
+}
+
+/// `[cluster]` in `config.toml`: the NATS servers and this node's name (`--cluster` and
+/// `--node` override them). No `nats`: no cluster.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClusterEntry {
+    /// NATS URLs (`nats://host:4222`); the node connects to any of them.
+    pub nats: Vec<String>,
+    /// This node's name, unique in the cluster (`[a-zA-Z0-9_-]`).
+    pub node: Option<String>,
+    /// Seconds a session's lease (and a node's registration) lives without renewal: how
+    /// soon another node may take over the sessions of a node that died (default 10).
+    pub lease_secs: Option<u64>,
+    /// Replicas of the cluster's streams and buckets (default 3, for a 3-node NATS cluster;
+    /// 1 on a single nats-server).
+    pub replicas: Option<usize>,
 }
 
 pub use penguin_server::api::ApprovalMode;

@@ -1,5 +1,7 @@
 #![doc = include_str!("../README.md")]
 
+#[cfg(feature = "cluster")]
+pub use penguin_cluster as cluster;
 pub use penguin_engine as engine;
 pub use penguin_llm_providers as llm_providers;
 pub use penguin_omni_protocol as omni_protocol;

@@ -5,6 +5,8 @@ mod approvals;
 mod approver;
 mod auth;
 mod catalog;
+#[cfg(feature = "cluster")]
+mod cluster;
 mod entry;
 mod error;
 mod history;
@@ -12,6 +14,7 @@ mod host;
 mod index;
 mod list;
 mod listener;
+mod placement;
 mod requests;
 mod routes;
 mod sessions;
@@ -96,6 +99,11 @@ pub struct ServeOptions {
     /// Workspaces of sessions created over the API must lie under this directory (`None`:
     /// anywhere the factory accepts).
     pub workspace_root: Option<PathBuf>,
+    /// Serve as one node of this cluster (feature `cluster`): sessions are listed, owned,
+    /// streamed and taken over cluster-wide (see `docs/cluster.md`). `None`: this process
+    /// alone, as always.
+    #[cfg(feature = "cluster")]
+    pub cluster: Option<penguin_cluster::Cluster>,
 }
 
 impl std::fmt::Debug for ServeOptions {
@@ -153,6 +161,8 @@ impl ServeOptions {
             body_timeout: DEFAULT_BODY_TIMEOUT,
             allowed_hosts: Vec::new(),
             workspace_root: None,
+            #[cfg(feature = "cluster")]
+            cluster: None,
         }
     }
 }
@@ -199,18 +209,37 @@ impl std::fmt::Debug for AppState {
 
 impl AppState {
     /// State for [`router`]: `token` is the one requests must present (see [`resolve_token`]);
-    /// `opts.token`, `host` and `port` are not used here.
+    /// `opts.token`, `host` and `port` are not used here. With [`ServeOptions::cluster`] set
+    /// it must be called inside a Tokio runtime (the node starts its tasks).
     pub fn new(opts: &ServeOptions, token: impl Into<String>) -> AppState {
         let token: String = token.into();
+        let location = TraceLocation::new(&opts.data_root, &opts.project, &opts.agent);
+        #[cfg(feature = "cluster")]
+        let cluster: Option<Arc<dyn placement::Placement>> = opts.cluster.clone().map(|c| {
+            let node: Arc<dyn placement::Placement> = cluster::Node::start(
+                c,
+                opts.channel.clone(),
+                location.clone(),
+                format!("{}:{}", opts.host, opts.port),
+            );
+            node
+        });
+        #[cfg(not(feature = "cluster"))]
+        let cluster = None;
+        let sessions = Arc::new(Sessions::new(RuntimeConfig {
+            factory: opts.factory.clone(),
+            location,
+            durability: opts.durability,
+            hub: ChannelHub::new(opts.channel.clone()),
+            idle_cache: opts.idle_sessions,
+            workspace_root: opts.workspace_root.clone(),
+            cluster,
+        }));
+        if let Some(c) = &sessions.cfg.cluster {
+            c.bind(&sessions);
+        }
         AppState {
-            sessions: Arc::new(Sessions::new(RuntimeConfig {
-                factory: opts.factory.clone(),
-                location: TraceLocation::new(&opts.data_root, &opts.project, &opts.agent),
-                durability: opts.durability,
-                hub: ChannelHub::new(opts.channel.clone()),
-                idle_cache: opts.idle_sessions,
-                workspace_root: opts.workspace_root.clone(),
-            })),
+            sessions,
             streams: Arc::new(tokio::sync::Semaphore::new(opts.limits.streams())),
             token: token.into(),
             sse: opts.sse.clone(),
@@ -292,14 +321,24 @@ pub fn router(state: AppState) -> Router {
         .route("/api/explain", post(catalog::explain))
         .route("/api/events", get(routes::events))
         .route("/api/events/socket", get(socket::events))
+        .route(&format!("{s}/state"), get(routes::state))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
+        // In a cluster, a session another node owns is answered there (after the token check).
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            placement::route,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             routes::auth,
         ));
     // Merged after the layer, so the token check does not wrap the page's routes.
-    api.merge(web::router()).with_state(state)
+    let app = api.merge(web::router()).with_state(state.clone());
+    if let Some(c) = &state.sessions.cfg.cluster {
+        c.serve_forwarded(app.clone());
+    }
+    app
 }
 
 /// Where a server's token came from (see [`Server::token_source`]).

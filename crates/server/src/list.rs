@@ -86,6 +86,54 @@ fn timestamp(t: SystemTime) -> Option<String> {
     )
 }
 
+impl Cursor {
+    fn of(info: &SessionInfo) -> Cursor {
+        Cursor {
+            active: sort_key(info.last_active_at.as_deref(), info.created_at.as_deref()),
+            id: info.id.clone(),
+        }
+    }
+}
+
+/// One page of `sessions` (or all), newest first: a cluster's listing, whose rows are all
+/// known already.
+#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+pub(crate) fn paginate(sessions: Vec<SessionInfo>, q: &ListQuery) -> SessionList {
+    let rows = sessions.into_iter().map(|i| (Cursor::of(&i), i)).collect();
+    page(rows, q, |_, info| info)
+}
+
+/// The page of `rows` that `q` asks for, each row made a [`SessionInfo`] by `info` (only the
+/// rows on the page are).
+fn page<T>(
+    mut rows: Vec<(Cursor, T)>,
+    q: &ListQuery,
+    info: impl Fn(Cursor, T) -> SessionInfo,
+) -> SessionList {
+    // Newest first.
+    rows.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+    let start = match &q.before {
+        Some(c) => rows.partition_point(|(k, _)| k >= c),
+        None => 0,
+    };
+    let end = q.limit.map_or(rows.len(), |n| rows.len().min(start + n));
+    let has_more = end < rows.len();
+    let page = q.limit.map(|_| PageInfo {
+        has_more,
+        before: has_more
+            .then(|| rows.get(end.wrapping_sub(1)).map(|(c, _)| c.render()))
+            .flatten(),
+    });
+    let out = rows
+        .drain(start.min(end)..end)
+        .map(|(cursor, row)| info(cursor, row))
+        .collect();
+    SessionList {
+        sessions: out,
+        page,
+    }
+}
+
 enum Row {
     Loaded(Box<SessionInfo>),
     OnDisk(Indexed),
@@ -104,14 +152,7 @@ pub(crate) async fn list(sessions: &Arc<Sessions>, q: ListQuery) -> Result<Sessi
         .into_iter()
         .map(|e| {
             let info = e.info();
-            let active = sort_key(info.last_active_at.as_deref(), info.created_at.as_deref());
-            (
-                Cursor {
-                    active,
-                    id: info.id.clone(),
-                },
-                Row::Loaded(Box::new(info)),
-            )
+            (Cursor::of(&info), Row::Loaded(Box::new(info)))
         })
         .collect();
     for (id, s) in on_disk {
@@ -124,31 +165,10 @@ pub(crate) async fn list(sessions: &Arc<Sessions>, q: ListQuery) -> Result<Sessi
         let active = sort_key(written.as_deref(), created);
         rows.push((Cursor { active, id }, Row::OnDisk(s)));
     }
-    // Newest first.
-    rows.sort_unstable_by(|a, b| b.0.cmp(&a.0));
-    let start = match &q.before {
-        Some(c) => rows.partition_point(|(k, _)| k >= c),
-        None => 0,
-    };
-    let end = q.limit.map_or(rows.len(), |n| rows.len().min(start + n));
-    let has_more = end < rows.len();
-    let page = q.limit.map(|_| PageInfo {
-        has_more,
-        before: has_more
-            .then(|| rows.get(end.wrapping_sub(1)).map(|(c, _)| c.render()))
-            .flatten(),
-    });
-    let out = rows
-        .drain(start.min(end)..end)
-        .map(|(cursor, row)| match row {
-            Row::Loaded(info) => *info,
-            Row::OnDisk(s) => on_disk_info(sessions, cursor.id, s),
-        })
-        .collect();
-    Ok(SessionList {
-        sessions: out,
-        page,
-    })
+    Ok(page(rows, &q, |cursor, row| match row {
+        Row::Loaded(info) => *info,
+        Row::OnDisk(s) => on_disk_info(sessions, cursor.id, s),
+    }))
 }
 
 fn on_disk_info(sessions: &Sessions, id: String, s: Indexed) -> SessionInfo {

@@ -10,7 +10,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use penguin_engine::ThinkingLevel;
 use penguin_omni_protocol::ApprovalDecision;
-use penguin_sse_transport::{into_response, last_event_id, open_stream, LiveTail, ServerEvent};
+use penguin_sse_transport::{
+    into_response, last_event_id, open_stream, LiveTail, ServerEvent, SseStream,
+};
 
 use serde_json::Value;
 
@@ -33,7 +35,7 @@ use tokio::sync::OwnedSemaphorePermit;
 
 pub(crate) type ApiResult = Result<Response, ApiError>;
 
-fn path_id(p: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+pub(crate) fn path_id(p: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
     p.map(|Path(id)| id)
         .map_err(|e| ApiError::bad_request("invalid_path", e.body_text()))
 }
@@ -130,7 +132,18 @@ pub(crate) async fn create_session(
         sandbox: parse_sandbox(&obj)?,
         mcp_servers: parse_mcp_servers(&obj)?,
     };
+    if let Some(c) = &app.sessions.cfg.cluster {
+        // Refused now, not after the session exists here alone.
+        c.place("-").await?;
+    }
     let entry = app.sessions.create(req)?;
+    if let Some(c) = &app.sessions.cfg.cluster {
+        if let Err(e) = c.adopt(&app.sessions, &entry.id).await {
+            app.sessions.evict(&entry.id);
+            return Err(e);
+        }
+        c.changed(&entry.id);
+    }
     Ok(json_response(
         StatusCode::CREATED,
         &SessionEnvelope {
@@ -141,7 +154,10 @@ pub(crate) async fn create_session(
 
 pub(crate) async fn list_sessions(State(app): State<AppState>, uri: Uri) -> ApiResult {
     let query = parse_list_query(&uri)?;
-    let list = crate::list::list(&app.sessions, query).await?;
+    let list = match &app.sessions.cfg.cluster {
+        Some(c) => c.list(&app.sessions, query).await?,
+        None => crate::list::list(&app.sessions, query).await?,
+    };
     Ok(json_response(StatusCode::OK, &list))
 }
 
@@ -233,15 +249,24 @@ pub(crate) async fn stream(
     p: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
 ) -> ApiResult {
-    let e = entry(&app, p).await?;
-    let permit = stream_permit(&app)?;
-    let channel = app.sessions.cfg.hub.get(&e.id);
+    let id = path_id(p)?;
     let last = last_event_id(&headers);
-    let s = open_stream(&channel, last.as_deref(), || e.snapshot_events(), &app.sse);
+    let permit = stream_permit(&app)?;
+    let sub = crate::placement::subscribe(&app, &id, last.as_deref()).await?;
     Ok(into_response(Held {
-        stream: s,
+        stream: SseStream::new(sub, app.sse.heartbeat),
         _permit: permit,
     }))
+}
+
+/// `GET /api/sessions/{id}/state`: what a stream of the session starts with after its replay
+/// (its `task_state`, then its pending `approval_request`s), as a JSON array.
+pub(crate) async fn state(
+    State(app): State<AppState>,
+    p: Result<Path<String>, PathRejection>,
+) -> ApiResult {
+    let e = entry(&app, p).await?;
+    Ok(json_response(StatusCode::OK, &e.snapshot_events()))
 }
 
 /// A slot of the stream budget, or 503 at once: streams at their cap must not take the
@@ -375,7 +400,13 @@ pub(crate) async fn fork(
         }
     };
     let forked = app.sessions.fork(&e, at).await?;
+    if let Some(c) = &app.sessions.cfg.cluster {
+        c.adopt(&app.sessions, &forked).await?;
+    }
     let child = app.sessions.get(&forked).await?;
+    if let Some(c) = &app.sessions.cfg.cluster {
+        c.changed(&forked);
+    }
     Ok(json_response(
         StatusCode::CREATED,
         &SessionEnvelope {

@@ -14,6 +14,7 @@ use crate::error::ApiError;
 use crate::history::TraceFile;
 use crate::host::{CreateSession, FactoryError, HostedSession, LoadSession, SessionFactory};
 use crate::index::SessionIndex;
+use crate::placement::Placement;
 use crate::settings::{Settings, SettingsStore};
 use crate::sync::lock;
 use penguin_omni_protocol::Frame;
@@ -48,6 +49,8 @@ pub(crate) struct RuntimeConfig {
     pub(crate) idle_cache: usize,
     /// Where API-created sessions' workspaces must lie.
     pub(crate) workspace_root: Option<std::path::PathBuf>,
+    /// The cluster this server is a node of, if any.
+    pub(crate) cluster: Option<Arc<dyn Placement>>,
 }
 
 /// Every hosted session, and the channels.
@@ -156,6 +159,7 @@ impl Sessions {
         }
         let me = self.clone();
         let release = move || {
+            let mut gone: Vec<String> = unloaded.iter().map(|e| e.id.clone()).collect();
             for e in never_ran {
                 e.session().writer().record_session_meta(e.meta.clone());
                 if let Err(err) = e.session().writer().flush() {
@@ -172,10 +176,17 @@ impl Sessions {
                     entries.remove(&e.id);
                     drop(entries);
                     me.forget_unloaded(&e, std::time::SystemTime::now());
+                    gone.push(e.id.clone());
                 }
             }
-            // Dropping a session joins its trace writer thread.
+            // Dropping a session joins its trace writer thread (its last records written),
+            // and only then may another node take it.
             drop(unloaded);
+            if let Some(c) = &me.cfg.cluster {
+                for id in gone {
+                    c.unloaded(&id);
+                }
+            }
         };
         // Writing and joining threads: not on the async workers.
         match tokio::runtime::Handle::try_current() {
@@ -272,6 +283,18 @@ impl Sessions {
         if let Some(e) = self.loaded_entry(id) {
             return Ok(e);
         }
+        if let Some(c) = &self.cfg.cluster {
+            // Its trace files are the cluster's records, written here as this node takes it.
+            c.claim(self, id).await?;
+        }
+        let loaded = self.load(id).await;
+        if let (Err(_), Some(c)) = (&loaded, &self.cfg.cluster) {
+            c.unloaded(id);
+        }
+        loaded
+    }
+
+    async fn load(self: &Arc<Self>, id: &str) -> Result<Arc<Entry>, ApiError> {
         let files = self.trace_files(id).await?;
         let Some(newest) = files.last().map(|f| f.path.clone()) else {
             return Err(ApiError::session_not_found(id));
@@ -288,7 +311,14 @@ impl Sessions {
         // that is invalid now leaves the session unrecoverable.
         // Loading reads the trace and builds the session's tools: off the async workers.
         let factory = self.cfg.factory.clone();
-        let loaded = tokio::task::spawn_blocking(move || (factory.load(&req), plan_in(&newest)))
+        let cluster = self.cfg.cluster.clone();
+        let loaded = tokio::task::spawn_blocking(move || {
+            let session = factory.load(&req);
+            if let (Ok(s), Some(c)) = (&session, cluster) {
+                c.attach(s.as_ref());
+            }
+            (session, plan_in(&newest))
+        })
             .await
             .map_err(|e| ApiError::internal(format!("loading session {id} failed: {e}")))?;
         let (loaded, plan) = loaded;
@@ -332,6 +362,26 @@ impl Sessions {
             .await
             .map_err(|e| ApiError::internal(format!("the trace index failed: {e}")))?
             .map_err(|e| ApiError::internal(format!("cannot look for session {id}: {e}")))
+    }
+
+    /// A loaded session, without counting it as used.
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    pub(crate) fn loaded_entry_quiet(&self, id: &str) -> Option<Arc<Entry>> {
+        lock(&self.entries).get(id).cloned()
+    }
+
+    /// Drops `id` from this process at once, writing nothing more for it: another node took
+    /// it over (its lease was lost). Its running task is interrupted.
+    pub(crate) fn evict(&self, id: &str) {
+        let Some(e) = lock(&self.entries).remove(id) else {
+            return;
+        };
+        e.rt().deleted = true;
+        self.abort(&e);
+        if let Some(background) = e.env.background() {
+            background.kill_all();
+        }
+        self.cfg.hub.reclaim(id);
     }
 
     fn loaded_entry(&self, id: &str) -> Option<Arc<Entry>> {
@@ -384,6 +434,9 @@ impl Sessions {
             }
         }
         self.save_settings(entry);
+        if let Some(c) = &self.cfg.cluster {
+            c.changed(&entry.id);
+        }
         if let Some(title) = title {
             let ev = ServerEvent::SessionTitle {
                 session_id: entry.id.clone(),
@@ -442,6 +495,9 @@ impl Sessions {
         }
         self.index.remove(&entry.id);
         self.settings.remove(&entry.id);
+        if let Some(c) = &self.cfg.cluster {
+            c.deleted(&entry.id).await?;
+        }
         Ok(())
     }
 

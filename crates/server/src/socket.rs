@@ -21,7 +21,7 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use crate::error::ApiError;
 use crate::requests::query_pairs;
-use crate::routes::{entry, stream_permit};
+use crate::routes::{path_id, stream_permit};
 use crate::sessions::USER_CHANNEL;
 use crate::AppState;
 
@@ -38,10 +38,9 @@ pub(crate) async fn session(
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
     let ws = upgrade(ws)?;
-    let e = entry(&app, p).await?;
+    let id = path_id(p)?;
     let permit = stream_permit(&app)?;
-    let channel = app.sessions.cfg.hub.get(&e.id);
-    let sub = channel.connect(last_event_id(&uri).as_deref(), || e.snapshot_events());
+    let sub = crate::placement::subscribe(&app, &id, last_event_id(&uri).as_deref()).await?;
     Ok(ws.on_upgrade(move |socket| pump(socket, sub, permit, app.sse.heartbeat)))
 }
 

@@ -83,6 +83,9 @@ impl Sessions {
         let ts = entry.rt().task_state();
         self.channel(&entry.id)
             .publish_server_event(&ServerEvent::TaskState(ts));
+        if let Some(c) = &self.cfg.cluster {
+            c.changed(&entry.id);
+        }
     }
 
     /// `POST /tasks`: starts a run, or queues a follow-up when busy and `queue_if_busy`.

@@ -135,7 +135,13 @@ pub struct Channel {
     epoch: Epoch,
     config: ChannelConfig,
     state: Mutex<State>,
+    observer: std::sync::OnceLock<Observer>,
+    // A mirror's ids are its source's: unicast events take the id of the broadcast before them.
+    mirror: bool,
 }
+
+/// Sees every broadcast event as it is numbered (see [`Channel::observe`]).
+pub type Observer = Box<dyn Fn(&SseEvent) + Send + Sync>;
 
 impl std::fmt::Debug for Channel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -157,14 +163,36 @@ impl Channel {
 
     /// A channel with a given epoch.
     pub fn with_epoch(epoch: Epoch, config: ChannelConfig) -> Arc<Channel> {
+        Channel::continuing(epoch, 0, config)
+    }
+
+    /// A channel that goes on numbering after `last_seq` of `epoch`: the successor of a
+    /// channel whose events live on elsewhere (a cluster's replicated stream), so ids never
+    /// repeat. Its buffer starts empty; a replay after `last_seq` is a hit with no events.
+    pub fn continuing(epoch: Epoch, last_seq: u64, config: ChannelConfig) -> Arc<Channel> {
+        Channel::build(epoch, last_seq, config, false)
+    }
+
+    /// A channel that re-publishes another's events after `last_seq` under their own ids (a
+    /// cluster node serving a session whose events come from the replicated stream): every
+    /// broadcast must be the source's next event, and unicast events (`resync_required`, the
+    /// initial snapshot) consume no id, they carry the id of the broadcast before them, so a
+    /// client's `Last-Event-ID` always names a source event.
+    pub fn mirror(epoch: Epoch, last_seq: u64, config: ChannelConfig) -> Arc<Channel> {
+        Channel::build(epoch, last_seq, config, true)
+    }
+
+    fn build(epoch: Epoch, last_seq: u64, config: ChannelConfig, mirror: bool) -> Arc<Channel> {
         Arc::new(Channel {
             epoch,
             config,
+            mirror,
+            observer: std::sync::OnceLock::new(),
             state: Mutex::new(State {
-                next_seq: 1,
+                next_seq: last_seq + 1,
                 buffer: VecDeque::new(),
                 buffer_bytes: 0,
-                last_evicted_seq: 0,
+                last_evicted_seq: last_seq,
                 last_dropped_seq: 0,
                 readers: HashMap::new(),
                 waiting: Vec::new(),
@@ -174,6 +202,25 @@ impl Channel {
                 closed: false,
             }),
         })
+    }
+
+    /// Calls `observer` with every broadcast event, under the channel's lock as it is
+    /// numbered, so it sees them in id order (a cluster node copies them to its replicated
+    /// stream this way). It must be quick and must not call back into this channel. One
+    /// observer per channel: returns `false` when one is set already.
+    pub fn observe(&self, observer: Observer) -> bool {
+        self.observer.set(observer).is_ok()
+    }
+
+    fn number_unicast(&self, st: &mut State) -> EventId {
+        if self.mirror {
+            EventId {
+                epoch: self.epoch,
+                seq: st.next_seq - 1,
+            }
+        } else {
+            st.number(self.epoch)
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -248,6 +295,9 @@ impl Channel {
         let id = st.number(self.epoch);
         st.last_activity = Instant::now();
         let ev = SseEvent::new(id, event, data);
+        if let Some(observer) = self.observer.get() {
+            observer(&ev);
+        }
         st.buffer_bytes += ev.data.as_str().len();
         st.buffer.push_back(ev);
         while st.buffer.len() > self.config.max_events || st.buffer_bytes > self.config.max_bytes {
@@ -282,7 +332,7 @@ impl Channel {
     ) -> Option<EventId> {
         let data = data.into();
         let mut st = self.lock();
-        let id = st.number(self.epoch);
+        let id = self.number_unicast(&mut st);
         let limit = self.config.subscriber_queue.max(1);
         let reader = st.readers.get_mut(&subscriber.0)?;
         if reader.unicast.len() >= limit {
@@ -351,7 +401,7 @@ impl Channel {
                 }
                 None => {
                     unicast.push_back(SseEvent::new(
-                        st.number(self.epoch),
+                        self.number_unicast(&mut st),
                         Some(SERVER_EVENT),
                         EventData::from(&ServerEvent::ResyncRequired),
                     ));
@@ -361,7 +411,7 @@ impl Channel {
         };
         for ev in initial() {
             unicast.push_back(SseEvent::new(
-                st.number(self.epoch),
+                self.number_unicast(&mut st),
                 Some(SERVER_EVENT),
                 EventData::from(&ev),
             ));

@@ -38,6 +38,14 @@ impl ChannelHub {
             .clone()
     }
 
+    /// Puts `channel` in place for `key` (one [`Channel::continuing`] a stream kept
+    /// elsewhere, say), closing the one it replaces.
+    pub fn install(&self, key: &str, channel: Arc<Channel>) {
+        if let Some(old) = self.lock().insert(key.to_owned(), channel) {
+            old.close();
+        }
+    }
+
     /// The channel for `key`, if it exists.
     pub fn existing(&self, key: &str) -> Option<Arc<Channel>> {
         self.lock().get(key).cloned()

@@ -12,7 +12,10 @@ use penguin_omni_protocol::{EventPayload, Frame, OmniMessage, SessionMeta};
 use crate::error::TraceError;
 use crate::paths::{local_date_dir, trace_file_path, TraceLocation};
 
+mod mirror;
 mod worker;
+
+pub use mirror::TraceMirror;
 
 #[cfg(test)]
 use worker::append_all;
@@ -285,6 +288,8 @@ impl Writer {
             sync_owed: false,
             buf: Vec::new(),
             counters: counters.clone(),
+            mirror: None,
+            mirror_owed: false,
         };
         Ok(Writer {
             shared: Arc::new(Shared {
@@ -336,6 +341,26 @@ impl Writer {
                 );
                 None
             }
+        }
+    }
+
+    /// Copies every record queued from now on to `mirror` too, and makes each sync point
+    /// (commit, flush, rotation) wait for it: see [`TraceMirror`]. Set it before the first
+    /// record, or the records before it are the file's alone.
+    pub fn set_mirror(&self, mirror: std::sync::Arc<dyn TraceMirror>) {
+        {
+            let mut pending = self
+                .shared
+                .pending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if let Some(worker) = pending.as_mut() {
+                worker.mirror = Some(mirror);
+                return;
+            }
+        }
+        if !self.send(Command::Mirror(mirror)) {
+            tracing::warn!("[trace] mirror not set: the writer thread has stopped");
         }
     }
 

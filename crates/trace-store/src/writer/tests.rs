@@ -77,3 +77,59 @@ fn writer_is_send_sync_clone() {
     fn check<T: Send + Sync + Clone + 'static>() {}
     check::<Writer>();
 }
+
+/// Keeps what it is given; `commit` fails once `fail` is set.
+#[derive(Default)]
+struct Kept {
+    lines: Mutex<Vec<(u32, String)>>,
+    commits: std::sync::atomic::AtomicUsize,
+    fail: std::sync::atomic::AtomicBool,
+}
+
+impl TraceMirror for Kept {
+    fn append(&self, file: u32, line: &[u8]) {
+        let line = String::from_utf8(line.to_vec()).unwrap();
+        self.lines.lock().unwrap().push((file, line));
+    }
+    fn commit(&self) -> io::Result<()> {
+        self.commits.fetch_add(1, Ordering::SeqCst);
+        if self.fail.load(Ordering::SeqCst) {
+            return Err(io::Error::other("quorum lost"));
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_mirror_gets_every_record_with_its_file_and_commits_where_the_file_syncs() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = Writer::open(
+        WriterConfig::new(dir.path(), "s1")
+            .date_dir("2026-01-01")
+            .durability(Durability::AtCommit),
+    )
+    .unwrap();
+    let kept = Arc::new(Kept::default());
+    w.set_mirror(kept.clone());
+    w.record_message(build::user_text("hi"));
+    w.record_message(build::request_begin());
+    w.record_message(build::request_end(StopReason::Completed, Default::default()));
+    w.flush().unwrap();
+    w.rotate();
+    w.record_message(build::user_text("again"));
+    w.flush().unwrap();
+
+    let lines = kept.lines.lock().unwrap().clone();
+    let files: Vec<u32> = lines.iter().map(|(f, _)| *f).collect();
+    assert_eq!(files, [1, 1, 1, 2]);
+    let on_disk = std::fs::read_to_string(w.current_path()).unwrap();
+    assert_eq!(on_disk, format!("{}\n", lines[3].1), "the very bytes the file got");
+    assert!(kept.commits.load(Ordering::SeqCst) >= 2);
+
+    // A mirror that cannot store makes the flush fail: nothing is acknowledged it lacks.
+    kept.fail.store(true, Ordering::SeqCst);
+    w.record_message(build::user_text("lost"));
+    let err = w.flush().unwrap_err();
+    assert!(err.to_string().contains("quorum lost"), "{err}");
+    assert!(w.failed_syncs() >= 1);
+}

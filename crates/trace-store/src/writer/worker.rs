@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use penguin_omni_protocol::Frame;
 
-use super::Durability;
+use super::{Durability, TraceMirror};
 use crate::open::{ensure_regular, nonblocking};
 use crate::paths::trace_file_path;
 
@@ -18,6 +18,7 @@ pub(super) enum Command {
     Record(Frame),
     Rotate,
     Flush(Sender<io::Result<()>>),
+    Mirror(Arc<dyn TraceMirror>),
 }
 
 #[derive(Debug, Default)]
@@ -105,6 +106,10 @@ pub(super) struct Worker {
     pub(super) sync_owed: bool,
     pub(super) buf: Vec<u8>,
     pub(super) counters: Arc<Counters>,
+    /// Where every record is copied too, if anywhere.
+    pub(super) mirror: Option<Arc<dyn TraceMirror>>,
+    /// Records given to the mirror since its last commit.
+    pub(super) mirror_owed: bool,
 }
 
 impl Worker {
@@ -135,6 +140,7 @@ impl Worker {
                     self.file = None;
                     self.index += 1;
                 }
+                Command::Mirror(mirror) => self.mirror = Some(mirror),
                 Command::Flush(ack) => {
                     let r = self.sync_if_dirty();
                     // The flusher may have given up waiting; nothing to do then.
@@ -197,6 +203,11 @@ impl Worker {
     }
 
     fn try_append(&mut self, frame: &Frame) -> io::Result<()> {
+        if let Some(mirror) = &self.mirror {
+            // The mirror is the record's durable home; the local file may fail on its own.
+            mirror.append(self.index, frame.json().as_bytes());
+            self.mirror_owed = true;
+        }
         if self.torn {
             // Our own append was cut short: heal the file before the next record.
             self.file = None;
@@ -231,7 +242,23 @@ impl Worker {
         Ok(())
     }
 
+    /// The file's fsync, then the mirror's commit: each a sync point of its own.
     fn sync_if_dirty(&mut self) -> io::Result<()> {
+        let file = self.sync_file();
+        let mirrored = match (&self.mirror, self.mirror_owed) {
+            (Some(mirror), true) => {
+                self.mirror_owed = false;
+                mirror.commit().inspect_err(|e| {
+                    self.counters.failed_syncs.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!("[trace] mirror of {} failed: {e}", self.session_id);
+                })
+            }
+            _ => Ok(()),
+        };
+        file.and(mirrored)
+    }
+
+    fn sync_file(&mut self) -> io::Result<()> {
         self.sync_owed = false;
         if !self.dirty || self.durability == Durability::Never {
             return Ok(());

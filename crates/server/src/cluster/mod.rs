@@ -1,0 +1,580 @@
+//! The server as one node of a cluster on NATS JetStream (feature `cluster`): the
+//! [`Placement`] the server consults when `ServeOptions::cluster` is set.
+//!
+//! What a node does for the sessions it owns: holds each one's lease (renewed while it lives,
+//! standing the session down when it is lost), copies each trace record to the replicated
+//! trace (a commit waits for the publish acknowledgement), copies each broadcast event to the
+//! replicated event stream under the same id, and keeps the cluster's session index current.
+//! For the sessions it does not own: forwards their requests to the owner (`forward.rs`),
+//! serves their streams from the replicated events (`stream.rs`), and takes a session over
+//! once nobody holds its lease (its trace files rebuilt from the replicated records).
+
+mod forward;
+mod stream;
+
+use std::collections::HashMap;
+use std::io;
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::response::Response;
+use bytes::Bytes;
+use futures::StreamExt;
+use penguin_cluster::{
+    Cluster, ClusterError, EventLog, EventPublisher, Lease, Leases, ReplicatedTrace,
+    SessionIndex, SessionRecord, TraceLog, TraceRecord,
+};
+use penguin_sse_transport::{Channel, ChannelConfig, Epoch, ServerEvent, SseEvent, Subscription};
+use penguin_trace_store::{TraceLocation, TraceMirror};
+use tokio::sync::mpsc;
+
+use crate::api::{SessionInfo, SessionList};
+use crate::entry::Entry;
+use crate::error::ApiError;
+use crate::host::HostedSession;
+use crate::list::{paginate, ListQuery};
+use crate::placement::{ForwardError, Place, Placement};
+use crate::sessions::Sessions;
+use crate::sync::lock;
+
+/// The epoch of a session's event ids on every node: fixed by its id, so an id a client got
+/// from one node names the same event on any other (the replicated stream keeps the events,
+/// so ids never restart).
+pub(crate) fn epoch_of(id: &str) -> Epoch {
+    // FNV-1a: stable across builds and platforms, unlike the std hasher.
+    let mut h: u32 = 0x811c_9dc5;
+    for b in id.bytes() {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    Epoch::from_u32(h)
+}
+
+/// A cluster error as the API answers it: 503 with the reason while NATS is unreachable.
+pub(crate) fn api_error(e: ClusterError) -> ApiError {
+    match e {
+        ClusterError::Held { owner, .. } => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "session_moved",
+            format!("node {owner} runs this session now; try again"),
+        ),
+        e => ApiError::new(
+            StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
+            "cluster_unavailable",
+            e.to_string(),
+        ),
+    }
+}
+
+/// A session this node owns.
+struct Held {
+    lease: Lease,
+    mirror: Arc<Mirror>,
+    // Renews the lease; stands the session down when it is lost. Aborted with the hold.
+    watch: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.watch.abort();
+    }
+}
+
+/// A node of the cluster, as the server's [`Placement`].
+pub(crate) struct Node {
+    cluster: Cluster,
+    leases: Leases,
+    index: SessionIndex,
+    events: EventLog,
+    traces: TraceLog,
+    channel: ChannelConfig,
+    location: TraceLocation,
+    held: Mutex<HashMap<String, Held>>,
+    /// The cluster's session index as the watch last saw it.
+    listed: Arc<Mutex<HashMap<String, SessionRecord>>>,
+    /// Sessions whose index entry is due, written in order by one task.
+    updates: mpsc::UnboundedSender<String>,
+    sessions: OnceLock<Weak<Sessions>>,
+    forwarding: std::sync::atomic::AtomicBool,
+    me: Weak<Node>,
+}
+
+impl Node {
+    /// Joins as `cluster`'s node: announces it (with `http`, its address) and keeps the
+    /// session index watched. Must run inside the server's runtime.
+    pub(crate) fn start(
+        cluster: Cluster,
+        channel: ChannelConfig,
+        location: TraceLocation,
+        http: String,
+    ) -> Arc<Node> {
+        let (updates, rx) = mpsc::unbounded_channel();
+        let node = Arc::new_cyclic(|me| Node {
+            leases: cluster.leases(),
+            index: cluster.index(),
+            events: cluster.events(),
+            traces: cluster.traces(),
+            channel,
+            location,
+            held: Mutex::new(HashMap::new()),
+            listed: Arc::default(),
+            updates,
+            sessions: OnceLock::new(),
+            forwarding: Default::default(),
+            me: me.clone(),
+            cluster,
+        });
+        node.cluster
+            .registry()
+            .heartbeat(node.cluster.node(), &http);
+        tokio::spawn(write_index(node.me.clone(), rx));
+        tokio::spawn(watch_index(node.index.clone(), node.listed.clone()));
+        node
+    }
+
+    fn name(&self) -> &str {
+        self.cluster.node()
+    }
+
+    fn holds(&self, id: &str) -> bool {
+        lock(&self.held).contains_key(id)
+    }
+
+    /// Takes `lease`'s session as this node's: its events continue the replicated stream's
+    /// ids, its records go to the replicated trace, and the lease is kept alive.
+    async fn hold(&self, sessions: &Arc<Sessions>, id: &str, lease: Lease) -> Result<(), ApiError> {
+        let publisher = self
+            .events
+            .publisher(id, lease.clone())
+            .await
+            .map_err(api_error)?;
+        let sink = self
+            .traces
+            .sink(id, lease.clone())
+            .await
+            .map_err(api_error)?;
+        let channel = Channel::continuing(epoch_of(id), publisher.last_seq(), self.channel.clone());
+        let (tx, rx) = mpsc::unbounded_channel();
+        channel.observe(Box::new(move |ev: &SseEvent| {
+            let _ = tx.send(ev.clone());
+        }));
+        sessions.cfg.hub.install(id, channel);
+        let weak = Arc::downgrade(sessions);
+        tokio::spawn(publish_events(
+            publisher,
+            rx,
+            weak.clone(),
+            self.me.clone(),
+            id.to_owned(),
+        ));
+        let watch = {
+            let (lease, me, id) = (lease.clone(), self.me.clone(), id.to_owned());
+            tokio::spawn(async move {
+                let lost = lease.keep_alive().await;
+                let reason = match lost {
+                    Ok(e) => e.to_string(),
+                    Err(e) => format!("the lease keeper stopped: {e}"),
+                };
+                if let Some(me) = me.upgrade() {
+                    me.stand_down(&weak, &id, &reason);
+                }
+            })
+        };
+        let mirror = Arc::new(Mirror {
+            sink: Arc::new(sink),
+            rt: tokio::runtime::Handle::current(),
+        });
+        let old = lock(&self.held).insert(
+            id.to_owned(),
+            Held {
+                lease,
+                mirror,
+                watch,
+            },
+        );
+        drop(old);
+        Ok(())
+    }
+
+    /// The lease of `id` is lost (or its events could not be stored): the session leaves this
+    /// node at once, writing nothing more, and whoever holds the lease now runs it.
+    fn stand_down(&self, sessions: &Weak<Sessions>, id: &str, reason: &str) {
+        tracing::warn!("[cluster] session {id} stands down on this node: {reason}");
+        let held = lock(&self.held).remove(id);
+        if let Some(held) = &held {
+            // Fenced: nothing more is published under it.
+            let _ = held.lease.check();
+        }
+        if let Some(sessions) = sessions.upgrade() {
+            sessions.evict(id);
+        }
+    }
+}
+
+/// Writes the index entries of the sessions named, each as the session is when written (a
+/// burst of changes to one session is one write).
+async fn write_index(node: Weak<Node>, mut rx: mpsc::UnboundedReceiver<String>) {
+    let mut batch = Vec::new();
+    while rx.recv_many(&mut batch, 256).await > 0 {
+        let Some(node) = node.upgrade() else { return };
+        let Some(sessions) = node.sessions.get().and_then(Weak::upgrade) else {
+            continue;
+        };
+        batch.sort_unstable();
+        batch.dedup();
+        for id in batch.drain(..) {
+            let Some(entry) = sessions.loaded_entry_quiet(&id) else {
+                continue;
+            };
+            let meta = index_meta(&sessions, &entry);
+            if let Err(e) = node.index.put(&id, Some(node.name()), meta).await {
+                tracing::warn!("[cluster] indexing session {id}: {e}");
+            }
+        }
+    }
+}
+
+/// Keeps `listed` equal to the cluster's session index, following it again after a failure.
+async fn watch_index(index: SessionIndex, listed: Arc<Mutex<HashMap<String, SessionRecord>>>) {
+    loop {
+        match index.watch().await {
+            Ok(mut changes) => {
+                while let Some(change) = changes.next().await {
+                    match change {
+                        Ok((id, Some(record))) => {
+                            lock(&listed).insert(id, record);
+                        }
+                        Ok((id, None)) => {
+                            lock(&listed).remove(&id);
+                        }
+                        Err(e) => {
+                            tracing::warn!("[cluster] session index: {e}");
+                            break;
+                        }
+                    }
+                }
+            }
+            Err(e) => tracing::warn!("[cluster] watching the session index: {e}"),
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Copies a session's broadcast events to the replicated stream, in order, each under the id
+/// the session's channel gave it. An event that cannot be stored (the lease is lost, or NATS
+/// stayed away past the retry window) stands the session down: no client may see an id the
+/// stream does not hold.
+async fn publish_events(
+    mut publisher: EventPublisher,
+    mut rx: mpsc::UnboundedReceiver<SseEvent>,
+    sessions: Weak<Sessions>,
+    node: Weak<Node>,
+    id: String,
+) {
+    while let Some(ev) = rx.recv().await {
+        let data = Bytes::copy_from_slice(ev.data.as_str().as_bytes());
+        let failed = match publisher.publish_named(ev.event, data).await {
+            Ok(seq) if seq == ev.id.seq => continue,
+            Ok(seq) => format!("event {} was stored as {seq}", ev.id.seq),
+            Err(e) => e.to_string(),
+        };
+        if let Some(node) = node.upgrade() {
+            node.stand_down(&sessions, &id, &failed);
+        }
+        return;
+    }
+}
+
+/// A session's trace records on their way to the replicated trace (a [`TraceMirror`]).
+struct Mirror {
+    sink: Arc<ReplicatedTrace>,
+    rt: tokio::runtime::Handle,
+}
+
+impl TraceMirror for Mirror {
+    fn append(&self, file: u32, line: &[u8]) {
+        self.sink.record_in(file, Bytes::copy_from_slice(line));
+    }
+
+    fn commit(&self) -> io::Result<()> {
+        // The writer thread waits; the publishing runs on the runtime. A plain channel, not
+        // `block_on`: the thread that joins this writer may be one of the runtime's own.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let sink = self.sink.clone();
+        self.rt.spawn(async move {
+            let _ = tx.send(sink.flush().await);
+        });
+        match rx.recv_timeout(penguin_cluster::RETRY_FOR + Duration::from_secs(5)) {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(io::Error::other(e)),
+            Err(_) => Err(io::Error::other(
+                "the cluster did not acknowledge the trace records in time",
+            )),
+        }
+    }
+}
+
+/// Writes `records` as `id`'s trace files under `location`, replacing any this node kept
+/// from an earlier time it owned the session (the cluster's records are the session).
+fn materialize(location: &TraceLocation, id: &str, records: &[TraceRecord]) -> io::Result<()> {
+    use std::io::Write;
+    let traces = location.traces_dir();
+    remove_local(&traces, id)?;
+    let date = penguin_trace_store::local_date_dir();
+    let mut open: Option<(u32, std::fs::File)> = None;
+    for r in records {
+        if open.as_ref().map(|(f, _)| *f) != Some(r.file) {
+            if let Some((_, f)) = open.take() {
+                f.sync_all()?;
+            }
+            let path = penguin_trace_store::trace_file_path(&traces, &date, id, r.file);
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            open = Some((r.file, std::fs::File::create(&path)?));
+        }
+        let (_, f) = open.as_mut().expect("opened above");
+        f.write_all(&r.line)?;
+        f.write_all(b"\n")?;
+    }
+    if let Some((_, f)) = open {
+        f.sync_all()?;
+    }
+    Ok(())
+}
+
+/// The trace files of `id` this node has, by index.
+fn local_files(traces: &Path, id: &str) -> io::Result<Vec<penguin_trace_store::LocatedTrace>> {
+    if !traces.exists() {
+        return Ok(Vec::new());
+    }
+    penguin_trace_store::session_trace_files(traces, id).map_err(io::Error::other)
+}
+
+/// Removes every trace file of `id` this node has.
+fn remove_local(traces: &Path, id: &str) -> io::Result<()> {
+    for file in local_files(traces, id)? {
+        std::fs::remove_file(&file.path)?;
+    }
+    Ok(())
+}
+
+/// The records of `id`'s trace files, oldest file first, with the file each is in.
+fn local_records(traces: &Path, id: &str) -> io::Result<Vec<(u32, Bytes)>> {
+    let mut out = Vec::new();
+    for located in local_files(traces, id)? {
+        let text = std::fs::read(&located.path)?;
+        out.extend(
+            text.split(|b| *b == b'\n')
+                .filter(|l| !l.is_empty())
+                .map(|l| (located.index, Bytes::copy_from_slice(l))),
+        );
+    }
+    Ok(out)
+}
+
+/// What the index keeps of a session: its info as its owner last saw it, and its settings
+/// (so a node taking it over keeps its title, mode, sandbox and MCP servers).
+fn index_meta(sessions: &Sessions, entry: &Entry) -> serde_json::Value {
+    serde_json::json!({
+        "info": entry.info(),
+        "settings": sessions.settings.load(&entry.id),
+    })
+}
+
+#[async_trait::async_trait]
+impl Placement for Node {
+    fn bind(&self, sessions: &Arc<Sessions>) {
+        let _ = self.sessions.set(Arc::downgrade(sessions));
+    }
+
+    async fn place(&self, id: &str) -> Result<Place, ApiError> {
+        if self.holds(id) {
+            return Ok(Place::Here);
+        }
+        self.cluster.ensure_connected().map_err(api_error)?;
+        match self.leases.holder(id).await.map_err(api_error)? {
+            Some(h) if h.node != self.name() => Ok(Place::At(h.node)),
+            _ => Ok(Place::Here),
+        }
+    }
+
+    async fn await_lapse(&self, id: &str) -> Result<(), ApiError> {
+        let deadline = tokio::time::Instant::now() + self.leases.ttl() * 2;
+        loop {
+            match self.leases.holder(id).await.map_err(api_error)? {
+                Some(h) if h.node != self.name() => {}
+                _ => return Ok(()),
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(api_error(ClusterError::Unavailable {
+                    reason: format!("the node holding session {id} does not answer"),
+                }));
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    async fn claim(&self, sessions: &Arc<Sessions>, id: &str) -> Result<(), ApiError> {
+        if self.holds(id) {
+            return Ok(());
+        }
+        let lease = self.leases.acquire(id).await.map_err(api_error)?;
+        let records = match self.traces.read_records(id).await {
+            Ok(r) if !r.is_empty() => r,
+            Ok(_) => {
+                let _ = lease.release().await;
+                return Err(ApiError::session_not_found(id));
+            }
+            Err(e) => {
+                let _ = lease.release().await;
+                return Err(api_error(e));
+            }
+        };
+        let record = self.index.get(id).await.map_err(api_error)?;
+        let settings = record
+            .and_then(|r| r.meta.get("settings").cloned())
+            .and_then(|s| serde_json::from_value(s).ok());
+        let (location, owned) = (self.location.clone(), id.to_owned());
+        tokio::task::spawn_blocking(move || materialize(&location, &owned, &records))
+            .await
+            .map_err(|e| ApiError::internal(format!("rebuilding session {id} failed: {e}")))?
+            .map_err(|e| {
+                ApiError::internal(format!("cannot write session {id}'s trace here: {e}"))
+            })?;
+        if let Some(settings) = settings {
+            sessions.settings.save(id, &settings);
+        }
+        self.hold(sessions, id, lease).await
+    }
+
+    fn attach(&self, session: &dyn HostedSession) {
+        let Some(mirror) = lock(&self.held)
+            .get(session.id())
+            .map(|h| h.mirror.clone())
+        else {
+            return;
+        };
+        let writer = session.writer();
+        // Loading may have written already (a dangling compaction is closed at once): those
+        // records are the file's last ones, and go to the cluster first.
+        if let Err(e) = writer.flush() {
+            tracing::warn!("[cluster] flushing {} before replicating: {e}", session.id());
+        }
+        let written = writer.written() as usize;
+        if written > 0 {
+            match local_records(&self.location.traces_dir(), session.id()) {
+                Ok(records) => {
+                    for (file, line) in &records[records.len().saturating_sub(written)..] {
+                        mirror.sink.record_in(*file, line.clone());
+                    }
+                }
+                Err(e) => tracing::error!(
+                    "[cluster] {}: records written while loading are not replicated: {e}",
+                    session.id()
+                ),
+            }
+        }
+        writer.set_mirror(mirror);
+    }
+
+    async fn adopt(&self, sessions: &Arc<Sessions>, id: &str) -> Result<(), ApiError> {
+        let lease = self.leases.acquire(id).await.map_err(api_error)?;
+        let (traces, owned) = (self.location.traces_dir(), id.to_owned());
+        let records = tokio::task::spawn_blocking(move || local_records(&traces, &owned))
+            .await
+            .map_err(|e| ApiError::internal(format!("reading session {id} failed: {e}")))?
+            .map_err(|e| ApiError::internal(format!("cannot read session {id}'s trace: {e}")))?;
+        self.hold(sessions, id, lease).await?;
+        let mirror = lock(&self.held).get(id).map(|h| h.mirror.clone());
+        if let Some(mirror) = mirror {
+            for (file, line) in records {
+                mirror.sink.record_in(file, line);
+            }
+            mirror.sink.flush().await.map_err(api_error)?;
+        }
+        Ok(())
+    }
+
+    fn unloaded(&self, id: &str) {
+        let Some(held) = lock(&self.held).remove(id) else {
+            return;
+        };
+        tokio::spawn(async move {
+            if let Err(e) = held.lease.release().await {
+                tracing::warn!("[cluster] releasing a session's lease: {e}");
+            }
+        });
+    }
+
+    async fn deleted(&self, id: &str) -> Result<(), ApiError> {
+        let held = lock(&self.held).remove(id);
+        self.traces.purge(id).await.map_err(api_error)?;
+        self.events.purge(id).await.map_err(api_error)?;
+        self.index.remove(id).await.map_err(api_error)?;
+        lock(&self.listed).remove(id);
+        if let Some(held) = held {
+            let _ = held.lease.release().await;
+        }
+        Ok(())
+    }
+
+    fn changed(&self, id: &str) {
+        if self.holds(id) {
+            let _ = self.updates.send(id.to_owned());
+        }
+    }
+
+    async fn list(&self, sessions: &Arc<Sessions>, q: ListQuery) -> Result<SessionList, ApiError> {
+        let records: Vec<SessionRecord> = lock(&self.listed).values().cloned().collect();
+        let mut rows: Vec<SessionInfo> = Vec::with_capacity(records.len());
+        for r in records {
+            if let Some(e) = sessions.loaded_entry_quiet(&r.session) {
+                rows.push(e.info());
+                continue;
+            }
+            match r.meta.get("info").cloned().map(serde_json::from_value::<SessionInfo>) {
+                Some(Ok(info)) => rows.push(info),
+                _ => tracing::warn!("[cluster] session {} has no readable info", r.session),
+            }
+        }
+        // Sessions of this node the watch has not shown yet are listed all the same.
+        for e in sessions.loaded() {
+            if !rows.iter().any(|i| i.id == e.id) {
+                rows.push(e.info());
+            }
+        }
+        Ok(paginate(rows, &q))
+    }
+
+    async fn forward(&self, node: &str, req: Request) -> Result<Response, ForwardError> {
+        forward::send(&self.cluster, node, req).await
+    }
+
+    async fn last_event(&self, id: &str) -> Result<u64, ApiError> {
+        self.events.last_seq(id).await.map_err(api_error)
+    }
+
+    async fn subscribe(
+        &self,
+        id: &str,
+        last_event_id: Option<&str>,
+        upto: u64,
+        snapshot: Vec<ServerEvent>,
+    ) -> Result<Subscription, ApiError> {
+        stream::subscribe(&self.events, &self.channel, id, last_event_id, upto, snapshot).await
+    }
+
+    fn serve_forwarded(&self, router: axum::Router) {
+        // One subscription per node: a second would answer every request twice.
+        if !self
+            .forwarding
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            forward::serve(self.cluster.clone(), router);
+        }
+    }
+}

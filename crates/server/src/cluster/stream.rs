@@ -1,0 +1,120 @@
+//! A session's stream on any node, from the replicated events: each connection gets a mirror
+//! channel of its own ([`Channel::mirror`]) fed from the session's JetStream subject, so the
+//! SSE and WebSocket routes serve it exactly as they serve a local channel (replay, the
+//! snapshot after it, heartbeats, limits) with the ids the owner gave.
+//!
+//! Every node, the owner included, serves streams this way: a client only ever sees events
+//! the cluster stored, so an id it names after moving to another node (or after the owner
+//! died) is one every node knows.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use futures::StreamExt;
+use penguin_cluster::{ClusterEvent, EventFeed, EventLog, FeedItem};
+use penguin_sse_transport::{
+    Channel, ChannelConfig, EventData, EventId, ServerEvent, Subscription, SERVER_EVENT,
+};
+
+use super::{api_error, epoch_of};
+use crate::error::ApiError;
+
+fn publish(channel: &Channel, e: &ClusterEvent) {
+    let data = EventData::Text(Arc::from(String::from_utf8_lossy(&e.data).as_ref()));
+    let name = e.event.as_deref().map(|_| SERVER_EVENT);
+    channel.publish(data, name);
+}
+
+/// The subscription of a client that saw `last_event_id` (none: a fresh one): the events
+/// after it up to `upto` (the session's last event when `snapshot` was taken), then
+/// `snapshot`, then the events as they are published.
+pub(super) async fn subscribe(
+    events: &EventLog,
+    config: &ChannelConfig,
+    id: &str,
+    last_event_id: Option<&str>,
+    upto: u64,
+    snapshot: Vec<ServerEvent>,
+) -> Result<Subscription, ApiError> {
+    let epoch = epoch_of(id);
+    // The id the client names, when it is one of this session's that the stream can reach.
+    let after = match last_event_id {
+        None => None,
+        Some(text) => match EventId::parse(text) {
+            Some(e) if e.epoch == epoch && e.seq <= upto => Some(Some(e.seq)),
+            _ => Some(None),
+        },
+    };
+    let (channel, feed, replay_from) = match after {
+        // Fresh: from the snapshot's point on.
+        None => {
+            let feed = events.follow(id, Some(upto)).await.map_err(api_error)?;
+            (Channel::mirror(epoch, upto, config.clone()), feed, None)
+        }
+        Some(Some(seq)) => {
+            let mut feed = events.follow(id, Some(seq)).await.map_err(api_error)?;
+            let channel = Channel::mirror(epoch, seq, config.clone());
+            let mut reached = seq;
+            let mut resync = false;
+            while reached < upto {
+                match feed.next().await {
+                    Some(Ok(FeedItem::Event(e))) => {
+                        reached = e.seq;
+                        publish(&channel, &e);
+                    }
+                    Some(Ok(FeedItem::Resync)) => {
+                        resync = true;
+                        break;
+                    }
+                    Some(Err(e)) => return Err(api_error(e)),
+                    None => break,
+                }
+            }
+            if resync {
+                let feed = events.follow(id, Some(upto)).await.map_err(api_error)?;
+                (Channel::mirror(epoch, upto, config.clone()), feed, Some(None))
+            } else {
+                (channel, feed, Some(Some(seq)))
+            }
+        }
+        // An id of another session, epoch or future: resync.
+        Some(None) => {
+            let feed = events.follow(id, Some(upto)).await.map_err(api_error)?;
+            (Channel::mirror(epoch, upto, config.clone()), feed, Some(None))
+        }
+    };
+    let replay = replay_from.map(|seq| match seq {
+        Some(seq) => EventId { epoch, seq }.to_string(),
+        // Names nothing the channel has: a miss, so `resync_required` comes first.
+        None => "resync".to_owned(),
+    });
+    let sub = channel.connect(replay.as_deref(), move || snapshot);
+    tokio::spawn(pump(Arc::downgrade(&channel), feed));
+    Ok(sub)
+}
+
+/// Feeds the channel until nobody listens any more, or the feed ends (then the channel
+/// closes and the client reconnects).
+async fn pump(channel: Weak<Channel>, mut feed: EventFeed) {
+    let mut check = tokio::time::interval(Duration::from_secs(5));
+    check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            item = feed.next() => {
+                let Some(channel) = channel.upgrade() else { return };
+                match item {
+                    Some(Ok(FeedItem::Event(e))) => publish(&channel, &e),
+                    Some(Ok(FeedItem::Resync)) | Some(Err(_)) | None => {
+                        channel.close();
+                        return;
+                    }
+                }
+            }
+            _ = check.tick() => {
+                if channel.upgrade().is_none_or(|c| c.subscriber_count() == 0) {
+                    return;
+                }
+            }
+        }
+    }
+}
