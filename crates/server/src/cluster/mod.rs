@@ -495,6 +495,10 @@ impl Placement for Node {
                 mirror.sink.record_in(file, line);
             }
             mirror.sink.flush().await.map_err(api_error)?;
+            // A created session is loaded already (a forked one is attached as it loads).
+            if let Some(entry) = sessions.loaded_entry_quiet(id) {
+                entry.session().writer().set_mirror(mirror);
+            }
         }
         Ok(())
     }
