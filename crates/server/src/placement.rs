@@ -41,6 +41,9 @@ pub(crate) trait Placement: Send + Sync {
     /// Lets the layer reach the sessions (standing down a session it lost).
     fn bind(&self, sessions: &Arc<Sessions>);
 
+    /// `Ok` while the cluster can take work (503 `cluster_unavailable` with the reason).
+    fn ready(&self) -> Result<(), ApiError>;
+
     /// Where `id` runs now.
     async fn place(&self, id: &str) -> Result<Place, ApiError>;
 

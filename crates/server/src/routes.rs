@@ -134,7 +134,7 @@ pub(crate) async fn create_session(
     };
     if let Some(c) = &app.sessions.cfg.cluster {
         // Refused now, not after the session exists here alone.
-        c.place("-").await?;
+        c.ready()?;
     }
     let entry = app.sessions.create(req)?;
     if let Some(c) = &app.sessions.cfg.cluster {

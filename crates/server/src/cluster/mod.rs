@@ -391,11 +391,15 @@ impl Placement for Node {
         let _ = self.sessions.set(Arc::downgrade(sessions));
     }
 
+    fn ready(&self) -> Result<(), ApiError> {
+        self.cluster.ensure_connected().map_err(api_error)
+    }
+
     async fn place(&self, id: &str) -> Result<Place, ApiError> {
         if self.holds(id) {
             return Ok(Place::Here);
         }
-        self.cluster.ensure_connected().map_err(api_error)?;
+        self.ready()?;
         match self.leases.holder(id).await.map_err(api_error)? {
             Some(h) if h.node != self.name() => Ok(Place::At(h.node)),
             _ => Ok(Place::Here),
