@@ -119,7 +119,12 @@ pub(crate) fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     with_runtime(async move {
         #[cfg(feature = "cluster")]
         if let Some(config) = cluster {
-            let nats = config.urls.join(",");
+            let nats: Vec<String> = config
+                .urls
+                .iter()
+                .map(|u| penguin::cluster::redact(u))
+                .collect();
+            let nats = nats.join(",");
             let joined = penguin::cluster::Cluster::connect(config)
                 .await
                 .map_err(|e| format!("--cluster: {e}"))?;

@@ -93,7 +93,13 @@ impl Cluster {
                 name: config.node.clone(),
             });
         }
-        let url = config.urls.join(",");
+        // Named in errors without the credentials a URL may carry.
+        let url = config
+            .urls
+            .iter()
+            .map(|u| redact(u))
+            .collect::<Vec<_>>()
+            .join(",");
         let addrs = config
             .urls
             .iter()
@@ -103,7 +109,16 @@ impl Cluster {
                 url: url.clone(),
                 reason: e.to_string(),
             })?;
-        let client = async_nats::ConnectOptions::new()
+        // Credentials in a URL (`nats://user:password@host`, `nats://token@host`): the client
+        // does not take them from the URL by itself.
+        let options = match addrs.iter().find_map(|a| Some((a.username()?, a.password()))) {
+            Some((user, Some(password))) => {
+                async_nats::ConnectOptions::with_user_and_password(user.into(), password.into())
+            }
+            Some((token, None)) => async_nats::ConnectOptions::with_token(token.into()),
+            None => async_nats::ConnectOptions::new(),
+        };
+        let client = options
             .name(format!("penguin-{}", config.node))
             .connection_timeout(config.request_timeout)
             .request_timeout(Some(config.request_timeout))
@@ -301,6 +316,27 @@ pub fn valid_name(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// `url` without the credentials it may carry (`nats://***@host:4222`).
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let host_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..host_end].rfind('@') {
+        Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+#[test]
+fn credentials_are_left_out_of_a_named_url() {
+    assert_eq!(redact("nats://u:secret@h:4222"), "nats://***@h:4222");
+    assert_eq!(redact("nats://tok@h"), "nats://***@h");
+    assert_eq!(redact("nats://h:4222"), "nats://h:4222");
+    assert_eq!(redact("h:4222"), "h:4222");
 }
 
 /// Milliseconds since the Unix epoch.

@@ -323,3 +323,47 @@ async fn unreachable_and_lost_nats_are_clear_errors() {
         vec![1, 2, 3]
     );
 }
+
+#[tokio::test]
+async fn credentials_in_the_url_are_used_and_never_named() {
+    if !nats_available("credentials_in_the_url_are_used_and_never_named") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = std::process::Command::new("nats-server")
+        .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
+        .arg(dir.path())
+        .args(["--user", "penguin", "--pass", "s3cret-pass"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(std::time::Instant::now() < deadline, "nats-server did not listen");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let config = |url: String| {
+        let mut c = ClusterConfig::new(vec![url], "a");
+        c.replicas = 1;
+        c.request_timeout = Duration::from_secs(2);
+        c
+    };
+    let with = format!("nats://penguin:s3cret-pass@127.0.0.1:{port}");
+    let joined = Cluster::connect(config(with)).await;
+    let wrong = format!("nats://penguin:wrong-pass@127.0.0.1:{port}");
+    let refused = Cluster::connect(config(wrong)).await;
+    let _ = server.kill();
+    let _ = server.wait();
+    joined.expect("the URL's credentials are used");
+    let err = refused.expect_err("a wrong password is refused");
+    assert!(matches!(err, ClusterError::Unreachable { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains(&format!("nats://***@127.0.0.1:{port}")), "{text}");
+    assert!(!text.contains("wrong-pass"), "{text}");
+}
