@@ -525,6 +525,11 @@ impl Server {
         };
         serve_with_limits(listener, app, limits, stop, DRAIN).await;
         sweeper.abort();
+        if let Some(c) = &state.sessions.cfg.cluster {
+            // The interrupted runs' last records are stored before their leases go, so
+            // another node takes the sessions over at once instead of a lease later.
+            c.leave(&state.sessions.loaded()).await;
+        }
         Ok(())
     }
 }

@@ -66,6 +66,10 @@ pub(crate) trait Placement: Send + Sync {
     /// The session left memory (its writer is closed): its lease is released.
     fn unloaded(&self, id: &str);
 
+    /// The server stops: `loaded`'s traces are flushed to the cluster, their leases released
+    /// and this node leaves the registry.
+    async fn leave(&self, loaded: &[Arc<crate::entry::Entry>]);
+
     /// The session was deleted: its records, events, index entry and lease go.
     async fn deleted(&self, id: &str) -> Result<(), ApiError>;
 

@@ -52,6 +52,9 @@ impl Sessions {
                 last_active_at: last,
                 has_trace,
             });
+        if let Some(c) = &self.cfg.cluster {
+            c.changed(&entry.id);
+        }
     }
 
     /// A session without a title is named by its first prompt (the trace store's

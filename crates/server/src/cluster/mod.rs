@@ -518,6 +518,37 @@ impl Placement for Node {
         });
     }
 
+    async fn leave(&self, loaded: &[Arc<Entry>]) {
+        for e in loaded {
+            let writer = e.session().writer().clone();
+            // Aborted runs end within moments; their last records go with the flush.
+            let settled = tokio::time::timeout(Duration::from_secs(5), {
+                let mut rx = e.status_tx.subscribe();
+                async move {
+                    let _ = rx
+                        .wait_for(|s| *s == penguin_sse_transport::SessionStatus::Idle)
+                        .await;
+                }
+            })
+            .await;
+            if settled.is_err() {
+                tracing::warn!("[cluster] {} did not stop within 5 s", e.id);
+            }
+            if let Ok(Err(err)) = tokio::task::spawn_blocking(move || writer.flush()).await {
+                tracing::warn!("[cluster] {}'s last records: {err}", e.id);
+            }
+            let held = lock(&self.held).remove(&e.id);
+            if let Some(held) = held {
+                if let Err(err) = held.lease.release().await {
+                    tracing::warn!("[cluster] releasing {}: {err}", e.id);
+                }
+            }
+        }
+        if let Err(e) = self.cluster.registry().leave(self.name()).await {
+            tracing::warn!("[cluster] leaving the registry: {e}");
+        }
+    }
+
     async fn deleted(&self, id: &str) -> Result<(), ApiError> {
         let held = lock(&self.held).remove(id);
         self.traces.purge(id).await.map_err(api_error)?;
