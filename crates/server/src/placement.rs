@@ -245,3 +245,21 @@ async fn remote_snapshot(
         )))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::forwardable;
+
+    #[test]
+    fn every_session_route_but_the_streams_is_forwardable() {
+        assert_eq!(forwardable("/api/sessions/s-1"), Some("s-1"));
+        assert_eq!(forwardable("/api/sessions/s-1/tasks"), Some("s-1"));
+        assert_eq!(forwardable("/api/sessions/s-1/approvals/c1"), Some("s-1"));
+        assert_eq!(forwardable("/api/sessions/s-1/stream"), None);
+        assert_eq!(forwardable("/api/sessions/s-1/socket"), None);
+        assert_eq!(forwardable("/api/sessions"), None);
+        assert_eq!(forwardable("/api/sessions/"), None);
+        assert_eq!(forwardable("/api/sessions/../x"), None);
+        assert_eq!(forwardable("/api/events"), None);
+    }
+}
