@@ -19,7 +19,7 @@ fn main() -> ExitCode {
         Some("web") => web(&root),
         Some("bench") => bench(&root, args.get(1).map(String::as_str)),
         _ => {
-            eprintln!("usage: cargo xtask <ci|e2e|web|bench>\n  ci     formatting, clippy, the MCP test servers, tests, the real-model e2e, the web app in a browser, docs and the scenario check\n  e2e    only the real-model end-to-end tests (starts and stops a local llama.cpp server)\n  web    only the web app's tests in headless Chromium (installs it when missing)\n  bench  the benchmarks: micro, whole-process and serving (`bench serve`: the server workload alone)");
+            eprintln!("usage: cargo xtask <ci|e2e|web|bench>\n  ci     formatting, clippy, the MCP test servers, tests, the real-model e2e, the web app in a browser, docs and the scenario check\n  e2e    only the real-model end-to-end tests (starts and stops a local llama.cpp server)\n  web    only the web app's tests in headless Chromium (installs it when missing)\n  bench  the benchmarks: micro, whole-process, serving and the cluster (`bench serve`: the server workload alone; `bench cluster`: 1,000 sessions on 1 and 3 cluster nodes)");
             return ExitCode::from(2);
         }
     };
@@ -277,14 +277,20 @@ fn web(root: &Path) -> Result<(), String> {
     run(root, "web app in Chromium", test)
 }
 
-/// `cargo xtask bench [serve]`: everything, or the server workload alone.
+/// `cargo xtask bench [serve|cluster]`: everything, or the server workload alone, or the
+/// cluster workload alone (1,000 sessions on 1 and on 3 nodes over 3 nats-servers).
 fn bench(root: &Path, only: Option<&str>) -> Result<(), String> {
-    let serve_only = match only {
-        None => false,
-        Some("serve") => true,
-        Some(other) => return Err(format!("bench: unknown part {other:?} (only `serve`)")),
+    let (serve_only, cluster_only) = match only {
+        None => (false, false),
+        Some("serve") => (true, false),
+        Some("cluster") => (false, true),
+        Some(other) => {
+            return Err(format!(
+                "bench: unknown part {other:?} (only `serve` or `cluster`)"
+            ))
+        }
     };
-    if !serve_only {
+    if !serve_only && !cluster_only {
         let mut b = cargo();
         b.args(["bench", "--workspace", "--all-features"]);
         run(root, "bench", b)?;
@@ -305,10 +311,32 @@ fn bench(root: &Path, only: Option<&str>) -> Result<(), String> {
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
     let penguin = target.join("release").join("penguin");
+    if cluster_only {
+        return cluster(root, &target, &penguin);
+    }
     if !serve_only {
         workloads::run(root, &penguin)?;
     }
-    serve(root, &target, &penguin)
+    serve(root, &target, &penguin)?;
+    if !serve_only {
+        cluster(root, &target, &penguin)?;
+    }
+    Ok(())
+}
+
+/// The cluster workload (`benches/serve-load/src/cluster.rs`): the same load client against
+/// one plain server, then one and three cluster nodes on three nats-servers (skipped when
+/// nats-server is missing); written to `target/bench/cluster.json`.
+fn cluster(root: &Path, target: &Path, penguin: &Path) -> Result<(), String> {
+    let bench = root.join("target/bench");
+    std::fs::create_dir_all(&bench).map_err(|e| format!("{}: {e}", bench.display()))?;
+    let mut load = Command::new(target.join("release").join("penguin-serve-load"));
+    load.arg(penguin)
+        .args(["--only", "cluster", "--dir"])
+        .arg(bench.join("serve"))
+        .arg("--out")
+        .arg(bench.join("cluster.json"));
+    run(root, "cluster workload", load)
 }
 
 /// The server workload (`benches/serve-load`): the release `penguin serve` driven through

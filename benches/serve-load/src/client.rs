@@ -85,6 +85,11 @@ impl Conn {
             .map_err(|e| format!("{method} {path}: {e}"))
     }
 
+    /// The server's address.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.target.addr
+    }
+
     /// A whole exchange: the status and the body.
     pub async fn call(
         &mut self,

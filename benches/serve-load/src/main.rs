@@ -2,13 +2,16 @@
 //! "Serving"). It starts the real `penguin serve` binary with the zero-delay scripted model on
 //! a free loopback port and drives it through sockets: sessions created per second, tasks per
 //! second and their latency at 10/100/500 concurrent clients, listing 10,000 sessions, memory
-//! per idle session, and the fan-out of one burst to 100 and to 10,000 subscribers.
+//! per idle session, and the fan-out of one burst to 100 and to 10,000 subscribers. Asked for
+//! alone (`--only cluster`): the same server as a cluster on three nats-servers, on one node
+//! and on three (`cluster.rs`).
 //!
 //! ```text
-//! penguin-serve-load PENGUIN_BINARY [--dir DIR] [--out FILE.json] [--subscribers N] [--only sessions|tasks|fanout]
+//! penguin-serve-load PENGUIN_BINARY [--dir DIR] [--out FILE.json] [--subscribers N] [--only sessions|tasks|fanout|cluster]
 //! ```
 
 mod client;
+mod cluster;
 mod report;
 mod server;
 mod workloads;
@@ -32,18 +35,18 @@ fn main() -> ExitCode {
             "--dir" => value("--dir").map(|v| cfg.dir = v.into()),
             "--out" => value("--out").map(|v| out = Some(PathBuf::from(v))),
             "--only" => value("--only").and_then(|v| match v.as_str() {
-                "sessions" | "tasks" | "fanout" => {
+                "sessions" | "tasks" | "fanout" | "cluster" => {
                     cfg.only = Some(v);
                     Ok(())
                 }
-                _ => Err(format!("--only {v:?}: sessions, tasks or fanout")),
+                _ => Err(format!("--only {v:?}: sessions, tasks, fanout or cluster")),
             }),
             "--subscribers" => value("--subscribers").and_then(|v| {
                 cfg.subscribers = v.parse().map_err(|e| format!("--subscribers: {e}"))?;
                 Ok(())
             }),
             "-h" | "--help" => {
-                println!("usage: penguin-serve-load PENGUIN_BINARY [--dir DIR] [--out FILE.json] [--subscribers N] [--only sessions|tasks|fanout]");
+                println!("usage: penguin-serve-load PENGUIN_BINARY [--dir DIR] [--out FILE.json] [--subscribers N] [--only sessions|tasks|fanout|cluster]");
                 return ExitCode::SUCCESS;
             }
             _ if !a.starts_with('-') && cfg.penguin.as_os_str().is_empty() => {
@@ -84,7 +87,13 @@ fn main() -> ExitCode {
         }
     };
     let mut report = report::Report::default();
-    let result = rt.block_on(workloads::run(&cfg, &mut report));
+    // The cluster workload needs nats-servers and runs only when asked for
+    // (`--only cluster`, `cargo xtask bench cluster`).
+    let result = if cfg.only.as_deref() == Some("cluster") {
+        rt.block_on(cluster::run(&cfg, &mut report))
+    } else {
+        rt.block_on(workloads::run(&cfg, &mut report))
+    };
     report.print();
     if let Some(out) = out {
         if let Err(e) = std::fs::write(&out, report.json()) {

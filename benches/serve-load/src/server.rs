@@ -33,6 +33,8 @@ pub struct Launch {
     pub token: String,
     /// Where its stderr goes.
     pub log: PathBuf,
+    /// More arguments of `penguin serve` (the cluster workload's `--cluster URLS --node N`).
+    pub args: Vec<String>,
 }
 
 impl Launch {
@@ -56,6 +58,7 @@ impl Launch {
             .arg(&self.workspace)
             .arg("--workspace-root")
             .arg(&self.workspace)
+            .args(&self.args)
             .current_dir(&self.workspace)
             .env("PENGUIN_HOME", &self.home)
             .env("PENGUIN_TOKEN", &self.token)
@@ -126,20 +129,7 @@ impl Served {
 
     /// CPU time used so far: user, system.
     pub fn cpu_split(&self) -> Result<(Duration, Duration), Error> {
-        let stat = self.proc_file("stat")?;
-        // Fields after the command name (which may hold spaces) start at ") ".
-        let after = stat
-            .rsplit_once(") ")
-            .map(|(_, a)| a)
-            .ok_or("unreadable /proc stat")?;
-        let f: Vec<&str> = after.split(' ').collect();
-        // utime and stime are fields 14 and 15 of stat; here 12 and 13 (state is 3 -> 0).
-        let ticks = |i: usize| f.get(i).and_then(|t| t.parse::<u64>().ok()).unwrap_or(0);
-        // USER_HZ is 100 on every Linux.
-        Ok((
-            Duration::from_millis(ticks(11) * 10),
-            Duration::from_millis(ticks(12) * 10),
-        ))
+        cpu_split_of(self.pid())
     }
 
     /// Whether the process is still running.
@@ -174,6 +164,25 @@ impl Drop for Served {
     fn drop(&mut self) {
         self.terminate();
     }
+}
+
+/// CPU time process `pid` used so far: user, system.
+pub fn cpu_split_of(pid: u32) -> Result<(Duration, Duration), Error> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_err(|e| format!("/proc/{pid}/stat: {e}"))?;
+    // Fields after the command name (which may hold spaces) start at ") ".
+    let after = stat
+        .rsplit_once(") ")
+        .map(|(_, a)| a)
+        .ok_or("unreadable /proc stat")?;
+    let f: Vec<&str> = after.split(' ').collect();
+    // utime and stime are fields 14 and 15 of stat; here 12 and 13 (state is 3 -> 0).
+    let ticks = |i: usize| f.get(i).and_then(|t| t.parse::<u64>().ok()).unwrap_or(0);
+    // USER_HZ is 100 on every Linux.
+    Ok((
+        Duration::from_millis(ticks(11) * 10),
+        Duration::from_millis(ticks(12) * 10),
+    ))
 }
 
 /// Resident memory of process `pid`, KiB (`VmRSS`).

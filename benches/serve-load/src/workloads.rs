@@ -78,7 +78,7 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Result<(), Error> {
     Ok(())
 }
 
-fn launch(cfg: &Config, name: &str, requests: Vec<Value>) -> Result<Launch, Error> {
+pub(crate) fn launch(cfg: &Config, name: &str, requests: Vec<Value>) -> Result<Launch, Error> {
     let dir = subdir(&cfg.dir, name)?;
     let scenario = dir.join("scenario.json");
     let text = json!({"llm": requests, "tools": {}, "runs": []}).to_string();
@@ -90,6 +90,7 @@ fn launch(cfg: &Config, name: &str, requests: Vec<Value>) -> Result<Launch, Erro
         scenario,
         token: TOKEN.into(),
         log: dir.join("server.log"),
+        args: Vec::new(),
     })
 }
 
@@ -109,7 +110,7 @@ fn usage() -> Value {
 }
 
 /// A request answering "ok" at once.
-fn tiny() -> Value {
+pub(crate) fn tiny() -> Value {
     json!({"stream": [
         model(json!({"type": "text", "role": "assistant", "text": "ok", "stop_reason": "completed"})),
         usage(),
@@ -134,7 +135,7 @@ fn burst(n: usize) -> Value {
     json!({ "stream": s })
 }
 
-async fn create(c: &mut Conn) -> Result<String, Error> {
+pub(crate) async fn create(c: &mut Conn) -> Result<String, Error> {
     let body = c.ok("POST", "/api/sessions", Some("{}".into())).await?;
     let v: Value = serde_json::from_slice(&body).map_err(|e| format!("create: {e}"))?;
     v["session"]["id"]
@@ -143,9 +144,9 @@ async fn create(c: &mut Conn) -> Result<String, Error> {
         .ok_or_else(|| format!("create: no session id in {v}"))
 }
 
-const TASK: &str = r#"{"input":[{"type":"text","text":"go"}]}"#;
+pub(crate) const TASK: &str = r#"{"input":[{"type":"text","text":"go"}]}"#;
 
-async fn post_task(c: &mut Conn, id: &str) -> Result<(), Error> {
+pub(crate) async fn post_task(c: &mut Conn, id: &str) -> Result<(), Error> {
     c.ok(
         "POST",
         &format!("/api/sessions/{id}/tasks"),
@@ -177,17 +178,20 @@ async fn create_many(t: &Target, n: usize, workers: usize) -> Result<Vec<String>
     Ok(all)
 }
 
-async fn limited<T>(what: &str, f: impl std::future::Future<Output = T>) -> Result<T, Error> {
+pub(crate) async fn limited<T>(
+    what: &str,
+    f: impl std::future::Future<Output = T>,
+) -> Result<T, Error> {
     tokio::time::timeout(PHASE_LIMIT, f)
         .await
         .map_err(|_| format!("{what}: did not finish within {PHASE_LIMIT:?}"))
 }
 
-fn is_task_state(ev: &SseEvent<'_>) -> bool {
+pub(crate) fn is_task_state(ev: &SseEvent<'_>) -> bool {
     ev.event() == b"server_event" && ev.data_has(b"\"type\":\"task_state\"")
 }
 
-fn is_idle(ev: &SseEvent<'_>) -> bool {
+pub(crate) fn is_idle(ev: &SseEvent<'_>) -> bool {
     ev.data_has(b"\"state\":\"idle\"")
 }
 
@@ -253,7 +257,7 @@ impl Stream {
     }
 }
 
-fn per_second(n: usize, d: Duration) -> f64 {
+pub(crate) fn per_second(n: usize, d: Duration) -> f64 {
     n as f64 / d.as_secs_f64().max(1e-9)
 }
 

@@ -1,0 +1,560 @@
+//! `penguin serve` as a cluster, end to end: three real nats-servers (JetStream, R3) and three
+//! `penguin serve --cluster … --node …` processes on loopback, each with a data root of its own
+//! and one shared workspace (`support/cluster_nodes.rs`), driven over HTTP and SSE as clients
+//! drive them. Nodes are SIGKILLed, SIGSTOPped and nats-servers killed mid-task.
+//!
+//! Mid-task points are deterministic: every session is `always-ask`, and a task's second model
+//! request calls a tool, so the task waits for its approval there. Every wait is for a specific
+//! event or answer, with a generous deadline. Without `nats-server` the tests skip (except
+//! under `CI`, where they fail): `bash scripts/install-nats.sh`.
+//!
+//! ```sh
+//! cargo test -p penguin-cli --test cluster
+//! ```
+
+#[path = "support/cluster_nodes.rs"]
+mod cluster_nodes;
+
+use std::time::Duration;
+
+use cluster_nodes::{
+    assert_contiguous, assert_same_events, call_id, done_text, kinds, ready_text, texts, Ev,
+    Options, TestCluster, DONE_DELTAS,
+};
+
+const A: usize = 0;
+const B: usize = 1;
+const C: usize = 2;
+
+/// Runs the first task of a fresh session (`Ready from <owner>.`, no tool) from node `via`,
+/// read on `sse`.
+async fn first_task(
+    cl: &TestCluster,
+    sse: &mut cluster_nodes::Sse,
+    id: &str,
+    via: usize,
+) -> Vec<Ev> {
+    cl.post_task(via, id, "get ready").await;
+    cl.drive(sse, id, via).await
+}
+
+/// The text deltas among `evs`, joined.
+fn deltas(evs: &[Ev]) -> String {
+    evs.iter().filter_map(Ev::delta).collect()
+}
+
+/// a. A session created on node a is listed on b and c; a task driven from b (its approval
+/// given through b) runs on a; its stream read from c has contiguous ids, and every node
+/// replays exactly those events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_node_lists_drives_and_streams_a_session_of_another() {
+    if !cluster_nodes::available("any_node_lists_drives_and_streams_a_session_of_another") {
+        return;
+    }
+    let cl = TestCluster::start().await;
+    let id = cl.create_session(A).await;
+    cl.wait_listed(B, &id).await;
+    cl.wait_listed(C, &id).await;
+    assert!(cl.list(A).await.contains(&id));
+
+    let mut sse = cl.stream(C, &id, None).await;
+    let first = sse.next().await;
+    assert!(
+        first.is_state("idle"),
+        "the snapshot of a new session: {first:?}"
+    );
+
+    let task1 = first_task(&cl, &mut sse, &id, B).await;
+    assert!(
+        texts(&task1).contains(&ready_text("a")),
+        "the task ran on the owner, a: {:?}",
+        texts(&task1)
+    );
+
+    cl.post_task(B, &id, "read a.txt").await;
+    let task2 = cl.drive(&mut sse, &id, B).await;
+    let k = kinds(&task2);
+    assert!(k.contains(&"approval_request".to_owned()), "{k:?}");
+    assert!(k.contains(&"approval_decision".to_owned()), "{k:?}");
+    assert!(k.contains(&"tool_call_output".to_owned()), "{k:?}");
+    assert!(
+        texts(&task2).contains(&done_text("a")),
+        "{:?}",
+        texts(&task2)
+    );
+    assert_eq!(deltas(&task2), format!("Reading from a.{}", done_text("a")));
+
+    // The snapshot: idle, nothing pending; the same on every node.
+    for node in [A, B, C] {
+        let state = cl.state(node, &id).await;
+        assert_eq!(state[0]["type"], "task_state", "{state:?}");
+        assert_eq!(state[0]["state"], "idle", "{state:?}");
+        assert!(
+            !state.iter().any(|e| e["type"] == "approval_request"),
+            "no approval pending: {state:?}"
+        );
+    }
+
+    let published = assert_contiguous(&sse.seen);
+    let epoch = sse.seen[0].epoch().to_owned();
+    assert_eq!(
+        published[0].seq(),
+        sse.seen[0].seq() + 1,
+        "the first published event follows the snapshot's id"
+    );
+    for node in [A, B, C] {
+        let replay = cl.replay_all(node, &id, &epoch).await;
+        assert_eq!(
+            replay.last().map(Ev::seq),
+            published.last().map(Ev::seq),
+            "node {node} replays up to the last event"
+        );
+        assert_same_events(&published, &replay);
+    }
+
+    // Messages through a node that is not the owner; the trace is the owner's and passes.
+    let (status, messages) = cl
+        .call(B, "GET", &format!("/api/sessions/{id}/messages"), None)
+        .await;
+    assert_eq!(status, 200, "{messages}");
+    assert!(messages.to_string().contains(&done_text("a")), "{messages}");
+    assert_eq!(cl.lease_holder(&id).await.as_deref(), Some("a"));
+    cl.trace_check(A, &id);
+    assert!(cl.trace_text(A, &id).contains(&done_text("a")));
+    for w in cl.trace_writers(&id).await {
+        assert_eq!(w.node, "a", "only the owner writes the trace: {w:?}");
+    }
+}
+
+/// b. A client reading a task's stream from node a moves to node b in the middle of the
+/// task's answer (reconnecting with `Last-Event-ID`): what it read on the two connections
+/// joins with no gap and no duplicate, but for the snapshot events b sends after its replay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_moved_to_another_node_mid_task_misses_nothing() {
+    if !cluster_nodes::available("a_client_moved_to_another_node_mid_task_misses_nothing") {
+        return;
+    }
+    let cl = TestCluster::start().await;
+    let id = cl.create_session(A).await;
+    let mut on_a = cl.stream(A, &id, None).await;
+    assert!(on_a.next().await.is_state("idle"));
+    first_task(&cl, &mut on_a, &id, A).await;
+
+    cl.post_task(A, &id, "read a.txt").await;
+    let call = call_id("a");
+    let ask = on_a.until(|e| e.kind() == "approval_request").await;
+    assert_eq!(
+        ask.last().unwrap().json()["toolCall"]["payload"]["tool_call_id"],
+        call.as_str()
+    );
+    assert_eq!(cl.approve(A, &id, &call).await, 204);
+    // Three deltas of the answer (20, 25 ms apart), then away from a.
+    let mut seen_deltas = 0;
+    let before_done = on_a.seen.iter().filter(|e| e.delta().is_some()).count();
+    while seen_deltas < 3 {
+        if on_a.next().await.delta().is_some() {
+            seen_deltas = on_a.seen.iter().filter(|e| e.delta().is_some()).count() - before_done;
+        }
+    }
+    let last = on_a.last_id().unwrap();
+    let part_a = on_a.seen.clone();
+    drop(on_a);
+
+    let mut on_b = cl.stream(B, &id, Some(&last)).await;
+    // The task is still answering: b replays what came after `last`, sends the snapshot, and
+    // goes on live to the task's end.
+    let part_b = cl.drive_from(&mut on_b, &id, B, true).await;
+    let resumed = &part_b[0];
+    assert!(
+        resumed.seq() == part_a.last().unwrap().seq() + 1 || resumed.snapshot,
+        "the first event on b: {resumed:?} after {last}"
+    );
+    let union: Vec<Ev> = part_a.iter().chain(&part_b).cloned().collect();
+    let published = assert_contiguous(&union);
+    let snapshots: Vec<&Ev> = union.iter().filter(|e| e.snapshot).collect();
+    assert!(
+        snapshots
+            .iter()
+            .all(|e| e.kind() == "task_state" || e.kind() == "approval_request"),
+        "{snapshots:?}"
+    );
+    // Every delta once, in order: the answer is whole.
+    let all_deltas = deltas(&union);
+    assert_eq!(
+        all_deltas,
+        format!("{}Reading from a.{}", ready_text("a"), done_text("a"))
+    );
+    assert!(texts(&union).contains(&done_text("a")));
+    assert!(
+        part_b.iter().any(|e| e.delta().is_some()) || part_b.iter().any(|e| e.text().is_some()),
+        "the move happened mid-answer: b sent the rest of it"
+    );
+    // Exactly what every node holds.
+    let epoch = union[0].epoch().to_owned();
+    let replay = cl.replay_all(C, &id, &epoch).await;
+    assert_same_events(&published, &replay);
+    assert_eq!(replay.last().map(Ev::seq), published.last().map(Ev::seq));
+    assert_eq!(
+        replay.iter().filter(|e| e.delta().is_some()).count(),
+        DONE_DELTAS + 2,
+        "ready, reading and the answer's deltas"
+    );
+    cl.trace_check(A, &id);
+}
+
+/// c. The owner is SIGKILLed while its task waits for an approval. The client's stream ends;
+/// it reconnects to node b with `Last-Event-ID`, which takes the session over once the lease
+/// lapsed: the interrupted run ends as a crashed run does, a new task runs on b, every event
+/// id follows the one before, and b's trace (rebuilt from the cluster) passes `trace check`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_owners_session_is_taken_over_and_goes_on() {
+    if !cluster_nodes::available("a_killed_owners_session_is_taken_over_and_goes_on") {
+        return;
+    }
+    let mut cl = TestCluster::start().await;
+    let id = cl.create_session(A).await;
+    let mut on_a = cl.stream(A, &id, None).await;
+    assert!(on_a.next().await.is_state("idle"));
+    first_task(&cl, &mut on_a, &id, A).await;
+    cl.post_task(A, &id, "read a.txt").await;
+    on_a.until(|e| e.kind() == "approval_request").await;
+    assert_eq!(cl.lease_holder(&id).await.as_deref(), Some("a"));
+
+    let killed_at = std::time::Instant::now();
+    cl.kill_node(A);
+    // The client sees its stream end.
+    on_a.until_end(Duration::from_secs(30)).await;
+    let part_a = on_a.seen.clone();
+    let last = on_a.last_id().unwrap();
+
+    // Reconnecting to b takes the session over (after the lease lapsed).
+    let mut on_b = cl.stream(B, &id, Some(&last)).await;
+    let mut part_b = Vec::new();
+    // Up to the snapshot: the gap (what b wrote ending the interrupted run), then task_state.
+    loop {
+        let ev = on_b.next().await;
+        let done = ev.snapshot && ev.kind() == "task_state";
+        part_b.push(ev);
+        if done {
+            break;
+        }
+    }
+    let took = killed_at.elapsed();
+    assert!(
+        took < cl.lease() + Duration::from_secs(30),
+        "the takeover took {took:?}"
+    );
+    cl.wait_holder(&id, "b").await;
+    let snapshot = part_b.last().unwrap().clone();
+    if !snapshot.is_state("idle") {
+        // Still ending the interrupted run (or a re-offered approval): let it end.
+        part_b.extend(cl.drive_from(&mut on_b, &id, C, true).await);
+    }
+    for e in part_b.iter().filter(|e| !e.snapshot) {
+        if let Some(t) = e.text() {
+            assert!(!t.contains("from a"), "a dead node's script ran on: {e:?}");
+        }
+    }
+
+    // The session is usable: a new task, sent through c, runs on b.
+    cl.post_task(C, &id, "go on").await;
+    let task = cl.drive(&mut on_b, &id, C).await;
+    let said = texts(&task);
+    assert!(
+        said.iter()
+            .any(|t| t.ends_with("from b.") || t.contains("from b:")),
+        "the new task ran on b: {said:?}"
+    );
+    part_b.extend(task);
+
+    let union: Vec<Ev> = part_a.iter().chain(&part_b).cloned().collect();
+    let published = assert_contiguous(&union);
+    let epoch = union[0].epoch().to_owned();
+    let replay = cl.replay_all(C, &id, &epoch).await;
+    assert_same_events(&published, &replay);
+
+    // b's trace holds a's records (rebuilt from the cluster) and its own, and passes.
+    let report = cl.trace_check(B, &id);
+    let trace = cl.trace_text(B, &id);
+    assert!(
+        trace.contains(&ready_text("a")),
+        "a's records in b's trace:\n{trace}"
+    );
+    assert!(
+        trace.contains("from b"),
+        "b's records in its trace:\n{trace}"
+    );
+    eprintln!("trace check after the takeover: {report}");
+    // Nothing from a after b's first record.
+    let writers = cl.trace_writers(&id).await;
+    let first_b = writers
+        .iter()
+        .position(|w| w.node == "b")
+        .expect("b wrote records");
+    assert!(
+        writers[first_b..].iter().all(|w| w.node == "b"),
+        "{:?}",
+        writers.iter().map(|w| &w.node).collect::<Vec<_>>()
+    );
+}
+
+/// d. The owner is SIGSTOPped past its lease; a request on node b takes the session over; the
+/// old owner is SIGCONTed: it writes nothing more (not a record, not an event, not a byte of
+/// its own trace file), answers for the session by forwarding (or 503), never by running it,
+/// and the session goes on on b.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_owner_stands_down_after_a_takeover() {
+    if !cluster_nodes::available("a_paused_owner_stands_down_after_a_takeover") {
+        return;
+    }
+    let cl = TestCluster::start().await;
+    let id = cl.create_session(A).await;
+    let mut on_c = cl.stream(C, &id, None).await;
+    assert!(on_c.next().await.is_state("idle"));
+    first_task(&cl, &mut on_c, &id, A).await;
+    cl.post_task(A, &id, "read a.txt").await;
+    on_c.until(|e| e.kind() == "approval_request").await;
+
+    cl.pause_node(A);
+    let paused_trace = cl.trace_text(A, &id);
+    let paused_files = cl.trace_files(A, &id);
+    // A write on b takes the session over once a's lease lapsed (b waits for it, or answers
+    // 503 meanwhile).
+    let (status, v) = cl
+        .call_until(
+            B,
+            "PATCH",
+            &format!("/api/sessions/{id}"),
+            Some(serde_json::json!({"title": "moved"})),
+            |s| s != 0 && s != 503 && s != 409,
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    cl.wait_holder(&id, "b").await;
+    let events_at_takeover = cl.event_writers(&id).await.len();
+    let records_at_takeover = cl.trace_writers(&id).await.len();
+
+    cl.resume_node(A);
+    // a still has the approval it was waiting for: approving it through a must not run a's
+    // engine on. a forwards it to b (where it is unknown, 404, or was offered again, 204) or
+    // answers 503.
+    let (approved_on_a, v) = cl
+        .call(
+            A,
+            "POST",
+            &format!("/api/sessions/{id}/approvals/{}", call_id("a")),
+            Some(serde_json::json!({"decision": "allow"})),
+        )
+        .await;
+    assert!(
+        [204, 404, 503].contains(&approved_on_a),
+        "approval through the old owner: {approved_on_a}: {v}"
+    );
+    let (status, v) = cl
+        .call(A, "GET", &format!("/api/sessions/{id}"), None)
+        .await;
+    assert!([200, 503].contains(&status), "{status}: {v}");
+    if status == 200 {
+        assert_eq!(
+            v["session"]["title"], "moved",
+            "a answers with b's session: {v}"
+        );
+    }
+
+    // Let whatever b does to end the interrupted run end, then a new task: through a if it
+    // forwards (it may answer 503 for a while after standing down), else through b.
+    let state = cl.state(B, &id).await;
+    if state[0]["state"] != "idle" {
+        cl.drive_from(&mut on_c, &id, B, true).await;
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let via = loop {
+        let body = serde_json::json!({"input": [{"type": "text", "text": "go on"}]});
+        let (status, v) = cl
+            .call(A, "POST", &format!("/api/sessions/{id}/tasks"), Some(body))
+            .await;
+        match status {
+            202 => break A,
+            503 if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(250)).await
+            }
+            503 => {
+                eprintln!("the old owner still answers 503 for {id}: the task goes through b");
+                cl.post_task(B, &id, "go on").await;
+                break B;
+            }
+            _ => panic!("a task through the old owner: {status}: {v}"),
+        }
+    };
+    let task = cl.drive(&mut on_c, &id, B).await;
+    let said = texts(&task);
+    assert!(
+        said.iter().any(|t| t.contains("from b")),
+        "the task (sent through {via}) ran on b: {said:?}"
+    );
+    assert!(
+        !said.iter().any(|t| t.contains("from a")),
+        "the old owner ran it: {said:?}"
+    );
+
+    // Nothing from a after the takeover: not in NATS, not in its own trace file.
+    let events = cl.event_writers(&id).await;
+    let records = cl.trace_writers(&id).await;
+    assert!(events.len() > events_at_takeover && records.len() > records_at_takeover);
+    for w in events[events_at_takeover..]
+        .iter()
+        .chain(&records[records_at_takeover..])
+    {
+        assert_eq!(
+            w.node, "b",
+            "written after the takeover by {}: {w:?}",
+            w.node
+        );
+    }
+    assert_eq!(cl.lease_holder(&id).await.as_deref(), Some("b"));
+
+    let published = assert_contiguous(&on_c.seen);
+    let replay = cl.replay_all(B, &id, on_c.seen[0].epoch()).await;
+    assert_same_events(&published, &replay);
+    cl.trace_check(B, &id);
+    assert!(cl.trace_text(B, &id).contains(&ready_text("a")));
+
+    // Nor in its own trace file: a node that lost the lease writes nothing, not even the
+    // records ending the run it no longer owns (b ended it).
+    assert_eq!(
+        cl.trace_files(A, &id),
+        paused_files,
+        "the old owner started no trace file"
+    );
+    let now = cl.trace_text(A, &id);
+    assert!(
+        now == paused_trace,
+        "the old owner wrote to its own trace file after it lost the lease (the approval \
+         sent to it right after SIGCONT answered {approved_on_a}):\n{}",
+        now.strip_prefix(&paused_trace).unwrap_or(&now)
+    );
+}
+
+/// e. One of the three nats-servers is SIGKILLed in the middle of a task's answer: the task
+/// completes, every event reaches the client and every node's replay, the trace passes, and
+/// the session goes on. (A 10 s lease, longer than a JetStream election, as in production:
+/// losing one nats-server must not cost sessions their owner.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_nats_server_loses_nothing() {
+    if !cluster_nodes::available("a_dead_nats_server_loses_nothing") {
+        return;
+    }
+    let mut cl = TestCluster::start_with(Options {
+        lease_secs: 10,
+        ..Options::default()
+    })
+    .await;
+    let id = cl.create_session(A).await;
+    let mut on_c = cl.stream(C, &id, None).await;
+    assert!(on_c.next().await.is_state("idle"));
+    first_task(&cl, &mut on_c, &id, A).await;
+
+    cl.post_task(B, &id, "read a.txt").await;
+    on_c.until(|e| e.kind() == "approval_request").await;
+    assert_eq!(cl.approve(B, &id, &call_id("a")).await, 204);
+    // Two deltas of the answer, then one nats-server dies.
+    let mut n = 0;
+    while n < 2 {
+        if on_c
+            .next()
+            .await
+            .delta()
+            .is_some_and(|d| d.contains("tick") || d.starts_with("Done"))
+        {
+            n += 1;
+        }
+    }
+    cl.kill_nats(0);
+    let mut running = true;
+    while running {
+        running = !on_c.next().await.is_state("idle");
+    }
+    assert!(texts(&on_c.seen).contains(&done_text("a")));
+    assert_eq!(
+        deltas(&on_c.seen),
+        format!("{}Reading from a.{}", ready_text("a"), done_text("a"))
+    );
+
+    // The session goes on, on the same owner.
+    cl.post_task(C, &id, "again").await;
+    cl.drive(&mut on_c, &id, C).await;
+    assert_eq!(cl.lease_holder(&id).await.as_deref(), Some("a"));
+
+    let published = assert_contiguous(&on_c.seen);
+    let epoch = on_c.seen[0].epoch().to_owned();
+    for node in [A, B, C] {
+        let replay = cl.replay_all(node, &id, &epoch).await;
+        assert_same_events(&published, &replay);
+        assert_eq!(replay.last().map(Ev::seq), published.last().map(Ev::seq));
+    }
+    cl.trace_check(A, &id);
+    let records = cl.trace_writers(&id).await;
+    for (k, w) in records.iter().enumerate() {
+        assert_eq!(w.seq, k as u64 + 1, "trace records are 1, 2, 3, …: {w:?}");
+        assert_eq!(w.node, "a");
+    }
+    // The local trace holds every replicated record.
+    let local = cl.trace_text(A, &id);
+    for w in &records {
+        assert!(
+            local.contains(&w.payload),
+            "record {} not in a's trace",
+            w.seq
+        );
+    }
+}
+
+/// The harness's own check, against one plain `penguin serve` (no `--cluster`): the scenario
+/// plays, approvals are given, the SSE reader follows, `/state` answers and `trace check`
+/// passes. When the cluster tests fail, this one says whether the harness or the cluster is
+/// at fault. (A plain server numbers each connection's snapshot events with ids of their own,
+/// so the cluster's id rules are not checked here.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_harness_drives_a_plain_server() {
+    if !cluster_nodes::available("the_harness_drives_a_plain_server") {
+        return;
+    }
+    let cl = TestCluster::start_with(Options {
+        nodes: 1,
+        cluster: false,
+        ..Options::default()
+    })
+    .await;
+    let id = cl.create_session(A).await;
+    assert!(cl.list(A).await.contains(&id));
+    let mut sse = cl.stream(A, &id, None).await;
+    assert!(sse.next().await.is_state("idle"));
+    let task1 = first_task(&cl, &mut sse, &id, A).await;
+    assert!(
+        texts(&task1).contains(&ready_text("a")),
+        "{:?}",
+        texts(&task1)
+    );
+    cl.post_task(A, &id, "read a.txt").await;
+    let ask = sse.until(|e| e.kind() == "approval_request").await;
+    let state = cl.state(A, &id).await;
+    assert_eq!(state[0]["state"], "running", "{state:?}");
+    assert!(
+        state.iter().any(|e| e["type"] == "approval_request"),
+        "{state:?}"
+    );
+    assert_eq!(cl.approve(A, &id, &call_id("a")).await, 204);
+    let mut task2 = ask;
+    task2.extend(cl.drive_from(&mut sse, &id, A, true).await);
+    assert!(kinds(&task2).contains(&"approval_decision".to_owned()));
+    assert!(
+        texts(&task2).contains(&done_text("a")),
+        "{:?}",
+        texts(&task2)
+    );
+    assert_eq!(deltas(&task2), format!("Reading from a.{}", done_text("a")));
+    let ids: Vec<u64> = sse.seen.iter().map(Ev::seq).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    cl.trace_check(A, &id);
+    assert!(cl.trace_text(A, &id).contains(&done_text("a")));
+}
