@@ -215,7 +215,10 @@ impl Lease {
         self.ttl / 5
     }
 
-    fn fence(&self, reason: String) -> ClusterError {
+    /// Stops this node writing under the lease from now on, whatever its state in NATS: every
+    /// later [`check`](Lease::check) fails with `reason` (the first reason given stays).
+    /// Returns that error.
+    pub fn fence(&self, reason: String) -> ClusterError {
         let mut state = self.lock();
         let reason = state.fenced.get_or_insert(reason).clone();
         ClusterError::Fenced {

@@ -405,7 +405,9 @@ impl Session {
     }
 
     fn write_meta(&mut self) {
-        if !self.meta_written {
+        // A writer that started before the first run was given the head by the host (a
+        // server stores a session's head before it ever runs, to unload it or to replicate it).
+        if !self.meta_written && !self.writer.started() {
             self.writer.record_message(self.meta.clone());
             self.meta_written = true;
         }

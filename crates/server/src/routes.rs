@@ -138,7 +138,12 @@ pub(crate) async fn create_session(
     }
     let entry = app.sessions.create(req)?;
     if let Some(c) = &app.sessions.cfg.cluster {
-        if let Err(e) = c.adopt(&app.sessions, &entry.id).await {
+        let adopted = match c.adopt(&app.sessions, &entry.id).await {
+            // It exists in the cluster from now on, run or not.
+            Ok(()) => app.sessions.store_head(&entry).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = adopted {
             app.sessions.evict(&entry.id);
             return Err(e);
         }

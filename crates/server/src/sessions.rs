@@ -364,6 +364,28 @@ impl Sessions {
             .map_err(|e| ApiError::internal(format!("cannot look for session {id}: {e}")))
     }
 
+    /// Writes a new session's head (`session_meta`) before it ever runs, so it exists in its
+    /// trace from the start (a cluster node stores it before anyone may take the session).
+    pub(crate) async fn store_head(&self, entry: &Arc<Entry>) -> Result<(), ApiError> {
+        let e = entry.clone();
+        tokio::task::spawn_blocking(move || {
+            let session = e.session();
+            session.writer().record_session_meta(e.meta.clone());
+            session.writer().flush()
+        })
+        .await
+        .map_err(|e| ApiError::internal(format!("storing the session failed: {e}")))?
+        .map_err(|e| {
+            ApiError::new(
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                "cluster_unavailable",
+                format!("the session's head could not be stored: {e}"),
+            )
+        })?;
+        entry.rt().has_trace = true;
+        Ok(())
+    }
+
     /// A loaded session, without counting it as used.
     #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     pub(crate) fn loaded_entry_quiet(&self, id: &str) -> Option<Arc<Entry>> {

@@ -59,7 +59,11 @@ pub(crate) fn api_error(e: ClusterError) -> ApiError {
         ClusterError::Held { owner, .. } => ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "session_moved",
-            format!("node {owner} runs this session now; try again"),
+            if owner.is_empty() {
+                "another node took this session a moment ago; try again".to_owned()
+            } else {
+                format!("node {owner} runs this session now; try again")
+            },
         ),
         e => ApiError::new(
             StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
@@ -139,8 +143,20 @@ impl Node {
         self.cluster.node()
     }
 
+    /// Whether this node owns `id` now. A session whose lease lapsed (the node was paused or
+    /// cut off past it) stands down here and now, before anything is done for it.
     fn holds(&self, id: &str) -> bool {
-        lock(&self.held).contains_key(id)
+        let lapsed = match lock(&self.held).get(id) {
+            None => return false,
+            Some(held) => match held.lease.check() {
+                Ok(()) => return true,
+                Err(e) => e.to_string(),
+            },
+        };
+        if let Some(sessions) = self.sessions.get() {
+            self.stand_down(sessions, id, &lapsed);
+        }
+        false
     }
 
     /// Takes `lease`'s session as this node's: its events continue the replicated stream's
@@ -185,6 +201,7 @@ impl Node {
         };
         let mirror = Arc::new(Mirror {
             sink: Arc::new(sink),
+            lease: lease.clone(),
             rt: tokio::runtime::Handle::current(),
         });
         let old = lock(&self.held).insert(
@@ -204,9 +221,13 @@ impl Node {
     fn stand_down(&self, sessions: &Weak<Sessions>, id: &str, reason: &str) {
         tracing::warn!("[cluster] session {id} stands down on this node: {reason}");
         let held = lock(&self.held).remove(id);
-        if let Some(held) = &held {
-            // Fenced: nothing more is published under it.
-            let _ = held.lease.check();
+        if let Some(held) = held {
+            // Nothing more is written under it (the interrupted run's last records included),
+            // and it is given back if it is still ours, so a successor need not wait it out.
+            held.lease.fence(format!("stood down: {reason}"));
+            tokio::spawn(async move {
+                let _ = held.lease.release().await;
+            });
         }
         if let Some(sessions) = sessions.upgrade() {
             sessions.evict(id);
@@ -291,12 +312,18 @@ async fn publish_events(
 /// A session's trace records on their way to the replicated trace (a [`TraceMirror`]).
 struct Mirror {
     sink: Arc<ReplicatedTrace>,
+    lease: Lease,
     rt: tokio::runtime::Handle,
 }
 
 impl TraceMirror for Mirror {
-    fn append(&self, file: u32, line: &[u8]) {
+    fn append(&self, file: u32, line: &[u8]) -> bool {
+        // Past its lease (paused, cut off) a node writes nothing, not even its own file.
+        if self.lease.check().is_err() {
+            return false;
+        }
         self.sink.record_in(file, Bytes::copy_from_slice(line));
+        true
     }
 
     fn commit(&self) -> io::Result<()> {

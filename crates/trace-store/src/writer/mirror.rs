@@ -12,8 +12,10 @@ use std::io;
 /// Both run on the writer thread, never on an async worker, so `commit` may block.
 pub trait TraceMirror: Send + Sync + 'static {
     /// Queues one record (its JSON line, without the newline) of trace file `file` (the
-    /// `NNN` index: rotation moves to the next one).
-    fn append(&self, file: u32, line: &[u8]);
+    /// `NNN` index: rotation moves to the next one). `false` refuses it for good: the trace
+    /// belongs to another writer now (a cluster node lost the session), and the record goes
+    /// nowhere, the local file included.
+    fn append(&self, file: u32, line: &[u8]) -> bool;
 
     /// Blocks until every record appended so far is stored, or says why one is not (then no
     /// record after it is stored either).

@@ -84,12 +84,17 @@ struct Kept {
     lines: Mutex<Vec<(u32, String)>>,
     commits: std::sync::atomic::AtomicUsize,
     fail: std::sync::atomic::AtomicBool,
+    refuse: std::sync::atomic::AtomicBool,
 }
 
 impl TraceMirror for Kept {
-    fn append(&self, file: u32, line: &[u8]) {
+    fn append(&self, file: u32, line: &[u8]) -> bool {
+        if self.refuse.load(Ordering::SeqCst) {
+            return false;
+        }
         let line = String::from_utf8(line.to_vec()).unwrap();
         self.lines.lock().unwrap().push((file, line));
+        true
     }
     fn commit(&self) -> io::Result<()> {
         self.commits.fetch_add(1, Ordering::SeqCst);
@@ -132,4 +137,12 @@ fn a_mirror_gets_every_record_with_its_file_and_commits_where_the_file_syncs() {
     let err = w.flush().unwrap_err();
     assert!(err.to_string().contains("quorum lost"), "{err}");
     assert!(w.failed_syncs() >= 1);
+
+    // A mirror that refuses for good (another writer owns the trace): the file gets nothing.
+    kept.refuse.store(true, Ordering::SeqCst);
+    let before = std::fs::read_to_string(w.current_path()).unwrap();
+    w.record_message(build::user_text("not mine"));
+    let _ = w.flush();
+    assert_eq!(std::fs::read_to_string(w.current_path()).unwrap(), before);
+    assert!(w.failed_writes() >= 1);
 }

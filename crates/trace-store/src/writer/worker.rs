@@ -205,7 +205,11 @@ impl Worker {
     fn try_append(&mut self, frame: &Frame) -> io::Result<()> {
         if let Some(mirror) = &self.mirror {
             // The mirror is the record's durable home; the local file may fail on its own.
-            mirror.append(self.index, frame.json().as_bytes());
+            if !mirror.append(self.index, frame.json().as_bytes()) {
+                return Err(io::Error::other(
+                    "the trace's mirror refused the record: another writer owns this trace now",
+                ));
+            }
             self.mirror_owed = true;
         }
         if self.torn {
