@@ -27,7 +27,9 @@ use penguin_cluster::{
     Cluster, ClusterError, EventLog, EventPublisher, Lease, Leases, ReplicatedTrace,
     SessionIndex, SessionRecord, TraceLog, TraceRecord,
 };
-use penguin_sse_transport::{Channel, ChannelConfig, Epoch, ServerEvent, SseEvent, Subscription};
+use penguin_sse_transport::{
+    Channel, ChannelConfig, Epoch, EventData, ServerEvent, SseEvent, Subscription,
+};
 use penguin_trace_store::{TraceLocation, TraceMirror};
 use tokio::sync::mpsc;
 
@@ -235,6 +237,62 @@ impl Node {
     }
 }
 
+const USER_SUBJECT: &str = "penguin.user";
+
+thread_local! {
+    // Set while an event another node sent is published here, so it is not sent back out.
+    static RELAYING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The user channel's events (`session_created`, `session_state`, `session_title`, …) of
+/// every node reach every node's `/api/events`, so a page open on one node sees sessions
+/// another node runs. Plain NATS publish/subscribe: the user channel has no cluster-wide ids
+/// (each node numbers its own), and a client that misses some lists again.
+fn relay_user_events(client: async_nats::Client, node: &str, sessions: &Arc<Sessions>) {
+    let channel = sessions.channel(crate::sessions::USER_CHANNEL);
+    let (tx, mut out) = mpsc::unbounded_channel::<SseEvent>();
+    channel.observe(Box::new(move |ev: &SseEvent| {
+        if !RELAYING.get() {
+            let _ = tx.send(ev.clone());
+        }
+    }));
+    let (sender, me) = (client.clone(), node.to_owned());
+    tokio::spawn(async move {
+        while let Some(ev) = out.recv().await {
+            let mut h = async_nats::HeaderMap::new();
+            h.insert(penguin_cluster::NODE_HEADER, me.as_str());
+            let data = Bytes::copy_from_slice(ev.data.as_str().as_bytes());
+            if let Err(e) = sender.publish_with_headers(USER_SUBJECT, h, data).await {
+                tracing::debug!("[cluster] user event not relayed: {e}");
+            }
+        }
+    });
+    let (sessions, me) = (Arc::downgrade(sessions), node.to_owned());
+    tokio::spawn(async move {
+        let mut incoming = match client.subscribe(USER_SUBJECT).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("[cluster] other nodes' session events will not reach here: {e}");
+                return;
+            }
+        };
+        while let Some(m) = incoming.next().await {
+            let from = m.headers.as_ref().and_then(|h| h.get(penguin_cluster::NODE_HEADER));
+            if from.is_none_or(|f| f.as_str() == me) {
+                continue;
+            }
+            let Some(sessions) = sessions.upgrade() else {
+                return;
+            };
+            let data = EventData::Text(Arc::from(String::from_utf8_lossy(&m.payload).as_ref()));
+            let channel = sessions.channel(crate::sessions::USER_CHANNEL);
+            RELAYING.set(true);
+            channel.publish(data, Some(penguin_sse_transport::SERVER_EVENT));
+            RELAYING.set(false);
+        }
+    });
+}
+
 /// Writes the index entries of the sessions named, each as the session is when written (a
 /// burst of changes to one session is one write).
 async fn write_index(node: Weak<Node>, mut rx: mpsc::UnboundedReceiver<String>) {
@@ -415,7 +473,9 @@ fn index_meta(sessions: &Sessions, entry: &Entry) -> serde_json::Value {
 #[async_trait::async_trait]
 impl Placement for Node {
     fn bind(&self, sessions: &Arc<Sessions>) {
-        let _ = self.sessions.set(Arc::downgrade(sessions));
+        if self.sessions.set(Arc::downgrade(sessions)).is_ok() {
+            relay_user_events(self.cluster.client().clone(), self.name(), sessions);
+        }
     }
 
     fn ready(&self) -> Result<(), ApiError> {
