@@ -604,9 +604,11 @@ impl Sessions {
         self.cfg
             .hub
             .sweep(std::time::Instant::now(), idle_after, |key| {
-                lock(&self.entries)
-                    .get(key)
-                    .is_some_and(|e| e.rt().status != SessionStatus::Idle)
+                // A cluster node's channel of a loaded session carries its ids on to the
+                // cluster: it goes only with the session.
+                lock(&self.entries).get(key).is_some_and(|e| {
+                    self.cfg.cluster.is_some() || e.rt().status != SessionStatus::Idle
+                })
             })
     }
 

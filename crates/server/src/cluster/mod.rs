@@ -81,6 +81,25 @@ struct Held {
     mirror: Arc<Mirror>,
     // Renews the lease; stands the session down when it is lost. Aborted with the hold.
     watch: tokio::task::JoinHandle<()>,
+    // Publishes the session's events; ends once its channel is gone and every event it was
+    // given is stored.
+    events: tokio::task::JoinHandle<()>,
+}
+
+impl Held {
+    /// Gives the session back once its last events are stored (its channel was reclaimed as
+    /// it was unloaded): a lease released earlier would refuse them, and clients would never
+    /// see how its last task ended.
+    async fn give_back(mut self, id: &str) {
+        let events = std::mem::replace(&mut self.events, tokio::spawn(async {}));
+        let wait = penguin_cluster::RETRY_FOR + Duration::from_secs(5);
+        if tokio::time::timeout(wait, events).await.is_err() {
+            tracing::warn!("[cluster] {id}'s last events were not stored in time");
+        }
+        if let Err(e) = self.lease.release().await {
+            tracing::warn!("[cluster] releasing {id}'s lease: {e}");
+        }
+    }
 }
 
 impl Drop for Held {
@@ -181,7 +200,7 @@ impl Node {
         }));
         sessions.cfg.hub.install(id, channel);
         let weak = Arc::downgrade(sessions);
-        tokio::spawn(publish_events(
+        let events = tokio::spawn(publish_events(
             publisher,
             rx,
             weak.clone(),
@@ -212,6 +231,7 @@ impl Node {
                 lease,
                 mirror,
                 watch,
+                events,
             },
         );
         drop(old);
@@ -598,11 +618,8 @@ impl Placement for Node {
         let Some(held) = lock(&self.held).remove(id) else {
             return;
         };
-        tokio::spawn(async move {
-            if let Err(e) = held.lease.release().await {
-                tracing::warn!("[cluster] releasing a session's lease: {e}");
-            }
-        });
+        let id = id.to_owned();
+        tokio::spawn(async move { held.give_back(&id).await });
     }
 
     async fn leave(&self, loaded: &[Arc<Entry>]) {
@@ -626,9 +643,7 @@ impl Placement for Node {
             }
             let held = lock(&self.held).remove(&e.id);
             if let Some(held) = held {
-                if let Err(err) = held.lease.release().await {
-                    tracing::warn!("[cluster] releasing {}: {err}", e.id);
-                }
+                held.give_back(&e.id).await;
             }
         }
         if let Err(e) = self.cluster.registry().leave(self.name()).await {
