@@ -66,8 +66,12 @@ pub(crate) trait Placement: Send + Sync {
     /// The session left memory (its writer is closed): its lease is released.
     fn unloaded(&self, id: &str);
 
-    /// The server stops: `loaded`'s traces are flushed to the cluster, their leases released
-    /// and this node leaves the registry.
+    /// The server is stopping: the streams this node serves from the cluster end now.
+    fn shutdown(&self);
+
+    /// The server stopped: `loaded`'s traces are flushed to the cluster, their channels
+    /// reclaimed once their last events are stored, their leases released, and this node
+    /// leaves the registry.
     async fn leave(&self, loaded: &[Arc<crate::entry::Entry>]);
 
     /// The session was deleted: its records, events, index entry and lease go.

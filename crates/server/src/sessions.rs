@@ -616,7 +616,17 @@ impl Sessions {
     pub(crate) fn shutdown(&self) {
         for e in self.loaded() {
             self.abort(&e);
-            self.cfg.hub.reclaim(&e.id);
+            match &self.cfg.cluster {
+                // Its interrupted run's last events still go to the cluster on this channel;
+                // the node reclaims it once the run settled (`Placement::leave`).
+                Some(_) => {}
+                None => {
+                    self.cfg.hub.reclaim(&e.id);
+                }
+            }
+        }
+        if let Some(c) = &self.cfg.cluster {
+            c.shutdown();
         }
         self.cfg.hub.reclaim(USER_CHANNEL);
     }

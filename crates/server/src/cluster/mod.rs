@@ -124,6 +124,8 @@ pub(crate) struct Node {
     updates: mpsc::UnboundedSender<String>,
     sessions: OnceLock<Weak<Sessions>>,
     forwarding: std::sync::atomic::AtomicBool,
+    /// Set when the server stops: every stream served from the cluster ends.
+    stopping: tokio::sync::watch::Sender<bool>,
     me: Weak<Node>,
 }
 
@@ -149,6 +151,7 @@ impl Node {
             updates,
             sessions: OnceLock::new(),
             forwarding: Default::default(),
+            stopping: tokio::sync::watch::Sender::new(false),
             me: me.clone(),
             cluster,
         });
@@ -622,6 +625,10 @@ impl Placement for Node {
         tokio::spawn(async move { held.give_back(&id).await });
     }
 
+    fn shutdown(&self) {
+        self.stopping.send_replace(true);
+    }
+
     async fn leave(&self, loaded: &[Arc<Entry>]) {
         for e in loaded {
             let writer = e.session().writer().clone();
@@ -640,6 +647,9 @@ impl Placement for Node {
             }
             if let Ok(Err(err)) = tokio::task::spawn_blocking(move || writer.flush()).await {
                 tracing::warn!("[cluster] {}'s last records: {err}", e.id);
+            }
+            if let Some(sessions) = self.sessions.get().and_then(Weak::upgrade) {
+                sessions.cfg.hub.reclaim(&e.id);
             }
             let held = lock(&self.held).remove(&e.id);
             if let Some(held) = held {
@@ -706,7 +716,9 @@ impl Placement for Node {
         upto: u64,
         snapshot: Vec<ServerEvent>,
     ) -> Result<Subscription, ApiError> {
-        stream::subscribe(&self.events, &self.channel, id, last_event_id, upto, snapshot).await
+        let stopping = self.stopping.subscribe();
+        stream::subscribe(&self.events, &self.channel, id, last_event_id, upto, snapshot, stopping)
+            .await
     }
 
     fn serve_forwarded(&self, router: axum::Router) {

@@ -35,6 +35,7 @@ pub(super) async fn subscribe(
     last_event_id: Option<&str>,
     upto: u64,
     snapshot: Vec<ServerEvent>,
+    stopping: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Subscription, ApiError> {
     let epoch = epoch_of(id);
     // The id the client names, when it is one of this session's that the stream can reach.
@@ -89,13 +90,17 @@ pub(super) async fn subscribe(
         None => "resync".to_owned(),
     });
     let sub = channel.connect(replay.as_deref(), move || snapshot);
-    tokio::spawn(pump(Arc::downgrade(&channel), feed));
+    tokio::spawn(pump(Arc::downgrade(&channel), feed, stopping));
     Ok(sub)
 }
 
-/// Feeds the channel until nobody listens any more, or the feed ends (then the channel
-/// closes and the client reconnects).
-async fn pump(channel: Weak<Channel>, mut feed: EventFeed) {
+/// Feeds the channel until nobody listens any more, or the feed ends or the server stops
+/// (then the channel closes and the client reconnects).
+async fn pump(
+    channel: Weak<Channel>,
+    mut feed: EventFeed,
+    mut stopping: tokio::sync::watch::Receiver<bool>,
+) {
     let mut check = tokio::time::interval(Duration::from_secs(5));
     check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -114,6 +119,12 @@ async fn pump(channel: Weak<Channel>, mut feed: EventFeed) {
                 if channel.upgrade().is_none_or(|c| c.subscriber_count() == 0) {
                     return;
                 }
+            }
+            _ = stopping.wait_for(|s| *s) => {
+                if let Some(channel) = channel.upgrade() {
+                    channel.close();
+                }
+                return;
             }
         }
     }
