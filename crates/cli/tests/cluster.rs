@@ -558,3 +558,281 @@ async fn the_harness_drives_a_plain_server() {
     cl.trace_check(A, &id);
     assert!(cl.trace_text(A, &id).contains(&done_text("a")));
 }
+
+/// Checks `(status, body)` is the answer of a node without NATS: 503 with a JSON error
+/// `cluster_unavailable` whose message says why.
+fn assert_cluster_unavailable(what: &str, status: u16, v: &serde_json::Value) {
+    assert_eq!(status, 503, "{what} without NATS: {v}");
+    assert_eq!(
+        v["error"]["code"], "cluster_unavailable",
+        "{what} without NATS: {v}"
+    );
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    let why = message.split_once(':').map_or("", |(_, why)| why.trim());
+    assert!(
+        message.contains("unavailable") && !why.is_empty(),
+        "{what} without NATS: the message says why: {v}"
+    );
+}
+
+/// f. Every nats-server is SIGKILLed: session requests (a task, the session, a new session),
+/// on the owner as on the other nodes, answer 503 `cluster_unavailable` with the reason at
+/// once (not after the 30 s the cluster layer retries for), and nothing refused is stored.
+/// The nats-servers come back (same ports, same store dirs: JetStream keeps its data): the
+/// owner serves the session again, a new task completes, its event ids follow the ones before
+/// the outage, and the trace passes `trace check`.
+///
+/// Ignored: it finds a product bug. Right after NATS is lost, the owner (a) still counts the
+/// session as its own until its lease lapses locally (up to four fifths of a lease after its
+/// last renewal: 8 s with the default 10 s lease), and runs its requests without asking
+/// whether NATS is there: `POST …/tasks` answers 202 and `GET` 200 `"state": "running"`,
+/// though not one record or event of that task can be stored. The session then stands down
+/// ("N trace record(s) … could not be written") and the acknowledged task is gone: it is in
+/// neither the messages nor the events nor the trace once NATS is back. (b and c answer 503
+/// `cluster_unavailable` at once, and the recovery part passes.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "product bug: without NATS the session's owner still acknowledges POST /tasks (202) and answers GET 200 until its lease lapses locally; the task is never stored"]
+async fn nats_lost_answers_503_and_the_node_recovers() {
+    if !cluster_nodes::available("nats_lost_answers_503_and_the_node_recovers") {
+        return;
+    }
+    let mut cl = TestCluster::start().await;
+    let id = cl.create_session(A).await;
+    cl.wait_listed(B, &id).await;
+    let mut on_a = cl.stream(A, &id, None).await;
+    assert!(on_a.next().await.is_state("idle"));
+    let task1 = first_task(&cl, &mut on_a, &id, A).await;
+    assert!(texts(&task1).contains(&ready_text("a")));
+    let before = on_a.seen.clone();
+    let last = on_a.last_id().unwrap();
+    drop(on_a);
+    assert_eq!(cl.lease_holder(&id).await.as_deref(), Some("a"));
+
+    cl.kill_all_nats();
+    let lost = "sent while NATS was away";
+    let task = serde_json::json!({"input": [{"type": "text", "text": lost}]});
+    let session = format!("/api/sessions/{id}");
+    let tasks = format!("/api/sessions/{id}/tasks");
+    let create = serde_json::json!({"approvalMode": "always-ask"});
+    let requests = [
+        (A, "POST", tasks.as_str(), Some(task.clone())),
+        (A, "GET", session.as_str(), None),
+        (B, "POST", tasks.as_str(), Some(task.clone())),
+        (B, "GET", session.as_str(), None),
+        (C, "POST", "/api/sessions", Some(create)),
+    ];
+    for (node, method, path, body) in requests {
+        let sent = std::time::Instant::now();
+        let (status, v) = cl.call(node, method, path, body).await;
+        let took = sent.elapsed();
+        let what = format!("{method} {path} on {}", cl.nodes[node].name);
+        eprintln!("{what}: {status} after {took:?}: {v}");
+        assert_cluster_unavailable(&what, status, &v);
+        assert!(
+            took < Duration::from_secs(15),
+            "{what} answered after {took:?}, not at once"
+        );
+    }
+
+    // NATS comes back: the owner serves the session again (taking it back if it stood it down
+    // meanwhile), and so do the other nodes.
+    cl.restart_all_nats().await;
+    let back = std::time::Instant::now();
+    let (status, v) = cl
+        .call_until(A, "GET", &session, None, |s| s != 0 && s != 503)
+        .await;
+    assert_eq!(status, 200, "the owner serves the session again: {v}");
+    eprintln!(
+        "a serves {id} again {:?} after NATS came back",
+        back.elapsed()
+    );
+    let (status, v) = cl
+        .call_until(B, "GET", &session, None, |s| s != 0 && s != 503)
+        .await;
+    assert_eq!(status, 200, "b serves the session again: {v}");
+
+    // A new task completes; its events follow the ones read before the outage.
+    let mut again = cl.stream(A, &id, Some(&last)).await;
+    cl.post_task(A, &id, "after the outage").await;
+    let task2 = cl.drive(&mut again, &id, A).await;
+    let said = texts(&task2);
+    assert!(
+        said.iter().any(|t| t.contains("from a")),
+        "the new task ran on a: {said:?}"
+    );
+    cl.wait_holder(&id, "a").await;
+    let union: Vec<Ev> = before.iter().chain(&again.seen).cloned().collect();
+    let published = assert_contiguous(&union);
+    let replay = cl.replay_all(C, &id, union[0].epoch()).await;
+    assert_same_events(&published, &replay);
+    assert_eq!(replay.last().map(Ev::seq), published.last().map(Ev::seq));
+
+    // Nothing refused was stored: not the tasks (in the events, the messages or the trace),
+    // not the session.
+    assert!(
+        !replay.iter().any(|e| e.data.contains(lost)),
+        "a refused task is in the session's events"
+    );
+    let (status, messages) = cl
+        .call(B, "GET", &format!("/api/sessions/{id}/messages"), None)
+        .await;
+    assert_eq!(status, 200, "{messages}");
+    assert!(
+        !messages.to_string().contains(lost),
+        "a refused task is in the messages: {messages}"
+    );
+    assert!(messages.to_string().contains("after the outage"));
+    for node in [A, B, C] {
+        assert_eq!(
+            cl.list(node).await,
+            vec![id.clone()],
+            "the sessions on {node}"
+        );
+    }
+    cl.trace_check(A, &id);
+    let trace = cl.trace_text(A, &id);
+    assert!(!trace.contains(lost), "a refused task is in the trace");
+    assert!(trace.contains("after the outage"));
+    assert!(cl
+        .trace_writers(&id)
+        .await
+        .iter()
+        .all(|w| !w.payload.contains(lost)));
+}
+
+/// g. A page open on node b (`GET /api/events`, the user channel) hears of a session created
+/// on node a (`session_created`), and of a task on it, sent through node c and run on a
+/// (`session_title`, then `session_state` running, then idle); so does one open on c.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_node_hears_of_every_session() {
+    if !cluster_nodes::available("every_node_hears_of_every_session") {
+        return;
+    }
+    let cl = TestCluster::start().await;
+    let wait = Duration::from_secs(30);
+    let mut pages = Vec::new();
+    for node in [B, C] {
+        let mut page = cl.user_events(node).await;
+        let hello = page.next_within(wait).await.expect("hello");
+        assert_eq!(hello.kind(), "hello", "{hello:?}");
+        pages.push(page);
+    }
+    let id = cl.create_session(A).await;
+    let about = |e: &Ev, kind: &str| {
+        e.is_server() && e.kind() == kind && e.json()["sessionId"] == id.as_str()
+    };
+    for page in &mut pages {
+        let seen = page
+            .until_within(wait, |e| about(e, "session_created"))
+            .await;
+        let created = seen.last().unwrap().json();
+        assert_eq!(created["source"], "api", "{created}");
+    }
+
+    let input = "greet the whole cluster";
+    cl.post_task(C, &id, input).await;
+    for page in &mut pages {
+        let node = page.node.clone();
+        let running = page
+            .until_within(wait, |e| {
+                about(e, "session_state") && e.json()["state"] == "running"
+            })
+            .await;
+        let idle = page
+            .until_within(wait, |e| {
+                about(e, "session_state") && e.json()["state"] == "idle"
+            })
+            .await;
+        let titled = running
+            .iter()
+            .chain(&idle)
+            .find(|e| about(e, "session_title"))
+            .unwrap_or_else(|| panic!("no session_title on {node}: {:?}", kinds(&idle)));
+        assert_eq!(titled.json()["title"], input, "on {node}: {titled:?}");
+        let state = idle.last().unwrap().json();
+        assert_eq!(state["hasTrace"], true, "on {node}: {state}");
+    }
+    // The task did run, on a, and is over.
+    let state = cl.state(B, &id).await;
+    assert_eq!(state[0]["state"], "idle", "{state:?}");
+    let (status, messages) = cl
+        .call(C, "GET", &format!("/api/sessions/{id}/messages"), None)
+        .await;
+    assert_eq!(status, 200, "{messages}");
+    assert!(
+        messages.to_string().contains(&ready_text("a")),
+        "{messages}"
+    );
+}
+
+/// h. The owner is stopped gracefully (SIGINT) after a task completed: it releases its
+/// sessions' leases as it stops, so another node answers for the session and runs a new task
+/// at once, not a lease later (a 20 s lease; the takeover must take under 10 s). The stream a
+/// client reads on a third node goes on with contiguous ids, and the new owner's trace (a's
+/// records and its own) passes `trace check`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_stopped_gracefully_hands_its_sessions_over_at_once() {
+    if !cluster_nodes::available("a_node_stopped_gracefully_hands_its_sessions_over_at_once") {
+        return;
+    }
+    let mut cl = TestCluster::start_with(Options {
+        lease_secs: 20,
+        ..Options::default()
+    })
+    .await;
+    let id = cl.create_session(A).await;
+    let mut on_c = cl.stream(C, &id, None).await;
+    assert!(on_c.next().await.is_state("idle"));
+    let task1 = first_task(&cl, &mut on_c, &id, A).await;
+    assert!(texts(&task1).contains(&ready_text("a")));
+    assert_eq!(cl.lease_holder(&id).await.as_deref(), Some("a"));
+
+    let stopped_at = std::time::Instant::now();
+    let status = cl.stop_node(A, Duration::from_secs(15)).await;
+    eprintln!("a exited {status} {:?} after SIGINT", stopped_at.elapsed());
+    assert!(status.success(), "a stopped gracefully: {status}");
+    assert_eq!(
+        cl.lease_holder(&id).await,
+        None,
+        "a released the session's lease as it stopped"
+    );
+    let (status, v) = cl
+        .call(B, "GET", &format!("/api/sessions/{id}"), None)
+        .await;
+    assert_eq!(status, 200, "b answers for the session: {v}");
+    cl.post_task(B, &id, "go on").await;
+    let took = stopped_at.elapsed();
+    assert!(
+        took < Duration::from_secs(10),
+        "b took the session over {took:?} after a's SIGINT (the lease is {:?})",
+        cl.lease()
+    );
+    eprintln!("b took the session over {took:?} after a's SIGINT");
+    assert_eq!(cl.lease_holder(&id).await.as_deref(), Some("b"));
+
+    let task2 = cl.drive(&mut on_c, &id, B).await;
+    let said = texts(&task2);
+    assert!(
+        said.iter().any(|t| t.contains("from b")),
+        "the new task ran on b: {said:?}"
+    );
+    let published = assert_contiguous(&on_c.seen);
+    let replay = cl.replay_all(B, &id, on_c.seen[0].epoch()).await;
+    assert_same_events(&published, &replay);
+    assert_eq!(replay.last().map(Ev::seq), published.last().map(Ev::seq));
+
+    cl.trace_check(B, &id);
+    let trace = cl.trace_text(B, &id);
+    assert!(trace.contains(&ready_text("a")), "a's records in b's trace");
+    assert!(trace.contains("from b"), "b's records in its trace");
+    let writers = cl.trace_writers(&id).await;
+    let first_b = writers
+        .iter()
+        .position(|w| w.node == "b")
+        .expect("b wrote records");
+    assert!(
+        writers[first_b..].iter().all(|w| w.node == "b"),
+        "{:?}",
+        writers.iter().map(|w| &w.node).collect::<Vec<_>>()
+    );
+}

@@ -435,6 +435,53 @@ impl TestCluster {
         self.nats.kill(i);
     }
 
+    /// SIGKILLs every nats-server: the nodes have no NATS at all.
+    pub fn kill_all_nats(&mut self) {
+        for i in 0..self.nats.nodes.len() {
+            self.nats.kill(i);
+        }
+    }
+
+    /// Starts nats-server `i` again on its ports and store dir (JetStream keeps its data).
+    pub fn restart_nats(&mut self, i: usize) {
+        self.nats.restart(i);
+    }
+
+    /// Starts every nats-server again on its ports and store dir (JetStream keeps its data)
+    /// and waits until JetStream takes an R3 stream again.
+    pub async fn restart_all_nats(&mut self) {
+        for i in 0..self.nats.nodes.len() {
+            self.nats.restart(i);
+        }
+        self.nats.wait_ready(self.nats.nodes.len().min(3)).await;
+    }
+
+    /// Stops node `i` gracefully (SIGINT, as Ctrl-C) and waits until it exited; fails the
+    /// test when it has not within `wait`. Returns how it exited.
+    pub async fn stop_node(&mut self, i: usize, wait: Duration) -> std::process::ExitStatus {
+        kill(self.nodes[i].pid(), Signal::SIGINT).expect("SIGINT");
+        let deadline = Instant::now() + wait;
+        loop {
+            let exited = self.nodes[i]
+                .child
+                .as_mut()
+                .expect("the node is running")
+                .try_wait()
+                .expect("the node's status");
+            if let Some(status) = exited {
+                self.nodes[i].child = None;
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node {} did not exit within {wait:?} of SIGINT:\n{}",
+                self.nodes[i].name,
+                self.log_tail(i)
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     // -----------------------------------------------------------------------------------------
     // HTTP
 
@@ -627,6 +674,23 @@ impl TestCluster {
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+
+    /// Opens node `i`'s user channel, `GET /api/events` (sessions created, titled, running,
+    /// idle: `event: server_event`), which starts with `hello`.
+    pub async fn user_events(&self, i: usize) -> Sse {
+        let url = self.url(i, "/api/events");
+        let res = tokio::time::timeout(WAIT, self.http.get(&url).bearer_auth(TOKEN).send())
+            .await
+            .unwrap_or_else(|_| panic!("GET {url} did not answer within {WAIT:?}"))
+            .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+        assert!(
+            res.status().is_success(),
+            "GET {url}: {}: {}",
+            res.status(),
+            res.text().await.unwrap_or_default()
+        );
+        Sse::new(res, self.nodes[i].name.clone(), None)
     }
 
     /// Every event of session `id` from its first, as node `i` replays them
@@ -1047,6 +1111,33 @@ impl Sse {
         let mut out = Vec::new();
         loop {
             let ev = self.next().await;
+            let done = pred(&ev);
+            out.push(ev);
+            if done {
+                return out;
+            }
+        }
+    }
+
+    /// Events up to and including the first one matching `pred`; fails the test when none
+    /// came within `wait` (or the stream ended).
+    pub async fn until_within(&mut self, wait: Duration, pred: impl Fn(&Ev) -> bool) -> Vec<Ev> {
+        let deadline = Instant::now() + wait;
+        let mut out = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(
+                !left.is_zero(),
+                "the awaited event did not come from node {} within {wait:?}; read meanwhile: {:#?}",
+                self.node,
+                out
+            );
+            let Some(ev) = self.next_within(left).await else {
+                panic!(
+                    "the stream from node {} ended before the awaited event; read meanwhile: {out:#?}",
+                    self.node
+                );
+            };
             let done = pred(&ev);
             out.push(ev);
             if done {
