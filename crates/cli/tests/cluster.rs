@@ -582,16 +582,9 @@ fn assert_cluster_unavailable(what: &str, status: u16, v: &serde_json::Value) {
 /// owner serves the session again, a new task completes, its event ids follow the ones before
 /// the outage, and the trace passes `trace check`.
 ///
-/// Ignored: it finds a product bug. Right after NATS is lost, the owner (a) still counts the
-/// session as its own until its lease lapses locally (up to four fifths of a lease after its
-/// last renewal: 8 s with the default 10 s lease), and runs its requests without asking
-/// whether NATS is there: `POST …/tasks` answers 202 and `GET` 200 `"state": "running"`,
-/// though not one record or event of that task can be stored. The session then stands down
-/// ("N trace record(s) … could not be written") and the acknowledged task is gone: it is in
-/// neither the messages nor the events nor the trace once NATS is back. (b and c answer 503
-/// `cluster_unavailable` at once, and the recovery part passes.)
+/// The owner included: it asks whether NATS is there before it runs anything for a
+/// session it holds (a task it acknowledged but could not store would be lost).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "product bug: without NATS the session's owner still acknowledges POST /tasks (202) and answers GET 200 until its lease lapses locally; the task is never stored"]
 async fn nats_lost_answers_503_and_the_node_recovers() {
     if !cluster_nodes::available("nats_lost_answers_503_and_the_node_recovers") {
         return;

@@ -124,6 +124,8 @@ pub(crate) struct Node {
     updates: mpsc::UnboundedSender<String>,
     sessions: OnceLock<Weak<Sessions>>,
     forwarding: std::sync::atomic::AtomicBool,
+    /// Sessions being given back (their last events on their way): taken again only after.
+    returning: Arc<Mutex<HashMap<String, tokio::sync::watch::Receiver<bool>>>>,
     /// Set when the server stops: every stream served from the cluster ends.
     stopping: tokio::sync::watch::Sender<bool>,
     me: Weak<Node>,
@@ -152,6 +154,7 @@ impl Node {
             sessions: OnceLock::new(),
             forwarding: Default::default(),
             stopping: tokio::sync::watch::Sender::new(false),
+            returning: Arc::default(),
             me: me.clone(),
             cluster,
         });
@@ -506,10 +509,11 @@ impl Placement for Node {
     }
 
     async fn place(&self, id: &str) -> Result<Place, ApiError> {
+        // Even for a session held here: without NATS nothing it does could be stored.
+        self.ready()?;
         if self.holds(id) {
             return Ok(Place::Here);
         }
-        self.ready()?;
         match self.leases.holder(id).await.map_err(api_error)? {
             Some(h) if h.node != self.name() => Ok(Place::At(h.node)),
             _ => Ok(Place::Here),
@@ -535,6 +539,12 @@ impl Placement for Node {
     async fn claim(&self, sessions: &Arc<Sessions>, id: &str) -> Result<(), ApiError> {
         if self.holds(id) {
             return Ok(());
+        }
+        // Unloaded a moment ago: its last events must be stored before it is taken again, or
+        // the two publishers would race for the same ids.
+        let returning = lock(&self.returning).get(id).cloned();
+        if let Some(mut returned) = returning {
+            let _ = returned.wait_for(|done| *done).await;
         }
         let lease = self.leases.acquire(id).await.map_err(api_error)?;
         let records = match self.traces.read_records(id).await {
@@ -621,8 +631,14 @@ impl Placement for Node {
         let Some(held) = lock(&self.held).remove(id) else {
             return;
         };
-        let id = id.to_owned();
-        tokio::spawn(async move { held.give_back(&id).await });
+        let (done, returned) = tokio::sync::watch::channel(false);
+        lock(&self.returning).insert(id.to_owned(), returned);
+        let (id, returning) = (id.to_owned(), self.returning.clone());
+        tokio::spawn(async move {
+            held.give_back(&id).await;
+            lock(&returning).remove(&id);
+            done.send_replace(true);
+        });
     }
 
     fn shutdown(&self) {
