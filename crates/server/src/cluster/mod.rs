@@ -81,9 +81,10 @@ struct Held {
     mirror: Arc<Mirror>,
     // Renews the lease; stands the session down when it is lost. Aborted with the hold.
     watch: tokio::task::JoinHandle<()>,
-    // Publishes the session's events; ends once its channel is gone and every event it was
-    // given is stored.
+    // Publishes the session's events; ends once told to (`None`), every event before it
+    // stored.
     events: tokio::task::JoinHandle<()>,
+    done: mpsc::UnboundedSender<Option<SseEvent>>,
 }
 
 impl Held {
@@ -91,6 +92,8 @@ impl Held {
     /// it was unloaded): a lease released earlier would refuse them, and clients would never
     /// see how its last task ended.
     async fn give_back(mut self, id: &str) {
+        // The session is idle and out of memory: every event it published is queued already.
+        let _ = self.done.send(None);
         let events = std::mem::replace(&mut self.events, tokio::spawn(async {}));
         let wait = penguin_cluster::RETRY_FOR + Duration::from_secs(5);
         if tokio::time::timeout(wait, events).await.is_err() {
@@ -201,8 +204,9 @@ impl Node {
             .map_err(api_error)?;
         let channel = Channel::continuing(epoch_of(id), publisher.last_seq(), self.channel.clone());
         let (tx, rx) = mpsc::unbounded_channel();
+        let done = tx.clone();
         channel.observe(Box::new(move |ev: &SseEvent| {
-            let _ = tx.send(ev.clone());
+            let _ = tx.send(Some(ev.clone()));
         }));
         sessions.cfg.hub.install(id, channel);
         let weak = Arc::downgrade(sessions);
@@ -238,6 +242,7 @@ impl Node {
                 mirror,
                 watch,
                 events,
+                done,
             },
         );
         drop(old);
@@ -374,12 +379,12 @@ async fn watch_index(index: SessionIndex, listed: Arc<Mutex<HashMap<String, Sess
 /// stream does not hold.
 async fn publish_events(
     mut publisher: EventPublisher,
-    mut rx: mpsc::UnboundedReceiver<SseEvent>,
+    mut rx: mpsc::UnboundedReceiver<Option<SseEvent>>,
     sessions: Weak<Sessions>,
     node: Weak<Node>,
     id: String,
 ) {
-    while let Some(ev) = rx.recv().await {
+    while let Some(Some(ev)) = rx.recv().await {
         let data = Bytes::copy_from_slice(ev.data.as_str().as_bytes());
         let failed = match publisher.publish_named(ev.event, data).await {
             Ok(seq) if seq == ev.id.seq => continue,
@@ -544,7 +549,14 @@ impl Placement for Node {
         // the two publishers would race for the same ids.
         let returning = lock(&self.returning).get(id).cloned();
         if let Some(mut returned) = returning {
-            let _ = returned.wait_for(|done| *done).await;
+            // Bounded: past it, the conditional publishes still keep the ids from forking
+            // (the slower publisher is refused and its session stands down).
+            let waited =
+                tokio::time::timeout(Duration::from_secs(10), returned.wait_for(|done| *done))
+                    .await;
+            if waited.is_err() {
+                tracing::warn!("[cluster] {id}'s last events are still on their way");
+            }
         }
         let lease = self.leases.acquire(id).await.map_err(api_error)?;
         let records = match self.traces.read_records(id).await {
