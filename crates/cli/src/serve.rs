@@ -154,7 +154,11 @@ fn cluster_config(
     node: Option<String>,
     has_token: bool,
 ) -> Result<Option<ClusterConfig>, String> {
-    let urls = if urls.is_empty() { entry.nats.clone() } else { urls };
+    let urls = if urls.is_empty() {
+        entry.nats.clone()
+    } else {
+        urls
+    };
     if urls.is_empty() {
         return Ok(None);
     }
@@ -162,9 +166,11 @@ fn cluster_config(
         "--cluster needs this node's name: --node NAME (or [cluster] node in config.toml)",
     )?;
     if !has_token {
-        return Err("a cluster's nodes must share one token: give it with --token or \
+        return Err(
+            "a cluster's nodes must share one token: give it with --token or \
                     PENGUIN_TOKEN on every node"
-            .to_owned());
+                .to_owned(),
+        );
     }
     #[cfg(feature = "cluster")]
     {

@@ -183,8 +183,8 @@ impl SessionIndex {
             .map_err(|e| ClusterError::unavailable("watching the session index", e))?;
         Ok(watch
             .map(|entry| {
-                let entry =
-                    entry.map_err(|e| ClusterError::unavailable("watching the session index", e))?;
+                let entry = entry
+                    .map_err(|e| ClusterError::unavailable("watching the session index", e))?;
                 if entry.operation != Operation::Put {
                     return Ok((entry.key, None));
                 }

@@ -111,7 +111,10 @@ impl Cluster {
             })?;
         // Credentials in a URL (`nats://user:password@host`, `nats://token@host`): the client
         // does not take them from the URL by itself.
-        let options = match addrs.iter().find_map(|a| Some((a.username()?, a.password()))) {
+        let options = match addrs
+            .iter()
+            .find_map(|a| Some((a.username()?, a.password())))
+        {
             Some((user, Some(password))) => {
                 async_nats::ConnectOptions::with_user_and_password(user.into(), password.into())
             }

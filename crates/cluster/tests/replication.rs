@@ -345,7 +345,10 @@ async fn credentials_in_the_url_are_used_and_never_named() {
         .unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(std::time::Instant::now() < deadline, "nats-server did not listen");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nats-server did not listen"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let config = |url: String| {
@@ -364,6 +367,9 @@ async fn credentials_in_the_url_are_used_and_never_named() {
     let err = refused.expect_err("a wrong password is refused");
     assert!(matches!(err, ClusterError::Unreachable { .. }), "{err:?}");
     let text = err.to_string();
-    assert!(text.contains(&format!("nats://***@127.0.0.1:{port}")), "{text}");
+    assert!(
+        text.contains(&format!("nats://***@127.0.0.1:{port}")),
+        "{text}"
+    );
     assert!(!text.contains("wrong-pass"), "{text}");
 }

@@ -152,7 +152,10 @@ pub(crate) async fn route(
             return ApiError::new(
                 axum::http::StatusCode::PAYLOAD_TOO_LARGE,
                 "body_too_large",
-                format!("the request body could not be read within {} bytes: {e}", app.body.max_bytes),
+                format!(
+                    "the request body could not be read within {} bytes: {e}",
+                    app.body.max_bytes
+                ),
             )
             .into_response()
         }
@@ -198,7 +201,9 @@ pub(crate) async fn subscribe(
         Place::Here => app.sessions.get(id).await?.snapshot_events(),
         Place::At(node) => match remote_snapshot(app, cluster.as_ref(), &node, id).await {
             Err(ForwardError::Unreachable(why)) => {
-                tracing::warn!("[cluster] session {id}: {why}; taking it over once its lease lapses");
+                tracing::warn!(
+                    "[cluster] session {id}: {why}; taking it over once its lease lapses"
+                );
                 cluster.await_lapse(id).await?;
                 app.sessions.get(id).await?.snapshot_events()
             }
@@ -223,9 +228,9 @@ async fn remote_snapshot(
     let bearer = format!("Bearer {}", app.token);
     req.headers_mut().insert(
         axum::http::header::AUTHORIZATION,
-        bearer
-            .parse()
-            .map_err(|_| ForwardError::Failed(ApiError::internal("the token is no header value")))?,
+        bearer.parse().map_err(|_| {
+            ForwardError::Failed(ApiError::internal("the token is no header value"))
+        })?,
     );
     req.headers_mut().insert(
         axum::http::header::HOST,
@@ -239,9 +244,17 @@ async fn remote_snapshot(
     if !status.is_success() {
         let message = serde_json::from_slice::<serde_json::Value>(&body)
             .ok()
-            .and_then(|v| v.pointer("/error/message").and_then(|m| m.as_str()).map(str::to_owned))
+            .and_then(|v| {
+                v.pointer("/error/message")
+                    .and_then(|m| m.as_str())
+                    .map(str::to_owned)
+            })
             .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned());
-        return Err(ForwardError::Failed(ApiError::new(status, "owner_refused", message)));
+        return Err(ForwardError::Failed(ApiError::new(
+            status,
+            "owner_refused",
+            message,
+        )));
     }
     serde_json::from_slice(&body).map_err(|e| {
         ForwardError::Failed(ApiError::internal(format!(

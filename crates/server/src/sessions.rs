@@ -319,8 +319,8 @@ impl Sessions {
             }
             (session, plan_in(&newest))
         })
-            .await
-            .map_err(|e| ApiError::internal(format!("loading session {id} failed: {e}")))?;
+        .await
+        .map_err(|e| ApiError::internal(format!("loading session {id} failed: {e}")))?;
         let (loaded, plan) = loaded;
         let session = loaded.map_err(|e| match e {
             FactoryError::WorkspaceMissing(w) => ApiError::conflict(

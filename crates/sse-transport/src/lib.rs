@@ -10,7 +10,7 @@ mod response;
 mod sse;
 
 pub use channel::{
-    Channel, ChannelConfig, Observer, LiveSnapshot, ReplayOutcome, SubscriberId, Subscription,
+    Channel, ChannelConfig, LiveSnapshot, Observer, ReplayOutcome, SubscriberId, Subscription,
 };
 pub use client::{ClientReducer, ClientState, History, LiveTail, PendingApproval, DEDUP_WINDOW};
 pub use event::{

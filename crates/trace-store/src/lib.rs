@@ -36,6 +36,4 @@ pub use resume::{
     placeholder, resume_session, resume_trace, DanglingCompaction, Resumed, ResumedSession,
     Resumer, PLACEHOLDER_OUTPUT,
 };
-pub use writer::{
-    Durability, FlushHandle, TraceMirror, UnknownDurability, Writer, WriterConfig,
-};
+pub use writer::{Durability, FlushHandle, TraceMirror, UnknownDurability, Writer, WriterConfig};

@@ -99,7 +99,10 @@ pub(super) async fn send(
                 "node {node} is not connected to the cluster"
             )))
         }
-        Ok(Some(m)) if m.headers.as_ref().is_some_and(|h| h.get(ACCEPTED).is_some()) => {}
+        Ok(Some(m))
+            if m.headers
+                .as_ref()
+                .is_some_and(|h| h.get(ACCEPTED).is_some()) => {}
         Ok(Some(_)) => return Err(unavailable("forwarding", "an answer without acceptance")),
         Ok(None) => return Err(unavailable("forwarding", "the reply subscription ended")),
         Err(_) => {
@@ -124,7 +127,10 @@ pub(super) async fn send(
             }
         };
         let h = m.headers.unwrap_or_default();
-        let part = h.get(PART).map(|v| v.as_str().to_owned()).unwrap_or_default();
+        let part = h
+            .get(PART)
+            .map(|v| v.as_str().to_owned())
+            .unwrap_or_default();
         let Some((i, n)) = part
             .split_once('/')
             .and_then(|(i, n)| Some((i.parse::<usize>().ok()?, n.parse::<usize>().ok()?)))
@@ -132,7 +138,10 @@ pub(super) async fn send(
             return Err(unavailable("forwarding", format!("a reply part {part:?}")));
         };
         if i != got {
-            return Err(unavailable("forwarding", format!("part {i} where {got} was due")));
+            return Err(unavailable(
+                "forwarding",
+                format!("part {i} where {got} was due"),
+            ));
         }
         if i == 0 {
             total = n.max(1);
@@ -219,7 +228,9 @@ async fn answer(client: async_nats::Client, router: axum::Router, m: async_nats:
         ),
     };
     // Room for the headers within NATS's payload limit.
-    let room = (client.server_info().max_payload).saturating_sub(16 * 1024).max(4096);
+    let room = (client.server_info().max_payload)
+        .saturating_sub(16 * 1024)
+        .max(4096);
     let chunks: Vec<Bytes> = if body.is_empty() {
         vec![Bytes::new()]
     } else {
@@ -266,7 +277,10 @@ fn request_of(m: &async_nats::Message) -> Result<Request, ApiError> {
         .get(URI)
         .and_then(|v| v.as_str().parse().ok())
         .ok_or_else(|| bad("no URI"))?;
-    let from = h.get(FROM).map(|v| v.as_str().to_owned()).unwrap_or_default();
+    let from = h
+        .get(FROM)
+        .map(|v| v.as_str().to_owned())
+        .unwrap_or_default();
     let mut req = Request::new(Body::from(m.payload.clone()));
     *req.method_mut() = method;
     *req.uri_mut() = uri;

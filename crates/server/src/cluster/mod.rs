@@ -24,8 +24,8 @@ use axum::response::Response;
 use bytes::Bytes;
 use futures::StreamExt;
 use penguin_cluster::{
-    Cluster, ClusterError, EventLog, EventPublisher, Lease, Leases, ReplicatedTrace,
-    SessionIndex, SessionRecord, TraceLog, TraceRecord,
+    Cluster, ClusterError, EventLog, EventPublisher, Lease, Leases, ReplicatedTrace, SessionIndex,
+    SessionRecord, TraceLog, TraceRecord,
 };
 use penguin_sse_transport::{
     Channel, ChannelConfig, Epoch, EventData, ServerEvent, SseEvent, Subscription,
@@ -308,7 +308,10 @@ fn relay_user_events(client: async_nats::Client, node: &str, sessions: &Arc<Sess
             }
         };
         while let Some(m) = incoming.next().await {
-            let from = m.headers.as_ref().and_then(|h| h.get(penguin_cluster::NODE_HEADER));
+            let from = m
+                .headers
+                .as_ref()
+                .and_then(|h| h.get(penguin_cluster::NODE_HEADER));
             if from.is_none_or(|f| f.as_str() == me) {
                 continue;
             }
@@ -588,17 +591,17 @@ impl Placement for Node {
     }
 
     fn attach(&self, session: &dyn HostedSession) {
-        let Some(mirror) = lock(&self.held)
-            .get(session.id())
-            .map(|h| h.mirror.clone())
-        else {
+        let Some(mirror) = lock(&self.held).get(session.id()).map(|h| h.mirror.clone()) else {
             return;
         };
         let writer = session.writer();
         // Loading may have written already (a dangling compaction is closed at once): those
         // records are the file's last ones, and go to the cluster first.
         if let Err(e) = writer.flush() {
-            tracing::warn!("[cluster] flushing {} before replicating: {e}", session.id());
+            tracing::warn!(
+                "[cluster] flushing {} before replicating: {e}",
+                session.id()
+            );
         }
         let written = writer.written() as usize;
         if written > 0 {
@@ -715,7 +718,12 @@ impl Placement for Node {
                 rows.push(e.info());
                 continue;
             }
-            match r.meta.get("info").cloned().map(serde_json::from_value::<SessionInfo>) {
+            match r
+                .meta
+                .get("info")
+                .cloned()
+                .map(serde_json::from_value::<SessionInfo>)
+            {
                 Some(Ok(info)) => rows.push(info),
                 _ => tracing::warn!("[cluster] session {} has no readable info", r.session),
             }
@@ -745,8 +753,16 @@ impl Placement for Node {
         snapshot: Vec<ServerEvent>,
     ) -> Result<Subscription, ApiError> {
         let stopping = self.stopping.subscribe();
-        stream::subscribe(&self.events, &self.channel, id, last_event_id, upto, snapshot, stopping)
-            .await
+        stream::subscribe(
+            &self.events,
+            &self.channel,
+            id,
+            last_event_id,
+            upto,
+            snapshot,
+            stopping,
+        )
+        .await
     }
 
     fn serve_forwarded(&self, router: axum::Router) {

@@ -73,7 +73,11 @@ pub(super) async fn subscribe(
             }
             if resync {
                 let feed = events.follow(id, Some(upto)).await.map_err(api_error)?;
-                (Channel::mirror(epoch, upto, config.clone()), feed, Some(None))
+                (
+                    Channel::mirror(epoch, upto, config.clone()),
+                    feed,
+                    Some(None),
+                )
             } else {
                 (channel, feed, Some(Some(seq)))
             }
@@ -81,7 +85,11 @@ pub(super) async fn subscribe(
         // An id of another session, epoch or future: resync.
         Some(None) => {
             let feed = events.follow(id, Some(upto)).await.map_err(api_error)?;
-            (Channel::mirror(epoch, upto, config.clone()), feed, Some(None))
+            (
+                Channel::mirror(epoch, upto, config.clone()),
+                feed,
+                Some(None),
+            )
         }
     };
     let replay = replay_from.map(|seq| match seq {

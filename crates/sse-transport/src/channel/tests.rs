@@ -228,7 +228,11 @@ fn a_continuing_channel_numbers_after_its_predecessor_and_shows_broadcasts_to_it
     assert_eq!(ch.replay_after("0000abcd-41").map(|v| v.len()), Some(0));
     assert_eq!(ch.publish(text("a"), None).seq, 42);
     let sub = ch.connect(Some("0000abcd-42"), || vec![ServerEvent::Hello]);
-    assert_eq!(ch.publish(text("b"), None).seq, 44, "the unicast hello took 43");
+    assert_eq!(
+        ch.publish(text("b"), None).seq,
+        44,
+        "the unicast hello took 43"
+    );
     drop(sub);
     assert_eq!(*seen.lock().unwrap(), [42, 44], "broadcasts only, in order");
 }
@@ -241,8 +245,14 @@ fn a_mirror_keeps_its_sources_ids_and_gives_unicast_events_the_id_before_them() 
     assert_eq!(ch.publish(text("12"), None).seq, 12);
     let mut sub = ch.connect(Some("00000007-10"), || vec![ServerEvent::Hello]);
     assert_eq!(ch.publish(text("13"), None).seq, 13, "the hello took no id");
-    let ids: Vec<u64> = std::iter::from_fn(|| sub.try_next()).map(|e| e.id.seq).collect();
-    assert_eq!(ids, [11, 12, 12, 13], "replay, hello under the id before it, live");
+    let ids: Vec<u64> = std::iter::from_fn(|| sub.try_next())
+        .map(|e| e.id.seq)
+        .collect();
+    assert_eq!(
+        ids,
+        [11, 12, 12, 13],
+        "replay, hello under the id before it, live"
+    );
     let mut missed = ch.connect(Some("00000007-3"), Vec::new);
     let resync = missed.try_next().unwrap();
     assert_eq!((resync.id.seq, resync.event), (13, Some(SERVER_EVENT)));

@@ -118,7 +118,10 @@ fn a_mirror_gets_every_record_with_its_file_and_commits_where_the_file_syncs() {
     w.set_mirror(kept.clone());
     w.record_message(build::user_text("hi"));
     w.record_message(build::request_begin());
-    w.record_message(build::request_end(StopReason::Completed, Default::default()));
+    w.record_message(build::request_end(
+        StopReason::Completed,
+        Default::default(),
+    ));
     w.flush().unwrap();
     w.rotate();
     w.record_message(build::user_text("again"));
@@ -128,7 +131,11 @@ fn a_mirror_gets_every_record_with_its_file_and_commits_where_the_file_syncs() {
     let files: Vec<u32> = lines.iter().map(|(f, _)| *f).collect();
     assert_eq!(files, [1, 1, 1, 2]);
     let on_disk = std::fs::read_to_string(w.current_path()).unwrap();
-    assert_eq!(on_disk, format!("{}\n", lines[3].1), "the very bytes the file got");
+    assert_eq!(
+        on_disk,
+        format!("{}\n", lines[3].1),
+        "the very bytes the file got"
+    );
     assert!(kept.commits.load(Ordering::SeqCst) >= 2);
 
     // A mirror that cannot store makes the flush fail: nothing is acknowledged it lacks.
