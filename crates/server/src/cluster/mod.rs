@@ -10,11 +10,14 @@
 //! once nobody holds its lease (its trace files rebuilt from the replicated records).
 
 mod forward;
+mod index;
 mod stream;
+mod traces;
+
+use index::{relay_user_events, watch_index, write_index};
+use traces::{local_records, materialize, Mirror};
 
 use std::collections::HashMap;
-use std::io;
-use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
@@ -22,15 +25,12 @@ use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::Response;
 use bytes::Bytes;
-use futures::StreamExt;
 use penguin_cluster::{
-    Cluster, ClusterError, EventLog, EventPublisher, Lease, Leases, ReplicatedTrace, SessionIndex,
-    SessionRecord, TraceLog, TraceRecord,
+    Cluster, ClusterError, EventLog, EventPublisher, Lease, Leases, SessionIndex, SessionRecord,
+    TraceLog,
 };
-use penguin_sse_transport::{
-    Channel, ChannelConfig, Epoch, EventData, ServerEvent, SseEvent, Subscription,
-};
-use penguin_trace_store::{TraceLocation, TraceMirror};
+use penguin_sse_transport::{Channel, ChannelConfig, Epoch, ServerEvent, SseEvent, Subscription};
+use penguin_trace_store::TraceLocation;
 use tokio::sync::mpsc;
 
 use crate::api::{SessionInfo, SessionList};
@@ -83,21 +83,21 @@ struct Held {
     watch: tokio::task::JoinHandle<()>,
     // Publishes the session's events; ends once told to (`None`), every event before it
     // stored.
-    events: tokio::task::JoinHandle<()>,
+    events: Option<tokio::task::JoinHandle<()>>,
     done: mpsc::UnboundedSender<Option<SseEvent>>,
 }
 
 impl Held {
-    /// Gives the session back once its last events are stored (its channel was reclaimed as
-    /// it was unloaded): a lease released earlier would refuse them, and clients would never
-    /// see how its last task ended.
+    /// Gives the session back once its last events are stored: a lease released earlier
+    /// would refuse them, and clients would never see how its last task ended.
     async fn give_back(mut self, id: &str) {
         // The session is idle and out of memory: every event it published is queued already.
         let _ = self.done.send(None);
-        let events = std::mem::replace(&mut self.events, tokio::spawn(async {}));
         let wait = penguin_cluster::RETRY_FOR + Duration::from_secs(5);
-        if tokio::time::timeout(wait, events).await.is_err() {
-            tracing::warn!("[cluster] {id}'s last events were not stored in time");
+        if let Some(events) = self.events.take() {
+            if tokio::time::timeout(wait, events).await.is_err() {
+                tracing::warn!("[cluster] {id}'s last events were not stored in time");
+            }
         }
         if let Err(e) = self.lease.release().await {
             tracing::warn!("[cluster] releasing {id}'s lease: {e}");
@@ -241,7 +241,7 @@ impl Node {
                 lease,
                 mirror,
                 watch,
-                events,
+                events: Some(events),
                 done,
             },
         );
@@ -268,114 +268,6 @@ impl Node {
     }
 }
 
-const USER_SUBJECT: &str = "penguin.user";
-
-thread_local! {
-    // Set while an event another node sent is published here, so it is not sent back out.
-    static RELAYING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// The user channel's events (`session_created`, `session_state`, `session_title`, …) of
-/// every node reach every node's `/api/events`, so a page open on one node sees sessions
-/// another node runs. Plain NATS publish/subscribe: the user channel has no cluster-wide ids
-/// (each node numbers its own), and a client that misses some lists again.
-fn relay_user_events(client: async_nats::Client, node: &str, sessions: &Arc<Sessions>) {
-    let channel = sessions.channel(crate::sessions::USER_CHANNEL);
-    let (tx, mut out) = mpsc::unbounded_channel::<SseEvent>();
-    channel.observe(Box::new(move |ev: &SseEvent| {
-        if !RELAYING.get() {
-            let _ = tx.send(ev.clone());
-        }
-    }));
-    let (sender, me) = (client.clone(), node.to_owned());
-    tokio::spawn(async move {
-        while let Some(ev) = out.recv().await {
-            let mut h = async_nats::HeaderMap::new();
-            h.insert(penguin_cluster::NODE_HEADER, me.as_str());
-            let data = Bytes::copy_from_slice(ev.data.as_str().as_bytes());
-            if let Err(e) = sender.publish_with_headers(USER_SUBJECT, h, data).await {
-                tracing::debug!("[cluster] user event not relayed: {e}");
-            }
-        }
-    });
-    let (sessions, me) = (Arc::downgrade(sessions), node.to_owned());
-    tokio::spawn(async move {
-        let mut incoming = match client.subscribe(USER_SUBJECT).await {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!("[cluster] other nodes' session events will not reach here: {e}");
-                return;
-            }
-        };
-        while let Some(m) = incoming.next().await {
-            let from = m
-                .headers
-                .as_ref()
-                .and_then(|h| h.get(penguin_cluster::NODE_HEADER));
-            if from.is_none_or(|f| f.as_str() == me) {
-                continue;
-            }
-            let Some(sessions) = sessions.upgrade() else {
-                return;
-            };
-            let data = EventData::Text(Arc::from(String::from_utf8_lossy(&m.payload).as_ref()));
-            let channel = sessions.channel(crate::sessions::USER_CHANNEL);
-            RELAYING.set(true);
-            channel.publish(data, Some(penguin_sse_transport::SERVER_EVENT));
-            RELAYING.set(false);
-        }
-    });
-}
-
-/// Writes the index entries of the sessions named, each as the session is when written (a
-/// burst of changes to one session is one write).
-async fn write_index(node: Weak<Node>, mut rx: mpsc::UnboundedReceiver<String>) {
-    let mut batch = Vec::new();
-    while rx.recv_many(&mut batch, 256).await > 0 {
-        let Some(node) = node.upgrade() else { return };
-        let Some(sessions) = node.sessions.get().and_then(Weak::upgrade) else {
-            continue;
-        };
-        batch.sort_unstable();
-        batch.dedup();
-        for id in batch.drain(..) {
-            let Some(entry) = sessions.loaded_entry_quiet(&id) else {
-                continue;
-            };
-            let meta = index_meta(&sessions, &entry);
-            if let Err(e) = node.index.put(&id, Some(node.name()), meta).await {
-                tracing::warn!("[cluster] indexing session {id}: {e}");
-            }
-        }
-    }
-}
-
-/// Keeps `listed` equal to the cluster's session index, following it again after a failure.
-async fn watch_index(index: SessionIndex, listed: Arc<Mutex<HashMap<String, SessionRecord>>>) {
-    loop {
-        match index.watch().await {
-            Ok(mut changes) => {
-                while let Some(change) = changes.next().await {
-                    match change {
-                        Ok((id, Some(record))) => {
-                            lock(&listed).insert(id, record);
-                        }
-                        Ok((id, None)) => {
-                            lock(&listed).remove(&id);
-                        }
-                        Err(e) => {
-                            tracing::warn!("[cluster] session index: {e}");
-                            break;
-                        }
-                    }
-                }
-            }
-            Err(e) => tracing::warn!("[cluster] watching the session index: {e}"),
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-}
-
 /// Copies a session's broadcast events to the replicated stream, in order, each under the id
 /// the session's channel gave it. An event that cannot be stored (the lease is lost, or NATS
 /// stayed away past the retry window) stands the session down: no client may see an id the
@@ -399,109 +291,6 @@ async fn publish_events(
         }
         return;
     }
-}
-
-/// A session's trace records on their way to the replicated trace (a [`TraceMirror`]).
-struct Mirror {
-    sink: Arc<ReplicatedTrace>,
-    lease: Lease,
-    rt: tokio::runtime::Handle,
-}
-
-impl TraceMirror for Mirror {
-    fn append(&self, file: u32, line: &[u8]) -> bool {
-        // Past its lease (paused, cut off) a node writes nothing, not even its own file.
-        if self.lease.check().is_err() {
-            return false;
-        }
-        self.sink.record_in(file, Bytes::copy_from_slice(line));
-        true
-    }
-
-    fn commit(&self) -> io::Result<()> {
-        // The writer thread waits; the publishing runs on the runtime. A plain channel, not
-        // `block_on`: the thread that joins this writer may be one of the runtime's own.
-        let (tx, rx) = std::sync::mpsc::channel();
-        let sink = self.sink.clone();
-        self.rt.spawn(async move {
-            let _ = tx.send(sink.flush().await);
-        });
-        match rx.recv_timeout(penguin_cluster::RETRY_FOR + Duration::from_secs(5)) {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(io::Error::other(e)),
-            Err(_) => Err(io::Error::other(
-                "the cluster did not acknowledge the trace records in time",
-            )),
-        }
-    }
-}
-
-/// Writes `records` as `id`'s trace files under `location`, replacing any this node kept
-/// from an earlier time it owned the session (the cluster's records are the session).
-fn materialize(location: &TraceLocation, id: &str, records: &[TraceRecord]) -> io::Result<()> {
-    use std::io::Write;
-    let traces = location.traces_dir();
-    remove_local(&traces, id)?;
-    let date = penguin_trace_store::local_date_dir();
-    let mut open: Option<(u32, std::fs::File)> = None;
-    for r in records {
-        if open.as_ref().map(|(f, _)| *f) != Some(r.file) {
-            if let Some((_, f)) = open.take() {
-                f.sync_all()?;
-            }
-            let path = penguin_trace_store::trace_file_path(&traces, &date, id, r.file);
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            open = Some((r.file, std::fs::File::create(&path)?));
-        }
-        let (_, f) = open.as_mut().expect("opened above");
-        f.write_all(&r.line)?;
-        f.write_all(b"\n")?;
-    }
-    if let Some((_, f)) = open {
-        f.sync_all()?;
-    }
-    Ok(())
-}
-
-/// The trace files of `id` this node has, by index.
-fn local_files(traces: &Path, id: &str) -> io::Result<Vec<penguin_trace_store::LocatedTrace>> {
-    if !traces.exists() {
-        return Ok(Vec::new());
-    }
-    penguin_trace_store::session_trace_files(traces, id).map_err(io::Error::other)
-}
-
-/// Removes every trace file of `id` this node has.
-fn remove_local(traces: &Path, id: &str) -> io::Result<()> {
-    for file in local_files(traces, id)? {
-        std::fs::remove_file(&file.path)?;
-    }
-    Ok(())
-}
-
-/// The records of `id`'s trace files, oldest file first, with the file each is in.
-fn local_records(traces: &Path, id: &str) -> io::Result<Vec<(u32, Bytes)>> {
-    let mut out = Vec::new();
-    for located in local_files(traces, id)? {
-        let text = std::fs::read(&located.path)?;
-        out.extend(
-            text.split(|b| *b == b'\n')
-                .filter(|l| !l.is_empty())
-                .map(|l| (located.index, Bytes::copy_from_slice(l))),
-        );
-    }
-    Ok(out)
-}
-
-/// What the index keeps of a session: its info as its owner last saw it, and its settings
-/// (so a node taking it over keeps its title, mode, sandbox and MCP servers).
-fn index_meta(sessions: &Sessions, entry: &Entry) -> serde_json::Value {
-    serde_json::json!({
-        "info": entry.info(),
-        "settings": sessions.settings.load(&entry.id),
-    })
 }
 
 #[async_trait::async_trait]
