@@ -17,6 +17,7 @@ mod listener;
 mod placement;
 mod requests;
 mod routes;
+mod routing;
 mod sessions;
 mod settings;
 mod socket;
@@ -215,15 +216,16 @@ impl AppState {
         let token: String = token.into();
         let location = TraceLocation::new(&opts.data_root, &opts.project, &opts.agent);
         #[cfg(feature = "cluster")]
-        let cluster: Option<Arc<dyn placement::Placement>> = opts.cluster.clone().map(|c| {
-            let node: Arc<dyn placement::Placement> = cluster::Node::start(
+        let node = opts.cluster.clone().map(|c| {
+            cluster::Node::start(
                 c,
                 opts.channel.clone(),
                 location.clone(),
                 format!("{}:{}", opts.host, opts.port),
-            );
-            node
+            )
         });
+        #[cfg(feature = "cluster")]
+        let cluster = node.clone().map(|n| -> Arc<dyn placement::Placement> { n });
         #[cfg(not(feature = "cluster"))]
         let cluster = None;
         let sessions = Arc::new(Sessions::new(RuntimeConfig {
@@ -235,8 +237,9 @@ impl AppState {
             workspace_root: opts.workspace_root.clone(),
             cluster,
         }));
-        if let Some(c) = &sessions.cfg.cluster {
-            c.bind(&sessions);
+        #[cfg(feature = "cluster")]
+        if let Some(node) = &node {
+            node.bind(&sessions);
         }
         AppState {
             sessions,
@@ -327,7 +330,7 @@ pub fn router(state: AppState) -> Router {
         // In a cluster, a session another node owns is answered there (after the token check).
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            placement::route,
+            routing::route,
         ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -97,7 +97,6 @@ impl Cursor {
 
 /// One page of `sessions` (or all), newest first: a cluster's listing, whose rows are all
 /// known already.
-#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
 pub(crate) fn paginate(sessions: Vec<SessionInfo>, q: &ListQuery) -> SessionList {
     let rows = sessions.into_iter().map(|i| (Cursor::of(&i), i)).collect();
     page(rows, q, |_, info| info)

@@ -138,7 +138,7 @@ pub(crate) async fn create_session(
     }
     let entry = app.sessions.create(req)?;
     if let Some(c) = &app.sessions.cfg.cluster {
-        let adopted = match c.adopt(&app.sessions, &entry.id).await {
+        let adopted = match c.adopt(&entry.id).await {
             // It exists in the cluster from now on, run or not.
             Ok(()) => app.sessions.store_head(&entry).await,
             Err(e) => Err(e),
@@ -160,7 +160,7 @@ pub(crate) async fn create_session(
 pub(crate) async fn list_sessions(State(app): State<AppState>, uri: Uri) -> ApiResult {
     let query = parse_list_query(&uri)?;
     let list = match &app.sessions.cfg.cluster {
-        Some(c) => c.list(&app.sessions, query).await?,
+        Some(c) => crate::list::paginate(c.sessions(), &query),
         None => crate::list::list(&app.sessions, query).await?,
     };
     Ok(json_response(StatusCode::OK, &list))
@@ -257,7 +257,7 @@ pub(crate) async fn stream(
     let id = path_id(p)?;
     let last = last_event_id(&headers);
     let permit = stream_permit(&app)?;
-    let sub = crate::placement::subscribe(&app, &id, last.as_deref()).await?;
+    let sub = crate::routing::subscribe(&app, &id, last.as_deref()).await?;
     Ok(into_response(Held {
         stream: SseStream::new(sub, app.sse.heartbeat),
         _permit: permit,
@@ -406,7 +406,7 @@ pub(crate) async fn fork(
     };
     let forked = app.sessions.fork(&e, at).await?;
     if let Some(c) = &app.sessions.cfg.cluster {
-        c.adopt(&app.sessions, &forked).await?;
+        c.adopt(&forked).await?;
     }
     let child = app.sessions.get(&forked).await?;
     if let Some(c) = &app.sessions.cfg.cluster {

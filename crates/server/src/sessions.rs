@@ -285,7 +285,7 @@ impl Sessions {
         }
         if let Some(c) = &self.cfg.cluster {
             // Its trace files are the cluster's records, written here as this node takes it.
-            c.claim(self, id).await?;
+            c.claim(id).await?;
         }
         let loaded = self.load(id).await;
         if let (Err(_), Some(c)) = (&loaded, &self.cfg.cluster) {

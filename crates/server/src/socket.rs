@@ -40,7 +40,7 @@ pub(crate) async fn session(
     let ws = upgrade(ws)?;
     let id = path_id(p)?;
     let permit = stream_permit(&app)?;
-    let sub = crate::placement::subscribe(&app, &id, last_event_id(&uri).as_deref()).await?;
+    let sub = crate::routing::subscribe(&app, &id, last_event_id(&uri).as_deref()).await?;
     Ok(ws.on_upgrade(move |socket| pump(socket, sub, permit, app.sse.heartbeat)))
 }
 

@@ -33,11 +33,10 @@ use penguin_sse_transport::{Channel, ChannelConfig, Epoch, ServerEvent, SseEvent
 use penguin_trace_store::TraceLocation;
 use tokio::sync::mpsc;
 
-use crate::api::{SessionInfo, SessionList};
+use crate::api::SessionInfo;
 use crate::entry::Entry;
 use crate::error::ApiError;
 use crate::host::HostedSession;
-use crate::list::{paginate, ListQuery};
 use crate::placement::{ForwardError, Place, Placement};
 use crate::sessions::Sessions;
 use crate::sync::lock;
@@ -169,6 +168,22 @@ impl Node {
         node
     }
 
+    /// Lets the node reach the server's sessions (to take, stand down and list them), and
+    /// starts relaying the user channel's events.
+    pub(crate) fn bind(&self, sessions: &Arc<Sessions>) {
+        if self.sessions.set(Arc::downgrade(sessions)).is_ok() {
+            relay_user_events(self.cluster.client().clone(), self.name(), sessions);
+        }
+    }
+
+    /// The server's sessions (gone only while the server itself is).
+    fn sessions(&self) -> Result<Arc<Sessions>, ApiError> {
+        self.sessions
+            .get()
+            .and_then(Weak::upgrade)
+            .ok_or_else(|| ApiError::internal("the server is shutting down"))
+    }
+
     fn name(&self) -> &str {
         self.cluster.node()
     }
@@ -295,12 +310,6 @@ async fn publish_events(
 
 #[async_trait::async_trait]
 impl Placement for Node {
-    fn bind(&self, sessions: &Arc<Sessions>) {
-        if self.sessions.set(Arc::downgrade(sessions)).is_ok() {
-            relay_user_events(self.cluster.client().clone(), self.name(), sessions);
-        }
-    }
-
     fn ready(&self) -> Result<(), ApiError> {
         self.cluster.ensure_connected().map_err(api_error)
     }
@@ -333,10 +342,11 @@ impl Placement for Node {
         }
     }
 
-    async fn claim(&self, sessions: &Arc<Sessions>, id: &str) -> Result<(), ApiError> {
+    async fn claim(&self, id: &str) -> Result<(), ApiError> {
         if self.holds(id) {
             return Ok(());
         }
+        let sessions = &self.sessions()?;
         // Unloaded a moment ago: its last events must be stored before it is taken again, or
         // the two publishers would race for the same ids.
         let returning = lock(&self.returning).get(id).cloned();
@@ -409,7 +419,8 @@ impl Placement for Node {
         writer.set_mirror(mirror);
     }
 
-    async fn adopt(&self, sessions: &Arc<Sessions>, id: &str) -> Result<(), ApiError> {
+    async fn adopt(&self, id: &str) -> Result<(), ApiError> {
+        let sessions = &self.sessions()?;
         let lease = self.leases.acquire(id).await.map_err(api_error)?;
         let (traces, owned) = (self.location.traces_dir(), id.to_owned());
         let records = tokio::task::spawn_blocking(move || local_records(&traces, &owned))
@@ -499,7 +510,10 @@ impl Placement for Node {
         }
     }
 
-    async fn list(&self, sessions: &Arc<Sessions>, q: ListQuery) -> Result<SessionList, ApiError> {
+    fn sessions(&self) -> Vec<SessionInfo> {
+        let Ok(sessions) = Node::sessions(self) else {
+            return Vec::new();
+        };
         let records: Vec<SessionRecord> = lock(&self.listed).values().cloned().collect();
         let mut rows: Vec<SessionInfo> = Vec::with_capacity(records.len());
         for r in records {
@@ -523,7 +537,7 @@ impl Placement for Node {
                 rows.push(e.info());
             }
         }
-        Ok(paginate(rows, &q))
+        rows
     }
 
     async fn forward(&self, node: &str, req: Request) -> Result<Response, ForwardError> {
