@@ -86,10 +86,6 @@ fn json_body(value: &impl serde::Serialize) -> ([(header::HeaderName, &'static s
     ([(header::CONTENT_TYPE, "application/json")], body)
 }
 
-/// Reads a JSON object body: 415 unless `Content-Type` is JSON, 413 past `limit` bytes, 400
-/// `invalid_json` on a syntax error (with its position) or a non-object.
-///
-/// An empty body is read as `{}` so bodiless POSTs (`/abort`) need no content type.
 /// How large a request body may be and how long it may take to arrive.
 #[derive(Clone, Debug)]
 pub struct BodyLimits {
@@ -99,11 +95,13 @@ pub struct BodyLimits {
     pub timeout: std::time::Duration,
 }
 
-pub async fn read_object(
+/// A request body within `limits`: 413 `payload_too_large` past the size (refused before
+/// reading when its length is declared), 408 `request_timeout` when it does not arrive in time.
+pub async fn read_bytes(
     headers: &HeaderMap,
     body: Body,
     limits: &BodyLimits,
-) -> Result<Map<String, Value>, ApiError> {
+) -> Result<Bytes, ApiError> {
     let limit = limits.max_bytes;
     let too_large = || {
         ApiError::new(
@@ -135,6 +133,19 @@ pub async fn read_object(
             )
         })?
         .map_err(|_| too_large())?;
+    Ok(bytes)
+}
+
+/// Reads a JSON object body: 415 unless `Content-Type` is JSON, 413 past `limit` bytes, 400
+/// `invalid_json` on a syntax error (with its position) or a non-object.
+///
+/// An empty body is read as `{}` so bodiless POSTs (`/abort`) need no content type.
+pub async fn read_object(
+    headers: &HeaderMap,
+    body: Body,
+    limits: &BodyLimits,
+) -> Result<Map<String, Value>, ApiError> {
+    let bytes = read_bytes(headers, body, limits).await?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(Map::new());
     }

@@ -47,19 +47,9 @@ pub(crate) async fn route(
     };
     // Kept, so the request can still be answered here if the owner turns out to be gone.
     let (parts, body) = req.into_parts();
-    let body = match axum::body::to_bytes(body, app.body.max_bytes).await {
+    let body = match crate::error::read_bytes(&parts.headers, body, &app.body).await {
         Ok(b) => b,
-        Err(e) => {
-            return ApiError::new(
-                axum::http::StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
-                format!(
-                    "the request body could not be read within {} bytes: {e}",
-                    app.body.max_bytes
-                ),
-            )
-            .into_response()
-        }
+        Err(e) => return e.into_response(),
     };
     let mut copy = Request::new(axum::body::Body::from(body.clone()));
     *copy.method_mut() = parts.method.clone();
