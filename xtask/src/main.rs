@@ -256,20 +256,30 @@ fn e2e(root: &Path) -> Result<(), String> {
     run(root, "e2e tests", test)
 }
 
-/// The web app in a real headless Chromium: installs Debian's chromium and chromedriver when
-/// missing, then runs the browser tests (ignored by a plain `cargo test`). One test at a time:
-/// each drives its own browser, and two cores are better spent on one.
+/// The web app in a real headless Chromium: installs Debian's chromium and chromedriver (and
+/// nats-server, for the cluster's page) when missing, then runs the browser tests (ignored by
+/// a plain `cargo test`). One test at a time: each drives its own browser, and two cores are
+/// better spent on one.
 fn web(root: &Path) -> Result<(), String> {
     let mut install = Command::new("bash");
     install.arg("scripts/install-browser.sh");
     run(root, "install browser", install)?;
+    let mut nats = Command::new("bash");
+    nats.arg("scripts/install-nats.sh");
+    run(root, "install nats-server", nats)?;
     let mut test = cargo();
+    // The web app against one server (web.rs) and against two nodes of a cluster over a
+    // 3-node nats-server cluster (web_cluster.rs, feature `cluster`).
     test.args([
         "test",
         "-p",
         "penguin-server",
+        "--features",
+        "cluster",
         "--test",
         "web",
+        "--test",
+        "web_cluster",
         "--",
         "--ignored",
         "--test-threads=1",

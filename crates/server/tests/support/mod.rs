@@ -9,6 +9,7 @@
 //! Each test binary uses a part of it.
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod fake;
 pub mod script;
 
