@@ -857,19 +857,35 @@ impl TestCluster {
         use async_nats::jetstream::consumer::{pull, DeliverPolicy};
         let obs = self.observer().await;
         let read = async {
-            let stream = obs
-                .jetstream()
-                .get_stream(stream)
-                .await
-                .expect("the stream");
-            let consumer = stream
-                .create_consumer(pull::OrderedConfig {
-                    filter_subject: subject.to_owned(),
-                    deliver_policy: DeliverPolicy::All,
-                    ..Default::default()
-                })
-                .await
-                .expect("an ordered consumer");
+            // Right after a nats-server died, JetStream may take a while to answer (a leader
+            // election): asked again, as the cluster layer itself does, for up to 30 s.
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            let consumer = loop {
+                let made = async {
+                    let stream = obs
+                        .jetstream()
+                        .get_stream(stream)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    stream
+                        .create_consumer(pull::OrderedConfig {
+                            filter_subject: subject.to_owned(),
+                            deliver_policy: DeliverPolicy::All,
+                            ..Default::default()
+                        })
+                        .await
+                        .map_err(|e| e.to_string())
+                }
+                .await;
+                match made {
+                    Ok(c) => break c,
+                    Err(e) if std::time::Instant::now() < deadline => {
+                        eprintln!("an ordered consumer, again: {e}");
+                        tokio::time::sleep(Duration::from_millis(250)).await;
+                    }
+                    Err(e) => panic!("an ordered consumer: {e}"),
+                }
+            };
             let mut messages = consumer.messages().await.expect("its messages");
             let mut out = Vec::new();
             // An empty subject sends nothing: a short wait for the first message says so.
