@@ -807,15 +807,21 @@ impl TestCluster {
             .expect("the observer joins the cluster")
     }
 
-    /// The node holding session `id`'s live lease, if any.
+    /// The node holding session `id`'s live lease, if any. Asked again for up to 30 s while
+    /// JetStream does not answer (a leader election after a nats-server died).
     pub async fn lease_holder(&self, id: &str) -> Option<String> {
-        self.observer()
-            .await
-            .leases()
-            .holder(id)
-            .await
-            .expect("read the lease")
-            .map(|h| h.node)
+        let leases = self.observer().await.leases();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match leases.holder(id).await {
+                Ok(holder) => return holder.map(|h| h.node),
+                Err(e) if Instant::now() < deadline => {
+                    eprintln!("reading the lease, again: {e}");
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Err(e) => panic!("read the lease: {e}"),
+            }
+        }
     }
 
     /// Waits until `node` holds session `id`'s lease.
