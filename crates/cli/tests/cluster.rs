@@ -437,8 +437,9 @@ async fn a_paused_owner_stands_down_after_a_takeover() {
 
 /// e. One of the three nats-servers is SIGKILLed in the middle of a task's answer: the task
 /// completes, every event reaches the client and every node's replay, the trace passes, and
-/// the session goes on. (A 10 s lease, longer than a JetStream election, as in production:
-/// losing one nats-server must not cost sessions their owner.)
+/// the session goes on. (A 10 s lease, longer than a JetStream election usually takes, as in
+/// production; an election that outlasts it on a loaded machine moves the session to another
+/// node, losing nothing: both are accepted, one writer at a time.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_nats_server_loses_nothing() {
     if !cluster_nodes::available("a_dead_nats_server_loses_nothing") {
@@ -480,10 +481,22 @@ async fn a_dead_nats_server_loses_nothing() {
         format!("{}Reading from a.{}", ready_text("a"), done_text("a"))
     );
 
-    // The session goes on, on the same owner.
+    // The session goes on. Usually on the same owner; on a loaded machine the election can
+    // outlast the lease, and then a takes no risk: it stands down and another node takes the
+    // session over, losing nothing.
     cl.post_task(C, &id, "again").await;
     cl.drive(&mut on_c, &id, C).await;
-    assert_eq!(cl.lease_holder(&id).await.as_deref(), Some("a"));
+    let owner = cl
+        .lease_holder(&id)
+        .await
+        .expect("someone holds the session");
+    let owner_index = ["a", "b", "c"]
+        .iter()
+        .position(|n| *n == owner)
+        .expect("a node's name");
+    if owner != "a" {
+        eprintln!("the session moved to {owner} while JetStream elected leaders");
+    }
 
     let published = assert_contiguous(&on_c.seen);
     let epoch = on_c.seen[0].epoch().to_owned();
@@ -492,18 +505,26 @@ async fn a_dead_nats_server_loses_nothing() {
         assert_same_events(&published, &replay);
         assert_eq!(replay.last().map(Ev::seq), published.last().map(Ev::seq));
     }
-    cl.trace_check(A, &id);
+    cl.trace_check(owner_index, &id);
     let records = cl.trace_writers(&id).await;
     for (k, w) in records.iter().enumerate() {
         assert_eq!(w.seq, k as u64 + 1, "trace records are 1, 2, 3, …: {w:?}");
-        assert_eq!(w.node, "a");
     }
-    // The local trace holds every replicated record.
-    let local = cl.trace_text(A, &id);
+    // One writer at a time: a's records, then (if it moved) only the new owner's.
+    let first_other = records.iter().position(|w| w.node != "a");
+    if let Some(k) = first_other {
+        assert!(
+            records[k..].iter().all(|w| w.node == owner),
+            "{:?}",
+            records.iter().map(|w| &w.node).collect::<Vec<_>>()
+        );
+    }
+    // The owner's trace holds every replicated record.
+    let local = cl.trace_text(owner_index, &id);
     for w in &records {
         assert!(
             local.contains(&w.payload),
-            "record {} not in a's trace",
+            "record {} not in {owner}'s trace",
             w.seq
         );
     }
