@@ -155,6 +155,7 @@ fn ci(root: &Path) -> Result<(), String> {
         "penguin-serve-load",
         "--allow-dirty",
     ]);
+    forget_unpacked_packages()?;
     run(root, "package", package)?;
 
     // The workspace's feature set, as the tests built it: the binary is already there.
@@ -180,6 +181,40 @@ fn ci(root: &Path) -> Result<(), String> {
         "\nci: all steps passed in {:.0}s",
         total.elapsed().as_secs_f64()
     );
+    Ok(())
+}
+
+/// `cargo package` verifies each crate against the ones before it through a registry in
+/// `target/package/tmp-registry`, unpacked into `$CARGO_HOME/registry/src/-<hash of its path>/`.
+/// Cargo never unpacks a crate again once its directory is there, so a checkout built at the
+/// same path before (a CI machine's fixed work dir) verifies against the sources of that earlier
+/// run (cargo 1.95). Our crates' unpacked copies are removed first; only local registries
+/// (`-<hash>`, never crates.io's) are touched.
+fn forget_unpacked_packages() -> Result<(), String> {
+    let cargo_home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+    let Some(src) = cargo_home.map(|h| h.join("registry/src")) else {
+        return Ok(());
+    };
+    let Ok(registries) = std::fs::read_dir(&src) else {
+        return Ok(());
+    };
+    for registry in registries.flatten() {
+        if !registry.file_name().to_string_lossy().starts_with('-') {
+            continue;
+        }
+        let Ok(crates) = std::fs::read_dir(registry.path()) else {
+            continue;
+        };
+        for unpacked in crates.flatten() {
+            if unpacked.file_name().to_string_lossy().starts_with("penguin") {
+                std::fs::remove_dir_all(unpacked.path()).map_err(|e| {
+                    format!("removing {}: {e}", unpacked.path().display())
+                })?;
+            }
+        }
+    }
     Ok(())
 }
 
