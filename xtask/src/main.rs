@@ -208,10 +208,13 @@ fn forget_unpacked_packages() -> Result<(), String> {
             continue;
         };
         for unpacked in crates.flatten() {
-            if unpacked.file_name().to_string_lossy().starts_with("penguin") {
-                std::fs::remove_dir_all(unpacked.path()).map_err(|e| {
-                    format!("removing {}: {e}", unpacked.path().display())
-                })?;
+            if unpacked
+                .file_name()
+                .to_string_lossy()
+                .starts_with("penguin")
+            {
+                std::fs::remove_dir_all(unpacked.path())
+                    .map_err(|e| format!("removing {}: {e}", unpacked.path().display()))?;
             }
         }
     }
@@ -304,13 +307,12 @@ fn web(root: &Path) -> Result<(), String> {
     run(root, "install nats-server", nats)?;
     let mut test = cargo();
     // The web app against one server (web.rs) and against two nodes of a cluster over a
-    // 3-node nats-server cluster (web_cluster.rs, feature `cluster`).
+    // 3-node nats-server cluster (web_cluster.rs, feature `cluster`). The tests step's flags,
+    // so its build serves this one too.
     test.args([
         "test",
-        "-p",
-        "penguin-server",
-        "--features",
-        "cluster",
+        "--workspace",
+        "--all-features",
         "--test",
         "web",
         "--test",
