@@ -192,16 +192,20 @@ async fn setup(cfg: &Config, report: &mut Report, nodes: usize) -> Result<Measur
         ..Measured::default()
     };
     let (mut published, mut retried, mut refused) = (0, 0, 0);
+    let mut first_refusal = None;
     for r in results {
         m.tasks.push(r.latency);
         m.events.extend(r.event_ms);
         published += r.published;
-        retried += r.retried;
-        refused += usize::from(r.retried > 0);
+        retried += r.refusals.len();
+        refused += usize::from(!r.refusals.is_empty());
+        if first_refusal.is_none() {
+            first_refusal = r.refusals.into_iter().next();
+        }
     }
-    if retried > 0 {
+    if let Some(first) = first_refusal {
         report.note(format!(
-            "cluster, {label}: {refused} of {SESSIONS} tasks had their stream refused (404 or 503) or their POST answered 503, and were tried again ({retried} retries)"
+            "cluster, {label}: {refused} of {SESSIONS} tasks had their stream refused (404 or 503) or their POST answered 503, and were tried again ({retried} retries); the first: {first}"
         ));
     }
     m.tasks.sort_unstable();
@@ -380,9 +384,9 @@ struct TaskRead {
     latency: Duration,
     event_ms: Vec<u64>,
     published: usize,
-    /// Times its stream was refused (404 or 503) and opened again, or its POST answered 503
-    /// and was sent again.
-    retried: usize,
+    /// Why its stream was refused (404 or 503) and opened again, or its POST answered 503
+    /// and was sent again, each time.
+    refusals: Vec<String>,
 }
 
 /// Every session's task: its stream from node `i + 1`, its POST through node `i + 2`. A
@@ -436,7 +440,7 @@ async fn one_task(read: &Target, api: &mut Conn, id: &str) -> Result<TaskRead, E
     let path = format!("/api/sessions/{id}/stream");
     // A stream refused with 404 or 503 is opened again (a few times): the run goes on, and
     // the report says how often it happened.
-    let mut retried = 0;
+    let mut refusals = Vec::new();
     let (_conn, mut body) = loop {
         let mut conn = Conn::open(read).await?;
         let resp = conn.request("GET", &path, None).await?;
@@ -450,16 +454,17 @@ async fn one_task(read: &Target, api: &mut Conn, id: &str) -> Result<TaskRead, E
         while let Some(chunk) = next_chunk(&mut body).await? {
             text.extend_from_slice(&chunk);
         }
-        if (status.as_u16() == 404 || status.as_u16() == 503) && retried < 10 {
-            retried += 1;
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        }
-        return Err(format!(
+        let refused = format!(
             "GET {path} on {}: {status}: {}",
             read.addr,
             String::from_utf8_lossy(&text)
-        ));
+        );
+        if (status.as_u16() == 404 || status.as_u16() == 503) && refusals.len() < 10 {
+            refusals.push(refused);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        }
+        return Err(refused);
     };
     let mut reader = SseReader::default();
     // Up to the snapshot's task_state.
@@ -469,7 +474,7 @@ async fn one_task(read: &Target, api: &mut Conn, id: &str) -> Result<TaskRead, E
         reader.feed(&chunk, |ev| subscribed |= is_task_state(ev));
     }
     let began = Instant::now();
-    retried += post_task_retrying(api, id).await?;
+    post_task_retrying(api, id, &mut refusals).await?;
     let (mut running, mut done) = (false, false);
     let mut event_ms = Vec::new();
     let mut published = 0;
@@ -514,28 +519,32 @@ async fn one_task(read: &Target, api: &mut Conn, id: &str) -> Result<TaskRead, E
         latency: began.elapsed(),
         event_ms,
         published,
-        retried,
+        refusals,
     })
 }
 
 /// `POST /api/sessions/{id}/tasks`, again (a few times) while it answers 503 (a node taking
-/// the session, or NATS electing leaders, says "try again"); returns the retries.
-async fn post_task_retrying(api: &mut Conn, id: &str) -> Result<usize, Error> {
+/// the session, or NATS electing leaders, says "try again"); each refusal is added to
+/// `refusals`.
+async fn post_task_retrying(
+    api: &mut Conn,
+    id: &str,
+    refusals: &mut Vec<String>,
+) -> Result<(), Error> {
     let path = format!("/api/sessions/{id}/tasks");
-    for retried in 0..10 {
+    for _ in 0..10 {
         let (status, body) = api.call("POST", &path, Some(TASK.into())).await?;
         if status.is_success() {
-            return Ok(retried);
+            return Ok(());
         }
+        let refused = format!("POST {path}: {status}: {}", String::from_utf8_lossy(&body));
         if status.as_u16() != 503 {
-            return Err(format!(
-                "POST {path}: {status}: {}",
-                String::from_utf8_lossy(&body)
-            ));
+            return Err(refused);
         }
+        refusals.push(refused);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    post_task(api, id).await.map(|()| 10)
+    post_task(api, id).await
 }
 
 const DAY: u64 = 86_400_000;
