@@ -76,27 +76,51 @@ pub(super) fn relay_user_events(client: async_nats::Client, node: &str, sessions
 }
 
 /// Writes the index entries of the sessions named, each as the session is when written (a
-/// burst of changes to one session is one write).
+/// burst of changes to one session is one write). An entry NATS did not take is written again
+/// a second later (as the session is then), so the listing heals after an outage instead of
+/// keeping a stale row until the session's next change.
 pub(super) async fn write_index(node: Weak<Node>, mut rx: mpsc::UnboundedReceiver<String>) {
     let mut batch = Vec::new();
-    while rx.recv_many(&mut batch, 256).await > 0 {
+    let mut failed: Vec<String> = Vec::new();
+    loop {
+        if failed.is_empty() {
+            if rx.recv_many(&mut batch, 256).await == 0 {
+                return;
+            }
+        } else {
+            match tokio::time::timeout(RETRY, rx.recv_many(&mut batch, 256)).await {
+                Ok(0) => return,
+                _ => batch.append(&mut failed),
+            }
+        }
         let Some(node) = node.upgrade() else { return };
         let Some(sessions) = node.sessions.get().and_then(Weak::upgrade) else {
             continue;
         };
         batch.sort_unstable();
         batch.dedup();
+        let mut first_error = None;
         for id in batch.drain(..) {
             let Some(entry) = sessions.loaded_entry_quiet(&id) else {
                 continue;
             };
             let meta = index_meta(&sessions, &entry);
             if let Err(e) = node.index.put(&id, Some(node.name()), meta).await {
-                tracing::warn!("[cluster] indexing session {id}: {e}");
+                first_error.get_or_insert_with(|| format!("{id}: {e}"));
+                failed.push(id);
             }
+        }
+        if let Some(e) = first_error {
+            tracing::warn!(
+                "[cluster] {} index entries not written, tried again in {RETRY:?} (first: {e})",
+                failed.len()
+            );
         }
     }
 }
+
+/// How long an index entry NATS did not take waits before it is written again.
+const RETRY: Duration = Duration::from_secs(1);
 
 /// Keeps `listed` equal to the cluster's session index, following it again after a failure.
 pub(super) async fn watch_index(
