@@ -294,7 +294,10 @@ async fn key_value(js: &jetstream::Context, config: kv::Config) -> Result<kv::St
         storage: config.storage,
         allow_rollup: true,
         deny_delete: true,
-        allow_direct: true,
+        // Reads go to the stream's leader: a direct get may be answered by a replica that has
+        // not applied the latest write yet, and a lease or a listing read right after another
+        // node's write must see it (a test saw a removed session listed again).
+        allow_direct: false,
         num_replicas: config.num_replicas,
         discard: stream::DiscardPolicy::New,
         duplicate_window: Duration::from_secs(120),
