@@ -21,8 +21,12 @@ async fn two_contenders_never_both_hold() {
         return;
     }
     let nats = NatsCluster::start(3).await;
-    let a = nats.join("a").await;
-    let b = nats.join("b").await;
+    // Long enough that a renewal (every third of it) still lands in time when the other tests
+    // of this binary load the machine: the test is about who may take a lease, not about
+    // renewing under load.
+    let ttl = Duration::from_secs(5);
+    let a = nats.join_with_lease("a", ttl).await;
+    let b = nats.join_with_lease("b", ttl).await;
     let (la, lb) = (a.leases(), b.leases());
 
     // Racing for fresh sessions: exactly one wins each.

@@ -263,11 +263,7 @@ async fn every_node_lists_every_session_and_the_live_nodes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_and_lost_nats_are_clear_errors() {
     // Nothing listens on the port: the error names the URL.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = support::free_port();
     let url = format!("nats://127.0.0.1:{port}");
     let mut config = ClusterConfig::new(vec![url.clone()], "a");
     config.request_timeout = Duration::from_secs(2);
@@ -330,17 +326,13 @@ async fn credentials_in_the_url_are_used_and_never_named() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = support::free_port();
     let mut server = std::process::Command::new("nats-server")
         .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
         .arg(dir.path())
         .args(["--user", "penguin", "--pass", "s3cret-pass"])
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("nats.log")).unwrap())
         .spawn()
         .unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -361,9 +353,13 @@ async fn credentials_in_the_url_are_used_and_never_named() {
     let joined = Cluster::connect(config(with)).await;
     let wrong = format!("nats://penguin:wrong-pass@127.0.0.1:{port}");
     let refused = Cluster::connect(config(wrong)).await;
+    let exited = server.try_wait().unwrap();
     let _ = server.kill();
     let _ = server.wait();
-    joined.expect("the URL's credentials are used");
+    if let Err(e) = joined {
+        let log = std::fs::read_to_string(dir.path().join("nats.log")).unwrap_or_default();
+        panic!("the URL's credentials are used: {e:?}; nats-server exited: {exited:?}; its log:\n{log}");
+    }
     let err = refused.expect_err("a wrong password is refused");
     assert!(matches!(err, ClusterError::Unreachable { .. }), "{err:?}");
     let text = err.to_string();

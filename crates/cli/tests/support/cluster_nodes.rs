@@ -18,7 +18,6 @@
 pub mod nats;
 
 use std::collections::{HashSet, VecDeque};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::process::{Child, Command, Stdio};
@@ -237,13 +236,6 @@ pub struct TestCluster {
     _turn: tokio::sync::OwnedMutexGuard<()>,
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
 impl TestCluster {
     /// Three nats-servers (R3) and three nodes with a 3 s lease.
     pub async fn start() -> TestCluster {
@@ -284,7 +276,7 @@ impl TestCluster {
             std::fs::write(&scenario, scenario_text(name)).unwrap();
             nodes.push(Node {
                 name: (*name).to_owned(),
-                port: free_port(),
+                port: nats::free_port(),
                 log: dir.path().join(format!("node-{name}.log")),
                 home,
                 scenario,

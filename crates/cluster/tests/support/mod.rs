@@ -29,11 +29,29 @@ pub fn nats_available(test: &str) -> bool {
     found
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+/// A loopback port nothing listens on, for a server started next. It comes from below the
+/// kernel's ephemeral range (`ip_local_port_range`), because a port from `bind(0)` is one the
+/// kernel also hands out as the source port of outgoing connections: between our probe and the
+/// server's bind, a nats-server's route or a client of a test running alongside could take it
+/// (CI saw "connection refused" that way). Ports are spread by the process id and never handed
+/// out twice by one process; the probe skips any another process holds.
+pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32768);
+    let (low, high) = (10_000, ephemeral_low.max(12_000));
+    let span = high - low;
+    let start = std::process::id().wrapping_mul(7919) % span;
+    for _ in 0..span {
+        let port = (low + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % span) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port in {low}..{high}")
 }
 
 /// One nats-server of the cluster.
@@ -162,8 +180,14 @@ impl NatsCluster {
     /// A penguin node `name` with the default lease (10 s, longer than a leader election),
     /// for tests that kill a nats-server.
     pub async fn join_durable(&self, name: &str) -> Cluster {
+        self.join_with_lease(name, ClusterConfig::new(Vec::new(), name).lease_ttl)
+            .await
+    }
+
+    /// A penguin node `name` with a lease of `ttl`.
+    pub async fn join_with_lease(&self, name: &str, ttl: Duration) -> Cluster {
         let mut config = self.config(name);
-        config.lease_ttl = ClusterConfig::new(Vec::new(), name).lease_ttl;
+        config.lease_ttl = ttl;
         Cluster::connect(config).await.expect("joins the cluster")
     }
 
