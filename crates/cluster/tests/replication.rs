@@ -336,10 +336,16 @@ async fn credentials_in_the_url_are_used_and_never_named() {
         .spawn()
         .unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+    // Ready when it answers the protocol to these credentials, not merely when its port is open.
+    let ready = || {
+        async_nats::ConnectOptions::with_user_and_password("penguin".into(), "s3cret-pass".into())
+            .connect(format!("127.0.0.1:{port}"))
+    };
+    while ready().await.is_err() {
         assert!(
             std::time::Instant::now() < deadline,
-            "nats-server did not listen"
+            "nats-server did not answer: {}",
+            std::fs::read_to_string(dir.path().join("nats.log")).unwrap_or_default()
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
