@@ -155,6 +155,12 @@ fn ci(root: &Path) -> Result<(), String> {
         "penguin-serve-load",
         "--allow-dirty",
     ]);
+    // The verification builds are thrown away: no debug info, no incremental state (a packaged
+    // crate is its own workspace, so the workspace's profile does not reach it; the
+    // environment does).
+    package
+        .env("CARGO_PROFILE_DEV_DEBUG", "0")
+        .env("CARGO_INCREMENTAL", "0");
     forget_unpacked_packages()?;
     run(root, "package", package)?;
 
