@@ -32,9 +32,9 @@ pub fn nats_available(test: &str) -> bool {
 /// A loopback port nothing listens on, for a server started next. It comes from below the
 /// kernel's ephemeral range (`ip_local_port_range`), because a port from `bind(0)` is one the
 /// kernel also hands out as the source port of outgoing connections: between our probe and the
-/// server's bind, a nats-server's route or a client of a test running alongside could take it
-/// (CI saw "connection refused" that way). Ports are spread by the process id and never handed
-/// out twice by one process; the probe skips any another process holds.
+/// server's bind, a nats-server's route or a client of a test running alongside could take it.
+/// Ports are spread by the process id and never handed out twice by one process; the probe
+/// skips any another process holds.
 pub fn free_port() -> u16 {
     use std::sync::atomic::{AtomicU32, Ordering};
     static NEXT: AtomicU32 = AtomicU32::new(0);
