@@ -189,7 +189,6 @@ async fn paused_owner_stands_down_before_writing() {
     child.until("WROTE 3", Duration::from_secs(10));
 
     kill(child.pid(), Signal::SIGSTOP).unwrap();
-    let before = b.traces().read("paused").await.unwrap().len();
     // b takes the session once the paused owner's lease lapsed, and writes.
     let start = Instant::now();
     let lease = loop {
@@ -204,6 +203,9 @@ async fn paused_owner_stands_down_before_writing() {
         }
     };
     let _renewal = lease.keep_alive();
+    // Counted once b holds the lease: a write the owner had sent before it stopped may land
+    // after the SIGSTOP, but not after the lease lapsed.
+    let before = b.traces().read("paused").await.unwrap().len();
     let sink = b.traces().sink("paused", lease.clone()).await.unwrap();
     for n in 1..=3 {
         sink.record(format!(r#"{{"writer":"b","n":{n}}}"#).into());
@@ -251,8 +253,8 @@ async fn dead_owner_is_taken_over_within_seconds() {
         }
     };
     let took = died.elapsed();
-    // The lease is 2 s: taken over within it plus a little.
-    assert!(took < Duration::from_secs(4), "took {took:?}");
+    // The lease is 2 s: taken over within it plus a few KV round trips on a loaded machine.
+    assert!(took < Duration::from_secs(8), "took {took:?}");
     // The records the dead owner had acknowledged are all there, in order, and b goes on.
     let records = b.traces().read("orphan").await.unwrap();
     assert!(records.len() >= 2);
