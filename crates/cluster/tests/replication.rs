@@ -222,7 +222,10 @@ async fn every_node_lists_every_session_and_the_live_nodes() {
     let beat = b.registry().heartbeat("b", "http://127.0.0.1:7002");
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while live(&a).await != ["a", "b"] {
-        assert!(std::time::Instant::now() < deadline, "b never announced itself");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "b never announced itself"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     a.index()
@@ -289,7 +292,10 @@ async fn unreachable_and_lost_nats_are_clear_errors() {
     let lost = loop {
         match a.ensure_connected() {
             Err(lost) => break lost,
-            Ok(()) => assert!(std::time::Instant::now() < deadline, "the loss went unnoticed"),
+            Ok(()) => assert!(
+                std::time::Instant::now() < deadline,
+                "the loss went unnoticed"
+            ),
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
