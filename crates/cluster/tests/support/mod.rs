@@ -54,6 +54,19 @@ pub fn free_port() -> u16 {
     panic!("no free loopback port in {low}..{high}")
 }
 
+/// Waits until `done` answers true, polling every 50 ms; fails naming `what` after `limit`.
+pub async fn eventually<F, Fut>(what: &str, limit: Duration, mut done: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + limit;
+    while !done().await {
+        assert!(Instant::now() < deadline, "{what} (waited {limit:?})");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// One nats-server of the cluster.
 pub struct Node {
     pub name: String,
