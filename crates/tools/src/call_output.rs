@@ -19,7 +19,8 @@ use penguin_omni_protocol::{
 use tokio::io::AsyncWriteExt;
 
 use crate::notes;
-use crate::path::{create_new_beneath, error_code};
+use crate::confined::Dir;
+use crate::path::error_code;
 
 /// Workspace-relative directory where the full output of truncated calls is archived.
 pub const ARCHIVE_DIR: &str = ".penguin/archive";
@@ -268,7 +269,7 @@ impl<'a> CallOutput<'a> {
             .collect();
         let rel = format!("{ARCHIVE_DIR}/{millis}-{seq}-{safe_id}.txt");
         let (root, at) = (root.to_path_buf(), PathBuf::from(&rel));
-        let opened = tokio::task::spawn_blocking(move || create_new_beneath(&root, &at))
+        let opened = tokio::task::spawn_blocking(move || Dir::open(&root)?.create_new(&at))
             .await
             .unwrap_or_else(|e| Err(std::io::Error::other(e)))
             .map(tokio::fs::File::from_std);

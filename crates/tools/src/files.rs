@@ -2,7 +2,6 @@
 //! a workspace file as text (with the reasons a file is not), the hints for a path that does
 //! not exist, unified diffs, and atomic writes.
 
-pub(crate) mod atomic;
 pub(crate) mod diff;
 mod edit;
 pub(crate) mod hints;
@@ -35,6 +34,9 @@ pub(crate) struct TextFile {
 
 /// An I/O error about `shown` as the model should read it.
 pub(crate) fn describe(shown: &str, e: &io::Error) -> String {
+    if let Some(why) = crate::confined::explain(e) {
+        return format!("{shown}: {why}");
+    }
     match e.kind() {
         io::ErrorKind::NotFound => format!("{shown}: no such file"),
         io::ErrorKind::PermissionDenied => format!("{shown}: permission denied"),
@@ -48,7 +50,11 @@ pub(crate) fn describe(shown: &str, e: &io::Error) -> String {
 pub(crate) fn read_text(ctx: &FsCtx, given: &str) -> Result<TextFile, String> {
     let full = ctx.workspace.resolve(given)?;
     let shown = ctx.display(&full);
-    let meta = match std::fs::metadata(&full) {
+    let (dir, rel) = ctx
+        .workspace
+        .door(&full)
+        .map_err(|e| describe(&shown, &e))?;
+    let meta = match dir.metadata(&rel) {
         Ok(meta) => meta,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             return Err(hints::missing(ctx, given, &full))
@@ -61,22 +67,33 @@ pub(crate) fn read_text(ctx: &FsCtx, given: &str) -> Result<TextFile, String> {
         ));
     }
     if !meta.is_file() {
-        return Err(format!("{shown}: not a regular file"));
+        return Err(format!("{shown}: {}", crate::confined::not_regular(&meta)));
     }
-    if meta.len() > MAX_TEXT_BYTES {
-        return Err(format!(
-            "{shown} is {}, more than the {} a file tool reads; search it with grep_files or page it with exec_command (sed -n '100,200p', head, tail)",
-            size(meta.len()),
-            size(MAX_TEXT_BYTES)
-        ));
-    }
-    let bytes = std::fs::read(&full).map_err(|e| describe(&shown, &e))?;
+    // Checked again on the descriptor by `read`: the name may be another file by now.
+    let bytes = match dir.read(&rel, MAX_TEXT_BYTES) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::FileTooLarge => {
+            return Err(format!(
+                "{shown} is {}, more than the {} a file tool reads; search it with grep_files or page it with exec_command (sed -n '100,200p', head, tail)",
+                size(meta.len().max(MAX_TEXT_BYTES + 1)),
+                size(MAX_TEXT_BYTES)
+            ))
+        }
+        Err(e) => return Err(describe(&shown, &e)),
+    };
     if let Some(what) = sniff::binary(&bytes) {
         return Err(sniff::refusal(&shown, &what, bytes.len()));
     }
     // `binary` found no invalid UTF-8, so this conversion cannot fail.
     let text = String::from_utf8(bytes).map_err(|_| format!("{shown}: not UTF-8 text"))?;
     Ok(TextFile { full, shown, text })
+}
+
+/// Replaces (or creates) the workspace file `full` with `content` in one rename beneath its
+/// root's handle, creating its folders.
+pub(crate) fn write_whole(ctx: &FsCtx, full: &std::path::Path, content: &[u8]) -> io::Result<()> {
+    let (dir, rel) = ctx.workspace.door(full)?;
+    dir.write(rel, content)
 }
 
 /// `text`'s lines without their terminators (`\n` or `\r\n`); a final newline ends the last

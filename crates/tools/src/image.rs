@@ -61,7 +61,11 @@ pub(crate) fn read_image(ctx: &FsCtx, args: Value) -> Result<Answer, String> {
     let args: ImageArgs = parse(args, "read_image")?;
     let full = ctx.workspace.resolve(&args.path)?;
     let shown = ctx.display(&full);
-    let meta = std::fs::metadata(&full).map_err(|e| match e.kind() {
+    let (dir, rel) = ctx
+        .workspace
+        .door(&full)
+        .map_err(|e| describe(&shown, &e))?;
+    let meta = dir.metadata(&rel).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => hints::missing(ctx, &args.path, &full),
         _ => describe(&shown, &e),
     })?;
@@ -75,7 +79,10 @@ pub(crate) fn read_image(ctx: &FsCtx, args: Value) -> Result<Answer, String> {
             size(MAX_IMAGE_BYTES)
         ));
     }
-    let bytes = std::fs::read(&full).map_err(|e| describe(&shown, &e))?;
+    // Checked again on the descriptor: the name may be another file by now.
+    let bytes = dir
+        .read(&rel, MAX_IMAGE_BYTES)
+        .map_err(|e| describe(&shown, &e))?;
     let Some(format) = Format::of(&bytes) else {
         let what = match sniff::binary(&bytes) {
             Some(what) => format!("binary data ({what})"),

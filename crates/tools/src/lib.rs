@@ -3,6 +3,7 @@
 mod builtin;
 mod call_output;
 mod command;
+pub mod confined;
 mod contract;
 mod exec;
 mod files;

@@ -14,6 +14,7 @@ use penguin_omni_protocol::ToolDefinition;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::confined::Dir;
 use crate::fs_tool::{parse, Answer, FsCtx};
 
 /// Each memory folder's index: one line per note, the only file that enters the context.
@@ -85,7 +86,8 @@ pub fn note_file_name(name: &str) -> Result<String, String> {
 pub fn forget(dir: &Path, name: &str) -> Result<Forgotten, String> {
     let file_name = note_file_name(name)?;
     let file = dir.join(&file_name);
-    match std::fs::symlink_metadata(&file) {
+    let folder = Dir::open(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    match folder.metadata(&file_name) {
         Ok(meta) if meta.is_file() => {}
         Ok(_) => {
             return Err(format!(
@@ -98,18 +100,19 @@ pub fn forget(dir: &Path, name: &str) -> Result<Forgotten, String> {
         }
         Err(e) => return Err(format!("{}: {e}", file.display())),
     }
-    std::fs::remove_file(&file).map_err(|e| format!("{}: {e}", file.display()))?;
-    let index_lines = prune_index(dir, &file_name)
+    folder
+        .remove_file(&file_name)
+        .map_err(|e| format!("{}: {e}", file.display()))?;
+    let index_lines = prune_index(&folder, &file_name)
         .map_err(|e| format!("{} deleted, but {MEMORY_INDEX}: {e}", file.display()))?;
     Ok(Forgotten { file, index_lines })
 }
 
 /// Drops the index lines linking to `file_name`; how many. The index is replaced, never
 /// written through a link standing at its name.
-fn prune_index(dir: &Path, file_name: &str) -> io::Result<usize> {
-    let index = dir.join(MEMORY_INDEX);
-    let text = match std::fs::read_to_string(&index) {
-        Ok(text) => text,
+fn prune_index(dir: &Dir, file_name: &str) -> io::Result<usize> {
+    let text = match dir.read(MEMORY_INDEX, 16 << 20) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
         Err(e) => return Err(e),
     };
@@ -124,9 +127,8 @@ fn prune_index(dir: &Path, file_name: &str) -> io::Result<usize> {
         })
         .collect();
     if dropped > 0 {
-        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-        io::Write::write_all(&mut tmp, kept.concat().as_bytes())?;
-        tmp.persist(&index).map_err(|e| e.error)?;
+        dir.stage(MEMORY_INDEX, kept.concat().as_bytes())?
+            .commit()?;
     }
     Ok(dropped)
 }

@@ -6,12 +6,13 @@
 mod apply;
 mod parse;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::files::{atomic, describe, diff, read_text, sniff};
+use crate::confined::Dir;
+use crate::files::{describe, diff, read_text, sniff};
 use crate::fs_tool::{parse as parse_args, Answer, FsCtx};
 use parse::Op;
 
@@ -53,7 +54,7 @@ pub(crate) fn apply_patch(ctx: &FsCtx, args: Value) -> Result<Answer, String> {
     let args: PatchArgs = parse_args(args, "apply_patch")?;
     let patch = parse::parse(&args.input).map_err(|e| unchanged(format!("invalid patch, {e}")))?;
     let steps = plan(ctx, &patch).map_err(unchanged)?;
-    write(&steps)?;
+    write(ctx, &steps)?;
     Ok(report(&steps).into())
 }
 
@@ -77,7 +78,7 @@ fn plan(ctx: &FsCtx, patch: &parse::Patch) -> Result<Vec<Step>, String> {
                 let full = ctx.workspace.resolve(&change.path).map_err(at)?;
                 let shown = ctx.display(&full);
                 claim(&full, change.line, &shown)?;
-                let old = existing(&full, &shown).map_err(at)?;
+                let old = existing(ctx, &full, &shown).map_err(at)?;
                 steps.push(Step::Write {
                     full,
                     shown,
@@ -91,7 +92,11 @@ fn plan(ctx: &FsCtx, patch: &parse::Patch) -> Result<Vec<Step>, String> {
                 let full = ctx.workspace.resolve(&change.path).map_err(at)?;
                 let shown = ctx.display(&full);
                 claim(&full, change.line, &shown)?;
-                match std::fs::metadata(&full) {
+                let meta = ctx
+                    .workspace
+                    .door(&full)
+                    .and_then(|(dir, rel)| dir.metadata(rel));
+                match meta {
                     Ok(meta) if meta.is_file() => {}
                     Ok(meta) if meta.is_dir() => {
                         return Err(at(format!(
@@ -130,7 +135,7 @@ fn plan(ctx: &FsCtx, patch: &parse::Patch) -> Result<Vec<Step>, String> {
                 if dest != file.full {
                     claim(&dest, change.line, &dest_shown)?;
                 }
-                existing(&dest, &dest_shown).map_err(at)?;
+                existing(ctx, &dest, &dest_shown).map_err(at)?;
                 let moved = dest != file.full;
                 steps.push(Step::Write {
                     full: dest,
@@ -155,13 +160,14 @@ fn plan(ctx: &FsCtx, patch: &parse::Patch) -> Result<Vec<Step>, String> {
 
 /// What a file to be written over holds now: nothing when it does not exist, an error when
 /// it is a directory or a special file. Its binary content counts as no text.
-fn existing(full: &PathBuf, shown: &str) -> Result<Option<String>, String> {
-    match std::fs::metadata(full) {
+fn existing(ctx: &FsCtx, full: &Path, shown: &str) -> Result<Option<String>, String> {
+    let (dir, rel) = ctx.workspace.door(full).map_err(|e| describe(shown, &e))?;
+    match dir.metadata(&rel) {
         Err(_) => Ok(None),
         Ok(meta) if meta.is_dir() => Err(format!("{shown} is a directory")),
         Ok(meta) if !meta.is_file() => Err(format!("{shown}: not a regular file")),
         Ok(_) => {
-            let bytes = std::fs::read(full).map_err(|e| describe(shown, &e))?;
+            let bytes = dir.read(&rel, u64::MAX).map_err(|e| describe(shown, &e))?;
             Ok(sniff::binary(&bytes)
                 .is_none()
                 .then(|| String::from_utf8_lossy(&bytes).into_owned()))
@@ -170,9 +176,10 @@ fn existing(full: &PathBuf, shown: &str) -> Result<Option<String>, String> {
 }
 
 /// Stages every write, then renames them into place and deletes; a failure while staging
-/// removes what was staged, so the workspace is as before.
-fn write(steps: &[Step]) -> Result<(), String> {
-    let mut created = Vec::new();
+/// removes what was staged, so the workspace is as before. Every step goes through the
+/// workspace's door.
+fn write(ctx: &FsCtx, steps: &[Step]) -> Result<(), String> {
+    let mut created: Vec<(Dir, Vec<PathBuf>)> = Vec::new();
     let mut staged = Vec::new();
     for step in steps {
         let Step::Write {
@@ -181,18 +188,22 @@ fn write(steps: &[Step]) -> Result<(), String> {
         else {
             continue;
         };
-        let result = full
-            .parent()
-            .map_or(Ok(Vec::new()), atomic::create_dirs)
-            .and_then(|dirs| {
-                created.extend(dirs);
-                atomic::stage(full, new.as_bytes())
-            });
+        let result = ctx.workspace.door(full).and_then(|(dir, rel)| {
+            let made = match rel.parent() {
+                Some(parent) => dir.create_dirs(parent)?,
+                None => Vec::new(),
+            };
+            let staging = dir.stage(&rel, new.as_bytes());
+            created.push((dir, made));
+            staging
+        });
         match result {
             Ok(s) => staged.push(s),
             Err(e) => {
                 drop(staged);
-                atomic::remove_dirs(&created);
+                for (dir, made) in created.iter().rev() {
+                    dir.remove_dirs(made);
+                }
                 return Err(unchanged(describe(shown, &e)));
             }
         }
@@ -211,7 +222,10 @@ fn write(steps: &[Step]) -> Result<(), String> {
     }
     for step in steps {
         if let Step::Delete { full, shown, .. } = step {
-            std::fs::remove_file(full).map_err(|e| partial(&done, describe(shown, &e)))?;
+            ctx.workspace
+                .door(full)
+                .and_then(|(dir, rel)| dir.remove_file(rel))
+                .map_err(|e| partial(&done, describe(shown, &e)))?;
             done.push(shown.clone());
         }
     }

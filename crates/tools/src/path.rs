@@ -3,6 +3,8 @@
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
+use crate::confined::Dir;
+
 /// A workspace as the tools see it: its canonical root, penguin's own state, which no tool
 /// reads or writes even when it lies beneath the root, and the few folders outside the root
 /// a file tool may still reach (the user's skills to read, the memory folders to keep).
@@ -48,6 +50,27 @@ impl Workspace {
             ));
         }
         Ok(path)
+    }
+
+    /// The root handle `full` (a path [`Workspace::resolve`] returned) lies beneath, and the
+    /// path below it: every read and write of a tool goes through this door, so a link
+    /// swapped into the path since the check is refused instead of followed (`confined`).
+    /// The root itself is opened by name: it is the canonical workspace or a folder under the
+    /// data root, which no command can replace (a mount point, or hidden).
+    pub(crate) fn door(&self, full: &Path) -> io::Result<(Dir, PathBuf)> {
+        let root = self
+            .extra
+            .iter()
+            .filter(|e| full.starts_with(&e.root))
+            .max_by_key(|e| e.root.components().count())
+            .map_or(self.root.as_path(), |e| e.root.as_path());
+        let rel = full.strip_prefix(root).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is outside the workspace", full.display()),
+            )
+        })?;
+        Ok((Dir::open(root)?, rel.to_path_buf()))
     }
 
     /// The extra folder an absolute `given` names (lexically, before any link is followed;
@@ -97,8 +120,8 @@ fn normalize(base: &Path, given: &Path) -> PathBuf {
 /// fine while `../x` and `/etc/passwd` are refused; then the nearest existing ancestor is
 /// canonicalized, which catches symlinks pointing outside. The returned path is what the
 /// tool must use for I/O: it is the canonical ancestor plus components that do not exist yet,
-/// so no unresolved symlink remains in it. (A concurrent process could still swap a
-/// component for a symlink between this check and the I/O; the workspace is trusted that far.)
+/// so no unresolved symlink remains in it, and the I/O goes through [`Workspace::door`], which
+/// refuses a link a concurrent process swapped in after this check.
 pub(crate) fn resolve(root: &Path, input: &str) -> Result<PathBuf, String> {
     if input.is_empty() {
         return Err("path is empty".to_owned());
@@ -135,50 +158,6 @@ pub(crate) fn resolve(root: &Path, input: &str) -> Result<PathBuf, String> {
         .iter()
         .rev()
         .fold(canonical, |acc, name| acc.join(name)))
-}
-
-/// Creates the new file `rel` (and its missing directories) beneath the directory `root`
-/// without following a symlink anywhere on the way: each directory is opened from the one
-/// before it with `O_NOFOLLOW`, and the file with `O_CREAT | O_EXCL`.
-///
-/// What penguin writes on a command's behalf (the output archive) goes through here: a
-/// command that swapped `.penguin` for a link to elsewhere gets an error, not a file written
-/// there by penguin's unconfined hand.
-pub(crate) fn create_new_beneath(root: &Path, rel: &Path) -> io::Result<std::fs::File> {
-    use nix::fcntl::{open, openat, OFlag};
-    use nix::sys::stat::{mkdirat, Mode};
-
-    let dir_flags = OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_RDONLY;
-    let mut names = Vec::new();
-    for comp in rel.components() {
-        match comp {
-            Component::Normal(name) => names.push(name),
-            _ => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!("{}: not a plain relative path", rel.display()),
-                ))
-            }
-        }
-    }
-    let Some((file, dirs)) = names.split_last() else {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty path"));
-    };
-    let mut dir = open(root, dir_flags, Mode::empty())?;
-    for name in dirs {
-        match mkdirat(&dir, *name, Mode::from_bits_truncate(0o755)) {
-            Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
-            Err(e) => return Err(e.into()),
-        }
-        dir = openat(&dir, *name, dir_flags, Mode::empty())?;
-    }
-    let fd = openat(
-        &dir,
-        *file,
-        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::from_bits_truncate(0o644),
-    )?;
-    Ok(std::fs::File::from(fd))
 }
 
 /// Converts an I/O error to the code written in `[output archive failed: <code>]`: the errno
@@ -224,37 +203,6 @@ mod tests {
         let (_d, root) = root();
         let inside = root.join("x.txt");
         assert_eq!(resolve(&root, inside.to_str().unwrap()).unwrap(), inside);
-    }
-
-    #[test]
-    fn creating_beneath_never_follows_a_link() {
-        let (_d, root) = root();
-        let outside = tempfile::tempdir().expect("tempdir");
-        let rel = Path::new(".penguin/archive/1-0-call.txt");
-        std::fs::write(
-            create_new_beneath(&root, rel)
-                .map(|_| root.join(rel))
-                .unwrap(),
-            "ok",
-        )
-        .unwrap();
-        assert!(root.join(rel).is_file());
-        // The directory swapped for a link to elsewhere, at each level.
-        std::fs::remove_dir_all(root.join(".penguin")).unwrap();
-        std::os::unix::fs::symlink(outside.path(), root.join(".penguin")).unwrap();
-        // ENOTDIR: O_DIRECTORY | O_NOFOLLOW on a link.
-        assert!(create_new_beneath(&root, rel).is_err());
-        std::fs::remove_file(root.join(".penguin")).unwrap();
-        std::fs::create_dir(root.join(".penguin")).unwrap();
-        std::os::unix::fs::symlink(outside.path(), root.join(".penguin/archive")).unwrap();
-        assert!(create_new_beneath(&root, rel).is_err());
-        // The file itself a link: O_EXCL refuses it.
-        std::fs::remove_file(root.join(".penguin/archive")).unwrap();
-        std::fs::create_dir(root.join(".penguin/archive")).unwrap();
-        std::os::unix::fs::symlink(outside.path().join("x"), root.join(rel)).unwrap();
-        assert!(create_new_beneath(&root, rel).is_err());
-        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
-        assert!(create_new_beneath(&root, Path::new("../x")).is_err());
     }
 
     #[test]

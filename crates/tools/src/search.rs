@@ -1,15 +1,14 @@
-//! `grep_files` and `list_files`: ripgrep's walker (`ignore`: `.gitignore`, `.ignore` and
-//! `.git/info/exclude` honoured, in a git repository or not) over a directory of the
-//! workspace, in name order, without following symlinks, skipping `.git` and penguin's
-//! protected paths.
+//! `grep_files` and `list_files`: a walk over a directory of the workspace through its door
+//! (`walk.rs`: `.gitignore`, `.ignore` and `.git/info/exclude` honoured, in a git repository
+//! or not, in name order, following no link, skipping `.git` and penguin's protected paths).
 
 mod grep;
 mod list;
+mod walk;
 
 use std::path::{Path, PathBuf};
 
 use globset::{GlobBuilder, GlobMatcher};
-use ignore::{Walk, WalkBuilder};
 
 pub(crate) use grep::grep_files;
 pub(crate) use list::list_files;
@@ -24,24 +23,15 @@ const MAX_SEARCH_FILE_BYTES: u64 = 16 << 20;
 fn start(ctx: &FsCtx, path: Option<&str>) -> Result<PathBuf, String> {
     let given = path.unwrap_or(".");
     let full = ctx.workspace.resolve(given)?;
-    if !full.exists() {
+    let exists = ctx
+        .workspace
+        .door(&full)
+        .and_then(|(dir, rel)| dir.metadata(rel))
+        .is_ok();
+    if !exists {
         return Err(crate::files::hints::missing(ctx, given, &full));
     }
     Ok(full)
-}
-
-/// The walk over `from`, ignore files honoured.
-fn walk(ctx: &FsCtx, from: &Path) -> Walk {
-    let workspace = ctx.workspace.clone();
-    WalkBuilder::new(from)
-        .hidden(false)
-        .require_git(false)
-        .git_global(false)
-        .follow_links(false)
-        .max_filesize(Some(MAX_SEARCH_FILE_BYTES))
-        .sort_by_file_name(|a, b| a.cmp(b))
-        .filter_entry(move |e| e.file_name() != ".git" && !workspace.is_hidden(e.path()))
-        .build()
 }
 
 /// A glob filter: a pattern without `/` matches file names at any depth (`*.rs`); one with

@@ -537,7 +537,10 @@ async fn special_files_are_refused_for_writing_without_blocking() {
     .await
     .expect("refused at once, not after the tool timeout");
     assert_eq!(stop, StopReason::Failed);
-    assert_eq!(out, "[tool error] pipe: not a regular file");
+    assert_eq!(
+        out,
+        "[tool error] pipe: a FIFO (named pipe), not a regular file"
+    );
 }
 
 /// A tool of one's own: it counts the words of its `text`, streaming one line per word, or

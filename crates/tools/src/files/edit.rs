@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{atomic, describe, diff, lines, numbered, read_text};
+use super::{describe, diff, lines, numbered, read_text, write_whole};
 use crate::fs_tool::{clip, count, parse, Answer, FsCtx};
 
 /// Most candidate places named when the text is not found.
@@ -63,7 +63,7 @@ pub(crate) fn edit_file(ctx: &FsCtx, args: Value) -> Result<Answer, String> {
     } else {
         file.text.replacen(&old, &new, 1)
     };
-    atomic::write(&file.full, edited.as_bytes()).map_err(|e| describe(&file.shown, &e))?;
+    write_whole(ctx, &file.full, edited.as_bytes()).map_err(|e| describe(&file.shown, &e))?;
     Ok(format!(
         "Edited {}: replaced {}\n{}",
         file.shown,

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::confined::Kind;
 use crate::fs_tool::{count, FsCtx};
 
 /// Most names suggested for a missing path.
@@ -20,7 +21,7 @@ pub(crate) fn missing(ctx: &FsCtx, given: &str, full: &Path) -> String {
     let mut wanted = full;
     let mut dir = full.parent();
     while let Some(d) = dir {
-        if d.is_dir() || !d.starts_with(&ctx.workspace.root) {
+        if is_dir(ctx, d) || !d.starts_with(&ctx.workspace.root) {
             break;
         }
         wanted = d;
@@ -126,17 +127,30 @@ struct Entry {
     dir: bool,
 }
 
-/// `dir`'s entries, sorted by name, without penguin's protected paths.
+/// Whether `full` is a folder, asked through the workspace's door (a link is not one).
+pub(crate) fn is_dir(ctx: &FsCtx, full: &Path) -> bool {
+    ctx.workspace
+        .door(full)
+        .and_then(|(dir, rel)| dir.metadata(rel))
+        .is_ok_and(|m| m.is_dir())
+}
+
+/// `dir`'s entries, sorted by name, without penguin's protected paths; read through the
+/// workspace's door, so a folder swapped for a link lists nothing.
 fn entries(ctx: &FsCtx, dir: &Path) -> Vec<Entry> {
-    let Ok(read) = std::fs::read_dir(dir) else {
+    let Ok(read) = ctx
+        .workspace
+        .door(dir)
+        .and_then(|(root, rel)| root.open_dir(rel)?.entries())
+    else {
         return Vec::new();
     };
     let mut out: Vec<Entry> = read
-        .filter_map(Result::ok)
-        .filter(|e| !protected(ctx, &e.path()))
+        .into_iter()
+        .filter(|e| !protected(ctx, &dir.join(&e.name)))
         .map(|e| Entry {
-            name: e.file_name().to_string_lossy().into_owned(),
-            dir: e.path().is_dir(),
+            name: e.name.to_string_lossy().into_owned(),
+            dir: e.kind == Kind::Dir,
         })
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -144,6 +158,7 @@ fn entries(ctx: &FsCtx, dir: &Path) -> Vec<Entry> {
 }
 
 fn protected(ctx: &FsCtx, path: &Path) -> bool {
+    // Where a link entry leads decides whether its name is penguin's own; nothing is read.
     let path = std::fs::canonicalize(path).unwrap_or_else(|_| PathBuf::from(path));
     ctx.workspace.is_hidden(&path)
 }

@@ -46,7 +46,7 @@ pub(crate) fn read_file(ctx: &FsCtx, args: Value) -> Result<Answer, String> {
     // A directory is answered with its listing rather than an error: it is what the model
     // needs next.
     let full = ctx.workspace.resolve(&args.path)?;
-    if full.is_dir() {
+    if hints::is_dir(ctx, &full) {
         return Ok(hints::listing(ctx, &full).into());
     }
     let file = read_text(ctx, &args.path)?;

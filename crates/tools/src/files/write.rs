@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{atomic, describe, diff, sniff};
+use super::{describe, diff, sniff, write_whole};
 use crate::fs_tool::{count, parse, size, Answer, FsCtx};
 
 /// A new file of more lines than this is summarised instead of shown as a diff.
@@ -21,18 +21,21 @@ pub(crate) fn write_file(ctx: &FsCtx, args: Value) -> Result<Answer, String> {
     let args: WriteArgs = parse(args, "write_file")?;
     let full = ctx.workspace.resolve(&args.path)?;
     let shown = ctx.display(&full);
-    let before = match std::fs::metadata(&full) {
+    let (dir, rel) = ctx
+        .workspace
+        .door(&full)
+        .map_err(|e| describe(&shown, &e))?;
+    let before = match dir.metadata(&rel) {
         Ok(meta) if meta.is_dir() => return Err(format!("{shown} is a directory")),
         // A FIFO, socket or device would block the write or do something other than store
         // the content.
-        Ok(meta) if !meta.is_file() => return Err(format!("{shown}: not a regular file")),
-        Ok(_) => Some(std::fs::read(&full).map_err(|e| describe(&shown, &e))?),
+        Ok(meta) if !meta.is_file() => {
+            return Err(format!("{shown}: {}", crate::confined::not_regular(&meta)))
+        }
+        Ok(_) => Some(dir.read(&rel, u64::MAX).map_err(|e| describe(&shown, &e))?),
         Err(_) => None,
     };
-    if let Some(dir) = full.parent() {
-        atomic::create_dirs(dir).map_err(|e| describe(&shown, &e))?;
-    }
-    atomic::write(&full, args.content.as_bytes()).map_err(|e| describe(&shown, &e))?;
+    write_whole(ctx, &full, args.content.as_bytes()).map_err(|e| describe(&shown, &e))?;
     let new = &args.content;
     let lines = count(new.lines().count(), "line");
     let text = match before {

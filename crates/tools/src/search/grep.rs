@@ -7,7 +7,11 @@ use grep_searcher::{BinaryDetection, SearcherBuilder};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{start, walk, Glob};
+use std::ops::ControlFlow;
+
+use super::walk::walk;
+use super::{start, Glob, MAX_SEARCH_FILE_BYTES};
+use crate::confined::Kind;
 use crate::fs_tool::{clip, count, parse, Answer, FsCtx};
 
 /// Matches returned when the call gives no `max_results`.
@@ -54,18 +58,30 @@ pub(crate) fn grep_files(ctx: &FsCtx, args: Value) -> Result<Answer, String> {
         .binary_detection(BinaryDetection::quit(0))
         .build();
     let (mut text, mut matches, mut files, mut full) = (String::new(), 0, 0, false);
-    for entry in walk(ctx, &from).filter_map(Result::ok) {
-        if !entry.file_type().is_some_and(|t| t.is_file()) {
-            continue;
+    let walked = walk(ctx, &from, |entry| {
+        if entry.kind != Kind::File {
+            return ControlFlow::Continue(());
         }
         if glob
             .as_ref()
-            .is_some_and(|g| !g.matches(&from, entry.path()))
+            .is_some_and(|g| !g.matches(&from, &entry.path))
         {
-            continue;
+            return ControlFlow::Continue(());
+        }
+        // Opened beneath its folder's handle and checked on the descriptor: a link or FIFO
+        // swapped in since the listing is refused here, without blocking. A file that cannot
+        // be read is skipped, as ripgrep does.
+        let Ok(file) = entry.dir.open_file(entry.name) else {
+            return ControlFlow::Continue(());
+        };
+        if file
+            .metadata()
+            .map_or(true, |m| m.len() > MAX_SEARCH_FILE_BYTES)
+        {
+            return ControlFlow::Continue(());
         }
         files += 1;
-        let shown = ctx.display(entry.path());
+        let shown = ctx.display(&entry.path);
         let sink = Lossy(|line_no, line: &str| {
             let row = format!(
                 "{shown}:{line_no}:{}\n",
@@ -79,12 +95,14 @@ pub(crate) fn grep_files(ctx: &FsCtx, args: Value) -> Result<Answer, String> {
             matches += 1;
             Ok(true)
         });
-        // A file that cannot be read is skipped, as ripgrep does.
-        let _ = searcher.search_path(&matcher, entry.path(), sink);
+        let _ = searcher.search_file(&matcher, &file, sink);
         if full {
-            break;
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
         }
-    }
+    });
+    walked.map_err(|e| crate::files::describe(&ctx.display(&from), &e))?;
     let shown = ctx.place(&from);
     if matches == 0 {
         return Ok(format!(

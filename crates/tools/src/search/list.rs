@@ -3,7 +3,11 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{start, walk, Glob};
+use std::ops::ControlFlow;
+
+use super::walk::walk;
+use super::{start, Glob};
+use crate::confined::Kind;
 use crate::fs_tool::{count, parse, Answer, FsCtx};
 
 /// Files returned when the call gives no `max_results`.
@@ -30,7 +34,7 @@ pub(crate) fn list_files(ctx: &FsCtx, args: Value) -> Result<Answer, String> {
     let max = args.max_results.unwrap_or(DEFAULT_MAX).clamp(1, MAX_MAX);
     let from = start(ctx, args.path.as_deref())?;
     let shown = ctx.place(&from);
-    if !from.is_dir() {
+    if !crate::files::hints::is_dir(ctx, &from) {
         let shown = ctx.display(&from);
         return Err(format!(
             "{shown} is a file; list_files lists the files under a directory (read_file reads this one)"
@@ -38,28 +42,28 @@ pub(crate) fn list_files(ctx: &FsCtx, args: Value) -> Result<Answer, String> {
     }
     let budget = ctx.page_budget();
     let (mut text, mut listed, mut more) = (String::new(), 0, 0);
-    for entry in walk(ctx, &from).filter_map(Result::ok) {
-        let is_file = entry
-            .file_type()
-            .is_some_and(|t| t.is_file() || t.is_symlink());
+    let walked = walk(ctx, &from, |entry| {
+        let is_file = matches!(entry.kind, Kind::File | Kind::Link);
         if !is_file
             || glob
                 .as_ref()
-                .is_some_and(|g| !g.matches(&from, entry.path()))
+                .is_some_and(|g| !g.matches(&from, &entry.path))
         {
-            continue;
+            return ControlFlow::Continue(());
         }
-        let row = format!("{}\n", ctx.display(entry.path()));
+        let row = format!("{}\n", ctx.display(&entry.path));
         if listed < max && more == 0 && text.len() + row.len() <= budget {
             text.push_str(&row);
             listed += 1;
         } else {
             more += 1;
             if more >= COUNT_LIMIT {
-                break;
+                return ControlFlow::Break(());
             }
         }
-    }
+        ControlFlow::Continue(())
+    });
+    walked.map_err(|e| crate::files::describe(&ctx.display(&from), &e))?;
     let what = match &args.pattern {
         Some(p) => format!("matching {p:?} "),
         None => String::new(),
