@@ -96,6 +96,24 @@ impl Dir {
     /// Opens `rel` beneath this root with `flags`, following no link anywhere on the way.
     fn open_at(&self, rel: &Path, flags: OFlag, mode: Mode) -> io::Result<OwnedFd> {
         let rel = plain(rel)?;
+        match self.open_plain(&rel, flags, mode) {
+            // A folder expected and a link found answers `ENOTDIR`; say `ELOOP`, as for a
+            // link anywhere else on the way, so every refusal reads the same.
+            Err(e)
+                if e.raw_os_error() == Some(Errno::ENOTDIR as i32)
+                    && flags.contains(OFlag::O_DIRECTORY)
+                    && self
+                        .open_plain(&rel, OFlag::O_PATH, Mode::empty())
+                        .and_then(|fd| File::from(fd).metadata())
+                        .is_ok_and(|m| m.file_type().is_symlink()) =>
+            {
+                Err(Errno::ELOOP.into())
+            }
+            other => other,
+        }
+    }
+
+    fn open_plain(&self, rel: &Path, flags: OFlag, mode: Mode) -> io::Result<OwnedFd> {
         let flags = flags | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW;
         if !NO_OPENAT2.load(Ordering::Relaxed) {
             use nix::fcntl::{openat2, OpenHow, ResolveFlag};
@@ -104,7 +122,7 @@ impl Dir {
                     | ResolveFlag::RESOLVE_NO_SYMLINKS
                     | ResolveFlag::RESOLVE_NO_MAGICLINKS,
             );
-            match openat2(self.fd.as_fd(), rel_or_dot(&rel), how) {
+            match openat2(self.fd.as_fd(), rel_or_dot(rel), how) {
                 Err(Errno::ENOSYS) => NO_OPENAT2.store(true, Ordering::Relaxed),
                 other => return other.map_err(io::Error::from),
             }

@@ -17,6 +17,8 @@ mod patch;
 mod path;
 mod plan;
 pub mod policy;
+#[cfg(test)]
+mod races;
 pub mod sandbox;
 mod search;
 

@@ -49,6 +49,7 @@ impl Workspace {
                 "path {input:?} is penguin's own state (its data root: config, tokens, traces), which tools may not read or write"
             ));
         }
+        checked(&path);
         Ok(path)
     }
 
@@ -92,6 +93,30 @@ impl Workspace {
     pub(crate) fn is_hidden(&self, path: &Path) -> bool {
         self.protected.iter().any(|p| path.starts_with(p))
             && !self.extra.iter().any(|e| path.starts_with(&e.root))
+    }
+}
+
+/// Where a path's check ends and its use begins: the window a hostile command races. Tests
+/// stop here to change the tree deterministically (`races.rs`); nothing happens otherwise.
+pub(crate) fn checked(_full: &Path) {
+    #[cfg(test)]
+    race::HOOK.with(|hook| {
+        if let Some(f) = hook.borrow_mut().as_mut() {
+            f(_full)
+        }
+    });
+}
+
+#[cfg(test)]
+pub(crate) mod race {
+    use std::cell::RefCell;
+    use std::path::Path;
+
+    /// What a test does in the window, on this thread.
+    pub(crate) type Hook = Box<dyn FnMut(&Path)>;
+
+    thread_local! {
+        pub(crate) static HOOK: RefCell<Option<Hook>> = RefCell::new(None);
     }
 }
 

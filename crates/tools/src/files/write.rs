@@ -33,7 +33,8 @@ pub(crate) fn write_file(ctx: &FsCtx, args: Value) -> Result<Answer, String> {
             return Err(format!("{shown}: {}", crate::confined::not_regular(&meta)))
         }
         Ok(_) => Some(dir.read(&rel, u64::MAX).map_err(|e| describe(&shown, &e))?),
-        Err(_) => None,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(describe(&shown, &e)),
     };
     write_whole(ctx, &full, args.content.as_bytes()).map_err(|e| describe(&shown, &e))?;
     let new = &args.content;

@@ -136,6 +136,7 @@ fn descend(
         if ignored {
             continue;
         }
+        crate::path::checked(&path);
         if is_dir {
             // A folder swapped for a link since it was listed: its open fails, nothing
             // beneath it is reached.
