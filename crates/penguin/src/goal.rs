@@ -169,6 +169,10 @@ pub struct GoalRun {
     pub options: GoalOptions,
     /// GOAL.yaml, as written and read.
     pub file: PathBuf,
+    /// The folder `file` is written and read beneath without following a link (commands can
+    /// change what lies between): the workspace, or for a file outside it its own folder
+    /// ([`goal_root`]).
+    pub root: PathBuf,
     /// GOAL.yaml's path as the model is told it (default: `file`).
     pub shown_file: Option<String>,
     /// The interrupt of the whole goal: checked between rounds (each round's own stream is
@@ -218,7 +222,7 @@ pub fn run_goal(
     mut runner: RoundRunner,
 ) -> Result<BoxStream<'static, Frame>, GoalError> {
     let (text, objective) = objective_of(&run.input)?;
-    file::write(&run.file, &objective).map_err(|source| GoalError::File {
+    file::write(&run.root, &run.file, &objective).map_err(|source| GoalError::File {
         path: run.file.clone(),
         source,
     })?;
@@ -233,6 +237,7 @@ pub fn run_goal(
         objective,
         shown,
         file: run.file,
+        root: run.root,
         budget,
         max_rounds: run.options.max_rounds.unwrap_or(GOAL_MAX_ROUNDS),
         cancel: run.cancel,
@@ -274,6 +279,7 @@ struct Loop {
     objective: String,
     shown: String,
     file: PathBuf,
+    root: PathBuf,
     budget: Option<u64>,
     max_rounds: u64,
     cancel: CancellationToken,
@@ -350,7 +356,7 @@ impl Loop {
                 if self.aborted {
                     return self.finish(GoalOutcomeStatus::Aborted);
                 }
-                match file::read_status(&self.file) {
+                match file::read_status(&self.root, &self.file) {
                     FileStatus::Complete => return self.finish(GoalOutcomeStatus::Complete),
                     FileStatus::Blocked => return self.finish(GoalOutcomeStatus::Blocked),
                     FileStatus::Active => {}
@@ -371,7 +377,7 @@ impl Loop {
             Phase::WrapUp => {
                 let outcome = if self.aborted {
                     GoalOutcomeStatus::Aborted
-                } else if file::read_status(&self.file) == FileStatus::Complete {
+                } else if file::read_status(&self.root, &self.file) == FileStatus::Complete {
                     GoalOutcomeStatus::Complete
                 } else {
                     GoalOutcomeStatus::BudgetLimited
@@ -663,6 +669,17 @@ pub fn tokens_text(n: u64) -> String {
         0..=999 => n.to_string(),
         1_000..=999_999 => format!("{:.1}k", n as f64 / 1e3).replace(".0k", "k"),
         _ => format!("{:.1}m", n as f64 / 1e6).replace(".0m", "m"),
+    }
+}
+
+/// The folder GOAL.yaml at `file` is confined to: `workspace` when it lies there (a command
+/// can swap `.penguin` for a link), else the file's own folder, which the user chose.
+pub fn goal_root(workspace: &Path, file: &Path) -> PathBuf {
+    if file.starts_with(workspace) {
+        workspace.to_path_buf()
+    } else {
+        file.parent()
+            .map_or_else(|| workspace.to_path_buf(), Path::to_path_buf)
     }
 }
 

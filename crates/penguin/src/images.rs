@@ -30,6 +30,7 @@ use penguin_llm_providers::{Llm, LlmOutcome, LlmRequest, MessageSink};
 use penguin_omni_protocol::{
     build, markers, Body, ModelPayload, OmniMessage, Role, StopReason, TokenCounts,
 };
+use penguin_tools::confined::Dir;
 
 /// Where the images of a model without vision are saved, relative to the workspace.
 pub const IMAGE_DIR: &str = ".penguin/images";
@@ -110,25 +111,39 @@ impl ImageFold {
 
     /// Writes `bytes` as `IMAGE_DIR/<hash>.<ext>` (or beside a different file of the same
     /// name, `<hash>-N.<ext>`) and returns that path, relative to the workspace.
+    ///
+    /// Everything goes through the workspace's door (`penguin_tools::confined`): the names
+    /// are predictable, so a command may have planted a link at `.penguin`, at the folder or
+    /// at the file; none is followed (a link at a file's name just takes that name).
     fn save(&self, mime: &str, bytes: &[u8]) -> io::Result<String> {
-        let dir = self.workspace.join(IMAGE_DIR);
+        let ws = Dir::open(&self.workspace).map_err(|e| at(&self.workspace, e))?;
         let ext = extension(mime);
         let hash = format!("{:016x}", fnv1a(bytes));
-        std::fs::create_dir_all(&dir).map_err(|e| at(&dir, e))?;
+        ws.create_dirs(IMAGE_DIR)
+            .map_err(|e| at(&self.workspace.join(IMAGE_DIR), e))?;
         for n in 0u32.. {
             let name = match n {
                 0 => format!("{hash}.{ext}"),
                 n => format!("{hash}-{n}.{ext}"),
             };
-            let file = dir.join(&name);
-            match std::fs::read(&file) {
-                Ok(existing) if existing == bytes => return Ok(format!("{IMAGE_DIR}/{name}")),
+            let rel = format!("{IMAGE_DIR}/{name}");
+            match ws.read(&rel, bytes.len() as u64) {
+                Ok(existing) if existing == bytes => return Ok(rel),
                 Ok(_) => continue,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(at(&file, e)),
+                // Longer, a link, a FIFO: another file holds the name.
+                Err(_) => continue,
             }
-            std::fs::write(&file, bytes).map_err(|e| at(&file, e))?;
-            return Ok(format!("{IMAGE_DIR}/{name}"));
+            match ws.create_new(&rel) {
+                Ok(mut file) => {
+                    io::Write::write_all(&mut file, bytes)
+                        .map_err(|e| at(&self.workspace.join(&rel), e))?;
+                    return Ok(rel);
+                }
+                // Made since we looked (another save of the same image, or a planted link).
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(at(&self.workspace.join(&rel), e)),
+            }
         }
         unreachable!("some name is free")
     }
@@ -313,6 +328,34 @@ mod tests {
             "{}",
             o.output
         );
+    }
+
+    #[test]
+    fn planted_links_are_never_written_through() {
+        let ws = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let fold = ImageFold::new(ws.path());
+        // The name is a content hash anyone can compute: a dangling link planted there.
+        let first = fold.fold(&[build::image_url(PNG)]).unwrap();
+        let path = text_of(&first[0])
+            .strip_prefix("[attached image: ")
+            .and_then(|l| l.strip_suffix(']'))
+            .unwrap()
+            .to_owned();
+        std::fs::remove_file(ws.path().join(&path)).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("planted"), ws.path().join(&path)).unwrap();
+        let again = fold.fold(&[build::image_url(PNG)]).unwrap();
+        assert!(
+            !text_of(&again[0]).contains(&path),
+            "{}",
+            text_of(&again[0])
+        );
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+        // `.penguin` itself a link out of the workspace.
+        std::fs::remove_dir_all(ws.path().join(".penguin")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), ws.path().join(".penguin")).unwrap();
+        assert!(fold.fold(&[build::image_url(PNG)]).is_err());
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
     }
 
     #[test]

@@ -295,6 +295,7 @@ pub async fn run_scenario(
         let mut stream = if let Some(goal) = run.goal {
             let dir = GoalDir::new();
             let file = dir.0.join(crate::goal::GOAL_FILE_NAME);
+            let root = dir.0.clone();
             *tools.goal.lock().unwrap_or_else(|p| p.into_inner()) =
                 Some((file.clone(), goal.writes));
             goal_dir = Some(dir);
@@ -306,6 +307,7 @@ pub async fn run_scenario(
                     max_rounds: goal.max_rounds,
                     file: None,
                 },
+                root,
                 file,
                 shown_file: Some(goal.file),
                 cancel: cancel.clone(),

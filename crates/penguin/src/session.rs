@@ -450,9 +450,11 @@ impl Session {
         self.write_meta();
         let file = goal.file.clone().unwrap_or_else(|| self.goal_file());
         let state = self.goal.clone();
+        let root = crate::goal::goal_root(Path::new(&self.session_meta.workspace), &file);
         let run = crate::goal::GoalRun {
             input,
             options: goal,
+            root,
             file,
             shown_file: None,
             cancel: options.cancel.clone(),
