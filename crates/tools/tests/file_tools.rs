@@ -1,6 +1,9 @@
 //! read_file, write_file, edit_file and read_image against a temporary workspace: every
 //! answer, success and error, as the model reads it.
 
+// Tests build and inspect their trees by hand; the door (clippy.toml) is for the crate's own code.
+#![allow(clippy::disallowed_methods)]
+
 mod ws;
 
 use insta::assert_snapshot;

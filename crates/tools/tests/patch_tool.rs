@@ -1,6 +1,9 @@
 //! apply_patch against a temporary workspace: additions, updates (with the whitespace ladder,
 //! context headers and moves), deletions, all or nothing, and every error text.
 
+// Tests build and inspect their trees by hand; the door (clippy.toml) is for the crate's own code.
+#![allow(clippy::disallowed_methods)]
+
 mod ws;
 
 use insta::assert_snapshot;

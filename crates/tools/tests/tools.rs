@@ -1,6 +1,9 @@
 //! The built-in tools against a real temporary workspace: outputs, the §2.16 stream
 //! discipline, limits, process-tree cleanup and path confinement.
 
+// Tests build and inspect their trees by hand; the door (clippy.toml) is for the crate's own code.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
