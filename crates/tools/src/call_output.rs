@@ -18,8 +18,8 @@ use penguin_omni_protocol::{
 };
 use tokio::io::AsyncWriteExt;
 
-use crate::notes;
 use crate::confined::Dir;
+use crate::notes;
 use crate::path::error_code;
 
 /// Workspace-relative directory where the full output of truncated calls is archived.
