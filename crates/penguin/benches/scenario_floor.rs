@@ -6,6 +6,9 @@
 //! harness; `cargo xtask bench` runs it too). It generates perf-1000 with
 //! `../shared/tools/perf/gen.py` and says so and stops when that is not there.
 
+// Tests build and inspect their trees by hand; the door (clippy.toml) is for the crate's own code.
+#![allow(clippy::disallowed_methods)]
+
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};

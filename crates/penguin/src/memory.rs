@@ -9,6 +9,11 @@
 //! others beneath the data root (`ToolsConfig::memory`); `memory_forget` deletes one. No
 //! command can write them: the sandbox hides the data root. `docs/memory.md`.
 
+// The door (clippy.toml) is for paths a command can change: memory folders lie under the data
+// root, which commands never reach; the model changes them only through the file tools, which
+// go through the door.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::{Path, PathBuf};
 
 use penguin_tools::memory::MEMORY_INDEX;
@@ -135,9 +140,17 @@ impl SessionMemory {
     }
 }
 
+/// A folder's `MEMORY.md`, which enters the prompt: read through the door all the same (no
+/// link followed, nothing but a regular file, bounded).
 fn read_index(dir: &Path) -> String {
-    std::fs::read_to_string(dir.join(MEMORY_INDEX)).unwrap_or_default()
+    penguin_tools::confined::Dir::open(dir)
+        .and_then(|d| d.read(MEMORY_INDEX, MAX_INDEX_BYTES))
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
 }
+
+/// The most of a `MEMORY.md` read (what enters the prompt is cut far shorter).
+const MAX_INDEX_BYTES: u64 = 4 << 20;
 
 /// An index as injected: trimmed, at most [`INDEX_MAX_LINES`] lines and [`INDEX_MAX_CHARS`]
 /// characters (cut at a line), with a note saying what was left out; [`INDEX_EMPTY_NOTE`]

@@ -10,10 +10,14 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use penguin_tools::confined::{Dir, Kind};
 use serde::Serialize;
 
 /// A skill's instructions file.
 pub const SKILL_FILE: &str = "SKILL.md";
+
+/// The most of a `SKILL.md` read: its frontmatter is what the prompt takes.
+const MAX_SKILL_MD_BYTES: u64 = 1 << 20;
 
 /// Where a workspace keeps its own skills.
 pub const WORKSPACE_SKILLS_DIR: &str = ".agents/skills";
@@ -146,20 +150,25 @@ pub fn valid_name(name: &str) -> bool {
 /// without one is no skill; a name outside `[A-Za-z0-9_-]` is skipped, as it could not be
 /// addressed). A broken frontmatter is the skill's `problem`, never an error.
 pub fn skills_in(dir: &Path, scope: SkillScope) -> Vec<Skill> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
+    // Through the door: the workspace's folder is a command's to change, and a `SKILL.md`
+    // made a link to a secret must not reach the prompt.
+    let Ok(folder) = Dir::open(dir) else {
         return Vec::new();
     };
-    let mut out: Vec<Skill> = entries
-        .filter_map(Result::ok)
-        .filter(|e| e.path().is_dir())
+    let mut out: Vec<Skill> = folder
+        .entries()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| e.kind == Kind::Dir)
         .filter_map(|e| {
-            let name = e.file_name().to_str()?.to_owned();
+            let name = e.name.to_str()?.to_owned();
             if !valid_name(&name) {
                 return None;
             }
-            let path = e.path().join(SKILL_FILE);
-            let text = std::fs::read_to_string(&path).ok()?;
-            Some(skill_from(name, &text, scope, path))
+            let rel = Path::new(&name).join(SKILL_FILE);
+            let text = folder.read(&rel, MAX_SKILL_MD_BYTES).ok()?;
+            let text = String::from_utf8_lossy(&text);
+            Some(skill_from(name, &text, scope, dir.join(rel)))
         })
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -315,6 +324,9 @@ pub fn is_git_url(source: &str) -> bool {
 /// three levels down with a `SKILL.md`, e.g. `skills/NAME/`). Each is copied whole,
 /// replacing an installed one of the same name; links and `.git` are not copied. Returns the
 /// installed skills.
+// The user's skills folder is under the data root, out of every command's reach (hidden, or
+// bound read-only: docs/security.md); std's `remove_dir_all` never follows a link.
+#[allow(clippy::disallowed_methods)]
 pub fn install(data_root: &Path, source: &str) -> Result<Vec<Skill>, SkillsError> {
     let dest = user_skills_dir(data_root);
     std::fs::create_dir_all(&dest).map_err(io_at(&dest))?;
@@ -354,6 +366,9 @@ pub fn install(data_root: &Path, source: &str) -> Result<Vec<Skill>, SkillsError
     }
 }
 
+// The user's skills folder is under the data root, out of every command's reach (hidden, or
+// bound read-only: docs/security.md); std's `remove_dir_all` never follows a link.
+#[allow(clippy::disallowed_methods)]
 fn install_from(
     dir: &Path,
     top_name: &str,
@@ -361,11 +376,15 @@ fn install_from(
     source: &str,
 ) -> Result<Vec<Skill>, SkillsError> {
     let mut found: Vec<(String, PathBuf)> = Vec::new();
-    if dir.join(SKILL_FILE).is_file() {
+    let top = Dir::open(dir).map_err(io_at(dir))?;
+    if top.metadata(SKILL_FILE).is_ok_and(|m| m.is_file()) {
         let name = if valid_name(top_name) {
             top_name.to_owned()
         } else {
-            let text = std::fs::read_to_string(dir.join(SKILL_FILE)).unwrap_or_default();
+            let text = top
+                .read(SKILL_FILE, MAX_SKILL_MD_BYTES)
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .unwrap_or_default();
             parse_frontmatter(&text)
                 .ok()
                 .and_then(|f| f.name)
@@ -374,7 +393,7 @@ fn install_from(
         };
         found.push((name, dir.to_path_buf()));
     } else {
-        collect_skill_dirs(dir, 3, &mut found);
+        collect_skill_dirs(&top, 3, &mut found);
     }
     if found.is_empty() {
         return Err(SkillsError::NoSkill(source.to_owned()));
@@ -386,7 +405,10 @@ fn install_from(
         // version alone.
         let staging = Scratch::new(dest, "install")?;
         let staged = staging.0.join(&name);
-        copy_tree(&from, &staged)?;
+        Dir::open(&staging.0)
+            .and_then(|d| d.create_dirs(&name))
+            .map_err(io_at(&staged))?;
+        copy_tree(&Dir::open(&from).map_err(io_at(&from))?, &staged)?;
         if target.exists() {
             std::fs::remove_dir_all(&target).map_err(io_at(&target))?;
         }
@@ -407,6 +429,9 @@ fn install_from(
 struct Scratch(PathBuf);
 
 impl Scratch {
+    // The user's skills folder is under the data root, out of every command's reach (hidden, or
+    // bound read-only: docs/security.md); std's `remove_dir_all` never follows a link.
+    #[allow(clippy::disallowed_methods)]
     fn new(dir: &Path, what: &str) -> Result<Scratch, SkillsError> {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -418,59 +443,75 @@ impl Scratch {
 }
 
 impl Drop for Scratch {
+    // The user's skills folder is under the data root, out of every command's reach (hidden, or
+    // bound read-only: docs/security.md); std's `remove_dir_all` never follows a link.
+    #[allow(clippy::disallowed_methods)]
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
 /// Directories below `dir` (up to `depth` levels) that hold a `SKILL.md`, named by their
-/// directory; one found is not searched further.
-fn collect_skill_dirs(dir: &Path, depth: usize, found: &mut Vec<(String, PathBuf)>) {
+/// directory; one found is not searched further. Walked by handle, no link followed.
+fn collect_skill_dirs(dir: &Dir, depth: usize, found: &mut Vec<(String, PathBuf)>) {
     if depth == 0 {
         return;
     }
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut dirs: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()) && e.file_name() != ".git")
-        .map(|e| e.path())
+    let mut dirs: Vec<_> = dir
+        .entries()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| e.kind == Kind::Dir && e.name != ".git")
+        .map(|e| e.name)
         .collect();
     dirs.sort();
-    for d in dirs {
-        let name = d
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        if d.join(SKILL_FILE).is_file() {
+    for name in dirs {
+        let Ok(sub) = dir.open_dir(&name) else {
+            continue;
+        };
+        let name = name.to_string_lossy().into_owned();
+        if sub.metadata(SKILL_FILE).is_ok_and(|m| m.is_file()) {
             if valid_name(&name) && found.iter().all(|(n, _)| *n != name) {
-                found.push((name, d));
+                found.push((name, sub.path().to_path_buf()));
             }
         } else {
-            collect_skill_dirs(&d, depth - 1, found);
+            collect_skill_dirs(&sub, depth - 1, found);
         }
     }
 }
 
-/// Copies the regular files and directories of `from` to `to` (created), never following or
-/// copying a link, and leaving `.git` out.
-fn copy_tree(from: &Path, to: &Path) -> Result<(), SkillsError> {
-    std::fs::create_dir_all(to).map_err(io_at(to))?;
-    for entry in std::fs::read_dir(from).map_err(io_at(from))? {
-        let entry = entry.map_err(io_at(from))?;
-        let kind = entry.file_type().map_err(io_at(&entry.path()))?;
-        let target = to.join(entry.file_name());
-        if kind.is_dir() && entry.file_name() != ".git" {
-            copy_tree(&entry.path(), &target)?;
-        } else if kind.is_file() {
-            std::fs::copy(entry.path(), &target).map_err(io_at(&entry.path()))?;
+/// Copies the regular files (with their permissions: a skill's scripts stay executable) and
+/// directories of `from` to `to` (created), leaving `.git` out. Both through the door: the
+/// source may be a folder a command can change, and a file swapped for a link while it is
+/// copied is refused, not followed (a link into `~/.ssh` would otherwise be copied where
+/// every sandboxed command may read it).
+fn copy_tree(from: &Dir, to: &Path) -> Result<(), SkillsError> {
+    let target = Dir::open(to).map_err(io_at(to))?;
+    for entry in from.entries().map_err(io_at(from.path()))? {
+        let at = from.path().join(&entry.name);
+        match entry.kind {
+            Kind::Dir if entry.name != ".git" => {
+                target.create_dirs(&entry.name).map_err(io_at(&at))?;
+                let sub = from.open_dir(&entry.name).map_err(io_at(&at))?;
+                copy_tree(&sub, &to.join(&entry.name))?;
+            }
+            Kind::File => {
+                let mut src = from.open_file(&entry.name).map_err(io_at(&at))?;
+                let perms = src.metadata().map_err(io_at(&at))?.permissions();
+                let mut dst = target.create_new(&entry.name).map_err(io_at(&at))?;
+                std::io::copy(&mut src, &mut dst).map_err(io_at(&at))?;
+                dst.set_permissions(perms).map_err(io_at(&at))?;
+            }
+            _ => {}
         }
     }
     Ok(())
 }
 
 /// Removes the user's skill `name` (its whole directory).
+// The user's skills folder is under the data root, out of every command's reach (hidden, or
+// bound read-only: docs/security.md); std's `remove_dir_all` never follows a link.
+#[allow(clippy::disallowed_methods)]
 pub fn remove(data_root: &Path, name: &str) -> Result<PathBuf, SkillsError> {
     if !valid_name(name) {
         return Err(SkillsError::BadName(name.to_owned()));
@@ -517,6 +558,29 @@ mod tests {
     fn skill(dir: &Path, name: &str, text: &str) {
         std::fs::create_dir_all(dir.join(name)).unwrap();
         std::fs::write(dir.join(name).join(SKILL_FILE), text).unwrap();
+    }
+
+    #[test]
+    fn a_workspace_skill_linked_to_a_secret_never_reaches_the_prompt() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (root, ws) = (tmp.path().join("data"), tmp.path().join("ws"));
+        let secret = tmp.path().join("id_rsa");
+        std::fs::write(&secret, "---\nname: evil\ndescription: PRIVATE KEY\n---\n").unwrap();
+        let evil = workspace_skills_dir(&ws).join("evil");
+        std::fs::create_dir_all(&evil).unwrap();
+        std::os::unix::fs::symlink(&secret, evil.join(SKILL_FILE)).unwrap();
+        // A whole skill folder linked elsewhere, too.
+        std::fs::create_dir_all(tmp.path().join("elsewhere/x")).unwrap();
+        std::fs::copy(&secret, tmp.path().join("elsewhere/x").join(SKILL_FILE)).unwrap();
+        std::os::unix::fs::symlink(
+            tmp.path().join("elsewhere/x"),
+            workspace_skills_dir(&ws).join("linked"),
+        )
+        .unwrap();
+        let all = discover(&root, &ws);
+        assert!(all.is_empty(), "{all:?}");
+        let section = prompt_section(&all, &user_skills_dir(&root), &ws);
+        assert!(!section.contains("PRIVATE KEY"));
     }
 
     #[test]
