@@ -372,6 +372,45 @@ pub(crate) enum TraceCommand {
     },
 }
 
+/// How a cluster node authenticates: to the other nodes (the cluster secret) and to NATS.
+#[derive(Args, Debug, Clone, Default)]
+pub(crate) struct NatsArgs {
+    /// The file holding the secret every node of the cluster shares (32 bytes or more, e.g.
+    /// `openssl rand -hex 32`): the nodes sign what they send each other with it, and run only
+    /// what is signed (default: PENGUIN_CLUSTER_SECRET_FILE).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) cluster_secret_file: Option<PathBuf>,
+    /// Join a NATS that lets anyone connect without credentials. Whoever can reach such a NATS
+    /// reads every session's events and traces and can forge the cluster's state: use it only
+    /// for a NATS nothing but the nodes can reach.
+    #[arg(long)]
+    pub(crate) insecure_nats: bool,
+    /// The NATS user (its password from PENGUIN_NATS_PASSWORD); a token instead comes from
+    /// PENGUIN_NATS_TOKEN.
+    #[arg(long, value_name = "USER")]
+    pub(crate) nats_user: Option<String>,
+    /// A file holding this node's NATS nkey user seed (`SU…`).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) nats_nkey: Option<PathBuf>,
+    /// This node's NATS credentials file (`.creds`: a user JWT and its seed).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) nats_creds: Option<PathBuf>,
+    /// Refuse NATS without TLS (a `tls://` URL requires it too).
+    #[arg(long)]
+    pub(crate) nats_tls: bool,
+    /// PEM file of the CAs NATS's certificate must chain to (default: the system's); implies
+    /// --nats-tls.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) nats_ca: Option<PathBuf>,
+    /// PEM file of this node's TLS client certificate, for a NATS that verifies clients (with
+    /// --nats-key).
+    #[arg(long, value_name = "FILE", requires = "nats_key")]
+    pub(crate) nats_cert: Option<PathBuf>,
+    /// PEM file of the key of --nats-cert.
+    #[arg(long, value_name = "FILE", requires = "nats_cert")]
+    pub(crate) nats_key: Option<PathBuf>,
+}
+
 /// `penguin serve`.
 #[derive(Args, Debug, Clone)]
 pub(crate) struct ServeArgs {
@@ -416,12 +455,15 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "WHEN")]
     pub(crate) durability: Option<String>,
     /// Serve as one node of a cluster on NATS JetStream at these URLs (comma-separated;
-    /// default: `[cluster] nats`). Every node needs the same --token.
+    /// default: `[cluster] nats`; `nats://user:password@host:4222`, `tls://host:4222`). Every
+    /// node needs the same --token and the same --cluster-secret-file.
     #[arg(long, value_name = "NATS_URLS", value_delimiter = ',')]
     pub(crate) cluster: Vec<String>,
     /// This node's name in the cluster, unique among its nodes (default: `[cluster] node`).
     #[arg(long, value_name = "NAME")]
     pub(crate) node: Option<String>,
+    #[command(flatten)]
+    pub(crate) nats: NatsArgs,
     /// The token requests must present (16 characters at least; default: PENGUIN_TOKEN, else
     /// the token file). A cluster's nodes must all have the same one.
     #[arg(long, value_name = "TOKEN")]

@@ -15,12 +15,15 @@
 #[path = "support/cluster_nodes.rs"]
 mod cluster_nodes;
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use cluster_nodes::nats::{NATS_PASSWORD, NATS_USER};
 use cluster_nodes::{
     assert_contiguous, assert_same_events, call_id, done_text, kinds, ready_text, texts, Ev,
-    Options, TestCluster, DONE_DELTAS,
+    Options, TestCluster, DONE_DELTAS, TOKEN,
 };
+use futures::StreamExt;
 
 const A: usize = 0;
 const B: usize = 1;
@@ -853,4 +856,497 @@ async fn a_node_stopped_gracefully_hands_its_sessions_over_at_once() {
         "{:?}",
         writers.iter().map(|w| &w.node).collect::<Vec<_>>()
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Who may speak on the bus (docs/cluster.md, "Threat model")
+
+/// What a process holding NATS credentials (but not the cluster secret) hears on the bus: one
+/// connection to each nats-server subscribed to `>`, so whichever server a node publishes
+/// through, the message is heard. Each subscription is checked live (its own probe came back)
+/// before anything is done.
+struct Eavesdropper {
+    heard: Arc<Mutex<Vec<async_nats::Message>>>,
+    client: async_nats::Client,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Eavesdropper {
+    async fn start(cl: &TestCluster) -> Eavesdropper {
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        let mut first = None;
+        for (k, node) in cl.nats.nodes.iter().enumerate() {
+            let client = nats_client(&node.plain_url()).await;
+            let mut all = client.subscribe(">").await.unwrap();
+            let probe = format!("eavesdropper.probe.{k}");
+            loop {
+                client.publish(probe.clone(), "".into()).await.unwrap();
+                let got = tokio::time::timeout(Duration::from_millis(500), all.next()).await;
+                if got.is_ok_and(|m| m.is_some_and(|m| m.subject.as_str() == probe)) {
+                    break;
+                }
+            }
+            let heard = heard.clone();
+            tasks.push(tokio::spawn(async move {
+                while let Some(m) = all.next().await {
+                    lock(&heard).push(m);
+                }
+            }));
+            first.get_or_insert(client);
+        }
+        Eavesdropper {
+            heard,
+            client: first.expect("a nats-server"),
+            tasks,
+        }
+    }
+
+    fn heard(&self) -> Vec<async_nats::Message> {
+        lock(&self.heard).clone()
+    }
+
+    /// The requests forwarded to node `node` heard so far.
+    fn forwarded_to(&self, node: &str) -> Vec<async_nats::Message> {
+        let subject = format!("penguin.http.{node}");
+        self.heard()
+            .into_iter()
+            .filter(|m| m.subject.as_str() == subject)
+            .collect()
+    }
+
+    /// Publishes `headers` and `body` to `penguin.http.<node>` as a request, and returns the
+    /// node's answer.
+    async fn ask(
+        &self,
+        node: &str,
+        headers: async_nats::HeaderMap,
+        body: Vec<u8>,
+    ) -> async_nats::Message {
+        let subject = format!("penguin.http.{node}");
+        tokio::time::timeout(
+            Duration::from_secs(20),
+            self.client
+                .request_with_headers(subject, headers, body.into()),
+        )
+        .await
+        .expect("the node answers within 20 s")
+        .expect("the node answers")
+    }
+}
+
+impl Drop for Eavesdropper {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A connection with the cluster's NATS credentials.
+async fn nats_client(url: &str) -> async_nats::Client {
+    async_nats::ConnectOptions::with_user_and_password(NATS_USER.into(), NATS_PASSWORD.into())
+        .connect(url)
+        .await
+        .expect("the eavesdropper has NATS credentials")
+}
+
+/// Whether `needle` occurs anywhere in message `m`: its subject, a header's name or value, its
+/// payload.
+fn carries(m: &async_nats::Message, needle: &str) -> bool {
+    let bytes = needle.as_bytes();
+    let within = |hay: &[u8]| hay.windows(bytes.len()).any(|w| w == bytes);
+    within(m.subject.as_bytes())
+        || within(&m.payload)
+        || m.headers.as_ref().is_some_and(|h| {
+            h.iter().any(|(name, values)| {
+                let name: &str = name.as_ref();
+                within(name.as_bytes()) || values.iter().any(|v| within(v.as_str().as_bytes()))
+            })
+        })
+}
+
+fn header<'m>(m: &'m async_nats::Message, name: &str) -> Option<&'m str> {
+    m.headers
+        .as_ref()
+        .and_then(|h| h.get(name))
+        .map(|v| v.as_str())
+}
+
+/// i. The API token never travels on NATS. A process with NATS credentials listens to
+/// everything (`>`, so `penguin.http.>` too) while a session of node a is driven from b
+/// (its task, its approval, its messages) and streamed from c (whose snapshot comes from a):
+/// the requests reach a, signed, and nothing it hears holds the token, the cluster secret or
+/// an `Authorization` header.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_on_nats_never_hears_the_token() {
+    if !cluster_nodes::available("a_listener_on_nats_never_hears_the_token") {
+        return;
+    }
+    let cl = TestCluster::start().await;
+    let ears = Eavesdropper::start(&cl).await;
+    let id = cl.create_session(A).await;
+    cl.wait_listed(B, &id).await;
+    let mut sse = cl.stream(C, &id, None).await;
+    assert!(sse.next().await.is_state("idle"));
+    first_task(&cl, &mut sse, &id, B).await;
+    cl.post_task(B, &id, "read a.txt").await;
+    let task = cl.drive(&mut sse, &id, B).await;
+    assert!(texts(&task).contains(&done_text("a")), "{:?}", texts(&task));
+    let (status, messages) = cl
+        .call(B, "GET", &format!("/api/sessions/{id}/messages"), None)
+        .await;
+    assert_eq!(status, 200, "{messages}");
+    // A query token on a route that does not take it is not carried either.
+    let (status, _) = cl
+        .call(
+            B,
+            "GET",
+            &format!("/api/sessions/{id}/messages?access_token={TOKEN}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200);
+
+    let forwarded = ears.forwarded_to("a");
+    let uris: Vec<&str> = forwarded
+        .iter()
+        .filter_map(|m| header(m, "Penguin-Uri"))
+        .collect();
+    for wanted in ["/tasks", "/approvals/", "/messages", "/state"] {
+        assert!(
+            uris.iter().any(|u| u.contains(wanted)),
+            "a request for {wanted} was forwarded to a: {uris:?}"
+        );
+    }
+    for m in &forwarded {
+        assert!(
+            header(m, penguin_cluster::SIGNATURE_HEADER).is_some(),
+            "every forwarded request is signed: {:?}",
+            m.headers
+        );
+    }
+    let heard = ears.heard();
+    for m in &heard {
+        assert!(
+            !carries(m, TOKEN),
+            "the token on the bus, on {}: {:?}",
+            m.subject,
+            m.headers
+        );
+        assert!(
+            !carries(m, cluster_nodes::nats::SECRET),
+            "the cluster secret on the bus, on {}",
+            m.subject
+        );
+        let authorization = m.headers.as_ref().is_some_and(|h| {
+            h.iter().any(|(n, _)| {
+                let n: &str = n.as_ref();
+                n.to_ascii_lowercase().contains("authorization")
+                    || n.to_ascii_lowercase().contains("cookie")
+            })
+        });
+        assert!(!authorization, "credentials headers on {}", m.subject);
+    }
+    for i in [A, B, C] {
+        assert!(
+            !cl.log_tail(i).contains(cluster_nodes::nats::SECRET),
+            "node {i} never logs the secret"
+        );
+    }
+}
+
+/// j. Requests put on the bus by something that is not a node do nothing. A process with NATS
+/// credentials (and the token, stolen elsewhere) asks node a on `penguin.http.a` to create a
+/// session: unsigned, then signed under another secret; then it replays a request b really
+/// forwarded (a fork, which creates a session). a refuses each one, says why, and no session
+/// appears: the only new one is the fork b asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_from_outside_the_nodes_is_refused_and_does_nothing() {
+    if !cluster_nodes::available("a_request_from_outside_the_nodes_is_refused_and_does_nothing") {
+        return;
+    }
+    let cl = TestCluster::start_with(Options {
+        nodes: 2,
+        ..Options::default()
+    })
+    .await;
+    let ears = Eavesdropper::start(&cl).await;
+    let id = cl.create_session(A).await;
+    cl.wait_listed(B, &id).await;
+    // A fork needs a completed task.
+    let mut sse = cl.stream(B, &id, None).await;
+    first_task(&cl, &mut sse, &id, B).await;
+    drop(sse);
+    let before = cl.list(A).await.len();
+
+    let create = |h: &mut async_nats::HeaderMap| {
+        h.insert("Penguin-Method", "POST");
+        h.insert("Penguin-Uri", "/api/sessions");
+        h.insert("Http-authorization", format!("Bearer {TOKEN}").as_str());
+        h.insert("Http-content-type", "application/json");
+        h.insert("Http-host", "localhost");
+    };
+    let body = br#"{"approvalMode": "allow-all"}"#.to_vec();
+
+    let mut unsigned = async_nats::HeaderMap::new();
+    create(&mut unsigned);
+    unsigned.insert(penguin_cluster::NODE_HEADER, "b");
+    let answer = ears.ask("a", unsigned, body.clone()).await;
+    let why = header(&answer, "Penguin-Refused").unwrap_or_else(|| {
+        panic!(
+            "an unsigned request is refused: {:?} {:?}",
+            answer.headers,
+            String::from_utf8_lossy(&answer.payload)
+        )
+    });
+    assert!(why.contains("no signature"), "{why}");
+
+    let stranger = penguin_cluster::Signer::new(
+        penguin_cluster::ClusterSecret::new(vec![b'x'; 48]).unwrap(),
+        "b",
+    );
+    let mut forged = async_nats::HeaderMap::new();
+    create(&mut forged);
+    stranger.sign("penguin.http.a", &mut forged, &body);
+    let answer = ears.ask("a", forged, body).await;
+    let why = header(&answer, "Penguin-Refused").expect("a forged signature is refused");
+    assert!(why.contains("does not verify"), "{why}");
+
+    // b forwards a fork to a, the owner: one new session.
+    let (status, v) = cl
+        .call(
+            B,
+            "POST",
+            &format!("/api/sessions/{id}/fork"),
+            Some(serde_json::json!({})),
+        )
+        .await;
+    assert_eq!(status, 201, "{v}");
+    let fork = ears
+        .forwarded_to("a")
+        .into_iter()
+        .find(|m| header(m, "Penguin-Uri").is_some_and(|u| u.ends_with("/fork")))
+        .expect("the eavesdropper heard b's fork");
+    assert_eq!(cl.list(A).await.len(), before + 1);
+    let answer = ears
+        .ask("a", fork.headers.clone().unwrap(), fork.payload.to_vec())
+        .await;
+    let why = header(&answer, "Penguin-Refused").expect("a replayed request is refused");
+    assert!(why.contains("replay"), "{why}");
+
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for node in [A, B] {
+        assert_eq!(
+            cl.list(node).await.len(),
+            before + 1,
+            "no session but b's fork on node {node}"
+        );
+    }
+    let log = cl.log_tail(A);
+    assert_eq!(
+        log.matches("refused a request on penguin.http.a").count(),
+        3,
+        "a says why it refused each: {log}"
+    );
+    for line in log.lines().filter(|l| l.contains("[cluster]")) {
+        assert!(!line.contains(TOKEN), "{line}");
+    }
+}
+
+/// A nats-server asking for `user`/`password`, from a config file written here; killed when
+/// dropped.
+struct PasswordNats {
+    port: u16,
+    child: std::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+impl PasswordNats {
+    async fn start(user: &str, password: &str) -> PasswordNats {
+        let dir = tempfile::tempdir().unwrap();
+        let port = cluster_nodes::nats::free_port();
+        let conf = dir.path().join("nats.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "listen: \"127.0.0.1:{port}\"\njetstream {{ store_dir: {:?} }}\n\
+                 authorization {{ users = [ {{ user: {user:?}, password: {password:?} }} ] }}\n",
+                dir.path().join("js").display().to_string()
+            ),
+        )
+        .unwrap();
+        let child = std::process::Command::new("nats-server")
+            .arg("-c")
+            .arg(&conf)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("nats.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let url = format!("nats://127.0.0.1:{port}");
+        while async_nats::ConnectOptions::with_user_and_password(user.into(), password.into())
+            .connect(url.as_str())
+            .await
+            .is_err()
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "nats-server did not start"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        PasswordNats {
+            port,
+            child,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for PasswordNats {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `penguin serve` for node `a` of the NATS at `url`, one replica (a single nats-server),
+/// with `args` and `env` more: its process and its log.
+fn serve_node(
+    dir: &std::path::Path,
+    url: &str,
+    args: &[&str],
+    env: &[(&str, &std::ffi::OsStr)],
+) -> (std::process::Child, std::path::PathBuf, u16) {
+    let port = cluster_nodes::nats::free_port();
+    let (mut cmd, log) = cluster_nodes::serve_command(dir, "a", port);
+    std::fs::write(
+        dir.join("home-a").join("config.toml"),
+        "[cluster]\nreplicas = 1\nlease_secs = 3\n",
+    )
+    .unwrap();
+    cmd.args(["--cluster", url, "--node", "a"]).args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    (cmd.spawn().expect("penguin serve starts"), log, port)
+}
+
+/// Waits for `child` to exit: its status and its log.
+async fn exit_of(child: &mut std::process::Child, log: &std::path::Path) -> (bool, String) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return (
+                status.success(),
+                std::fs::read_to_string(log).unwrap_or_default(),
+            );
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "penguin serve did not stop within 60 s:\n{}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until `penguin serve` on `port` answers `GET /api/sessions`; then stops it.
+async fn serves(child: &mut std::process::Child, log: &std::path::Path, port: u16) -> String {
+    let http = reqwest::Client::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer = http
+            .get(format!("http://127.0.0.1:{port}/api/sessions"))
+            .bearer_auth(cluster_nodes::TOKEN)
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await;
+        if answer.is_ok_and(|r| r.status().is_success()) {
+            break;
+        }
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "penguin serve exited:\n{text}"
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "penguin serve did not answer within 60 s:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    std::fs::read_to_string(log).unwrap_or_default()
+}
+
+/// k. `penguin serve --cluster` joins only an authenticated NATS, as a holder of the cluster
+/// secret: against a NATS that lets anyone in it stops with an error naming the fix (unless
+/// `--insecure-nats`, which it warns about); without a secret it stops saying how to give
+/// one; with a wrong password it stops naming the URL, not the password; with the user and
+/// password a nats-server's config file asks for, it serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_joins_only_an_authenticated_nats_with_the_secret() {
+    if !cluster_nodes::available("serve_joins_only_an_authenticated_nats_with_the_secret") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let secret = cluster_nodes::write_secret(dir.path());
+    let with_secret = [("PENGUIN_CLUSTER_SECRET_FILE", secret.as_os_str())];
+
+    let open = cluster_nodes::nats::NatsCluster::start_with(1, false).await;
+    let url = open.nodes[0].plain_url();
+    let (mut child, log, _) = serve_node(dir.path(), &url, &[], &with_secret);
+    let (ok, text) = exit_of(&mut child, &log).await;
+    assert!(!ok, "an open NATS is refused:\n{text}");
+    assert!(text.contains("without credentials"), "{text}");
+    assert!(text.contains("--insecure-nats"), "{text}");
+    assert!(text.contains(&url), "{text}");
+
+    let (mut child, log, port) = serve_node(dir.path(), &url, &["--insecure-nats"], &with_secret);
+    let text = serves(&mut child, &log, port).await;
+    assert!(text.contains("WARNING: NATS at"), "{text}");
+
+    let nats = PasswordNats::start("node-a", "pw-of-node-a-0123").await;
+    let url = format!("nats://127.0.0.1:{}", nats.port);
+    let (mut child, log, _) = serve_node(
+        dir.path(),
+        &url,
+        &["--nats-user", "node-a"],
+        &[("PENGUIN_NATS_PASSWORD", "pw-of-node-a-0123".as_ref())],
+    );
+    let (ok, text) = exit_of(&mut child, &log).await;
+    assert!(!ok, "no secret, no node:\n{text}");
+    assert!(text.contains("--cluster-secret-file"), "{text}");
+    assert!(text.contains("PENGUIN_CLUSTER_SECRET_FILE"), "{text}");
+
+    let wrong = format!("nats://node-a:wrong-pass-0123@127.0.0.1:{}", nats.port);
+    let (mut child, log, _) = serve_node(dir.path(), &wrong, &[], &with_secret);
+    let (ok, text) = exit_of(&mut child, &log).await;
+    assert!(!ok, "a wrong password is refused:\n{text}");
+    assert!(text.contains("cannot reach NATS"), "{text}");
+    assert!(!text.contains("wrong-pass-0123"), "{text}");
+
+    let (mut child, log, port) = serve_node(
+        dir.path(),
+        &url,
+        &["--nats-user", "node-a"],
+        &[
+            ("PENGUIN_NATS_PASSWORD", "pw-of-node-a-0123".as_ref()),
+            ("PENGUIN_CLUSTER_SECRET_FILE", secret.as_os_str()),
+        ],
+    );
+    let text = serves(&mut child, &log, port).await;
+    assert!(text.contains("node a of the cluster"), "{text}");
+    assert!(!text.contains("WARNING"), "{text}");
+    assert!(!text.contains("pw-of-node-a-0123"), "{text}");
 }

@@ -43,6 +43,35 @@ pub enum ClusterError {
         /// The name.
         name: String,
     },
+    /// The NATS server lets anyone connect without credentials, and the node was not told to
+    /// accept that: whoever reaches NATS could read every session's events and traces and forge
+    /// the cluster's state.
+    #[error(
+        "NATS at {url} accepts connections without authentication: anyone who can reach it reads \
+         every session's events and traces and can forge the cluster's state. Run nats-server \
+         with authorization and give this node its credentials (user:password@ or token@ in the \
+         URL, an nkey seed file or a .creds file), or accept an open NATS explicitly \
+         (ClusterConfig::allow_unauthenticated)"
+    )]
+    Unauthenticated {
+        /// The URLs, without credentials.
+        url: String,
+    },
+    /// NATS credentials that cannot be used as given (a file that cannot be read, credentials
+    /// given twice).
+    #[error("NATS credentials: {reason}")]
+    Credentials {
+        /// What was wrong, naming the file or option (never a secret's value).
+        reason: String,
+    },
+    /// The cluster secret cannot be used (unreadable, too short).
+    #[error("{what}: {reason}")]
+    Secret {
+        /// Where it came from (`the cluster secret file /etc/penguin/secret`).
+        what: String,
+        /// What was wrong with it (never its value).
+        reason: String,
+    },
     /// A stored value that does not parse.
     #[error("malformed {what} in the cluster: {reason}")]
     Malformed {
@@ -70,7 +99,7 @@ impl ClusterError {
 
     /// The HTTP status a server answers this error with: 503 when the cluster is unavailable,
     /// 409 when another node holds the session or this one was fenced, 400 for a bad name, 500
-    /// for malformed data.
+    /// for malformed data and a node that cannot join as configured.
     ///
     /// ```
     /// use penguin_cluster::ClusterError;
@@ -83,7 +112,10 @@ impl ClusterError {
             ClusterError::Unreachable { .. } | ClusterError::Unavailable { .. } => 503,
             ClusterError::Held { .. } | ClusterError::Fenced { .. } => 409,
             ClusterError::InvalidName { .. } => 400,
-            ClusterError::Malformed { .. } => 500,
+            ClusterError::Malformed { .. }
+            | ClusterError::Unauthenticated { .. }
+            | ClusterError::Credentials { .. }
+            | ClusterError::Secret { .. } => 500,
         }
     }
 }

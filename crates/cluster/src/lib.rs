@@ -4,8 +4,10 @@ mod error;
 mod events;
 mod index;
 mod lease;
+mod signing;
 mod traces;
 
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_nats::jetstream::{self, kv, stream};
@@ -14,6 +16,9 @@ pub use error::ClusterError;
 pub use events::{ClusterEvent, EventFeed, EventLog, EventPublisher, FeedItem, Replay, RETRY_FOR};
 pub use index::{IndexChange, NodeInfo, Registry, SessionIndex, SessionRecord};
 pub use lease::{Holder, Lease, Leases};
+pub use signing::{
+    ClusterSecret, Refusal, Signer, NONCE_HEADER, SIGNATURE_HEADER, SIGNATURE_WINDOW, TIME_HEADER,
+};
 pub use traces::{ReplicatedTrace, TraceLog, TraceRecord};
 
 /// The KV bucket of session leases.
@@ -34,13 +39,75 @@ pub const SEQ_HEADER: &str = "Penguin-Seq";
 /// The header naming the node that published a message.
 pub const NODE_HEADER: &str = "Penguin-Node";
 
+/// How a node proves itself to NATS, besides credentials in a URL (`nats://user:password@host`,
+/// `nats://token@host`). Its `Debug` names the kind and the files, never a password or token.
+#[derive(Clone, Default)]
+pub enum NatsAuth {
+    /// Only what the URLs carry.
+    #[default]
+    None,
+    /// A user and password.
+    UserPassword {
+        /// The user.
+        user: String,
+        /// Its password.
+        password: String,
+    },
+    /// A token.
+    Token(String),
+    /// A file holding an nkey user seed (`SU…`): the node signs the server's nonce with it.
+    NkeyFile(PathBuf),
+    /// A `.creds` file (a user JWT and its nkey seed), as `nsc` writes them.
+    CredsFile(PathBuf),
+}
+
+impl std::fmt::Debug for NatsAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NatsAuth::None => f.write_str("None"),
+            NatsAuth::UserPassword { user, .. } => f
+                .debug_struct("UserPassword")
+                .field("user", user)
+                .finish_non_exhaustive(),
+            NatsAuth::Token(_) => f.write_str("Token(<redacted>)"),
+            NatsAuth::NkeyFile(p) => f.debug_tuple("NkeyFile").field(p).finish(),
+            NatsAuth::CredsFile(p) => f.debug_tuple("CredsFile").field(p).finish(),
+        }
+    }
+}
+
+/// TLS to NATS. A `tls://` URL requires it too; without a CA file the system's roots verify
+/// the server.
+#[derive(Clone, Debug, Default)]
+pub struct NatsTls {
+    /// Refuse a connection without TLS.
+    pub required: bool,
+    /// PEM file of the CAs the server's certificate must chain to (instead of the system's).
+    pub ca_file: Option<PathBuf>,
+    /// PEM files of this node's client certificate and its key, for a NATS that verifies
+    /// clients.
+    pub client_cert: Option<(PathBuf, PathBuf)>,
+}
+
 /// How a node joins the cluster.
 #[derive(Clone, Debug)]
 pub struct ClusterConfig {
-    /// NATS URLs (`nats://host:port`); the client tries them in turn and reconnects to any.
+    /// NATS URLs (`nats://host:port`, `tls://host:port`); the client tries them in turn and
+    /// reconnects to any.
     pub urls: Vec<String>,
     /// This node's name, unique in the cluster (`[a-zA-Z0-9_-]`).
     pub node: String,
+    /// The secret every node of the cluster holds: what the nodes sign the messages they send
+    /// each other with (see [`Signer`]).
+    pub secret: ClusterSecret,
+    /// NATS credentials besides those the URLs carry (give them in one place only).
+    pub auth: NatsAuth,
+    /// TLS to NATS.
+    pub tls: NatsTls,
+    /// Join a NATS that lets anyone connect without credentials. Off: such a NATS is
+    /// [`ClusterError::Unauthenticated`], because anyone who reaches it reads every session's
+    /// events and traces and can forge the cluster's state.
+    pub allow_unauthenticated: bool,
     /// Replicas of every bucket and stream (3 in a 3-node NATS cluster, 1 on a single server).
     pub replicas: usize,
     /// How long a lease (and a node's registration) lives without a renewal.
@@ -54,11 +121,16 @@ pub struct ClusterConfig {
 impl ClusterConfig {
     /// Defaults: 3 replicas, a 10 s lease (longer than a JetStream leader election after a
     /// nats-server died, so losing one does not cost the sessions' leases), 10,000 events per
-    /// session, 5 s requests.
-    pub fn new(urls: Vec<String>, node: impl Into<String>) -> ClusterConfig {
+    /// session, 5 s requests; NATS credentials only from the URLs, no TLS unless a URL says
+    /// `tls://`, and an unauthenticated NATS refused.
+    pub fn new(urls: Vec<String>, node: impl Into<String>, secret: ClusterSecret) -> ClusterConfig {
         ClusterConfig {
             urls,
             node: node.into(),
+            secret,
+            auth: NatsAuth::None,
+            tls: NatsTls::default(),
+            allow_unauthenticated: false,
             replicas: 3,
             lease_ttl: Duration::from_secs(10),
             events_per_session: 10_000,
@@ -73,6 +145,7 @@ pub struct Cluster {
     config: ClusterConfig,
     client: async_nats::Client,
     js: jetstream::Context,
+    signer: Signer,
     leases: kv::Store,
     nodes: kv::Store,
     sessions: kv::Store,
@@ -83,7 +156,9 @@ pub struct Cluster {
 impl Cluster {
     /// Connects to NATS and makes sure the buckets and streams exist.
     ///
-    /// A NATS that cannot be reached is [`ClusterError::Unreachable`], naming the URLs; a
+    /// A NATS that cannot be reached (or refuses the credentials) is
+    /// [`ClusterError::Unreachable`], naming the URLs; one that lets anyone in is
+    /// [`ClusterError::Unauthenticated`] unless [`ClusterConfig::allow_unauthenticated`]; a
     /// JetStream that does not answer (not enabled, no quorum) is
     /// [`ClusterError::Unavailable`].
     pub async fn connect(config: ClusterConfig) -> Result<Cluster, ClusterError> {
@@ -109,18 +184,7 @@ impl Cluster {
                 url: url.clone(),
                 reason: e.to_string(),
             })?;
-        // Credentials in a URL (`nats://user:password@host`, `nats://token@host`): the client
-        // does not take them from the URL by itself.
-        let options = match addrs
-            .iter()
-            .find_map(|a| Some((a.username()?, a.password())))
-        {
-            Some((user, Some(password))) => {
-                async_nats::ConnectOptions::with_user_and_password(user.into(), password.into())
-            }
-            Some((token, None)) => async_nats::ConnectOptions::with_token(token.into()),
-            None => async_nats::ConnectOptions::new(),
-        };
+        let options = connect_options(&config, &addrs).await?;
         let client = options
             .name(format!("penguin-{}", config.node))
             .connection_timeout(config.request_timeout)
@@ -132,6 +196,9 @@ impl Cluster {
                 url: url.clone(),
                 reason: e.to_string(),
             })?;
+        if !client.server_info().auth_required && !config.allow_unauthenticated {
+            return Err(ClusterError::Unauthenticated { url });
+        }
         let mut js = jetstream::new(client.clone());
         js.set_timeout(config.request_timeout);
         // Right after a nats-server died, JetStream answers nothing until the streams have
@@ -147,6 +214,7 @@ impl Cluster {
             }
         };
         Ok(Cluster {
+            signer: Signer::new(config.secret.clone(), config.node.clone()),
             config,
             client,
             js,
@@ -176,6 +244,17 @@ impl Cluster {
     /// The JetStream context.
     pub fn jetstream(&self) -> &jetstream::Context {
         &self.js
+    }
+
+    /// What this node signs the messages it sends other nodes with, and verifies theirs (one
+    /// per connection: its clones share the nonces seen).
+    pub fn signer(&self) -> &Signer {
+        &self.signer
+    }
+
+    /// Whether the NATS server this node is connected to asked it for credentials.
+    pub fn nats_authenticated(&self) -> bool {
+        self.client.server_info().auth_required
     }
 
     /// `Ok` while the connection to NATS is up, [`ClusterError::Unavailable`] otherwise: what a
@@ -225,6 +304,78 @@ impl Cluster {
             self.config.node.clone(),
         )
     }
+}
+
+/// The client's options: credentials from the URLs or `config.auth` (one of them), TLS.
+async fn connect_options(
+    config: &ClusterConfig,
+    addrs: &[async_nats::ServerAddr],
+) -> Result<async_nats::ConnectOptions, ClusterError> {
+    let bad = |reason: String| ClusterError::Credentials { reason };
+    // Credentials in a URL (`nats://user:password@host`, `nats://token@host`): the client
+    // does not take them from the URL by itself.
+    let in_url = addrs
+        .iter()
+        .find_map(|a| Some((a.username()?, a.password())));
+    let mut options =
+        match (in_url, &config.auth) {
+            (Some(_), auth) if !matches!(auth, NatsAuth::None) => return Err(bad(
+                "a NATS URL carries credentials and other credentials are given too: give them \
+                 in one place"
+                    .into(),
+            )),
+            (Some((user, Some(password))), _) => {
+                async_nats::ConnectOptions::with_user_and_password(user.into(), password.into())
+            }
+            (Some((token, None)), _) => async_nats::ConnectOptions::with_token(token.into()),
+            (None, NatsAuth::None) => async_nats::ConnectOptions::new(),
+            (None, NatsAuth::UserPassword { user, password }) => {
+                async_nats::ConnectOptions::with_user_and_password(user.clone(), password.clone())
+            }
+            (None, NatsAuth::Token(token)) => async_nats::ConnectOptions::with_token(token.clone()),
+            (None, NatsAuth::NkeyFile(path)) => {
+                let seed = std::fs::read_to_string(path)
+                    .map_err(|e| bad(format!("the nkey seed file {}: {e}", path.display())))?;
+                let seed = seed.trim();
+                if !seed.starts_with("SU") {
+                    return Err(bad(format!(
+                        "the nkey seed file {} holds no user seed (one starting with SU)",
+                        path.display()
+                    )));
+                }
+                async_nats::ConnectOptions::with_nkey(seed.to_owned())
+            }
+            (None, NatsAuth::CredsFile(path)) => {
+                async_nats::ConnectOptions::with_credentials_file(path)
+                    .await
+                    .map_err(|e| bad(format!("the credentials file {}: {e}", path.display())))?
+            }
+        };
+    let tls = &config.tls;
+    if tls.required {
+        options = options.require_tls(true);
+    }
+    if let Some(ca) = &tls.ca_file {
+        if !ca.is_file() {
+            return Err(bad(format!(
+                "the TLS CA file {} is not a file",
+                ca.display()
+            )));
+        }
+        options = options.add_root_certificates(ca.clone());
+    }
+    if let Some((cert, key)) = &tls.client_cert {
+        for f in [cert, key] {
+            if !f.is_file() {
+                return Err(bad(format!(
+                    "the TLS client file {} is not a file",
+                    f.display()
+                )));
+            }
+        }
+        options = options.add_client_certificate(cert.clone(), key.clone());
+    }
+    Ok(options)
 }
 
 /// The buckets and streams a node needs, created when missing.

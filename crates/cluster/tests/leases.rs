@@ -85,7 +85,11 @@ async fn child_lease_holder() {
         return;
     };
     let session = std::env::var("PENGUIN_CLUSTER_SESSION").unwrap();
-    let mut config = ClusterConfig::new(urls.split(',').map(str::to_owned).collect(), "child");
+    let mut config = ClusterConfig::new(
+        urls.split(',').map(str::to_owned).collect(),
+        "child",
+        support::secret(),
+    );
     config.lease_ttl = Duration::from_secs(2);
     let cluster = Cluster::connect(config).await.unwrap();
     let lease = cluster.leases().acquire(&session).await.unwrap();

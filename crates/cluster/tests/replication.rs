@@ -257,15 +257,19 @@ async fn unreachable_and_lost_nats_are_clear_errors() {
     // Nothing listens on the port: the error names the URL.
     let port = support::free_port();
     let url = format!("nats://127.0.0.1:{port}");
-    let mut config = ClusterConfig::new(vec![url.clone()], "a");
+    let mut config = ClusterConfig::new(vec![url.clone()], "a", support::secret());
     config.request_timeout = Duration::from_secs(2);
     let err = Cluster::connect(config).await.unwrap_err();
     assert!(matches!(err, ClusterError::Unreachable { .. }), "{err:?}");
     assert!(err.to_string().contains(&url), "{err}");
     assert_eq!(err.http_status(), 503);
-    let err = Cluster::connect(ClusterConfig::new(vec![url], "no spaces"))
-        .await
-        .unwrap_err();
+    let err = Cluster::connect(ClusterConfig::new(
+        vec![url],
+        "no spaces",
+        support::secret(),
+    ))
+    .await
+    .unwrap_err();
     assert!(matches!(err, ClusterError::InvalidName { .. }), "{err}");
 
     if !nats_available("unreachable_and_lost_nats_are_clear_errors") {
@@ -350,7 +354,7 @@ async fn credentials_in_the_url_are_used_and_never_named() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let config = |url: String| {
-        let mut c = ClusterConfig::new(vec![url], "a");
+        let mut c = ClusterConfig::new(vec![url], "a", support::secret());
         c.replicas = 1;
         c.request_timeout = Duration::from_secs(10);
         c

@@ -102,6 +102,11 @@ pub(crate) trait Placement: Send + Sync {
     fn serve_forwarded(&self, router: axum::Router);
 }
 
-/// The header a forwarded request carries on the owner: such a request is never forwarded
-/// again (two nodes disagreeing about an owner cannot bounce it between them).
-pub(crate) const FORWARDED: &str = "x-penguin-forwarded";
+/// What a request another node forwarded carries on the owner, as a request extension (which
+/// nothing arriving over HTTP can set): the node that sent it, whose signature under the
+/// cluster secret verified. The sending node checked the user's token, so the owner runs it
+/// as authenticated (no token travels between nodes); and it is never forwarded again (two
+/// nodes disagreeing about an owner cannot bounce it between them).
+#[derive(Clone, Debug)]
+#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+pub(crate) struct ForwardedBy(pub(crate) String);

@@ -67,6 +67,15 @@ fn is_stream_route(method: &Method, path: &str) -> bool {
 
 /// Every request must present the token (§5.8); streams may pass it as `?access_token=`.
 pub(crate) async fn auth(State(app): State<AppState>, req: Request, next: Next) -> Response {
+    // Forwarded by another node of the cluster, whose signature verified: that node checked
+    // the user's token and Host (the token itself never travels between nodes).
+    if req
+        .extensions()
+        .get::<crate::placement::ForwardedBy>()
+        .is_some()
+    {
+        return next.run(req).await;
+    }
     let host = req
         .headers()
         .get(axum::http::header::HOST)

@@ -8,7 +8,7 @@ use axum::response::Response;
 use penguin_sse_transport::{ServerEvent, Subscription};
 
 use crate::error::ApiError;
-use crate::placement::{ForwardError, Place, Placement, FORWARDED};
+use crate::placement::{ForwardError, ForwardedBy, Place, Placement};
 
 /// The session a request is about, when another node may be the one to answer it: every
 /// route under `/api/sessions/{id}` but the two streams (served here from the cluster's
@@ -37,7 +37,12 @@ pub(crate) async fn route(
     let Some(id) = forwardable(req.uri().path()).map(str::to_owned) else {
         return next.run(req).await;
     };
-    if req.headers().contains_key(FORWARDED) {
+    if let Some(ForwardedBy(by)) = req.extensions().get::<ForwardedBy>() {
+        tracing::debug!(
+            "[cluster] {} {} forwarded by node {by}",
+            req.method(),
+            req.uri().path()
+        );
         return next.run(req).await;
     }
     let node = match cluster.place(&id).await {
@@ -90,7 +95,7 @@ pub(crate) async fn subscribe(
     let upto = cluster.last_event(id).await?;
     let snapshot = match cluster.place(id).await? {
         Place::Here => app.sessions.get(id).await?.snapshot_events(),
-        Place::At(node) => match remote_snapshot(app, cluster.as_ref(), &node, id).await {
+        Place::At(node) => match remote_snapshot(cluster.as_ref(), &node, id).await {
             Err(ForwardError::Unreachable(why)) => {
                 tracing::warn!(
                     "[cluster] session {id}: {why}; taking it over once its lease lapses"
@@ -105,9 +110,9 @@ pub(crate) async fn subscribe(
     cluster.subscribe(id, last_event_id, upto, snapshot).await
 }
 
-/// `GET /api/sessions/{id}/state` on the owner.
+/// `GET /api/sessions/{id}/state` on the owner (as every forwarded request, without the
+/// token: the owner trusts this node's signature).
 async fn remote_snapshot(
-    app: &crate::AppState,
     cluster: &dyn Placement,
     node: &str,
     id: &str,
@@ -116,13 +121,6 @@ async fn remote_snapshot(
     *req.uri_mut() = format!("/api/sessions/{id}/state")
         .parse()
         .map_err(|e| ForwardError::Failed(ApiError::internal(format!("{e}"))))?;
-    let bearer = format!("Bearer {}", app.token);
-    req.headers_mut().insert(
-        axum::http::header::AUTHORIZATION,
-        bearer.parse().map_err(|_| {
-            ForwardError::Failed(ApiError::internal("the token is no header value"))
-        })?,
-    );
     req.headers_mut().insert(
         axum::http::header::HOST,
         axum::http::HeaderValue::from_static("localhost"),

@@ -9,6 +9,11 @@
 //! (`a_call_1`), so an event or a trace record says which node's engine produced it, and a
 //! session taken over (whose script starts again on the new owner) never repeats a call id.
 //!
+//! The nats-servers ask for a user and password (the harness's [`nats::NATS_USER`]), which the
+//! nodes have in their `[cluster] nats` URLs, and every node holds the cluster secret
+//! ([`nats::SECRET`], in a file named by `PENGUIN_CLUSTER_SECRET_FILE`), as a deployment gives
+//! them.
+//!
 //! Besides starting and stopping things, here are the client side (an SSE reader that keeps
 //! each event's id, `event:` and data, and knows which events are the snapshot a connection
 //! starts with) and the checks the tests share ([`assert_contiguous`], [`assert_same_events`]).
@@ -232,8 +237,56 @@ pub struct TestCluster {
     pub http: reqwest::Client,
     lease_secs: u64,
     clustered: bool,
+    /// The file holding the cluster secret every node is given.
+    pub secret_file: PathBuf,
     dir: tempfile::TempDir,
     _turn: tokio::sync::OwnedMutexGuard<()>,
+}
+
+/// Writes the cluster secret of the tests ([`nats::SECRET`]) into `dir`, readable by its owner
+/// only; its path.
+pub fn write_secret(dir: &Path) -> PathBuf {
+    let path = dir.join("cluster-secret");
+    std::fs::write(&path, format!("{}\n", nats::SECRET)).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    path
+}
+
+/// `penguin serve` on 127.0.0.1:`port` playing node `name`'s scenario, with a data root, a
+/// scenario and a workspace of its own under `dir` and the harness's token, its output to
+/// `dir/<name>.log`: for the tests that start a node by hand (its cluster flags are theirs).
+pub fn serve_command(dir: &Path, name: &str, port: u16) -> (Command, PathBuf) {
+    let home = dir.join(format!("home-{name}"));
+    let workspace = dir.join(format!("workspace-{name}"));
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&workspace).unwrap();
+    let scenario = dir.join(format!("scenario-{name}.json"));
+    std::fs::write(&scenario, scenario_text(name)).unwrap();
+    let log = dir.join(format!("{name}.log"));
+    let out = std::fs::File::create(&log).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_penguin"));
+    cmd.arg("serve")
+        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--provider", "scripted", "--scenario"])
+        .arg(&scenario)
+        .arg("--workspace")
+        .arg(&workspace)
+        .arg("--workspace-root")
+        .arg(&workspace)
+        .current_dir(&workspace)
+        .env("PENGUIN_HOME", &home)
+        .env("PENGUIN_TOKEN", TOKEN)
+        .env_remove("PENGUIN_CLUSTER_SECRET_FILE")
+        .env_remove("PENGUIN_NATS_PASSWORD")
+        .env_remove("PENGUIN_NATS_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out);
+    (cmd, log)
 }
 
 impl TestCluster {
@@ -253,6 +306,7 @@ impl TestCluster {
         std::fs::write(workspace.join("a.txt"), "alpha\n").unwrap();
         let workspace = workspace.canonicalize().unwrap();
         let urls = nats.urls();
+        let secret_file = write_secret(dir.path());
         let mut nodes = Vec::new();
         for name in NAMES.iter().take(opts.nodes) {
             let home = dir.path().join(format!("home-{name}"));
@@ -290,6 +344,7 @@ impl TestCluster {
             http: reqwest::Client::new(),
             lease_secs: opts.lease_secs,
             clustered: opts.cluster,
+            secret_file,
             dir,
             _turn: turn,
         };
@@ -331,6 +386,7 @@ impl TestCluster {
             .current_dir(&self.workspace)
             .env("PENGUIN_HOME", &node.home)
             .env("PENGUIN_TOKEN", TOKEN)
+            .env("PENGUIN_CLUSTER_SECRET_FILE", &self.secret_file)
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("node log"))
             .stderr(log)

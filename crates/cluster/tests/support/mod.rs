@@ -8,7 +8,20 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use penguin_cluster::{Cluster, ClusterConfig};
+use penguin_cluster::{Cluster, ClusterConfig, ClusterSecret};
+
+/// The user every test nats-server lets in (with [`NATS_PASSWORD`]), as a deployment gives
+/// each node credentials.
+pub const NATS_USER: &str = "penguin";
+/// [`NATS_USER`]'s password.
+pub const NATS_PASSWORD: &str = "nats-test-password-4f2a";
+/// The cluster secret of every test node.
+pub const SECRET: &str = "cluster-test-secret-0123456789abcdef0123456789";
+
+/// [`SECRET`] as the nodes hold it.
+pub fn secret() -> ClusterSecret {
+    ClusterSecret::new(SECRET.as_bytes().to_vec()).expect("a valid secret")
+}
 
 /// Whether `nats-server` is installed; without it a test skips, except under `CI` where it
 /// fails (`scripts/install-nats.sh` installs it).
@@ -73,11 +86,23 @@ pub struct Node {
     pub port: u16,
     pub cluster_port: u16,
     pub store: PathBuf,
+    /// Whether it asks clients for [`NATS_USER`]'s credentials.
+    pub auth: bool,
     child: Option<Child>,
 }
 
 impl Node {
+    /// Its URL with the credentials a client needs.
     pub fn url(&self) -> String {
+        if self.auth {
+            format!("nats://{NATS_USER}:{NATS_PASSWORD}@127.0.0.1:{}", self.port)
+        } else {
+            self.plain_url()
+        }
+    }
+
+    /// Its URL without credentials.
+    pub fn plain_url(&self) -> String {
         format!("nats://127.0.0.1:{}", self.port)
     }
 }
@@ -90,9 +115,14 @@ pub struct NatsCluster {
 }
 
 impl NatsCluster {
-    /// Starts `n` nats-servers routed to each other and waits until JetStream answers with
-    /// `n` replicas.
+    /// Starts `n` nats-servers routed to each other, each letting in [`NATS_USER`] only, and
+    /// waits until JetStream answers with `n` replicas.
     pub async fn start(n: usize) -> NatsCluster {
+        NatsCluster::start_with(n, true).await
+    }
+
+    /// As [`start`](Self::start), but the servers let anyone in (`auth` false).
+    pub async fn start_with(n: usize, auth: bool) -> NatsCluster {
         let dir = tempfile::tempdir().expect("temp dir");
         let nodes = (0..n)
             .map(|i| Node {
@@ -100,6 +130,7 @@ impl NatsCluster {
                 port: free_port(),
                 cluster_port: free_port(),
                 store: dir.path().join(format!("n{i}")),
+                auth,
                 child: None,
             })
             .collect();
@@ -127,6 +158,9 @@ impl NatsCluster {
             .arg(node.port.to_string())
             .args(["-n", &node.name, "-js", "-sd"])
             .arg(&node.store);
+        if node.auth {
+            cmd.args(["--user", NATS_USER, "--pass", NATS_PASSWORD]);
+        }
         // A single server runs JetStream on its own; a clustered one waits for its peers.
         if !routes.is_empty() {
             cmd.args(["--cluster_name", "penguin-test", "-cluster"])
@@ -144,9 +178,11 @@ impl NatsCluster {
         self.nodes.iter().map(Node::url).collect()
     }
 
-    /// The config of a penguin node `name` that knows every server.
+    /// The config of a penguin node `name` that knows every server (with their credentials)
+    /// and holds the cluster's [`SECRET`].
     pub fn config(&self, name: &str) -> ClusterConfig {
-        let mut config = ClusterConfig::new(self.urls(), name);
+        let mut config = ClusterConfig::new(self.urls(), name, secret());
+        config.allow_unauthenticated = !self.nodes.iter().any(|n| n.auth);
         config.replicas = self.nodes.len().min(3);
         config.lease_ttl = Duration::from_secs(2);
         config
@@ -159,7 +195,15 @@ impl NatsCluster {
             let attempt = async {
                 let addrs: Vec<async_nats::ServerAddr> =
                     self.urls().iter().map(|u| u.parse().unwrap()).collect();
-                let client = async_nats::connect(addrs.as_slice()).await.ok()?;
+                let options = if self.nodes.iter().any(|n| n.auth) {
+                    async_nats::ConnectOptions::with_user_and_password(
+                        NATS_USER.into(),
+                        NATS_PASSWORD.into(),
+                    )
+                } else {
+                    async_nats::ConnectOptions::new()
+                };
+                let client = options.connect(addrs.as_slice()).await.ok()?;
                 let js = async_nats::jetstream::new(client);
                 let name = format!("READY_{}", std::process::id());
                 js.get_or_create_stream(async_nats::jetstream::stream::Config {
@@ -193,8 +237,11 @@ impl NatsCluster {
     /// A penguin node `name` with the default lease (10 s, longer than a leader election),
     /// for tests that kill a nats-server.
     pub async fn join_durable(&self, name: &str) -> Cluster {
-        self.join_with_lease(name, ClusterConfig::new(Vec::new(), name).lease_ttl)
-            .await
+        self.join_with_lease(
+            name,
+            ClusterConfig::new(Vec::new(), name, secret()).lease_ttl,
+        )
+        .await
     }
 
     /// A penguin node `name` with a lease of `ttl`.

@@ -1,10 +1,18 @@
 //! Requests for a session another node owns, carried to that node over NATS request/reply
-//! and run there through its own router (its token check included), the answer carried back.
+//! and run there through its own router, the answer carried back.
 //!
 //! A request is one message on `penguin.http.<node>`: the method and URI in headers, the
 //! HTTP headers prefixed `Http-`, the body as payload. The owner answers at once with an
 //! empty "accepted" message (so a paused or dead owner is told from a slow one), then with
 //! the response in as many parts as NATS's payload limit needs.
+//!
+//! The user's credentials never go on the bus: the sending node checked the token, leaves
+//! `Authorization`, cookies and a query's `access_token` out, and signs the message under the
+//! cluster secret ([`penguin_cluster::Signer`]). The owner runs only a request whose
+//! signature verifies (fresh, not seen before), as authenticated ([`ForwardedBy`]); anything
+//! else on the subject is refused with the reason, logged. Every reply is signed too, and
+//! the sender takes only replies that verify, so nothing on NATS without the secret can
+//! answer for a node.
 
 use std::time::Duration;
 
@@ -15,18 +23,19 @@ use axum::http::{HeaderName, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
-use penguin_cluster::Cluster;
+use penguin_cluster::{Cluster, Signer};
 use tower::ServiceExt;
 
 use crate::error::ApiError;
-use crate::placement::{ForwardError, FORWARDED};
+use crate::placement::{ForwardError, ForwardedBy};
 
 const METHOD: &str = "Penguin-Method";
 const URI: &str = "Penguin-Uri";
 const STATUS: &str = "Penguin-Status";
 const PART: &str = "Penguin-Part";
 const ACCEPTED: &str = "Penguin-Accepted";
-const FROM: &str = "Penguin-From";
+/// Set (unsigned) on the answer to a request the owner refused, with the reason.
+const REFUSED: &str = "Penguin-Refused";
 const HTTP: &str = "Http-";
 
 /// Largest answer carried back (a long session's `/messages`).
@@ -47,6 +56,44 @@ fn hop_by_hop(name: &str) -> bool {
     )
 }
 
+// Headers that may carry the user's credentials: never on the bus (the sending node checked
+// them; the owner trusts its signature instead).
+fn credential(name: &str) -> bool {
+    matches!(
+        name,
+        "authorization" | "proxy-authorization" | "cookie" | "set-cookie"
+    )
+}
+
+/// `uri` without an `access_token` query parameter (the token, as streams take it).
+fn without_token(uri: &Uri) -> String {
+    let Some(query) = uri.query() else {
+        return uri.to_string();
+    };
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|pair| pair.split('=').next() != Some("access_token"))
+        .collect();
+    if kept.is_empty() {
+        uri.path().to_owned()
+    } else {
+        format!("{}?{}", uri.path(), kept.join("&"))
+    }
+}
+
+/// The HTTP headers as a message carries them: `Http-` prefixed, trimmed (as NATS delivers
+/// them), without the connection's own nor the user's credentials.
+fn carry_headers(from: &axum::http::HeaderMap, into: &mut NatsHeaders) {
+    for (name, value) in from {
+        if hop_by_hop(name.as_str()) || credential(name.as_str()) {
+            continue;
+        }
+        if let Ok(v) = value.to_str() {
+            into.append(format!("{HTTP}{name}").as_str(), v.trim());
+        }
+    }
+}
+
 fn unavailable(doing: &str, e: impl std::fmt::Display) -> ForwardError {
     ForwardError::Failed(ApiError::new(
         StatusCode::SERVICE_UNAVAILABLE,
@@ -63,29 +110,23 @@ pub(super) async fn send(
     req: Request,
 ) -> Result<Response, ForwardError> {
     let client = cluster.client();
+    let signer = cluster.signer();
     let (parts, body) = req.into_parts();
     let body = axum::body::to_bytes(body, usize::MAX)
         .await
         .map_err(|e| ForwardError::Failed(ApiError::bad_request("invalid_body", e.to_string())))?;
     let mut headers = NatsHeaders::new();
     headers.insert(METHOD, parts.method.as_str());
-    headers.insert(URI, parts.uri.to_string().as_str());
-    headers.insert(FROM, cluster.node());
-    for (name, value) in &parts.headers {
-        if hop_by_hop(name.as_str()) {
-            continue;
-        }
-        if let Ok(v) = value.to_str() {
-            headers.append(format!("{HTTP}{name}").as_str(), v);
-        }
-    }
+    headers.insert(URI, without_token(&parts.uri).as_str());
+    carry_headers(&parts.headers, &mut headers);
+    signer.sign(&subject(node), &mut headers, &body);
     let inbox = client.new_inbox();
     let mut replies = client
         .subscribe(inbox.clone())
         .await
         .map_err(|e| unavailable("forwarding to the session's node", e))?;
     client
-        .publish_with_reply_and_headers(subject(node), inbox, headers, body)
+        .publish_with_reply_and_headers(subject(node), inbox.clone(), headers, body)
         .await
         .map_err(|e| unavailable("forwarding to the session's node", e))?;
     client
@@ -93,24 +134,45 @@ pub(super) async fn send(
         .await
         .map_err(|e| unavailable("forwarding to the session's node", e))?;
     let accept_within = (cluster.config().lease_ttl / 2).max(Duration::from_secs(2));
-    match tokio::time::timeout(accept_within, replies.next()).await {
-        Ok(Some(m)) if m.status == Some(NatsStatus::NO_RESPONDERS) => {
+    let accept_by = tokio::time::Instant::now() + accept_within;
+    loop {
+        let m = match tokio::time::timeout_at(accept_by, replies.next()).await {
+            Ok(Some(m)) => m,
+            Ok(None) => return Err(unavailable("forwarding", "the reply subscription ended")),
+            Err(_) => {
+                return Err(ForwardError::Unreachable(format!(
+                    "node {node} did not accept the request within {} ms",
+                    accept_within.as_millis()
+                )))
+            }
+        };
+        if m.status == Some(NatsStatus::NO_RESPONDERS) {
             return Err(ForwardError::Unreachable(format!(
                 "node {node} is not connected to the cluster"
-            )))
+            )));
         }
-        Ok(Some(m))
-            if m.headers
-                .as_ref()
-                .is_some_and(|h| h.get(ACCEPTED).is_some()) => {}
-        Ok(Some(_)) => return Err(unavailable("forwarding", "an answer without acceptance")),
-        Ok(None) => return Err(unavailable("forwarding", "the reply subscription ended")),
-        Err(_) => {
-            return Err(ForwardError::Unreachable(format!(
-                "node {node} did not accept the request within {} ms",
-                accept_within.as_millis()
-            )))
+        if let Some(why) = m.headers.as_ref().and_then(|h| h.get(REFUSED)) {
+            // Unsigned: a node refusing us cannot sign for us either (another secret).
+            return Err(ForwardError::Failed(ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "cluster_refused",
+                format!(
+                    "node {node} refused the forwarded request: {}; do the nodes share one \
+                     cluster secret, and do their clocks agree?",
+                    why.as_str()
+                ),
+            )));
         }
+        if !verified(signer, &inbox, &m) {
+            continue;
+        }
+        if m.headers
+            .as_ref()
+            .is_some_and(|h| h.get(ACCEPTED).is_some())
+        {
+            break;
+        }
+        return Err(unavailable("forwarding", "an answer without acceptance"));
     }
     let mut status = StatusCode::BAD_GATEWAY;
     let mut response_headers = Vec::new();
@@ -126,6 +188,9 @@ pub(super) async fn send(
                 ))
             }
         };
+        if !verified(signer, &inbox, &m) {
+            continue;
+        }
         let h = m.headers.unwrap_or_default();
         let part = h
             .get(PART)
@@ -176,8 +241,20 @@ pub(super) async fn send(
     Ok(response)
 }
 
-/// Answers the requests forwarded to this node, each through `router` as if it had come
-/// over HTTP (the token is checked there again: NATS is no way around it).
+/// Whether a reply on `inbox` is a node's (signed under the cluster secret, fresh). Anything
+/// else is dropped, said in the log: whatever else publishes there cannot answer for a node.
+fn verified(signer: &Signer, inbox: &str, m: &async_nats::Message) -> bool {
+    match signer.verify(inbox, m.headers.as_ref(), &m.payload) {
+        Ok(_) => true,
+        Err(refusal) => {
+            tracing::warn!("[cluster] dropped a reply to a forwarded request: {refusal}");
+            false
+        }
+    }
+}
+
+/// Answers the requests forwarded to this node, each through `router` as authenticated
+/// ([`ForwardedBy`]) once its signature verified: the sending node checked the user's token.
 pub(super) fn serve(cluster: Cluster, router: axum::Router) {
     tokio::spawn(async move {
         let client = cluster.client().clone();
@@ -192,18 +269,46 @@ pub(super) fn serve(cluster: Cluster, router: axum::Router) {
             };
             while let Some(m) = requests.next().await {
                 let (client, router) = (client.clone(), router.clone());
-                tokio::spawn(async move { answer(client, router, m).await });
+                let signer = cluster.signer().clone();
+                tokio::spawn(async move { answer(client, signer, router, m).await });
             }
         }
     });
 }
 
-async fn answer(client: async_nats::Client, router: axum::Router, m: async_nats::Message) {
+async fn answer(
+    client: async_nats::Client,
+    signer: Signer,
+    router: axum::Router,
+    m: async_nats::Message,
+) {
+    let from = match signer.verify(m.subject.as_str(), m.headers.as_ref(), &m.payload) {
+        Ok(from) => from,
+        Err(refusal) => {
+            let claimed = m
+                .headers
+                .as_ref()
+                .and_then(|h| h.get(penguin_cluster::NODE_HEADER))
+                .map_or("nobody", |v| v.as_str());
+            tracing::warn!(
+                "[cluster] refused a request on {} (claiming to be from {claimed:?}): {refusal}",
+                m.subject
+            );
+            if let Some(reply) = m.reply.clone() {
+                let mut h = NatsHeaders::new();
+                h.insert(REFUSED, refusal.to_string().as_str());
+                let _ = client.publish_with_headers(reply, h, Bytes::new()).await;
+                let _ = client.flush().await;
+            }
+            return;
+        }
+    };
     let Some(reply) = m.reply.clone() else {
         return;
     };
     let mut accepted = NatsHeaders::new();
     accepted.insert(ACCEPTED, "1");
+    signer.sign(reply.as_str(), &mut accepted, &[]);
     if client
         .publish_with_headers(reply.clone(), accepted, Bytes::new())
         .await
@@ -212,7 +317,7 @@ async fn answer(client: async_nats::Client, router: axum::Router, m: async_nats:
         return;
     }
     let _ = client.flush().await;
-    let response = match request_of(&m) {
+    let response = match request_of(&m, from) {
         Ok(req) => match router.oneshot(req).await {
             Ok(r) => r,
             Err(never) => match never {},
@@ -245,15 +350,9 @@ async fn answer(client: async_nats::Client, router: axum::Router, m: async_nats:
         h.insert(PART, format!("{i}/{n}").as_str());
         if i == 0 {
             h.insert(STATUS, status.as_u16().to_string().as_str());
-            for (name, value) in &parts.headers {
-                if hop_by_hop(name.as_str()) {
-                    continue;
-                }
-                if let Ok(v) = value.to_str() {
-                    h.append(format!("{HTTP}{name}").as_str(), v);
-                }
-            }
+            carry_headers(&parts.headers, &mut h);
         }
+        signer.sign(reply.as_str(), &mut h, &chunk);
         if client
             .publish_with_headers(reply.clone(), h, chunk)
             .await
@@ -265,8 +364,8 @@ async fn answer(client: async_nats::Client, router: axum::Router, m: async_nats:
     let _ = client.flush().await;
 }
 
-/// The HTTP request a forwarded message carries, marked [`FORWARDED`].
-fn request_of(m: &async_nats::Message) -> Result<Request, ApiError> {
+/// The HTTP request a verified message from node `from` carries, marked [`ForwardedBy`].
+fn request_of(m: &async_nats::Message, from: String) -> Result<Request, ApiError> {
     let bad = |what: &str| ApiError::bad_request("invalid_forward", what.to_owned());
     let h = m.headers.as_ref().ok_or_else(|| bad("no headers"))?;
     let method = h
@@ -277,10 +376,6 @@ fn request_of(m: &async_nats::Message) -> Result<Request, ApiError> {
         .get(URI)
         .and_then(|v| v.as_str().parse().ok())
         .ok_or_else(|| bad("no URI"))?;
-    let from = h
-        .get(FROM)
-        .map(|v| v.as_str().to_owned())
-        .unwrap_or_default();
     let mut req = Request::new(Body::from(m.payload.clone()));
     *req.method_mut() = method;
     *req.uri_mut() = uri;
@@ -292,7 +387,7 @@ fn request_of(m: &async_nats::Message) -> Result<Request, ApiError> {
         let Ok(n) = HeaderName::from_bytes(http.as_bytes()) else {
             continue;
         };
-        if n.as_str() == FORWARDED {
+        if credential(n.as_str()) {
             continue;
         }
         for v in values {
@@ -301,7 +396,54 @@ fn request_of(m: &async_nats::Message) -> Result<Request, ApiError> {
             }
         }
     }
-    let marker = HeaderValue::from_str(&from).unwrap_or(HeaderValue::from_static("node"));
-    req.headers_mut().insert(FORWARDED, marker);
+    req.extensions_mut().insert(ForwardedBy(from));
     Ok(req)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_users_credentials_are_left_out_of_a_forwarded_request() {
+        let mut http = axum::http::HeaderMap::new();
+        http.insert("authorization", HeaderValue::from_static("Bearer tok"));
+        http.insert("cookie", HeaderValue::from_static("t=tok"));
+        http.insert("proxy-authorization", HeaderValue::from_static("Basic tok"));
+        http.insert(
+            "content-type",
+            HeaderValue::from_static(" application/json "),
+        );
+        http.insert("connection", HeaderValue::from_static("close"));
+        let mut nats = NatsHeaders::new();
+        carry_headers(&http, &mut nats);
+        let carried: Vec<(String, Vec<String>)> = nats
+            .iter()
+            .map(|(n, v)| {
+                let n: &str = n.as_ref();
+                (
+                    n.to_owned(),
+                    v.iter().map(|v| v.as_str().to_owned()).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            carried,
+            vec![(
+                "Http-content-type".to_owned(),
+                vec!["application/json".to_owned()]
+            )]
+        );
+        let uri: Uri = "/api/sessions/s/messages?access_token=tok&limit=2&x=access_token"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            without_token(&uri),
+            "/api/sessions/s/messages?limit=2&x=access_token"
+        );
+        let uri: Uri = "/api/sessions/s?access_token=tok".parse().unwrap();
+        assert_eq!(without_token(&uri), "/api/sessions/s");
+        let uri: Uri = "/api/sessions/s/state".parse().unwrap();
+        assert_eq!(without_token(&uri), "/api/sessions/s/state");
+    }
 }
