@@ -18,6 +18,7 @@ use crate::console::Console;
 use crate::editor::{Input, LineEditor};
 use crate::run::{approver, interrupt_on_ctrl_c, render, run_task};
 use crate::setup::{ready, session_line, Which};
+use crate::untrusted::{err, errln, json_line, outln, Untrusted};
 
 pub(crate) async fn chat(
     model: ModelArgs,
@@ -47,15 +48,15 @@ pub(crate) async fn compact(
     match session.engine().compactability() {
         Compactability::Ok => {}
         Compactability::Unsupported => {
-            eprintln!("compaction is not configured for this session's model");
+            errln!("compaction is not configured for this session's model");
             return Ok(());
         }
         Compactability::JustCompacted => {
-            eprintln!("the context was just compacted; nothing has run since");
+            errln!("the context was just compacted; nothing has run since");
             return Ok(());
         }
         Compactability::Empty => {
-            eprintln!("nothing to compact yet");
+            errln!("nothing to compact yet");
             return Ok(());
         }
     }
@@ -66,9 +67,9 @@ pub(crate) async fn compact(
     ctrl_c.abort();
     crate::run::INTERRUPTED.store(false, Ordering::SeqCst);
     if cancel.is_cancelled() {
-        eprintln!("compaction interrupted; the context is unchanged");
+        errln!("compaction interrupted; the context is unchanged");
     } else if !task.jsonl {
-        eprintln!("context compacted; the summary opens the next message's context");
+        errln!("context compacted; the summary opens the next message's context");
     }
     Ok(())
 }
@@ -144,9 +145,10 @@ fn approvals_text(asking: Option<&TerminalApprover>, clear: bool) -> String {
     for s in &scopes {
         out.push_str(&match s {
             crate::approve::Scope::Tool(t) => format!("  every {t} call\n"),
-            crate::approve::Scope::Command(p) => {
-                format!("  exec_command with a command starting `{p}`\n")
-            }
+            crate::approve::Scope::Command(p) => format!(
+                "  exec_command with a command starting `{}`\n",
+                crate::approve::shown_prefix(p)
+            ),
         });
     }
     out.push_str("(/approvals clear forgets them)");
@@ -167,11 +169,11 @@ pub(crate) async fn repl(
     };
     let recap = crate::show::recap(agent, session.id(), 2);
     if !recap.is_empty() {
-        eprint!("earlier in this session:\n{recap}");
+        err!("earlier in this session:\n{}", Untrusted(&recap));
     }
-    eprintln!(
+    errln!(
         "{} — /help for commands, /quit or Ctrl-D to leave; while a task runs, type to steer it, /abort or Ctrl-C to interrupt",
-        session_line(&session)
+        Untrusted(&session_line(&session))
     );
     // A background launch that settles while the prompt waits starts a task carrying its notice:
     // the notice hook wakes the line editor (or the plain reader's select below).
@@ -224,7 +226,7 @@ pub(crate) async fn repl(
                 }
             }
             _ => {
-                eprint!("› ");
+                err!("› ");
                 let _ = std::io::Write::flush(&mut std::io::stderr());
                 // Ctrl-C at the prompt leaves, as it would in any REPL (during a task it
                 // interrupts).
@@ -236,7 +238,7 @@ pub(crate) async fn repl(
                         if notices.is_empty() {
                             continue;
                         }
-                        eprintln!();
+                        errln!();
                         tell_the_model(&mut session, notices, &task, &approver, &console, &quit)
                             .await?;
                         if quit.load(Ordering::Relaxed) {
@@ -265,26 +267,29 @@ pub(crate) async fn repl(
         }
         match command {
             Some(Command::Quit) => break,
-            Some(Command::Help) => eprintln!("{}", help()),
+            Some(Command::Help) => errln!("{}", help()),
             Some(Command::Compact) => compact(&mut session, &task, &console).await?,
             Some(Command::Approvals { clear }) => {
-                eprintln!("{}", approvals_text(asking.as_deref(), clear))
+                errln!("{}", Untrusted(&approvals_text(asking.as_deref(), clear)))
             }
             Some(Command::Expand) => match console.collapsed() {
                 Some((name, output)) => {
-                    println!("{name}:");
+                    outln!("{}:", Untrusted(&name));
                     let color = crate::render::color_for(std::io::stdout().is_terminal());
                     for l in crate::tool_view::painted(&output, color) {
-                        println!("{l}");
+                        outln!("{l}");
                     }
                 }
-                None => eprintln!("no collapsed tool output yet"),
+                None => errln!("no collapsed tool output yet"),
             },
-            Some(Command::Abort) => eprintln!(
+            Some(Command::Abort) => errln!(
                 "nothing is running (while a task runs, /abort or Ctrl-C interrupts it and typing steers it)"
             ),
             Some(Command::Unknown(name)) => {
-                eprintln!("unknown command {name}: nothing was sent (/help lists the commands)")
+                errln!(
+                    "unknown command {}: nothing was sent (/help lists the commands)",
+                    Untrusted(name)
+                )
             }
             Some(Command::Goal(line)) => match penguin::goal::parse_goal_command(line) {
                 // Goal mode: the rounds run as one task; /abort or Ctrl-C ends the whole goal.
@@ -307,7 +312,7 @@ pub(crate) async fn repl(
                     .await?;
                     after_task(end, &console);
                 }
-                Err(usage) => eprintln!("{usage}"),
+                Err(usage) => errln!("{}", Untrusted(&usage)),
             },
             None => {
                 let mut input = notices;
@@ -315,10 +320,10 @@ pub(crate) async fn repl(
                     let (mut images, notes) = crate::attach::mentions(line, &workspace);
                     images.splice(0..0, std::mem::take(&mut first_images));
                     for note in notes {
-                        eprintln!("{note}");
+                        errln!("{}", Untrusted(&note));
                     }
                     if let Some(said) = crate::attach::said(&images) {
-                        eprintln!("{said}");
+                        errln!("{}", Untrusted(&said));
                     }
                     input.extend(crate::attach::input(line.to_owned(), images));
                 }
@@ -338,7 +343,7 @@ pub(crate) async fn repl(
             break;
         }
     }
-    eprintln!("resume with: penguin resume {}", session.id());
+    errln!("resume with: penguin resume {}", session.id());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -351,7 +356,7 @@ async fn tell_the_model(
     console: &Console,
     quit: &Arc<AtomicBool>,
 ) -> Result<(), String> {
-    eprintln!("(background work finished; telling the model)");
+    errln!("(background work finished; telling the model)");
     let end = run_task(
         session,
         notices,
@@ -375,10 +380,13 @@ fn after_task(end: crate::run::TaskEnd, console: &Console) {
     let text = end.undelivered.join("\n");
     match console.term() {
         Some(_) => {
-            eprintln!("not delivered to the model (the task ended first); it is in the prompt below to send or edit:");
+            errln!("not delivered to the model (the task ended first); it is in the prompt below to send or edit:");
             console.offer_next_prompt(text);
         }
-        None => eprintln!("not delivered to the model (the task ended first): {text}"),
+        None => errln!(
+            "not delivered to the model (the task ended first): {}",
+            Untrusted(&text)
+        ),
     }
 }
 
@@ -404,7 +412,7 @@ fn show_background_messages(
     tokio::spawn(async move {
         while let Some(msg) = rx.recv().await {
             if jsonl {
-                println!("{}", msg.to_json());
+                outln!("{}", json_line(&msg.to_json()));
                 continue;
             }
             let Some(line) = background_line(&msg) else {
@@ -412,7 +420,8 @@ fn show_background_messages(
             };
             match printer.as_mut() {
                 Some(p) if reading.load(Ordering::SeqCst) => {
-                    let _ = p.print(line);
+                    // rustyline writes it as it is: the same guard as every other line.
+                    let _ = p.print(crate::untrusted::guard(&line).into_owned());
                 }
                 _ => console.note(&line),
             }
@@ -429,18 +438,24 @@ fn background_line(msg: &penguin::omni_protocol::OmniMessage) -> Option<String> 
         Body::Model(ModelPayload::Text(t))
             if t.role == Role::Assistant && !t.text.trim().is_empty() =>
         {
-            Some(format!("{tag} {}", clip(t.text.trim(), 200)))
+            Some(format!("{} {}", Untrusted(&tag), clip(t.text.trim(), 200)))
         }
         Body::Model(ModelPayload::ToolCall(c))
             if c.stop_reason.is_none_or(|r| r == StopReason::Completed) =>
         {
-            Some(format!("{tag} ⚙ {} {}", c.name, clip(&c.arguments, 80)))
+            Some(format!(
+                "{} ⚙ {} {}",
+                Untrusted(&tag),
+                Untrusted(&c.name),
+                clip(&c.arguments, 80)
+            ))
         }
         Body::Event(EventPayload::Abort { reason }) => Some(format!(
-            "{tag} aborted{}",
+            "{} aborted{}",
+            Untrusted(&tag),
             reason
                 .as_deref()
-                .map(|r| format!(": {r}"))
+                .map(|r| format!(": {}", Untrusted(r)))
                 .unwrap_or_default()
         )),
         _ => None,
@@ -466,7 +481,7 @@ pub(crate) async fn resume(
     if !task.jsonl {
         let recap = crate::show::recap(&agent, session.id(), 2);
         if !recap.is_empty() {
-            eprint!("earlier in this session:\n{recap}");
+            err!("earlier in this session:\n{}", Untrusted(&recap));
         }
     }
     crate::run::one_task(&mut session, prompt, &task).await

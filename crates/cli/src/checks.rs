@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use crate::untrusted::{errln, outln, Untrusted};
 use penguin::engine::{CancellationToken, Environment, Permission};
 use penguin::omni_protocol::validator::validate_jsonl;
 use penguin::omni_protocol::McpConnectStatus;
@@ -40,7 +41,7 @@ pub(crate) fn scenario_run(
             if written.is_ok() {
                 // Bytes, not `writeln!`: the formatting machinery cost 6% of a 227,000-line run.
                 written = stdout
-                    .write_all(frame.json().as_bytes())
+                    .write_all(crate::untrusted::json_line(frame.json()).as_bytes())
                     .and_then(|()| stdout.write_all(b"\n"));
             }
         },
@@ -88,10 +89,10 @@ pub(crate) fn check_stream(path: &Path) -> Result<ExitCode, String> {
         std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let report = validate_jsonl(std::io::BufReader::new(file));
     for v in &report.violations {
-        println!("{}: {v}", path.display());
+        outln!("{}: {}", path.display(), Untrusted(&v.to_string()));
     }
     if report.is_ok() {
-        println!("{}: ok, {} messages", path.display(), report.messages);
+        outln!("{}: ok, {} messages", path.display(), report.messages);
         Ok(ExitCode::SUCCESS)
     } else {
         Ok(ExitCode::FAILURE)
@@ -103,11 +104,11 @@ pub(crate) fn trace_check(files: &[PathBuf]) -> Result<ExitCode, String> {
     for f in files {
         let problems = check_trace(f);
         for p in &problems {
-            println!("{p}");
+            outln!("{}", Untrusted(&p.to_string()));
             failed |= p.severity == Severity::Error;
         }
         if problems.is_empty() {
-            println!("{}: ok", f.display());
+            outln!("{}: ok", f.display());
         }
     }
     Ok(if failed {
@@ -199,7 +200,7 @@ pub(crate) async fn mcp_list(
     let agent = crate::mcp::agent(&flags)?;
     let workspace = crate::setup::workspace_dir(workspace)?;
     if agent.config.mcp_servers.is_empty() {
-        println!(
+        outln!(
             "no MCP servers configured: add [[mcp_servers]] to {} or pass --mcp NAME=COMMAND",
             agent.location.root.join("config.toml").display()
         );
@@ -224,7 +225,7 @@ pub(crate) async fn mcp_list(
     // Each server's line says why it failed.
     .with_warnings(Arc::new(|_| {}));
     for w in env.config_warnings() {
-        eprintln!("penguin: {w}");
+        errln!("penguin: {}", Untrusted(&w.to_string()));
     }
     let results = env
         .connect(&CancellationToken::new())
@@ -243,10 +244,8 @@ pub(crate) async fn mcp_list(
                 v
             })
             .collect();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?
-        );
+        let text = serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?;
+        outln!("{}", crate::untrusted::json_line(&text));
     } else {
         for r in &results {
             let status = match r.status {
@@ -260,14 +259,18 @@ pub(crate) async fn mcp_list(
                 Some(_) => String::new(),
                 None => format!("{} tools", tools.len()),
             };
-            println!(
+            outln!(
                 "{:<16} {:<5} {:<9} {:>6} ms  {detail}",
-                r.server, r.transport, status, r.duration_ms
+                crate::untrusted::neutralise(&r.server),
+                r.transport,
+                status,
+                r.duration_ms
             );
             // An error is wrapped under its server's line: all of it matters.
             if let Some(e) = &r.error {
-                for line in wrap(e, width.saturating_sub(4).max(40)) {
-                    println!("    {line}");
+                let e = crate::untrusted::neutralise(e);
+                for line in wrap(&e, width.saturating_sub(4).max(40)) {
+                    outln!("    {line}");
                 }
             }
             // A description is cut to the terminal's width (`--json` has it whole).
@@ -277,9 +280,9 @@ pub(crate) async fn mcp_list(
                     Permission::ReadWrite => "rw",
                 };
                 let first_line = t.description.lines().next().unwrap_or_default();
-                let head = format!("  {perm}  {}  ", t.name);
+                let head = format!("  {perm}  {}  ", Untrusted(&t.name));
                 let room = width.saturating_sub(head.chars().count()).max(20);
-                println!("{head}{}", crate::describe::clip(first_line, room));
+                outln!("{head}{}", crate::describe::clip(first_line, room));
             }
         }
     }

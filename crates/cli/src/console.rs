@@ -3,7 +3,7 @@
 //! and the approver share.
 
 use std::collections::VecDeque;
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{BufRead, IsTerminal};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 
@@ -305,7 +305,8 @@ impl Console {
     }
 
     /// Asks `question` and returns the answer: on the terminal's bottom line, else on stderr
-    /// with the next line of stdin. `None` at end of input.
+    /// with the next line of stdin. `None` at end of input. The question is shown
+    /// neutralised (`crate::untrusted`): it quotes a call's arguments.
     pub async fn ask(&self, question: &str) -> Option<String> {
         if let Some(term) = &self.term {
             let answer = term.ask(question.to_owned()).await.ok().flatten();
@@ -319,17 +320,16 @@ impl Console {
             Some(q) if q.contains("]") => format!("{q} (then Enter): "),
             _ => question.to_owned(),
         };
-        let mut err = std::io::stderr();
-        let _ = write!(err, "{question}");
-        let _ = err.flush();
+        crate::untrusted::err!("{}", crate::untrusted::Untrusted(&question));
         self.answer().await
     }
 
     /// Prints a line of penguin's own: above the bottom line on a terminal, else on stderr.
+    /// What it quotes is shown neutralised (`crate::untrusted`).
     pub fn note(&self, text: &str) {
         match &self.term {
             Some(term) => term.note(text),
-            None => eprintln!("{text}"),
+            None => crate::untrusted::errln!("{}", crate::untrusted::Untrusted(text)),
         }
     }
 

@@ -43,8 +43,12 @@ pub fn user_text_display(text: &str) -> UserText {
     UserText::Prompt(text.to_owned())
 }
 
-/// `s` on one line, cut to `max` characters with an ellipsis.
+/// `s` on one line, cut to `max` characters with an ellipsis, and [`neutralise`]d: what is
+/// clipped is always someone else's text (arguments, outputs, errors, descriptions).
+///
+/// [`neutralise`]: crate::untrusted::neutralise
 pub(crate) fn clip(s: &str, max: usize) -> String {
+    let s = crate::untrusted::neutralise(s);
     let one: String = s.chars().map(|c| if c == '\n' { ' ' } else { c }).collect();
     if one.chars().count() > max {
         format!("{}…", one.chars().take(max - 1).collect::<String>())

@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use crate::untrusted::outln;
 use clap::CommandFactory;
 
 /// Every line commented out but the demo default, so the file parses as written and changes
@@ -71,8 +72,8 @@ pub(crate) fn init(force: bool) -> Result<ExitCode, String> {
     }
     std::fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
     std::fs::write(&path, STARTER_CONFIG).map_err(|e| format!("{}: {e}", path.display()))?;
-    println!("wrote {}", path.display());
-    println!("uncomment a [models.*] section and set default_model to use it");
+    outln!("wrote {}", path.display());
+    outln!("uncomment a [models.*] section and set default_model to use it");
     Ok(ExitCode::SUCCESS)
 }
 

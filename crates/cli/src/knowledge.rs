@@ -8,6 +8,7 @@ use penguin::memory::{self, MemoryScope, USER_SCOPE};
 use penguin::skills::{self, SkillScope};
 
 use crate::args::{MemoryCommand, MemoryScopeArgs, SkillsCommand};
+use crate::untrusted::{errln, json_line, out, outln, Untrusted};
 
 fn data_root() -> PathBuf {
     penguin::trace_store::data_root()
@@ -33,11 +34,11 @@ pub(crate) fn skills(command: SkillsCommand) -> Result<ExitCode, String> {
             let all = skills::discover(&root, &ws);
             if json {
                 let text = serde_json::to_string_pretty(&all).map_err(|e| e.to_string())?;
-                println!("{text}");
+                outln!("{}", json_line(&text));
                 return Ok(ExitCode::SUCCESS);
             }
             if all.is_empty() {
-                println!(
+                outln!(
                     "no skills (install one with `penguin skills install PATH|GIT-URL`, or add {}/NAME/SKILL.md to the workspace)",
                     skills::WORKSPACE_SKILLS_DIR
                 );
@@ -54,11 +55,13 @@ pub(crate) fn skills(command: SkillsCommand) -> Result<ExitCode, String> {
                 if s.shadowed {
                     line.push_str("  (shadowed by the workspace's)");
                 }
-                println!("{line}");
+                // A skill's name and description are its author's.
+                outln!("{}", Untrusted(&line));
                 if let Some(problem) = &s.problem {
-                    eprintln!(
-                        "penguin: skill {}: {problem} ({})",
-                        s.name,
+                    errln!(
+                        "penguin: skill {}: {} ({})",
+                        Untrusted(&s.name),
+                        Untrusted(problem),
                         s.path.display()
                     );
                 }
@@ -68,21 +71,25 @@ pub(crate) fn skills(command: SkillsCommand) -> Result<ExitCode, String> {
         SkillsCommand::Install { source } => {
             let done = skills::install(&root, &source).map_err(|e| e.to_string())?;
             for s in &done {
-                println!(
+                outln!(
                     "installed {} (v{}) in {}",
-                    s.name,
+                    Untrusted(&s.name),
                     s.version,
                     s.path.display()
                 );
                 if let Some(problem) = &s.problem {
-                    eprintln!("penguin: skill {}: {problem}", s.name);
+                    errln!(
+                        "penguin: skill {}: {}",
+                        Untrusted(&s.name),
+                        Untrusted(problem)
+                    );
                 }
             }
             Ok(ExitCode::SUCCESS)
         }
         SkillsCommand::Remove { name } => {
             let dir = skills::remove(&root, &name).map_err(|e| e.to_string())?;
-            println!("removed {name} ({})", dir.display());
+            outln!("removed {name} ({})", dir.display());
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -116,17 +123,23 @@ pub(crate) fn memory(command: MemoryCommand) -> Result<ExitCode, String> {
             let all = memory::scopes(&root);
             if json {
                 let text = serde_json::to_string_pretty(&all).map_err(|e| e.to_string())?;
-                println!("{text}");
+                outln!("{}", json_line(&text));
                 return Ok(ExitCode::SUCCESS);
             }
             if all.iter().all(|s| s.notes.is_empty()) {
-                println!("nothing saved yet");
+                outln!("nothing saved yet");
             }
             for s in all.iter().filter(|s| !s.notes.is_empty()) {
-                println!("{}:", scope_title(s));
+                outln!("{}:", Untrusted(&scope_title(s)));
+                // Notes are written by the model (`memory_save`).
                 for n in &s.notes {
                     let date = n.updated_at.as_deref().unwrap_or("");
-                    println!("  {}  {date}  {}", n.name, n.description);
+                    outln!(
+                        "  {}  {}  {}",
+                        Untrusted(&n.name),
+                        Untrusted(date),
+                        Untrusted(&n.description)
+                    );
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -141,9 +154,9 @@ pub(crate) fn memory(command: MemoryCommand) -> Result<ExitCode, String> {
                 }
                 None => memory::scope(&root, &key).map_err(|e| e.to_string())?.index,
             };
-            print!("{text}");
+            out!("{}", Untrusted(&text));
             if !text.ends_with('\n') && !text.is_empty() {
-                println!();
+                outln!();
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -173,7 +186,7 @@ pub(crate) fn memory(command: MemoryCommand) -> Result<ExitCode, String> {
         MemoryCommand::Forget { name, scope } => {
             let key = scope_key(&scope)?;
             let (file, lines) = memory::forget(&root, &key, &name).map_err(|e| e.to_string())?;
-            println!(
+            outln!(
                 "forgot {} ({lines} index line{} dropped)",
                 file.display(),
                 if lines == 1 { "" } else { "s" }

@@ -1,5 +1,9 @@
 //! The `penguin` command.
 
+// Every line goes through `untrusted::{outln, errln, …}`, which show control sequences of
+// text penguin did not write instead of letting the terminal obey them.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod approve;
 mod args;
 mod attach;
@@ -14,17 +18,22 @@ mod markdown;
 mod mcp;
 mod render;
 mod run;
+// Its few lines are about its own startup; it is another team's file for now.
+#[allow(clippy::print_stdout, clippy::print_stderr)]
 mod serve;
 mod setup;
+mod shell_words;
 mod show;
 mod term;
 mod tool_view;
+mod untrusted;
 mod watch;
 
 use std::process::ExitCode;
 
 use args::{Cli, Command, McpCommand, ScenarioCommand, TraceCommand};
 use clap::Parser;
+use untrusted::{errln, Untrusted};
 
 fn main() -> ExitCode {
     // A panic during a task must not leave the terminal without echo.
@@ -39,7 +48,7 @@ fn main() -> ExitCode {
         _ => None,
     };
     if let Err(e) = init_logging(log_file) {
-        eprintln!("penguin: {e}");
+        errln!("penguin: {}", Untrusted(&e));
         return ExitCode::FAILURE;
     }
     let result = match cli.command {
@@ -136,7 +145,8 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("penguin: {e}");
+            // An error may quote a server's reply, a file or a model's output.
+            errln!("penguin: {}", Untrusted(&e));
             ExitCode::FAILURE
         }
     }
@@ -159,10 +169,12 @@ fn init_logging(log_file: Option<&std::path::Path>) -> Result<(), String> {
                 .map_err(|e| format!("cannot open the log file {}: {e}", path.display()))?;
             builder
                 .with_ansi(false)
-                .with_writer(std::sync::Mutex::new(file))
+                .with_writer(std::sync::Mutex::new(untrusted::LogWriter(file)))
                 .try_init()
         }
-        None => builder.with_writer(std::io::stderr).try_init(),
+        None => builder
+            .with_writer(|| untrusted::LogWriter(std::io::stderr()))
+            .try_init(),
     };
     installed.map_err(|e| format!("cannot install the log: {e}"))
 }

@@ -5,13 +5,13 @@
 //! inline markers switch styles as they arrive, so text still appears word by word. Styles
 //! never outlive their line: a marker the model forgets to close cannot color the rest of the
 //! reply.
+//!
+//! It styles the text it is given as it is: its caller neutralises text it did not write
+//! (`crate::untrusted`) before pushing it, so the only escape codes out are these styles.
 
-const RESET: &str = "\x1b[0m";
-const BOLD: &str = "\x1b[1m";
-const DIM: &str = "\x1b[2m";
-const ITALIC: &str = "\x1b[3m";
-const UNDERLINE: &str = "\x1b[4m";
-const CODE: &str = "\x1b[36m";
+use crate::untrusted::style::{BOLD, DIM, ITALIC, RESET, UNDERLINE};
+
+const CODE: &str = crate::untrusted::style::CYAN;
 
 /// One streamed markdown text.
 #[derive(Debug, Default)]

@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::untrusted::{errln, Untrusted};
 use penguin::agent::Agent;
 use penguin::engine::Environment;
 use penguin::tools::mcp::{McpEnvironment, McpServerConfig};
@@ -42,6 +43,6 @@ pub(crate) fn with_servers(
             ..ToolsConfig::default()
         },
     )
-    .with_warnings(Arc::new(|w| eprintln!("penguin: {w}")));
+    .with_warnings(Arc::new(|w| errln!("penguin: {}", Untrusted(w))));
     Arc::new(env)
 }

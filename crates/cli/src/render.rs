@@ -11,14 +11,9 @@ use penguin_omni_protocol::{
 use crate::describe::clip;
 pub use crate::describe::{user_text_display, UserText};
 use crate::tool_view;
+use crate::untrusted::style::{BOLD, DIM, GREEN, RED, RESET, YELLOW};
+use crate::untrusted::{guard, neutralise, Untrusted};
 use penguin::llm_providers::failure::{Failure, FailureKind};
-
-const DIM: &str = "\x1b[2m";
-const BOLD: &str = "\x1b[1m";
-const RED: &str = "\x1b[31m";
-const GREEN: &str = "\x1b[32m";
-const YELLOW: &str = "\x1b[33m";
-const RESET: &str = "\x1b[0m";
 
 /// Whether to style output for a terminal: it is one, and `NO_COLOR` is not set
 /// (<https://no-color.org>: any non-empty value).
@@ -240,7 +235,7 @@ impl<W: Write> Renderer<W> {
     /// A dimmed line of penguin's own (not the model's).
     pub fn note(&mut self, text: &str) -> io::Result<()> {
         let (dim, reset) = (self.style(DIM), self.style(RESET));
-        self.line(&format!("{dim}{text}{reset}"))?;
+        self.line(&format!("{dim}{}{reset}", Untrusted(text)))?;
         self.out.flush()
     }
 
@@ -257,11 +252,14 @@ impl<W: Write> Renderer<W> {
         }
     }
 
+    /// Every line goes out [`guard`]ed: the styles are penguin's, anything else is shown. The
+    /// untrusted parts are neutralised where they are put in, so even a copy of one of
+    /// penguin's styles is shown rather than applied.
     fn line(&mut self, text: &str) -> io::Result<()> {
         if !self.at_line_start {
             writeln!(self.out)?;
         }
-        writeln!(self.out, "{text}")?;
+        writeln!(self.out, "{}", guard(text))?;
         self.at_line_start = true;
         Ok(())
     }
@@ -270,7 +268,7 @@ impl<W: Write> Renderer<W> {
         if text.is_empty() {
             return Ok(());
         }
-        write!(self.out, "{text}")?;
+        write!(self.out, "{}", guard(text))?;
         self.at_line_start = text.ends_with('\n');
         Ok(())
     }
@@ -282,7 +280,7 @@ impl<W: Write> Renderer<W> {
         let child = msg.origin.as_ref().map(|o| {
             format!(
                 "[{}] ",
-                short_id(o.last().map(String::as_str).unwrap_or(""))
+                Untrusted(short_id(o.last().map(String::as_str).unwrap_or("")))
             )
         });
         let (dim, bold, red, green, yellow, reset) = (
@@ -313,11 +311,15 @@ impl<W: Write> Renderer<W> {
                         self.stream_markdown(t.event_type, &t.text)?
                     }
                     ModelPayload::PartialText(t) if child.is_none() => {
-                        self.stream_part("text", t.event_type, &t.text, "", "")?
+                        self.stream_part("text", t.event_type, &neutralise(&t.text), "", "")?
                     }
-                    ModelPayload::PartialThinking(t) if child.is_none() => {
-                        self.stream_part("thinking", t.event_type, &t.thinking, dim, reset)?
-                    }
+                    ModelPayload::PartialThinking(t) if child.is_none() => self.stream_part(
+                        "thinking",
+                        t.event_type,
+                        &neutralise(&t.thinking),
+                        dim,
+                        reset,
+                    )?,
                     ModelPayload::Text(t)
                         if t.role == penguin_omni_protocol::Role::User
                             && child.is_none()
@@ -333,12 +335,11 @@ impl<W: Write> Renderer<W> {
                         // Input shown by a watcher (history, server-published prompts) and
                         // delivered steering, without the markers the model reads.
                         match user_text_display(&t.text) {
-                            UserText::Prompt(text) => {
-                                self.line(&format!("{bold}› {}{reset}", text.trim_end()))?
-                            }
+                            UserText::Prompt(text) => self
+                                .line(&format!("{bold}› {}{reset}", Untrusted(text.trim_end())))?,
                             UserText::Steering(text) => self.line(&format!(
                                 "{bold}› {}{reset} {dim}(steering, delivered){reset}",
-                                text.trim_end()
+                                Untrusted(text.trim_end())
                             ))?,
                             UserText::Note(note) => self.line(&format!("{dim}({note}){reset}"))?,
                             UserText::Hidden => {}
@@ -346,10 +347,10 @@ impl<W: Write> Renderer<W> {
                     }
                     ModelPayload::Text(t) if t.role == penguin_omni_protocol::Role::Assistant => {
                         if let Some(c) = &child {
-                            self.line(&format!("{dim}{c}{}{reset}", t.text.trim_end()))?;
+                            self.line(&format!("{dim}{c}{}{reset}", Untrusted(t.text.trim_end())))?;
                         } else if self.streaming.take() != Some("text") {
                             // A model that sends only complete messages.
-                            let text = format!("{}\n", t.text.trim_end());
+                            let text = format!("{}\n", Untrusted(t.text.trim_end()));
                             let shown = match self.color {
                                 true => {
                                     let mut md = crate::markdown::Markdown::new();
@@ -373,7 +374,7 @@ impl<W: Write> Renderer<W> {
                             && !t.thinking.is_empty() =>
                     {
                         // A model that sends only complete messages.
-                        self.line(&format!("{dim}{}{reset}", t.thinking.trim_end()))?;
+                        self.line(&format!("{dim}{}{reset}", Untrusted(t.thinking.trim_end())))?;
                     }
                     ModelPayload::ToolCall(c) => {
                         self.streaming = None;
@@ -387,7 +388,7 @@ impl<W: Write> Renderer<W> {
                             .unwrap_or_else(|| clip(&c.arguments, 100));
                             self.line(&format!(
                                 "{bold}{prefix}⚙ {}{reset} {dim}{args}{reset}",
-                                c.name,
+                                Untrusted(&c.name),
                             ))?;
                         }
                     }
@@ -425,7 +426,8 @@ impl<W: Write> Renderer<W> {
                             .unwrap_or_default();
                         let prefix = child.clone().unwrap_or_default();
                         self.line(&format!(
-                            "  {color}{prefix}{mark} {name}{reset}: {}{more}{images}",
+                            "  {color}{prefix}{mark} {}{reset}: {}{more}{images}",
+                            Untrusted(&name),
                             clip(first, 100)
                         ))?;
                         for l in &body.lines {
@@ -457,11 +459,14 @@ impl<W: Write> Renderer<W> {
                         ApprovalDecision::Allow => self.running_tools += 1,
                         ApprovalDecision::Deny => {
                             self.denied.insert(tool_call_id.clone());
-                            self.line(&format!("  {yellow}✗ {name} denied{reset}"))?
+                            self.line(&format!("  {yellow}✗ {} denied{reset}", Untrusted(&name)))?
                         }
                         ApprovalDecision::Forbidden => {
                             self.denied.insert(tool_call_id.clone());
-                            self.line(&format!("  {red}✗ {name} forbidden by policy{reset}"))?
+                            self.line(&format!(
+                                "  {red}✗ {} forbidden by policy{reset}",
+                                Untrusted(&name)
+                            ))?
                         }
                     }
                 }
@@ -485,7 +490,7 @@ impl<W: Write> Renderer<W> {
                         self.line(&format!(
                             "{yellow}request failed (attempt {}): {}{retry}{reset}",
                             attempt.unwrap_or(1),
-                            failure.cause
+                            Untrusted(&failure.cause)
                         ))?;
                         if let Some(hint) = failure.hint {
                             if self.hinted.insert(failure.kind) {
@@ -505,10 +510,11 @@ impl<W: Write> Renderer<W> {
                     let reason = reason.as_deref().unwrap_or_default();
                     match (&self.summary.failure, reason.starts_with("aborted")) {
                         // The run gave up on the model: say why, not the engine's reason.
-                        (Some((failure, attempts)), false) => {
-                            self.line(&format!("{red}✗ {}{reset}", failure.ended(*attempts)))?
-                        }
-                        _ => self.line(&format!("{red}⏹ aborted: {reason}{reset}"))?,
+                        (Some((failure, attempts)), false) => self.line(&format!(
+                            "{red}✗ {}{reset}",
+                            Untrusted(&failure.ended(*attempts))
+                        ))?,
+                        _ => self.line(&format!("{red}⏹ aborted: {}{reset}", Untrusted(reason)))?,
                     }
                 }
                 EventPayload::McpConnectEnd { results, .. } => {
@@ -521,13 +527,13 @@ impl<W: Write> Renderer<W> {
                         match &r.error {
                             None => self.line(&format!(
                                 "{dim}{}: {tools} tool{} ({:.1}s){reset}",
-                                r.server,
+                                Untrusted(&r.server),
                                 if tools == 1 { "" } else { "s" },
                                 r.duration_ms as f64 / 1000.0
                             ))?,
                             Some(e) => self.line(&format!(
                                 "{yellow}{}: not connected: {}{reset}",
-                                r.server,
+                                Untrusted(&r.server),
                                 clip(e, 200)
                             ))?,
                         }
@@ -574,7 +580,7 @@ impl<W: Write> Renderer<W> {
                 }
                 self.streaming = Some("text");
                 let mut md = crate::markdown::Markdown::new();
-                let shown = md.push(content);
+                let shown = md.push(&neutralise(content));
                 self.markdown = Some(md);
                 self.raw(&shown)?;
             }
@@ -582,7 +588,7 @@ impl<W: Write> Renderer<W> {
                 let shown = self
                     .markdown
                     .get_or_insert_with(crate::markdown::Markdown::new)
-                    .push(content);
+                    .push(&neutralise(content));
                 self.raw(&shown)?;
             }
             StreamEventType::Stop => {
@@ -853,6 +859,108 @@ mod tests {
         assert_eq!(summary.tokens.total, 0, "nothing was reported");
         assert_eq!(summary.unreported_estimate(1000), (1000, 100));
         assert_eq!(summary.outcome(), "interrupted");
+    }
+
+    /// Every escape sequence in `out`, as the bytes from ESC to its final byte (a CSI's, else
+    /// the byte after ESC).
+    fn escapes(out: &str) -> Vec<String> {
+        out.match_indices('\x1b')
+            .map(|(i, _)| {
+                let seq = &out[i..];
+                let end = match seq.as_bytes().get(1) {
+                    Some(b'[') => seq[2..]
+                        .find(|c: char| ('@'..='~').contains(&c))
+                        .map_or(seq.len(), |j| j + 3),
+                    _ => 2.min(seq.len()),
+                };
+                seq[..end].to_owned()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn text_penguin_did_not_write_never_reaches_the_terminal_raw() {
+        use penguin_omni_protocol::{McpConnectResult, McpConnectStatus};
+        use StreamEventType::*;
+        const HOSTILE: &str = "\x1b]52;c;cm0gLXJmIH4=\x07\x1b]0;title\x07\x1b[8mhidden\x1b[1A\x1b[2K\u{9b}31m\rforged \x1b[31mred";
+        let ok = StopReason::Completed;
+        let h = HOSTILE;
+        let args = serde_json::json!({ "cmd": h })
+            .to_string()
+            .replace("\\u001b", "\u{9b}");
+        let plan =
+            serde_json::json!({"explanation": h, "plan": [{"step": h, "status": "in_progress"}]});
+        let mcp = McpConnectResult {
+            server: h.into(),
+            transport: "stdio".into(),
+            status: McpConnectStatus::Failed,
+            duration_ms: 1,
+            tools: None,
+            error: Some(h.into()),
+        };
+        let frames = vec![
+            build::user_text(h),
+            build::user_text(format!("[user_steering]\n{h}\n[/user_steering]")),
+            build::request_begin(),
+            build::partial_thinking(Start, h, ok),
+            build::partial_thinking(Delta, h, ok),
+            build::partial_thinking(Stop, "", ok),
+            build::thinking(h, ok, None),
+            build::partial_text(Start, h, ok),
+            build::partial_text(Delta, format!("\n# {h}\n- **{h}** `{h}`\n"), ok),
+            build::partial_text(Stop, "", ok),
+            build::assistant_text(h, ok),
+            build::assistant_text(format!("> {h}\n```\n{h}\n```"), ok),
+            build::tool_call(h, h, "c1", ok, None),
+            build::tool_call("exec_command", args, "c2", ok, None),
+            build::tool_call("update_plan", plan.to_string(), "c3", ok, None),
+            build::approval_decision(ApprovalDecision::Deny, "c1"),
+            build::approval_decision(ApprovalDecision::Allow, "c2"),
+            build::tool_call_output(format!("{h}\n{h}\n{h}"), "c2", ok),
+            build::tool_call_output(
+                format!("Edited: {h}\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-{h}\n+{h}"),
+                "c3",
+                StopReason::Failed,
+            ),
+            build::tool_call_output(format!("Plan updated\n{h}\n[~] {h}"), "c3", ok),
+            build::assistant_text(h, ok).with_origin(h),
+            build::request_end(
+                StopReason::Timeout,
+                build::RetryDetail {
+                    error_message: Some(h.into()),
+                    attempt: Some(1),
+                    retry_in_ms: Some(10),
+                },
+            ),
+            build::mcp_connect_end(vec![mcp], false),
+            build::abort(Some(h.into())),
+        ];
+        for (color, verbose) in [(false, false), (false, true), (true, false), (true, true)] {
+            let mut r = Renderer::new(Vec::new(), color).verbose(verbose);
+            for f in &frames {
+                r.frame(&Frame::new(f.clone())).unwrap();
+            }
+            r.note(h).unwrap();
+            let out = String::from_utf8(r.into_inner()).unwrap();
+            let what = format!("colour {color}, verbose {verbose}:\n{out}");
+            for c in ['\x07', '\r', '\u{9b}'] {
+                assert!(!out.contains(c), "{c:?} raw, {what}");
+            }
+            for seq in escapes(&out) {
+                assert!(
+                    crate::untrusted::style::ALL.contains(&seq.as_str()),
+                    "{seq:?} is not one of penguin's styles, {what}"
+                );
+            }
+            assert!(out.contains(r"\x1b]52;c;cm0gLXJmIH4=\x07"), "{what}");
+            assert!(
+                out.contains(r"\x1b[8mhidden\x1b[1A\x1b[2K\u{9b}31m\x0dforged"),
+                "{what}"
+            );
+            // The model's own `ESC[31m` is shown, not applied, even though penguin uses it.
+            assert!(out.contains(r"\x1b[31mred"), "{what}");
+            assert_eq!(escapes(&out).is_empty(), !color, "{what}");
+        }
     }
 
     #[test]

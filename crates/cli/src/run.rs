@@ -17,6 +17,8 @@ use crate::args::{ModelArgs, SandboxArgs, TaskArgs};
 use crate::console::Console;
 use crate::render::{color_for, status_text, user_text_display, Renderer, UserText};
 use crate::setup::{ready, session_line, Which};
+use crate::untrusted::style::{DIM, RESET};
+use crate::untrusted::{errln, json_line, Untrusted};
 
 /// The approver of a task (its approval mode: `--approve`, `--yes`, `[session] approval`),
 /// and the terminal one when it asks (for `/approvals`). `tools`: the session's, which say
@@ -34,7 +36,7 @@ pub(crate) fn approver(
         ApprovalMode::ReadOnly | ApprovalMode::AlwaysAsk => {}
     }
     if !std::io::stdin().is_terminal() {
-        eprintln!(
+        errln!(
             "penguin: {}",
             nobody_to_ask(mode, PROMPT_FROM_STDIN.load(Ordering::SeqCst))
         );
@@ -89,7 +91,7 @@ pub(crate) fn interrupt_on_ctrl_c(
         let Ok(mut sigint) = sigint else { return };
         if sigint.recv().await.is_some() {
             INTERRUPTED.store(true, Ordering::SeqCst);
-            eprintln!("\ninterrupting (Ctrl-C again to exit)");
+            errln!("\ninterrupting (Ctrl-C again to exit)");
             cancel.cancel();
             if sigint.recv().await.is_some() {
                 crate::term::restore();
@@ -149,11 +151,14 @@ pub(crate) async fn run_task(
     let shown = render_for(&mut stream, task, control, &cancel, console, window).await?;
     ctrl_c.abort();
     if let Err(e) = session.writer().flush() {
-        eprintln!("penguin: the trace could not be synced: {e}");
+        errln!(
+            "penguin: the trace could not be synced: {}",
+            Untrusted(&e.to_string())
+        );
     }
     let failed = session.writer().failed_writes();
     if failed > 0 {
-        eprintln!(
+        errln!(
             "penguin: {failed} trace record(s) of session {} could not be written (see the log above); its history and a resume will miss them",
             session.id()
         );
@@ -198,14 +203,17 @@ fn end_line(session: &Session, summary: &crate::render::RunSummary, took: std::t
             input + output
         ),
     };
+    // The outcome quotes a failure's cause, and a resumed session's model comes from its trace.
     let line = format!(
-        "{mark} {what} · {model} · {tokens} · {:.1}s",
+        "{mark} {} · {} · {tokens} · {:.1}s",
+        Untrusted(&what),
+        Untrusted(&model),
         took.as_secs_f64()
     );
     if color_for(std::io::stderr().is_terminal()) {
-        eprintln!("\x1b[2m{line}\x1b[0m");
+        errln!("{DIM}{line}{RESET}");
     } else {
-        eprintln!("{line}");
+        errln!("{line}");
     }
 }
 
@@ -333,7 +341,7 @@ pub(crate) async fn render_for(
             frame = stream.next() => {
                 let Some(frame) = frame else { break Ok(()) };
                 if shown && term.is_none() {
-                    eprint!("\r\x1b[2K");
+                    crate::untrusted::status_line(None);
                     shown = false;
                 }
                 if closed {
@@ -344,7 +352,7 @@ pub(crate) async fn render_for(
                 }
                 let written = if jsonl {
                     summary.observe(&frame);
-                    let line = format!("{}\n", frame.json());
+                    let line = format!("{}\n", json_line(frame.json()));
                     match &term {
                         Some(t) => t.write_out(line.as_bytes()).and_then(|()| t.flush_out()),
                         None => {
@@ -380,7 +388,7 @@ pub(crate) async fn render_for(
                 match &term {
                     Some(t) => t.set_status(text),
                     None => if let Some(text) = text {
-                        eprint!("\r\x1b[2K\x1b[2m{text}\x1b[0m");
+                        crate::untrusted::status_line(Some(&text));
                         shown = true;
                     },
                 }
@@ -395,7 +403,7 @@ pub(crate) async fn render_for(
         }
     }
     if shown {
-        eprint!("\r\x1b[2K");
+        crate::untrusted::status_line(None);
     }
     result?;
     console.set_collapsed(r.collapsed().cloned());
@@ -420,13 +428,13 @@ pub(crate) async fn one_task(
         let (mentioned, notes) = crate::attach::mentions(&prompt, &workspace);
         images.extend(mentioned);
         for note in notes {
-            eprintln!("penguin: {note}");
+            errln!("penguin: {}", Untrusted(&note));
         }
     } else if !images.is_empty() {
         return Err("images do not go with --goal: a goal's objective is text, sent again every round; name the image's path in it instead".into());
     }
     if let Some(said) = crate::attach::said(&images) {
-        eprintln!("{said}");
+        errln!("{}", Untrusted(&said));
     }
     let console = Console::stdin();
     let (approver, _) = approver(task, &console, session.environment().clone());
@@ -473,10 +481,12 @@ pub(crate) fn read_prompt(prompt: Option<String>) -> Result<String, String> {
 /// The session line on stderr: dimmed on a terminal. With `--jsonl` too (after any notice
 /// about the model or the sandbox), so a script can read the id while stdout stays pure JSON.
 pub(crate) fn announce(session: &Session) {
+    // A resumed session's line quotes its trace (the workspace, the sandbox it names).
+    let line = session_line(session);
     if color_for(std::io::stderr().is_terminal()) {
-        eprintln!("\x1b[2m{}\x1b[0m", session_line(session));
+        errln!("{DIM}{}{RESET}", Untrusted(&line));
     } else {
-        eprintln!("{}", session_line(session));
+        errln!("{}", Untrusted(&line));
     }
 }
 

@@ -15,6 +15,7 @@ use penguin::subagent::{SubagentEnvironment, SubagentSpawner};
 use penguin::tools::{BuiltinTools, Sandbox, SandboxBypass, ToolsConfig};
 
 use crate::args::{ModelArgs, SandboxArgs};
+use crate::untrusted::{errln, out, outln, Untrusted};
 
 /// What a session is built from: a model plus tools, or a scenario's scripts (with the real
 /// tools instead of its scripted ones when the flag says so).
@@ -51,11 +52,9 @@ pub(crate) fn pick_source(agent: &Agent, args: &ModelArgs) -> Result<Source, Str
             || env("PENGUIN_PROVIDER").as_deref() == Some("demo")
             || agent.config.default_model.as_deref() == Some("demo");
         if asked {
-            eprintln!(
-                "penguin: using the built-in demo model (offline; it only lists the workspace)"
-            );
+            errln!("penguin: using the built-in demo model (offline; it only lists the workspace)");
         } else {
-            eprintln!("penguin: no model configured; using the built-in demo model (`penguin init` writes a starter config.toml; see the README)");
+            errln!("penguin: no model configured; using the built-in demo model (`penguin init` writes a starter config.toml; see the README)");
         }
     }
     Ok(Source::Model(spec))
@@ -132,13 +131,13 @@ impl Confinement {
         let request = sandbox_request(agent, args)?;
         let sandbox = Sandbox::resolve(&request).map_err(|e| e.to_string())?;
         if let Some(warning) = sandbox.warning_once() {
-            eprintln!("penguin: {warning}");
+            errln!("penguin: {warning}");
         }
         if request.strict {
             STRICT.store(true, std::sync::atomic::Ordering::Relaxed);
         }
         if sandbox.requested() == Some(penguin::tools::SandboxMode::Off) {
-            eprintln!(
+            errln!(
                 "penguin: warning: the sandbox is off: commands can change every file you can{}; each one is still asked unless --yes",
                 if sandbox.is_active() { "" } else { " and use the network" }
             );
@@ -195,7 +194,7 @@ pub(crate) fn session_tools(
 ) -> Result<Arc<dyn Environment>, String> {
     // The memory folders of this workspace exist before the tools and the prompt look.
     if let Err(e) = penguin::memory::SessionMemory::prepare(&agent.location.root, workspace) {
-        eprintln!("penguin: memory is not available: {e}");
+        errln!("penguin: memory is not available: {e}");
     }
     let config = tools_config(agent, Some(spec), sandbox)?;
     let builtin = workspace_tools(workspace, config, bypass)?;
@@ -310,10 +309,10 @@ pub(crate) fn print_system_prompt(
                 .await
             {
                 for r in results.iter().filter(|r| r.error.is_some()) {
-                    eprintln!(
+                    errln!(
                         "penguin: MCP server {} not connected: {}",
-                        r.server,
-                        r.error.as_deref().unwrap_or_default()
+                        Untrusted(&r.server),
+                        Untrusted(r.error.as_deref().unwrap_or_default())
                     );
                 }
             }
@@ -328,14 +327,15 @@ pub(crate) fn print_system_prompt(
     );
     let template = penguin::prompt::template_path(&agent.location.root);
     if penguin::prompt::read_template(&agent.location.root).is_some() {
-        eprintln!("penguin: from the template {}", template.display());
+        errln!("penguin: from the template {}", template.display());
     } else {
-        eprintln!(
+        errln!(
             "penguin: the built-in layout (a template at {} would replace it; see the README)",
             template.display()
         );
     }
-    println!("{prompt}");
+    // It quotes the workspace's AGENTS.md, skills and memory: files anyone may have written.
+    outln!("{}", Untrusted(&prompt));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -348,11 +348,12 @@ pub(crate) fn fork(id: Option<String>, last: bool, at: Option<usize>) -> Result<
         None => penguin::session::ForkPoint::End,
     };
     let forked = agent.fork_session(&id, point).map_err(|e| e.to_string())?;
-    eprintln!(
+    errln!(
         "penguin: forked {id} after its task {}: continue with `penguin resume {}`",
-        forked.tasks, forked.session_id
+        forked.tasks,
+        forked.session_id
     );
-    println!("{}", forked.session_id);
+    outln!("{}", forked.session_id);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -597,8 +598,8 @@ pub(crate) fn sessions(here_only: bool, limit: usize) -> Result<ExitCode, String
         .map_err(|e| format!("cannot list {}: {e}", agent.location.traces_dir().display()))?;
     if shown.is_empty() && unread == 0 {
         match here_only {
-            true => println!("no sessions in {here_str} yet (`penguin sessions` lists all)"),
-            false => println!(
+            true => outln!("no sessions in {here_str} yet (`penguin sessions` lists all)"),
+            false => outln!(
                 "no sessions yet under {}",
                 agent.location.traces_dir().display()
             ),
@@ -608,14 +609,14 @@ pub(crate) fn sessions(here_only: bool, limit: usize) -> Result<ExitCode, String
     // Of the page, the current workspace's sessions come first.
     let (mine, others): (Vec<_>, Vec<_>) = shown.into_iter().partition(|s| s.workspace == here_str);
     let shown: Vec<_> = mine.into_iter().chain(others).collect();
-    print!("{}", sessions_table(&shown, &here_str));
+    out!("{}", sessions_table(&shown, &here_str));
     if unread > 0 {
         let s = if unread == 1 { "" } else { "s" };
         let what = match here_only {
             true => "not searched",
             false => "not shown",
         };
-        println!(
+        outln!(
             "… {unread} older session{s} {what} (--limit {} or --all)",
             limit.saturating_mul(2)
         );
@@ -636,16 +637,18 @@ pub(crate) fn sessions_table(list: &[penguin::agent::SessionSummary], here: &str
             w.to_owned()
         }
     };
+    // Every cell comes from a trace (the title is the model's), each shown on one line.
+    let cell = |s: &str| crate::untrusted::neutralise(s).replace('\n', " ");
     let rows: Vec<[String; 6]> = list
         .iter()
         .map(|s| {
             [
-                s.id.clone(),
-                s.created.clone(),
-                place(&s.workspace),
-                s.model.clone(),
-                s.state.clone(),
-                s.title.clone(),
+                cell(&s.id),
+                cell(&s.created),
+                cell(&place(&s.workspace)),
+                cell(&s.model),
+                cell(&s.state),
+                cell(&s.title),
             ]
         })
         .collect();

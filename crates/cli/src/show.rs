@@ -11,6 +11,7 @@ use penguin::trace_store::{read_trace, ReadMode, TraceLines};
 
 use crate::render::{user_text_display, Renderer, UserText};
 use crate::setup::resolve_session_id;
+use crate::untrusted::{errln, json_line, Untrusted};
 
 pub(crate) fn show(
     id: Option<String>,
@@ -29,10 +30,14 @@ pub(crate) fn show(
             while let Some((_, line)) = lines.next_line().map_err(std::io::Error::other)? {
                 match line {
                     Ok(bytes) => {
-                        out.write_all(bytes)?;
+                        // A trace is a file anyone with the data root may have written.
+                        let line = String::from_utf8_lossy(bytes);
+                        out.write_all(json_line(&line).as_bytes())?;
                         out.write_all(b"\n")?;
                     }
-                    Err(too_large) => eprintln!("penguin: skipped {too_large}"),
+                    Err(too_large) => {
+                        errln!("penguin: skipped {}", Untrusted(&too_large.to_string()))
+                    }
                 }
             }
             Ok(())
@@ -79,11 +84,13 @@ pub(crate) fn render_session(
 ) -> Result<String, String> {
     let msgs = messages(agent, id)?;
     let mut r = Renderer::new(Vec::new(), color).verbose(verbose);
-    let mut header = format!("session {id}");
+    let mut header = format!("session {}", Untrusted(id));
     if let Some(meta) = msgs.iter().find_map(OmniMessage::session_meta) {
         header.push_str(&format!(
             " · {}/{} · {}",
-            meta.provider, meta.model_id, meta.workspace
+            Untrusted(&meta.provider),
+            Untrusted(&meta.model_id),
+            Untrusted(&meta.workspace)
         ));
     }
     let mut requests = 0u32;
@@ -167,7 +174,10 @@ pub(crate) fn recap(agent: &Agent, id: &str, n: usize) -> String {
     out
 }
 
+/// `s` on one line, cut to `max` characters, [`neutralise`](crate::untrusted::neutralise)d: a
+/// recap quotes prompts and replies.
 fn one_line(s: &str, max: usize) -> String {
+    let s = crate::untrusted::neutralise(s);
     let one = s.split_whitespace().collect::<Vec<_>>().join(" ");
     if one.chars().count() > max {
         format!("{}…", one.chars().take(max - 1).collect::<String>())

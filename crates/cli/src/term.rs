@@ -17,9 +17,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use nix::sys::termios::{self, LocalFlags, SetArg, SpecialCharacterIndices, Termios};
 use tokio::sync::{mpsc, oneshot};
 
-const DIM: &str = "\x1b[2m";
-const BOLD: &str = "\x1b[1m";
-const RESET: &str = "\x1b[0m";
+use crate::untrusted::neutralise;
+use crate::untrusted::style::{BOLD, DIM, RESET};
 
 /// The terminal settings found at start, restored after each task and on exit.
 static SAVED: OnceLock<Mutex<Option<Termios>>> = OnceLock::new();
@@ -172,7 +171,8 @@ impl Term {
         self.lock().task = Some(tx);
     }
 
-    /// Writes output above the bottom line.
+    /// Writes output above the bottom line: the renderer's lines, already guarded
+    /// (`crate::untrusted`), or JSON lines with their hazards escaped.
     pub fn write_out(&self, bytes: &[u8]) -> std::io::Result<()> {
         let mut st = self.lock();
         hide(&mut st);
@@ -199,8 +199,10 @@ impl Term {
         Ok(())
     }
 
-    /// A line of penguin's own (dimmed), above the bottom line.
+    /// A line of penguin's own (dimmed), above the bottom line. What it quotes (a command,
+    /// typed text) is shown [`neutralise`]d.
     pub fn note(&self, text: &str) {
+        let text = &*neutralise(text);
         let mut st = self.lock();
         if !st.at_line_start && st.reading {
             // A streamed line is under way: the note follows it.
@@ -254,7 +256,8 @@ impl Term {
             if !st.at_line_start {
                 let _ = writeln!(out);
             }
-            let _ = writeln!(out, "{BOLD}{}{RESET}", question.trim_end());
+            // It quotes the call: its arguments are the model's.
+            let _ = writeln!(out, "{BOLD}{}{RESET}", neutralise(question.trim_end()));
             let _ = out.flush();
         }
         st.at_line_start = true;
@@ -287,7 +290,7 @@ impl Term {
         if !st.at_line_start {
             let _ = writeln!(out);
         }
-        let _ = writeln!(out, "{DIM}  answered: {RESET}{answer}");
+        let _ = writeln!(out, "{DIM}  answered: {RESET}{}", neutralise(answer));
         let _ = out.flush();
         st.at_line_start = true;
         draw(&mut st);
@@ -480,17 +483,23 @@ fn tail(s: &str, max: usize) -> String {
 
 fn draw(st: &mut State) {
     let text = if let Some(q) = &st.question {
-        format!("{BOLD}{}{RESET}{}", q.text, tail(&st.draft, 40))
+        // Typed text may hold pasted control characters; the list of what is auto-approved
+        // quotes tool names and commands.
+        format!(
+            "{BOLD}{}{RESET}{}",
+            q.text,
+            tail(&neutralise(&st.draft), 40)
+        )
     } else {
         let mut parts = Vec::new();
         if let Some(s) = &st.status {
             parts.push(format!("{DIM}{s}{RESET}"));
         }
         if !st.approvals.is_empty() && st.status.is_some() {
-            parts.push(format!("{DIM}{}{RESET}", st.approvals));
+            parts.push(format!("{DIM}{}{RESET}", neutralise(&st.approvals)));
         }
         if !st.draft.is_empty() {
-            parts.push(format!("› {}", tail(&st.draft, 60)));
+            parts.push(format!("› {}", tail(&neutralise(&st.draft), 60)));
         } else if st.steer && st.status.is_some() {
             parts.push(format!("{DIM}type to steer · /abort{RESET}"));
         }

@@ -3,14 +3,8 @@
 //! note when the answer carries images.
 
 use crate::describe::clip;
-
-const DIM: &str = "\x1b[2m";
-const BOLD: &str = "\x1b[1m";
-const RED: &str = "\x1b[31m";
-const GREEN: &str = "\x1b[32m";
-const YELLOW: &str = "\x1b[33m";
-const CYAN: &str = "\x1b[36m";
-const RESET: &str = "\x1b[0m";
+use crate::untrusted::neutralise;
+use crate::untrusted::style::{BOLD, CYAN, DIM, GREEN, RED, RESET, YELLOW};
 
 /// Most lines of an edit tool's diff shown when output is collapsed (`-v` or `/expand` show
 /// the rest).
@@ -142,11 +136,12 @@ pub(crate) fn paint(kind: LineKind, line: &str, color: bool) -> String {
     format!("{style}{line}{RESET}")
 }
 
-/// `output`'s lines, each indented and painted for its kind (`/expand`).
-pub(crate) fn painted(output: &str, color: bool) -> impl Iterator<Item = String> + '_ {
-    classify(output)
+/// `output`'s lines, [`neutralise`]d, each indented and painted for its kind (`/expand`).
+pub(crate) fn painted(output: &str, color: bool) -> Vec<String> {
+    classify(&neutralise(output))
         .into_iter()
-        .map(move |(kind, line)| format!("    {}", paint(kind, line.trim_end(), color)))
+        .map(|(kind, line)| format!("    {}", paint(kind, line.trim_end(), color)))
+        .collect()
 }
 
 /// What is shown of a tool's answer below its status line.
@@ -160,8 +155,10 @@ pub(crate) struct Body {
 
 /// The lines below a tool's status line (which shows the output's first line): every other
 /// line with `verbose`; else an edit tool's diffs (at most [`DIFF_LINES`]) and a plan's
-/// checklist when the call completed; else nothing.
+/// checklist when the call completed; else nothing. The output is [`neutralise`]d first, so
+/// the only styles in the lines are the ones added here.
 pub(crate) fn body(tool: &str, output: &str, completed: bool, verbose: bool, color: bool) -> Body {
+    let output = neutralise(output);
     let rest = output.split_once('\n').map_or("", |(_, rest)| rest);
     let total = rest.lines().count();
     if completed && !verbose && tool == "update_plan" {
@@ -193,6 +190,7 @@ pub(crate) fn body(tool: &str, output: &str, completed: bool, verbose: bool, col
 /// `[~]` and `[ ]` steps) as a checklist: done steps green, the one in progress bold yellow,
 /// the explanation dimmed. `None` when the lines are not a plan.
 pub(crate) fn checklist(lines: &str, color: bool) -> Option<Vec<String>> {
+    let lines = &*neutralise(lines);
     let style = |code: &'static str| if color { code } else { "" };
     let (dim, bold, green, yellow, reset) = (
         style(DIM),

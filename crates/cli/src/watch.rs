@@ -6,6 +6,7 @@ use penguin::omni_protocol::Frame;
 
 use crate::console::stdout_is_terminal;
 use crate::render::Renderer;
+use crate::untrusted::{errln, Untrusted};
 
 pub(crate) async fn watch(
     session_id: String,
@@ -50,10 +51,10 @@ pub(crate) async fn watch(
         return Err(format!("stdout: {e}"));
     }
     if let Some(title) = state.title {
-        eprintln!("title: {title}");
+        errln!("title: {}", Untrusted(&title));
     }
     if let Some(warning) = state.trace_warning {
-        eprintln!("penguin: {warning}");
+        errln!("penguin: {}", Untrusted(&warning.to_string()));
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
