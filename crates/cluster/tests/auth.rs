@@ -1,6 +1,7 @@
 //! How a node proves itself, against real nats-servers: to NATS (an open NATS is refused
-//! unless allowed in so many words; user and password, token, nkey seed file, TLS with a CA
-//! file), and to the other nodes (signatures that survive NATS, and a copy that does not).
+//! unless allowed in so many words; user and password, token, nkey seed file, .creds file, TLS
+//! with a CA file), and to the other nodes (signatures that survive NATS, and a copy that does
+//! not).
 
 mod support;
 
@@ -396,4 +397,85 @@ async fn a_signed_message_verifies_across_nats_once_and_only_for_its_subject() {
     );
     assert_eq!(verdicts[2], Err(Refusal::BadSignature));
     assert_eq!(verdicts[3], Err(Refusal::BadSignature));
+}
+
+/// A JWT of `claims` signed by `issuer`, as `nsc` writes them.
+fn jwt(issuer: &nkeys::KeyPair, mut claims: serde_json::Value) -> String {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    claims["iat"] = now.into();
+    claims["iss"] = issuer.public_key().into();
+    claims["jti"] = format!("jti{}{now}", claims["sub"].as_str().unwrap_or("")).into();
+    let header = b64.encode(r#"{"typ":"JWT","alg":"ed25519-nkey"}"#);
+    let signed = format!("{header}.{}", b64.encode(claims.to_string()));
+    let signature = issuer.sign(signed.as_bytes()).unwrap();
+    format!("{signed}.{}", b64.encode(signature))
+}
+
+#[tokio::test]
+async fn a_nats_in_operator_mode_takes_a_creds_file() {
+    if !nats_available("a_nats_in_operator_mode_takes_a_creds_file") {
+        return;
+    }
+    let operator = nkeys::KeyPair::new_operator();
+    let account = nkeys::KeyPair::new_account();
+    // JetStream needs a system account.
+    let system = nkeys::KeyPair::new_account();
+    let user = nkeys::KeyPair::new_user();
+    let operator_jwt = jwt(
+        &operator,
+        serde_json::json!({"name": "op", "sub": operator.public_key(),
+            "nats": {"type": "operator", "version": 2}}),
+    );
+    let unlimited = serde_json::json!({"subs": -1, "data": -1, "payload": -1, "imports": -1,
+        "exports": -1, "wildcards": true, "conn": -1, "leaf": -1, "mem_storage": -1,
+        "disk_storage": -1, "streams": -1, "consumer": -1});
+    let account_jwt = jwt(
+        &operator,
+        serde_json::json!({"name": "penguin", "sub": account.public_key(),
+            "nats": {"limits": unlimited, "type": "account", "version": 2}}),
+    );
+    let system_jwt = jwt(
+        &operator,
+        serde_json::json!({"name": "SYS", "sub": system.public_key(),
+            "nats": {"type": "account", "version": 2}}),
+    );
+    let user_jwt = jwt(
+        &account,
+        serde_json::json!({"name": "node-a", "sub": user.public_key(),
+            "nats": {"pub": {}, "sub": {}, "subs": -1, "data": -1, "payload": -1,
+                "type": "user", "version": 2}}),
+    );
+    let creds = format!(
+        "-----BEGIN NATS USER JWT-----\n{user_jwt}\n------END NATS USER JWT------\n\n\
+         -----BEGIN USER NKEY SEED-----\n{}\n------END USER NKEY SEED------\n",
+        user.seed().unwrap()
+    );
+    let extra = format!(
+        "operator: {operator_jwt:?}\nsystem_account: {}\nresolver: MEMORY\n\
+         resolver_preload: {{ {}: {account_jwt:?}, {}: {system_jwt:?} }}",
+        system.public_key(),
+        account.public_key(),
+        system.public_key()
+    );
+    let ready = async_nats::ConnectOptions::with_credentials(&creds).unwrap();
+    let server = Server::start(&extra, ready, "nats://127.0.0.1:PORT").await;
+    let file = server.dir.path().join("node-a.creds");
+    std::fs::write(&file, &creds).unwrap();
+    let joined = joins(
+        &server,
+        server.config(server.url(), NatsAuth::CredsFile(file)),
+        ".creds file",
+    )
+    .await;
+    assert!(joined.nats_authenticated());
+    let none = Cluster::connect(server.config(server.url(), NatsAuth::None)).await;
+    assert!(
+        matches!(none, Err(ClusterError::Unreachable { .. })),
+        "{none:?}"
+    );
 }
