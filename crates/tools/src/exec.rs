@@ -1,6 +1,7 @@
-//! `exec_command`, `input_command` and `kill_command`: shell commands in the workspace, each in
-//! its own process group under the session's sandbox, that may run past the call that started
-//! them (a dev server, a long build) and are reached again by their `process_id`.
+//! `exec_command`, `input_command` and `kill_command`: shell commands in the workspace, each
+//! leading its own session (off penguin's terminal) and so its own process group, under the
+//! session's sandbox, that may run past the call that started them (a dev server, a long
+//! build) and are reached again by their `process_id`.
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -19,8 +19,9 @@
 //!   capabilities are dropped, root's included.
 //! - **Landlock**: TCP `connect` and `bind` by port, signals and abstract Unix sockets scoped
 //!   to the sandbox (ABI 6), and, where there are no namespaces, the filesystem rights below.
-//! - **seccomp** (see `seccomp.rs`): io_uring refused, and with the network off every socket
-//!   but Unix and TCP (MPTCP, UDP, raw, packet, netlink) refused.
+//! - **seccomp** (see `seccomp.rs`): io_uring, the kernel keyring and typing into a terminal
+//!   (`TIOCSTI`, `TIOCLINUX`) refused, and with the network off every socket but Unix and TCP
+//!   (MPTCP, UDP, raw, packet, netlink) refused.
 //!
 //! Landlock and seccomp restrict the calling *thread* and everything it forks afterwards. The
 //! sandbox starts a short-lived thread, restricts that thread, forks the command (or
@@ -31,7 +32,9 @@
 //! do not gain privileges inside the sandbox.
 //!
 //! A command's environment is built from an allowlist ([`EnvPolicy`]), never inherited whole:
-//! provider keys and penguin's token stay out.
+//! provider keys and penguin's token stay out. And every process started for a session leads
+//! a session of its own, in every mode: it never shares penguin's controlling terminal, so it
+//! cannot type into it (`ioctl(TIOCSTI)`) to answer an approval prompt or steer the model.
 //!
 //! # What each mode allows
 //!
@@ -39,7 +42,9 @@
 //!   remove, link and rename only beneath the workspace, the temp directory and configured
 //!   extra writable directories. Symlinks are resolved by the kernel before the check, so a
 //!   link pointing outside does not help, and a file from outside cannot be hard-linked or
-//!   moved into the workspace.
+//!   moved into the workspace. Where there are namespaces, the `.git` of the repositories in
+//!   those roots stays read-only ([`SandboxRequest::git_writable`] lets commands commit):
+//!   the user's own git runs what a repository's config and hooks say.
 //! - `read-only`: the same, with only the temp directory writable.
 //! - `off`: no filesystem restriction.
 //! - `network = false` (the default, with any mode): TCP `connect` and `bind` are refused
@@ -50,7 +55,7 @@
 //! `/dev/null`, `/dev/zero` and `/dev/full` stay writable in every mode.
 
 use std::collections::HashSet;
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -147,6 +152,10 @@ pub struct SandboxRequest {
     pub protected: Vec<PathBuf>,
     /// Variables commands inherit besides [`CORE_ENV`]: names, or prefixes ending in `*`.
     pub inherit_env: Vec<String>,
+    /// Let commands write the `.git` of the repositories in their writable roots (commit,
+    /// fetch, change the config and hooks). Off by default: the user's own git runs what a
+    /// repository's config and hooks say, outside the sandbox.
+    pub git_writable: bool,
 }
 
 /// Why a sandbox cannot be set up.
@@ -193,6 +202,7 @@ pub struct Sandbox {
     protected: Vec<PathBuf>,
     readable: Vec<PathBuf>,
     env: EnvPolicy,
+    git_writable: bool,
     host: Host,
     gaps: Vec<Gap>,
 }
@@ -218,6 +228,7 @@ impl Sandbox {
             protected: Vec::new(),
             readable: Vec::new(),
             env: EnvPolicy::default(),
+            git_writable: false,
             host: Host::from(Landlock::NotImplemented),
             gaps: Vec::new(),
         }
@@ -329,6 +340,7 @@ impl Sandbox {
                 .collect(),
             readable: Vec::new(),
             env: EnvPolicy::new(request.inherit_env.clone()),
+            git_writable: request.git_writable,
             host,
             gaps,
         })
@@ -413,6 +425,21 @@ impl Sandbox {
     /// The variables commands inherit.
     pub fn env(&self) -> &EnvPolicy {
         &self.env
+    }
+
+    /// Whether commands may write the repositories' `.git` in their writable roots
+    /// ([`SandboxRequest::git_writable`]).
+    pub fn git_writable(&self) -> bool {
+        self.git_writable
+    }
+
+    /// The repositories' own files in `roots` that commands see read-only: where namespaces
+    /// bind them so, and unless `git_writable` (see `sandbox/git.rs`).
+    fn read_only_git(&self, roots: &[PathBuf]) -> Vec<PathBuf> {
+        if self.git_writable || !self.uses_namespaces() {
+            return Vec::new();
+        }
+        git::protected(roots)
     }
 
     /// Whether commands get their own mount and PID namespaces (the filesystem is confined
@@ -556,38 +583,70 @@ impl Sandbox {
     /// inside its namespaces where there are some, under Landlock and seccomp, with the
     /// environment of [`Sandbox::env`] (and `TMPDIR`, the writable temp directory, when the
     /// filesystem is confined). `configure` adds the arguments, directory, pipes and any
-    /// further variables; it must not spawn.
+    /// further variables; it must not spawn, and must not set a process group.
     ///
-    /// This is how `exec_command` and sandboxed MCP stdio servers start their processes.
+    /// In every mode, `off` and [`Sandbox::unconfined`] included, the process leads a session
+    /// of its own (see `sandbox/session.rs`): it has no controlling terminal, so it can
+    /// neither read from nor type into penguin's, and its process group's id is its pid, so
+    /// `killpg` on that pid reaches everything it starts.
+    ///
+    /// This is how `exec_command` and MCP stdio servers start their processes.
     pub fn start(
         &self,
         program: impl AsRef<OsStr>,
         workspace: &Path,
         configure: impl FnOnce(&mut tokio::process::Command),
     ) -> io::Result<tokio::process::Child> {
-        let mut command = match &self.host.namespaces {
+        let program = program.as_ref();
+        let leader =
+            session::leader().map_err(|e| io::Error::new(io::ErrorKind::Unsupported, e))?;
+        let mut argv: Vec<OsString> = Vec::new();
+        match &self.host.namespaces {
             Namespaces::Bubblewrap(bwrap) if self.uses_namespaces() => {
-                let mut c = tokio::process::Command::new(bwrap);
-                c.args(namespace::arguments(
-                    &self.writable_roots(workspace),
+                let roots = self.writable_roots(workspace);
+                argv.push(bwrap.into());
+                argv.extend(namespace::arguments(
+                    &roots,
                     &self.protected,
                     &self.readable,
-                ))
-                .arg("--")
-                .arg(program.as_ref());
+                    &self.read_only_git(&roots),
+                ));
+                argv.push("--".into());
+            }
+            _ => {}
+        }
+        argv.push(program.into());
+        let mut command = match &leader {
+            session::Leader::Setsid(setsid) => {
+                let mut c = tokio::process::Command::new(setsid);
+                c.arg("--").args(&argv);
                 c
             }
-            _ => tokio::process::Command::new(program.as_ref()),
+            session::Leader::Group => {
+                let mut c = tokio::process::Command::new(&argv[0]);
+                c.args(&argv[1..]).process_group(0);
+                c
+            }
         };
         self.env.apply(&mut command);
         if self.mode != SandboxMode::Off {
             command.env("TMPDIR", &self.temp_dir);
         }
         configure(&mut command);
+        session::check_program(program, command.as_std())?;
         self.confine_with(
             workspace,
             self.mode != SandboxMode::Off && !self.uses_namespaces(),
-            || command.spawn(),
+            || {
+                let mut child = command.spawn()?;
+                if let (session::Leader::Setsid(_), Some(pid)) = (&leader, child.id()) {
+                    if let Err(e) = session::await_leader(pid) {
+                        let _ = child.start_kill();
+                        return Err(e);
+                    }
+                }
+                Ok(child)
+            },
         )
     }
 
@@ -675,9 +734,11 @@ impl Sandbox {
 mod bypass;
 mod denial;
 mod env;
+mod git;
 mod kernel;
 mod namespace;
 mod seccomp;
+mod session;
 
 pub use bypass::SandboxBypass;
 pub(crate) use denial::DenialScan;

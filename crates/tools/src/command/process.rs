@@ -1,4 +1,5 @@
-//! One command started by `exec_command`: `sh -c CMD` in its own process group, its output
+//! One command started by `exec_command`: `sh -c CMD` leading its own session (so its own
+//! process group, whose id is its pid, and no controlling terminal), its output
 //! kept in a capped buffer until someone collects it, its exit observed in the background so
 //! the command can outlive the tool call that started it.
 
@@ -93,7 +94,8 @@ fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
 }
 
 impl ManagedProcess {
-    /// Starts `sh -c cmd` in `cwd`, confined by `sandbox` (whose workspace is `root`).
+    /// Starts `sh -c cmd` in `cwd`, confined by `sandbox` (whose workspace is `root`), as the
+    /// leader of a new session (the sandbox's doing, in every mode): the group to signal.
     pub(crate) fn spawn(
         cmd: &str,
         cwd: &Path,
@@ -109,7 +111,6 @@ impl ManagedProcess {
                     .stdin(Stdio::piped())
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped())
-                    .process_group(0)
                     // Pagers and prompts would wait for a terminal nobody types into.
                     .env("PAGER", "cat")
                     .env("GIT_PAGER", "cat")

@@ -1,6 +1,6 @@
-//! Starting and reaching one MCP server: a stdio child in its own process group (optionally
-//! sandboxed), Streamable HTTP, or legacy HTTP+SSE; then its tool list, within the server's
-//! connect budget.
+//! Starting and reaching one MCP server: a stdio child leading its own session, off penguin's
+//! terminal (optionally sandboxed), Streamable HTTP, or legacy HTTP+SSE; then its tool list,
+//! within the server's connect budget.
 
 use super::MAX_MESSAGE_BYTES;
 use std::collections::HashMap;
@@ -231,7 +231,8 @@ async fn spawn_stdio(
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
-            .process_group(0)
+            // No process group here: the sandbox makes the server lead a session of its own,
+            // off penguin's terminal, and the guard signals that session's group.
             .kill_on_drop(true);
     });
     let mut child = spawned.map_err(|e| format!("cannot start {command:?}: {e}"))?;

@@ -11,7 +11,9 @@ impl Sandbox {
             return None;
         }
         let roots = self.writable_roots(workspace);
+        let git = self.read_only_git(&roots);
         let mut paths: Vec<String> = Vec::new();
+        let mut git_paths: Vec<String> = Vec::new();
         let mut ports: Vec<u16> = Vec::new();
         let mut unlocated = false;
         for line in &scan.hits {
@@ -24,6 +26,13 @@ impl Sandbox {
                 for candidate in path_candidates(line) {
                     located = true;
                     let real = real_location(workspace, &candidate);
+                    if git.iter().any(|g| real.starts_with(g)) {
+                        let shown = format!("'{candidate}'");
+                        if !git_paths.contains(&shown) {
+                            git_paths.push(shown);
+                        }
+                        continue;
+                    }
                     if roots.iter().any(|r| real.starts_with(r)) {
                         continue;
                     }
@@ -52,6 +61,12 @@ impl Sandbox {
             suspects.push(format!(
                 "{} (outside the paths it may write)",
                 paths.join(", ")
+            ));
+        }
+        if !git_paths.is_empty() {
+            suspects.push(format!(
+                "{} (a repository's .git, read-only to commands so that nothing they plant in its config or hooks runs with the user's git; `[sandbox] git_writable = true` lets commands commit)",
+                git_paths.join(", ")
             ));
         }
         if !ports.is_empty() {

@@ -120,8 +120,9 @@ pub enum Gap {
     /// Landlock ABI < 5: ioctls on device files opened for reading are not refused.
     DeviceIoctl,
     /// No namespaces (bubblewrap missing, or the kernel refuses them): penguin's own files
-    /// and its `/proc/PID/environ` stay readable, and metadata outside the writable paths
-    /// (`chmod`, timestamps, xattrs) is not protected.
+    /// and its `/proc/PID/environ` stay readable, metadata outside the writable paths
+    /// (`chmod`, timestamps, xattrs) is not protected, and the `.git` of a repository in a
+    /// writable root is writable (Landlock cannot take a subtree back from a granted tree).
     Namespaces,
     /// Landlock ABI < 6 and no namespaces: commands can signal processes outside the sandbox
     /// (penguin itself) and reach abstract Unix sockets.
@@ -152,7 +153,7 @@ impl Gap {
             }
             Gap::Network => "TCP connections are not blocked (needs ABI 4)",
             Gap::DeviceIoctl => "ioctls on device files are not blocked (needs ABI 5)",
-            Gap::Namespaces => "without namespaces (install bubblewrap) penguin's data root and its process environment stay readable, and chmod, timestamps and xattrs outside the writable paths are not blocked",
+            Gap::Namespaces => "without namespaces (install bubblewrap) penguin's data root and its process environment stay readable, chmod, timestamps and xattrs outside the writable paths are not blocked, and a repository's .git in the workspace stays writable",
             Gap::Signals => "signals to penguin and abstract Unix sockets are not blocked (needs ABI 6 or namespaces)",
             Gap::Sockets => "UDP, raw and MPTCP sockets are not blocked (no seccomp on this architecture)",
         }

@@ -50,7 +50,7 @@ fn probe_now() -> Namespaces {
         );
     };
     let root = Path::new("/");
-    let args = arguments(&[root.to_path_buf()], &[], &[]);
+    let args = arguments(&[root.to_path_buf()], &[], &[], &[]);
     let probe = std::thread::scope(|scope| {
         scope
             .spawn(|| {
@@ -80,7 +80,8 @@ fn probe_now() -> Namespaces {
     }
 }
 
-fn find_on_path(name: &str) -> Option<PathBuf> {
+/// `name` on `PATH`, else in `/usr/bin` or `/bin`.
+pub(super) fn find_on_path(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH")
         .into_iter()
         .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
@@ -90,16 +91,22 @@ fn find_on_path(name: &str) -> Option<PathBuf> {
 }
 
 /// bubblewrap's arguments (before `--` and the program) for these writable roots, hidden
-/// paths and the read-only directories beneath hidden ones. Mounts go shallowest first so that
-/// a deeper one wins: a data root inside the workspace is hidden although the workspace is
-/// writable, and a workspace (or the skills folder) inside a hidden directory stays visible.
-/// Each hidden directory is an empty tmpfs made read-only last, once everything beneath it is
-/// mounted (bubblewrap cannot make a mount point in a read-only tmpfs; the remount does not
-/// reach the mounts beneath).
+/// paths, the read-only directories beneath hidden ones, and the paths inside writable roots
+/// that stay read-only (the repositories' `.git`). Mounts go shallowest first so that a deeper
+/// one wins: a data root inside the workspace is hidden although the workspace is writable,
+/// and a workspace (or the skills folder) inside a hidden directory stays visible. Each hidden
+/// directory is an empty tmpfs made read-only last, once everything beneath it is mounted
+/// (bubblewrap cannot make a mount point in a read-only tmpfs; the remount does not reach the
+/// mounts beneath).
+///
+/// There is no `--new-session`: [`Sandbox::start`](super::Sandbox::start) already starts
+/// bubblewrap as the leader of a session of its own, and bubblewrap's own `setsid` would
+/// move the command out of the process group penguin signals (interrupt, kill, timeout).
 pub(super) fn arguments(
     writable: &[PathBuf],
     hidden: &[PathBuf],
     readable: &[PathBuf],
+    read_only: &[PathBuf],
 ) -> Vec<OsString> {
     let mut args: Vec<OsString> = [
         "--ro-bind",
@@ -121,6 +128,7 @@ pub(super) fn arguments(
         Writable(&'a Path),
         Hidden(&'a Path),
         Readable(&'a Path),
+        ReadOnly(&'a Path),
     }
     let mut mounts: Vec<Mount<'_>> = writable
         .iter()
@@ -134,9 +142,18 @@ pub(super) fn arguments(
                 .filter(|r| r.is_dir() && hidden.iter().any(|h| r.starts_with(h) && *r != h))
                 .map(|p| Mount::Readable(p)),
         )
+        // Last, so that at an equal depth the read-only bind wins.
+        .chain(
+            read_only
+                .iter()
+                .filter(|p| p.exists())
+                .map(|p| Mount::ReadOnly(p)),
+        )
         .collect();
     let depth = |m: &Mount<'_>| match m {
-        Mount::Writable(p) | Mount::Hidden(p) | Mount::Readable(p) => p.components().count(),
+        Mount::Writable(p) | Mount::Hidden(p) | Mount::Readable(p) | Mount::ReadOnly(p) => {
+            p.components().count()
+        }
     };
     mounts.sort_by_key(depth);
     let mut remount = Vec::new();
@@ -145,7 +162,7 @@ pub(super) fn arguments(
             Mount::Writable(p) => {
                 args.extend(["--bind".into(), p.into(), p.into()]);
             }
-            Mount::Readable(p) => {
+            Mount::Readable(p) | Mount::ReadOnly(p) => {
                 args.extend(["--ro-bind".into(), p.into(), p.into()]);
             }
             Mount::Hidden(p) if p.is_dir() => {
@@ -185,6 +202,7 @@ mod tests {
             &[ws.path().to_path_buf()],
             std::slice::from_ref(&data),
             &[],
+            &[],
         ));
         let ws = ws.path().display().to_string();
         let data = data.display().to_string();
@@ -205,7 +223,7 @@ mod tests {
         let file = dir.path().join("token");
         std::fs::write(&file, "secret").unwrap();
         let missing = dir.path().join("nothing");
-        let args = text(&arguments(&[], &[file.clone(), missing.clone()], &[]));
+        let args = text(&arguments(&[], &[file.clone(), missing.clone()], &[], &[]));
         assert!(
             args.ends_with(&format!("--ro-bind /dev/null {}", file.display())),
             "{args}"
@@ -225,6 +243,7 @@ mod tests {
             &[],
             std::slice::from_ref(&data),
             &[skills.clone(), elsewhere.clone(), data.join("missing")],
+            &[],
         ));
         let (data, skills) = (data.display().to_string(), skills.display().to_string());
         let tmpfs = args.find(&format!("--tmpfs {data}")).unwrap();
@@ -236,5 +255,25 @@ mod tests {
             !args.contains("elsewhere") && !args.contains("missing"),
             "{args}"
         );
+    }
+
+    #[test]
+    fn a_repository_in_a_writable_root_is_bound_read_only_over_it() {
+        let ws = tempfile::tempdir().unwrap();
+        let git = ws.path().join(".git");
+        std::fs::create_dir(&git).unwrap();
+        let args = text(&arguments(
+            &[ws.path().to_path_buf()],
+            &[],
+            &[],
+            &[git.clone(), ws.path().join("missing/.git")],
+        ));
+        let (ws, git) = (ws.path().display().to_string(), git.display().to_string());
+        let bind = args.find(&format!("--bind {ws} {ws}")).unwrap();
+        let read_only = args.find(&format!("--ro-bind {git} {git}")).unwrap();
+        assert!(bind < read_only, "{args}");
+        // Nothing there: no mount point is made for it.
+        assert!(!args.contains("missing"), "{args}");
+        assert!(!args.contains("--new-session"), "{args}");
     }
 }

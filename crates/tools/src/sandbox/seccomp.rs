@@ -8,6 +8,15 @@
 //!
 //! - always: `io_uring_setup`, `io_uring_enter` and `io_uring_register` fail with `EPERM`
 //!   (what Docker's default profile does too);
+//! - always: `keyctl`, `add_key` and `request_key` fail with `EPERM`: the kernel keyring is
+//!   not a namespace bubblewrap can give a command, so a command would reach the user's (and
+//!   its session's) keys, tokens a login put there included. Docker refuses them too;
+//! - always: `ioctl` with `TIOCSTI` (type a character into a terminal) or `TIOCLINUX` (its
+//!   console twin, which can paste the selection) fails with `EPERM`. A command has no
+//!   controlling terminal (it leads a session of its own, `session.rs`), but a command running
+//!   as root holds `CAP_SYS_ADMIN` where there are no namespaces, which lets it type into any
+//!   terminal it can open (`/dev/pts/N` by path). The request number is compared on its low 32
+//!   bits, the width the kernel reads, so high bits do not slip past;
 //! - with the network off: `socket(2)` fails with `EACCES` for every family but Unix, IPv4 and
 //!   IPv6, and for IPv4/IPv6 for every type but `SOCK_STREAM` with protocol 0 or TCP, which
 //!   Landlock then filters by port.
@@ -40,17 +49,19 @@ pub(super) fn apply(network: bool) -> Result<(), String> {
 fn programs(network: bool) -> Result<Vec<BpfProgram>, String> {
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())?;
     // An empty chain matches unconditionally.
-    let mut refused: Vec<(i32, BTreeMap<i64, Vec<SeccompRule>>)> = vec![(
-        libc::EPERM,
-        [
-            libc::SYS_io_uring_setup,
-            libc::SYS_io_uring_enter,
-            libc::SYS_io_uring_register,
-        ]
-        .into_iter()
-        .map(|nr| (nr, Vec::new()))
-        .collect(),
-    )];
+    let mut always: BTreeMap<i64, Vec<SeccompRule>> = [
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
+        libc::SYS_keyctl,
+        libc::SYS_add_key,
+        libc::SYS_request_key,
+    ]
+    .into_iter()
+    .map(|nr| (nr, Vec::new()))
+    .collect();
+    always.insert(libc::SYS_ioctl, terminal_rules()?);
+    let mut refused: Vec<(i32, BTreeMap<i64, Vec<SeccompRule>>)> = vec![(libc::EPERM, always)];
     if !network {
         refused.push((
             libc::EACCES,
@@ -76,6 +87,24 @@ fn programs(network: bool) -> Result<Vec<BpfProgram>, String> {
             )
             .map_err(|e| e.to_string())?;
             BpfProgram::try_from(filter).map_err(|e| e.to_string())
+        })
+        .collect()
+}
+
+/// The `ioctl(2)` requests that type into a terminal.
+fn terminal_rules() -> Result<Vec<SeccompRule>, String> {
+    // The request is an `unsigned int` to the kernel: a Dword condition reads those 32 bits.
+    [libc::TIOCSTI, libc::TIOCLINUX]
+        .into_iter()
+        .map(|request| {
+            let cond = SeccompCondition::new(
+                1,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::Eq,
+                u64::from(request as u32),
+            )
+            .map_err(|e| e.to_string())?;
+            SeccompRule::new(vec![cond]).map_err(|e| e.to_string())
         })
         .collect()
 }

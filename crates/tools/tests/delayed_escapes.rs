@@ -1,0 +1,231 @@
+//! Escapes that wait for later (issue 36): a command that plants code in a repository's
+//! `.git` (`core.fsmonitor`, a hook), which the user's next `git status` or `git commit` runs
+//! outside the sandbox; and the kernel keyring, which no namespace separates from the user's.
+
+// Tests build and inspect their trees by hand; the door (clippy.toml) is for the crate's own code.
+#![allow(clippy::disallowed_methods)]
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+
+use penguin_omni_protocol::StopReason;
+use penguin_tools::sandbox::Gap;
+use penguin_tools::{Sandbox, SandboxMode, SandboxRequest};
+use support::*;
+
+fn git_available(test: &str) -> bool {
+    let ok = Command::new("git")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{test}: git is not installed"
+        );
+        eprintln!("SKIPPED {test}: git is not installed");
+    }
+    ok
+}
+
+/// Runs git as the user would, outside any sandbox.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The scene's sandbox in `mode`, with `.git` writable or not; namespaces required.
+fn sandbox(s: &Scene, git_writable: bool) -> Sandbox {
+    Sandbox::resolve(&SandboxRequest {
+        mode: Some(SandboxMode::WorkspaceWrite),
+        strict: true,
+        temp_dir: Some(s.tmp.clone()),
+        protected: vec![s.data.clone()],
+        git_writable,
+        ..SandboxRequest::default()
+    })
+    .expect(
+        "this kernel enforces the sandbox fully (scripts/install-sandbox.sh installs bubblewrap)",
+    )
+}
+
+#[tokio::test]
+async fn a_repositorys_git_is_read_only_to_commands_unless_the_user_lets_them_commit() {
+    if !landlock_at_least("git", 2) || !git_available("git") {
+        return;
+    }
+    let s = Scene::new();
+    std::fs::write(s.ws.join("README"), "hello\n").unwrap();
+    git(&s.ws, &["init", "-q", "-b", "main"]);
+    git(&s.ws, &["add", "README"]);
+    git(&s.ws, &["commit", "-q", "-m", "first"]);
+    // A repository without the sample hooks: `hooks/` must not be creatable either.
+    std::fs::remove_dir_all(s.ws.join(".git/hooks")).unwrap();
+    let config = std::fs::read(s.ws.join(".git/config")).unwrap();
+    let pwned = s.outside.join("pwned");
+    let plant = format!("touch {}", q(&pwned));
+    let tools = s.tools(sandbox(&s, false));
+
+    for cmd in [
+        format!("git config core.fsmonitor \"{plant}\""),
+        format!("printf '[core]\\n\\tfsmonitor = {plant}\\n' >> .git/config"),
+        format!("mkdir -p .git/hooks && printf '#!/bin/sh\\n{plant}\\n' > .git/hooks/pre-commit"),
+        "mv .git .git-away".to_owned(),
+        "rm -rf .git".to_owned(),
+        "git -c user.name=m -c user.email=m@example.org commit -q --allow-empty -m planted"
+            .to_owned(),
+    ] {
+        let (out, stop) = sh(&tools, &cmd).await;
+        assert_eq!(stop, StopReason::Failed, "{cmd}: {out}");
+        assert_eq!(
+            std::fs::read(s.ws.join(".git/config")).unwrap(),
+            config,
+            "{cmd}: {out}"
+        );
+        assert!(!s.ws.join(".git/hooks").exists(), "{cmd}: {out}");
+        assert!(s.ws.join(".git/HEAD").is_file(), "{cmd}: {out}");
+    }
+    let (out, _) = sh(
+        &tools,
+        "git -c user.name=m -c user.email=m@example.org commit -q --allow-empty -m planted",
+    )
+    .await;
+    assert!(
+        out.contains("git_writable = true"),
+        "the note says why and what lets commands commit: {out}"
+    );
+    // Reading the repository still works, and the rest of the workspace stays writable.
+    let (out, stop) = sh(
+        &tools,
+        "git status && git log --oneline && echo ok > new.txt",
+    )
+    .await;
+    assert_eq!(stop, StopReason::Completed, "{out}");
+    assert!(
+        out.contains("On branch main") && out.contains("first"),
+        "{out}"
+    );
+    assert!(s.ws.join("new.txt").is_file());
+    // Nothing planted ran or remains: the user's git finds the repository as it was.
+    let status = Command::new("git")
+        .args(["config", "--get", "core.fsmonitor"])
+        .current_dir(&s.ws)
+        .output()
+        .unwrap();
+    assert!(!status.status.success(), "no fsmonitor is set: {status:?}");
+    assert_eq!(git(&s.ws, &["log", "--format=%s"]), "first\n");
+    assert!(!pwned.exists());
+
+    // With the switch, commands may commit and change the repository.
+    let tools = s.tools(sandbox(&s, true));
+    let (out, stop) = sh(
+        &tools,
+        "mkdir -p .git/hooks && printf '#!/bin/sh\\necho hook ran\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && git -c user.name=m -c user.email=m@example.org commit -q --allow-empty -m second",
+    )
+    .await;
+    assert_eq!(stop, StopReason::Completed, "{out}");
+    assert!(out.contains("hook ran"), "{out}");
+    assert_eq!(git(&s.ws, &["log", "--format=%s"]), "second\nfirst\n");
+
+    // Without namespaces Landlock cannot take `.git` back from the workspace, and says so.
+    let landlock = s.landlock_only(SandboxMode::WorkspaceWrite, false);
+    assert!(landlock.gaps().contains(&Gap::Namespaces));
+    assert!(landlock.warning().unwrap().contains(".git"));
+}
+
+#[tokio::test]
+async fn a_git_file_and_the_directory_it_names_are_read_only_too() {
+    if !landlock_at_least("git file", 2) || !git_available("git file") {
+        return;
+    }
+    let s = Scene::new();
+    // `.git` is a file naming a git directory elsewhere in the workspace.
+    git(&s.ws, &["init", "-q", "--separate-git-dir", ".repo"]);
+    assert!(s.ws.join(".git").is_file());
+    let pointer = std::fs::read_to_string(s.ws.join(".git")).unwrap();
+    let evil = s.tmp.join("evil");
+    std::fs::create_dir(&evil).unwrap();
+    let tools = s.tools(sandbox(&s, false));
+    for cmd in [
+        format!("printf 'gitdir: {}\\n' > .git", evil.display()),
+        "rm -f .git".to_owned(),
+        "git config core.fsmonitor 'touch pwned'".to_owned(),
+        "printf x > .repo/hooks/pre-commit".to_owned(),
+    ] {
+        let (out, stop) = sh(&tools, &cmd).await;
+        assert_eq!(stop, StopReason::Failed, "{cmd}: {out}");
+        assert_eq!(
+            std::fs::read_to_string(s.ws.join(".git")).unwrap(),
+            pointer,
+            "{cmd}: {out}"
+        );
+    }
+    let config = std::fs::read_to_string(s.ws.join(".repo/config")).unwrap();
+    assert!(!config.contains("fsmonitor"), "{config}");
+    assert!(!s.ws.join(".repo/hooks/pre-commit").exists());
+}
+
+#[tokio::test]
+async fn the_kernel_keyring_is_out_of_reach_in_every_confined_mode() {
+    if !landlock_at_least("keyring", 4) || !python_available("keyring") {
+        return;
+    }
+    let probe = format!(
+        r#"python3 -c "
+import ctypes, errno
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+L = ctypes.c_long
+def call(name, nr, *args):
+    r = libc.syscall(L(nr), *args)
+    print(name, 'ok' if r >= 0 else errno.errorcode[ctypes.get_errno()])
+call('keyctl', {keyctl}, L(0), L(-4), L(1))
+call('add_key', {add_key}, b'user', b'penguin-test', b'secret', L(6), L(-2))
+call('request_key', {request_key}, b'user', b'penguin-test-absent', None, L(0))
+""#,
+        // KEYCTL_GET_KEYRING_ID of the user's keyring; a key into the process keyring.
+        keyctl = libc::SYS_keyctl,
+        add_key = libc::SYS_add_key,
+        request_key = libc::SYS_request_key,
+    );
+    let s = Scene::new();
+    let (control, _) = sh(&s.tools(Sandbox::off()), &probe).await;
+    if !control.contains("keyctl ok") {
+        assert!(std::env::var_os("CI").is_none(), "{control}");
+        eprintln!("SKIPPED keyring: no keyring to reach here: {control}");
+        return;
+    }
+    assert!(control.contains("add_key ok"), "{control}");
+    let off_network_off = Sandbox::resolve(&SandboxRequest {
+        mode: Some(SandboxMode::Off),
+        network: false,
+        ..SandboxRequest::default()
+    })
+    .unwrap();
+    for (mode, sandbox) in [
+        (
+            "workspace-write",
+            s.sandbox(SandboxMode::WorkspaceWrite, false, vec![]),
+        ),
+        ("read-only", s.sandbox(SandboxMode::ReadOnly, true, vec![])),
+        (
+            "workspace-write without namespaces",
+            s.landlock_only(SandboxMode::WorkspaceWrite, false),
+        ),
+        ("off with the network off", off_network_off),
+    ] {
+        let (out, _) = sh(&s.tools(sandbox), &probe).await;
+        assert_eq!(
+            out, "keyctl EPERM\nadd_key EPERM\nrequest_key EPERM\n",
+            "{mode}"
+        );
+    }
+}
