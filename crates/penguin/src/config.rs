@@ -50,6 +50,10 @@
 //! strict = false                      # refuse to start when the kernel cannot enforce it all
 //! ```
 
+// The door (clippy.toml) is for paths a command can change: config.toml lies under the data
+// root, which commands never reach (docs/security.md).
+#![allow(clippy::disallowed_methods)]
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -283,6 +287,10 @@ pub struct SandboxEntry {
     /// Variables commands inherit besides the core set (names, or prefixes ending in `*`):
     /// nothing else of penguin's environment reaches them, no provider key, no token.
     pub inherit_env: Vec<String>,
+    /// `true` lets commands write the `.git` of the repositories in the workspace and the
+    /// writable dirs (commit, fetch, change config and hooks); `false` (the default) keeps it
+    /// read-only, since the user's own git runs what a repository's config and hooks say.
+    pub git_writable: bool,
 }
 
 impl SandboxEntry {
@@ -338,6 +346,7 @@ impl SandboxEntry {
             writable,
             protected: Vec::new(),
             inherit_env: self.inherit_env.clone(),
+            git_writable: self.git_writable,
         })
     }
 }
