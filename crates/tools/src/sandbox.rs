@@ -547,8 +547,9 @@ impl Sandbox {
     /// calling thread and the rest of the process are not.
     ///
     /// This is Landlock and seccomp only, for a process started some other way than
-    /// [`Sandbox::start`]: no namespaces and no environment policy, so penguin's own files
-    /// stay readable to it. `start`
+    /// [`Sandbox::start`]: no namespaces, no environment policy (so penguin's own files stay
+    /// readable to it) and no session of its own (so it shares the caller's terminal, if any,
+    /// unless the caller starts it in another session). `start`
     /// must only spawn processes: a thread it started would be confined as well. With the
     /// sandbox inactive, `start` runs unconfined on that thread all the same.
     pub fn confine<T, F>(&self, workspace: &Path, start: F) -> io::Result<T>
