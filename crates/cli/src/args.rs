@@ -462,8 +462,9 @@ pub(crate) struct ServeArgs {
     /// This node's name in the cluster, unique among its nodes (default: `[cluster] node`).
     #[arg(long, value_name = "NAME")]
     pub(crate) node: Option<String>,
+    // Boxed: the command enum stays small.
     #[command(flatten)]
-    pub(crate) nats: NatsArgs,
+    pub(crate) nats: Box<NatsArgs>,
     /// The token requests must present (16 characters at least; default: PENGUIN_TOKEN, else
     /// the token file). A cluster's nodes must all have the same one.
     #[arg(long, value_name = "TOKEN")]

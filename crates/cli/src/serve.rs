@@ -120,7 +120,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         &agent.config.cluster,
         cluster,
         node,
-        nats,
+        *nats,
         opts.token.is_some(),
     )?;
     with_runtime(async move {
