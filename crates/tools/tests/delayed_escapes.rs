@@ -173,6 +173,90 @@ async fn a_git_file_and_the_directory_it_names_are_read_only_too() {
     assert!(!s.ws.join(".repo/hooks/pre-commit").exists());
 }
 
+/// Set in the copy of this test binary that runs with the planted programs first on `PATH`.
+const PLANTED: &str = "PENGUIN_TEST_PLANTED_PATH";
+
+#[tokio::test]
+async fn a_bwrap_or_setsid_planted_on_path_is_never_what_starts_a_command() {
+    if !landlock_at_least("planted", 2) {
+        return;
+    }
+    let Some(planted) = std::env::var_os(PLANTED) else {
+        // A directory in the home folder on PATH (`~/.local/bin`), written by a command of a
+        // session whose workspace was the home folder: each fake notes that it ran, then runs
+        // the command without any confinement.
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let ran = dir.path().join("ran");
+        for (name, skip) in [
+            ("bwrap", r#"while [ "$1" != "--" ]; do shift; done; shift"#),
+            ("setsid", r#"[ "$1" = "--" ] && shift"#),
+        ] {
+            let fake = bin.join(name);
+            std::fs::write(
+                &fake,
+                format!(
+                    "#!/bin/sh\necho {name} >> '{}'\n{skip}\nexec \"$@\"\n",
+                    ran.display()
+                ),
+            )
+            .unwrap();
+            std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .unwrap();
+        }
+        let path = std::env::join_paths(std::iter::once(bin.clone()).chain(std::env::split_paths(
+            &std::env::var_os("PATH").unwrap_or_default(),
+        )))
+        .unwrap();
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "a_bwrap_or_setsid_planted_on_path_is_never_what_starts_a_command",
+                "--nocapture",
+            ])
+            .env(PLANTED, &bin)
+            .env("PATH", path)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success() && text.contains("test result: ok. 1 passed"),
+            "{text}"
+        );
+        assert!(
+            !ran.exists(),
+            "a planted program ran: {}",
+            std::fs::read_to_string(&ran).unwrap_or_default()
+        );
+        return;
+    };
+    let first = std::env::split_paths(&std::env::var_os("PATH").unwrap()).next();
+    assert_eq!(first.as_deref(), Some(Path::new(&planted)));
+    let s = Scene::new();
+    for sandbox in [
+        s.sandbox(SandboxMode::WorkspaceWrite, false, vec![]),
+        Sandbox::off(),
+    ] {
+        let tools = s.tools(sandbox.clone());
+        let (out, stop) = sh(&tools, "echo started").await;
+        assert_eq!(
+            (out.as_str(), stop),
+            ("started\n", StopReason::Completed),
+            "{}",
+            sandbox.summary()
+        );
+    }
+    let tools = s.tools(s.sandbox(SandboxMode::WorkspaceWrite, false, vec![]));
+    let (out, stop) = sh(&tools, &format!("echo x > {}/x", q(&s.outside))).await;
+    assert_eq!(stop, StopReason::Failed, "{out}");
+    assert!(!s.outside.join("x").exists());
+}
+
 #[tokio::test]
 async fn the_kernel_keyring_is_out_of_reach_in_every_confined_mode() {
     if !landlock_at_least("keyring", 4) || !python_available("keyring") {

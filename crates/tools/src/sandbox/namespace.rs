@@ -44,10 +44,11 @@ impl Namespaces {
 }
 
 fn probe_now() -> Namespaces {
-    let Some(bwrap) = find_on_path("bwrap") else {
-        return Namespaces::Unavailable(
-            "bubblewrap (bwrap) is not installed: scripts/install-sandbox.sh installs it".into(),
-        );
+    let Some(bwrap) = find_system_program("bwrap") else {
+        return Namespaces::Unavailable(format!(
+            "bubblewrap (bwrap) is not installed in {}: scripts/install-sandbox.sh installs it",
+            SYSTEM_DIRS.join(", ")
+        ));
     };
     let root = Path::new("/");
     let args = arguments(&[root.to_path_buf()], &[], &[], &[]);
@@ -80,13 +81,25 @@ fn probe_now() -> Namespaces {
     }
 }
 
-/// `name` on `PATH`, else in `/usr/bin` or `/bin`.
-pub(super) fn find_on_path(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .chain(["/usr/bin".into(), "/bin".into()])
-        .map(|dir| dir.join(name))
+/// Where the programs that set a command's confinement up (bubblewrap, `setsid`) are looked
+/// for: the system's own directories (NixOS's included), writable by root alone.
+pub(super) const SYSTEM_DIRS: [&str; 6] = [
+    "/usr/bin",
+    "/bin",
+    "/usr/local/bin",
+    "/usr/sbin",
+    "/sbin",
+    "/run/current-system/sw/bin",
+];
+
+/// `name` in the first of [`SYSTEM_DIRS`] that has it. Never from `PATH`: it often holds a
+/// directory in the home folder (`~/.local/bin`, `~/.cargo/bin`), which a command whose
+/// workspace is the home folder may write, and a `bwrap` or `setsid` planted there would start
+/// every later command outside its namespaces.
+pub(super) fn find_system_program(name: &str) -> Option<PathBuf> {
+    SYSTEM_DIRS
+        .iter()
+        .map(|dir| Path::new(dir).join(name))
         .find(|p| p.is_file())
 }
 

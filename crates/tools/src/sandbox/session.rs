@@ -12,8 +12,8 @@
 //!
 //! `setsid(2)` has to run in the child between fork and exec, which std offers only through
 //! the `unsafe` `pre_exec` hook (its `CommandExt::setsid` is unstable). The child instead
-//! execs util-linux's (or busybox's) `setsid` program, which calls `setsid(2)` and execs the
-//! command in the same process: it only forks when it leads a process group, and penguin
+//! execs util-linux's (or busybox's) `setsid` program (from the system's directories, never
+//! from `PATH`), which calls `setsid(2)` and execs the command in the same process: it only forks when it leads a process group, and penguin
 //! never makes it one. So the pid penguin tracks is the command's, and the new session's
 //! process group has that id: signalling the group (interrupt, kill, timeout) reaches the
 //! command and everything it started, as before.
@@ -43,7 +43,8 @@ pub(super) enum Leader {
 /// Why a process cannot be kept off penguin's terminal.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "cannot start a process outside penguin's terminal: the `setsid` program (util-linux) is not installed (looked on PATH, in /usr/bin and in /bin), and a process that shares penguin's controlling terminal could type into it"
+    "cannot start a process outside penguin's terminal: the `setsid` program (util-linux) is not installed in {}, and a process that shares penguin's controlling terminal could type into it",
+    super::namespace::SYSTEM_DIRS.join(", ")
 )]
 pub(super) struct NoSession;
 
@@ -51,7 +52,7 @@ pub(super) struct NoSession;
 /// terminal is asked each time: a server may lose or never have one).
 pub(super) fn leader() -> Result<Leader, NoSession> {
     static SETSID: OnceLock<Option<PathBuf>> = OnceLock::new();
-    let setsid = SETSID.get_or_init(|| super::namespace::find_on_path("setsid"));
+    let setsid = SETSID.get_or_init(|| super::namespace::find_system_program("setsid"));
     choose(setsid.as_deref(), has_terminal)
 }
 
