@@ -89,8 +89,9 @@ pub struct NatsTls {
     pub client_cert: Option<(PathBuf, PathBuf)>,
 }
 
-/// How a node joins the cluster.
-#[derive(Clone, Debug)]
+/// How a node joins the cluster. Its `Debug` shows the URLs without their credentials, and
+/// neither the secret nor a password or token.
+#[derive(Clone)]
 pub struct ClusterConfig {
     /// NATS URLs (`nats://host:port`, `tls://host:port`); the client tries them in turn and
     /// reconnects to any.
@@ -116,6 +117,24 @@ pub struct ClusterConfig {
     pub events_per_session: i64,
     /// How long a JetStream request may take before the cluster counts as unavailable.
     pub request_timeout: Duration,
+}
+
+impl std::fmt::Debug for ClusterConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let urls: Vec<String> = self.urls.iter().map(|u| redact(u)).collect();
+        f.debug_struct("ClusterConfig")
+            .field("urls", &urls)
+            .field("node", &self.node)
+            .field("secret", &self.secret)
+            .field("auth", &self.auth)
+            .field("tls", &self.tls)
+            .field("allow_unauthenticated", &self.allow_unauthenticated)
+            .field("replicas", &self.replicas)
+            .field("lease_ttl", &self.lease_ttl)
+            .field("events_per_session", &self.events_per_session)
+            .field("request_timeout", &self.request_timeout)
+            .finish()
+    }
 }
 
 impl ClusterConfig {
@@ -490,6 +509,20 @@ pub fn redact(url: &str) -> String {
 #[cfg(test)]
 #[test]
 fn credentials_are_left_out_of_a_named_url() {
+    let mut config = ClusterConfig::new(
+        vec!["nats://u:pass-word@h:4222".into()],
+        "a",
+        ClusterSecret::new(b"the-cluster-secret-0123456789abcdef".to_vec()).unwrap(),
+    );
+    config.auth = NatsAuth::UserPassword {
+        user: "u".into(),
+        password: "other-pass".into(),
+    };
+    let shown = format!("{config:?}");
+    for hidden in ["pass-word", "other-pass", "the-cluster-secret"] {
+        assert!(!shown.contains(hidden), "{shown}");
+    }
+    assert!(shown.contains("nats://***@h:4222"), "{shown}");
     assert_eq!(redact("nats://u:secret@h:4222"), "nats://***@h:4222");
     assert_eq!(redact("nats://tok@h"), "nats://***@h");
     assert_eq!(redact("nats://h:4222"), "nats://h:4222");
