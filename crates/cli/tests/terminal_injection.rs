@@ -238,13 +238,13 @@ fn a_background_command_cannot_answer_the_next_approval_by_typing_into_the_termi
     // Anything it typed is in the terminal's input by now, ahead of this answer.
     chat.send("n");
     chat.wait_n("All done.", 1);
-    chat.send("/quit\r");
-    let screen = chat.finish();
-
     assert!(
         !escape.exists(),
-        "the typed `u` ran the command outside the sandbox ({report}):\n{screen}"
+        "the typed `u` ran the command outside the sandbox ({report}):\n{}",
+        chat.text()
     );
+    chat.send("/quit\r");
+    let screen = chat.finish();
     assert!(screen.contains("exec_command denied"), "{screen}");
     assert!(
         report.contains("tty=open:ENXIO") && !report.contains("typed"),
