@@ -69,6 +69,15 @@ pub fn is_hazard(c: char) -> bool {
         )
 }
 
+/// Whether `text` may hold a hazard, by its bytes alone: every hazard's UTF-8 encoding starts
+/// with a control byte or with 0xC2, 0xD8 or 0xE2, and most text (ASCII above all) has none, so
+/// a JSON stream of tens of megabytes is not decoded character by character.
+fn may_hold_hazard(text: &str) -> bool {
+    text.bytes()
+        .any(|b| (b < 0x20 && b != b'\n' && b != b'\t') || matches!(b, 0x7f | 0xc2 | 0xd8 | 0xe2))
+        && text.chars().any(is_hazard)
+}
+
 /// `text` with every hazard shown visibly escaped (see the module's table); borrowed when
 /// there is none. The one function that decides how text penguin did not write is shown.
 pub fn neutralise(text: &str) -> Cow<'_, str> {
@@ -92,7 +101,7 @@ pub fn guard(text: &str) -> Cow<'_, str> {
 }
 
 fn escape<'a>(text: &'a str, allowed: &[&str]) -> Cow<'a, str> {
-    if !text.chars().any(is_hazard) {
+    if !may_hold_hazard(text) {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 16);
@@ -126,7 +135,7 @@ fn escape<'a>(text: &'a str, allowed: &[&str]) -> Cow<'a, str> {
 /// A JSON text with every hazard written as a JSON `\u` escape: inside a string it is the
 /// same string, and a hazard outside one (a corrupt line) is shown harmlessly all the same.
 pub fn json_line(json: &str) -> Cow<'_, str> {
-    if !json.chars().any(is_hazard) {
+    if !may_hold_hazard(json) {
         return Cow::Borrowed(json);
     }
     let mut out = String::with_capacity(json.len() + 16);
@@ -257,6 +266,17 @@ mod tests {
             assert_eq!(guard(attack), shown, "penguin's styles are not in it");
             assert_eq!(format!("{}", Untrusted(attack)), shown);
         }
+    }
+
+    #[test]
+    fn the_byte_test_sees_every_hazard() {
+        let hazards = (0..=0x10ffff)
+            .filter_map(char::from_u32)
+            .filter(|c| is_hazard(*c));
+        for c in hazards {
+            assert!(may_hold_hazard(&format!("ab{c}cd")), "{:x}", c as u32);
+        }
+        assert!(!may_hold_hazard("héllo → ✓ 日本\n\t"));
     }
 
     #[test]
