@@ -297,6 +297,8 @@ impl BuiltinTools {
                         protected: self.config.sandbox.protected().to_vec(),
                         extra: self.extra_roots(),
                         writes,
+                        git_read_only: self.config.sandbox.intended() != SandboxMode::Off
+                            && !self.config.sandbox.git_writable(),
                     },
                     max_chars: usize::try_from(self.config.max_output_chars)
                         .ok()

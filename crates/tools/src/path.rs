@@ -17,6 +17,9 @@ pub(crate) struct Workspace {
     pub extra: Vec<ExtraRoot>,
     /// The tool changes files: a read-only extra folder refuses it.
     pub writes: bool,
+    /// A repository's `.git` is read-only here, as it is for commands in the sandbox (hooks
+    /// and `core.fsmonitor` run unconfined at the user's next `git status`).
+    pub git_read_only: bool,
 }
 
 /// A folder a file tool may reach besides the workspace.
@@ -47,6 +50,15 @@ impl Workspace {
         } else if self.protected.iter().any(|p| path.starts_with(p)) {
             return Err(format!(
                 "path {input:?} is penguin's own state (its data root: config, tokens, traces), which tools may not read or write"
+            ));
+        } else if self.writes
+            && self.git_read_only
+            && path
+                .strip_prefix(&self.root)
+                .is_ok_and(|rel| rel.components().any(|c| c.as_os_str() == ".git"))
+        {
+            return Err(format!(
+                "path {input:?} is in a repository's .git, which this sandbox keeps read-only (a hook or core.fsmonitor written there would run outside it at the next git command); set [sandbox] git_writable = true to let commands and tools change it"
             ));
         }
         checked(&path);
@@ -263,6 +275,7 @@ mod tests {
                 },
             ],
             writes,
+            git_read_only: true,
         };
         let s = |p: &Path| p.to_str().unwrap().to_owned();
         assert_eq!(
@@ -293,6 +306,38 @@ mod tests {
         assert!(ws(false).resolve(".data/token").is_err());
         assert!(!ws(false).is_hidden(&skills.join("a")));
         assert!(ws(false).is_hidden(&data.join("token")));
+    }
+
+    #[test]
+    fn a_repositorys_git_folder_is_read_only_when_the_sandbox_says_so() {
+        let (_d, root) = root();
+        std::fs::create_dir_all(root.join(".git/hooks")).unwrap();
+        std::fs::create_dir_all(root.join("sub/.git")).unwrap();
+        let ws = |writes, git_read_only| Workspace {
+            root: root.clone(),
+            writes,
+            git_read_only,
+            ..Workspace::default()
+        };
+        for p in [
+            ".git/config",
+            ".git/hooks/pre-commit",
+            "sub/.git/config",
+            "./x/../.git/HEAD",
+        ] {
+            let err = ws(true, true).resolve(p).unwrap_err();
+            assert!(err.contains("git_writable"), "{p}: {err}");
+            assert!(
+                ws(false, true).resolve(p).is_ok(),
+                "{p}: reading stays allowed"
+            );
+            assert!(
+                ws(true, false).resolve(p).is_ok(),
+                "{p}: the switch allows it"
+            );
+        }
+        assert!(ws(true, true).resolve(".gitignore").is_ok());
+        assert!(ws(true, true).resolve("src/git/x").is_ok());
     }
 
     #[test]

@@ -60,6 +60,7 @@ impl Scene {
                 protected: vec![self.data.clone()],
                 extra: Vec::new(),
                 writes,
+                git_read_only: true,
             },
             max_chars: None,
         }
