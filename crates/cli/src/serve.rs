@@ -202,6 +202,19 @@ fn cluster_config(
     if urls.is_empty() {
         return Ok(None);
     }
+    // `[cluster]` says what the flags leave unsaid.
+    let nats = NatsArgs {
+        cluster_secret_file: nats
+            .cluster_secret_file
+            .or_else(|| entry.secret_file.clone()),
+        insecure_nats: nats.insecure_nats || entry.insecure_nats,
+        nats_user: nats.nats_user.or_else(|| entry.nats_user.clone()),
+        nats_nkey: nats.nats_nkey.or_else(|| entry.nats_nkey.clone()),
+        nats_creds: nats.nats_creds.or_else(|| entry.nats_creds.clone()),
+        nats_tls: nats.nats_tls || entry.nats_tls,
+        nats_ca: nats.nats_ca.or_else(|| entry.nats_ca.clone()),
+        ..nats
+    };
     let node = node.or_else(|| entry.node.clone()).ok_or(
         "--cluster needs this node's name: --node NAME (or [cluster] node in config.toml)",
     )?;

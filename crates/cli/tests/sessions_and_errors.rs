@@ -434,8 +434,12 @@ fn init_completions_and_the_system_prompt() {
 
     std::fs::create_dir_all(ws.path().join(".git")).unwrap();
     std::fs::write(ws.path().join("AGENTS.md"), "Always run cargo fmt.").unwrap();
+    // The user's own instructions live under the data root (here PENGUIN_HOME), out of every
+    // command's reach; the old place, which a command in a workspace at home could write, is
+    // not read.
+    std::fs::write(home.path().join("AGENTS.md"), "Be brief.").unwrap();
     std::fs::create_dir_all(home.path().join(".penguin")).unwrap();
-    std::fs::write(home.path().join(".penguin/AGENTS.md"), "Be brief.").unwrap();
+    std::fs::write(home.path().join(".penguin/AGENTS.md"), "Planted.").unwrap();
     let prompt = ok(bin(home.path())
         .current_dir(ws.path())
         .args(["run", "--print-system-prompt"])
@@ -447,7 +451,8 @@ fn init_completions_and_the_system_prompt() {
         "{prompt}"
     );
     assert!(prompt.contains("- exec_command: "), "{prompt}");
-    let global = prompt.find("Be brief.").expect("~/.penguin/AGENTS.md");
+    assert!(!prompt.contains("Planted."), "{prompt}");
+    let global = prompt.find("Be brief.").expect("<data root>/AGENTS.md");
     let project = prompt
         .find("Always run cargo fmt.")
         .expect("the project's AGENTS.md");

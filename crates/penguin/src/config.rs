@@ -117,6 +117,21 @@ pub struct ClusterEntry {
     /// Replicas of the cluster's streams and buckets (default 3, for a 3-node NATS cluster;
     /// 1 on a single nats-server).
     pub replicas: Option<usize>,
+    /// The file of the secret every node shares (`--cluster-secret-file`).
+    pub secret_file: Option<PathBuf>,
+    /// Join a NATS that asks for no credentials (`--insecure-nats`).
+    pub insecure_nats: bool,
+    /// The NATS user; its password comes from PENGUIN_NATS_PASSWORD, never from this file
+    /// (`--nats-user`).
+    pub nats_user: Option<String>,
+    /// This node's NATS nkey seed file (`--nats-nkey`).
+    pub nats_nkey: Option<PathBuf>,
+    /// This node's NATS `.creds` file (`--nats-creds`).
+    pub nats_creds: Option<PathBuf>,
+    /// Refuse NATS without TLS (`--nats-tls`).
+    pub nats_tls: bool,
+    /// The CAs NATS's certificate must chain to (`--nats-ca`; implies `nats_tls`).
+    pub nats_ca: Option<PathBuf>,
 }
 
 pub use penguin_server::api::ApprovalMode;
