@@ -396,3 +396,27 @@ fn session_sets_max_turns_and_the_approval_mode_by_the_references_names() {
         "session.turns"
     );
 }
+
+#[test]
+fn git_writable_and_the_clusters_credentials_are_read_from_the_file() {
+    let c = Config::parse("[sandbox]\ngit_writable = true").unwrap();
+    assert!(c.sandbox.request(None, None).unwrap().git_writable);
+    assert!(
+        !Config::default()
+            .sandbox
+            .request(None, None)
+            .unwrap()
+            .git_writable
+    );
+    let c = Config::parse(
+        "[cluster]\nnats = [\"tls://h:4222\"]\nnode = \"a\"\nsecret_file = \"/etc/p/secret\"\nnats_creds = \"/etc/p/a.creds\"\nnats_ca = \"/etc/p/ca.pem\"\nnats_tls = true\ninsecure_nats = false",
+    )
+    .unwrap();
+    assert_eq!(c.cluster.secret_file, Some(PathBuf::from("/etc/p/secret")));
+    assert_eq!(c.cluster.nats_creds, Some(PathBuf::from("/etc/p/a.creds")));
+    assert_eq!(c.cluster.nats_ca, Some(PathBuf::from("/etc/p/ca.pem")));
+    assert!(c.cluster.nats_tls && !c.cluster.insecure_nats);
+    // A password has no key: it stays out of files.
+    let e = Config::parse("[cluster]\nnats_password = \"x\"").unwrap_err();
+    assert!(e.to_string().contains("nats_password"), "{e}");
+}
