@@ -124,6 +124,9 @@ impl Dir {
             );
             match openat2(self.fd.as_fd(), rel_or_dot(rel), how) {
                 Err(Errno::ENOSYS) => NO_OPENAT2.store(true, Ordering::Relaxed),
+                // Some container seccomp profiles refuse openat2 with EPERM: the walk keeps
+                // the same promise (and answers a real EPERM the same way).
+                Err(Errno::EPERM) => {}
                 other => return other.map_err(io::Error::from),
             }
         }
