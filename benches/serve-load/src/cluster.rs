@@ -147,6 +147,8 @@ async fn setup(cfg: &Config, report: &mut Report, nodes: usize) -> Result<Measur
                 n.urls.join(","),
                 "--node".into(),
                 format!("n{i}"),
+                "--cluster-secret-file".into(),
+                n.secret_file.display().to_string(),
             ];
         }
         let s = l.start().await?;
@@ -600,7 +602,10 @@ fn free_port() -> Result<u16, Error> {
 /// `n` nats-servers with JetStream, routed to each other; killed when dropped.
 struct Nats {
     children: Vec<Child>,
+    /// With the bench user's password, as a node is given them.
     urls: Vec<String>,
+    /// The cluster secret the nodes share.
+    secret_file: PathBuf,
 }
 
 impl Nats {
@@ -612,12 +617,19 @@ impl Nats {
         let ports: Vec<(u16, u16, u16)> = (0..n)
             .map(|_| Ok((free_port()?, free_port()?, free_port()?)))
             .collect::<Result<_, Error>>()?;
+        // A cluster runs on an authenticated NATS with a shared secret (serve refuses
+        // anything less), so the bench measures that.
+        let password = format!("bench-{}-{:x}", std::process::id(), own_cpu().as_nanos());
+        let secret_file = dir.join("cluster-secret");
+        std::fs::write(&secret_file, format!("{password}{password}{password}"))
+            .map_err(|e| format!("{}: {e}", secret_file.display()))?;
         let mut nats = Nats {
             children: Vec::new(),
             urls: ports
                 .iter()
-                .map(|(p, _, _)| format!("nats://127.0.0.1:{p}"))
+                .map(|(p, _, _)| format!("nats://bench:{password}@127.0.0.1:{p}"))
                 .collect(),
+            secret_file,
         };
         for (i, (port, cluster, monitor)) in ports.iter().enumerate() {
             let routes: Vec<String> = ports
@@ -639,6 +651,7 @@ impl Nats {
                     "-sd",
                 ])
                 .arg(dir.join(format!("n{i}")))
+                .args(["--user", "bench", "--pass", &password])
                 .args(["--cluster_name", "penguin-bench", "-cluster"])
                 .arg(format!("nats://127.0.0.1:{cluster}"))
                 .arg("-routes")
