@@ -1,5 +1,7 @@
 //! `cargo xtask ci`'s dependency hygiene: every dependency a manifest declares is used by that
-//! package's code, and versions are declared once, in the workspace.
+//! package's code, and versions are declared once, in the workspace; every library crate states
+//! the Rust version it is built with (the workspace's `rust-version`, which must be the
+//! toolchain `rust-toolchain.toml` pins), and no manifest carries placeholder metadata.
 //!
 //! "Used" means the crate's name appears as a path root (`name::`, `use name`, `extern crate
 //! name`, or a `#[name::…]` attribute) in one of the package's Rust files. That is what
@@ -141,11 +143,59 @@ pub fn check(root: &Path) -> Result<(), String> {
             }
         }
     }
+    problems.extend(publishing(root));
     if problems.is_empty() {
         Ok(())
     } else {
         Err(problems.join("\n"))
     }
+}
+
+/// The value of `key = "…"` in `text`, at the start of a line.
+fn string_value<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once('=')?;
+        (k.trim() == key).then(|| v.trim().trim_matches('"'))
+    })
+}
+
+/// What a registry user reads of the manifests: every crate under `crates/` states the
+/// workspace's `rust-version`, that version is the pinned toolchain's, and nothing says
+/// `example.invalid`.
+fn publishing(root: &Path) -> Vec<String> {
+    let mut problems = Vec::new();
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+    let workspace = read(&root.join("Cargo.toml"));
+    let toolchain = read(&root.join("rust-toolchain.toml"));
+    match (
+        string_value(&workspace, "rust-version"),
+        string_value(&toolchain, "channel"),
+    ) {
+        (Some(msrv), Some(channel)) if channel.starts_with(&format!("{msrv}.")) || channel == msrv => {}
+        (msrv, channel) => problems.push(format!(
+            "Cargo.toml: [workspace.package] rust-version {msrv:?} is not the toolchain rust-toolchain.toml pins ({channel:?})"
+        )),
+    }
+    let mut manifests = vec![root.join("Cargo.toml")];
+    if let Ok(crates) = std::fs::read_dir(root.join("crates")) {
+        manifests.extend(crates.flatten().map(|e| e.path().join("Cargo.toml")));
+    }
+    manifests.sort();
+    for manifest in manifests {
+        let text = read(&manifest);
+        let shown = manifest.strip_prefix(root).unwrap_or(&manifest).display();
+        if text.contains("example.invalid") {
+            problems.push(format!(
+                "{shown}: placeholder metadata (example.invalid): leave out what has no true value"
+            ));
+        }
+        if manifest != root.join("Cargo.toml") && !text.contains("rust-version.workspace = true") {
+            problems.push(format!(
+                "{shown}: no `rust-version.workspace = true`: a registry user must see the Rust version it builds with"
+            ));
+        }
+    }
+    problems
 }
 
 #[cfg(test)]
@@ -171,6 +221,16 @@ mod tests {
             ]
         );
         assert_eq!(deps[4].section, "dev-dependencies");
+    }
+
+    #[test]
+    fn the_workspaces_manifests_state_the_pinned_rust_version() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        assert_eq!(publishing(root), Vec::<String>::new());
+        assert_eq!(
+            string_value("[package]\nrust-version = \"1.95\"\n", "rust-version"),
+            Some("1.95")
+        );
     }
 
     #[test]

@@ -21,7 +21,7 @@ pub(crate) fn scenario_run(
     _trace: Option<PathBuf>,
     _requests: Option<PathBuf>,
 ) -> Result<ExitCode, String> {
-    Err("this penguin was built without the `scenario` feature; build it with `cargo build -p penguin` (the feature is on by default)".into())
+    Err("this penguin was built without the `scenario` feature; build it with `cargo build -p penguin-cli` (the feature is on by default)".into())
 }
 
 #[cfg(feature = "scenario")]

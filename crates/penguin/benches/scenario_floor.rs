@@ -2,7 +2,7 @@
 //! the least any engine built on `serde_json` spends reading that file and writing its stream
 //! (docs/performance.md, "Why perf-1000 cannot be 10x faster").
 //!
-//! Run with `cargo bench -p penguin --bench scenario_floor` (plain `std::time::Instant`, no
+//! Run with `cargo bench -p penguin-harness --bench scenario_floor` (plain `std::time::Instant`, no
 //! harness; `cargo xtask bench` runs it too). It generates perf-1000 with
 //! `../shared/tools/perf/gen.py` and says so and stops when that is not there.
 
