@@ -1,7 +1,7 @@
 //! Anthropic Messages fixtures, written from the documented streaming format: exact
 //! OmniMessage streams, outcomes, and split invariance.
 
-#![cfg(feature = "anthropic-messages")]
+#![cfg(all(feature = "testkit", feature = "anthropic-messages"))]
 
 use penguin_llm_providers::anthropic_messages::AnthropicDecoder;
 use penguin_llm_providers::{testkit, AnthropicMessages, LlmOutcome};

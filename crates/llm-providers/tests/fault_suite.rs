@@ -4,7 +4,7 @@
 //! bound), a huge error body. Each adapter only says how its wire opens a text block, adds
 //! text, finishes, and reports an error ([`WireScript`]).
 
-#![cfg(feature = "http")]
+#![cfg(all(feature = "testkit", feature = "http"))]
 
 use penguin_llm_providers::testkit::faults::{FaultSuite, WireScript};
 use serde_json::{json, Value};

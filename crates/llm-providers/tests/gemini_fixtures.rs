@@ -1,6 +1,6 @@
 //! Gemini fixtures, written from the documented `streamGenerateContent?alt=sse` format.
 
-#![cfg(feature = "gemini")]
+#![cfg(all(feature = "testkit", feature = "gemini"))]
 
 use penguin_llm_providers::gemini::GeminiDecoder;
 use penguin_llm_providers::{testkit, Gemini, LlmOutcome, ToolCallIdAllocator};

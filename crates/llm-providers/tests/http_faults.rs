@@ -5,7 +5,7 @@
 //! returning. `tests/fault_suite.rs` runs the kit's protocol-independent fault suite against
 //! every adapter.
 
-#![cfg(all(feature = "http", feature = "openai-chat"))]
+#![cfg(all(feature = "testkit", all(feature = "http", feature = "openai-chat")))]
 
 use std::time::Duration;
 

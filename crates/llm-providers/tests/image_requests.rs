@@ -14,6 +14,9 @@
 //! - Ollama: base64 `images` on the message (inline images only), on the `tool` message for
 //!   a tool's.
 
+// The packaged crate has no test kit unless asked (`--features testkit`).
+#![cfg(feature = "testkit")]
+
 use penguin_llm_providers::testkit::requests::{assert_request_fixture, image_requests};
 use penguin_llm_providers::wire::{ModelConfig, WireProtocol};
 

@@ -6,6 +6,9 @@
 //! real `length` cut-off: the text segment fails, the request completes. The `/v1/responses`
 //! recording is replayed with the other Responses fixtures in `tests/openai_responses_fixtures.rs`.
 
+// The packaged crate has no test kit unless asked (`--features testkit`).
+#![cfg(feature = "testkit")]
+
 use penguin_llm_providers::wire::StreamDecoder;
 use penguin_llm_providers::LlmOutcome;
 

@@ -6,12 +6,15 @@
 //! a call sent whole (Gemini, Ollama) is measured too. The HTTP side (reading stops, the SSE
 //! event and NDJSON line bounds) is in `fault_suite.rs` and `http_faults.rs`.
 
-#![cfg(any(
-    feature = "openai-chat",
-    feature = "anthropic-messages",
-    feature = "gemini",
-    feature = "openai-responses",
-    feature = "ollama"
+#![cfg(all(
+    feature = "testkit",
+    any(
+        feature = "openai-chat",
+        feature = "anthropic-messages",
+        feature = "gemini",
+        feature = "openai-responses",
+        feature = "ollama"
+    )
 ))]
 
 use penguin_llm_providers::testkit;

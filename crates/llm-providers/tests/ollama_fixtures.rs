@@ -2,7 +2,7 @@
 //! `tests/fixtures/ollama/README.md`): every body through the test kit, then each replay
 //! compared with its exact expected stream.
 
-#![cfg(feature = "ollama")]
+#![cfg(all(feature = "testkit", feature = "ollama"))]
 
 use std::sync::OnceLock;
 

@@ -4,7 +4,7 @@
 //! truncation); each expected stream is written out with the kit's builders and compared as
 //! JSON without timestamps, so every key, value and message boundary is checked.
 
-#![cfg(feature = "openai-chat")]
+#![cfg(all(feature = "testkit", feature = "openai-chat"))]
 
 use penguin_llm_providers::openai_chat::OpenAiChatDecoder;
 use penguin_llm_providers::{testkit, LlmOutcome, OpenAiChat};

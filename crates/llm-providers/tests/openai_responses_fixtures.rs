@@ -3,7 +3,7 @@
 //! llama.cpp's `/v1/responses`. Each expected stream is written out with the protocol's
 //! builders and compared as JSON without timestamps.
 
-#![cfg(feature = "openai-responses")]
+#![cfg(all(feature = "testkit", feature = "openai-responses"))]
 
 use penguin_llm_providers::openai_responses::{OpenAiResponsesDecoder, REASONING_ITEM};
 use penguin_llm_providers::{testkit, LlmOutcome, OpenAiResponses};
