@@ -78,8 +78,22 @@ impl<P: WireProtocol> fmt::Debug for HttpModel<P> {
 /// other finds TLS ready.
 pub fn client_builder() -> reqwest::ClientBuilder {
     #[cfg(feature = "rustls")]
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    install_tls_provider();
     reqwest::Client::builder()
+}
+
+/// Installs ring as rustls's process-wide crypto provider unless one is installed: every
+/// reqwest client in the process (this crate's, the MCP client's) takes its TLS from it.
+///
+/// rustls 0.23.48 deprecates its ring provider for lacking post-quantum key exchange, which
+/// only its aws-lc-rs provider has; aws-lc-rs builds a C library, ring builds with no C
+/// toolchain beyond `cc` and is what every TLS endpoint penguin talks to accepts. The choice is
+/// deliberate, so the deprecation is allowed here, in its one place.
+#[cfg(feature = "rustls")]
+pub fn install_tls_provider() {
+    #[allow(deprecated)]
+    let provider = rustls::crypto::ring::default_provider();
+    let _ = provider.install_default();
 }
 
 impl<P: WireProtocol> HttpModel<P> {

@@ -283,7 +283,7 @@ pub(super) async fn connect_server(
                 (service, Some(Mutex::new(child)), stderr, Some(broken))
             }
             McpTransport::Http { url, headers } => {
-                install_crypto_provider();
+                penguin_llm_providers::http::install_tls_provider();
                 let mut custom = HashMap::new();
                 for (k, v) in headers {
                     if let (Ok(k), Ok(v)) = (
@@ -333,9 +333,4 @@ pub(super) async fn connect_server(
             server.connect_timeout.as_millis()
         )),
     }
-}
-
-/// reqwest needs a process-wide rustls provider; ring is the one the rest of penguin uses.
-fn install_crypto_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
 }
