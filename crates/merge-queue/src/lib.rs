@@ -1,4 +1,6 @@
 #![doc = include_str!("../README.md")]
+// On docs.rs (`--cfg docsrs`, nightly) every feature-gated item shows the feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 use std::collections::VecDeque;
 use std::fmt;

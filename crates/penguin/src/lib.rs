@@ -1,4 +1,6 @@
 #![doc = include_str!("../README.md")]
+// On docs.rs (`--cfg docsrs`, nightly) every feature-gated item shows the feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 // Unit tests set up their trees by hand; the door (clippy.toml) binds the crate's own code,
 // which the non-test build checks.
 #![cfg_attr(test, allow(clippy::disallowed_methods))]

@@ -1,4 +1,6 @@
 #![doc = include_str!("../README.md")]
+// On docs.rs (`--cfg docsrs`, nightly) every feature-gated item shows the feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod api;
 mod approvals;
@@ -210,8 +212,9 @@ impl std::fmt::Debug for AppState {
 
 impl AppState {
     /// State for [`router`]: `token` is the one requests must present (see [`resolve_token`]);
-    /// `opts.token`, `host` and `port` are not used here. With [`ServeOptions::cluster`] set
-    /// it must be called inside a Tokio runtime (the node starts its tasks).
+    /// `opts.token`, `host` and `port` are not used here. With `ServeOptions::cluster` set
+    /// (feature `cluster`) it must be called inside a Tokio runtime (the node starts its
+    /// tasks).
     pub fn new(opts: &ServeOptions, token: impl Into<String>) -> AppState {
         let token: String = token.into();
         let location = TraceLocation::new(&opts.data_root, &opts.project, &opts.agent);
