@@ -5,145 +5,14 @@
 //!
 //! Every step waits for the output it reacts to (bounded polling), never for a fixed time.
 
-use std::io::{Read, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 #[path = "support/stub_model.rs"]
 mod stub_model;
 
-struct Pty {
-    child: Child,
-    stdin: ChildStdin,
-    out: Arc<Mutex<Vec<u8>>>,
-}
-
-/// The text of a terminal stream without its escape sequences and carriage returns.
-fn strip(raw: &[u8]) -> String {
-    let s = String::from_utf8_lossy(raw);
-    let mut out = String::new();
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\x1b' => {
-                if chars.next() == Some('[') {
-                    for c in chars.by_ref() {
-                        if ('@'..='~').contains(&c) {
-                            break;
-                        }
-                    }
-                }
-            }
-            '\r' => {}
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-impl Pty {
-    fn spawn(home: &Path, dir: &Path, args: &str) -> Pty {
-        if Command::new("script").arg("--version").output().is_err() {
-            panic!("util-linux `script` is required for the pseudo-terminal tests");
-        }
-        // A fixed size: a new pseudo-terminal is 0x0, which no person's terminal is.
-        let cmdline = format!(
-            "stty cols 120 rows 40; exec {} {args}",
-            env!("CARGO_BIN_EXE_penguin")
-        );
-        let mut child = Command::new("script")
-            .args(["-qfec", &cmdline, "/dev/null"])
-            .current_dir(dir)
-            .env("PENGUIN_HOME", home)
-            .env("HOME", home)
-            .env("TERM", "xterm-256color")
-            .env("PENGUIN_STUB_KEY", "k")
-            .env_remove("NO_COLOR")
-            .env_remove("PENGUIN_MODEL")
-            .env_remove("PENGUIN_PROVIDER")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("script starts");
-        let stdin = child.stdin.take().unwrap();
-        let mut stdout = child.stdout.take().unwrap();
-        let out = Arc::new(Mutex::new(Vec::new()));
-        let sink = out.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = stdout.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock().unwrap().extend_from_slice(&buf[..n]);
-            }
-        });
-        // A watchdog, so a hang fails the test instead of stalling the suite.
-        let pid = child.id();
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_secs(90));
-            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
-        });
-        Pty { child, stdin, out }
-    }
-
-    fn text(&self) -> String {
-        strip(&self.out.lock().unwrap())
-    }
-
-    fn send(&mut self, keys: &str) {
-        self.stdin.write_all(keys.as_bytes()).unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    /// Waits until `needle` has appeared `n` times.
-    fn wait_n(&self, needle: &str, n: usize) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let text = self.text();
-            if text.matches(needle).count() >= n {
-                return;
-            }
-            if Instant::now() > deadline {
-                panic!("never saw {needle:?} ×{n}:\n{text}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn wait(&self, needle: &str) {
-        self.wait_n(needle, 1)
-    }
-
-    /// Waits for the prompt that follows the `n`-th occurrence of `after`.
-    fn wait_prompt_after(&self, after: &str, n: usize) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let text = self.text();
-            let tail = text
-                .match_indices(after)
-                .nth(n - 1)
-                .map(|(i, _)| &text[i..]);
-            if tail.is_some_and(|t| t.contains("› ")) {
-                return;
-            }
-            if Instant::now() > deadline {
-                panic!("no prompt after {after:?} ×{n}:\n{text}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn finish(mut self) -> String {
-        let status = self.child.wait().unwrap();
-        let text = self.text();
-        assert!(status.success(), "{text}");
-        text
-    }
-}
+#[path = "support/pty.rs"]
+mod pty;
+use pty::Pty;
 
 fn user_texts(home: &Path) -> Vec<String> {
     let mut out = Vec::new();

@@ -4,16 +4,18 @@
 //! writes outside the workspace. Driven through `penguin chat` in a pseudo-terminal (util-linux
 //! `script`) with a stub model; every step waits for what it reacts to.
 
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::path::PathBuf;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use penguin::tools::sandbox::Landlock;
 
 #[path = "support/stub_model.rs"]
 mod stub_model;
+
+#[path = "support/pty.rs"]
+mod pty;
+use pty::Pty;
 
 /// The background command: waits for the file `go`, tries to type `u` into every terminal it
 /// can reach, and leaves its report in `tried` (renamed into place, so it is read whole).
@@ -38,121 +40,6 @@ with open("tried.part", "w") as f:
     f.write(" ".join(report))
 os.rename("tried.part", "tried")
 "#;
-
-struct Pty {
-    child: Child,
-    stdin: ChildStdin,
-    out: Arc<Mutex<Vec<u8>>>,
-}
-
-/// The text of a terminal stream without its escape sequences and carriage returns.
-fn strip(raw: &[u8]) -> String {
-    let s = String::from_utf8_lossy(raw);
-    let mut out = String::new();
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\x1b' => {
-                if chars.next() == Some('[') {
-                    for c in chars.by_ref() {
-                        if ('@'..='~').contains(&c) {
-                            break;
-                        }
-                    }
-                }
-            }
-            '\r' => {}
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-impl Pty {
-    fn spawn(home: &Path, tmp: &Path, dir: &Path, args: &str) -> Pty {
-        if Command::new("script").arg("--version").output().is_err() {
-            panic!("util-linux `script` is required for the pseudo-terminal tests");
-        }
-        let cmdline = format!(
-            "stty cols 120 rows 40; exec {} {args}",
-            env!("CARGO_BIN_EXE_penguin")
-        );
-        let mut child = Command::new("script")
-            .args(["-qfec", &cmdline, "/dev/null"])
-            .current_dir(dir)
-            .env("PENGUIN_HOME", home)
-            .env("HOME", home)
-            // The system temp directory holds the scratch dirs: the sandbox's temp is its own.
-            .env("TMPDIR", tmp)
-            .env("TERM", "xterm-256color")
-            .env("PENGUIN_STUB_KEY", "k")
-            .env_remove("NO_COLOR")
-            .env_remove("PENGUIN_MODEL")
-            .env_remove("PENGUIN_PROVIDER")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("script starts");
-        let stdin = child.stdin.take().unwrap();
-        let mut stdout = child.stdout.take().unwrap();
-        let out = Arc::new(Mutex::new(Vec::new()));
-        let sink = out.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = stdout.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock().unwrap().extend_from_slice(&buf[..n]);
-            }
-        });
-        // A watchdog, so a hang fails the test instead of stalling the suite.
-        let pid = child.id();
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_secs(120));
-            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
-        });
-        Pty { child, stdin, out }
-    }
-
-    fn text(&self) -> String {
-        strip(&self.out.lock().unwrap())
-    }
-
-    fn send(&mut self, keys: &str) {
-        self.stdin.write_all(keys.as_bytes()).unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    /// Waits until `ok` holds, reading the screen; fails naming `what` after 30 s.
-    fn until(&self, what: &str, ok: impl Fn(&str) -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let text = self.text();
-            if ok(&text) {
-                return;
-            }
-            if Instant::now() > deadline {
-                panic!("never saw {what}:\n{text}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn wait_n(&self, needle: &str, n: usize) {
-        self.until(&format!("{needle:?} ×{n}"), |t| {
-            t.matches(needle).count() >= n
-        })
-    }
-
-    fn finish(mut self) -> String {
-        let status = self.child.wait().unwrap();
-        let text = self.text();
-        assert!(status.success(), "{text}");
-        text
-    }
-}
 
 /// The Python interpreter itself, not a shim that needs the real home folder (pyenv's does).
 fn python() -> Option<PathBuf> {
@@ -215,7 +102,7 @@ fn a_background_command_cannot_answer_the_next_approval_by_typing_into_the_termi
     )
     .unwrap();
 
-    let mut chat = Pty::spawn(&home, &tmp, &ws, "chat");
+    let mut chat = Pty::spawn_with(&home, &ws, "chat", Some(&tmp));
     chat.wait_n("/quit or Ctrl-D to leave", 1);
     chat.send("start\r");
     // The background launch is asked, and allowed inside the sandbox.
