@@ -16,18 +16,7 @@ use penguin_tools::{Sandbox, SandboxMode, SandboxRequest};
 use support::*;
 
 fn git_available(test: &str) -> bool {
-    let ok = Command::new("git")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{test}: git is not installed"
-        );
-        eprintln!("SKIPPED {test}: git is not installed");
-    }
-    ok
+    program_available("git", test)
 }
 
 /// Runs git as the user would, outside any sandbox.

@@ -162,16 +162,21 @@ pub fn python_connect(port: u16) -> String {
 }
 
 pub fn python_available(test: &str) -> bool {
-    let ok = std::process::Command::new("python3")
+    program_available("python3", test)
+}
+
+/// Whether `program --version` runs; a test without it is skipped, but never in CI.
+pub fn program_available(program: &str, test: &str) -> bool {
+    let ok = std::process::Command::new(program)
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
         assert!(
             std::env::var_os("CI").is_none(),
-            "{test}: python3 is not installed"
+            "{test}: {program} is not installed"
         );
-        eprintln!("SKIPPED {test}: python3 is not installed");
+        eprintln!("SKIPPED {test}: {program} is not installed");
     }
     ok
 }
