@@ -250,6 +250,10 @@ impl Approver for AllowAll {
 /// `Some(Arc::new(writer))` to [`Engine::with_parts`](crate::Engine::with_parts). The engine
 /// writes the prompt and what follows, never the `session_meta` a file starts with: write it
 /// first yourself (see `penguin_trace_store::Writer`), or a later resume fails.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a `TraceSink`",
+    note = "penguin-trace-store's `Writer` is one only with that crate's `engine` feature: `penguin-trace-store = {{ version = \"0.1\", features = [\"engine\"] }}`"
+)]
 pub trait TraceSink: Send + Sync {
     /// Records one message.
     fn record(&self, frame: &Frame);
