@@ -1,4 +1,5 @@
-//! `cargo xtask ci`'s tidy step: no module loops inside a crate.
+//! `cargo xtask ci`'s tidy step: no module loops inside a crate, and every reference to the
+//! protocol specification resolves ([`protocol_refs`]).
 //!
 //! For every crate under `crates/` (its library and each binary), the module tree is followed
 //! from the crate root through its `mod x;` declarations, and every file is scanned for the
@@ -23,9 +24,23 @@ use std::path::{Path, PathBuf};
 /// its crate. None today: every crate's modules import one way, and a new loop fails `ci`.
 const ALLOWED: &[(&str, &[&str])] = &[];
 
+/// The whole tidy step: [`check_loops`] and [`protocol_refs::check`]; the error holds the
+/// report of each that failed.
+pub(crate) fn check(root: &Path) -> Result<(), String> {
+    let reports: Vec<String> = [check_loops(root), protocol_refs::check(root)]
+        .into_iter()
+        .filter_map(Result::err)
+        .collect();
+    if reports.is_empty() {
+        Ok(())
+    } else {
+        Err(reports.join("\n"))
+    }
+}
+
 /// Checks every crate under `root/crates` for module loops; the error lists each loop not
 /// allowed (with the imports that make it) and each allowlist entry no longer needed.
-pub(crate) fn check(root: &Path) -> Result<(), String> {
+fn check_loops(root: &Path) -> Result<(), String> {
     let mut loops = Vec::new();
     for crate_root in crate_roots(&root.join("crates")) {
         let label = crate_root
@@ -816,6 +831,578 @@ fn skip_raw_string(chars: &[char], mut i: usize, hashes: usize, line: &mut usize
     i
 }
 
+/// References to the protocol specification (`docs/protocol.md`).
+///
+/// A `§` followed by a section number (`§2.16`, `§4`) anywhere in the scanned text names a
+/// section of the protocol, and so does a link or path ending in `protocol.md#s2.16` (and, in
+/// the protocol itself, a link `(#s2.16)`). Every one must name a section that exists. A section
+/// is a heading of `docs/protocol.md` (or of a page in `docs/protocol/`) that starts with its
+/// explicit anchor and its number, `### <a name="s2.16"></a>2.16 Tool close-out`; the anchor
+/// must be `s` and the number, and each number may be used once.
+///
+/// The scanned text must also not mention the documents the protocol replaced, which do not
+/// ship with penguin ([`FORBIDDEN`]); [`ALLOWED_MENTIONS`] lists the few mentions that are code
+/// rather than a reference, and, like the loop allowlist, only shrinks.
+///
+/// Scanned: every file under `crates/` and `docs/` (and the repository's top-level Markdown)
+/// whose extension is in [`TEXT_EXTENSIONS`], skipping `target/`, `node_modules/` and hidden
+/// folders. Every problem is reported, as `path:line: what`.
+pub(crate) mod protocol_refs {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::path::{Path, PathBuf};
+
+    /// The protocol specification, relative to the repository root.
+    pub(crate) const PROTOCOL: &str = "docs/protocol.md";
+
+    /// A folder of further protocol pages, when the specification is split.
+    const PROTOCOL_PAGES: &str = "docs/protocol";
+
+    /// What is scanned, relative to the repository root: folders, walked, and single files.
+    const SCANNED: &[&str] = &["crates", "docs", "README.md", "CONTRIBUTING.md"];
+
+    /// The extensions of the files scanned.
+    const TEXT_EXTENSIONS: &[&str] = &["rs", "md", "js", "html", "css", "toml"];
+
+    /// Mentions of documents that are not part of penguin: a reader of the published crates or
+    /// of the repository cannot follow them. The protocol says it all in penguin's words.
+    const FORBIDDEN: &[&str] = &[
+        "../shared",
+        "shared/seed/",
+        "shared/spec/",
+        "message-flow.md",
+        "reference-behaviour.md",
+    ];
+
+    /// Forbidden mentions a file may keep for now, with why: (path, mention, reason).
+    const ALLOWED_MENTIONS: &[(&str, &str, &str)] = &[(
+        "crates/penguin/benches/scenario_floor.rs",
+        "../shared",
+        "the bench runs an optional generator from beside the repository, and says so when it is missing",
+    )];
+
+    /// One section of the protocol.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub(crate) struct Section {
+        /// The page it is on, relative to the repository root.
+        pub(crate) page: String,
+        /// Its line there.
+        pub(crate) line: usize,
+    }
+
+    /// Runs the check on the repository at `root`.
+    pub(crate) fn check(root: &Path) -> Result<(), String> {
+        check_with(root, ALLOWED_MENTIONS)
+    }
+
+    /// [`check`] with `allowed` as the forbidden mentions files may keep.
+    fn check_with(root: &Path, allowed: &[(&str, &str, &str)]) -> Result<(), String> {
+        let mut problems = Vec::new();
+        let sections = sections(root, &mut problems);
+        for path in scanned_files(root) {
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            let label = relative(root, &path);
+            problems.extend(check_text(&label, &text, &sections, allowed));
+        }
+        problems.extend(unused_allowances(root, allowed));
+        report(problems)
+    }
+
+    /// The report for `problems`, sorted by path and line.
+    fn report(mut problems: Vec<(String, usize, String)>) -> Result<(), String> {
+        if problems.is_empty() {
+            return Ok(());
+        }
+        problems.sort();
+        problems.dedup();
+        let mut out = format!(
+            "references to the protocol that do not resolve ({} problem(s); sections are the numbered headings of {PROTOCOL}, see CONTRIBUTING.md, \"References to the protocol\"):\n",
+            problems.len()
+        );
+        for (path, line, what) in &problems {
+            out.push_str(&format!("  {path}:{line}: {what}\n"));
+        }
+        Err(out.trim_end().to_owned())
+    }
+
+    /// The sections of the protocol, by number; malformed headings and anchors are problems.
+    pub(crate) fn sections(
+        root: &Path,
+        problems: &mut Vec<(String, usize, String)>,
+    ) -> BTreeMap<String, Section> {
+        let mut pages = vec![root.join(PROTOCOL)];
+        let mut extra: Vec<PathBuf> = std::fs::read_dir(root.join(PROTOCOL_PAGES))
+            .map(|rd| rd.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        extra.retain(|p| p.extension().is_some_and(|e| e == "md"));
+        extra.sort();
+        pages.extend(extra);
+        let mut out = BTreeMap::new();
+        for page in pages {
+            let label = relative(root, &page);
+            let Ok(text) = std::fs::read_to_string(&page) else {
+                if label == PROTOCOL {
+                    problems.push((label, 0, "the protocol specification is missing".into()));
+                }
+                continue;
+            };
+            for (number, line) in page_sections(&label, &text, problems) {
+                let here = Section {
+                    page: label.clone(),
+                    line,
+                };
+                if let Some(first) = out.get(&number) {
+                    let Section { page, line } = first;
+                    problems.push((
+                        label.clone(),
+                        here.line,
+                        format!("section {number} is also at {page}:{line}"),
+                    ));
+                } else {
+                    out.insert(number, here);
+                }
+            }
+        }
+        out
+    }
+
+    /// The numbered sections of one page, with their lines.
+    pub(crate) fn page_sections(
+        label: &str,
+        text: &str,
+        problems: &mut Vec<(String, usize, String)>,
+    ) -> Vec<(String, usize)> {
+        let mut out = Vec::new();
+        let mut fenced = false;
+        for (i, line) in text.lines().enumerate() {
+            let n = i + 1;
+            if line.trim_start().starts_with("```") {
+                fenced = !fenced;
+                continue;
+            }
+            if fenced {
+                continue;
+            }
+            let heading = line.trim_start_matches('#');
+            let is_heading = heading.len() < line.len() && heading.starts_with(' ');
+            let anchors = anchors_in(line);
+            if !is_heading {
+                for a in anchors {
+                    problems.push((
+                        label.to_owned(),
+                        n,
+                        format!("anchor {a:?} is not on a numbered heading"),
+                    ));
+                }
+                continue;
+            }
+            let rest = heading.trim_start();
+            let (anchor, rest) = match rest.strip_prefix("<a name=\"") {
+                Some(r) => match r.split_once("\"></a>") {
+                    Some((a, r)) => (Some(a), r),
+                    None => (None, rest),
+                },
+                None => (None, rest),
+            };
+            let number = section_number(rest);
+            match (anchor, number) {
+                (None, None) => {
+                    if let Some(a) = anchors.first() {
+                        problems.push((
+                            label.to_owned(),
+                            n,
+                            format!("anchor {a:?} must open the heading, before its number"),
+                        ));
+                    }
+                }
+                (Some(a), None) => problems.push((
+                    label.to_owned(),
+                    n,
+                    format!("anchor {a:?} on a heading without a section number"),
+                )),
+                (None, Some(num)) => problems.push((
+                    label.to_owned(),
+                    n,
+                    format!("section {num} has no anchor: start the heading with <a name=\"s{num}\"></a>"),
+                )),
+                (Some(a), Some(num)) => {
+                    if a != format!("s{num}") {
+                        problems.push((
+                            label.to_owned(),
+                            n,
+                            format!("section {num}'s anchor is {a:?}, not \"s{num}\""),
+                        ));
+                    }
+                    out.push((num, n));
+                }
+            }
+        }
+        out
+    }
+
+    /// The `name` of every `<a name="…">` on a line.
+    fn anchors_in(line: &str) -> Vec<&str> {
+        line.match_indices("<a name=\"")
+            .filter_map(|(i, m)| line[i + m.len()..].split('"').next())
+            .collect()
+    }
+
+    /// The section number a heading's text starts with (`2.16` of `2.16 Tool close-out`,
+    /// `2` of `2. The engine`), when it is followed by a space.
+    fn section_number(text: &str) -> Option<String> {
+        let end = text
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(text.len());
+        if !text[end..].starts_with(' ') {
+            return None;
+        }
+        let number = text[..end].trim_end_matches('.');
+        valid_number(number).then(|| number.to_owned())
+    }
+
+    /// `2`, `2.16`, `5.1.3`: digits separated by single dots.
+    fn valid_number(s: &str) -> bool {
+        !s.is_empty()
+            && s.split('.')
+                .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
+    }
+
+    /// Every problem of one scanned file.
+    pub(crate) fn check_text(
+        label: &str,
+        text: &str,
+        sections: &BTreeMap<String, Section>,
+        allowed: &[(&str, &str, &str)],
+    ) -> Vec<(String, usize, String)> {
+        let mut out = Vec::new();
+        let in_protocol = label == PROTOCOL || label.starts_with(&format!("{PROTOCOL_PAGES}/"));
+        for (i, line) in text.lines().enumerate() {
+            let n = i + 1;
+            let mut problem = |what: String| out.push((label.to_owned(), n, what));
+            for (at, _) in line.match_indices('§') {
+                let number = reference_at(&line[at + '§'.len_utf8()..]);
+                match number {
+                    Some(num) if sections.contains_key(&num) => {}
+                    Some(num) => problem(format!("§{num} names no section of {PROTOCOL}")),
+                    None => problem("a § must be followed by a section number, as in §2.16".into()),
+                }
+            }
+            let mut fragments: Vec<&str> = line
+                .match_indices("protocol.md#")
+                .map(|(at, m)| anchor_at(&line[at + m.len()..]))
+                .collect();
+            if in_protocol {
+                fragments.extend(
+                    line.match_indices("(#")
+                        .map(|(at, _)| anchor_at(&line[at + 2..])),
+                );
+            }
+            for fragment in fragments {
+                let known = fragment
+                    .strip_prefix('s')
+                    .is_some_and(|num| sections.contains_key(num));
+                if !known {
+                    problem(format!(
+                        "#{fragment} is no section anchor of the protocol (they are #s<number>)"
+                    ));
+                }
+            }
+            for needle in FORBIDDEN {
+                let kept = allowed
+                    .iter()
+                    .any(|(path, mention, _)| *path == label && mention == needle);
+                if line.contains(needle) && !kept {
+                    problem(format!(
+                        "mentions `{needle}`, a document that does not ship with penguin: point at {PROTOCOL} instead"
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    /// The section number a reference starts with, without a sentence's final dot; `None` when
+    /// there is no number.
+    fn reference_at(text: &str) -> Option<String> {
+        let end = text
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(text.len());
+        let number = text[..end].trim_end_matches('.');
+        valid_number(number).then(|| number.to_owned())
+    }
+
+    /// The anchor a fragment starts with, without a sentence's final dot.
+    fn anchor_at(text: &str) -> &str {
+        let end = text
+            .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')))
+            .unwrap_or(text.len());
+        text[..end].trim_end_matches('.')
+    }
+
+    /// Allowed mentions their file no longer makes.
+    fn unused_allowances(
+        root: &Path,
+        allowed: &[(&str, &str, &str)],
+    ) -> Vec<(String, usize, String)> {
+        allowed
+            .iter()
+            .filter(|(path, mention, _)| {
+                std::fs::read_to_string(root.join(path)).map_or(true, |t| !t.contains(mention))
+            })
+            .map(|(path, mention, _)| {
+                (
+                    (*path).to_owned(),
+                    0,
+                    format!("no longer mentions `{mention}`: remove its entry from ALLOWED_MENTIONS in xtask/src/tidy.rs"),
+                )
+            })
+            .collect()
+    }
+
+    /// Every file to scan, sorted.
+    fn scanned_files(root: &Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        let mut stack: Vec<PathBuf> = SCANNED.iter().map(|s| root.join(s)).collect();
+        while let Some(path) = stack.pop() {
+            if path.is_dir() {
+                let skipped = path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with('.') || n == "target" || n == "node_modules");
+                if !skipped {
+                    stack.extend(
+                        std::fs::read_dir(&path)
+                            .map(|rd| rd.flatten().map(|e| e.path()).collect::<Vec<_>>())
+                            .unwrap_or_default(),
+                    );
+                }
+            } else if path
+                .extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| TEXT_EXTENSIONS.contains(&e))
+            {
+                out.push(path);
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    fn relative(root: &Path, path: &Path) -> String {
+        path.strip_prefix(root)
+            .unwrap_or(path)
+            .to_string_lossy()
+            .replace('\\', "/")
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        const SPEC: &str = "# The protocol\n\n\
+## <a name=\"s1\"></a>1. Messages\n\n\
+### <a name=\"s1.1\"></a>1.1 Envelope\n\n\
+See [§1.1](#s1.1) and [the engine](#s2).\n\n\
+```\n## not a heading\n```\n\n\
+## <a name=\"s2\"></a>2. The engine\n\n\
+### <a name=\"s2.16\"></a>2.16 Tool close-out\n";
+
+        /// A repository in a temporary folder with `files`.
+        struct Repo(PathBuf);
+
+        impl Repo {
+            fn new(name: &str, files: &[(&str, &str)]) -> Repo {
+                let root = std::env::temp_dir()
+                    .join(format!("xtask-protocol-refs-{name}-{}", std::process::id()));
+                let _ = std::fs::remove_dir_all(&root);
+                for (path, text) in files {
+                    let path = root.join(path);
+                    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                    std::fs::write(path, text).unwrap();
+                }
+                Repo(root)
+            }
+        }
+
+        impl Drop for Repo {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+
+        #[test]
+        fn the_sections_are_the_numbered_headings_with_their_anchors() {
+            let mut problems = Vec::new();
+            let found = page_sections(PROTOCOL, SPEC, &mut problems);
+            assert_eq!(problems, vec![]);
+            let numbers: Vec<&str> = found.iter().map(|(n, _)| n.as_str()).collect();
+            assert_eq!(numbers, ["1", "1.1", "2", "2.16"]);
+            assert_eq!(found[3].1, 15, "the line of 2.16");
+        }
+
+        #[test]
+        fn a_heading_without_its_anchor_or_with_the_wrong_one_is_reported() {
+            let page = "## 3. Trace\n\
+### <a name=\"s3.2\"></a>3.1 Layout\n\
+### <a name=\"s9\"></a>Notes\n\
+text <a name=\"s4\"></a>\n";
+            let mut problems = Vec::new();
+            let found = page_sections(PROTOCOL, page, &mut problems);
+            assert_eq!(found, vec![("3.1".to_owned(), 2)]);
+            let lines: Vec<(usize, &str)> =
+                problems.iter().map(|(_, l, w)| (*l, w.as_str())).collect();
+            assert_eq!(
+                lines,
+                [
+                    (
+                        1,
+                        "section 3 has no anchor: start the heading with <a name=\"s3\"></a>"
+                    ),
+                    (2, "section 3.1's anchor is \"s3.2\", not \"s3.1\""),
+                    (3, "anchor \"s9\" on a heading without a section number"),
+                    (4, "anchor \"s4\" is not on a numbered heading"),
+                ]
+            );
+        }
+
+        #[test]
+        fn a_planted_bad_reference_fails_the_check_with_its_place() {
+            let repo = Repo::new(
+                "planted",
+                &[
+                    (PROTOCOL, SPEC),
+                    (
+                        "crates/a/src/lib.rs",
+                        "//! The envelope (protocol §1.1, `docs/protocol.md#s1.1`).\n\
+                         \n\
+                         /// Closes every call (§2.16, and §2.17 which does not exist).\n\
+                         pub fn f() {}\n\
+                         // See §1.1–§2.16, and §2.\n\
+                         // A bare § is no reference.\n",
+                    ),
+                    (
+                        "crates/a/README.md",
+                        "Section 9.9 (`docs/protocol.md#s9.9`) is gone.\n",
+                    ),
+                    (
+                        "docs/guide.md",
+                        "[§2.16](protocol.md#s2.16), [old](../shared/seed/message-flow.md)\n",
+                    ),
+                    (
+                        "crates/a/web/app.js",
+                        "// as reference-behaviour.md §5.9 says\n",
+                    ),
+                ],
+            );
+            let err = check_with(&repo.0, &[]).unwrap_err();
+            let lines: Vec<&str> = err.lines().skip(1).map(str::trim).collect();
+            assert_eq!(
+                lines,
+                [
+                    "crates/a/README.md:1: #s9.9 is no section anchor of the protocol (they are #s<number>)",
+                    "crates/a/src/lib.rs:3: §2.17 names no section of docs/protocol.md",
+                    "crates/a/src/lib.rs:6: a § must be followed by a section number, as in §2.16",
+                    "crates/a/web/app.js:1: mentions `reference-behaviour.md`, a document that does not ship with penguin: point at docs/protocol.md instead",
+                    "crates/a/web/app.js:1: §5.9 names no section of docs/protocol.md",
+                    "docs/guide.md:1: mentions `../shared`, a document that does not ship with penguin: point at docs/protocol.md instead",
+                    "docs/guide.md:1: mentions `message-flow.md`, a document that does not ship with penguin: point at docs/protocol.md instead",
+                    "docs/guide.md:1: mentions `shared/seed/`, a document that does not ship with penguin: point at docs/protocol.md instead",
+                ],
+                "{err}"
+            );
+            assert!(err.starts_with("references to the protocol that do not resolve (8 problem(s)"));
+        }
+
+        #[test]
+        fn resolving_references_pass() {
+            let repo = Repo::new(
+                "clean",
+                &[
+                    (PROTOCOL, SPEC),
+                    (
+                        "crates/a/src/lib.rs",
+                        "//! §1.1, §2.16. See `docs/protocol.md#s2`.\n",
+                    ),
+                    (
+                        "docs/guide.md",
+                        "[§2](protocol.md#s2); [§1](protocol.md#s1).\n",
+                    ),
+                    (
+                        "docs/protocol/extra.md",
+                        "## <a name=\"s3\"></a>3. More\n\n§3, §1.1\n",
+                    ),
+                    ("README.md", "Nothing to see.\n"),
+                ],
+            );
+            assert_eq!(check_with(&repo.0, &[]), Ok(()));
+        }
+
+        #[test]
+        fn a_section_numbered_twice_is_reported() {
+            let repo = Repo::new(
+                "twice",
+                &[
+                    (PROTOCOL, SPEC),
+                    ("docs/protocol/extra.md", "## <a name=\"s2\"></a>2. Again\n"),
+                ],
+            );
+            let err = check_with(&repo.0, &[]).unwrap_err();
+            assert!(
+                err.contains("docs/protocol/extra.md:1: section 2 is also at docs/protocol.md:13"),
+                "{err}"
+            );
+        }
+
+        #[test]
+        fn an_allowed_mention_passes_until_it_is_gone() {
+            let allowed = [("benches/b.rs", "../shared", "an optional tool")];
+            let files = [
+                (PROTOCOL, SPEC),
+                ("crates/a/benches/b.rs", "let p = \"../shared/tool\";\n"),
+            ];
+            let repo = Repo::new("allowed", &files);
+            let err = check_with(&repo.0, &allowed).unwrap_err();
+            assert!(
+                err.contains("crates/a/benches/b.rs:1: mentions `../shared`"),
+                "{err}"
+            );
+            assert!(
+                err.contains("benches/b.rs:0: no longer mentions `../shared`"),
+                "{err}"
+            );
+            let allowed = [("crates/a/benches/b.rs", "../shared", "an optional tool")];
+            assert_eq!(check_with(&repo.0, &allowed), Ok(()));
+            std::fs::write(repo.0.join("crates/a/benches/b.rs"), "// gone\n").unwrap();
+            let err = check_with(&repo.0, &allowed).unwrap_err();
+            assert!(
+                err.contains(
+                    "crates/a/benches/b.rs:0: no longer mentions `../shared`: remove its entry"
+                ),
+                "{err}"
+            );
+        }
+
+        /// The check on this repository, alone (`cargo xtask ci` runs it in its tidy step):
+        /// `cargo test -p xtask -- --ignored the_repositorys_references_resolve`.
+        #[test]
+        #[ignore = "the tidy step of `cargo xtask ci` runs it; this is the way to run it alone"]
+        fn the_repositorys_references_resolve() {
+            let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+            check(root).unwrap();
+        }
+
+        #[test]
+        fn the_protocol_itself_must_exist() {
+            let repo = Repo::new("missing", &[("docs/guide.md", "§1\n")]);
+            let err = check_with(&repo.0, &[]).unwrap_err();
+            assert!(err.contains("docs/protocol.md:0: the protocol specification is missing"));
+            assert!(err.contains("docs/guide.md:1: §1 names no section"));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1039,6 +1626,6 @@ mod tests {
             ALLOWED.iter().all(|(label, _)| !label.contains("engine")),
             "the engine must stay free of module loops"
         );
-        check(root).unwrap();
+        check_loops(root).unwrap();
     }
 }

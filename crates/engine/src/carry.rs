@@ -1,4 +1,6 @@
-//! Carry-over after an interrupt (§2.9) and the retry input of the reconnect ladder (§2.8).
+//! Carry-over after an interrupt (protocol §2.9 *Interrupts and carry-over*,
+//! `docs/protocol.md#s2.9`) and the retry input of the reconnect ladder (§2.8 *The reconnect
+//! ladder*, `docs/protocol.md#s2.8`).
 
 use std::borrow::Cow;
 use std::collections::HashSet;

@@ -1,4 +1,5 @@
-//! Compaction (§2.12): when a context grows too large (or has run too many turns), replace it
+//! Compaction (protocol §2.12 *Compaction*, `docs/protocol.md#s2.12`): when a context grows too
+//! large (or has run too many turns), replace it
 //! with a summary — or discard it — and start a new context in a new trace file.
 //!
 //! Stream and Trace differ here on purpose: the compaction request's `request_begin`,

@@ -48,7 +48,9 @@ impl fmt::Debug for ToolCallRequest {
     }
 }
 
-/// The tools side of the seed: executes approved calls.
+/// The Environment, one of the protocol's five actors (§0.1 *The five actors*,
+/// `docs/protocol.md#s0.1`): executes approved calls, closing each out as §2.16 *Tool
+/// close-out* (`docs/protocol.md#s2.16`) says.
 ///
 /// Contract: `execute` streams the call's output into `sink` and ends with **exactly one**
 /// complete `tool_call_output` for the call's id. It must not panic; if it does, or returns

@@ -10,7 +10,8 @@
 //! by that count (the *depth*), then by the order in which the chains were scheduled.
 //!
 //! The costs below are the number of jobs the reference takes from one message of a chain to
-//! the next (measured by running the reference, `shared/tools/reference`, with a job counter). A chain woken by
+//! the next (measured by running the reference implementation with a job counter). A chain
+//! woken by
 //! a timer or by the interrupt starts at [`WAKE`]. Each timer runs to the end of its jobs
 //! before the next timer fires, so chains woken by timers at one instant form separate waves,
 //! in the order they started waiting; the interrupt wakes every waiting chain in one wave, its

@@ -1,5 +1,5 @@
 //! A scripted Environment and approver: the `tools` and `approvals` parts of a scenario file
-//! (`shared/spec/scenario-format.md`).
+//! (`docs/scenario-format.md`).
 
 use std::collections::HashMap;
 use std::time::Duration;

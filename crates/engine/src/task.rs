@@ -1,4 +1,5 @@
-//! The run loop (§2.3, §2.8–§2.11): turns until the model stops, with retries and backoff,
+//! The run loop (protocol §2.3 *A run*, §2.4 *The turn loop* and §2.8–§2.11,
+//! `docs/protocol.md#s2.4`): turns until the model stops, with retries and backoff,
 //! carry-over, max-turns, and steering and notices delivered between turns.
 
 use std::sync::Arc;

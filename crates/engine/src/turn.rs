@@ -1,4 +1,5 @@
-//! `runTurn`: one LLM request plus the tools it calls (§2.5–§2.7).
+//! One turn: one LLM request plus the tools it calls (protocol §2.5–§2.7, *One turn* to
+//! *request_end and token_usage*, `docs/protocol.md#s2.5`).
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;

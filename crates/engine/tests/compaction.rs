@@ -1,5 +1,6 @@
-//! Compaction (§2.12) on the paused clock: triggers, summarize and discard, the unusable-summary
-//! retry, mid-task compaction, manual compaction, and the trace rotation that follows.
+//! Compaction (protocol §2.12 *Compaction*, `docs/protocol.md#s2.12`) on the paused clock:
+//! triggers, summarize and discard, the unusable-summary retry, mid-task compaction, manual
+//! compaction, and the trace rotation that follows.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -1,4 +1,5 @@
-//! The HTTP shell: drives a [`WireProtocol`] over reqwest and implements [`Llm`] (§6.5).
+//! The HTTP shell: drives a [`WireProtocol`] over reqwest and implements [`Llm`] (protocol §6.5
+//! *A request, and how it fails*, `docs/protocol.md#s6.5`).
 //!
 //! Everything protocol-specific is in the protocol and its decoder; this file only moves
 //! bytes, watches the clock and the user's interrupt, and classifies failures:
@@ -263,7 +264,7 @@ impl<P: WireProtocol> HttpModel<P> {
                 Waited::IdleTimeout => return Some(LlmOutcome::new(StopReason::Timeout)),
                 Waited::Ready(None) => {
                     // The stream ended. With its finish seen the turn is committed upstream and
-                    // completes even if the interrupt fired during this last wait (§6.5 step 6);
+                    // completes even if the interrupt fired during this last wait (§6.5 step 5);
                     // without it, an interrupt explains the early end.
                     let r = decoder.finish(&mut events);
                     out.translate(translator, &mut events).await;

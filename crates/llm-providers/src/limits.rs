@@ -1,4 +1,5 @@
-//! What one request may hold: output-token clamping (§6.6: never ask for more output than the
+//! What one request may hold: output-token clamping (protocol §6.6 *Request configuration*,
+//! `docs/protocol.md#s6.6`: never ask for more output than the
 //! context window has room for after the input), and the size limits on what a response may
 //! stream (one message, a whole response, one event).
 

@@ -227,7 +227,8 @@ fn assistant_message(group: &[&ModelPayload]) -> Value {
     Value::Object(msg)
 }
 
-/// §6.1: arguments go back as a JSON object; `""` and non-objects become `{}`.
+/// §6.1 *Input* (`docs/protocol.md#s6.1`): arguments go back as a JSON object; `""` and
+/// non-objects become `{}`.
 fn normalized_arguments(arguments: &str) -> String {
     match serde_json::from_str::<Value>(arguments) {
         Ok(v @ Value::Object(_)) => v.to_string(),

@@ -1,5 +1,5 @@
 //! A scripted model: plays the `llm` part of a scenario file
-//! (`shared/spec/scenario-format.md`) against the engine, on tokio time, so tests can run on a
+//! (`docs/scenario-format.md`) against the engine, on tokio time, so tests can run on a
 //! paused clock.
 //!
 //! The step player ([`play`]) and its segment bookkeeping ([`OpenSegments`]) are shared with

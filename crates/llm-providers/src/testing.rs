@@ -1,5 +1,5 @@
 //! Helpers for adapter tests: timestamp-free views of a message stream and a checker for the
-//! streaming discipline of §1.8.
+//! streaming discipline of protocol §1.8 *Streaming discipline* (`docs/protocol.md#s1.8`).
 //!
 //! They live in the library (not behind `cfg(test)`) so integration tests and adapters in
 //! other crates can use the same checks.

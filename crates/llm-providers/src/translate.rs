@@ -1,7 +1,9 @@
-//! The provider-neutral middle of every adapter (§6.2–§6.4 of the reference behaviour).
+//! The provider-neutral middle of every adapter (protocol §6.2–§6.4, *Stream translation* to
+//! *Tool call ids*, `docs/protocol.md#s6.2`).
 //!
 //! A wire decoder turns provider bytes into [`UniEvent`]s; the [`EventTranslator`] turns those
-//! into OmniMessages with the reference's exact segmentation. The translator is pure: no I/O,
+//! into OmniMessages with the exact segmentation of the reference implementation. The
+//! translator is pure: no I/O,
 //! no clock beyond the builders' timestamps, no async. Every rule of §6.2 is enforced here, so
 //! an adapter only has to say *what* the provider sent, never *how* to stream it.
 
@@ -102,7 +104,8 @@ impl UniEvent {
     }
 }
 
-/// `usageToTokenCounts` (§6.3): `cache_write` is the uncached prompt, `output` is thinking plus
+/// Token counts from a usage snapshot (§6.3 *Token accounting*, `docs/protocol.md#s6.3`):
+/// `cache_write` is the uncached prompt, `output` is thinking plus
 /// response, `total` the sum of all three.
 pub fn usage_to_token_counts(usage: &Usage) -> TokenCounts {
     TokenCounts::new(
@@ -112,7 +115,7 @@ pub fn usage_to_token_counts(usage: &Usage) -> TokenCounts {
     )
 }
 
-/// Hands out session-unique tool call ids (§6.4).
+/// Hands out session-unique tool call ids (§6.4 *Tool call ids*, `docs/protocol.md#s6.4`).
 ///
 /// Clones share one set of used ids: the session keeps one allocator and passes clones to
 /// every model it builds (including the ones rebuilt after compaction), so a provider that
@@ -189,7 +192,8 @@ struct ToolAccumulator {
     emitted: bool,
 }
 
-/// The §6.2 state machine for one request: feed it [`UniEvent`]s, then call exactly one of
+/// The state machine of §6.2 *Stream translation* (`docs/protocol.md#s6.2`) for one request:
+/// feed it [`UniEvent`]s, then call exactly one of
 /// [`finish`](EventTranslator::finish) or
 /// [`finish_interrupted`](EventTranslator::finish_interrupted).
 ///

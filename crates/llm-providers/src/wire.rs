@@ -1,5 +1,7 @@
 //! What a wire protocol adapter implements, and the provider-neutral pieces every adapter
-//! shares: the model configuration, input validation (§6.1) and error classification (§6.5).
+//! shares: the model configuration, input validation (protocol §6.1 *Input*,
+//! `docs/protocol.md#s6.1`) and error classification (§6.5 *A request, and how it fails*,
+//! `docs/protocol.md#s6.5`).
 //!
 //! An adapter is two pure parts: a [`WireProtocol`] (request bodies and the committed history)
 //! and a [`StreamDecoder`] (response bytes in, [`UniEvent`]s out). The HTTP shell in
@@ -14,7 +16,8 @@ use serde_json::Value;
 use crate::translate::UniEvent;
 use crate::ThinkingLevel;
 
-/// Default idle timeout between upstream events (§6.5: `requestTimeoutMs` = 120000).
+/// Default idle timeout between upstream events: 120 s (§6.5 *A request, and how it fails*,
+/// `docs/protocol.md#s6.5`).
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 
 pub use crate::error::WireError;
@@ -37,7 +40,8 @@ pub struct ModelConfig {
     /// Tools offered to the model; omitted from the request when empty (vLLM rejects `[]`).
     pub tools: Vec<ToolDefinition>,
     /// Maximum output tokens; 0 leaves it to the provider. Clamped per request to what the
-    /// context window leaves after the input (§6.6) when `context_window` is known.
+    /// context window leaves after the input (§6.6 *Request configuration*,
+    /// `docs/protocol.md#s6.6`) when `context_window` is known.
     pub max_output_tokens: u64,
     /// The model's context window, when known.
     pub context_window: Option<u64>,
@@ -157,7 +161,8 @@ pub trait WireProtocol: Send + Sync + fmt::Debug {
     fn set_history(&mut self, history: &[OmniMessage]);
 }
 
-/// Why a request's input is not one a model accepts (§6.1). The texts are the reference's.
+/// Why a request's input is not one a model accepts (§6.1 *Input*, `docs/protocol.md#s6.1`).
+/// The texts are the reference implementation's.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum InputError {
     /// No input message at all.
@@ -184,7 +189,8 @@ pub enum InputError {
     },
 }
 
-/// §6.1's input check: at least one message, all complete model messages of one role.
+/// The input check of §6.1 *Input* (`docs/protocol.md#s6.1`): at least one message, all
+/// complete model messages of one role.
 pub fn check_input(new_messages: &[OmniMessage]) -> Result<Role, InputError> {
     let mut roles = new_messages
         .iter()
@@ -210,7 +216,8 @@ pub fn check_input(new_messages: &[OmniMessage]) -> Result<Role, InputError> {
     Ok(first)
 }
 
-/// §6.5's classification of a provider error:
+/// The classification of a provider error, as §6.5 *A request, and how it fails*
+/// (`docs/protocol.md#s6.5`) gives it:
 /// 401 or an auth code → `auth`; 408, 429, 5xx, or a transient code/text → `timeout`;
 /// anything else → `failed`. `codes` are the error's `code`/`type` strings, when known.
 pub fn classify_error(http_status: Option<u16>, codes: &[&str], message: &str) -> StopReason {

@@ -1,6 +1,7 @@
 //! The HTTP shell against a local server that plays canned responses (the test kit's
 //! [`Server`]), through Chat Completions: the happy path, history and token bookkeeping, and
-//! every fault of §6.5, with Chat Completions' own wire (reasoning, tool calls, its history
+//! every fault of protocol §6.5 (`docs/protocol.md#s6.5`), with Chat Completions' own wire
+//! (reasoning, tool calls, its history
 //! format). Each fault must give the right outcome and close every segment it opened before
 //! returning. `tests/fault_suite.rs` runs the kit's protocol-independent fault suite against
 //! every adapter.

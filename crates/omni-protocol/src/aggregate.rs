@@ -1,4 +1,5 @@
-//! `PartialAggregator` (§1.9): turns partial fragments back into complete messages.
+//! `PartialAggregator` (protocol §1.9 *Aggregation*, `docs/protocol.md#s1.9`): turns partial
+//! fragments back into complete messages.
 
 use crate::build;
 use crate::message::*;

@@ -1,4 +1,6 @@
-//! Builders (§1.4–§1.6). Each stamps the message when it is built and applies the reference's
+//! Builders (protocol §1.4–§1.6, *Complete model messages* to *Events*,
+//! `docs/protocol.md#s1.4`). Each stamps the message when it is built and applies the reference
+//! implementation's
 //! defaults: every built text, partial and tool message carries `stop_reason`, and fidelity is
 //! attached only when it has at least one key.
 
@@ -357,7 +359,8 @@ pub fn mcp_connect_begin(servers: Vec<String>) -> OmniMessage {
     event(EventPayload::McpConnectBegin { servers })
 }
 
-/// `mcp_connect_end`: `failed` when any server's result is not `completed` (§1.6), `aborted`
+/// `mcp_connect_end`: `failed` when any server's result is not `completed` (§1.6 *Events*,
+/// `docs/protocol.md#s1.6`), `aborted`
 /// with no results when the connect was interrupted.
 pub fn mcp_connect_end(results: Vec<McpConnectResult>, aborted: bool) -> OmniMessage {
     let status = if aborted {

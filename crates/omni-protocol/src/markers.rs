@@ -1,4 +1,5 @@
-//! Marker blocks and transcript lines (§1.10).
+//! Marker blocks and transcript lines (protocol §1.10 *Marker blocks*,
+//! `docs/protocol.md#s1.10`).
 
 use crate::message::StopReason;
 
@@ -391,7 +392,8 @@ fn pairs(text: &str, open: &str, close: &str) -> Vec<(usize, usize, usize, usize
     out
 }
 
-/// The summary in a compaction reply (§2.12 extraction ladder). Empty means unusable.
+/// The summary in a compaction reply (the extraction ladder of §2.12 *Compaction*,
+/// `docs/protocol.md#s2.12`). Empty means unusable.
 ///
 /// 1. The first `[summary]…[/summary]` pair, then the first `<summary>…</summary>` pair, whose
 ///    content is non-empty once stray summary tags are removed and it is trimmed.

@@ -1,4 +1,5 @@
-//! `StreamValidator`: checks a message stream against the seed's guarantees.
+//! `StreamValidator`: checks a message stream against the protocol's guarantees (§0.5
+//! *Guarantees*, `docs/protocol.md#s0.5`).
 //!
 //! The validator is a pure state machine: feed it the messages of one `run()` output stream (or
 //! of several consecutive runs, or of a Trace) one at a time with [`StreamValidator::push`], then
@@ -6,7 +7,7 @@
 //! back as a [`Violation`] naming the 0-based message index and a stable [`Rule`].
 //! [`validate_jsonl`] does the same for a JSON-lines file and names every message by its
 //! 1-based line instead, in the position and in the detail alike. Section numbers (§2.5, ...)
-//! refer to the reference-behaviour spec.
+//! are those of penguin's protocol specification, `docs/protocol.md` (anchors `#s2.5`, ...).
 //!
 //! ```
 //! use penguin_omni_protocol::validator::{Rule, StreamValidator};
@@ -74,7 +75,7 @@
 //! | `request_pairing` | `request_begin`/`request_end` alternate per origin: no nested begin, no end without begin, no request left open at `abort` or at the end |
 //! | `abort_last` | `abort` is the last message of its run: the next message of that origin must start a new run |
 //!
-//! # Tolerated (the seed's non-guarantees and the reference's documented exceptions)
+//! # Tolerated (the protocol's non-guarantees, §0.6, and the exceptions its sections document)
 //!
 //! - Tool outputs in completion order, fragments of different tool calls and of different
 //!   origins interleaved, tool outputs between `request_end` and the next `request_begin`.
@@ -362,7 +363,8 @@ fn parse_line(line: &str) -> Result<OmniMessage, ParseError> {
     }
 }
 
-/// Checks a stream message by message against the seed's guarantees (see the module docs).
+/// Checks a stream message by message against the protocol's guarantees (§0.5 *Guarantees*,
+/// `docs/protocol.md#s0.5`; see the module docs).
 #[derive(Debug, Default)]
 pub struct StreamValidator {
     config: ValidatorConfig,

@@ -1,5 +1,5 @@
 //! Scenario files: a scripted model, scripted tools and scripted approvals driving the real
-//! engine (`shared/spec/scenario-format.md`).
+//! engine (`docs/scenario-format.md`).
 
 // The door (clippy.toml) is for paths a command can change: a scenario's files are the user's
 // test data, in folders penguin makes for the run.

@@ -1,5 +1,6 @@
 //! `penguin watch`: follow a session served by `penguin serve`, the way the bundled web client
-//! does (§5.9): open the stream first, fetch the history, fold both through
+//! does (protocol §5.9 *The client pattern*, `docs/protocol.md#s5.9`): open the stream first,
+//! fetch the history, fold both through
 //! [`ClientReducer`] (reorder around the live cursor,
 //! dedup by exact JSON), then render what arrives.
 

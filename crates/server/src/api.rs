@@ -1,4 +1,5 @@
-//! The HTTP API's JSON bodies (§5.4), as a client sees them: depend on this module to talk to
+//! The HTTP API's JSON bodies (protocol §5.8 *Endpoints*, `docs/protocol.md#s5.8`), as a client
+//! sees them: depend on this module to talk to
 //! `penguin serve` with types instead of hand-built JSON. Stream events are
 //! [`penguin_sse_transport::ServerEvent`].
 //!
@@ -55,7 +56,8 @@ use penguin_engine::ThinkingLevel;
 use penguin_sse_transport::SessionStatus;
 use serde::{Deserialize, Serialize};
 
-/// How a session's tool calls are approved (§5.6). Read again at every approval, so a change
+/// How a session's tool calls are approved (§5.6 *Approvals*, `docs/protocol.md#s5.6`). Read
+/// again at every approval, so a change
 /// takes effect on the next call.
 ///
 /// Spelled in kebab-case on the wire: `"always-ask"` (the default: a session asks before each

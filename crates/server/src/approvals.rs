@@ -1,4 +1,5 @@
-//! Pending approvals (§5.6): the calls waiting for a human, and one call's wait. The approver
+//! Pending approvals (protocol §5.6 *Approvals*, `docs/protocol.md#s5.6`): the calls waiting for
+//! a human, and one call's wait. The approver
 //! a served run uses, which registers them, is `approver.rs`.
 
 use std::sync::Mutex;
@@ -17,7 +18,8 @@ struct PendingApproval {
     announced: bool,
 }
 
-/// Calls waiting for a human, in registration order, keyed by tool_call_id only (§5.6).
+/// Calls waiting for a human, in registration order, keyed by tool_call_id only (§5.6
+/// *Approvals*, `docs/protocol.md#s5.6`).
 #[derive(Default)]
 pub(crate) struct Approvals {
     pending: Mutex<Vec<PendingApproval>>,

@@ -1,5 +1,6 @@
 //! One hosted session's state: its engine, what it is doing, what waits for it, and the
-//! bookkeeping the publish pipeline does on every frame (§5.5).
+//! bookkeeping the publish pipeline does on every frame (protocol §5.5 *Running a task: the
+//! publish pipeline*, `docs/protocol.md#s5.5`).
 //!
 //! Lock discipline (the channel's `connect` builds its snapshot under the channel lock, reading
 //! an entry's runtime and approvals):
@@ -53,7 +54,7 @@ pub(crate) struct Runtime {
     pub(crate) status: SessionStatus,
     pub(crate) cancel: Option<CancellationToken>,
     // Kept past the end of a run: a run aborted during bootstrap wrote nothing, so these are
-    // its only record (§5.5).
+    // its only record (protocol §5.5, settling).
     pub(crate) pending_inputs: Vec<Frame>,
     pub(crate) pending_bootstrap: Vec<Frame>,
     pub(crate) follow_ups: VecDeque<FollowUp>,
@@ -145,7 +146,8 @@ impl Runtime {
         self.has_trace || self.status != SessionStatus::Idle
     }
 
-    /// Parent-level bookkeeping of one drive message (§5.5 step 1). Returns true when it was a
+    /// Parent-level bookkeeping of one drive message (§5.5 *Running a task*, pumping step 1,
+    /// `docs/protocol.md#s5.5`). Returns true when it was a
     /// delivered steering message (the mirror shifted).
     pub(crate) fn observe(&mut self, msg: &OmniMessage) -> bool {
         if msg.has_origin() {
@@ -299,7 +301,8 @@ impl Entry {
         }
     }
 
-    /// The initial events of a stream connection (§5.3): `task_state`, then every pending
+    /// The initial events of a stream connection (§5.3 *Server events*,
+    /// `docs/protocol.md#s5.3`): `task_state`, then every pending
     /// approval in registration order. Runs under the channel lock.
     pub(crate) fn snapshot_events(&self) -> Vec<ServerEvent> {
         let mut out = vec![ServerEvent::TaskState(self.rt().task_state())];

@@ -1,4 +1,5 @@
-//! The HTTP routes (§5.4–§5.8).
+//! The HTTP routes (protocol §5.4–§5.8, *Session state and concurrency* to *Endpoints*,
+//! `docs/protocol.md#s5.8`).
 
 use std::sync::Arc;
 
@@ -65,7 +66,8 @@ fn is_stream_route(method: &Method, path: &str) -> bool {
         .is_some_and(|id| !id.is_empty() && !id.contains('/'))
 }
 
-/// Every request must present the token (§5.8); streams may pass it as `?access_token=`.
+/// Every request must present the token (§5 *The server transport*, `docs/protocol.md#s5`);
+/// streams may pass it as `?access_token=`.
 pub(crate) async fn auth(State(app): State<AppState>, req: Request, next: Next) -> Response {
     // Forwarded by another node of the cluster, whose signature verified: that node checked
     // the user's token and Host (the token itself never travels between nodes).

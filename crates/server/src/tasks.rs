@@ -1,4 +1,5 @@
-//! Driving tasks (§5.5): starting a run or a compaction, pumping its frames to the session
+//! Driving tasks (protocol §5.5 *Running a task: the publish pipeline*,
+//! `docs/protocol.md#s5.5`): starting a run or a compaction, pumping its frames to the session
 //! channel, settling the session when it ends, follow-ups, abort and retry-now.
 
 use std::panic::AssertUnwindSafe;
@@ -136,7 +137,8 @@ impl Sessions {
         Ok(false)
     }
 
-    /// `POST /compact`: compacts an idle session's context as its own task (§5.5).
+    /// `POST /compact`: compacts an idle session's context as its own task (§5.5 *Running a
+    /// task*, `docs/protocol.md#s5.5`).
     pub(crate) fn compact(self: &Arc<Self>, entry: &Arc<Entry>) -> Result<(), ApiError> {
         let _p = lock(&entry.publish);
         {
@@ -321,7 +323,8 @@ impl Sessions {
         }
     }
 
-    /// Publishes every frame of a run (§5.5 drive).
+    /// Publishes every frame of a run (§5.5 *Running a task*, pumping,
+    /// `docs/protocol.md#s5.5`).
     async fn pump(&self, entry: &Entry, mut stream: BoxStream<'static, Frame>) {
         while let Some(frame) = stream.next().await {
             let _p = lock(&entry.publish);
@@ -356,7 +359,8 @@ impl Sessions {
         self.channel(&entry.id).publish_message(&Frame::new(msg));
     }
 
-    /// The end of a run (§5.5 drive `finally`): clear the live tail, deny what of the run
+    /// The end of a run (§5.5 *Running a task*, settling, `docs/protocol.md#s5.5`): clear the
+    /// live tail, deny what of the run
     /// is still pending, go idle, announce it, and start the next follow-up.
     fn settle(self: &Arc<Self>, entry: &Arc<Entry>) {
         {
@@ -401,7 +405,8 @@ impl Sessions {
         self.channel(USER_CHANNEL).publish_server_event(&ev);
     }
 
-    /// Starts a task carrying the background notices an idle session holds (§2.14): the
+    /// Starts a task carrying the background notices an idle session holds (§2.11 *Steering
+    /// and notices*, `docs/protocol.md#s2.11`): the
     /// model reacts to the report with nobody asking. A running task delivers them itself.
     pub(crate) fn start_notices(self: &Arc<Self>, entry: &Arc<Entry>) {
         let _p = lock(&entry.publish);
@@ -503,7 +508,8 @@ impl Sessions {
     }
 }
 
-/// The 409 a busy session answers new input with (§5.4).
+/// The 409 a busy session answers new input with (§5.4 *Session state and concurrency*,
+/// `docs/protocol.md#s5.4`).
 pub(crate) fn busy_error(status: SessionStatus) -> ApiError {
     match status {
         SessionStatus::Compacting => ApiError::conflict(

@@ -1,4 +1,5 @@
-// A session's stream, consumed with the connect-first + dedup pattern (reference §5.9).
+// A session's stream, consumed with the connect-first + dedup pattern (protocol §5.9,
+// docs/protocol.md#s5.9).
 //
 // `StreamReducer` follows the same rules as the Rust `ClientReducer`
 // (crates/sse-transport/src/client.rs), so a page and `penguin watch` that saw the same session

@@ -1,6 +1,6 @@
 // The transcript of one session: the sink a StreamReducer drives.
 //
-// Layout rules that follow from the message-flow contract:
+// Layout rules that follow from the protocol's ordering rules (docs/protocol.md, §0.6 and §0.7):
 // - Tool outputs arrive in completion order, not call order, and fragments of different tools
 //   interleave: every output is hung on its call's card by (origin, tool_call_id), never placed
 //   by arrival.

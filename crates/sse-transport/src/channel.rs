@@ -1,4 +1,5 @@
-//! Per-session channels (§5.1): numbering, the replay buffer, and subscribers that read it
+//! Per-session channels (protocol §5.1 *Channels and event ids*, `docs/protocol.md#s5.1`):
+//! numbering, the replay buffer, and subscribers that read it
 //! through cursors.
 //!
 //! Broadcast events are stored once, in the replay buffer; each subscriber keeps only a cursor
@@ -21,9 +22,10 @@ use crate::live_tail::LiveTailTracker;
 /// Limits of a channel.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChannelConfig {
-    /// Replay buffer: most events kept (reference: 10,000).
+    /// Replay buffer: most events kept (10,000 by default, as the reference implementation).
     pub max_events: usize,
-    /// Replay buffer: most bytes of `data` kept (reference: 8 MiB).
+    /// Replay buffer: most bytes of `data` kept (8 MiB by default, as the reference
+    /// implementation).
     ///
     /// Counted in UTF-8 bytes of the data string, because that is both what the buffer costs in
     /// memory and what a replay puts on the wire. The reference counts UTF-16 code units, so for
@@ -83,7 +85,7 @@ struct State {
     next_seq: u64,
     buffer: VecDeque<SseEvent>,
     buffer_bytes: usize,
-    // The replay floor: ids up to this one miss (§5.1).
+    // The replay floor: ids below this one miss (protocol §5.1).
     last_evicted_seq: u64,
     // The newest seq taken out of `buffer`. Usually the replay floor, except that an event too
     // large for the buffer on its own is past the floor at once but kept until the next publish,
@@ -370,7 +372,8 @@ impl Channel {
         self.connect(None, Vec::new)
     }
 
-    /// The setup of a stream connection (§5.2), atomically:
+    /// The setup of a stream connection (§5.2 *SSE and connection setup*,
+    /// `docs/protocol.md#s5.2`), atomically:
     /// 1. subscribe;
     /// 2. if `last_event_id` is `Some`, replay the buffered events after it, or queue a unicast
     ///    `resync_required` on a miss;

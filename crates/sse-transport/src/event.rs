@@ -1,4 +1,5 @@
-//! Event ids, event payloads and the ServerEvent union (§5.1, §5.3).
+//! Event ids, event payloads and the ServerEvent union (protocol §5.1 *Channels and event ids*
+//! and §5.3 *Server events*, `docs/protocol.md#s5.1`, `docs/protocol.md#s5.3`).
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -95,7 +96,8 @@ impl fmt::Display for EventId {
 ///
 /// Cloning is a reference-count bump in both variants. A [`Frame`] is kept as is (rather than
 /// copied into an `Arc<str>`) so the bytes on the wire are the very bytes the Trace writes, which
-/// is what client-side dedup relies on (§5.9, §8 item 18).
+/// is what client-side dedup relies on (§5.9 *The client pattern*, and §8 *Pitfalls* item 7:
+/// `docs/protocol.md#s5.9`, `docs/protocol.md#s8`).
 #[derive(Clone)]
 pub enum EventData {
     /// An OmniMessage, serialized once by its producer.
@@ -247,7 +249,8 @@ pub struct ApprovalRequest {
     pub origin: Option<Vec<String>>,
 }
 
-/// The server's own events, sent as `event: server_event` (§5.3).
+/// The server's own events, sent as `event: server_event` (§5.3 *Server events*,
+/// `docs/protocol.md#s5.3`).
 ///
 /// Serialized as `{"type": "<snake_case>", ...camelCase fields}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -1,4 +1,5 @@
-//! The SSE encoding (§5.2): wire format, batching and heartbeat, as a stream of bytes any HTTP
+//! The SSE encoding (protocol §5.2 *SSE and connection setup*, `docs/protocol.md#s5.2`): wire
+//! format, batching and heartbeat, as a stream of bytes any HTTP
 //! server can send. `response.rs` (feature `axum`) wraps it in an axum response.
 
 use std::convert::Infallible;

@@ -1,4 +1,5 @@
-//! Connect-first + dedup (§5.9): a client that joins mid-task ends with exactly the state of one
+//! Connect-first + dedup (protocol §5.9 *The client pattern*, `docs/protocol.md#s5.9`): a client
+//! that joins mid-task ends with exactly the state of one
 //! that watched from the start.
 
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use serde_json::{json, Value};
 const OK: StopReason = StopReason::Completed;
 
 /// A minimal session server: a channel, a trace of recordable messages, a run state and the
-/// approval registry, wired as §5.5 describes.
+/// approval registry, wired as §5.5 *Running a task* (`docs/protocol.md#s5.5`) describes.
 struct Sim {
     ch: Arc<Channel>,
     trace: Vec<String>,

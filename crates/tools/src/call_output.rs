@@ -1,4 +1,5 @@
-//! One call's output as the model and the host see it (§2.16): the start fragment, the text
+//! One call's output as the model and the host see it (protocol §2.16 *Tool close-out*,
+//! `docs/protocol.md#s2.16`): the start fragment, the text
 //! kept head-first under the cap (everything past it archived), messages of nested sessions
 //! passed through, and the close-out: the notes, the stop fragment and exactly one complete
 //! output. The execution wrapper ([`crate::contract`]) drives it for every tool of this
@@ -322,7 +323,8 @@ impl<'a> CallOutput<'a> {
         lines
     }
 
-    /// Closes the call (§2.16 step 7): the kept head not yet streamed, then the notes, each on
+    /// Closes the call (§2.16 *Tool close-out* step 7, `docs/protocol.md#s2.16`): the kept head
+    /// not yet streamed, then the notes, each on
     /// its own line after the content (the truncation lines first, then `notes` in order;
     /// `[no output]` when there is nothing at all), the images (only a completed call has
     /// any), the stop fragment with `stop`, and the complete output.

@@ -1,4 +1,5 @@
-//! The execution wrapper: turns any [`Tool`] into a stream that honours §2.16, whatever the
+//! The execution wrapper: turns any [`Tool`] into a stream that honours protocol §2.16 *Tool
+//! close-out* (`docs/protocol.md#s2.16`), whatever the
 //! tool does (finishes, fails, panics, hangs, floods).
 
 use std::any::Any;

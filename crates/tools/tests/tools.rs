@@ -1,4 +1,4 @@
-//! The built-in tools against a real temporary workspace: outputs, the §2.16 stream
+//! The built-in tools against a real temporary workspace: outputs, the protocol §2.16 stream
 //! discipline, limits, process-tree cleanup and path confinement.
 
 // Tests build and inspect their trees by hand; the door (clippy.toml) is for the crate's own code.

@@ -1,4 +1,5 @@
-//! Traces written by the reference implementation resume to the state §3.5 prescribes.
+//! Traces written by the reference implementation resume to the state protocol §3.5
+//! (`docs/protocol.md#s3.5`) prescribes.
 
 use std::path::{Path, PathBuf};
 

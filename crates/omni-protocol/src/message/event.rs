@@ -1,4 +1,5 @@
-//! Event payloads (§1.6): what the engine, the session and the server say about a run.
+//! Event payloads (protocol §1.6 *Events*, `docs/protocol.md#s1.6`): what the engine, the
+//! session and the server say about a run.
 
 use serde::{Deserialize, Serialize};
 
@@ -75,7 +76,8 @@ pub struct McpConnectResult {
     pub error: Option<String>,
 }
 
-/// Every `event_msg` payload, discriminated by `payload.type` (§1.6).
+/// Every `event_msg` payload, discriminated by `payload.type` (§1.6 *Events*,
+/// `docs/protocol.md#s1.6`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum EventPayload {

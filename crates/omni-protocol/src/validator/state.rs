@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, HashSet};
 
 use super::{Rule, Violation};
 
-/// The synthetic output of a call the human denied (the seed's `deny`).
+/// The synthetic output of a call the human denied (`deny`, protocol §2.5 *One turn*,
+/// `docs/protocol.md#s2.5`).
 pub const DENIED_BY_USER: &str = "Tool call denied by user.";
 /// The synthetic output of a call a command policy forbade (`forbidden`).
 pub const DENIED_BY_POLICY: &str = "Tool call denied by policy.";
@@ -222,7 +223,7 @@ pub(super) fn contents_match(complete_type: &str, streamed: &str, complete: &str
     if streamed == complete {
         return true;
     }
-    // §1.8: a complete tool_call may carry JSON.stringify of the provider's parsed arguments.
+    // §1.8: a complete tool_call may carry the provider's parsed arguments serialized again.
     complete_type == "tool_call"
         && matches!(
             (

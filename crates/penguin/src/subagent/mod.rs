@@ -1,4 +1,5 @@
-//! Subagents (§4 of the reference behaviour): `run_subagent` starts a child session in the same
+//! Subagents (protocol §4 *Subagents and the origin chain*, `docs/protocol.md#s4`):
+//! `run_subagent` starts a child session in the same
 //! workspace; `input_subagent` and `kill_subagent` reach a child that outlived its call.
 //!
 //! - The child has its own session and Trace; the parent's Trace gets only the `subagent`

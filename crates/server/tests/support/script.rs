@@ -1,5 +1,5 @@
 //! Building scripts: the JSON a scripted model and scripted tools play
-//! (`shared/spec/scenario-format.md`).
+//! (`docs/scenario-format.md`).
 
 use serde_json::{json, Value};
 
