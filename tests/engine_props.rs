@@ -3,7 +3,7 @@
 //! points and steering, all on tokio's paused clock.
 //!
 //! For every generated session:
-//! - the StreamValidator finds no violation of the seed's guarantees;
+//! - the StreamValidator finds no violation of the guarantees (§0.5, `docs/protocol.md#s0.5`);
 //! - the trace equals, run by run, the prompt followed by the stream minus partials and
 //!   origin-tagged messages;
 //! - each request's tool outputs are in call order;
@@ -312,7 +312,7 @@ proptest! {
         let file = scenario(&g);
         let obs = execute(Scenario::parse(&file.to_string()).unwrap());
 
-        // The whole multi-run stream keeps every guarantee of the seed.
+        // The whole multi-run stream keeps every guarantee of §0.5.
         let stream: Vec<&OmniMessage> = obs.runs.iter().flat_map(|(_, f)| f.iter().map(Frame::message)).collect();
         let violations = StreamValidator::validate(stream.iter().copied());
         prop_assert!(violations.is_empty(), "validator: {}", violations.iter().map(|v| v.to_string()).collect::<Vec<_>>().join("\n"));

@@ -1,8 +1,7 @@
-//! Every scenario in `tests/scenarios/` runs through the real engine and matches the
-//! reference's three observables, compared the way `shared/tools/compare-scenario.py` compares
-//! them: copies of the reference's conformance scenarios and of the regressions random
-//! differential testing found, and same-instant cases (`abort-*`, `same-instant-*`) whose
-//! expected files the reference engine (`shared/tools/reference`) produced.
+//! Every scenario in `tests/scenarios/` runs through the real engine and matches the three
+//! observables (stream, trace, requests; `docs/scenario-format.md`) the prior implementation
+//! (PenguinHarness) produced for it: its conformance scenarios, the regressions random
+//! differential testing found, and same-instant cases (`abort-*`, `same-instant-*`).
 
 use std::path::{Path, PathBuf};
 

@@ -100,7 +100,7 @@ fn describe(m: &OmniMessage) -> (&'static str, String) {
     (kind, text + &origin)
 }
 
-/// Renders a stream as the seed's numbered timeline: one line per message, with each run of
+/// Renders a stream as §0.4's numbered timeline: one line per message, with each run of
 /// consecutive fragments of one segment collapsed to `partial_x id(start → delta×n → stop)`.
 pub fn timeline(frames: &[Frame]) -> String {
     let msgs: Vec<&OmniMessage> = frames.iter().map(Frame::message).collect();

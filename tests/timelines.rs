@@ -1,5 +1,5 @@
-//! The seed's timelines as snapshots: each reads like the numbered timeline in
-//! `shared/seed/message-flow.md`, one line per message (a segment's consecutive fragments on
+//! The protocol's timelines as snapshots: each reads like the numbered timeline of §0.4
+//! (`docs/protocol.md#s0.4`), one line per message (a segment's consecutive fragments on
 //! one line).
 
 #[path = "support.rs"]
@@ -26,7 +26,7 @@ fn both(out: &ScenarioOutput) -> String {
     )
 }
 
-/// The seed's 17-line turn with two tool calls: B finishes first, A lands after request_end.
+/// §0.4's 17-line turn with two tool calls: B finishes first, A lands after request_end.
 #[test]
 fn seed_two_tools() {
     let out = run_file("seed-two-tools");
