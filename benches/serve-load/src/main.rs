@@ -2,17 +2,19 @@
 //! "Serving"). It starts the real `penguin serve` binary with the zero-delay scripted model on
 //! a free loopback port and drives it through sockets: sessions created per second, tasks per
 //! second and their latency at 10/100/500 concurrent clients, listing 10,000 sessions, memory
-//! per idle session, and the fan-out of one burst to 100 and to 10,000 subscribers. Asked for
+//! per idle session, the fan-out of one burst to 100 and to 10,000 subscribers, and what a
+//! create and a task cost after 100, 1,000 and 10,000 sessions served (`served.rs`). Asked for
 //! alone (`--only cluster`): the same server as a cluster on three nats-servers, on one node
 //! and on three (`cluster.rs`).
 //!
 //! ```text
-//! penguin-serve-load PENGUIN_BINARY [--dir DIR] [--out FILE.json] [--subscribers N] [--only sessions|tasks|fanout|cluster]
+//! penguin-serve-load PENGUIN_BINARY [--dir DIR] [--out FILE.json] [--subscribers N] [--served N] [--only sessions|tasks|fanout|served|cluster]
 //! ```
 
 mod client;
 mod cluster;
 mod report;
+mod served;
 mod server;
 mod workloads;
 
@@ -26,6 +28,7 @@ fn main() -> ExitCode {
         dir: PathBuf::from("target/bench/serve"),
         subscribers: 10_000,
         burst_deltas: 2_000,
+        served: 10_000,
         only: None,
     };
     let mut out = None;
@@ -35,18 +38,24 @@ fn main() -> ExitCode {
             "--dir" => value("--dir").map(|v| cfg.dir = v.into()),
             "--out" => value("--out").map(|v| out = Some(PathBuf::from(v))),
             "--only" => value("--only").and_then(|v| match v.as_str() {
-                "sessions" | "tasks" | "fanout" | "cluster" => {
+                "sessions" | "tasks" | "fanout" | "served" | "cluster" => {
                     cfg.only = Some(v);
                     Ok(())
                 }
-                _ => Err(format!("--only {v:?}: sessions, tasks, fanout or cluster")),
+                _ => Err(format!(
+                    "--only {v:?}: sessions, tasks, fanout, served or cluster"
+                )),
             }),
             "--subscribers" => value("--subscribers").and_then(|v| {
                 cfg.subscribers = v.parse().map_err(|e| format!("--subscribers: {e}"))?;
                 Ok(())
             }),
+            "--served" => value("--served").and_then(|v| {
+                cfg.served = v.parse().map_err(|e| format!("--served: {e}"))?;
+                Ok(())
+            }),
             "-h" | "--help" => {
-                println!("usage: penguin-serve-load PENGUIN_BINARY [--dir DIR] [--out FILE.json] [--subscribers N] [--only sessions|tasks|fanout|cluster]");
+                println!("usage: penguin-serve-load PENGUIN_BINARY [--dir DIR] [--out FILE.json] [--subscribers N] [--served N] [--only sessions|tasks|fanout|served|cluster]");
                 return ExitCode::SUCCESS;
             }
             _ if !a.starts_with('-') && cfg.penguin.as_os_str().is_empty() => {

@@ -12,6 +12,7 @@
 //! - **fan-out**: one task streaming 2,000 text deltas to 100 subscribers of its session, then
 //!   to 10,000: every subscriber must get every event; the spread is, per event, the time
 //!   between the first and the last subscriber reading it; memory per subscriber.
+//! - **served** (`served.rs`): a create and a task after 100, 1,000 and 10,000 sessions served.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -39,7 +40,9 @@ pub struct Config {
     pub subscribers: usize,
     /// Text deltas of the burst task.
     pub burst_deltas: usize,
-    /// Run one workload alone (`sessions`, `tasks` or `fanout`).
+    /// Sessions served before the served workload's last measurement.
+    pub served: usize,
+    /// Run one workload alone (`sessions`, `tasks`, `fanout` or `served`).
     pub only: Option<String>,
 }
 
@@ -74,6 +77,9 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Result<(), Error> {
     }
     if wanted("fanout") {
         fanout(cfg, report).await?;
+    }
+    if wanted("served") {
+        crate::served::run(cfg, report).await?;
     }
     Ok(())
 }
@@ -196,15 +202,15 @@ pub(crate) fn is_idle(ev: &SseEvent<'_>) -> bool {
 }
 
 /// A subscription to a session's stream, past its snapshot.
-struct Stream {
+pub(crate) struct Stream {
     _conn: Conn,
-    body: Incoming,
-    reader: SseReader,
+    pub(crate) body: Incoming,
+    pub(crate) reader: SseReader,
 }
 
 impl Stream {
     /// Subscribes and reads the snapshot (up to its `task_state`).
-    async fn open(t: &Target, path: &str) -> Result<Stream, Error> {
+    pub(crate) async fn open(t: &Target, path: &str) -> Result<Stream, Error> {
         let mut conn = Conn::open(t).await?;
         let resp = conn.request("GET", path, None).await?;
         if !resp.status().is_success() {
@@ -241,7 +247,7 @@ impl Stream {
     }
 
     /// Reads until the running task ends.
-    async fn task_end(&mut self) -> Result<(), Error> {
+    pub(crate) async fn task_end(&mut self) -> Result<(), Error> {
         let mut running = false;
         self.until(|ev| {
             if is_task_state(ev) {
@@ -261,7 +267,7 @@ pub(crate) fn per_second(n: usize, d: Duration) -> f64 {
     n as f64 / d.as_secs_f64().max(1e-9)
 }
 
-async fn settle() {
+pub(crate) async fn settle() {
     tokio::time::sleep(Duration::from_millis(500)).await;
 }
 
@@ -428,6 +434,9 @@ async fn sessions(cfg: &Config, report: &mut Report) -> Result<(), Error> {
     );
     report.figure("memory_per_session_ran_kib", ran);
 
+    // A fresh connection: the server closes one left idle through the tasks (each of which
+    // loads its session again, so they take a while).
+    let mut c = Conn::open(&t).await?;
     list(&mut c, report, "listing").await?;
     drop(c);
     srv.stop();

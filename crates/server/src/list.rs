@@ -171,7 +171,7 @@ pub(crate) async fn list(sessions: &Arc<Sessions>, q: ListQuery) -> Result<Sessi
 }
 
 fn on_disk_info(sessions: &Sessions, id: String, s: Indexed) -> SessionInfo {
-    let head = s.head.unwrap_or_default();
+    let head = s.head.map(Arc::unwrap_or_clone).unwrap_or_default();
     let settings = sessions.settings.load(&id);
     SessionInfo {
         title: settings.title.or(head.title),

@@ -109,6 +109,10 @@ impl Sessions {
             };
             sessions.publish_background(&entry, msg);
         }));
+        // Its files are this process's to write from now on: looked up without a directory
+        // read, found as its writer creates them.
+        self.index
+            .host(&entry.id, &entry.session().writer().current_path());
         lock(&self.entries).insert(entry.id.clone(), entry.clone());
         self.unload_idle();
         entry
@@ -198,9 +202,12 @@ impl Sessions {
     }
 
     // What goes with an unloaded session: its replay buffer (unless someone still listens: a
-    // reconnect after the unload misses and resyncs from the trace), and the index learns when
-    // it was last active.
+    // reconnect after the unload misses and resyncs from the trace), and the index learns the
+    // file it was last written to and when, so loading it again reads no directory.
     fn forget_unloaded(&self, e: &Entry, when: std::time::SystemTime) {
+        self.index
+            .writing(&e.id, &e.session().writer().current_path());
+        self.index.unhost(&e.id);
         self.index.written(&e.id, when);
         if self
             .cfg
@@ -312,16 +319,18 @@ impl Sessions {
         // Loading reads the trace and builds the session's tools: off the async workers.
         let factory = self.cfg.factory.clone();
         let cluster = self.cfg.cluster.clone();
+        let (me, owned) = (self.clone(), id.to_owned());
         let loaded = tokio::task::spawn_blocking(move || {
             let session = factory.load(&req);
             if let (Ok(s), Some(c)) = (&session, cluster) {
                 c.attach(s.as_ref());
             }
-            (session, plan_in(&newest))
+            let first_prompt = me.index.head(&owned).and_then(|h| h.title.clone());
+            (session, plan_in(&newest), first_prompt)
         })
         .await
         .map_err(|e| ApiError::internal(format!("loading session {id} failed: {e}")))?;
-        let (loaded, plan) = loaded;
+        let (loaded, plan, first_prompt) = loaded;
         let session = loaded.map_err(|e| match e {
             FactoryError::WorkspaceMissing(w) => ApiError::conflict(
                 "workspace_missing",
@@ -337,7 +346,7 @@ impl Sessions {
         let entry = self.insert(session, true);
         {
             let mut rt = entry.rt();
-            rt.first_prompt = self.index.head(id).and_then(|h| h.title);
+            rt.first_prompt = first_prompt;
             rt.plan = plan;
         }
         Ok(entry)
@@ -404,6 +413,7 @@ impl Sessions {
             background.kill_all();
         }
         self.cfg.hub.reclaim(id);
+        self.index.unhost(id);
     }
 
     fn loaded_entry(&self, id: &str) -> Option<Arc<Entry>> {
@@ -510,6 +520,9 @@ impl Sessions {
             background.kill_all();
         }
         self.cfg.hub.reclaim(&entry.id);
+        // Every file goes, the one its writer started since the last lookup too.
+        self.index
+            .writing(&entry.id, &entry.session().writer().current_path());
         for f in self.trace_files(&entry.id).await? {
             std::fs::remove_file(&f.path).map_err(|e| {
                 ApiError::internal(format!("cannot remove {}: {e}", f.path.display()))
@@ -546,19 +559,24 @@ impl Sessions {
         let writer = entry.session().writer().clone();
         let traces = self.cfg.location.traces_dir();
         let id = entry.id.clone();
+        let me = self.clone();
         let forked = tokio::task::spawn_blocking(move || {
             writer.flush().map_err(|e| {
                 ApiError::internal(format!(
                     "cannot write session {id}'s trace before forking: {e}"
                 ))
             })?;
-            penguin_trace_store::fork_session(&traces, &id, at).map_err(|err| match err {
-                ForkError::NotFound(_) => ApiError::session_not_found(&id),
-                ForkError::InvalidPoint(_) => {
-                    ApiError::bad_request("invalid_fork_position", err.to_string())
-                }
-                other => ApiError::internal(format!("cannot fork session {id}: {other}")),
-            })
+            let forked =
+                penguin_trace_store::fork_session(&traces, &id, at).map_err(|err| match err {
+                    ForkError::NotFound(_) => ApiError::session_not_found(&id),
+                    ForkError::InvalidPoint(_) => {
+                        ApiError::bad_request("invalid_fork_position", err.to_string())
+                    }
+                    other => ApiError::internal(format!("cannot fork session {id}: {other}")),
+                })?;
+            // Known at once: the fork is opened right after, by its id.
+            me.index.wrote(&forked.session_id, &forked.files);
+            Ok(forked)
         })
         .await
         .map_err(|e| ApiError::internal(format!("the fork failed: {e}")))??;
@@ -590,7 +608,11 @@ impl Sessions {
         let live = running.then(|| self.channel(&entry.id).live_snapshot());
         // Everything published so far was recorded (queued to the writer) before it was
         // published; the flush makes it readable.
-        let flush = entry.session().writer().flush_handle();
+        let session = entry.session();
+        let writer = session.writer();
+        let flush = writer.flush_handle();
+        // A compaction moves the writer to a new file: the index looks for that one.
+        self.index.writing(&entry.id, &writer.current_path());
         HistorySnapshot {
             live,
             pending,
