@@ -7,6 +7,11 @@
 //! enforced and what the kernel cannot enforce. [`Sandbox::start`] (or [`Sandbox::confine`]
 //! for any other way of starting a process) starts a process under it.
 //!
+//! Resolving starts no process: Landlock and seccomp are asked of the kernel directly, but
+//! whether bubblewrap can set up namespaces is only known by starting it, so the first command
+//! that needs them finds out, once for the process ([`Namespaces::Untried`] until then; a
+//! session that never runs a command never pays for it). A strict request finds out at once.
+//!
 //! # How it is applied
 //!
 //! Three layers, each from the kernel, none trusting the command:
@@ -204,7 +209,10 @@ pub struct Sandbox {
     env: EnvPolicy,
     git_writable: bool,
     host: Host,
+    /// What cannot be enforced, namespaces counted as there while untried.
     gaps: Vec<Gap>,
+    /// The same once namespaces turned out unavailable.
+    gaps_without_namespaces: Vec<Gap>,
 }
 
 impl Default for Sandbox {
@@ -231,6 +239,7 @@ impl Sandbox {
             git_writable: false,
             host: Host::from(Landlock::NotImplemented),
             gaps: Vec::new(),
+            gaps_without_namespaces: Vec::new(),
         }
     }
 
@@ -243,13 +252,16 @@ impl Sandbox {
             network: true,
             network_asked: true,
             gaps: Vec::new(),
+            gaps_without_namespaces: Vec::new(),
             ..self.clone()
         }
     }
 
-    /// Resolves `request` against the running kernel.
+    /// Resolves `request` against the running kernel, without starting a process: whether
+    /// namespaces work is found out by the first command that needs them (see the module's
+    /// documentation), except for a strict request, which needs the answer now.
     pub fn resolve(request: &SandboxRequest) -> Result<Sandbox, SandboxError> {
-        Sandbox::resolve_for(request, Host::probe())
+        Sandbox::resolve_for(request, Host::known())
     }
 
     /// Resolves `request` as if the machine were `host` (what [`Sandbox::resolve`] does with
@@ -258,7 +270,11 @@ impl Sandbox {
         request: &SandboxRequest,
         host: impl Into<Host>,
     ) -> Result<Sandbox, SandboxError> {
-        let host = host.into();
+        let mut host = host.into();
+        if request.strict {
+            // Refusing is only possible before the first command: find out now.
+            host.namespaces = host.namespaces.tried();
+        }
         let landlock = host.landlock;
         let abi = landlock.abi();
         let asked = request.mode.unwrap_or(if abi > 0 {
@@ -268,14 +284,16 @@ impl Sandbox {
         });
         let wants_fs = asked != SandboxMode::Off;
         let wants_net = !request.network;
-        let mut gaps = Vec::new();
-        if abi == 0 {
-            // The default sandbox is whatever the kernel offers: with no Landlock and no mode
-            // asked for, nothing was asked that could be missing.
-            if request.mode.is_some() && (wants_fs || wants_net) {
-                gaps.push(Gap::Landlock);
+        let gaps_if = |namespaces: bool| {
+            let mut gaps = Vec::new();
+            if abi == 0 {
+                // The default sandbox is whatever the kernel offers: with no Landlock and no
+                // mode asked for, nothing was asked that could be missing.
+                if request.mode.is_some() && (wants_fs || wants_net) {
+                    gaps.push(Gap::Landlock);
+                }
+                return gaps;
             }
-        } else {
             if wants_fs && abi < 3 {
                 gaps.push(Gap::Truncate);
             }
@@ -285,7 +303,6 @@ impl Sandbox {
             if wants_fs && abi < 5 {
                 gaps.push(Gap::DeviceIoctl);
             }
-            let namespaces = host.namespaces.available();
             if wants_fs && !namespaces {
                 gaps.push(Gap::Namespaces);
             }
@@ -295,7 +312,10 @@ impl Sandbox {
             if wants_net && !host.seccomp {
                 gaps.push(Gap::Sockets);
             }
-        }
+            gaps
+        };
+        let gaps = gaps_if(!matches!(host.namespaces, Namespaces::Unavailable(_)));
+        let gaps_without_namespaces = gaps_if(false);
         if request.strict && !gaps.is_empty() {
             return Err(SandboxError::NotEnforceable {
                 mode: asked,
@@ -343,6 +363,7 @@ impl Sandbox {
             git_writable: request.git_writable,
             host,
             gaps,
+            gaps_without_namespaces,
         })
     }
 
@@ -387,9 +408,16 @@ impl Sandbox {
         self.host.landlock
     }
 
-    /// What the machine offered when the sandbox was resolved.
+    /// What the machine offered when the sandbox was resolved (its namespaces may be
+    /// [`Namespaces::Untried`]; [`Sandbox::namespaces`] says what is known now).
     pub fn host(&self) -> &Host {
         &self.host
+    }
+
+    /// Whether commands can get namespaces here, as far as this process knows now, without
+    /// starting anything: `Untried` until a command (of any session) needed them.
+    pub fn namespaces(&self) -> Namespaces {
+        self.host.namespaces.current()
     }
 
     /// penguin's own state, which commands do not see and the file tools refuse.
@@ -443,14 +471,30 @@ impl Sandbox {
     }
 
     /// Whether commands get their own mount and PID namespaces (the filesystem is confined
-    /// and bubblewrap is here).
+    /// and bubblewrap works here). Finds out, if this process has not yet: a command is about
+    /// to need the answer.
     pub fn uses_namespaces(&self) -> bool {
-        self.mode != SandboxMode::Off && self.host.namespaces.available()
+        self.bubblewrap().is_some()
     }
 
-    /// Protections asked for that this kernel cannot give.
+    /// The bubblewrap that starts commands, when they get namespaces; tries it the first time.
+    fn bubblewrap(&self) -> Option<PathBuf> {
+        if self.mode == SandboxMode::Off {
+            return None;
+        }
+        match self.host.namespaces.tried() {
+            Namespaces::Bubblewrap(bwrap) => Some(bwrap),
+            Namespaces::Unavailable(_) | Namespaces::Untried(_) => None,
+        }
+    }
+
+    /// Protections asked for that this kernel cannot give, as far as is known now: namespaces
+    /// not yet tried are not counted missing (the [`Sandbox::summary`] says they are untried).
     pub fn gaps(&self) -> &[Gap] {
-        &self.gaps
+        match self.namespaces() {
+            Namespaces::Unavailable(_) => &self.gaps_without_namespaces,
+            Namespaces::Bubblewrap(_) | Namespaces::Untried(_) => &self.gaps,
+        }
     }
 
     /// Whether commands are confined at all.
@@ -459,7 +503,9 @@ impl Sandbox {
     }
 
     /// One line for a status display, e.g. `sandbox: workspace-write, network off (Landlock
-    /// ABI 7)`, `sandbox: off (workspace-write asked, but this kernel has no Landlock)`.
+    /// ABI 7)`, `sandbox: off (workspace-write asked, but this kernel has no Landlock)`, or
+    /// `(Landlock ABI 7; namespaces checked at the first command)` before any command of this
+    /// process tried them.
     pub fn summary(&self) -> String {
         let mut s = format!("sandbox: {}", self.mode);
         if !self.network {
@@ -486,8 +532,11 @@ impl Sandbox {
         } else if self.is_active() || self.requested.is_none() {
             notes.push(self.host.landlock.to_string());
         }
+        if self.mode != SandboxMode::Off && matches!(self.namespaces(), Namespaces::Untried(_)) {
+            notes.push("namespaces checked at the first command".to_owned());
+        }
         let missing: Vec<&str> = self
-            .gaps
+            .gaps()
             .iter()
             .filter(|g| **g != Gap::Landlock)
             .map(|g| g.as_str())
@@ -501,10 +550,11 @@ impl Sandbox {
         s
     }
 
-    /// What the kernel cannot enforce of what was asked, as a warning for the user; `None`
-    /// when everything asked is enforced.
+    /// What the kernel cannot enforce of what was asked, as far as is known now
+    /// ([`Sandbox::gaps`]), as a warning for the user; `None` when everything asked is enforced.
     pub fn warning(&self) -> Option<String> {
-        if self.gaps.is_empty() {
+        let gaps = self.gaps();
+        if gaps.is_empty() {
             return None;
         }
         let asked = self.intended();
@@ -512,7 +562,7 @@ impl Sandbox {
             "the {asked} sandbox{} is not fully enforced: {}; {}. Running with what is available (--sandbox strict refuses instead).",
             if self.network { "" } else { " with network off" },
             self.host.landlock,
-            gaps_text(&self.gaps),
+            gaps_text(gaps),
         ))
     }
 
@@ -602,19 +652,17 @@ impl Sandbox {
         let leader =
             session::leader().map_err(|e| io::Error::new(io::ErrorKind::Unsupported, e))?;
         let mut argv: Vec<OsString> = Vec::new();
-        match &self.host.namespaces {
-            Namespaces::Bubblewrap(bwrap) if self.uses_namespaces() => {
-                let roots = self.writable_roots(workspace);
-                argv.push(bwrap.into());
-                argv.extend(namespace::arguments(
-                    &roots,
-                    &self.protected,
-                    &self.readable,
-                    &self.read_only_git(&roots),
-                ));
-                argv.push("--".into());
-            }
-            _ => {}
+        let bwrap = self.bubblewrap();
+        if let Some(bwrap) = &bwrap {
+            let roots = self.writable_roots(workspace);
+            argv.push(bwrap.into());
+            argv.extend(namespace::arguments(
+                &roots,
+                &self.protected,
+                &self.readable,
+                &self.read_only_git(&roots),
+            ));
+            argv.push("--".into());
         }
         argv.push(program.into());
         let mut command = match &leader {
@@ -637,7 +685,7 @@ impl Sandbox {
         session::check_program(program, command.as_std())?;
         self.confine_with(
             workspace,
-            self.mode != SandboxMode::Off && !self.uses_namespaces(),
+            self.mode != SandboxMode::Off && bwrap.is_none(),
             || {
                 let mut child = command.spawn()?;
                 if let (session::Leader::Setsid(_), Some(pid)) = (&leader, child.id()) {

@@ -20,11 +20,22 @@ pub struct Host {
 }
 
 impl Host {
-    /// Asks the running machine (each part once per process).
+    /// Asks the running machine (each part once per process), bubblewrap included: the first
+    /// call in a process starts it once to see whether namespaces work.
     pub fn probe() -> Host {
         Host {
-            landlock: Landlock::probe(),
             namespaces: Namespaces::probe(),
+            ..Host::known()
+        }
+    }
+
+    /// What the machine offers as far as is known without starting a process: Landlock and
+    /// seccomp are asked of the kernel, namespaces are [`Namespaces::known`] (`Untried` until
+    /// a command of this process needed them, when bubblewrap is installed).
+    pub fn known() -> Host {
+        Host {
+            landlock: Landlock::probe(),
+            namespaces: Namespaces::known(),
             seccomp: super::seccomp::supported(),
         }
     }

@@ -25,30 +25,71 @@ use std::sync::OnceLock;
 pub enum Namespaces {
     /// bubblewrap at this path set up a namespace here when probed.
     Bubblewrap(PathBuf),
-    /// Not available, and why (no `bwrap` on `PATH`, or what it said when it failed).
+    /// Not available, and why (no `bwrap` in the system's directories, or what it said when
+    /// it failed).
     Unavailable(String),
+    /// bubblewrap is installed at this path, and whether the kernel lets it set up namespaces
+    /// is not known yet: finding out starts a process, so it is left to the first command that
+    /// needs it ([`Namespaces::probe`], once per process). Not claimed available meanwhile.
+    Untried(PathBuf),
 }
+
+/// The answer of the one probe of this process, once a command (or a strict sandbox) asked.
+static PROBED: OnceLock<Namespaces> = OnceLock::new();
 
 impl Namespaces {
     /// Tries bubblewrap once per process, the way commands will use it (under
     /// `no_new_privs` and the seccomp filter, which a setuid bubblewrap would not survive).
+    /// Starts a process the first time: [`Namespaces::known`] does not.
     pub fn probe() -> Namespaces {
-        static PROBED: OnceLock<Namespaces> = OnceLock::new();
         PROBED.get_or_init(probe_now).clone()
     }
 
-    /// Whether commands run in namespaces.
+    /// What is known without starting a process: the probe's answer when this process has
+    /// already tried, `Unavailable` when no bubblewrap is installed, else `Untried`.
+    pub fn known() -> Namespaces {
+        if let Some(probed) = PROBED.get() {
+            return probed.clone();
+        }
+        match find_system_program("bwrap") {
+            Some(bwrap) => Namespaces::Untried(bwrap),
+            None => Namespaces::Unavailable(not_installed()),
+        }
+    }
+
+    /// Whether commands run in namespaces (`Untried`: not known yet, so no).
     pub fn available(&self) -> bool {
         matches!(self, Namespaces::Bubblewrap(_))
     }
+
+    /// This answer, or for `Untried` what this process's probe has found since, if it ran:
+    /// never starts anything.
+    pub fn current(&self) -> Namespaces {
+        match self {
+            Namespaces::Untried(_) => PROBED.get().cloned().unwrap_or_else(|| self.clone()),
+            known => known.clone(),
+        }
+    }
+
+    /// This answer, an `Untried` one found out now ([`Namespaces::probe`]).
+    pub fn tried(&self) -> Namespaces {
+        match self {
+            Namespaces::Untried(_) => Namespaces::probe(),
+            known => known.clone(),
+        }
+    }
+}
+
+fn not_installed() -> String {
+    format!(
+        "bubblewrap (bwrap) is not installed in {}: scripts/install-sandbox.sh installs it",
+        SYSTEM_DIRS.join(", ")
+    )
 }
 
 fn probe_now() -> Namespaces {
     let Some(bwrap) = find_system_program("bwrap") else {
-        return Namespaces::Unavailable(format!(
-            "bubblewrap (bwrap) is not installed in {}: scripts/install-sandbox.sh installs it",
-            SYSTEM_DIRS.join(", ")
-        ));
+        return Namespaces::Unavailable(not_installed());
     };
     let root = Path::new("/");
     let args = arguments(&[root.to_path_buf()], &[], &[], &[]);
@@ -60,6 +101,11 @@ fn probe_now() -> Namespaces {
                 }
                 std::process::Command::new(&bwrap)
                     .args(&args)
+                    // No init of bubblewrap's own in the namespace: its init outlives the
+                    // bubblewrap penguin waits for, so nobody but the system's init reaps it,
+                    // and it lingered in penguin's process group after penguin had exited.
+                    // Here `true` is the namespace's first process and bubblewrap reaps it.
+                    .arg("--as-pid-1")
                     .arg("--")
                     .arg("true")
                     .stdin(Stdio::null())

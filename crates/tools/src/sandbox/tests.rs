@@ -182,3 +182,45 @@ fn the_bypass_is_granted_per_call_and_used_once() {
     assert!(bypass.take("c1", "{\"cmd\":\"x\"}"));
     assert!(!bypass.take("c1", "{\"cmd\":\"x\"}"));
 }
+
+#[test]
+fn only_a_strict_request_tries_the_namespaces_before_the_first_command() {
+    let untried = Host {
+        namespaces: Namespaces::Untried("/usr/bin/bwrap".into()),
+        ..Host::from(Landlock::Abi(7))
+    };
+    let asked = request(Some(SandboxMode::WorkspaceWrite), false, false);
+    let lenient = Sandbox::resolve_for(&asked, untried.clone()).unwrap();
+    assert!(matches!(lenient.host().namespaces, Namespaces::Untried(_)));
+    let strict = request(Some(SandboxMode::WorkspaceWrite), false, true);
+    // Refusing is only possible before anything runs, so strict asks the machine now.
+    match Sandbox::resolve_for(&strict, untried) {
+        Ok(sb) => assert!(sb.host().namespaces.available(), "{sb:?}"),
+        Err(SandboxError::NotEnforceable { gaps, .. }) => {
+            assert!(gaps.contains(&Gap::Namespaces), "{gaps:?}")
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn without_namespaces_the_gaps_are_those_of_landlock_alone() {
+    let host = |namespaces| Host {
+        namespaces,
+        ..Host::from(Landlock::Abi(5))
+    };
+    let asked = request(Some(SandboxMode::WorkspaceWrite), false, false);
+    let with = Sandbox::resolve_for(&asked, host(Namespaces::Bubblewrap("bwrap".into()))).unwrap();
+    assert!(with.gaps().is_empty(), "{:?}", with.gaps());
+    let without = Sandbox::resolve_for(
+        &asked,
+        host(Namespaces::Unavailable("no bubblewrap".into())),
+    )
+    .unwrap();
+    // ABI 5 scopes no signals: only the PID namespace kept penguin out of reach.
+    assert_eq!(without.gaps(), [Gap::Namespaces, Gap::Signals]);
+    assert!(!without.summary().contains("checked at the first command"));
+    assert!(without
+        .summary()
+        .ends_with("not enforced: namespaces, signals)"));
+}
