@@ -150,6 +150,11 @@ pub(crate) async fn run_task(
     };
     let shown = render_for(&mut stream, task, control, &cancel, console, window).await?;
     ctrl_c.abort();
+    // Namespaces are tried by the first command, not at startup: what that found missing is
+    // said once, as the startup warning would have.
+    if let Some(warning) = session.sandbox().and_then(|s| s.warning_once()) {
+        errln!("penguin: {warning}");
+    }
     if let Err(e) = session.writer().flush() {
         errln!(
             "penguin: the trace could not be synced: {}",
@@ -446,7 +451,9 @@ pub(crate) async fn one_task(
         &console,
         None,
     )
-    .await?;
+    .await;
+    end_background_work(session).await;
+    let end = end?;
     Ok(if INTERRUPTED.load(Ordering::SeqCst) {
         ExitCode::from(130)
     } else if end.ok {
@@ -454,6 +461,46 @@ pub(crate) async fn one_task(
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// How long penguin waits, as it exits, for the background commands it ended to be gone.
+const BACKGROUND_END_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Ends the background work `session` still runs as penguin exits, naming each piece (the
+/// user may have meant it to keep running: it is said, not hidden), and waits until every
+/// command's process is gone, so that nothing penguin started outlives it.
+pub(crate) async fn end_background_work(session: &Session) {
+    let Some(work) = session.environment().background() else {
+        return;
+    };
+    let tasks = work.tasks();
+    for t in tasks.iter().filter(|t| t.running) {
+        let kind = match t.kind {
+            penguin::omni_protocol::background::BackgroundKind::Command => "command",
+            penguin::omni_protocol::background::BackgroundKind::Subagent => "subagent",
+        };
+        // The label is the model's command line or task.
+        errln!(
+            "penguin: ended background {kind} {}, still running as penguin exits: {}",
+            Untrusted(&t.id),
+            crate::describe::clip(&t.label, 100)
+        );
+    }
+    if tasks.is_empty() {
+        return;
+    }
+    work.kill_all();
+    // Each command's process is penguin's child, reaped by the runtime once the kill lands.
+    let pids: Vec<i32> = tasks.iter().filter_map(|t| t.pid).collect();
+    let deadline = tokio::time::Instant::now() + BACKGROUND_END_GRACE;
+    while pids.iter().any(|pid| process_exists(*pid)) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+}
+
+/// Whether process `pid` still exists (a zombie not yet reaped included).
+fn process_exists(pid: i32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
 /// The prompt of `run`/`resume`: the argument, else piped stdin, else the demo question. A
