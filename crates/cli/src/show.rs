@@ -136,12 +136,31 @@ pub(crate) fn render_session(
 
 /// The last `n` exchanges of a stored session, briefly: each prompt and the first lines of
 /// the reply.
+///
+/// Only texts count, so the trace is streamed and only the lines that may hold one are
+/// parsed: a resume of a long session reads its tool outputs once (for the context), not twice.
 pub(crate) fn recap(agent: &Agent, id: &str, n: usize) -> String {
-    let Ok(msgs) = messages(agent, id) else {
+    let Ok(files) = trace_files(agent, id) else {
         return String::new();
     };
+    let mut texts = Vec::new();
+    for f in files {
+        let Ok(mut lines) = TraceLines::open(&f) else {
+            return String::new();
+        };
+        while let Ok(Some((_, line))) = lines.next_line() {
+            let Ok(bytes) = line else { continue };
+            if !may_be_text(bytes) {
+                continue;
+            }
+            let parsed = std::str::from_utf8(bytes)
+                .ok()
+                .and_then(|line| OmniMessage::from_json(line).ok());
+            texts.extend(parsed);
+        }
+    }
     let mut exchanges: Vec<(String, String)> = Vec::new();
-    for m in msgs.iter().filter(|m| !m.has_origin()) {
+    for m in texts.iter().filter(|m| !m.has_origin()) {
         match m.model() {
             Some(ModelPayload::Text(t)) if t.role == Role::User => {
                 if let UserText::Prompt(p) = user_text_display(&t.text) {
@@ -174,6 +193,26 @@ pub(crate) fn recap(agent: &Agent, id: &str, n: usize) -> String {
     out
 }
 
+/// Whether a trace line may hold a complete text message. penguin writes each record as
+/// `{"timestamp":"<24 characters>","type":"KIND"…`, a model message's payload type first: those
+/// of another kind are known without parsing them. Any other line is parsed.
+fn may_be_text(line: &[u8]) -> bool {
+    const STAMPED: &[u8] = br#"{"timestamp":""#;
+    const KIND: &[u8] = br#"","type":""#;
+    let at = STAMPED.len() + 24;
+    if !line.starts_with(STAMPED) || line.get(at..at + KIND.len()) != Some(KIND) {
+        return true;
+    }
+    let kind = &line[at + KIND.len()..];
+    if kind.starts_with(br#"event_msg""#) || kind.starts_with(br#"session_meta""#) {
+        return false;
+    }
+    match kind.strip_prefix(br#"model_msg","payload":{"type":""#) {
+        Some(payload) => payload.starts_with(br#"text""#),
+        None => true,
+    }
+}
+
 /// `s` on one line, cut to `max` characters, [`neutralise`](crate::untrusted::neutralise)d: a
 /// recap quotes prompts and replies.
 fn one_line(s: &str, max: usize) -> String {
@@ -183,5 +222,36 @@ fn one_line(s: &str, max: usize) -> String {
         format!("{}…", one.chars().take(max - 1).collect::<String>())
     } else {
         one
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use penguin::omni_protocol::{build, StopReason};
+
+    #[test]
+    fn only_lines_that_may_hold_a_text_are_parsed_for_the_recap() {
+        let line = |m: OmniMessage| m.to_json();
+        assert!(may_be_text(line(build::user_text("go")).as_bytes()));
+        assert!(may_be_text(
+            line(build::assistant_text("done", StopReason::Completed)).as_bytes()
+        ));
+        // A text whose origin is a subagent is parsed too (the recap then leaves it out).
+        assert!(may_be_text(
+            line(build::user_text("child").with_origin("sub")).as_bytes()
+        ));
+        for other in [
+            build::tool_call_output("a \"text\" in the output", "c1", StopReason::Completed),
+            build::request_begin(),
+        ] {
+            assert!(!may_be_text(line(other).as_bytes()));
+        }
+        // Not as penguin writes them: parsed, whatever they hold.
+        assert!(may_be_text(br#"{"type":"model_msg","timestamp":"2026-12-06T05:00:09.900Z","payload":{"type":"text","role":"user","text":"hi"}}"#));
+        assert!(may_be_text(
+            br#"{"timestamp":"2026-12-06T05:00:09Z","type":"event_msg"}"#
+        ));
+        assert!(may_be_text(b"not json"));
     }
 }
