@@ -3,6 +3,7 @@
 //! Each step prints the command it runs and the first failure stops everything.
 
 mod deps;
+mod resume_bench;
 mod tidy;
 mod workloads;
 
@@ -19,7 +20,7 @@ fn main() -> ExitCode {
         Some("web") => web(&root),
         Some("bench") => bench(&root, args.get(1).map(String::as_str)),
         _ => {
-            eprintln!("usage: cargo xtask <ci|e2e|web|bench>\n  ci     formatting, clippy, the MCP test servers, tests, the real-model e2e, the web app in a browser, docs and the scenario check\n  e2e    only the real-model end-to-end tests (starts and stops a local llama.cpp server)\n  web    only the web app's tests in headless Chromium (installs it when missing)\n  bench  the benchmarks: micro, whole-process, serving and the cluster (`bench serve`: the server workload alone; `bench cluster`: 1,000 sessions on 1 and 3 cluster nodes)");
+            eprintln!("usage: cargo xtask <ci|e2e|web|bench>\n  ci     formatting, clippy, the MCP test servers, tests, the real-model e2e, the web app in a browser, docs and the scenario check\n  e2e    only the real-model end-to-end tests (starts and stops a local llama.cpp server)\n  web    only the web app's tests in headless Chromium (installs it when missing)\n  bench  the benchmarks: micro, whole-process, serving and the cluster (`bench serve`: the server workload alone; `bench cluster`: 1,000 sessions on 1 and 3 cluster nodes; `bench resume`: the 28.5 MB resume beside the reference)");
             return ExitCode::from(2);
         }
     };
@@ -332,16 +333,18 @@ fn web(root: &Path) -> Result<(), String> {
     run(root, "web app in Chromium", test)
 }
 
-/// `cargo xtask bench [serve|cluster]`: everything, or the server workload alone, or the
-/// cluster workload alone (1,000 sessions on 1 and on 3 nodes over 3 nats-servers).
+/// `cargo xtask bench [serve|cluster|resume]`: everything, or the server workload alone, or the
+/// cluster workload alone (1,000 sessions on 1 and on 3 nodes over 3 nats-servers), or the
+/// resume workload alone (`resume_bench.rs`).
 fn bench(root: &Path, only: Option<&str>) -> Result<(), String> {
     let (serve_only, cluster_only) = match only {
         None => (false, false),
         Some("serve") => (true, false),
         Some("cluster") => (false, true),
+        Some("resume") => return resume_bench::alone(root),
         Some(other) => {
             return Err(format!(
-                "bench: unknown part {other:?} (only `serve` or `cluster`)"
+                "bench: unknown part {other:?} (only `serve`, `cluster` or `resume`)"
             ))
         }
     };
@@ -371,6 +374,7 @@ fn bench(root: &Path, only: Option<&str>) -> Result<(), String> {
     }
     if !serve_only {
         workloads::run(root, &penguin)?;
+        resume_bench::run(root, &penguin)?;
     }
     serve(root, &target, &penguin)?;
     if !serve_only {
