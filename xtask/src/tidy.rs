@@ -848,7 +848,7 @@ fn skip_raw_string(chars: &[char], mut i: usize, hashes: usize, line: &mut usize
 /// whose extension is in [`TEXT_EXTENSIONS`], skipping `target/`, `node_modules/` and hidden
 /// folders. Every problem is reported, as `path:line: what`.
 pub(crate) mod protocol_refs {
-    use std::collections::{BTreeMap, BTreeSet};
+    use std::collections::BTreeMap;
     use std::path::{Path, PathBuf};
 
     /// The protocol specification, relative to the repository root.

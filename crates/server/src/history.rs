@@ -1,4 +1,4 @@
-//! Reading a session's history from its trace files (§5.7).
+//! Reading a session's history from its trace files (§5.7 *`/messages` and the live tail*, `docs/protocol.md#s5.7`).
 
 use std::collections::HashSet;
 use std::path::PathBuf;

@@ -621,7 +621,7 @@ impl Sessions {
     }
 
     /// Reclaims channels nobody listens to whose session is idle and that have been quiet
-    /// for `idle_after` (§5.1 ChannelHub sweep). Returns the reclaimed keys.
+    /// for `idle_after` (§5.1, the channel hub's sweep). Returns the reclaimed keys.
     pub(crate) fn sweep_channels(&self, idle_after: Duration) -> Vec<String> {
         self.cfg
             .hub
