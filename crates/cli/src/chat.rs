@@ -343,6 +343,8 @@ pub(crate) async fn repl(
             break;
         }
     }
+    // What still runs in the background is named and ended, never left behind unsaid.
+    crate::run::end_background_work(&session).await;
     errln!("resume with: penguin resume {}", session.id());
     Ok(ExitCode::SUCCESS)
 }

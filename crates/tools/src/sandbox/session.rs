@@ -137,16 +137,35 @@ fn stat(pid: u32) -> Option<Stat> {
     Some(Stat { state, session })
 }
 
-/// Fails, as std's spawn would, when `program` is a bare name that `command`'s `PATH` does
-/// not lead to: behind the `setsid` program (or bubblewrap) the spawn itself succeeds, and the
-/// caller would only see the wrapper exit. A name with a `/` is left to `exec`.
+/// Fails, as std's spawn would, when `program` is not an executable file: a bare name that
+/// `command`'s `PATH` does not lead to, or a path (with a `/`) to nothing executable. Behind
+/// the `setsid` program (or bubblewrap) the spawn itself succeeds, and the caller would only
+/// see the wrapper exit.
 #[allow(
     clippy::disallowed_methods,
     reason = "only asks whether exec would find a program, following links as exec does; nothing is opened"
 )]
 pub(super) fn check_program(program: &OsStr, command: &std::process::Command) -> io::Result<()> {
+    let executable = |candidate: &Path| {
+        std::fs::metadata(candidate)
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let cwd = || {
+        command
+            .get_current_dir()
+            .map(Path::to_path_buf)
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_default()
+    };
     if program.as_encoded_bytes().contains(&b'/') {
-        return Ok(());
+        return if executable(&cwd().join(program)) {
+            Ok(())
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{}: no such program", program.to_string_lossy()),
+            ))
+        };
     }
     // The environment was cleared, so the child has only the PATH set on the command; without
     // one, exec searches the C library's default.
@@ -155,17 +174,9 @@ pub(super) fn check_program(program: &OsStr, command: &std::process::Command) ->
         .find(|(k, _)| *k == OsStr::new("PATH"))
         .and_then(|(_, v)| v.map(OsStr::to_os_string))
         .unwrap_or_else(|| "/bin:/usr/bin".into());
-    let cwd = command
-        .get_current_dir()
-        .map(Path::to_path_buf)
-        .or_else(|| std::env::current_dir().ok())
-        .unwrap_or_default();
-    let found = std::env::split_paths(&path).any(|dir| {
-        // An empty entry is the current directory, as for exec.
-        let candidate = cwd.join(dir).join(program);
-        std::fs::metadata(&candidate)
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    });
+    let cwd = cwd();
+    // An empty entry is the current directory, as for exec.
+    let found = std::env::split_paths(&path).any(|dir| executable(&cwd.join(dir).join(program)));
     if found {
         Ok(())
     } else {
