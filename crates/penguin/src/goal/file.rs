@@ -24,10 +24,12 @@ pub(crate) fn serialize(objective: &str, status: &str) -> String {
 /// Writes GOAL.yaml (creating its folders) beneath `root`, never through a link a command
 /// planted on the way or at its name (`penguin_tools::confined`): the loop's one write.
 pub(crate) fn write(root: &Path, path: &Path, objective: &str) -> io::Result<()> {
-    Dir::open(root)?.write(
-        beneath(root, path)?,
-        serialize(objective, "active").as_bytes(),
-    )
+    let rel = beneath(root, path)?;
+    // The root is the workspace, or the folder the user named for the file: created by its
+    // path, which no command chose; what lies beneath it goes through the door.
+    #[allow(clippy::disallowed_methods)]
+    std::fs::create_dir_all(root)?;
+    Dir::open(root)?.write(rel, serialize(objective, "active").as_bytes())
 }
 
 /// The status the model left: a missing or unreadable file, a file that does not parse, or a
