@@ -243,8 +243,12 @@ mod tests {
         let err = check_program(OsStr::new("no-such-tool"), &command).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::NotFound);
         assert!(err.to_string().contains("no-such-tool"), "{err}");
-        // A path is exec's to find.
-        assert!(check_program(OsStr::new("./anything"), &command).is_ok());
+        // A path must lead to an executable file, relative to the command's directory.
+        let err = check_program(OsStr::new("./anything"), &command).unwrap_err();
+        assert!(err.to_string().contains("./anything"), "{err}");
+        assert!(check_program(tool.as_os_str(), &command).is_ok());
+        command.current_dir(dir.path());
+        assert!(check_program(OsStr::new("./tool"), &command).is_ok());
         // No PATH at all: the C library's default.
         let mut bare = std::process::Command::new("x");
         bare.env_clear();
