@@ -841,11 +841,11 @@ fn skip_raw_string(chars: &[char], mut i: usize, hashes: usize, line: &mut usize
 /// must be `s` and the number, and each number may be used once.
 ///
 /// The scanned text must also not mention the documents the protocol replaced, which do not
-/// ship with penguin ([`FORBIDDEN`]); [`ALLOWED_MENTIONS`] lists the few mentions that are code
+/// ship with penguin (`FORBIDDEN`); `ALLOWED_MENTIONS` lists the few mentions that are code
 /// rather than a reference, and, like the loop allowlist, only shrinks.
 ///
 /// Scanned: every file under `crates/` and `docs/` (and the repository's top-level Markdown)
-/// whose extension is in [`TEXT_EXTENSIONS`], skipping `target/`, `node_modules/` and hidden
+/// whose extension is in `TEXT_EXTENSIONS`, skipping `target/`, `node_modules/` and hidden
 /// folders. Every problem is reported, as `path:line: what`.
 pub(crate) mod protocol_refs {
     use std::collections::BTreeMap;
