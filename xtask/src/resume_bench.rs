@@ -166,20 +166,6 @@ fn line(label: &str, s: &Summary, reference: Option<&Summary>) -> String {
     out
 }
 
-fn find_trace(dir: &Path) -> Option<PathBuf> {
-    for e in std::fs::read_dir(dir).ok()?.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            if let Some(t) = find_trace(&p) {
-                return Some(t);
-            }
-        } else if p.extension().is_some_and(|x| x == "jsonl") {
-            return Some(p);
-        }
-    }
-    None
-}
-
 /// Runs the workload with the release binary `penguin`.
 pub fn run(root: &Path, penguin: &Path) -> Result<(), String> {
     let gen = root.join("../shared/tools/perf/gen.py");
@@ -229,7 +215,7 @@ pub fn run(root: &Path, penguin: &Path) -> Result<(), String> {
     if !ok {
         return Err("penguin run --provider scripted bigtrace failed".into());
     }
-    let trace = find_trace(&home).ok_or("the bigtrace run wrote no trace")?;
+    let trace = crate::workloads::find_trace(&home).ok_or("the bigtrace run wrote no trace")?;
     let id = trace
         .file_stem()
         .and_then(|s| s.to_str())

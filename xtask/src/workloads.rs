@@ -107,7 +107,8 @@ fn show(label: &str, ours: &Measured, theirs: Option<&Measured>) {
 
 const TINY: &str = r#"{"llm": [{"stream": [{"delay_ms": 0, "message": {"type": "model_msg", "payload": {"type": "text", "role": "assistant", "text": "ok", "stop_reason": "completed"}}}, {"delay_ms": 0, "message": {"type": "event_msg", "payload": {"type": "token_usage", "session": {"cache_read": 0, "cache_write": 0, "output": 1, "total": 1}, "request": {"cache_read": 0, "cache_write": 0, "output": 1, "total": 1}}}}]}], "tools": {}, "runs": []}"#;
 
-fn find_trace(dir: &Path) -> Option<PathBuf> {
+/// The first trace file (`.jsonl`) found beneath `dir`.
+pub(crate) fn find_trace(dir: &Path) -> Option<PathBuf> {
     for e in std::fs::read_dir(dir).ok()?.flatten() {
         let p = e.path();
         if p.is_dir() {
