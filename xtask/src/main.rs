@@ -16,11 +16,12 @@ fn main() -> ExitCode {
     let root = project_root();
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(&root),
+        Some("tidy") => tidy_steps(&root),
         Some("e2e") => e2e(&root),
         Some("web") => web(&root),
         Some("bench") => bench(&root, args.get(1).map(String::as_str)),
         _ => {
-            eprintln!("usage: cargo xtask <ci|e2e|web|bench>\n  ci     formatting, clippy, the MCP test servers, tests, the real-model e2e, the web app in a browser, docs and the scenario check\n  e2e    only the real-model end-to-end tests (starts and stops a local llama.cpp server)\n  web    only the web app's tests in headless Chromium (installs it when missing)\n  bench  the benchmarks: micro, whole-process, serving and the cluster (`bench serve`: the server workload alone; `bench cluster`: 1,000 sessions on 1 and 3 cluster nodes; `bench resume`: the 28.5 MB resume beside the reference)");
+            eprintln!("usage: cargo xtask <ci|tidy|e2e|web|bench>\n  ci     formatting, clippy, the MCP test servers, tests, the real-model e2e, the web app in a browser, docs and the scenario check\n  tidy   only the quick first steps of ci: formatting, the tidy checks and the dependency checks\n  e2e    only the real-model end-to-end tests (starts and stops a local llama.cpp server)\n  web    only the web app's tests in headless Chromium (installs it when missing)\n  bench  the benchmarks: micro, whole-process, serving and the cluster (`bench serve`: the server workload alone; `bench cluster`: 1,000 sessions on 1 and 3 cluster nodes; `bench resume`: the 28.5 MB resume beside the reference)");
             return ExitCode::from(2);
         }
     };
@@ -64,8 +65,8 @@ fn run(root: &Path, label: &str, mut cmd: Command) -> Result<(), String> {
     }
 }
 
-fn ci(root: &Path) -> Result<(), String> {
-    let total = Instant::now();
+/// The checks that need no build: formatting, tidy, dependencies.
+fn tidy_steps(root: &Path) -> Result<(), String> {
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--check"]);
     run(root, "format", fmt)?;
@@ -77,6 +78,12 @@ fn ci(root: &Path) -> Result<(), String> {
     println!("\n==> dependencies: every declared dependency used, versions in the workspace");
     deps::check(root).map_err(|e| format!("dependencies:\n{e}"))?;
     println!("<== dependencies: ok");
+    Ok(())
+}
+
+fn ci(root: &Path) -> Result<(), String> {
+    let total = Instant::now();
+    tidy_steps(root)?;
 
     // Each provider feature must build alone, and the trait with none of them.
     let mut features: Vec<Vec<&str>> = vec![vec!["--no-default-features"]];

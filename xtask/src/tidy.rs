@@ -875,7 +875,7 @@ pub(crate) mod protocol_refs {
 
     /// Forbidden mentions a file may keep for now, with why: (path, mention, reason).
     const ALLOWED_MENTIONS: &[(&str, &str, &str)] = &[(
-        "crates/penguin/benches/scenario_floor.rs",
+        "crates/agent/benches/scenario_floor.rs",
         "../shared",
         "the bench runs an optional generator from beside the repository, and says so when it is missing",
     )];

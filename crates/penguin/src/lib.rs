@@ -1,39 +1,20 @@
 #![doc = include_str!("../README.md")]
 // On docs.rs (`--cfg docsrs`, nightly) every feature-gated item shows the feature it needs.
 #![cfg_attr(docsrs, feature(doc_cfg))]
-// Unit tests set up their trees by hand; the door (clippy.toml) binds the crate's own code,
-// which the non-test build checks.
-#![cfg_attr(test, allow(clippy::disallowed_methods))]
 
 #[cfg(feature = "cluster")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
 pub use penguin_cluster as cluster;
 pub use penguin_engine as engine;
 pub use penguin_llm_providers as llm_providers;
+pub use penguin_merge_queue as merge_queue;
 pub use penguin_omni_protocol as omni_protocol;
 pub use penguin_server as server;
 pub use penguin_sse_transport as sse_transport;
 pub use penguin_tools as tools;
 pub use penguin_trace_store as trace_store;
 
-pub mod agent;
-pub mod config;
-pub mod goal;
-pub mod hosting;
-pub mod images;
-pub mod memory;
-pub mod models;
-pub mod prompt;
-pub mod scenario;
-pub mod session;
-pub mod skills;
-pub mod subagent;
-pub mod watch;
-
-/// Frees `value` on a thread named `name` rather than make the caller wait for it (a large
-/// history or a played scenario takes milliseconds to free); when no thread can be started,
-/// it is freed here after all.
-pub(crate) fn free_elsewhere<T: Send + 'static>(name: &str, value: T) {
-    let _ = std::thread::Builder::new()
-        .name(name.into())
-        .spawn(move || drop(value));
-}
+pub use penguin_agent::{
+    agent, config, goal, hosting, images, memory, models, prompt, scenario, session, skills,
+    subagent, watch,
+};

@@ -4,7 +4,7 @@
 //! `allow_unsandboxed` lets a call out of the sandbox once through the session's tools.
 //!
 //! The sessions are fakes (`support::fake`) reporting a sandbox; the facade's real one
-//! (Landlock, the built-in tools) behind the server is tested in `crates/penguin/tests/hosting/`.
+//! (Landlock, the built-in tools) behind the server is tested in `crates/agent/tests/hosting/`.
 
 mod support;
 

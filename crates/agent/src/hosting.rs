@@ -4,8 +4,8 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use penguin::hosting::ScenarioFactory;
-//! use penguin::server::{serve, ServeOptions};
+//! use penguin_agent::hosting::ScenarioFactory;
+//! use penguin_server::{serve, ServeOptions};
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let factory = ScenarioFactory::from_file("tests/scenarios/seed-two-tools.json")?;

@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use penguin::omni_protocol::Frame;
-use penguin::scenario::{run_scenario_streaming, MemoryTrace, Scenario};
+use penguin_agent::scenario::{run_scenario_streaming, MemoryTrace, Scenario};
+use penguin_omni_protocol::Frame;
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 

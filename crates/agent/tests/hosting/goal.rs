@@ -4,12 +4,12 @@
 
 use std::sync::Arc;
 
-use penguin::engine::EngineConfig;
-use penguin::llm_providers::scripted::ScriptedModel;
-use penguin::server::{CreateSession, FactoryError, HostedSession, LoadSession, SessionFactory};
-use penguin::session::{Session, SessionSpec};
-use penguin::tools::{BuiltinTools, ToolsConfig};
-use penguin::trace_store::Durability;
+use penguin_agent::session::{Session, SessionSpec};
+use penguin_engine::EngineConfig;
+use penguin_llm_providers::scripted::ScriptedModel;
+use penguin_server::{CreateSession, FactoryError, HostedSession, LoadSession, SessionFactory};
+use penguin_tools::{BuiltinTools, ToolsConfig};
+use penguin_trace_store::Durability;
 use serde_json::{json, Value};
 
 use crate::support::serve;

@@ -8,11 +8,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use penguin::engine::EngineConfig;
-use penguin::llm_providers::scripted::ScriptedModel;
-use penguin::server::{CreateSession, FactoryError, HostedSession, LoadSession, SessionFactory};
-use penguin::session::{Session, SessionSpec};
-use penguin::tools::{BuiltinTools, ToolsConfig};
+use penguin_agent::session::{Session, SessionSpec};
+use penguin_engine::EngineConfig;
+use penguin_llm_providers::scripted::ScriptedModel;
+use penguin_server::{CreateSession, FactoryError, HostedSession, LoadSession, SessionFactory};
+use penguin_tools::{BuiltinTools, ToolsConfig};
 use serde_json::{json, Value};
 
 use crate::support::{files_under, serve, TestServer, TOKEN};
@@ -190,33 +190,33 @@ async fn background_commands_are_listed_and_killed_over_the_api() {
 struct Gate(Arc<tokio::sync::Notify>);
 
 #[async_trait::async_trait]
-impl penguin::engine::Environment for Gate {
+impl penguin_engine::Environment for Gate {
     async fn execute(
         &self,
-        request: penguin::engine::ToolCallRequest,
-        sink: &mut dyn penguin::engine::MessageSink,
+        request: penguin_engine::ToolCallRequest,
+        sink: &mut dyn penguin_engine::MessageSink,
     ) {
         let id = request.tool_call().tool_call_id.clone();
         self.0.notified().await;
-        sink.emit(penguin::omni_protocol::build::tool_call_output(
+        sink.emit(penguin_omni_protocol::build::tool_call_output(
             "released",
             id,
-            penguin::omni_protocol::StopReason::Completed,
+            penguin_omni_protocol::StopReason::Completed,
         ))
         .await;
     }
 
-    fn tools(&self) -> Vec<penguin::omni_protocol::ToolDefinition> {
+    fn tools(&self) -> Vec<penguin_omni_protocol::ToolDefinition> {
         Vec::new()
     }
 
     // `wait` only reads, so a `read-only` session runs it without asking; a child's
     // `exec_command` is looked up here too (the parent's tools answer for its children).
-    fn permission(&self, name: &str) -> penguin::engine::Permission {
+    fn permission(&self, name: &str) -> penguin_engine::Permission {
         if name == "wait" {
-            penguin::engine::Permission::Read
+            penguin_engine::Permission::Read
         } else {
-            penguin::engine::Permission::ReadWrite
+            penguin_engine::Permission::ReadWrite
         }
     }
 }
@@ -229,13 +229,13 @@ struct WithSubagents {
     child_tools: Value,
     gate: Arc<tokio::sync::Notify>,
     /// The parent's tools, for a test that reaches its background work directly.
-    env: Arc<std::sync::Mutex<Option<Arc<dyn penguin::engine::Environment>>>>,
+    env: Arc<std::sync::Mutex<Option<Arc<dyn penguin_engine::Environment>>>>,
 }
 
 impl SessionFactory for WithSubagents {
     fn create(&self, req: &CreateSession) -> Result<Box<dyn HostedSession>, FactoryError> {
-        use penguin::engine::Environment;
-        use penguin::subagent::{SubagentEnvironment, SubagentSpawner};
+        use penguin_agent::subagent::{SubagentEnvironment, SubagentSpawner};
+        use penguin_engine::Environment;
         let internal = |e: &dyn std::fmt::Display| FactoryError::internal(e.to_string());
         let workspace = req.workspace.clone().unwrap();
         let spec = |source: Option<String>| SessionSpec {
@@ -256,7 +256,7 @@ impl SessionFactory for WithSubagents {
         );
         let spawner: Arc<dyn SubagentSpawner> = Arc::new(move || {
             let llm = ScriptedModel::from_json(&child).expect("the child script parses");
-            let tools = penguin::engine::scripted::ScriptedEnvironment::from_json(&child_tools)
+            let tools = penguin_engine::scripted::ScriptedEnvironment::from_json(&child_tools)
                 .expect("the child tools parse");
             Session::create(child_spec.clone(), Box::new(llm), Arc::new(tools))
         });
@@ -305,7 +305,7 @@ struct Ev {
 
 struct Events {
     body: futures::stream::BoxStream<'static, reqwest::Result<Vec<u8>>>,
-    decoder: penguin::llm_providers::sse::SseDecoder,
+    decoder: penguin_llm_providers::sse::SseDecoder,
     ready: std::collections::VecDeque<Ev>,
     seen: Vec<Ev>,
 }
@@ -324,7 +324,7 @@ impl Events {
             body: futures::StreamExt::boxed(futures::StreamExt::map(res.bytes_stream(), |c| {
                 c.map(|b| b.to_vec())
             })),
-            decoder: penguin::llm_providers::sse::SseDecoder::new(),
+            decoder: penguin_llm_providers::sse::SseDecoder::new(),
             ready: Default::default(),
             seen: Vec::new(),
         }
@@ -377,7 +377,7 @@ struct Delegated {
     id: String,
     events: Events,
     gate: Arc<tokio::sync::Notify>,
-    env: Arc<std::sync::Mutex<Option<Arc<dyn penguin::engine::Environment>>>>,
+    env: Arc<std::sync::Mutex<Option<Arc<dyn penguin_engine::Environment>>>>,
 }
 
 async fn delegate(prompt: &str, then: Vec<Value>, child: Value, child_tools: Value) -> Delegated {
@@ -512,11 +512,11 @@ async fn a_background_subagent_streams_live_asks_past_its_launching_task_and_rep
         "{text}"
     );
     assert!(text.ends_with("\n\nBuild is green."), "{text}");
-    let omni: Vec<penguin::omni_protocol::OmniMessage> = messages
+    let omni: Vec<penguin_omni_protocol::OmniMessage> = messages
         .iter()
         .map(|m| serde_json::from_value((*m).clone()).unwrap())
         .collect();
-    let violations = penguin::omni_protocol::validator::StreamValidator::validate(&omni);
+    let violations = penguin_omni_protocol::validator::StreamValidator::validate(&omni);
     assert!(violations.is_empty(), "{violations:?}");
 
     // The parent's trace: the pointer and the notice, nothing of the child's stream.
@@ -525,13 +525,13 @@ async fn a_background_subagent_streams_live_asks_past_its_launching_task_and_rep
         .iter()
         .find(|p| p.to_string_lossy().contains(&id))
         .unwrap();
-    let trace = penguin::trace_store::read_trace(parent, penguin::trace_store::ReadMode::Strict)
+    let trace = penguin_trace_store::read_trace(parent, penguin_trace_store::ReadMode::Strict)
         .unwrap()
         .messages;
     assert!(trace.iter().all(|m| !m.has_origin()));
     assert!(trace.iter().any(|m| matches!(
         m.event(),
-        Some(penguin::omni_protocol::EventPayload::Subagent { session_id }) if *session_id == child_id
+        Some(penguin_omni_protocol::EventPayload::Subagent { session_id }) if *session_id == child_id
     )));
     assert!(trace
         .iter()

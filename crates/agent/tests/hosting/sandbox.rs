@@ -1,18 +1,18 @@
 //! The sandbox over the API with the facade's pieces: a `ModelFactory` over the real built-in
 //! tools (Landlock where the kernel has it): `POST /api/sessions` may ask for a sandbox, the
-//! session info shows the effective one (`penguin::hosting::sandbox_info`), a restarted server
+//! session info shows the effective one (`penguin_agent::hosting::sandbox_info`), a restarted server
 //! loads a session with the sandbox it asked for, and `allow_unsandboxed` grants a real
 //! command a run outside it.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use penguin::engine::{EngineConfig, Environment, MessageSink, Permission, ToolCallRequest};
-use penguin::hosting::ModelFactory;
-use penguin::models::ModelSpec;
-use penguin::omni_protocol::{ToolCall, ToolDefinition};
-use penguin::tools::sandbox::Landlock;
-use penguin::tools::{BuiltinTools, Sandbox, SandboxRequest, ToolsConfig};
+use penguin_agent::hosting::ModelFactory;
+use penguin_agent::models::ModelSpec;
+use penguin_engine::{EngineConfig, Environment, MessageSink, Permission, ToolCallRequest};
+use penguin_omni_protocol::{ToolCall, ToolDefinition};
+use penguin_tools::sandbox::Landlock;
+use penguin_tools::{BuiltinTools, Sandbox, SandboxRequest, ToolsConfig};
 use serde_json::{json, Value};
 
 use crate::support::{serve, TestServer};
@@ -69,7 +69,7 @@ async fn start_recording(root: &std::path::Path, network: bool, grants: Grants) 
         environment: Arc::new(
             move |ws: &std::path::Path,
                   sandbox: &Sandbox,
-                  _: &[penguin::tools::mcp::McpServerConfig]| {
+                  _: &[penguin_tools::mcp::McpServerConfig]| {
                 let config = ToolsConfig {
                     sandbox: sandbox.clone(),
                     ..ToolsConfig::default()

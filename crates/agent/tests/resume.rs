@@ -9,16 +9,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use penguin::agent::{Agent, SessionModel};
-use penguin::engine::scripted::ScriptedEnvironment;
-use penguin::engine::AllowAll;
-use penguin::engine::{CancellationToken, RunOptions};
-use penguin::llm_providers::scripted::{ScriptedModel, ScriptedRequest, Step};
-use penguin::llm_providers::LlmOutcome;
-use penguin::omni_protocol::{
+use penguin_agent::agent::{Agent, SessionModel};
+use penguin_engine::scripted::ScriptedEnvironment;
+use penguin_engine::AllowAll;
+use penguin_engine::{CancellationToken, RunOptions};
+use penguin_llm_providers::scripted::{ScriptedModel, ScriptedRequest, Step};
+use penguin_llm_providers::LlmOutcome;
+use penguin_omni_protocol::{
     build, EventPayload, ModelPayload, OmniMessage, StopReason, TokenCounts,
 };
-use penguin::trace_store::{read_trace, ReadMode};
+use penguin_trace_store::{read_trace, ReadMode};
 
 fn step(ms: u64, message: OmniMessage) -> Step {
     Step {

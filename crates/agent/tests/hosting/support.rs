@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use futures::stream::BoxStream;
 use futures::StreamExt;
-use penguin::llm_providers::sse::SseDecoder;
-use penguin::server::{router, serve_with_limits, AppState, ServeOptions, SessionFactory};
+use penguin_llm_providers::sse::SseDecoder;
+use penguin_server::{router, serve_with_limits, AppState, ServeOptions, SessionFactory};
 use serde_json::{json, Value};
 
 /// The token every test server wants.
@@ -57,7 +57,7 @@ pub fn serve(
         ));
         TestServer {
             base: format!("http://{addr}"),
-            http: penguin::llm_providers::http::client_builder()
+            http: penguin_llm_providers::http::client_builder()
                 .build()
                 .unwrap(),
             state,

@@ -578,7 +578,7 @@ fn budget_in_block(text: &str) -> i64 {
 /// `1.5m`, `123456`); `None` when it is not one.
 ///
 /// ```
-/// use penguin::goal::parse_budget;
+/// use penguin_agent::goal::parse_budget;
 /// assert_eq!(parse_budget("500k"), Some(500_000));
 /// assert_eq!(parse_budget("1.5M"), Some(1_500_000));
 /// assert_eq!(parse_budget("0"), None);
@@ -606,7 +606,7 @@ pub fn parse_budget(text: &str) -> Option<u64> {
 /// A `/goal[:BUDGET] OBJECTIVE` line: `Ok((budget, objective))`, or the error to show.
 ///
 /// ```
-/// use penguin::goal::parse_goal_command;
+/// use penguin_agent::goal::parse_goal_command;
 /// assert_eq!(parse_goal_command("/goal:500k fix the tests"), Ok((Some(500_000), "fix the tests".into())));
 /// assert_eq!(parse_goal_command("/goal fix it"), Ok((None, "fix it".into())));
 /// assert!(parse_goal_command("/goal").is_err());

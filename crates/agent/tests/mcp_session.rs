@@ -10,18 +10,18 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use penguin::engine::{
+use penguin_agent::session::{Session, SessionSpec};
+use penguin_engine::{
     CancellationToken, EngineConfig, Environment, MessageSink, Permission, RunOptions,
     ToolCallRequest,
 };
-use penguin::llm_providers::scripted::ScriptedModel;
-use penguin::omni_protocol::validator::StreamValidator;
-use penguin::omni_protocol::{
+use penguin_llm_providers::scripted::ScriptedModel;
+use penguin_omni_protocol::validator::StreamValidator;
+use penguin_omni_protocol::{
     build, EventPayload, McpConnectResult, McpConnectStatus, ModelPayload, OmniMessage, StopReason,
     ToolDefinition,
 };
-use penguin::session::{Session, SessionSpec};
-use penguin::trace_store::{read_trace, Durability, ReadMode, TraceLocation};
+use penguin_trace_store::{read_trace, Durability, ReadMode, TraceLocation};
 use serde_json::json;
 
 /// Connects "files": the first attempt only ends when cancelled, later ones succeed at once.
@@ -122,7 +122,7 @@ async fn the_connect_pair_leads_the_first_run_and_follows_its_input_in_the_trace
     let cancel = CancellationToken::new();
     let first = build::user_text("first");
     let options = RunOptions {
-        approver: Some(Arc::new(penguin::engine::AllowAll)),
+        approver: Some(Arc::new(penguin_engine::AllowAll)),
         cancel: cancel.clone(),
         thinking_level: None,
     };
@@ -152,7 +152,7 @@ async fn the_connect_pair_leads_the_first_run_and_follows_its_input_in_the_trace
     // Run 2: connects again; the first input is delivered with the second.
     let second = build::user_text("second");
     let options = RunOptions {
-        approver: Some(Arc::new(penguin::engine::AllowAll)),
+        approver: Some(Arc::new(penguin_engine::AllowAll)),
         ..RunOptions::default()
     };
     let frames: Vec<OmniMessage> = session

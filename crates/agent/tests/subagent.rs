@@ -20,24 +20,24 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use penguin::agent::{Agent, SessionModel};
-use penguin::engine::scripted::ScriptedEnvironment;
-use penguin::engine::{
+use penguin_agent::agent::{Agent, SessionModel};
+use penguin_agent::session::Session;
+use penguin_agent::subagent::{SubagentEnvironment, SubagentSpawner, MAX_CHILDREN};
+use penguin_engine::scripted::ScriptedEnvironment;
+use penguin_engine::{
     AllowAll, ApprovalError, Approver, CancellationToken, Environment, MessageSink, Permission,
     RunOptions, ToolCallRequest,
 };
-use penguin::llm_providers::scripted::{ScriptedModel, ScriptedRequest, Step};
-use penguin::llm_providers::LlmOutcome;
-use penguin::omni_protocol::background::BackgroundKind;
-use penguin::omni_protocol::validator::StreamValidator;
-use penguin::omni_protocol::{
+use penguin_llm_providers::scripted::{ScriptedModel, ScriptedRequest, Step};
+use penguin_llm_providers::LlmOutcome;
+use penguin_omni_protocol::background::BackgroundKind;
+use penguin_omni_protocol::validator::StreamValidator;
+use penguin_omni_protocol::{
     build, ApprovalDecision, EventPayload, ModelPayload, OmniMessage, StopReason, StreamEventType,
     TextSender, TokenCounts, ToolDefinition,
 };
-use penguin::session::Session;
-use penguin::subagent::{SubagentEnvironment, SubagentSpawner, MAX_CHILDREN};
-use penguin::tools::{notes, BuiltinTools, ToolsConfig};
-use penguin::trace_store::{read_trace, ReadMode};
+use penguin_tools::{notes, BuiltinTools, ToolsConfig};
+use penguin_trace_store::{read_trace, ReadMode};
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot, Notify};
 

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use penguin::hosting::ScenarioFactory;
+use penguin_agent::hosting::ScenarioFactory;
 use serde_json::{json, Value};
 
 use crate::support::{kinds, low_open_file_limit, serve, within, TOKEN};
@@ -153,10 +153,10 @@ async fn a_scenario_factory_serves_scripted_sessions() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_model_runs_behind_a_model_factory() {
     low_open_file_limit();
-    use penguin::engine::scripted::ScriptedEnvironment;
-    use penguin::engine::{EngineConfig, Environment};
-    use penguin::hosting::ModelFactory;
-    use penguin::models::ModelSpec;
+    use penguin_agent::hosting::ModelFactory;
+    use penguin_agent::models::ModelSpec;
+    use penguin_engine::scripted::ScriptedEnvironment;
+    use penguin_engine::{EngineConfig, Environment};
 
     let dir = tempfile::tempdir().unwrap();
     let factory = ModelFactory {
@@ -165,13 +165,13 @@ async fn the_demo_model_runs_behind_a_model_factory() {
         system_prompt: "You are a test.".into(),
         default_workspace: dir.path().to_path_buf(),
         engine: EngineConfig {
-            compaction: Some(penguin::engine::CompactionConfig::default()),
+            compaction: Some(penguin_engine::CompactionConfig::default()),
             ..EngineConfig::default()
         },
         environment: Arc::new(
             |_: &std::path::Path,
-             _: &penguin::tools::Sandbox,
-             _: &[penguin::tools::mcp::McpServerConfig]| {
+             _: &penguin_tools::Sandbox,
+             _: &[penguin_tools::mcp::McpServerConfig]| {
                 Ok(Arc::new(ScriptedEnvironment::default()) as Arc<dyn Environment>)
             },
         ),
@@ -247,11 +247,11 @@ async fn the_demo_model_runs_behind_a_model_factory() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_brings_its_own_mcp_servers() {
     low_open_file_limit();
-    use penguin::engine::scripted::ScriptedEnvironment;
-    use penguin::engine::{EngineConfig, Environment};
-    use penguin::hosting::ModelFactory;
-    use penguin::models::ModelSpec;
-    use penguin::tools::mcp::{McpEnvironment, McpServerConfig};
+    use penguin_agent::hosting::ModelFactory;
+    use penguin_agent::models::ModelSpec;
+    use penguin_engine::scripted::ScriptedEnvironment;
+    use penguin_engine::{EngineConfig, Environment};
+    use penguin_tools::mcp::{McpEnvironment, McpServerConfig};
 
     if std::env::var_os("PENGUIN_MCP_SERVERS").is_none_or(|v| v.is_empty()) {
         let why = "PENGUIN_MCP_SERVERS is not set (scripts/install-mcp-servers.sh)";
@@ -274,7 +274,7 @@ async fn a_session_brings_its_own_mcp_servers() {
             engine: EngineConfig::default(),
             environment: Arc::new(
                 |ws: &std::path::Path,
-                 sandbox: &penguin::tools::Sandbox,
+                 sandbox: &penguin_tools::Sandbox,
                  extra: &[McpServerConfig]| {
                     let inner = Arc::new(ScriptedEnvironment::default()) as Arc<dyn Environment>;
                     Ok(Arc::new(McpEnvironment::new(
@@ -407,21 +407,22 @@ async fn penguin_watch_follows_a_session_through_the_client_pattern() {
     s.until(|e| e.kind() == "approval_request").await;
     // The short id the CLI shows (the id's tail) names it, as it does for `penguin resume`.
     let short = &id[id.len() - 6..];
-    let resolved = penguin::watch::resolve_session_id(&srv.base, TOKEN, short).await;
+    let resolved = penguin_agent::watch::resolve_session_id(&srv.base, TOKEN, short).await;
     assert_eq!(resolved.as_deref().ok(), Some(id.as_str()), "{resolved:?}");
-    let missing = penguin::watch::resolve_session_id(&srv.base, TOKEN, "no-such-session").await;
+    let missing =
+        penguin_agent::watch::resolve_session_id(&srv.base, TOKEN, "no-such-session").await;
     assert!(missing
         .unwrap_err()
         .to_string()
         .contains("no session matches"));
-    let target = penguin::watch::Target {
+    let target = penguin_agent::watch::Target {
         base: srv.base.clone(),
         token: TOKEN.into(),
         session_id: id.clone(),
     };
     let watcher = tokio::spawn(async move {
         let mut seen = Vec::new();
-        let state = penguin::watch::watch(&target, false, |m| seen.push(m.to_json())).await;
+        let state = penguin_agent::watch::watch(&target, false, |m| seen.push(m.to_json())).await;
         (state, seen)
     });
     let r = srv
@@ -464,10 +465,10 @@ async fn penguin_watch_follows_a_session_through_the_client_pattern() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skills_and_memory_are_listed_and_a_task_pins_a_skill() {
     low_open_file_limit();
-    use penguin::engine::scripted::ScriptedEnvironment;
-    use penguin::engine::{EngineConfig, Environment};
-    use penguin::hosting::ModelFactory;
-    use penguin::models::ModelSpec;
+    use penguin_agent::hosting::ModelFactory;
+    use penguin_agent::models::ModelSpec;
+    use penguin_engine::scripted::ScriptedEnvironment;
+    use penguin_engine::{EngineConfig, Environment};
 
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
@@ -498,8 +499,8 @@ async fn skills_and_memory_are_listed_and_a_task_pins_a_skill() {
         engine: EngineConfig::default(),
         environment: Arc::new(
             |_: &std::path::Path,
-             _: &penguin::tools::Sandbox,
-             _: &[penguin::tools::mcp::McpServerConfig]| {
+             _: &penguin_tools::Sandbox,
+             _: &[penguin_tools::mcp::McpServerConfig]| {
                 Ok(Arc::new(ScriptedEnvironment::default()) as Arc<dyn Environment>)
             },
         ),
