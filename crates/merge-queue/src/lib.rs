@@ -135,21 +135,53 @@ impl<T> fmt::Debug for Producer<T> {
     }
 }
 
+/// Why [`Consumer::try_next`] returned no item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TryNextError {
+    /// Nothing is queued, but a producer lives: an item may still come.
+    Empty,
+    /// Every producer is gone and every item was taken: the stream has ended.
+    Closed,
+}
+
+impl fmt::Display for TryNextError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TryNextError::Empty => "the merge queue is empty, and a producer may still push",
+            TryNextError::Closed => "the merge queue is closed: every producer is gone",
+        })
+    }
+}
+
+impl std::error::Error for TryNextError {}
+
 /// The single consumer: a [`Stream`] of items in arrival order.
 pub struct Consumer<T> {
     shared: Arc<Shared<T>>,
 }
 
 impl<T> Consumer<T> {
-    /// Takes the next item without waiting: `Ok(Some)` an item, `Ok(None)` end-of-stream,
-    /// `Err(())` nothing yet.
-    #[allow(clippy::result_unit_err)]
-    pub fn try_next(&mut self) -> Result<Option<T>, ()> {
+    /// Takes the next item without waiting, or says why there is none: [`TryNextError::Empty`]
+    /// while a producer lives (one may still push), [`TryNextError::Closed`] once every
+    /// producer is gone and the queue has drained (the end of the stream).
+    ///
+    /// ```
+    /// use penguin_merge_queue::{merge_queue, TryNextError};
+    ///
+    /// let (producer, mut consumer) = merge_queue::<u32>();
+    /// assert_eq!(consumer.try_next(), Err(TryNextError::Empty));
+    /// producer.push(7);
+    /// drop(producer);
+    /// assert_eq!(consumer.try_next(), Ok(7));
+    /// assert_eq!(consumer.try_next(), Err(TryNextError::Closed));
+    /// ```
+    pub fn try_next(&mut self) -> Result<T, TryNextError> {
         let mut st = self.shared.lock();
         match st.items.pop_front() {
-            Some(item) => Ok(Some(item)),
-            None if st.producers == 0 => Ok(None),
-            None => Err(()),
+            Some(item) => Ok(item),
+            None if st.producers == 0 => Err(TryNextError::Closed),
+            None => Err(TryNextError::Empty),
         }
     }
 

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use penguin_merge_queue::{merge_queue, merge_queue_with_hook};
+use penguin_merge_queue::{merge_queue, merge_queue_with_hook, TryNextError};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
@@ -43,18 +43,19 @@ proptest! {
                 },
                 Step::Drop(p) => { producers[p] = None; }
                 Step::Pull => match consumer.try_next() {
-                    Ok(Some(item)) => pulled.push(item),
-                    Ok(None) => prop_assert!(producers.iter().all(Option::is_none), "end-of-stream while a producer lives"),
-                    Err(()) => prop_assert!(producers.iter().any(Option::is_some)),
+                    Ok(item) => pulled.push(item),
+                    Err(TryNextError::Closed) => prop_assert!(producers.iter().all(Option::is_none), "end-of-stream while a producer lives"),
+                    Err(TryNextError::Empty) => prop_assert!(producers.iter().any(Option::is_some)),
+                    Err(e) => prop_assert!(false, "unexpected {e}"),
                 },
             }
         }
         // Drain: with producers still alive the queue must not report the end.
-        while let Ok(Some(item)) = consumer.try_next() { pulled.push(item); }
+        while let Ok(item) = consumer.try_next() { pulled.push(item); }
         let alive = producers.iter().any(Option::is_some);
-        prop_assert_eq!(consumer.try_next().is_err(), alive);
+        prop_assert_eq!(consumer.try_next(), Err(if alive { TryNextError::Empty } else { TryNextError::Closed }));
         drop(producers);
-        prop_assert_eq!(consumer.try_next(), Ok(None));
+        prop_assert_eq!(consumer.try_next(), Err(TryNextError::Closed));
 
         // The hook saw exactly the consumer's order; per-producer order kept; nothing lost.
         prop_assert_eq!(&*seen.lock().unwrap(), &pulled);
