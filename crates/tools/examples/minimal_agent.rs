@@ -1,9 +1,11 @@
 //! A minimal agent: the engine, an OpenAI-compatible provider and the built-in tools, working
-//! in the current directory; each tool call is approved at the terminal.
+//! in the current directory; each tool call is approved at the terminal. Besides this crate it
+//! needs `penguin-engine` and `penguin-llm-providers` with its `openai-chat` and `http`
+//! features.
 //!
 //! ```sh
 //! OPENAI_BASE_URL=http://127.0.0.1:8080/v1 OPENAI_MODEL=local \
-//!     cargo run -p penguin-examples --example minimal_agent -- "What is in this directory?"
+//!     cargo run --example minimal_agent -- "What is in this directory?"
 //! ```
 //! (`OPENAI_API_KEY` is sent when set: OpenAI itself, llama.cpp, vLLM and Ollama all work.)
 
@@ -12,10 +14,12 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use penguin_engine::{ApprovalError, Approver, Engine, EngineConfig, Environment, RunOptions};
+use penguin_engine::{
+    build, ApprovalDecision, ApprovalError, Approver, Engine, EngineConfig, Environment,
+    ModelPayload, OmniMessage, RunOptions,
+};
 use penguin_llm_providers::translate::ToolCallIdAllocator;
 use penguin_llm_providers::{HttpModel, ModelConfig, OpenAiChat};
-use penguin_omni_protocol::{build, ApprovalDecision, ModelPayload, OmniMessage};
 use penguin_tools::{BuiltinTools, Sandbox, SandboxRequest, ToolsConfig};
 
 /// Asks on the terminal: `y` allows the call, anything else denies it.
@@ -63,10 +67,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let llm = HttpModel::new(model, OpenAiChat::new(), ToolCallIdAllocator::default())?;
 
     let engine = Engine::new(Box::new(llm), Arc::new(tools), EngineConfig::default());
-    let options = RunOptions {
-        approver: Some(Arc::new(Terminal)),
-        ..RunOptions::default()
-    };
+    let options = RunOptions::new(Arc::new(Terminal));
     let mut stream = engine.run(vec![build::user_text(prompt)], options)?;
     // The stream is the whole run, in order: print each complete message as one JSON line.
     while let Some(frame) = stream.next().await {

@@ -3,16 +3,17 @@
 //! per call). The model is scripted so the program runs offline.
 //!
 //! ```sh
-//! cargo run -p penguin-examples --example custom_tool
+//! cargo run --example custom_tool
 //! ```
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use penguin_engine::{AllowAll, Engine, EngineConfig, Environment, Permission, RunOptions};
-use penguin_llm_providers::scripted::{ScriptedModel, ScriptedRequest};
-use penguin_omni_protocol::{build, ToolDefinition};
+use penguin_engine::llm::scripted::{ScriptedModel, ScriptedRequest};
+use penguin_engine::{
+    build, AllowAll, Engine, EngineConfig, Environment, Permission, RunOptions, ToolDefinition,
+};
 use penguin_tools::{BuiltinTools, Output, Tool, ToolOutcome, ToolResult, ToolsConfig};
 use serde_json::{json, Value};
 
@@ -62,10 +63,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .build(),
     ]);
     let engine = Engine::new(Box::new(model), Arc::new(tools), EngineConfig::default());
-    let options = RunOptions {
-        approver: Some(Arc::new(AllowAll)),
-        ..RunOptions::default()
-    };
+    let options = RunOptions::new(Arc::new(AllowAll));
     let mut stream = engine.run(vec![build::user_text("How many words?")], options)?;
     while let Some(frame) = stream.next().await {
         if !frame.message().is_partial() {

@@ -1,10 +1,11 @@
 //! `penguin-server` embedded in a program of one's own: its own `SessionFactory` decides what a
-//! session is (here: the offline demo model and the built-in tools in one fixed workspace,
-//! sandboxed), the server does ids, SSE streams, approvals, steering and history. It binds a
-//! port the OS chooses, says which, and stops on Ctrl-C through a shutdown future of its own.
+//! session is (here: this crate's `Session`s over the offline demo model and the built-in tools
+//! in one fixed workspace, sandboxed), the server does ids, SSE streams, approvals, steering and
+//! history. It binds a port the OS chooses, says which, and stops on Ctrl-C through a shutdown
+//! future of its own.
 //!
 //! ```sh
-//! cargo run -p penguin-examples --example embed_server -- /path/to/workspace
+//! cargo run --example embed_server -- /path/to/workspace
 //! ```
 //! then open the printed link in a browser, or drive the API with the token:
 //!
@@ -17,8 +18,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use penguin::models::ModelSpec;
-use penguin::session::{Session, SessionError, SessionSpec};
+use penguin_agent::models::ModelSpec;
+use penguin_agent::session::{Session, SessionError, SessionSpec};
 use penguin_engine::EngineConfig;
 use penguin_server::{
     CreateSession, FactoryError, HostedSession, LoadSession, ServeOptions, Server, SessionFactory,
@@ -88,7 +89,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(PathBuf::from)
         .unwrap_or(std::env::current_dir()?);
     // The server keeps its token and the traces under the data root: no command may see it.
-    let data_root = penguin::trace_store::data_root();
+    let data_root = penguin_trace_store::data_root();
     let sandbox = Sandbox::resolve(&SandboxRequest {
         protected: vec![data_root.clone()],
         ..SandboxRequest::default()

@@ -1,21 +1,21 @@
 //! An `Environment` of one's own: a `calculator` tool that adds numbers, driven by the engine.
 //! The model here is scripted (it asks for `2 + 3`, then answers), so the program runs
-//! offline; swap in any `Llm` (see `minimal_agent`).
+//! offline; swap in any `Llm` (see penguin-tools' `minimal_agent`). It needs `penguin-engine`
+//! alone (its re-exports name the protocol and the scripted model), `futures`, `serde_json` and
+//! `tokio`.
 //!
 //! ```sh
-//! cargo run -p penguin-examples --example custom_environment
+//! cargo run --example custom_environment
 //! ```
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use futures::StreamExt;
+use penguin_engine::llm::scripted::{ScriptedModel, ScriptedRequest};
 use penguin_engine::{
-    AllowAll, Engine, EngineConfig, Environment, MessageSink, Permission, RunOptions,
-    ToolCallRequest,
+    async_trait, build, AllowAll, Engine, EngineConfig, Environment, MessageSink, Permission,
+    RunOptions, StopReason, ToolCallRequest, ToolDefinition,
 };
-use penguin_llm_providers::scripted::{ScriptedModel, ScriptedRequest};
-use penguin_omni_protocol::{build, StopReason, ToolDefinition};
 use serde_json::{json, Value};
 
 /// One tool: `calculator {"add": [numbers]}` answers their sum.
@@ -89,10 +89,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Arc::new(Calculator),
         EngineConfig::default(),
     );
-    let options = RunOptions {
-        approver: Some(Arc::new(AllowAll)),
-        ..RunOptions::default()
-    };
+    let options = RunOptions::new(Arc::new(AllowAll));
     let mut stream = engine.run(vec![build::user_text("What is 2 + 3?")], options)?;
     while let Some(frame) = stream.next().await {
         println!("{}", frame.json());

@@ -2,7 +2,12 @@
 //! store (feature `engine`), the built-in tools and a scripted model, so it runs offline. The
 //! first run reads a file; the session is then resumed from its trace and continues.
 //!
-//! `cargo run -p penguin-examples --example session_agent`
+//! It needs this crate's `engine` feature, `penguin-engine`, `penguin-tools`, `futures` and
+//! `tokio`.
+//!
+//! ```sh
+//! cargo run --example session_agent
+//! ```
 
 use std::sync::Arc;
 
@@ -15,10 +20,7 @@ use penguin_trace_store::{new_session_id, resume_session, Durability, TraceLocat
 
 /// Runs one prompt, allowing every tool call, and prints the complete messages.
 async fn run(engine: Engine, prompt: &str) -> Result<Engine, Box<dyn std::error::Error>> {
-    let options = RunOptions {
-        approver: Some(Arc::new(AllowAll)),
-        ..RunOptions::default()
-    };
+    let options = RunOptions::new(Arc::new(AllowAll));
     let mut stream = engine.run(vec![build::user_text(prompt)], options)?;
     while let Some(frame) = stream.next().await {
         if frame.message().is_complete_model() {
