@@ -101,7 +101,9 @@ pub struct CreateSession {
 /// A session found on disk that this process has not loaded yet.
 #[derive(Clone, Debug)]
 pub struct LoadSession {
-    /// Where its Trace lives.
+    /// Where its Trace lives. It knows the session's newest file, as the server's index found
+    /// it ([`TraceLocation::known_trace`]), so `penguin_trace_store::resume_session` opens that
+    /// file instead of reading every date directory.
     pub location: TraceLocation,
     /// Its id (already checked to name an existing trace).
     pub session_id: String,

@@ -307,8 +307,14 @@ impl Sessions {
             return Err(ApiError::session_not_found(id));
         };
         let kept = self.settings.load(id);
+        // The index just found the newest file: the factory's resume opens it instead of
+        // reading every date directory, a cost that grew with the sessions on disk.
+        let location = match files.last().and_then(located) {
+            Some(latest) => self.cfg.location.clone().with_known_trace(id, latest),
+            None => self.cfg.location.clone(),
+        };
         let req = LoadSession {
-            location: self.cfg.location.clone(),
+            location,
             session_id: id.to_owned(),
             sandbox: kept.sandbox,
             mcp_servers: kept.mcp_servers,
@@ -652,6 +658,16 @@ impl Sessions {
         }
         self.cfg.hub.reclaim(USER_CHANNEL);
     }
+}
+
+/// A file of the index as the trace store locates one (`<date>/<id>_<NNN>.jsonl`).
+fn located(file: &TraceFile) -> Option<penguin_trace_store::LocatedTrace> {
+    let date_dir = file.path.parent()?.file_name()?.to_str()?.to_owned();
+    Some(penguin_trace_store::LocatedTrace {
+        path: file.path.clone(),
+        date_dir,
+        index: file.index,
+    })
 }
 
 /// The latest plan in a session's current trace file (an older context's plan is stale).

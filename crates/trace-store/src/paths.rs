@@ -27,7 +27,12 @@ pub fn data_root() -> PathBuf {
 }
 
 /// The traces of one agent: `<root>/<project>/agents/<agent>/traces`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// A location may also know where one session's newest file is
+/// ([`TraceLocation::with_known_trace`]): a caller that keeps an index of the traces (a server)
+/// says so, and [`resume_session`](crate::resume_session) opens that file instead of reading
+/// every date directory. Two locations are equal when their directories are.
+#[derive(Clone, Debug)]
 pub struct TraceLocation {
     /// The data root (see [`data_root`]).
     pub root: PathBuf,
@@ -35,7 +40,24 @@ pub struct TraceLocation {
     pub project: String,
     /// Agent id.
     pub agent: String,
+    known: Option<std::sync::Arc<KnownTrace>>,
 }
+
+/// A session's newest trace file, as a caller that indexes the traces knows it.
+#[derive(Debug)]
+struct KnownTrace {
+    session_id: String,
+    latest: LocatedTrace,
+}
+
+impl PartialEq for TraceLocation {
+    fn eq(&self, other: &Self) -> bool {
+        // What is known of a session is a shortcut to its files, not part of where they live.
+        (&self.root, &self.project, &self.agent) == (&other.root, &other.project, &other.agent)
+    }
+}
+
+impl Eq for TraceLocation {}
 
 impl TraceLocation {
     /// A location under an explicit root.
@@ -48,7 +70,44 @@ impl TraceLocation {
             root: root.into(),
             project: project.into(),
             agent: agent.into(),
+            known: None,
         }
+    }
+
+    /// This location, knowing that `latest` is `session_id`'s newest trace file (one of this
+    /// location's): resuming that session opens it directly, a lookup that costs the same
+    /// however many sessions are on disk. A file that is gone by then, or a resume of another
+    /// session, falls back to reading the date directories.
+    ///
+    /// ```
+    /// use penguin_trace_store::{LocatedTrace, TraceLocation};
+    ///
+    /// let here = TraceLocation::new("/data", "default", "penguin");
+    /// let latest = LocatedTrace {
+    ///     path: here.trace_file("2026-01-01", "s-1", 2),
+    ///     date_dir: "2026-01-01".into(),
+    ///     index: 2,
+    /// };
+    /// let knowing = here.clone().with_known_trace("s-1", latest.clone());
+    /// assert_eq!(knowing.known_trace("s-1"), Some(&latest));
+    /// assert_eq!(knowing.known_trace("s-2"), None);
+    /// assert_eq!(knowing, here);
+    /// ```
+    pub fn with_known_trace(mut self, session_id: &str, latest: LocatedTrace) -> Self {
+        self.known = Some(std::sync::Arc::new(KnownTrace {
+            session_id: session_id.to_owned(),
+            latest,
+        }));
+        self
+    }
+
+    /// The newest file of `session_id` this location was told of
+    /// ([`TraceLocation::with_known_trace`]), if any.
+    pub fn known_trace(&self, session_id: &str) -> Option<&LocatedTrace> {
+        self.known
+            .as_deref()
+            .filter(|k| k.session_id == session_id)
+            .map(|k| &k.latest)
     }
 
     /// A location under [`data_root`].

@@ -446,9 +446,10 @@ pub struct ResumedSession {
     pub writer: Writer,
 }
 
-/// Finds the newest file of `session_id` under `location`, reads it tolerantly, resumes it, and
-/// returns a writer that continues appending to that same file (§3.6 *Resuming a session*
-/// steps 1, 2, 6, 7, `docs/protocol.md#s3.6`).
+/// Finds the newest file of `session_id` under `location` (the one the location knows, see
+/// [`TraceLocation::with_known_trace`], else by reading every date directory), reads it
+/// tolerantly, resumes it, and returns a writer that continues appending to that same file
+/// (§3.6 *Resuming a session* steps 1, 2, 6, 7, `docs/protocol.md#s3.6`).
 ///
 /// A dangling compaction is closed at once with `compaction_end {status: failed}`, queued before
 /// anything else can be recorded. Checks that need the project configuration (provider, model,
@@ -466,12 +467,19 @@ pub fn resume_session(
     durability: Durability,
 ) -> Result<ResumedSession, TraceError> {
     let traces_dir = location.traces_dir();
-    let located = find_latest_trace_file(&traces_dir, session_id)?.ok_or_else(|| {
-        TraceError::SessionNotFound {
-            session_id: session_id.to_owned(),
-            traces_dir: traces_dir.clone(),
-        }
-    })?;
+    let known = location
+        .known_trace(session_id)
+        .filter(|k| std::fs::metadata(&k.path).is_ok_and(|m| m.is_file()))
+        .cloned();
+    let located = match known {
+        Some(k) => k,
+        None => find_latest_trace_file(&traces_dir, session_id)?.ok_or_else(|| {
+            TraceError::SessionNotFound {
+                session_id: session_id.to_owned(),
+                traces_dir: traces_dir.clone(),
+            }
+        })?,
+    };
     // Records are resumed as they are read, and continuing a session needs no render copy.
     let mut resumer = Resumer::new(false);
     let report = read_trace_each(&located.path, ReadMode::Tolerant, |_, m| resumer.push(m))?;

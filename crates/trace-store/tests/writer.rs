@@ -334,6 +334,44 @@ fn resume_session_continues_the_same_file_and_closes_a_dangling_compaction() {
 }
 
 #[test]
+fn resume_session_opens_the_file_its_location_knows_and_reads_the_directories_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let loc = location(dir.path());
+    let write = |date: &str, index: u32, text: &str| {
+        let w = Writer::open(
+            WriterConfig::new(loc.traces_dir(), SID)
+                .date_dir(date)
+                .start_index(index),
+        )
+        .unwrap();
+        rec(&w, meta());
+        rec(&w, build::user_text(text));
+        w.flush().unwrap();
+        penguin_trace_store::LocatedTrace {
+            path: w.current_path(),
+            date_dir: date.into(),
+            index,
+        }
+    };
+    let told = write(DATE, 1, "the file the index knows");
+    let newest = write("2026-07-19", 2, "a file only a directory read finds");
+    // Told of a file, the resume opens it: no directory is read, so the newer one is not seen.
+    let knowing = loc.clone().with_known_trace(SID, told.clone());
+    let s = resume_session(&knowing, SID, Durability::Never).unwrap();
+    assert_eq!(s.located, told);
+    assert_eq!(s.writer.current_path(), told.path);
+    drop(s);
+    // Another session's file, or a file gone since, is no shortcut: the directories are read.
+    let other = loc.clone().with_known_trace("session-other", told.clone());
+    let s = resume_session(&other, SID, Durability::Never).unwrap();
+    assert_eq!(s.located, newest);
+    drop(s);
+    fs::remove_file(&told.path).unwrap();
+    let s = resume_session(&knowing, SID, Durability::Never).unwrap();
+    assert_eq!(s.located, newest);
+}
+
+#[test]
 fn resume_session_errors_name_what_is_missing() {
     let dir = tempfile::tempdir().unwrap();
     let loc = location(dir.path());
