@@ -5,7 +5,7 @@
 //! dedup by exact JSON), then render what arrives.
 
 use futures::StreamExt;
-use penguin_llm_providers::sse::{SseDecoder, SseError};
+use penguin_sse_transport::decode::{DecodeError, SseDecoder};
 use penguin_omni_protocol::OmniMessage;
 use penguin_server::api::SessionList;
 use penguin_sse_transport::{ClientReducer, ClientState, History, SessionStatus};
@@ -23,6 +23,7 @@ pub struct Target {
 
 /// Why following a served session failed. Each variant names the URL it was reading.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WatchError {
     /// No HTTP client could be made (TLS could not be set up).
     #[error("cannot make an HTTP client: {0}")]
@@ -63,7 +64,7 @@ pub enum WatchError {
     Stream(#[source] reqwest::Error),
     /// The event stream is not well-formed SSE.
     #[error("the stream broke: {0}")]
-    Events(#[source] SseError),
+    Events(#[source] DecodeError),
 }
 
 /// The served session `query` names, matched as `penguin resume` matches (the full id, a unique

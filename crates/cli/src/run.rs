@@ -125,11 +125,9 @@ pub(crate) async fn run_task(
 ) -> Result<TaskEnd, String> {
     let cancel = CancellationToken::new();
     let ctrl_c = interrupt_on_ctrl_c(cancel.clone(), session.writer().clone());
-    let options = RunOptions {
-        approver: Some(approver),
-        cancel: cancel.clone(),
-        thinking_level: task.thinking,
-    };
+    let options = RunOptions::new(approver)
+        .with_cancel(cancel.clone())
+        .with_thinking_level(task.thinking);
     let started = Instant::now();
     let mut stream = match &task.goal {
         Some(goal) => session.run_goal(input, goal.clone(), options),
@@ -200,7 +198,10 @@ fn end_line(session: &Session, summary: &crate::render::RunSummary, took: std::t
         &session.environment().tools(),
     );
     let (more_in, more_out) = summary.unreported_estimate(base);
-    let (input, output) = (t.cache_read + t.cache_write + more_in, t.output + more_out);
+    let (input, output) = (
+        t.cache_read + t.uncached_prompt + more_in,
+        t.output + more_out,
+    );
     let tokens = match more_in + more_out {
         0 => format!("{} tokens ({input} in, {output} out)", t.total),
         _ => format!(

@@ -129,7 +129,7 @@ pub(crate) fn render_session(
         "{header}\n{body}— {requests} request(s), {} tool call(s), {} tokens ({} in, {} out)\n",
         summary.tool_calls,
         t.total,
-        t.cache_read + t.cache_write,
+        t.cache_read + t.uncached_prompt,
         t.output
     ))
 }

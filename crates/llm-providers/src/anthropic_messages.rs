@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use penguin_omni_protocol::{Fidelity, ModelPayload, OmniMessage, Role};
 use serde_json::{json, Map, Value};
 
-use crate::sse::{SseEvent, SseEventHandler, SseStreamDecoder};
+use crate::sse::{DecodedEvent, SseEventHandler, SseStreamDecoder};
 use crate::translate::{strip_suffix, ContentItem, UniEvent, Usage};
 use crate::wire::{
     classify_error, provider_error, ModelConfig, WireError, WireProtocol, WireRequest,
@@ -295,7 +295,7 @@ impl AnthropicEvents {
 }
 
 impl SseEventHandler for AnthropicEvents {
-    fn event(&mut self, sse: &SseEvent) -> Result<UniEvent, WireError> {
+    fn event(&mut self, sse: &DecodedEvent) -> Result<UniEvent, WireError> {
         let data = sse.data.as_str();
         if self.stopped {
             return Ok(UniEvent::default());

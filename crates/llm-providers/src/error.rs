@@ -7,6 +7,7 @@ use crate::LlmOutcome;
 
 /// Why a response body could not be turned into events.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum WireError {
     /// The bytes are not what the protocol says (bad JSON, bad UTF-8, a stream that ended
     /// before its terminal event, unparsable tool arguments).

@@ -24,6 +24,7 @@ use penguin_omni_protocol::StopReason;
 /// What kind of failure a request ended with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum FailureKind {
     /// Nothing listens at the model's address.
     ConnectionRefused,

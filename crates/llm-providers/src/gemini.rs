@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use penguin_omni_protocol::{Fidelity, ModelPayload, OmniMessage, Role};
 use serde_json::{json, Map, Value};
 
-use crate::sse::{SseEvent, SseEventHandler, SseStreamDecoder};
+use crate::sse::{DecodedEvent, SseEventHandler, SseStreamDecoder};
 use crate::translate::{strip_suffix, ContentItem, UniEvent, Usage};
 use crate::wire::{
     classify_error, provider_error, ModelConfig, WireError, WireProtocol, WireRequest,
@@ -255,7 +255,7 @@ pub struct GeminiEvents {
 }
 
 impl SseEventHandler for GeminiEvents {
-    fn event(&mut self, sse: &SseEvent) -> Result<UniEvent, WireError> {
+    fn event(&mut self, sse: &DecodedEvent) -> Result<UniEvent, WireError> {
         let data = sse.data.as_str();
         let chunk: Value = serde_json::from_str(data).map_err(|e| {
             WireError::Malformed(format!(

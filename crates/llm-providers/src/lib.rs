@@ -33,8 +33,6 @@ pub mod openai_responses;
 pub mod scripted;
 #[cfg(feature = "wire")]
 pub mod sse;
-#[cfg(feature = "wire")]
-pub mod testing;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 #[cfg(feature = "wire")]

@@ -21,6 +21,7 @@ use crate::wire::{StreamDecoder, WireError};
 
 /// Why a body could not be framed into lines.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum NdjsonError {
     /// A line of the body is not valid UTF-8.
     #[error("NDJSON line {line} is not valid UTF-8: {source}")]
@@ -240,6 +241,7 @@ impl<H: NdjsonLineHandler> StreamDecoder for NdjsonStreamDecoder<H> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(feature = "testkit")]
     use proptest::prelude::*;
 
     fn all(chunks: &[&[u8]]) -> Vec<String> {
@@ -328,12 +330,14 @@ mod tests {
         }
     }
 
+    // The chunkings come from the kit, which a build without `testkit` lacks.
+    #[cfg(feature = "testkit")]
     proptest! {
         #[test]
         fn any_chunking_gives_the_same_lines(cuts in proptest::collection::vec(0usize..120, 0..12)) {
             let body = "{\"t\":\"é✓\"}\r\n\n{\"a\":[1,2]}\n  \n{\"z\":\"\\n\"}".as_bytes();
             let whole = all(&[body]);
-            let chunks = crate::testing::split_at(body, cuts.into_iter().map(|c| c % (body.len() + 1)));
+            let chunks = crate::testkit::split_at(body, cuts.into_iter().map(|c| c % (body.len() + 1)));
             prop_assert_eq!(all(&chunks), whole);
         }
     }

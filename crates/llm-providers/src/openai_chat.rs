@@ -22,7 +22,7 @@
 use penguin_omni_protocol::{Fidelity, ModelPayload, OmniMessage, Role, StopReason};
 use serde_json::{json, Map, Value};
 
-use crate::sse::{SseEvent, SseEventHandler, SseStreamDecoder};
+use crate::sse::{DecodedEvent, SseEventHandler, SseStreamDecoder};
 use crate::translate::{strip_suffix, ContentItem, UniEvent, Usage};
 use crate::wire::{
     classify_error, provider_error, ModelConfig, WireError, WireProtocol, WireRequest,
@@ -262,7 +262,7 @@ pub struct OpenAiChatEvents {
 }
 
 impl SseEventHandler for OpenAiChatEvents {
-    fn event(&mut self, sse: &SseEvent) -> Result<UniEvent, WireError> {
+    fn event(&mut self, sse: &DecodedEvent) -> Result<UniEvent, WireError> {
         let data = sse.data.as_str();
         if self.done {
             return Ok(UniEvent::default());

@@ -37,7 +37,7 @@ use std::collections::HashMap;
 use penguin_omni_protocol::{Fidelity, ModelPayload, OmniMessage, Role, StopReason};
 use serde_json::{json, Map, Value};
 
-use crate::sse::{SseEvent, SseEventHandler, SseStreamDecoder};
+use crate::sse::{DecodedEvent, SseEventHandler, SseStreamDecoder};
 use crate::translate::{strip_suffix, ContentItem, UniEvent, Usage};
 use crate::wire::{
     classify_error, provider_error, ModelConfig, WireError, WireProtocol, WireRequest,
@@ -282,7 +282,7 @@ pub struct OpenAiResponsesEvents {
 }
 
 impl SseEventHandler for OpenAiResponsesEvents {
-    fn event(&mut self, sse: &SseEvent) -> Result<UniEvent, WireError> {
+    fn event(&mut self, sse: &DecodedEvent) -> Result<UniEvent, WireError> {
         let data = sse.data.as_str();
         if self.terminal {
             return Ok(UniEvent::default());

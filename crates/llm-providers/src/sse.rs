@@ -1,213 +1,16 @@
-//! A Server-Sent Events decoder that accepts the body in arbitrary chunks.
-//!
-//! Bytes are buffered until a whole line is present, and only whole lines are decoded as
-//! UTF-8, so a multi-byte character or a `\r\n` split across two chunks decodes the same as if
-//! it had arrived in one piece. Lines end with `\n`, `\r\n` or a lone `\r` (the SSE grammar).
-//!
-//! This is penguin's one SSE parser: provider streams, `penguin watch` and the server tests
-//! all read `text/event-stream` through it.
+//! SSE framing for provider streams: an adapter whose model streams `text/event-stream`
+//! writes only how one event translates ([`SseEventHandler`]), and [`SseStreamDecoder`] does
+//! the rest on [`penguin_sse_transport::decode::SseDecoder`], penguin's one SSE parser (it
+//! lives with the rest of the SSE transport, where a client of penguin's server finds it).
 
 use std::fmt;
+
+pub use penguin_sse_transport::decode::DecodedEvent;
+use penguin_sse_transport::decode::{DecodeError, SseDecoder};
 
 use crate::limits::human_bytes;
 use crate::translate::UniEvent;
 use crate::wire::{StreamDecoder, WireError};
-
-/// One dispatched event: the `event:` name (if any), the `data:` lines joined with `\n`, and
-/// the last event id.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SseEvent {
-    /// The `event:` field; `None` means the default `message` type.
-    pub event: Option<String>,
-    /// The data lines joined with `\n`.
-    pub data: String,
-    /// The last `id:` seen so far, which (as in `EventSource`) carries over to later events
-    /// that set none: what a reconnect sends as `Last-Event-ID`.
-    pub id: Option<String>,
-}
-
-/// Why a body could not be framed into events.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum SseError {
-    /// A line of the body is not valid UTF-8.
-    #[error("SSE line {line} is not valid UTF-8: {source}")]
-    Utf8 {
-        /// 1-based line number in the body.
-        line: usize,
-        /// The decoding error.
-        source: std::str::Utf8Error,
-    },
-    /// The event being gathered (its data lines so far plus the unfinished line) outgrew the
-    /// decoder's bound ([`SseDecoder::with_max_event_bytes`]).
-    #[error("SSE event at line {line} passed {} without ending", human_bytes(*limit))]
-    TooLarge {
-        /// 1-based number of the line being read when the bound was crossed.
-        line: usize,
-        /// The bound, in bytes.
-        limit: usize,
-    },
-}
-
-impl SseError {
-    /// The 1-based line the error is about.
-    pub fn line(&self) -> usize {
-        match self {
-            SseError::Utf8 { line, .. } | SseError::TooLarge { line, .. } => *line,
-        }
-    }
-}
-
-/// Incremental SSE decoder: [`feed`](SseDecoder::feed) chunks, then
-/// [`finish`](SseDecoder::finish) at the end of the body.
-///
-/// Unbounded by default; [`with_max_event_bytes`](SseDecoder::with_max_event_bytes) bounds
-/// what it buffers for one event, which every provider stream uses: a peer that never ends a
-/// line must not make it buffer the whole body. After an error the decoder is spent.
-#[derive(Debug, Default)]
-pub struct SseDecoder {
-    buffer: Vec<u8>,
-    /// A `\r` ended the previous line; a `\n` at the start of the next chunk belongs to it.
-    after_cr: bool,
-    lines_seen: usize,
-    event: Option<String>,
-    data: Vec<String>,
-    /// Bytes held in `data` (each line plus its joining `\n`).
-    data_bytes: usize,
-    has_data: bool,
-    last_id: Option<String>,
-    max_event_bytes: Option<usize>,
-}
-
-impl SseDecoder {
-    /// A decoder at the start of a body.
-    pub fn new() -> SseDecoder {
-        SseDecoder::default()
-    }
-
-    /// A decoder that holds at most `max` bytes for one event: its data lines so far plus the
-    /// line being read. Crossing it fails [`feed`](SseDecoder::feed) with
-    /// [`SseError::TooLarge`] as soon as the bytes arrive, before they are buffered.
-    pub fn with_max_event_bytes(mut self, max: usize) -> SseDecoder {
-        self.max_event_bytes = Some(max);
-        self
-    }
-
-    /// Sets the bound of [`with_max_event_bytes`](SseDecoder::with_max_event_bytes).
-    pub fn limit_event_bytes(&mut self, max: usize) {
-        self.max_event_bytes = Some(max);
-    }
-
-    /// Fails when `more` bytes added to the current line would take the event past the bound.
-    fn check_room(&self, more: usize) -> Result<(), SseError> {
-        match self.max_event_bytes {
-            Some(limit) if self.data_bytes + self.buffer.len() + more > limit => {
-                Err(SseError::TooLarge {
-                    line: self.lines_seen + 1,
-                    limit,
-                })
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// Consumes a chunk and returns the events it completed.
-    pub fn feed(&mut self, chunk: &[u8]) -> Result<Vec<SseEvent>, SseError> {
-        let mut events = Vec::new();
-        self.feed_into(chunk, &mut events)?;
-        Ok(events)
-    }
-
-    /// [`feed`](SseDecoder::feed) into `events`: on an error, the events the chunk completed
-    /// before the bad line are already there, so what is decoded up to a fault does not
-    /// depend on how the body was chunked.
-    pub fn feed_into(&mut self, chunk: &[u8], events: &mut Vec<SseEvent>) -> Result<(), SseError> {
-        let mut rest = chunk;
-        // An empty chunk says nothing about whether the `\n` of a split `\r\n` is coming.
-        if self.after_cr && !rest.is_empty() {
-            self.after_cr = false;
-            if let Some(stripped) = rest.strip_prefix(b"\n") {
-                rest = stripped;
-            }
-        }
-        while let Some(pos) = rest.iter().position(|&b| b == b'\n' || b == b'\r') {
-            self.check_room(pos)?;
-            self.buffer.extend_from_slice(&rest[..pos]);
-            let terminator = rest[pos];
-            rest = &rest[pos + 1..];
-            if terminator == b'\r' {
-                match rest.first() {
-                    Some(b'\n') => rest = &rest[1..],
-                    Some(_) => {}
-                    None => self.after_cr = true,
-                }
-            }
-            let line = std::mem::take(&mut self.buffer);
-            self.line(&line, events)?;
-        }
-        self.check_room(rest.len())?;
-        self.buffer.extend_from_slice(rest);
-        Ok(())
-    }
-
-    /// Ends the body. An unterminated last line is taken as a line, and a pending event is
-    /// dispatched, because servers commonly omit the final blank line after `[DONE]`; a body
-    /// truncated mid-line then fails in the JSON parser rather than vanishing here.
-    pub fn finish(&mut self) -> Result<Vec<SseEvent>, SseError> {
-        let mut events = Vec::new();
-        if !self.buffer.is_empty() {
-            let line = std::mem::take(&mut self.buffer);
-            self.line(&line, &mut events)?;
-        }
-        self.dispatch(&mut events);
-        Ok(events)
-    }
-
-    fn line(&mut self, bytes: &[u8], events: &mut Vec<SseEvent>) -> Result<(), SseError> {
-        self.lines_seen += 1;
-        let line = std::str::from_utf8(bytes).map_err(|source| SseError::Utf8 {
-            line: self.lines_seen,
-            source,
-        })?;
-        if line.is_empty() {
-            self.dispatch(events);
-            return Ok(());
-        }
-        if line.starts_with(':') {
-            return Ok(());
-        }
-        let (field, value) = match line.split_once(':') {
-            Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
-            None => (line, ""),
-        };
-        match field {
-            "event" => self.event = Some(value.to_owned()),
-            "data" => {
-                self.data_bytes += value.len() + 1;
-                self.data.push(value.to_owned());
-                self.has_data = true;
-            }
-            // A NUL in an id makes `EventSource` ignore the field; so do we.
-            "id" if !value.contains('\0') => self.last_id = Some(value.to_owned()),
-            // `retry` only matters to a reconnecting client, which picks its own delays.
-            _ => {}
-        }
-        Ok(())
-    }
-
-    fn dispatch(&mut self, events: &mut Vec<SseEvent>) {
-        let event = self.event.take();
-        self.data_bytes = 0;
-        if !self.has_data {
-            return;
-        }
-        self.has_data = false;
-        events.push(SseEvent {
-            event,
-            data: std::mem::take(&mut self.data).join("\n"),
-            id: self.last_id.clone(),
-        });
-    }
-}
 
 /// The protocol half of an SSE-framed [`StreamDecoder`]; [`SseStreamDecoder`] is the other.
 ///
@@ -217,7 +20,7 @@ impl SseDecoder {
 pub trait SseEventHandler: Send + fmt::Debug {
     /// Translates one dispatched event. An empty ([`Default`]) [`UniEvent`] means the event
     /// carried nothing to translate (a ping, a sentinel, an item announcement) and is dropped.
-    fn event(&mut self, event: &SseEvent) -> Result<UniEvent, WireError>;
+    fn event(&mut self, event: &DecodedEvent) -> Result<UniEvent, WireError>;
 
     /// How many protocol events (not SSE frames: a `[DONE]` sentinel does not count) were
     /// decoded so far. None at the end of the body makes the stream malformed.
@@ -259,8 +62,8 @@ impl<H: SseEventHandler> SseStreamDecoder<H> {
     /// [`WireError`].
     fn dispatch(
         &mut self,
-        events: Vec<SseEvent>,
-        framing: Result<(), SseError>,
+        events: Vec<DecodedEvent>,
+        framing: Result<(), DecodeError>,
         out: &mut Vec<UniEvent>,
     ) -> Result<(), WireError> {
         for e in &events {
@@ -270,11 +73,11 @@ impl<H: SseEventHandler> SseStreamDecoder<H> {
             }
         }
         framing.map_err(|e| match e {
-            SseError::TooLarge { line, limit } => WireError::TooLarge(format!(
+            DecodeError::TooLarge { line, limit } => WireError::TooLarge(format!(
                 "response too large: an SSE event (line {line}) passed {} without ending, the per-event limit set by max_message_bytes; the rest of the response was not read",
                 human_bytes(limit)
             )),
-            e @ SseError::Utf8 { .. } => WireError::Malformed(e.to_string()),
+            e => WireError::Malformed(e.to_string()),
         })
     }
 }
@@ -309,155 +112,85 @@ impl<H: SseEventHandler> StreamDecoder for SseStreamDecoder<H> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
+    use crate::translate::ContentItem;
 
-    fn all(chunks: &[&[u8]]) -> Vec<SseEvent> {
-        let mut d = SseDecoder::new();
+    /// One text item per event; `end` is the terminal event.
+    #[derive(Debug, Default)]
+    struct Echo {
+        events: usize,
+        ended: bool,
+    }
+
+    impl SseEventHandler for Echo {
+        fn event(&mut self, event: &DecodedEvent) -> Result<UniEvent, WireError> {
+            self.events += 1;
+            if event.data == "end" {
+                self.ended = true;
+                return Ok(UniEvent::default());
+            }
+            Ok(UniEvent::item(ContentItem::Text {
+                text: event.data.clone(),
+                fidelity: None,
+            }))
+        }
+
+        fn events_seen(&self) -> usize {
+            self.events
+        }
+
+        fn missing_end(&self) -> Option<String> {
+            (!self.ended).then(|| "`end`".to_owned())
+        }
+    }
+
+    fn decode(chunks: &[&[u8]], limit: Option<usize>) -> (Vec<UniEvent>, Result<(), WireError>) {
+        let mut decoder = SseStreamDecoder::new(Echo::default());
+        if let Some(limit) = limit {
+            decoder.limit_event_bytes(limit);
+        }
         let mut out = Vec::new();
-        for c in chunks {
-            out.extend(d.feed(c).unwrap());
-        }
-        out.extend(d.finish().unwrap());
-        out
-    }
-
-    fn ev(event: Option<&str>, data: &str) -> SseEvent {
-        SseEvent {
-            event: event.map(Into::into),
-            data: data.into(),
-            id: None,
-        }
-    }
-
-    #[test]
-    fn parses_fields_comments_and_multiline_data() {
-        let body =
-            b": keep-alive\n\nevent: ping\ndata: {}\n\ndata: a\ndata:b\nid: 7\nretry: 10\n\n";
-        let with_id = SseEvent {
-            id: Some("7".into()),
-            ..ev(None, "a\nb")
-        };
-        assert_eq!(all(&[body]), [ev(Some("ping"), "{}"), with_id]);
-    }
-
-    #[test]
-    fn the_last_id_carries_over_and_a_nul_id_is_ignored() {
-        let got = all(&[b"data: a\nid: 1\n\ndata: b\n\nid: x\0y\ndata: c\n\nid:\ndata: d\n\n"]);
-        let ids: Vec<Option<&str>> = got.iter().map(|e| e.id.as_deref()).collect();
-        assert_eq!(ids, [Some("1"), Some("1"), Some("1"), Some("")]);
-    }
-
-    #[test]
-    fn crlf_and_lone_cr_end_lines() {
-        assert_eq!(
-            all(&[b"data: x\r\n\r\ndata: y\r\rdata: z\n\n"]),
-            [ev(None, "x"), ev(None, "y"), ev(None, "z")]
-        );
-    }
-
-    #[test]
-    fn crlf_split_between_chunks_is_one_terminator() {
-        assert_eq!(
-            all(&[b"data: x\r", b"", b"\n\r", b"\ndata: y\r\n\r\n"]),
-            [ev(None, "x"), ev(None, "y")]
-        );
-    }
-
-    #[test]
-    fn split_utf8_is_reassembled() {
-        let body = "data: héllo — 世界\n\n".as_bytes();
-        for i in 0..body.len() {
-            assert_eq!(
-                all(&[&body[..i], &body[i..]]),
-                [ev(None, "héllo — 世界")],
-                "split at {i}"
-            );
-        }
-    }
-
-    #[test]
-    fn unterminated_last_event_is_dispatched_at_finish() {
-        assert_eq!(all(&[b"data: [DONE]"]), [ev(None, "[DONE]")]);
-    }
-
-    #[test]
-    fn invalid_utf8_names_the_line() {
-        let mut d = SseDecoder::new();
-        let err = d.feed(b"data: ok\n\ndata: \xff\n").unwrap_err();
-        assert_eq!(err.line(), 3);
-        assert!(err.to_string().starts_with("SSE line 3 is not valid UTF-8"));
-    }
-
-    #[test]
-    fn a_line_that_never_ends_fails_as_soon_as_it_passes_the_bound() {
-        let mut d = SseDecoder::new().with_max_event_bytes(100);
-        let mut fed = 0;
-        let err = loop {
-            match d.feed(if fed == 0 { b"data: " } else { b"x" }) {
-                Ok(events) => assert!(events.is_empty()),
-                Err(e) => break e,
+        for chunk in chunks {
+            if let Err(e) = decoder.feed(chunk, &mut out) {
+                return (out, Err(e));
             }
-            fed += if fed == 0 { 6 } else { 1 };
-            assert!(fed <= 100, "buffered {fed} bytes past the bound");
-        };
-        assert_eq!(fed, 100, "fails on the first byte past the bound");
+        }
+        let end = decoder.finish(&mut out);
+        (out, end)
+    }
+
+    #[test]
+    fn events_translate_and_the_terminal_event_ends_the_body() {
+        let (out, end) = decode(&[b"data: a\n\nda", b"ta: b\n\ndata: end\n\n"], None);
+        assert_eq!(out.len(), 2);
+        assert_eq!(end, Ok(()));
+    }
+
+    #[test]
+    fn a_body_without_events_or_without_its_end_is_malformed() {
         assert_eq!(
-            err,
-            SseError::TooLarge {
-                line: 1,
-                limit: 100
-            }
+            decode(&[b": ping\n\n"], None).1,
+            Err(WireError::Malformed(NO_EVENTS.into()))
         );
         assert_eq!(
-            err.to_string(),
-            "SSE event at line 1 passed 100 bytes without ending"
+            decode(&[b"data: a\n\n"], None).1,
+            Err(WireError::Malformed(format!("{CUT_OFF_PREFIX} `end`")))
         );
     }
 
     #[test]
-    fn the_bound_covers_an_event_of_many_data_lines_and_resets_after_it() {
-        let line = format!("data: {}\n", "x".repeat(30));
-        let mut d = SseDecoder::new().with_max_event_bytes(100);
-        // Three 31-byte data values fit; each event's count starts afresh.
-        let event = format!("{line}{line}{line}\n");
-        for _ in 0..5 {
-            assert_eq!(d.feed(event.as_bytes()).unwrap().len(), 1);
-        }
-        let err = d
-            .feed(format!("{line}{line}{line}{line}").as_bytes())
-            .unwrap_err();
-        assert_eq!(
-            err,
-            SseError::TooLarge {
-                line: 24,
-                limit: 100
-            }
+    fn framing_errors_become_wire_errors_after_the_events_before_them() {
+        let (out, end) = decode(&[b"data: a\n\ndata: \xff\n"], None);
+        assert_eq!(out.len(), 1);
+        assert!(
+            matches!(&end, Err(WireError::Malformed(m)) if m.starts_with("SSE line 3 is not valid UTF-8")),
+            "{end:?}"
         );
-    }
-
-    #[test]
-    fn events_before_a_bad_line_in_the_same_chunk_are_kept() {
-        let mut d = SseDecoder::new().with_max_event_bytes(20);
-        let mut events = Vec::new();
-        let err = d
-            .feed_into(b"data: a\n\ndata: b\n\ndata: 0123456789012345", &mut events)
-            .unwrap_err();
-        assert_eq!(events, [ev(None, "a"), ev(None, "b")]);
-        assert_eq!(err.line(), 5);
-        let mut events = Vec::new();
-        let err = SseDecoder::new()
-            .feed_into(b"data: a\n\ndata: \xff\n", &mut events)
-            .unwrap_err();
-        assert_eq!((events, err.line()), (vec![ev(None, "a")], 3));
-    }
-
-    proptest! {
-        #[test]
-        fn any_chunking_gives_the_same_events(cuts in proptest::collection::vec(0usize..200, 0..12)) {
-            let body = "event: a\r\ndata: {\"t\":\"é✓\"}\r\n\r\n: c\ndata: 1\ndata: 2\n\rdata: z\r\r".as_bytes();
-            let whole = all(&[body]);
-            let chunks = crate::testing::split_at(body, cuts.into_iter().map(|c| c % (body.len() + 1)));
-            prop_assert_eq!(all(&chunks), whole);
-        }
+        let (_, end) = decode(&[b"data: a\n\ndata: ", &[b'x'; 2048]], Some(1024));
+        assert_eq!(
+            end,
+            Err(WireError::TooLarge(
+                "response too large: an SSE event (line 3) passed 1 KiB without ending, the per-event limit set by max_message_bytes; the rest of the response was not read".into()
+            ))
+        );
     }
 }

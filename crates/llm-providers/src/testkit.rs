@@ -10,6 +10,8 @@
 //!   (every segment `start → delta* → stop` then its complete message, nothing left open,
 //!   `token_usage` last and only on completion). The caller then compares each replay with
 //!   the exact expected stream, written with [`expect`]'s builders.
+//!   [`assert_lines`] (or [`Replay::assert_lines`]) compares them, and on a difference prints
+//!   the first differing message and a line diff.
 //! - **Split invariance** ([`assert_split_invariant`]): the body fed one byte at a time, cut
 //!   at every single point, and cut at hundreds of seeded random sets of points (empty chunks
 //!   included) must give exactly the messages and outcome of the whole body.
@@ -83,10 +85,10 @@
 //! let body = "t:Hel\nt:lo, wörld\nend\n".as_bytes();
 //! // Replay, discipline, split invariance and clean truncation, in one call.
 //! let replay = testkit::check_body(Toy::default, body, "toy");
-//! assert_eq!(
-//!     replay.lines(),
-//!     expect(vec![text_segment(&["Hel", "lo, wörld"], Completed), usage(0, 0, 0)])
-//! );
+//! replay.assert_lines(&expect(vec![
+//!     text_segment(&["Hel", "lo, wörld"], Completed),
+//!     usage(Tokens::default()),
+//! ]));
 //! // A cut-off body closes the text it opened.
 //! let cut = testkit::replay_checked(Toy::default(), &[&body[..9]], Default::default(), "cut");
 //! assert_eq!(cut.outcome.status, Malformed);
@@ -109,13 +111,14 @@ mod fixtures;
 pub mod requests;
 pub mod server;
 mod splits;
+mod stream;
 
-pub use crate::testing::{
-    check_discipline, describe, describe_all, replay, replay_limited, split_at, without_timestamp,
-    without_timestamps,
-};
 pub use fixtures::Fixtures;
 pub use splits::{assert_split_invariant, assert_truncations_are_clean};
+pub use stream::{
+    assert_lines, check_discipline, describe, describe_all, lines_diff, replay, replay_limited,
+    split_at, without_timestamp, without_timestamps,
+};
 
 /// What one response body gave: the messages the shell would yield and the outcome.
 #[derive(Clone, Debug, PartialEq)]
@@ -145,6 +148,13 @@ impl Replay {
             .filter_map(|m| m.model()?.partial_parts())
             .map(|(_, content)| content.len())
             .sum()
+    }
+
+    /// Asserts that the messages are `want`'s lines ([`assert_lines`]: on a difference, the
+    /// first differing message and a line diff).
+    #[track_caller]
+    pub fn assert_lines(&self, want: &[String]) {
+        assert_lines(&self.lines(), want);
     }
 
     /// The lines and the outcome, the pair the split checks compare.

@@ -105,8 +105,8 @@ impl UniEvent {
 }
 
 /// Token counts from a usage snapshot (§6.3 *Token accounting*, `docs/protocol.md#s6.3`):
-/// `cache_write` is the uncached prompt, `output` is thinking plus
-/// response, `total` the sum of all three.
+/// `uncached_prompt` (`cache_write` on the wire) is the uncached prompt, `output` is
+/// thinking plus response, `total` the sum of all three.
 pub fn usage_to_token_counts(usage: &Usage) -> TokenCounts {
     TokenCounts::new(
         usage.cached_tokens,
@@ -624,5 +624,6 @@ impl EventTranslator {
     }
 }
 
-#[cfg(test)]
+// The tests check streams with the kit's discipline checker, which needs `testkit`.
+#[cfg(all(test, feature = "testkit"))]
 mod tests;

@@ -164,6 +164,7 @@ pub trait WireProtocol: Send + Sync + fmt::Debug {
 /// Why a request's input is not one a model accepts (§6.1 *Input*, `docs/protocol.md#s6.1`).
 /// The texts are the reference implementation's.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum InputError {
     /// No input message at all.
     #[error("streamGenerate requires at least one input message")]

@@ -38,12 +38,16 @@ fn every_fixture_passes_the_kit() {
 fn text_only() {
     let (got, outcome) = messages().run("text_only.sse");
     assert_eq!(outcome, LlmOutcome::completed());
-    assert_eq!(
-        got,
-        expect(vec![
+    testkit::assert_lines(
+        &got,
+        &expect(vec![
             text_segment(&["Hello", "!", " How can I", " help?"], Completed),
-            usage(0, 25, 15),
-        ])
+            usage(Tokens {
+                uncached_prompt: 25,
+                output: 15,
+                ..Tokens::default()
+            }),
+        ]),
     );
 }
 
@@ -52,19 +56,19 @@ fn signed_thinking_text_and_tool_use() {
     let (got, outcome) = messages().run("thinking_tool_use.sse");
     assert_eq!(outcome, LlmOutcome::completed());
     let id = "toolu_01T1x1fJ34qAmk2tNTrN7Up6";
-    assert_eq!(
-        got,
-        expect(vec![
+    testkit::assert_lines(
+        &got,
+        &expect(vec![
             // The signature item closes the block and lands in its fidelity.
             thinking_segment(
                 &[
                     "The user wants",
                     " the weather in Paris.",
-                    " I'll call get_weather."
+                    " I'll call get_weather.",
                 ],
                 Completed,
                 fidelity(
-                    json!({"signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds"})
+                    json!({"signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds"}),
                 ),
             ),
             text_segment(&["Let me check the weather."], Completed),
@@ -76,7 +80,7 @@ fn signed_thinking_text_and_tool_use() {
                     "{\"location\":",
                     " \"Paris, Fr",
                     "ance\", \"unit\": \"c",
-                    "elsius\"}"
+                    "elsius\"}",
                 ],
             ),
             tool_end(
@@ -86,8 +90,12 @@ fn signed_thinking_text_and_tool_use() {
                 Completed,
             ),
             // 2048 cache reads; 472 input + 1200 cache writes uncached; 89 output.
-            usage(2048, 1672, 89),
-        ])
+            usage(Tokens {
+                cache_read: 2048,
+                uncached_prompt: 1672,
+                output: 89,
+            }),
+        ]),
     );
 }
 
@@ -95,12 +103,16 @@ fn signed_thinking_text_and_tool_use() {
 fn max_tokens_fails_the_segment_but_completes() {
     let (got, outcome) = messages().run("max_tokens.sse");
     assert_eq!(outcome, LlmOutcome::completed());
-    assert_eq!(
-        got,
-        expect(vec![
+    testkit::assert_lines(
+        &got,
+        &expect(vec![
             text_segment(&["Once upon", " a time"], Failed),
-            usage(0, 25, 4)
-        ])
+            usage(Tokens {
+                uncached_prompt: 25,
+                output: 4,
+                ..Tokens::default()
+            }),
+        ]),
     );
 }
 
@@ -108,7 +120,7 @@ fn max_tokens_fails_the_segment_but_completes() {
 fn overloaded_error_event_is_a_timeout_that_closes_the_text() {
     let (got, outcome) = messages().run("overloaded_error.sse");
     assert_eq!(outcome, LlmOutcome::with_message(Timeout, "Overloaded"));
-    assert_eq!(got, expect(vec![text_segment(&["Partial"], Timeout)]));
+    testkit::assert_lines(&got, &expect(vec![text_segment(&["Partial"], Timeout)]));
 }
 
 #[test]

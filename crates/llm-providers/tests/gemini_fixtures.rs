@@ -31,13 +31,13 @@ fn thinking_then_two_calls_without_ids_get_unique_ids() {
     let body = gemini().body(CALLS);
     let (got, outcome) = run_chunks(&[&body], ToolCallIdAllocator::new());
     assert_eq!(outcome, LlmOutcome::completed());
-    assert_eq!(
-        got,
-        expect(vec![
+    testkit::assert_lines(
+        &got,
+        &expect(vec![
             thinking_segment(
                 &["**Checking the weather**\n\nThe user asks about two cities."],
                 Completed,
-                None
+                None,
             ),
             vec![
                 build::tool_call(
@@ -45,19 +45,23 @@ fn thinking_then_two_calls_without_ids_get_unique_ids() {
                     r#"{"city":"Paris"}"#,
                     "get_weather",
                     Completed,
-                    fidelity(json!({"thoughtSignature": "CiQB0e2Kb1"}))
+                    fidelity(json!({"thoughtSignature": "CiQB0e2Kb1"})),
                 ),
                 build::tool_call(
                     "get_weather",
                     r#"{"city":"Rome"}"#,
                     "get_weather#2",
                     Completed,
-                    None
+                    None,
                 ),
             ],
             // 120 prompt of which 100 cached; 45 thoughts + 30 response.
-            usage(100, 20, 75),
-        ])
+            usage(Tokens {
+                cache_read: 100,
+                uncached_prompt: 20,
+                output: 75,
+            }),
+        ]),
     );
 }
 

@@ -25,7 +25,7 @@ const RECORDING: &str = "llamacpp_smollm2_text.sse";
 fn check<D: StreamDecoder>(fixtures: &Fixtures<D>, expected: &[String]) {
     let replay = fixtures.check(RECORDING);
     assert_eq!(replay.outcome, LlmOutcome::completed());
-    assert_eq!(replay.lines(), expected);
+    replay.assert_lines(&expected);
 }
 
 #[cfg(feature = "openai-chat")]
@@ -37,7 +37,11 @@ fn openai_chat_text_cut_off_by_length() {
         &expect(vec![
             text_segment(&SKY, Failed),
             // prompt_tokens 29 of which 28 cached; 24 completion tokens.
-            usage(28, 1, 24),
+            usage(Tokens {
+                cache_read: 28,
+                uncached_prompt: 1,
+                output: 24,
+            }),
         ]),
     );
 }
@@ -52,7 +56,11 @@ fn anthropic_messages_text_cut_off_by_max_tokens() {
             text_segment(&SKY, Failed),
             // llama.cpp reports Anthropic-style: input_tokens 12 uncached beside
             // cache_read_input_tokens 17; output_tokens 24 from message_delta.
-            usage(17, 12, 24),
+            usage(Tokens {
+                cache_read: 17,
+                uncached_prompt: 12,
+                output: 24,
+            }),
         ]),
     );
 }

@@ -43,16 +43,20 @@ fn the_kit_saw_every_fixture() {
 fn text_only() {
     let r = replay("text_only.ndjson");
     assert_eq!(r.outcome, LlmOutcome::completed());
-    assert_eq!(
-        r.lines(),
-        expect(vec![
+    testkit::assert_lines(
+        &r.lines(),
+        &expect(vec![
             text_segment(
                 &["Hello", "!", " How", " are", " you", " today", "?", " 👋"],
-                Completed
+                Completed,
             ),
             // prompt_eval_count 26, eval_count 8; Ollama reports no cached tokens.
-            usage(0, 26, 8),
-        ])
+            usage(Tokens {
+                uncached_prompt: 26,
+                output: 8,
+                ..Tokens::default()
+            }),
+        ]),
     );
 }
 
@@ -60,23 +64,27 @@ fn text_only() {
 fn thinking_then_text() {
     let r = replay("thinking_text.ndjson");
     assert_eq!(r.outcome, LlmOutcome::completed());
-    assert_eq!(
-        r.lines(),
-        expect(vec![
+    testkit::assert_lines(
+        &r.lines(),
+        &expect(vec![
             thinking_segment(
                 &[
                     "Okay", ",", " the", " user", " asks", " for", " 17", " ×", " 23", ".", " 17",
-                    " ×", " 20", " =", " 340", ",", " plus", " 51", "."
+                    " ×", " 20", " =", " 340", ",", " plus", " 51", ".",
                 ],
                 Completed,
                 None,
             ),
             text_segment(
                 &["17", " ×", " 23", " =", " **", "391", "**", "."],
-                Completed
+                Completed,
             ),
-            usage(0, 18, 31),
-        ])
+            usage(Tokens {
+                uncached_prompt: 18,
+                output: 31,
+                ..Tokens::default()
+            }),
+        ]),
     );
 }
 
@@ -84,11 +92,13 @@ fn thinking_then_text() {
 fn thinking_then_two_whole_calls_without_ids_get_unique_ids() {
     let r = replay("thinking_tool_calls.ndjson");
     assert_eq!(r.outcome, LlmOutcome::completed());
-    assert_eq!(
-        r.lines(),
-        expect(vec![
+    testkit::assert_lines(
+        &r.lines(),
+        &expect(vec![
             thinking_segment(
-                &["The", " user", " wants", " New", " York", " and", " London", "."],
+                &[
+                    "The", " user", " wants", " New", " York", " and", " London", ".",
+                ],
                 Completed,
                 None,
             ),
@@ -98,17 +108,21 @@ fn thinking_then_two_whole_calls_without_ids_get_unique_ids() {
                 r#"{"city":"New York"}"#,
                 "get_temperature",
                 Completed,
-                None
+                None,
             ),
             whole_tool_call(
                 "get_temperature",
                 r#"{"city":"London"}"#,
                 "get_temperature#2",
                 Completed,
-                None
+                None,
             ),
-            usage(0, 122, 33),
-        ])
+            usage(Tokens {
+                uncached_prompt: 122,
+                output: 33,
+                ..Tokens::default()
+            }),
+        ]),
     );
 }
 
@@ -135,12 +149,16 @@ fn the_allocator_is_session_wide() {
 fn a_length_finish_fails_the_segment_but_the_request_completes() {
     let r = replay("length.ndjson");
     assert_eq!(r.outcome, LlmOutcome::completed());
-    assert_eq!(
-        r.lines(),
-        expect(vec![
+    testkit::assert_lines(
+        &r.lines(),
+        &expect(vec![
             text_segment(&["Once", " upon", " a", " time"], Failed),
-            usage(0, 12, 4),
-        ])
+            usage(Tokens {
+                uncached_prompt: 12,
+                output: 4,
+                ..Tokens::default()
+            }),
+        ]),
     );
 }
 
@@ -151,9 +169,9 @@ fn an_error_mid_stream_is_classified_and_closes_the_text() {
         r.outcome,
         LlmOutcome::with_message(Failed, "an error was encountered while running the model")
     );
-    assert_eq!(
-        r.lines(),
-        expect(vec![text_segment(&[" Yes", "."], Failed)])
+    testkit::assert_lines(
+        &r.lines(),
+        &expect(vec![text_segment(&[" Yes", "."], Failed)]),
     );
 }
 
@@ -167,9 +185,9 @@ fn a_stream_without_its_final_object_is_malformed() {
             "Last event must carry \"done\": true: the stream ended after 3 line(s) without it"
         )
     );
-    assert_eq!(
-        r.lines(),
-        expect(vec![text_segment(&["The", " sky", " is"], Malformed)])
+    testkit::assert_lines(
+        &r.lines(),
+        &expect(vec![text_segment(&["The", " sky", " is"], Malformed)]),
     );
 }
 

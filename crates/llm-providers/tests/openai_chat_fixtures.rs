@@ -48,16 +48,22 @@ fn reasoning_field(field: &str) -> Option<Fidelity> {
 fn text_only_with_cached_prompt_tokens() {
     let (got, outcome) = chat().run("text_only.sse");
     assert_eq!(outcome, LlmOutcome::completed());
-    assert_eq!(
-        got,
-        expect(vec![
+    testkit::assert_lines(
+        &got,
+        &expect(vec![
             text_segment(
-                &["Hello", "!", " How", " can", " I", " help", " you", " today", "? 👋"],
-                Completed
+                &[
+                    "Hello", "!", " How", " can", " I", " help", " you", " today", "? 👋",
+                ],
+                Completed,
             ),
             // prompt 1117 of which 1024 cached; 12 completion tokens.
-            usage(1024, 93, 12),
-        ])
+            usage(Tokens {
+                cache_read: 1024,
+                uncached_prompt: 93,
+                output: 12,
+            }),
+        ]),
     );
     assert_eq!(
         got[got.len() - 2],
@@ -73,13 +79,13 @@ fn two_parallel_tool_calls_keyed_by_index() {
         "call_DdmO9pD3xa9XTPNJ32zg2hcA",
         "call_ABTdPpG5ni9tY2lPn9TbVHgO",
     );
-    assert_eq!(
-        got,
-        expect(vec![
+    testkit::assert_lines(
+        &got,
+        &expect(vec![
             tool_start(
                 "get_weather",
                 a,
-                &["{\"lo", "cation", "\": \"Pa", "ris, F", "rance\"}"]
+                &["{\"lo", "cation", "\": \"Pa", "ris, F", "rance\"}"],
             ),
             // The first fragment of index 1 completes index 0, so its approval can start
             // while the second call streams; arguments are re-serialized compactly.
@@ -87,22 +93,26 @@ fn two_parallel_tool_calls_keyed_by_index() {
                 "get_weather",
                 r#"{"location":"Paris, France"}"#,
                 a,
-                Completed
+                Completed,
             ),
             tool_start(
                 "get_weather",
                 b,
-                &["{\"lo", "cation", "\": \"Bo", "gotá, ", "Colombia\"}"]
+                &["{\"lo", "cation", "\": \"Bo", "gotá, ", "Colombia\"}"],
             ),
             // The last call is completed at finish_reason.
             tool_end(
                 "get_weather",
                 r#"{"location":"Bogotá, Colombia"}"#,
                 b,
-                Completed
+                Completed,
             ),
-            usage(0, 82, 51),
-        ])
+            usage(Tokens {
+                uncached_prompt: 82,
+                output: 51,
+                ..Tokens::default()
+            }),
+        ]),
     );
 }
 
@@ -110,23 +120,29 @@ fn two_parallel_tool_calls_keyed_by_index() {
 fn llamacpp_reasoning_content_then_text() {
     let (got, outcome) = chat().run("llamacpp_reasoning.sse");
     assert_eq!(outcome, LlmOutcome::completed());
-    assert_eq!(
-        got,
-        expect(vec![
+    testkit::assert_lines(
+        &got,
+        &expect(vec![
             thinking_segment(
                 &[
                     "Okay", ",", " the", " user", " asks", " for", " the", " capital", " of",
-                    " France", "."
+                    " France", ".",
                 ],
                 Completed,
                 reasoning_field("reasoning_content"),
             ),
             text_segment(
-                &["The", " capital", " of", " France", " is", " **", "Paris", "**."],
-                Completed
+                &[
+                    "The", " capital", " of", " France", " is", " **", "Paris", "**.",
+                ],
+                Completed,
             ),
-            usage(0, 14, 27),
-        ])
+            usage(Tokens {
+                uncached_prompt: 14,
+                output: 27,
+                ..Tokens::default()
+            }),
+        ]),
     );
 }
 
@@ -135,9 +151,9 @@ fn llamacpp_tool_call_after_reasoning() {
     let (got, outcome) = chat().run("llamacpp_tool_call.sse");
     assert_eq!(outcome, LlmOutcome::completed());
     let id = "Kp2xV9mQ4sT7wZ1bN6cR8dF3hJ5lY0aE";
-    assert_eq!(
-        got,
-        expect(vec![
+    testkit::assert_lines(
+        &got,
+        &expect(vec![
             thinking_segment(
                 &["I", " should", " list", " the", " files", "."],
                 Completed,
@@ -145,8 +161,12 @@ fn llamacpp_tool_call_after_reasoning() {
             ),
             tool_start("list_files", id, &["{\"path\":", "\".\"}"]),
             tool_end("list_files", r#"{"path":"."}"#, id, Completed),
-            usage(0, 388, 31),
-        ])
+            usage(Tokens {
+                uncached_prompt: 388,
+                output: 31,
+                ..Tokens::default()
+            }),
+        ]),
     );
 }
 
@@ -154,18 +174,22 @@ fn llamacpp_tool_call_after_reasoning() {
 fn length_finish_fails_the_segment_but_the_request_completes() {
     let (got, outcome) = chat().run("length_vllm_reasoning.sse");
     assert_eq!(outcome, LlmOutcome::completed());
-    assert_eq!(
-        got,
-        expect(vec![
+    testkit::assert_lines(
+        &got,
+        &expect(vec![
             thinking_segment(
                 &["Count", "ing", " slowly"],
                 Completed,
-                reasoning_field("reasoning")
+                reasoning_field("reasoning"),
             ),
             text_segment(&["1, 2, 3", ", 4, 5", ", 6"], Failed),
             // 16 completion tokens of which 9 reasoning: output stays 16.
-            usage(0, 20, 16),
-        ])
+            usage(Tokens {
+                uncached_prompt: 20,
+                output: 16,
+                ..Tokens::default()
+            }),
+        ]),
     );
 }
 

@@ -65,9 +65,9 @@ fn reasoning_summary_then_phased_text() {
     // The reasoning item comes back whole, encrypted content included, for the next request.
     let item = json!({"id": "rs_68af01", "type": "reasoning", "encrypted_content": "gAAAAABoqENC-enc",
         "summary": [{"type": "summary_text", "text": "**Planning** the answer."}]});
-    assert_eq!(
-        got,
-        expect(vec![
+    testkit::assert_lines(
+        &got,
+        &expect(vec![
             thinking_segment(
                 &["**Planning**", " the answer."],
                 Completed,
@@ -75,8 +75,12 @@ fn reasoning_summary_then_phased_text() {
             ),
             phased_text(&["Paris", " is the", " capital."], "final_answer"),
             // input 120 of which 64 cached; output 80 of which 48 reasoning.
-            usage(64, 56, 80),
-        ])
+            usage(Tokens {
+                cache_read: 64,
+                uncached_prompt: 56,
+                output: 80,
+            }),
+        ]),
     );
 }
 
@@ -86,9 +90,9 @@ fn encrypted_reasoning_without_text_is_kept_then_a_function_call() {
     assert_eq!(outcome, LlmOutcome::completed());
     let id = "call_Xy12";
     let reasoning = json!({"id": "rs_77", "type": "reasoning", "encrypted_content": "gAAAAABenc2", "summary": []});
-    assert_eq!(
-        got,
-        expect(vec![
+    testkit::assert_lines(
+        &got,
+        &expect(vec![
             // No visible reasoning: no fragments, but the complete message keeps the item.
             vec![build::thinking(
                 "",
@@ -98,7 +102,7 @@ fn encrypted_reasoning_without_text_is_kept_then_a_function_call() {
             tool_start(
                 "get_weather",
                 id,
-                &["{\"location\":", "\"Paris,", " France\"}"]
+                &["{\"location\":", "\"Paris,", " France\"}"],
             ),
             vec![
                 build::partial_tool_call(Stop, "", "", id, Completed),
@@ -110,8 +114,12 @@ fn encrypted_reasoning_without_text_is_kept_then_a_function_call() {
                     fidelity(json!({"item_id": "fc_78"})),
                 ),
             ],
-            usage(0, 300, 90),
-        ])
+            usage(Tokens {
+                uncached_prompt: 300,
+                output: 90,
+                ..Tokens::default()
+            }),
+        ]),
     );
 }
 
@@ -119,12 +127,16 @@ fn encrypted_reasoning_without_text_is_kept_then_a_function_call() {
 fn incomplete_for_max_output_tokens_fails_the_segment_but_completes() {
     let (got, outcome) = responses().run("incomplete_max_output_tokens.sse");
     assert_eq!(outcome, LlmOutcome::completed());
-    assert_eq!(
-        got,
-        expect(vec![
+    testkit::assert_lines(
+        &got,
+        &expect(vec![
             text_segment(&["Once upon", " a time"], Failed),
-            usage(0, 10, 4),
-        ])
+            usage(Tokens {
+                uncached_prompt: 10,
+                output: 4,
+                ..Tokens::default()
+            }),
+        ]),
     );
 }
 
@@ -138,7 +150,7 @@ fn response_failed_is_classified_and_closes_the_segment() {
             "The server had an error while processing your request."
         )
     );
-    assert_eq!(got, expect(vec![text_segment(&["Hel"], Timeout)]));
+    testkit::assert_lines(&got, &expect(vec![text_segment(&["Hel"], Timeout)]));
 }
 
 #[test]
@@ -161,21 +173,25 @@ fn cut_off_stream_is_malformed() {
             "Last event must carry the response's end: the stream ended after 3 event(s) without response.completed"
         )
     );
-    assert_eq!(got, expect(vec![text_segment(&["Partial"], Malformed)]));
+    testkit::assert_lines(&got, &expect(vec![text_segment(&["Partial"], Malformed)]));
 }
 
 #[test]
 fn llamacpp_recorded_text() {
     let (got, outcome) = responses().run("llamacpp_smollm2_text.sse");
     assert_eq!(outcome, LlmOutcome::completed());
-    assert_eq!(
-        got,
-        expect(vec![
+    testkit::assert_lines(
+        &got,
+        &expect(vec![
             // llama.cpp ends a max_output_tokens cut-off with response.completed, so unlike
             // OpenAI (response.incomplete) the segment completes.
             text_segment(&SKY, Completed),
             // input 29 of which 28 cached.
-            usage(28, 1, 24),
-        ])
+            usage(Tokens {
+                cache_read: 28,
+                uncached_prompt: 1,
+                output: 24,
+            }),
+        ]),
     );
 }

@@ -21,12 +21,12 @@
 //! - the raw body of a fixed prompt, decoded without HTTP by [`replay`], gives the same kind of
 //!   stream.
 
-#![cfg(feature = "http")]
+#![cfg(feature = "testkit")]
 
 use std::time::Duration;
 
 use async_trait::async_trait;
-use penguin_llm_providers::testing::{check_discipline, replay};
+use penguin_llm_providers::testkit::{check_discipline, replay};
 use penguin_llm_providers::wire::WireProtocol;
 use penguin_llm_providers::{
     CancellationToken, HttpModel, Llm, LlmOutcome, LlmRequest, MessageSink, ModelConfig,
@@ -130,7 +130,7 @@ fn check_completed(label: &str, msgs: &[OmniMessage], outcome: &LlmOutcome) -> T
     let (session, req) =
         token_usage(msgs).unwrap_or_else(|| panic!("{label}: token_usage is not last: {msgs:#?}"));
     assert!(
-        req.cache_read + req.cache_write > 0,
+        req.cache_read + req.uncached_prompt > 0,
         "{label}: no input tokens counted: {req:?}"
     );
     assert!(
@@ -140,14 +140,14 @@ fn check_completed(label: &str, msgs: &[OmniMessage], outcome: &LlmOutcome) -> T
     );
     assert_eq!(
         req.total,
-        req.cache_read + req.cache_write + req.output,
+        req.cache_read + req.uncached_prompt + req.output,
         "{label}: total is not the sum"
     );
     assert!(session.total >= req.total, "{label}: session < request");
     eprintln!(
         "{label}: {:?} ({} in, {} out)",
         text,
-        req.cache_read + req.cache_write,
+        req.cache_read + req.uncached_prompt,
         req.output
     );
     req
@@ -217,7 +217,7 @@ async fn exercise<P: WireProtocol + Clone + 'static>(
             Some(session),
             "{label}: the session count is the running sum"
         );
-        inputs.push(req.cache_read + req.cache_write);
+        inputs.push(req.cache_read + req.uncached_prompt);
         transcript.extend(framed(prompt, &msgs, &outcome));
     }
     assert_eq!(model.session_tokens(), session, "{label}: session tokens");

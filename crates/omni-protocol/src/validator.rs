@@ -118,6 +118,7 @@ pub use state::{DENIED_BY_POLICY, DENIED_BY_USER};
 
 /// The stable name of a guarantee a [`Violation`] breaks. See the module docs for each rule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Rule {
     /// A line could not be read or parsed as an OmniMessage.
     Parse,

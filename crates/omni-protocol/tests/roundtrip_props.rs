@@ -198,7 +198,7 @@ fn model_payload() -> impl Strategy<Value = ModelPayload> {
 fn counts() -> impl Strategy<Value = TokenCounts> {
     (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()).prop_map(|(a, b, c, d)| TokenCounts {
         cache_read: a.into(),
-        cache_write: b.into(),
+        uncached_prompt: b.into(),
         output: c.into(),
         total: d.into(),
     })

@@ -1,6 +1,7 @@
 //! A long-running server stays bounded: sessions run one after another release their threads
 //! and trace files once idle (they are loaded again from the trace when asked for), under a low
 //! open-file limit.
+#![cfg(feature = "testing")]
 
 mod support;
 
@@ -180,7 +181,7 @@ async fn a_task_whose_trace_lost_records_is_reported_not_clean() {
     assert_eq!(r.status(), 202);
     // The user channel says so when the task settles.
     let mut body = events.bytes_stream();
-    let mut decoder = penguin_llm_providers::sse::SseDecoder::new();
+    let mut decoder = penguin_sse_transport::SseDecoder::new();
     let warning = tokio::time::timeout(Duration::from_secs(20), async {
         while let Some(Ok(chunk)) = body.next().await {
             for ev in decoder.feed(&chunk).unwrap() {

@@ -4,6 +4,7 @@
 
 mod channel;
 mod client;
+pub mod decode;
 mod event;
 mod hub;
 mod live_tail;
@@ -15,6 +16,7 @@ pub use channel::{
     Channel, ChannelConfig, LiveSnapshot, Observer, ReplayOutcome, SubscriberId, Subscription,
 };
 pub use client::{ClientReducer, ClientState, History, LiveTail, PendingApproval, DEDUP_WINDOW};
+pub use decode::{DecodeError, DecodedEvent, SseDecoder};
 pub use event::{
     encode_event, ApprovalRequest, Epoch, EventData, EventId, PendingInput, ServerEvent,
     SessionStatus, SseEvent, TaskState, SERVER_EVENT,

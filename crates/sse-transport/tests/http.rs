@@ -1,6 +1,6 @@
 //! The SSE endpoint over real sockets: setup order, replay, resync and fan-out.
 
-use penguin_llm_providers::sse::SseDecoder;
+use penguin_sse_transport::SseDecoder;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -47,7 +47,7 @@ fn summary(msgs: &[OmniMessage]) -> Vec<String> {
 fn tokens(output: u64, total: u64) -> TokenCounts {
     TokenCounts {
         cache_read: 0,
-        cache_write: 0,
+        uncached_prompt: 0,
         output,
         total,
     }

@@ -12,8 +12,8 @@ fn round(n: u64, budget: Option<u64>, body: &str) -> OmniMessage {
     }))
 }
 
-fn usage(cache_read: u64, cache_write: u64, output: u64) -> OmniMessage {
-    let c = TokenCounts::new(cache_read, cache_write, output);
+fn usage(cache_read: u64, uncached_prompt: u64, output: u64) -> OmniMessage {
+    let c = TokenCounts::new(cache_read, uncached_prompt, output);
     build::token_usage(c, c)
 }
 

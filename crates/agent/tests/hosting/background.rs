@@ -9,13 +9,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use penguin_agent::session::{Session, SessionSpec};
-use penguin_engine::EngineConfig;
 use penguin_llm_providers::scripted::ScriptedModel;
 use penguin_server::{CreateSession, FactoryError, HostedSession, LoadSession, SessionFactory};
 use penguin_tools::{BuiltinTools, ToolsConfig};
 use serde_json::{json, Value};
 
-use crate::support::{files_under, serve, TestServer, TOKEN};
+use penguin_server::testing::{files_under, serve, Ev, Sse, TestDir, TestServer, TOKEN};
 
 fn model(p: Value) -> Value {
     json!({"type": "model_msg", "payload": p})
@@ -59,17 +58,9 @@ impl SessionFactory for RealTools {
             .map_err(|e| FactoryError::internal(e.to_string()))?;
         let env = BuiltinTools::new(&workspace, ToolsConfig::default())
             .map_err(|e| FactoryError::internal(e.to_string()))?;
-        let spec = SessionSpec {
-            location: req.location.clone(),
-            provider: "scripted".into(),
-            model_id: "scenario".into(),
-            context_window: None,
-            system_prompt: String::new(),
-            workspace,
-            source: None,
-            durability: req.durability,
-            engine: EngineConfig::default(),
-        };
+        let spec = SessionSpec::new(req.location.clone(), workspace)
+            .with_model("scripted", "scenario")
+            .with_durability(req.durability);
         let session = Session::create(spec, Box::new(llm), Arc::new(env))
             .map_err(|e| FactoryError::internal(e.to_string()))?;
         Ok(Box::new(session))
@@ -81,11 +72,9 @@ impl SessionFactory for RealTools {
 }
 
 async fn start(llm: Value) -> (TestServer, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
-    let data = dir.path().join("data");
-    let srv = serve(RealTools { llm }, &data, Some(dir)).await;
+    let dir = TestDir::new();
+    let ws = dir.workspace();
+    let srv = serve(dir, Arc::new(RealTools { llm }), |_| {}).await;
     let created = srv
         .post(
             "/api/sessions",
@@ -118,11 +107,11 @@ async fn a_background_command_that_settles_while_idle_starts_a_task_with_its_not
         json!({"input": [{"type": "text", "text": "build it in the background"}]}),
     )
     .await;
-    srv.history_until(&id, |m| texts(m).iter().any(|t| t == "Started the build."))
+    srv.until_history(&id, |m| texts(m).iter().any(|t| t == "Started the build."))
         .await;
-    std::fs::write(srv.dir().join("ws/go"), "").unwrap();
+    std::fs::write(srv.workspace.join("go"), "").unwrap();
     let msgs = srv
-        .history_until(&id, |m| texts(m).iter().any(|t| t == "The build finished."))
+        .until_history(&id, |m| texts(m).iter().any(|t| t == "The build finished."))
         .await;
     let texts = texts(&msgs);
     let notice = texts
@@ -167,7 +156,7 @@ async fn background_commands_are_listed_and_killed_over_the_api() {
         json!({"input": [{"type": "text", "text": "start it"}]}),
     )
     .await;
-    srv.history_until(&id, |m| texts(m).iter().any(|t| t == "Running."))
+    srv.until_history(&id, |m| texts(m).iter().any(|t| t == "Running."))
         .await;
     let list = srv.get(&format!("/api/sessions/{id}/processes")).await.body;
     let procs = list["processes"].as_array().unwrap();
@@ -238,16 +227,11 @@ impl SessionFactory for WithSubagents {
         use penguin_engine::Environment;
         let internal = |e: &dyn std::fmt::Display| FactoryError::internal(e.to_string());
         let workspace = req.workspace.clone().unwrap();
-        let spec = |source: Option<String>| SessionSpec {
-            location: req.location.clone(),
-            provider: "scripted".into(),
-            model_id: "scenario".into(),
-            context_window: None,
-            system_prompt: String::new(),
-            workspace: workspace.clone(),
-            source,
-            durability: req.durability,
-            engine: EngineConfig::default(),
+        let spec = |source: Option<String>| {
+            SessionSpec::new(req.location.clone(), workspace.clone())
+                .with_model("scripted", "scenario")
+                .with_source(source)
+                .with_durability(req.durability)
         };
         let (child, child_tools, child_spec) = (
             self.child.clone(),
@@ -297,77 +281,6 @@ fn named_call_turn(name: &str, id: &str, args: Value) -> Value {
     ]})
 }
 
-/// One SSE event of a session stream: `server_event` JSON, or an OmniMessage.
-struct Ev {
-    server: bool,
-    data: Value,
-}
-
-struct Events {
-    body: futures::stream::BoxStream<'static, reqwest::Result<Vec<u8>>>,
-    decoder: penguin_llm_providers::sse::SseDecoder,
-    ready: std::collections::VecDeque<Ev>,
-    seen: Vec<Ev>,
-}
-
-impl Events {
-    async fn open(srv: &TestServer, id: &str) -> Events {
-        let res = srv
-            .http
-            .get(format!("{}/api/sessions/{id}/stream", srv.base))
-            .bearer_auth(TOKEN)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status(), 200);
-        Events {
-            body: futures::StreamExt::boxed(futures::StreamExt::map(res.bytes_stream(), |c| {
-                c.map(|b| b.to_vec())
-            })),
-            decoder: penguin_llm_providers::sse::SseDecoder::new(),
-            ready: Default::default(),
-            seen: Vec::new(),
-        }
-    }
-
-    /// Reads events until one matches (bounded: the test fails instead of hanging).
-    async fn until(&mut self, what: &str, pred: impl Fn(&Ev) -> bool) {
-        use futures::StreamExt;
-        let found = tokio::time::timeout(Duration::from_secs(20), async {
-            loop {
-                while let Some(ev) = self.ready.pop_front() {
-                    let done = pred(&ev);
-                    self.seen.push(ev);
-                    if done {
-                        return;
-                    }
-                }
-                let chunk = self.body.next().await.expect("the stream ended").unwrap();
-                for e in self.decoder.feed(&chunk).expect("valid SSE") {
-                    self.ready.push_back(Ev {
-                        server: e.event.as_deref() == Some("server_event"),
-                        data: serde_json::from_str(&e.data).unwrap(),
-                    });
-                }
-            }
-        })
-        .await;
-        assert!(
-            found.is_ok(),
-            "timed out waiting for {what}; seen: {:#}",
-            Value::Array(self.seen.iter().map(|e| e.data.clone()).collect())
-        );
-    }
-}
-
-fn idle(ev: &Ev) -> bool {
-    ev.server && ev.data["type"] == "task_state" && ev.data["state"] == "idle"
-}
-
-fn says(ev: &Ev, text: &str) -> bool {
-    !ev.server && ev.data["payload"]["text"] == text
-}
-
 /// A served read-only session whose parent launches `prompt` as a background subagent that
 /// plays `child`, then sits in a `wait` the test releases through `gate`, then plays `then`.
 /// Returned once the child asks for approval of its first call (the parent's own tools run
@@ -375,15 +288,14 @@ fn says(ev: &Ev, text: &str) -> bool {
 struct Delegated {
     srv: TestServer,
     id: String,
-    events: Events,
+    events: Sse,
     gate: Arc<tokio::sync::Notify>,
     env: Arc<std::sync::Mutex<Option<Arc<dyn penguin_engine::Environment>>>>,
 }
 
 async fn delegate(prompt: &str, then: Vec<Value>, child: Value, child_tools: Value) -> Delegated {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
+    let dir = TestDir::new();
+    let ws = dir.workspace();
     let gate = Arc::new(tokio::sync::Notify::new());
     let env = Arc::new(std::sync::Mutex::new(None));
     let mut parent = vec![
@@ -402,8 +314,7 @@ async fn delegate(prompt: &str, then: Vec<Value>, child: Value, child_tools: Val
         gate: gate.clone(),
         env: env.clone(),
     };
-    let data = dir.path().join("data");
-    let srv = serve(factory, &data, Some(dir)).await;
+    let srv = serve(dir, Arc::new(factory), |_| {}).await;
     let created = srv
         .post(
             "/api/sessions",
@@ -412,16 +323,14 @@ async fn delegate(prompt: &str, then: Vec<Value>, child: Value, child_tools: Val
         .await
         .body;
     let id = created["session"]["id"].as_str().unwrap().to_owned();
-    let mut events = Events::open(&srv, &id).await;
+    let mut events = srv.stream(&id, None).await;
     srv.post(
         &format!("/api/sessions/{id}/tasks"),
         json!({"input": [{"type": "text", "text": "delegate"}]}),
     )
     .await;
     events
-        .until("the child's approval request", |e| {
-            e.server && e.data["type"] == "approval_request"
-        })
+        .until(|e| e.is_server() && e.kind() == "approval_request")
         .await;
     Delegated {
         srv,
@@ -452,12 +361,12 @@ async fn a_background_subagent_streams_live_asks_past_its_launching_task_and_rep
         json!({"c_make": {"stream": [step(model(json!({"type": "tool_call_output", "role": "user", "output": "ok", "tool_call_id": "c_make", "stop_reason": "completed"})))]}}),
     )
     .await;
-    let request = events.seen.last().unwrap().data.clone();
+    let request = events.seen.last().unwrap().json();
     let child_id = request["origin"][0].as_str().unwrap().to_owned();
     assert_eq!(request["origin"], json!([child_id]));
     assert_eq!(request["toolCall"]["payload"]["tool_call_id"], "c_make");
     gate.notify_one();
-    events.until("the first task's end", idle).await;
+    events.until(|e| e.is_state("idle")).await;
     let first_task = events.seen.len();
 
     // The request outlived that task; allowing it lets the child finish, which starts a task.
@@ -469,25 +378,21 @@ async fn a_background_subagent_streams_live_asks_past_its_launching_task_and_rep
         .await
         .status;
     assert_eq!(allow, 204);
-    events
-        .until("the answer to the report", |e| {
-            says(e, "The child reported.")
-        })
-        .await;
-    events.until("the second task's end", idle).await;
+    events.until(|e| e.says("The child reported.")).await;
+    events.until(|e| e.is_state("idle")).await;
 
-    let messages: Vec<&Value> = events
+    let messages: Vec<Value> = events
         .seen
         .iter()
-        .filter(|e| !e.server)
-        .map(|e| &e.data)
+        .filter(|e| !e.is_server())
+        .map(Ev::json)
         .collect();
-    let from_child = |m: &&Value| m["origin"] == json!([child_id]);
+    let from_child = |m: &Value| m["origin"] == json!([child_id]);
     // Live, while the parent was idle: the child's answer, its approval and its command.
-    let after_first: Vec<&Value> = events.seen[first_task..]
+    let after_first: Vec<Value> = events.seen[first_task..]
         .iter()
-        .filter(|e| !e.server)
-        .map(|e| &e.data)
+        .filter(|e| !e.is_server())
+        .map(Ev::json)
         .collect();
     let live_answer = after_first
         .iter()
@@ -514,13 +419,13 @@ async fn a_background_subagent_streams_live_asks_past_its_launching_task_and_rep
     assert!(text.ends_with("\n\nBuild is green."), "{text}");
     let omni: Vec<penguin_omni_protocol::OmniMessage> = messages
         .iter()
-        .map(|m| serde_json::from_value((*m).clone()).unwrap())
+        .map(|m| serde_json::from_value(m.clone()).unwrap())
         .collect();
     let violations = penguin_omni_protocol::validator::StreamValidator::validate(&omni);
     assert!(violations.is_empty(), "{violations:?}");
 
     // The parent's trace: the pointer and the notice, nothing of the child's stream.
-    let traces = files_under(&srv.dir().join("data"));
+    let traces = files_under(&srv.data_root);
     let parent = traces
         .iter()
         .find(|p| p.to_string_lossy().contains(&id))
@@ -557,7 +462,7 @@ async fn killing_a_background_subagent_that_waits_for_approval_withdraws_its_req
     )
     .await;
     gate.notify_one();
-    events.until("the launching task's end", idle).await;
+    events.until(|e| e.is_state("idle")).await;
 
     // Killed the way the model's kill_subagent or the host would: through its background work.
     let parent_env = env
@@ -579,11 +484,9 @@ async fn killing_a_background_subagent_that_waits_for_approval_withdraws_its_req
     // the task state. A title change marks the end of that offer on the new stream.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
-        let mut late = Events::open(&srv, &id).await;
-        late.until("the initial state", |e| {
-            e.server && e.data["type"] == "task_state"
-        })
-        .await;
+        let mut late = srv.stream(&id, None).await;
+        late.until(|e| e.is_server() && e.kind() == "task_state")
+            .await;
         let r = srv
             .http
             .patch(format!("{}/api/sessions/{id}", srv.base))
@@ -593,14 +496,12 @@ async fn killing_a_background_subagent_that_waits_for_approval_withdraws_its_req
             .await
             .unwrap();
         assert!(r.status().is_success());
-        late.until("the title change", |e| {
-            e.server && e.data["type"] == "session_title"
-        })
-        .await;
+        late.until(|e| e.is_server() && e.kind() == "session_title")
+            .await;
         let offered = late
             .seen
             .iter()
-            .any(|e| e.server && e.data["type"] == "approval_request");
+            .any(|e| e.is_server() && e.kind() == "approval_request");
         if !offered {
             break;
         }

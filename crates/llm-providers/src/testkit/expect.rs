@@ -85,10 +85,21 @@ pub fn whole_tool_call(
     vec![build::tool_call(name, arguments, id, reason, fidelity)]
 }
 
-/// The `token_usage` of a first request (session = request):
-/// `cache_read`, `cache_write` (the uncached prompt), `output`.
-pub fn usage(cache_read: u64, cache_write: u64, output: u64) -> Vec<OmniMessage> {
-    let c = TokenCounts::new(cache_read, cache_write, output);
+/// The token counts of an expected [`usage`], by name (the total is their sum):
+/// `usage(Tokens { uncached_prompt: 26, output: 8, ..Tokens::default() })`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tokens {
+    /// Prompt tokens read from the provider's cache.
+    pub cache_read: u64,
+    /// The rest of the prompt (`cache_write` on the wire).
+    pub uncached_prompt: u64,
+    /// Thinking plus response tokens.
+    pub output: u64,
+}
+
+/// The `token_usage` of a first request (session = request).
+pub fn usage(tokens: Tokens) -> Vec<OmniMessage> {
+    let c = TokenCounts::new(tokens.cache_read, tokens.uncached_prompt, tokens.output);
     vec![build::token_usage(c, c)]
 }
 

@@ -77,9 +77,13 @@ pub fn assert_request_fixture(path: impl AsRef<Path>, got: &Value) {
     });
     let want: Value = serde_json::from_str(&text)
         .unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()));
-    assert!(
-        *got == want,
-        "the request differs from {} (PENGUIN_RECORD_FIXTURES=1 rewrites it); built:\n{pretty}",
-        path.display()
-    );
+    if *got != want {
+        let lines = |text: &str| text.lines().map(str::to_owned).collect::<Vec<_>>();
+        let want_pretty = serde_json::to_string_pretty(&want).expect("a JSON value serializes");
+        panic!(
+            "the request differs from {} (PENGUIN_RECORD_FIXTURES=1 rewrites it); by line of the pretty JSON, {}",
+            path.display(),
+            super::lines_diff(&lines(&want_pretty), &lines(&pretty))
+        );
+    }
 }

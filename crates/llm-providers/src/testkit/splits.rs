@@ -5,7 +5,7 @@ use crate::translate::ToolCallIdAllocator;
 use crate::wire::StreamDecoder;
 use crate::LlmOutcome;
 
-use super::{check_replay, replay, split_at, Replay};
+use super::{check_replay, lines_diff, replay, split_at, Replay};
 
 /// Bodies up to this size are cut at every byte; larger ones at this many evenly spaced
 /// points plus every point next to a line end or a non-ASCII byte.
@@ -93,15 +93,11 @@ fn checked<D: StreamDecoder>(
 }
 
 fn first_difference(whole: &(Vec<String>, LlmOutcome), got: &(Vec<String>, LlmOutcome)) -> String {
-    let (want, have) = (&whole.0, &got.0);
-    match (0..want.len().max(have.len())).find(|&i| want.get(i) != have.get(i)) {
-        Some(i) => format!(
-            "message {i}:\n  whole: {}\n  split: {}",
-            want.get(i).map_or("(none)", String::as_str),
-            have.get(i).map_or("(none)", String::as_str)
-        ),
-        None => format!("outcome:\n  whole: {:?}\n  split: {:?}", whole.1, got.1),
+    if whole.0 != got.0 {
+        // "Expected" is the whole body's stream.
+        return lines_diff(&whole.0, &got.0);
     }
+    format!("outcome:\n  whole: {:?}\n  split: {:?}", whole.1, got.1)
 }
 
 /// The single cut points tried for `body`, sorted: all of them for a small body.

@@ -30,7 +30,7 @@ fn a_fragment_after_its_call_was_emitted_opens_no_phantom_call() {
 }
 
 use super::*;
-use crate::testing::{check_discipline, describe_all, without_timestamps};
+use crate::testkit::{check_discipline, describe_all, without_timestamps};
 use serde_json::json;
 
 fn fid(v: Value) -> Option<Fidelity> {
@@ -465,7 +465,7 @@ fn usage_to_token_counts_treats_missing_as_zero() {
         response_tokens: 6,
     });
     assert_eq!(
-        (c.cache_read, c.cache_write, c.output, c.total),
+        (c.cache_read, c.uncached_prompt, c.output, c.total),
         (3, 4, 11, 18)
     );
 }

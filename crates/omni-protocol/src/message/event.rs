@@ -6,27 +6,31 @@ use serde::{Deserialize, Serialize};
 use super::*;
 
 /// Token counts of a request or of the session. There is no input field: input is
-/// `cache_read + cache_write` (`cache_write` is the uncached prompt count).
+/// `cache_read + uncached_prompt`.
+///
+/// The wire names the uncached prompt `cache_write` (the format penguin is compatible with
+/// chose it); the Rust field says what it holds, and serializes under the wire's key.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenCounts {
     /// Cached prompt tokens.
     pub cache_read: u64,
-    /// Uncached prompt tokens, despite the name.
-    pub cache_write: u64,
+    /// Prompt tokens not read from a cache: the rest of the input. JSON key `cache_write`.
+    #[serde(rename = "cache_write")]
+    pub uncached_prompt: u64,
     /// Thinking plus response tokens.
     pub output: u64,
-    /// `cache_read + cache_write + output`.
+    /// `cache_read + uncached_prompt + output`.
     pub total: u64,
 }
 
 impl TokenCounts {
     /// Builds counts with `total` computed.
-    pub fn new(cache_read: u64, cache_write: u64, output: u64) -> TokenCounts {
+    pub fn new(cache_read: u64, uncached_prompt: u64, output: u64) -> TokenCounts {
         TokenCounts {
             cache_read,
-            cache_write,
+            uncached_prompt,
             output,
-            total: cache_read + cache_write + output,
+            total: cache_read + uncached_prompt + output,
         }
     }
 }
@@ -38,7 +42,7 @@ impl std::ops::Add for TokenCounts {
     fn add(self, o: TokenCounts) -> TokenCounts {
         TokenCounts {
             cache_read: self.cache_read + o.cache_read,
-            cache_write: self.cache_write + o.cache_write,
+            uncached_prompt: self.uncached_prompt + o.uncached_prompt,
             output: self.output + o.output,
             total: self.total + o.total,
         }

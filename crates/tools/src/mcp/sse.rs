@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use futures::channel::mpsc;
 use futures::{SinkExt, StreamExt};
-use penguin_llm_providers::sse::SseDecoder;
+use penguin_sse_transport::SseDecoder;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use tokio::sync::oneshot;
 

@@ -1,8 +1,7 @@
-//! Helpers for adapter tests: timestamp-free views of a message stream and a checker for the
-//! streaming discipline of protocol §1.8 *Streaming discipline* (`docs/protocol.md#s1.8`).
-//!
-//! They live in the library (not behind `cfg(test)`) so integration tests and adapters in
-//! other crates can use the same checks.
+//! The pure half of the kit: a body replayed as the HTTP shell would without I/O,
+//! timestamp-free views of a message stream, a readable difference of two streams, and a
+//! checker for the streaming discipline of protocol §1.8 *Streaming discipline*
+//! (`docs/protocol.md#s1.8`).
 
 use std::collections::BTreeMap;
 
@@ -110,12 +109,16 @@ pub fn without_timestamps(msgs: &[OmniMessage]) -> Vec<String> {
 
 /// A compact one-line view for readable assertions:
 /// `partial_text/delta "Hel"`, `text "Hello" completed`, `tool_call f(call_1) {"a":1} completed`,
-/// `token_usage 10/20/5=35 session 35` (cache_read/cache_write/output=total).
+/// `token_usage 10/20/5=35 session 35` (cache_read/uncached_prompt/output=total).
 pub fn describe(msg: &OmniMessage) -> String {
     if let Some(EventPayload::TokenUsage { session, request }) = msg.event() {
         return format!(
             "token_usage {}/{}/{}={} session {}",
-            request.cache_read, request.cache_write, request.output, request.total, session.total
+            request.cache_read,
+            request.uncached_prompt,
+            request.output,
+            request.total,
+            session.total
         );
     }
     let Some(p) = msg.model() else {
@@ -146,6 +149,54 @@ pub fn describe(msg: &OmniMessage) -> String {
         }
         _ => format!("{} {:?} {reason}", p.type_name(), p.content().unwrap_or("")),
     }
+}
+
+/// Asserts that a stream's lines (`Replay::lines`, [`without_timestamps`]) are `want`
+/// (usually built with [`expect`](super::expect::expect)). On a difference it panics with the
+/// index of the first message that differs and a line diff, one message a line, rather than
+/// the two one-line arrays of `assert_eq!`.
+#[track_caller]
+pub fn assert_lines(got: &[String], want: &[String]) {
+    if got != want {
+        panic!("{}", lines_diff(want, got));
+    }
+}
+
+/// What [`assert_lines`] prints: the index of the first line where `got` differs from `want`
+/// (a stream's lines are its messages), then the diff (`-` expected, `+` got, each line with
+/// its index), three unchanged lines around each change.
+pub fn lines_diff(want: &[String], got: &[String]) -> String {
+    use similar::{ChangeTag, TextDiff};
+    use std::fmt::Write;
+
+    let first = (0..want.len().max(got.len()))
+        .find(|&i| want.get(i) != got.get(i))
+        .unwrap_or(want.len());
+    let want_lines: Vec<&str> = want.iter().map(String::as_str).collect();
+    let got_lines: Vec<&str> = got.iter().map(String::as_str).collect();
+    let diff = TextDiff::from_slices(&want_lines, &got_lines);
+    let mut out = format!(
+        "first difference at index {first} (expected {} lines, got {}); - expected, + got:\n",
+        want.len(),
+        got.len()
+    );
+    for (n, group) in diff.grouped_ops(3).iter().enumerate() {
+        if n > 0 {
+            out.push_str("  ...\n");
+        }
+        for op in group {
+            for change in diff.iter_changes(op) {
+                let (sign, index) = match change.tag() {
+                    ChangeTag::Delete => ('-', change.old_index()),
+                    ChangeTag::Insert => ('+', change.new_index()),
+                    ChangeTag::Equal => (' ', change.new_index()),
+                };
+                let index = index.map_or_else(String::new, |i| i.to_string());
+                let _ = writeln!(out, "{sign} {index:>3} {}", change.value());
+            }
+        }
+    }
+    out
 }
 
 /// [`describe`] of every message.
@@ -234,4 +285,39 @@ pub fn check_discipline(msgs: &[OmniMessage]) -> Result<(), String> {
         return Err(format!("segment {key:?} was never closed"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn the_diff_names_the_first_difference_and_shows_one_line_each() {
+        let want = lines(&["a", "b", "c", "d", "e", "f", "g", "h"]);
+        let got = lines(&["a", "b", "c", "d", "E", "f", "g", "h", "i"]);
+        assert_eq!(
+            lines_diff(&want, &got),
+            "first difference at index 4 (expected 8 lines, got 9); - expected, + got:
+    1 b
+    2 c
+    3 d
+-   4 e
++   4 E
+    5 f
+    6 g
+    7 h
++   8 i
+"
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "first difference at index 1 (expected 2 lines, got 1)")]
+    fn a_failed_assertion_prints_the_diff() {
+        assert_lines(&lines(&["a"]), &lines(&["a", "b"]));
+    }
 }
