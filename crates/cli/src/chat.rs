@@ -59,6 +59,10 @@ pub(crate) async fn compact(
             errln!("nothing to compact yet");
             return Ok(());
         }
+        other => {
+            errln!("nothing to compact ({})", other.code());
+            return Ok(());
+        }
     }
     let cancel = CancellationToken::new();
     let ctrl_c = interrupt_on_ctrl_c(cancel.clone(), session.writer().clone());

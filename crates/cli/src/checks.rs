@@ -197,7 +197,12 @@ pub(crate) async fn mcp_list(
     workspace: Option<PathBuf>,
     json: bool,
 ) -> Result<ExitCode, String> {
-    let agent = crate::mcp::agent(&flags)?;
+    let model = crate::args::ModelArgs {
+        mcp: flags,
+        ..Default::default()
+    };
+    let launcher = crate::setup::launcher(&model, &Default::default())?;
+    let agent = launcher.agent();
     let workspace = crate::setup::workspace_dir(workspace)?;
     if agent.config.mcp_servers.is_empty() {
         outln!(
@@ -214,7 +219,7 @@ pub(crate) async fn mcp_list(
     let inner = BuiltinTools::new(&workspace, none)
         .map_err(|e| format!("workspace {}: {e}", workspace.display()))?;
     // Servers with `sandbox = true` start confined here too.
-    let sandbox = crate::setup::Confinement::resolve(&agent, &Default::default())?.sandbox;
+    let sandbox = launcher.confinement().map_err(|e| e.to_string())?.sandbox;
     let env = McpEnvironment::new(
         Arc::new(inner),
         &agent.config.mcp_servers,

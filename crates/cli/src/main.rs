@@ -15,7 +15,6 @@ mod editor;
 mod init;
 mod knowledge;
 mod markdown;
-mod mcp;
 mod render;
 mod run;
 // Its few lines are about its own startup; it is another team's file for now.

@@ -1,14 +1,12 @@
 //! `penguin serve`: the HTTP server over configured models or a scenario.
 
-use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use crate::args::{NatsArgs, ServeArgs};
-use crate::setup::{
-    pick_source, sandbox_request, session_tools, workspace_dir, Confinement, Source,
-};
+use crate::setup::{launcher, workspace_dir};
 use crate::with_runtime;
+use penguin::launch::Source;
 
 pub(crate) fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     let ServeArgs {
@@ -29,12 +27,13 @@ pub(crate) fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         nats,
         token,
     } = args;
-    use penguin::hosting::{ModelFactory, ScenarioFactory};
+    use penguin::hosting::ScenarioFactory;
     use penguin::server::{ServeOptions, SessionFactory};
-    let agent = crate::mcp::agent(&model.mcp)?;
+    let launcher = launcher(&model, &sandbox)?;
+    let agent = launcher.agent().clone();
     let workspace = workspace_dir(workspace)?;
-    let factory: Arc<dyn SessionFactory> = match pick_source(&agent, &model)? {
-        Source::Scenario(..) => {
+    let factory: Arc<dyn SessionFactory> = match launcher.source().map_err(|e| e.to_string())? {
+        Source::Scenario { .. } => {
             let path = model
                 .scenario
                 .as_ref()
@@ -49,45 +48,16 @@ pub(crate) fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         Source::Model(spec) => {
             // Resolved now so a strict sandbox the kernel cannot give stops the server before
             // it listens, and what it lacks is said once at startup.
-            let confinement = Confinement::resolve(&agent, &sandbox)?;
+            let confinement = launcher.confinement().map_err(|e| e.to_string())?;
             eprintln!(
                 "penguin: sessions run commands under {}",
                 confinement.sandbox.summary()
             );
-            let tools_agent = agent.clone();
-            let tools_spec = spec.clone();
-            // Every configured model a request may name; one that does not resolve (a bad
-            // field) is said here and not offered.
-            let mut models = Vec::new();
-            for (name, spec) in agent.config.named_models() {
-                match spec {
-                    Ok(spec) => models.push((name, spec)),
-                    Err(e) => eprintln!("penguin: model {name} is not offered: {e}"),
-                }
-            }
-            Arc::new(ModelFactory {
-                spec,
-                models,
-                system_prompt: penguin::agent::DEFAULT_SYSTEM_PROMPT.to_owned(),
-                default_workspace: workspace,
-                engine: agent.engine_for(&tools_spec),
-                environment: Arc::new(
-                    move |ws: &Path,
-                          sandbox: &penguin::tools::Sandbox,
-                          extra: &[penguin::tools::mcp::McpServerConfig]| {
-                        // A request's own MCP servers come after the configured ones.
-                        let mut agent = tools_agent.clone();
-                        agent.config.mcp_servers.extend_from_slice(extra);
-                        // Each session's grants of "run this once unsandboxed" are its own
-                        // (its subagents share them, as their calls are approved there too).
-                        let bypass = penguin::tools::SandboxBypass::new();
-                        session_tools(&agent, &tools_spec, ws, sandbox, &bypass)
-                    },
-                ),
-                policy: agent.policy(),
-                sandbox: sandbox_request(&agent, &sandbox)?,
-                data_root: Some(agent.location.root.clone()),
-            })
+            Arc::new(
+                launcher
+                    .model_factory(spec, workspace)
+                    .map_err(|e| e.to_string())?,
+            )
         }
     };
     let mut opts = ServeOptions::new(factory);

@@ -1,71 +1,40 @@
-//! Building sessions from flags and config: the model source, the tools, new and resumed
-//! sessions, and `penguin sessions`.
+//! Building sessions from flags and config: the flags mapped to a [`Launcher`]'s overrides,
+//! the session an id names, `penguin run --print-system-prompt`, `fork` and `sessions`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use penguin::agent::{Agent, SessionModel};
-use penguin::config::{resolve_model, ModelFlags};
-use penguin::engine::Environment;
-use penguin::models::{ModelSpec, Protocol};
-use penguin::scenario::Scenario;
-use penguin::session::{Session, SessionError};
-use penguin::subagent::{SubagentEnvironment, SubagentSpawner};
-use penguin::tools::{BuiltinTools, Sandbox, SandboxBypass, ToolsConfig};
+use penguin::agent::Agent;
+use penguin::config::ModelFlags;
+use penguin::launch::{Launcher, Overrides};
+use penguin::session::Session;
 
 use crate::args::{ModelArgs, SandboxArgs};
 use crate::untrusted::{errln, out, outln, Untrusted};
 
-/// What a session is built from: a model plus tools, or a scenario's scripts (with the real
-/// tools instead of its scripted ones when the flag says so).
-pub(crate) enum Source {
-    Model(ModelSpec),
-    Scenario(Box<Scenario>, bool),
-}
-
-pub(crate) fn pick_source(agent: &Agent, args: &ModelArgs) -> Result<Source, String> {
-    if args.provider.as_deref() == Some("scripted") {
-        let path = args
-            .scenario
-            .as_ref()
-            .ok_or("--provider scripted needs --scenario FILE")?;
-        let scenario = Scenario::from_file(path).map_err(|e| e.to_string())?;
-        return Ok(Source::Scenario(Box::new(scenario), args.real_tools));
-    }
-    let flags = ModelFlags {
-        model: args.model.clone(),
-        provider: args.provider.clone(),
-        base_url: args.base_url.clone(),
-        api_key_env: args.api_key_env.clone(),
-    };
-    let spec = resolve_model(&agent.config, &flags, |k| std::env::var(k).ok())
-        .map_err(|e| e.to_string())?;
-    check_key(&spec)?;
-    if spec.protocol == Protocol::Demo {
-        // Named anywhere (a flag, PENGUIN_MODEL/PENGUIN_PROVIDER, or default_model, which
-        // `penguin init` writes as "demo"), the demo was chosen, not fallen back to.
-        let env = |k: &str| std::env::var(k).ok();
-        let asked = args.model.as_deref() == Some("demo")
-            || args.provider.as_deref() == Some("demo")
-            || env("PENGUIN_MODEL").as_deref() == Some("demo")
-            || env("PENGUIN_PROVIDER").as_deref() == Some("demo")
-            || agent.config.default_model.as_deref() == Some("demo");
-        if asked {
-            errln!("penguin: using the built-in demo model (offline; it only lists the workspace)");
-        } else {
-            errln!("penguin: no model configured; using the built-in demo model (`penguin init` writes a starter config.toml; see the README)");
+/// The launcher of this command: `config.toml` with the command line's model, scenario, MCP
+/// and sandbox flags over it; its notices go to stderr.
+pub(crate) fn launcher(model: &ModelArgs, sandbox: &SandboxArgs) -> Result<Launcher, String> {
+    let agent = Agent::from_env().map_err(|e| e.to_string())?;
+    let mut overrides = Overrides::default()
+        .model_flags(ModelFlags {
+            model: model.model.clone(),
+            provider: model.provider.clone(),
+            base_url: model.base_url.clone(),
+            api_key_env: model.api_key_env.clone(),
+        })
+        .mcp(model.mcp.iter().cloned());
+    if let Some(file) = &model.scenario {
+        if model.provider.as_deref() == Some("scripted") {
+            overrides = overrides.scenario(file, model.real_tools);
         }
     }
-    Ok(Source::Model(spec))
-}
-
-/// Refuses a model whose API key variable is unset before any request is sent, naming it.
-pub(crate) fn check_key(spec: &ModelSpec) -> Result<(), String> {
-    match spec.missing_key(|k| std::env::var(k).ok()) {
-        Some(problem) => Err(problem),
-        None => Ok(()),
+    if let Some(mode) = &sandbox.sandbox {
+        overrides = overrides.sandbox(mode);
     }
+    let launcher = Launcher::new(agent, overrides).map_err(|e| e.to_string())?;
+    Ok(launcher.with_notices(Arc::new(|n| errln!("penguin: {}", Untrusted(n)))))
 }
 
 /// The session an id argument (or `--last`) names: a full id, a unique part of one, or the
@@ -100,206 +69,22 @@ pub(crate) fn current_workspace() -> Result<PathBuf, String> {
     Ok(std::fs::canonicalize(&dir).unwrap_or(dir))
 }
 
-/// `[sandbox]` of `config.toml` with `--sandbox` applied.
-pub(crate) fn sandbox_request(
-    agent: &Agent,
-    args: &SandboxArgs,
-) -> Result<penguin::tools::SandboxRequest, String> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let mut request = agent
-        .config
-        .sandbox
-        .request(args.sandbox.as_deref(), home.as_deref())
-        .map_err(|e| e.to_string())?;
-    // The config, the server token and every trace: never a command's to read or change.
-    request.protected.push(agent.location.root.clone());
-    Ok(request)
-}
-
-/// The sandbox of this process's sessions, and where their tools keep the calls an approver
-/// let run outside it.
-#[derive(Clone, Debug)]
-pub(crate) struct Confinement {
-    pub(crate) sandbox: Sandbox,
-    pub(crate) bypass: SandboxBypass,
-}
-
-impl Confinement {
-    /// `[sandbox]` of `config.toml` with `--sandbox`, resolved against this kernel. What the
-    /// kernel cannot enforce is said here, once; `strict` refuses instead.
-    pub(crate) fn resolve(agent: &Agent, args: &SandboxArgs) -> Result<Confinement, String> {
-        let request = sandbox_request(agent, args)?;
-        let sandbox = Sandbox::resolve(&request).map_err(|e| e.to_string())?;
-        if let Some(warning) = sandbox.warning_once() {
-            errln!("penguin: {warning}");
-        }
-        if request.strict {
-            STRICT.store(true, std::sync::atomic::Ordering::Relaxed);
-        }
-        if sandbox.requested() == Some(penguin::tools::SandboxMode::Off) {
-            errln!(
-                "penguin: warning: the sandbox is off: commands can change every file you can{}; each one is still asked unless --yes",
-                if sandbox.is_active() { "" } else { " and use the network" }
-            );
-        }
-        Ok(Confinement {
-            sandbox,
-            bypass: SandboxBypass::new(),
-        })
-    }
-}
-
-/// The built-in tools' configuration for a session of `model` (`None`: a scenario's model):
-/// `[tools] edit` or the edit tools the model's provider prefers, no `read_image` for a model
-/// configured without vision, and the session's sandbox.
-pub(crate) fn tools_config(
-    agent: &Agent,
-    model: Option<&ModelSpec>,
-    sandbox: &Sandbox,
-) -> Result<ToolsConfig, String> {
-    let config = agent
-        .config
-        .tools_config(model)
-        .map_err(|e| e.to_string())?;
-    let root = &agent.location.root;
-    Ok(ToolsConfig {
-        // The user's skills: read by the model (file tools) and its commands, never written.
-        sandbox: sandbox
-            .clone()
-            .with_readable([penguin::skills::user_skills_dir(root)]),
-        // Memory: written by the file tools only (the sandbox hides the data root).
-        memory: vec![penguin::memory::memory_root(root)],
-        ..config
-    })
-}
-
-pub(crate) fn workspace_tools(
-    workspace: &Path,
-    config: ToolsConfig,
-    bypass: &SandboxBypass,
-) -> Result<BuiltinTools, String> {
-    BuiltinTools::new(workspace, config)
-        .map(|t| t.with_bypass(bypass.clone()))
-        .map_err(|e| format!("workspace {}: {e}", workspace.display()))
-}
-
-/// The built-in tools plus `run_subagent`, whose children use the same model and the same
-/// tools (without `run_subagent`: depth limit 1), so the same sandbox.
-pub(crate) fn session_tools(
-    agent: &Agent,
-    spec: &ModelSpec,
-    workspace: &Path,
-    sandbox: &Sandbox,
-    bypass: &SandboxBypass,
-) -> Result<Arc<dyn Environment>, String> {
-    // The memory folders of this workspace exist before the tools and the prompt look.
-    if let Err(e) = penguin::memory::SessionMemory::prepare(&agent.location.root, workspace) {
-        errln!("penguin: memory is not available: {e}");
-    }
-    let config = tools_config(agent, Some(spec), sandbox)?;
-    let builtin = workspace_tools(workspace, config, bypass)?;
-    // A child's answer is capped and archived like any tool output of the session.
-    let limits = builtin.limits();
-    let tools = crate::mcp::with_servers(agent, workspace, sandbox, Arc::new(builtin));
-    let spawner: Arc<dyn SubagentSpawner> = Arc::new(Spawner {
-        models: agent
-            .config
-            .named_models()
-            .into_iter()
-            .filter_map(|(name, spec)| Some((name, spec.ok()?)))
-            .collect(),
-        agent: agent.clone(),
-        spec: spec.clone(),
-        ws: workspace.to_path_buf(),
-        sandbox: sandbox.clone(),
-        bypass: bypass.clone(),
-    });
-    Ok(Arc::new(
-        SubagentEnvironment::new(tools, spawner).with_limits(limits),
-    ))
-}
-
-/// The children of a session: on its model or another configured one (`run_subagent`'s
-/// `model`), in its workspace, with tools of their own (their background commands, and where
-/// their reports go, are the child's, never the parent's) under the same sandbox.
-struct Spawner {
-    agent: Agent,
-    spec: ModelSpec,
-    models: Vec<(String, ModelSpec)>,
-    ws: PathBuf,
-    sandbox: Sandbox,
-    bypass: SandboxBypass,
-}
-
-impl Spawner {
-    fn choices(&self) -> penguin::models::ModelChoices<'_> {
-        penguin::models::ModelChoices {
-            default: &self.spec,
-            named: &self.models,
-        }
-    }
-}
-
-impl SubagentSpawner for Spawner {
-    fn spawn(&self) -> Result<Session, SessionError> {
-        self.spawn_with(None)
-    }
-
-    fn spawn_with(&self, model: Option<&str>) -> Result<Session, SessionError> {
-        let invalid = |e: String| SessionError::Config(penguin::config::ConfigError::Invalid(e));
-        let spec = self
-            .choices()
-            .pick(model)
-            .map_err(|e| invalid(e.to_string()))?;
-        check_key(&spec).map_err(invalid)?;
-        let config = tools_config(&self.agent, Some(&spec), &self.sandbox).map_err(invalid)?;
-        let child_tools = crate::mcp::with_servers(
-            &self.agent,
-            &self.ws,
-            &self.sandbox,
-            Arc::new(
-                workspace_tools(&self.ws, config, &self.bypass)
-                    .map_err(|e| SessionError::Tools(e.into()))?,
-            ),
-        );
-        self.agent
-            .create_session(&spec, &self.ws, child_tools, None, Some("subagent".into()))
-    }
-
-    fn models(&self) -> Vec<String> {
-        self.choices()
-            .offered()
-            .into_iter()
-            .map(|m| m.name)
-            .collect()
-    }
-}
-
 /// `penguin run --print-system-prompt`: the prompt a new session here would start with.
 pub(crate) fn print_system_prompt(
     _prompt: Option<String>,
-    model: ModelArgs,
+    mut model: ModelArgs,
     sandbox: SandboxArgs,
     workspace: Option<PathBuf>,
 ) -> Result<ExitCode, String> {
-    let agent = crate::mcp::agent(&model.mcp)?;
+    // A scenario's prompt is its own: the prompt shown is the configured model's.
+    model.provider = model.provider.filter(|p| p != "scripted");
+    let launcher = launcher(&model, &sandbox)?;
     let workspace = workspace_dir(workspace)?;
-    let flags = penguin::config::ModelFlags {
-        model: model.model.clone(),
-        provider: model.provider.clone().filter(|p| p != "scripted"),
-        base_url: model.base_url.clone(),
-        api_key_env: model.api_key_env.clone(),
-    };
-    let spec = penguin::config::resolve_model(&agent.config, &flags, |k| std::env::var(k).ok())
+    let spec = launcher.model().map_err(|e| e.to_string())?;
+    let confinement = launcher.confinement().map_err(|e| e.to_string())?;
+    let tools = launcher
+        .session_tools(&spec, &workspace, &confinement)
         .map_err(|e| e.to_string())?;
-    let confinement = Confinement::resolve(&agent, &sandbox)?;
-    let tools = session_tools(
-        &agent,
-        &spec,
-        &workspace,
-        &confinement.sandbox,
-        &confinement.bypass,
-    )?;
     // MCP servers are connected as a session's first run would, so their tools are listed.
     if !tools.connect_servers().is_empty() {
         let env = tools.clone();
@@ -319,14 +104,15 @@ pub(crate) fn print_system_prompt(
             Ok(ExitCode::SUCCESS)
         })?;
     }
+    let root = &launcher.agent().location.root;
     let prompt = penguin::prompt::system_prompt_in(
         penguin::agent::DEFAULT_SYSTEM_PROMPT,
         &workspace,
         tools.tools(),
-        &agent.location.root,
+        root,
     );
-    let template = penguin::prompt::template_path(&agent.location.root);
-    if penguin::prompt::read_template(&agent.location.root).is_some() {
+    let template = penguin::prompt::template_path(root);
+    if penguin::prompt::read_template(root).is_some() {
         errln!("penguin: from the template {}", template.display());
     } else {
         errln!(
@@ -365,97 +151,27 @@ pub(crate) enum Which {
     Stored(Option<String>),
 }
 
-/// The one place a command's arguments and `config.toml` become a ready session: the agent
-/// (its config, with `--mcp` servers), the sandbox (`[sandbox]` and `--sandbox`, resolved
-/// against this kernel), the model, and the session itself, new or resumed.
+/// A command's arguments made a ready session by the [`Launcher`]: new in a workspace, or
+/// stored and resumed.
 pub(crate) fn ready(
     model: &ModelArgs,
     sandbox: &SandboxArgs,
     which: Which,
 ) -> Result<(Agent, Session), String> {
-    let agent = crate::mcp::agent(&model.mcp)?;
-    let confinement = Confinement::resolve(&agent, sandbox)?;
+    let launcher = launcher(model, sandbox)?;
+    let confinement = launcher.confinement().map_err(|e| e.to_string())?;
+    if confinement.strict {
+        STRICT.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     let session = match which {
-        Which::New(workspace) => new_session(
-            &agent,
-            pick_source(&agent, model)?,
-            &workspace_dir(workspace)?,
-            &confinement,
-        )?,
+        Which::New(workspace) => launcher.new_session(&workspace_dir(workspace)?, &confinement),
         Which::Stored(id) => {
-            let id = resolve_session_id(&agent, id.as_deref(), id.is_none())?;
-            open_session(&agent, &id, model, &confinement)?
-        }
-    };
-    Ok((agent, session))
-}
-
-pub(crate) fn new_session(
-    agent: &Agent,
-    source: Source,
-    workspace: &Path,
-    confinement: &Confinement,
-) -> Result<Session, String> {
-    match source {
-        Source::Model(spec) => {
-            let tools = session_tools(
-                agent,
-                &spec,
-                workspace,
-                &confinement.sandbox,
-                &confinement.bypass,
-            )?;
-            let mut session = agent
-                .create_session(&spec, workspace, tools, None, None)
-                .map_err(|e| e.to_string())?;
-            session.set_sandbox(confinement.sandbox.clone());
-            Ok(session)
-        }
-        Source::Scenario(s, real_tools) => {
-            let Scenario { llm, tools, .. } = *s;
-            let tools = scenario_tools(agent, tools, real_tools, workspace, confinement)?;
-            let mut session = agent
-                .create_session_with(
-                    SessionModel {
-                        llm: Box::new(llm),
-                        provider: "scripted".into(),
-                        model_id: "scenario".into(),
-                        context_window: None,
-                    },
-                    workspace,
-                    tools,
-                    None,
-                    None,
-                )
-                .map_err(|e| e.to_string())?;
-            if real_tools {
-                session.set_sandbox(confinement.sandbox.clone());
-            }
-            Ok(session)
+            let id = resolve_session_id(launcher.agent(), id.as_deref(), id.is_none())?;
+            launcher.open_session(&id, &confinement)
         }
     }
-}
-
-/// The scenario's scripted tools, or with `real_tools` the workspace's built-in tools and the
-/// agent's MCP servers.
-fn scenario_tools(
-    agent: &Agent,
-    scripted: penguin::engine::scripted::ScriptedEnvironment,
-    real_tools: bool,
-    workspace: &Path,
-    confinement: &Confinement,
-) -> Result<Arc<dyn Environment>, String> {
-    if !real_tools {
-        return Ok(Arc::new(scripted));
-    }
-    let config = tools_config(agent, None, &confinement.sandbox)?;
-    let builtin = workspace_tools(workspace, config, &confinement.bypass)?;
-    Ok(crate::mcp::with_servers(
-        agent,
-        workspace,
-        &confinement.sandbox,
-        Arc::new(builtin),
-    ))
+    .map_err(|e| e.to_string())?;
+    Ok((launcher.agent().clone(), session))
 }
 
 pub(crate) fn workspace_dir(workspace: Option<PathBuf>) -> Result<PathBuf, String> {
@@ -467,104 +183,6 @@ pub(crate) fn workspace_dir(workspace: Option<PathBuf>) -> Result<PathBuf, Strin
         return Err(format!("workspace {} is not a directory", dir.display()));
     }
     Ok(dir)
-}
-
-/// The model a resumed session continues with: the flags when given, else the configured
-/// model it was made with, else how it was made (saved beside its trace when created, so a
-/// session of `--provider X --base-url Y` resumes without them).
-pub(crate) fn model_for_resume(
-    agent: &Agent,
-    args: &ModelArgs,
-    meta: &penguin::omni_protocol::SessionMeta,
-) -> Result<ModelSpec, penguin::config::ConfigError> {
-    if args.provider.is_some() || args.model.is_some() {
-        let flags = ModelFlags {
-            model: args.model.clone(),
-            provider: args.provider.clone(),
-            base_url: args.base_url.clone(),
-            api_key_env: args.api_key_env.clone(),
-        };
-        return resolve_model(&agent.config, &flags, |k| std::env::var(k).ok());
-    }
-    if meta.provider == "demo" {
-        return Ok(ModelSpec::demo());
-    }
-    // The configured model the session was made with.
-    let found = agent
-        .config
-        .models
-        .iter()
-        .find(|(_, m)| m.model == meta.model_id && m.protocol == meta.provider)
-        .map(|(name, _)| name.clone());
-    let recorded = agent
-        .recorded_model(&meta.session_id)
-        .filter(|r| r.protocol.as_str() == meta.provider && r.model_id == meta.model_id);
-    match (found, recorded) {
-        (Some(name), _) => resolve_model(
-            &agent.config,
-            &ModelFlags {
-                model: Some(name),
-                ..Default::default()
-            },
-            |_| None,
-        ),
-        (None, Some(record)) => Ok(record.to_spec()),
-        (None, None) => Err(penguin::config::ConfigError::Invalid(format!(
-            "the session used {}/{}, which is not configured and was not recorded; pass --model, or --provider with --base-url",
-            meta.provider, meta.model_id
-        ))),
-    }
-}
-
-pub(crate) fn open_session(
-    agent: &Agent,
-    id: &str,
-    model: &ModelArgs,
-    confinement: &Confinement,
-) -> Result<Session, String> {
-    if model.provider.as_deref() == Some("scripted") {
-        let Source::Scenario(s, real_tools) = pick_source(agent, model)? else {
-            unreachable!("scripted gives a scenario")
-        };
-        let Scenario { llm, tools, .. } = *s;
-        let mut session = agent
-            .resume_session_with(id, Box::new(llm), |workspace| {
-                Ok(scenario_tools(
-                    agent,
-                    tools,
-                    real_tools,
-                    workspace,
-                    confinement,
-                )?)
-            })
-            .map_err(|e| e.to_string())?;
-        if real_tools {
-            session.set_sandbox(confinement.sandbox.clone());
-        }
-        return Ok(session);
-    }
-    let mut session = agent
-        .resume_session(
-            id,
-            |meta| {
-                let spec = model_for_resume(agent, model, meta)?;
-                check_key(&spec).map_err(penguin::config::ConfigError::Invalid)?;
-                Ok(spec)
-            },
-            // run_subagent children use the same model, so the tools need it too.
-            |w, spec| {
-                Ok(session_tools(
-                    agent,
-                    spec,
-                    w,
-                    &confinement.sandbox,
-                    &confinement.bypass,
-                )?)
-            },
-        )
-        .map_err(|e| e.to_string())?;
-    session.set_sandbox(confinement.sandbox.clone());
-    Ok(session)
 }
 
 /// `--sandbox strict` (or `strict = true`) was asked: the session line says so.
