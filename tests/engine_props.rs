@@ -253,20 +253,17 @@ fn execute(scenario: Scenario) -> Observed {
             Some(Arc::new(trace.clone())),
             InitialState::default(),
         );
-        let approver = scenario
-            .approvals
-            .map(|a| Arc::new(a) as Arc<dyn penguin::engine::Approver>);
+        let approver = scenario.approvals.map_or(
+            Arc::new(penguin::engine::DenyAll) as Arc<dyn penguin::engine::Approver>,
+            |a| Arc::new(a),
+        );
         let mut runs = Vec::new();
         for run in scenario.runs {
             let cancel = CancellationToken::new();
             let mut stream = engine
                 .run(
                     run.input.clone(),
-                    RunOptions {
-                        approver: approver.clone(),
-                        cancel: cancel.clone(),
-                        thinking_level: None,
-                    },
+                    RunOptions::new(approver.clone()).with_cancel(cancel.clone()),
                 )
                 .unwrap();
             let mut timers = tokio::task::JoinSet::new();

@@ -365,18 +365,15 @@ fn execute(scenario: Scenario) -> Observed {
             Some(Arc::new(trace.clone())),
             InitialState::default(),
         );
-        let approver = scenario
-            .approvals
-            .map(|a| Arc::new(a) as Arc<dyn penguin::engine::Approver>);
+        let approver = scenario.approvals.map_or(
+            Arc::new(penguin::engine::DenyAll) as Arc<dyn penguin::engine::Approver>,
+            |a| Arc::new(a),
+        );
         let mut runs = Vec::new();
         for run in scenario.runs {
             let before = model.requests().len();
             let cancel = CancellationToken::new();
-            let options = RunOptions {
-                approver: approver.clone(),
-                cancel: cancel.clone(),
-                thinking_level: None,
-            };
+            let options = RunOptions::new(approver.clone()).with_cancel(cancel.clone());
             let mut stream = engine.run(run.input.clone(), options).unwrap();
             let mut timers = tokio::task::JoinSet::new();
             if let Some(after) = run.abort_after {

@@ -179,13 +179,19 @@ fn compaction() {
         let next = model.clone();
         engine.enable_compaction(Arc::new(move |_| Box::new(next.clone()) as Box<dyn Llm>));
         let mut all: Vec<penguin::omni_protocol::Frame> = engine
-            .run(vec![build::user_text("Do it.")], RunOptions::default())
+            .run(
+                vec![build::user_text("Do it.")],
+                RunOptions::new(std::sync::Arc::new(penguin::engine::DenyAll)),
+            )
             .unwrap()
             .collect()
             .await;
         all.extend(
             engine
-                .run(vec![build::user_text("Go on.")], RunOptions::default())
+                .run(
+                    vec![build::user_text("Go on.")],
+                    RunOptions::new(std::sync::Arc::new(penguin::engine::DenyAll)),
+                )
                 .unwrap()
                 .collect::<Vec<_>>()
                 .await,

@@ -3,6 +3,10 @@
 //! the Rust version it is built with (the workspace's `rust-version`, which must be the
 //! toolchain `rust-toolchain.toml` pins), and no manifest carries placeholder metadata.
 //!
+//! The facade stays thin ([`facade_budget`]): with `--no-default-features` (an agent with a
+//! tool of its own, no server, no built-in tools) it pulls at most [`FACADE_MAX_CRATES`]
+//! crates, and its own code stays under [`FACADE_MAX_LINES`] lines.
+//!
 //! "Used" means the crate's name appears as a path root (`name::`, `use name`, `extern crate
 //! name`, or a `#[name::…]` attribute) in one of the package's Rust files. That is what
 //! cargo-machete checks too; it needs no nightly compiler and no download.
@@ -144,11 +148,79 @@ pub fn check(root: &Path) -> Result<(), String> {
         }
     }
     problems.extend(publishing(root));
+    problems.extend(facade_budget(root));
     if problems.is_empty() {
         Ok(())
     } else {
         Err(problems.join("\n"))
     }
+}
+
+/// Most crates (itself included) `penguin-harness --no-default-features` may pull: what an
+/// embedder of an agent with a custom tool and no HTTP server gets.
+pub const FACADE_MAX_CRATES: usize = 120;
+
+/// Most lines of the facade's own code (`crates/penguin/src`): re-exports and wiring, no
+/// session logic.
+pub const FACADE_MAX_LINES: usize = 1_000;
+
+/// The facade's budgets: the crates its smallest build pulls (normal dependencies, each name
+/// and version once, as `cargo tree -e normal --prefix none | sort -u` lists them) and the
+/// lines of its own code.
+fn facade_budget(root: &Path) -> Vec<String> {
+    let mut problems = Vec::new();
+    let tree =
+        std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .current_dir(root)
+            .args([
+                "tree",
+                "-p",
+                "penguin-harness",
+                "--no-default-features",
+                "-e",
+                "normal",
+                "--prefix",
+                "none",
+            ])
+            .output();
+    match tree {
+        Ok(out) if out.status.success() => {
+            let crates = distinct_crates(&String::from_utf8_lossy(&out.stdout));
+            if crates > FACADE_MAX_CRATES {
+                problems.push(format!(
+                    "crates/penguin: `cargo tree -p penguin-harness --no-default-features -e normal` lists {crates} crates, over the budget of {FACADE_MAX_CRATES}: an embedder without the server and the built-in tools pulls what no feature leaves out"
+                ));
+            }
+        }
+        Ok(out) => problems.push(format!(
+            "crates/penguin: cargo tree failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+        Err(e) => problems.push(format!("crates/penguin: cannot run cargo tree: {e}")),
+    }
+    let mut files = Vec::new();
+    rust_files(&root.join("crates/penguin/src"), &mut files);
+    let lines: usize = files
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .map(|text| text.lines().count())
+        .sum();
+    if lines >= FACADE_MAX_LINES {
+        problems.push(format!(
+            "crates/penguin/src: {lines} lines of the facade's own code, at or over the budget of {FACADE_MAX_LINES}: what it does belongs in the crate below it"
+        ));
+    }
+    problems
+}
+
+/// The distinct crates of `cargo tree --prefix none` output: each line names one, repeats
+/// marked ` (*)`, proc macros ` (proc-macro)`.
+fn distinct_crates(tree: &str) -> usize {
+    tree.lines()
+        .map(|l| l.replace(" (*)", "").replace(" (proc-macro)", ""))
+        .filter(|l| !l.trim().is_empty())
+        .collect::<std::collections::BTreeSet<_>>()
+        .len()
 }
 
 /// The value of `key = "…"` in `text`, at the start of a line.
@@ -201,6 +273,12 @@ fn publishing(root: &Path) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_each_crate_once() {
+        let tree = "penguin-harness v0.1.0 (/w/crates/penguin)\nserde v1.0.0\nserde_derive v1.0.0 (proc-macro)\nserde v1.0.0 (*)\nsyn v2.0.0\nsyn v3.0.0\n";
+        assert_eq!(distinct_crates(tree), 5);
+    }
 
     #[test]
     fn reads_dependency_sections() {

@@ -85,8 +85,13 @@ fn ci(root: &Path) -> Result<(), String> {
     let total = Instant::now();
     tidy_steps(root)?;
 
-    // Each provider feature must build alone, and the trait with none of them.
-    let mut features: Vec<Vec<&str>> = vec![vec!["--no-default-features"]];
+    // Each provider feature must build alone, and the trait with none of them; the embedder's
+    // smallest builds (the facade and the session layer without server, built-in tools or
+    // TLS; the tools' light core) must build too, with the session layer's tests.
+    let mut features: Vec<(&str, Vec<&str>)> = vec![(
+        "penguin-llm-providers",
+        vec!["--lib", "--no-default-features"],
+    )];
     for f in [
         "openai-chat",
         "anthropic-messages",
@@ -94,14 +99,21 @@ fn ci(root: &Path) -> Result<(), String> {
         "gemini",
         "ollama",
     ] {
-        features.push(vec!["--no-default-features", "--features", f]);
+        features.push((
+            "penguin-llm-providers",
+            vec!["--lib", "--no-default-features", "--features", f],
+        ));
     }
-    for args in features {
+    features.push(("penguin-harness", vec!["--no-default-features"]));
+    features.push((
+        "penguin-agent",
+        vec!["--no-default-features", "--all-targets"],
+    ));
+    features.push(("penguin-tools", vec!["--lib", "--no-default-features"]));
+    for (package, args) in features {
         let mut check = cargo();
-        check
-            .args(["check", "-p", "penguin-llm-providers", "--lib"])
-            .args(&args);
-        run(root, "llm-providers features", check)?;
+        check.args(["check", "-p", package]).args(&args);
+        run(root, &format!("{package} features"), check)?;
     }
 
     let mut clippy = cargo();

@@ -52,17 +52,9 @@ impl SessionFactory for DemoSessions {
                 "this server has one workspace",
             ));
         }
-        let spec = SessionSpec {
-            location: req.location.clone(),
-            provider: String::new(),
-            model_id: String::new(),
-            context_window: None,
-            system_prompt: "You are a demo agent.".into(),
-            workspace: self.workspace.clone(),
-            source: None,
-            durability: req.durability,
-            engine: EngineConfig::default(),
-        };
+        let spec = SessionSpec::new(req.location.clone(), self.workspace.clone())
+            .with_system_prompt("You are a demo agent.")
+            .with_durability(req.durability);
         let session = Session::create_for_model(spec, &ModelSpec::demo(), self.tools()?)
             .map_err(FactoryError::internal)?;
         Ok(Box::new(session))

@@ -81,6 +81,7 @@ pub struct SessionSummary {
 
 /// A session id that names no session, or more than one.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SessionLookupError {
     /// No session id matches.
     #[error("no session matches {0:?} (see `penguin sessions`)")]
@@ -136,7 +137,9 @@ impl Agent {
     /// The default project and agent under `root`.
     pub fn at(root: PathBuf) -> Result<Agent, ConfigError> {
         let config = Config::load(&root)?;
-        // A wrong `[tools] edit` is said before any session is built.
+        // A wrong `[tools] edit` is said before any session is built (a build without the
+        // built-in tools offers no edit tools to choose).
+        #[cfg(feature = "tools")]
         config.tools.edit()?;
         config.session.approval()?;
         let engine = EngineConfig {
@@ -169,17 +172,11 @@ impl Agent {
                 &self.location.root,
             )
         });
-        let spec = SessionSpec {
-            location: self.location.clone(),
-            provider: String::new(),
-            model_id: String::new(),
-            context_window: None,
-            system_prompt,
-            workspace: workspace.to_path_buf(),
-            source,
-            durability: self.durability,
-            engine: self.engine_for(model),
-        };
+        let spec = SessionSpec::new(self.location.clone(), workspace.to_path_buf())
+            .with_system_prompt(system_prompt)
+            .with_source(source)
+            .with_durability(self.durability)
+            .with_engine(self.engine_for(model));
         let mut session = Session::create_for_model(spec, model, env)?;
         session.set_command_policy(self.policy());
         if let Err(e) = self.record_model(session.id(), model) {
@@ -216,17 +213,13 @@ impl Agent {
         system_prompt: Option<String>,
         source: Option<String>,
     ) -> Result<Session, SessionError> {
-        let spec = SessionSpec {
-            location: self.location.clone(),
-            provider: model.provider,
-            model_id: model.model_id,
-            context_window: model.context_window,
-            system_prompt: system_prompt.unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_owned()),
-            workspace: workspace.to_path_buf(),
-            source,
-            durability: self.durability,
-            engine: self.engine.clone(),
-        };
+        let spec = SessionSpec::new(self.location.clone(), workspace.to_path_buf())
+            .with_model(model.provider, model.model_id)
+            .with_context_window(model.context_window)
+            .with_system_prompt(system_prompt.unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_owned()))
+            .with_source(source)
+            .with_durability(self.durability)
+            .with_engine(self.engine.clone());
         let mut session = Session::create(spec, model.llm, env)?;
         session.set_command_policy(self.policy());
         Ok(session)

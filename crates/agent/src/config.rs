@@ -58,6 +58,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+#[cfg(feature = "tools")]
 use penguin_tools::{BuiltinTool, EditTools, SandboxMode, SandboxRequest, ToolsConfig};
 use serde::Deserialize;
 
@@ -84,7 +85,7 @@ pub struct Config {
     pub sandbox: SandboxEntry,
     /// MCP servers whose tools every session gets (`[[mcp_servers]]`).
     #[serde(default)]
-    pub mcp_servers: Vec<penguin_tools::mcp::McpServerConfig>,
+    pub mcp_servers: Vec<McpServerEntry>,
     /// How traces are written.
     #[serde(default)]
     pub trace: TraceEntry,
@@ -134,7 +135,15 @@ pub struct ClusterEntry {
     pub nats_ca: Option<PathBuf>,
 }
 
-pub use penguin_server::api::ApprovalMode;
+/// An `[[mcp_servers]]` entry: the tools' MCP server configuration.
+#[cfg(feature = "tools")]
+pub type McpServerEntry = penguin_tools::mcp::McpServerConfig;
+/// An `[[mcp_servers]]` entry, read and kept as it is written: a build without the `tools`
+/// feature has no MCP client, yet reads the same `config.toml`.
+#[cfg(not(feature = "tools"))]
+pub type McpServerEntry = toml::Table;
+
+pub use penguin_engine::ApprovalMode;
 
 /// `[session]` in `config.toml`: the reference's `max_turns` and approval modes.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -193,6 +202,8 @@ pub struct ToolsEntry {
     pub edit: Option<String>,
 }
 
+#[cfg(feature = "tools")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tools")))]
 impl ToolsEntry {
     /// The edit tools named, `None` when none is.
     pub fn edit(&self) -> Result<Option<EditTools>, ConfigError> {
@@ -214,6 +225,8 @@ impl ToolsEntry {
 /// Responses API (the GPT-5/codex family, trained on its patch format), `write_file` and
 /// `edit_file` for the others (trained on string-replace edits), all three when the model
 /// is unknown (`None`: a scenario's scripted model) or the demo.
+#[cfg(feature = "tools")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tools")))]
 pub fn default_edit_tools(protocol: Option<Protocol>) -> EditTools {
     match protocol {
         Some(Protocol::OpenaiResponses) => EditTools::ApplyPatch,
@@ -227,6 +240,8 @@ pub fn default_edit_tools(protocol: Option<Protocol>) -> EditTools {
     }
 }
 
+#[cfg(feature = "tools")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tools")))]
 impl Config {
     /// The built-in tools' configuration for a session of `model` (`None`: a model that is
     /// not configured, such as a scenario's): the edit tools `[tools] edit` names, else the
@@ -308,6 +323,8 @@ pub struct SandboxEntry {
     pub git_writable: bool,
 }
 
+#[cfg(feature = "tools")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tools")))]
 impl SandboxEntry {
     /// The tools' sandbox request, with `--sandbox FLAG` applied when given: a mode, or
     /// `strict` (the configured mode, `workspace-write` when that is `off` or absent, and
@@ -368,6 +385,8 @@ impl SandboxEntry {
 
 /// `request` with one session's overrides (the API's `sandbox: {mode, network}`); a mode that
 /// is none of penguin's is a [`ParseError`] of field `sandbox.mode`.
+#[cfg(feature = "tools")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tools")))]
 pub fn sandbox_override(
     request: &SandboxRequest,
     mode: Option<&str>,
@@ -483,6 +502,7 @@ pub struct ModelEntry {
 
 /// Configuration that cannot be used, naming what is wrong.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// The file exists but cannot be read.
     #[error("{}: {source}", path.display())]

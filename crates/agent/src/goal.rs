@@ -137,6 +137,7 @@ pub type SharedGoalState = Arc<Mutex<Option<GoalState>>>;
 
 /// Why a goal could not start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum GoalError {
     /// The input holds no user text: a goal needs an objective.
     #[error("goal mode requires a non-empty text objective")]

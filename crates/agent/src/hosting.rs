@@ -144,6 +144,7 @@ pub fn sandbox_info(sandbox: &Sandbox, unsandboxed_tools: Vec<String>) -> Sandbo
 /// Why a factory of this module could not give a session: the source its [`FactoryError`]
 /// carries (`Unrecoverable` and `Internal`), for a host that wants to tell the cases apart.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum HostingError {
     /// The stored session was recorded with a provider this server does not serve.
     #[error("the session was recorded with provider {recorded:?}; this server serves {served:?}")]
@@ -273,17 +274,13 @@ impl SessionFactory for ScenarioFactory {
                 .unwrap_or_else(|| self.workspace.clone()),
         )?;
         let sc = self.fresh()?;
-        let spec = SessionSpec {
-            location: req.location.clone(),
-            provider: "scripted".into(),
-            model_id: req.model.clone().unwrap_or_else(|| "scenario".into()),
-            context_window: None,
-            system_prompt: String::new(),
-            workspace,
-            source: None,
-            durability: req.durability,
-            engine: sc.engine,
-        };
+        let spec = SessionSpec::new(req.location.clone(), workspace)
+            .with_model(
+                "scripted",
+                req.model.clone().unwrap_or_else(|| "scenario".into()),
+            )
+            .with_durability(req.durability)
+            .with_engine(sc.engine);
         let mut session =
             Session::create(spec, Box::new(sc.llm), Arc::new(sc.tools)).map_err(internal)?;
         session.set_command_policy(self.policy.clone());
@@ -506,17 +503,10 @@ impl SessionFactory for ModelFactory {
             env.tools(),
             &req.location.root,
         );
-        let session_spec = SessionSpec {
-            location: req.location.clone(),
-            provider: String::new(),
-            model_id: String::new(),
-            context_window: None,
-            system_prompt,
-            workspace,
-            source: None,
-            durability: req.durability,
-            engine: crate::models::engine_for_model(&self.engine, &spec),
-        };
+        let session_spec = SessionSpec::new(req.location.clone(), workspace)
+            .with_system_prompt(system_prompt)
+            .with_durability(req.durability)
+            .with_engine(crate::models::engine_for_model(&self.engine, &spec));
         let mut session =
             Session::create_for_model(session_spec, &spec, env).map_err(|e| match e {
                 SessionError::Model(e) => internal(HostingError::Model(e)),

@@ -8,8 +8,13 @@
 pub mod agent;
 pub mod config;
 pub mod goal;
+#[cfg(feature = "server")]
+#[cfg_attr(docsrs, doc(cfg(feature = "server")))]
 pub mod hosting;
 pub mod images;
+#[cfg(feature = "tools")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tools")))]
+pub mod launch;
 pub mod memory;
 pub mod models;
 pub mod prompt;
@@ -17,6 +22,8 @@ pub mod scenario;
 pub mod session;
 pub mod skills;
 pub mod subagent;
+#[cfg(feature = "server")]
+#[cfg_attr(docsrs, doc(cfg(feature = "server")))]
 pub mod watch;
 
 /// Frees `value` on a thread named `name` rather than make the caller wait for it (a large

@@ -309,6 +309,7 @@ pub struct MemoryScope {
 
 /// Why a memory request failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum MemoryError {
     /// No scope has this key.
     #[error("no memory scope {0:?} (see `penguin memory list`)")]

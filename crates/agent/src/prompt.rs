@@ -555,6 +555,7 @@ mod tests {
     }
 
     /// Runs `cmd` through `exec_command` of `tools`; its output.
+    #[cfg(feature = "tools")]
     async fn run_command(tools: &penguin_tools::BuiltinTools, cmd: &str) -> String {
         use penguin_engine::{CancellationToken, Environment, ToolCallRequest};
         use penguin_omni_protocol::{build, ModelPayload, StopReason};
@@ -573,6 +574,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "tools")]
     #[tokio::test]
     async fn a_command_in_a_workspace_at_home_cannot_plant_instructions_for_later_sessions() {
         use penguin_tools::sandbox::Landlock;

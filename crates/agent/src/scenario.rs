@@ -11,8 +11,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use penguin_engine::scripted::{ScriptedApprover, ScriptedEnvironment};
 use penguin_engine::{
-    Approver, CancellationToken, Engine, EngineConfig, Environment, InitialState, Permission,
-    RunOptions, ToolCallRequest, TraceSink,
+    Approver, CancellationToken, DenyAll, Engine, EngineConfig, Environment, InitialState,
+    Permission, RunOptions, ToolCallRequest, TraceSink,
 };
 use penguin_llm_providers::scripted::{ScriptError, ScriptedModel};
 use penguin_llm_providers::MessageSink;
@@ -272,15 +272,14 @@ pub async fn run_scenario(
     // A compacted context is played by the same script: clones share its queue of requests.
     let next_context = model.clone();
     engine.enable_compaction(Arc::new(move |_| Box::new(next_context.clone())));
-    let approver: Option<Arc<dyn Approver>> =
-        scenario.approvals.map(|a| Arc::new(a) as Arc<dyn Approver>);
+    // A scenario without approvals denies every call, as its reference run did.
+    let approver: Arc<dyn Approver> = match scenario.approvals {
+        Some(a) => Arc::new(a),
+        None => Arc::new(DenyAll),
+    };
     for run in scenario.runs {
         let cancel = CancellationToken::new();
-        let options = RunOptions {
-            approver: approver.clone(),
-            cancel: cancel.clone(),
-            thinking_level: None,
-        };
+        let options = RunOptions::new(approver.clone()).with_cancel(cancel.clone());
         // The reference sets a run's timers in the order abort, steers, notices, and each
         // timer's consequences run before the next one fires: an abort ends the run, and the
         // steers and notices due at its instant or later are cleared with it, never arriving.
@@ -407,6 +406,7 @@ pub fn run_scenario_streaming(
 
 /// A scenario file could not be used.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ScenarioError {
     /// The file could not be read.
     #[error("cannot read scenario {}: {source}", path.display())]

@@ -35,6 +35,7 @@ use penguin_engine::{
 };
 use penguin_omni_protocol::{build, ContextWindow, Frame, OmniMessage, SessionMeta};
 use penguin_tools::policy::CommandPolicy;
+#[cfg(feature = "tools")]
 use penguin_tools::Sandbox;
 use penguin_trace_store::{
     new_session_id, resume_session, Durability, Resumed, TraceError, TraceLocation, Writer,
@@ -93,31 +94,107 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// What a new session is made of.
+/// What a new session is made of: where its Trace goes and the workspace its tools act on,
+/// then whatever differs from the defaults, set with the `with_` methods.
+///
+/// ```
+/// use penguin_agent::session::SessionSpec;
+/// use penguin_trace_store::{Durability, TraceLocation};
+///
+/// let location = TraceLocation::new("/tmp/penguin-data", "default", "penguin");
+/// let spec = SessionSpec::new(location, "/tmp/project")
+///     .with_model("scripted", "scenario")
+///     .with_system_prompt("You are terse.")
+///     .with_durability(Durability::Never);
+/// assert_eq!(spec.model_id, "scenario");
+/// assert_eq!(spec.source, None);
+/// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct SessionSpec {
     /// Where traces live (data root, project, agent).
     pub location: TraceLocation,
-    /// Provider group recorded in `session_meta.provider`.
+    /// Provider group recorded in `session_meta.provider` (empty by default; a session built
+    /// for a [`ModelSpec`](crate::models::ModelSpec) takes the model's).
     pub provider: String,
-    /// Upstream model id.
+    /// Upstream model id (empty by default, as `provider`).
     pub model_id: String,
-    /// The model's context window, when known.
+    /// The model's context window, when known (unknown by default).
     pub context_window: Option<u64>,
-    /// The fully assembled system prompt.
+    /// The fully assembled system prompt (empty by default).
     pub system_prompt: String,
     /// The workspace the tools act on.
     pub workspace: PathBuf,
-    /// `subagent` or `schedule`; `None` for a user-created session.
+    /// `subagent` or `schedule`; `None` (the default) for a user-created session.
     pub source: Option<String>,
-    /// When the Trace is fsynced.
+    /// When the Trace is fsynced ([`Durability::default`] by default).
     pub durability: Durability,
-    /// Engine settings.
+    /// Engine settings ([`EngineConfig::default`] by default).
     pub engine: EngineConfig,
+}
+
+impl SessionSpec {
+    /// A session writing its Trace under `location`, its tools acting on `workspace`, every
+    /// other field at its default.
+    pub fn new(location: TraceLocation, workspace: impl Into<PathBuf>) -> SessionSpec {
+        SessionSpec {
+            location,
+            provider: String::new(),
+            model_id: String::new(),
+            context_window: None,
+            system_prompt: String::new(),
+            workspace: workspace.into(),
+            source: None,
+            durability: Durability::default(),
+            engine: EngineConfig::default(),
+        }
+    }
+
+    /// This spec with `session_meta`'s `provider` and `model_id`.
+    pub fn with_model(
+        mut self,
+        provider: impl Into<String>,
+        model_id: impl Into<String>,
+    ) -> SessionSpec {
+        self.provider = provider.into();
+        self.model_id = model_id.into();
+        self
+    }
+
+    /// This spec with the model's context window (`None`: unknown).
+    pub fn with_context_window(mut self, tokens: Option<u64>) -> SessionSpec {
+        self.context_window = tokens;
+        self
+    }
+
+    /// This spec with `prompt` as the system prompt.
+    pub fn with_system_prompt(mut self, prompt: impl Into<String>) -> SessionSpec {
+        self.system_prompt = prompt.into();
+        self
+    }
+
+    /// This spec with `source` (`subagent`, `schedule`; `None`: a user-created session).
+    pub fn with_source(mut self, source: Option<String>) -> SessionSpec {
+        self.source = source;
+        self
+    }
+
+    /// This spec with the Trace fsynced as `durability` says.
+    pub fn with_durability(mut self, durability: Durability) -> SessionSpec {
+        self.durability = durability;
+        self
+    }
+
+    /// This spec with `engine` as the engine's settings.
+    pub fn with_engine(mut self, engine: EngineConfig) -> SessionSpec {
+        self.engine = engine;
+        self
+    }
 }
 
 /// A session could not be created or resumed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SessionError {
     /// The Trace could not be opened or read.
     #[error(transparent)]
@@ -160,6 +237,7 @@ pub struct Session {
     // Called after a background notice was queued: an idle host starts a task for it.
     notice_hook: NoticeHook,
     message_hook: MessageHook,
+    #[cfg(feature = "tools")]
     sandbox: Option<Sandbox>,
     /// The last goal run of this load.
     goal: crate::goal::SharedGoalState,
@@ -377,6 +455,7 @@ impl Session {
             meta_written,
             policy: Default::default(),
             env,
+            #[cfg(feature = "tools")]
             sandbox: None,
             goal: Default::default(),
         }
@@ -533,11 +612,15 @@ impl Session {
 
     /// Records the sandbox its tools confine commands with, for status displays. The tools
     /// enforce it; this only says what it is.
+    #[cfg(feature = "tools")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tools")))]
     pub fn set_sandbox(&mut self, sandbox: Sandbox) {
         self.sandbox = Some(sandbox);
     }
 
     /// The sandbox its commands run under, when its tools have one.
+    #[cfg(feature = "tools")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tools")))]
     pub fn sandbox(&self) -> Option<&Sandbox> {
         self.sandbox.as_ref()
     }
@@ -616,10 +699,8 @@ impl RunStarter {
         options: RunOptions,
     ) -> Result<BoxStream<'static, Frame>, EngineBusy> {
         // The command policy sits in front of whatever approver the host brings.
-        let options = RunOptions {
-            approver: self.policy.wrap(options.approver),
-            ..options
-        };
+        let mut options = options;
+        options.approver = self.policy.wrap(options.approver);
         let (announced, carry) = {
             let mut boot = lock(&self.boot);
             if boot.connecting || self.engine.is_running() {

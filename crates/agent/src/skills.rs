@@ -274,6 +274,7 @@ pub fn parse_use_skills(text: &str) -> Option<(Vec<String>, &str)> {
 
 /// Why a skill could not be installed or removed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SkillsError {
     /// The source has no `SKILL.md` anywhere a skill would be.
     #[error("{0}: no SKILL.md found (a skill is a directory with a SKILL.md; a repository may keep them in skills/NAME/)")]

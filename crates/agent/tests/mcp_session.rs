@@ -12,8 +12,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use penguin_agent::session::{Session, SessionSpec};
 use penguin_engine::{
-    CancellationToken, EngineConfig, Environment, MessageSink, Permission, RunOptions,
-    ToolCallRequest,
+    CancellationToken, Environment, MessageSink, Permission, RunOptions, ToolCallRequest,
 };
 use penguin_llm_providers::scripted::ScriptedModel;
 use penguin_omni_protocol::validator::StreamValidator;
@@ -21,7 +20,7 @@ use penguin_omni_protocol::{
     build, EventPayload, McpConnectResult, McpConnectStatus, ModelPayload, OmniMessage, StopReason,
     ToolDefinition,
 };
-use penguin_trace_store::{read_trace, Durability, ReadMode, TraceLocation};
+use penguin_trace_store::{read_trace, ReadMode, TraceLocation};
 use serde_json::json;
 
 /// Connects "files": the first attempt only ends when cancelled, later ones succeed at once.
@@ -103,17 +102,12 @@ async fn the_connect_pair_leads_the_first_run_and_follows_its_input_in_the_trace
         ]}
     ]))
     .unwrap();
-    let spec = SessionSpec {
-        location: TraceLocation::new(home.path().to_path_buf(), "default", "penguin"),
-        provider: "scripted".into(),
-        model_id: "scenario".into(),
-        context_window: None,
-        system_prompt: "test".into(),
-        workspace: ws.path().to_path_buf(),
-        source: None,
-        durability: Durability::default(),
-        engine: EngineConfig::default(),
-    };
+    let spec = SessionSpec::new(
+        TraceLocation::new(home.path().to_path_buf(), "default", "penguin"),
+        ws.path().to_path_buf(),
+    )
+    .with_model("scripted", "scenario")
+    .with_system_prompt("test");
     let env = Arc::new(Gate::default());
     let mut session = Session::create(spec, Box::new(model.clone()), env.clone()).unwrap();
     let mut stream_all: Vec<OmniMessage> = Vec::new();
@@ -121,17 +115,16 @@ async fn the_connect_pair_leads_the_first_run_and_follows_its_input_in_the_trace
     // Run 1: interrupted once the connect has begun.
     let cancel = CancellationToken::new();
     let first = build::user_text("first");
-    let options = RunOptions {
-        approver: Some(Arc::new(penguin_engine::AllowAll)),
-        cancel: cancel.clone(),
-        thinking_level: None,
-    };
+    let options = RunOptions::new(Arc::new(penguin_engine::AllowAll)).with_cancel(cancel.clone());
     let mut run = session.run(vec![first.clone()], options).unwrap();
     let begin = run.next().await.unwrap();
     assert_eq!(event_type(begin.message()), "mcp_connect_begin");
     // Nothing else may start while the connect is in flight.
     assert!(session
-        .run(vec![build::user_text("x")], RunOptions::default())
+        .run(
+            vec![build::user_text("x")],
+            RunOptions::new(Arc::new(penguin_engine::DenyAll))
+        )
         .is_err());
     cancel.cancel();
     let rest: Vec<OmniMessage> = run.map(|f| f.message().clone()).collect().await;
@@ -151,10 +144,7 @@ async fn the_connect_pair_leads_the_first_run_and_follows_its_input_in_the_trace
 
     // Run 2: connects again; the first input is delivered with the second.
     let second = build::user_text("second");
-    let options = RunOptions {
-        approver: Some(Arc::new(penguin_engine::AllowAll)),
-        ..RunOptions::default()
-    };
+    let options = RunOptions::new(Arc::new(penguin_engine::AllowAll));
     let frames: Vec<OmniMessage> = session
         .run(vec![second.clone()], options)
         .unwrap()
@@ -194,7 +184,10 @@ async fn the_connect_pair_leads_the_first_run_and_follows_its_input_in_the_trace
 
     // A later run has no connect phase.
     let later: Vec<OmniMessage> = session
-        .run(vec![build::user_text("third")], RunOptions::default())
+        .run(
+            vec![build::user_text("third")],
+            RunOptions::new(Arc::new(penguin_engine::DenyAll)),
+        )
         .unwrap()
         .map(|f| f.message().clone())
         .collect()

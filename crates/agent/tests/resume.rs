@@ -12,7 +12,7 @@ use futures::StreamExt;
 use penguin_agent::agent::{Agent, SessionModel};
 use penguin_engine::scripted::ScriptedEnvironment;
 use penguin_engine::AllowAll;
-use penguin_engine::{CancellationToken, RunOptions};
+use penguin_engine::{CancellationToken, DenyAll, RunOptions};
 use penguin_llm_providers::scripted::{ScriptedModel, ScriptedRequest, Step};
 use penguin_llm_providers::LlmOutcome;
 use penguin_omni_protocol::{
@@ -91,11 +91,7 @@ async fn an_interrupted_session_resumes_with_its_carry_over_first() {
     let mut stream = session
         .run(
             vec![build::user_text("sleep")],
-            RunOptions {
-                approver: Some(Arc::new(AllowAll)),
-                cancel: cancel.clone(),
-                thinking_level: None,
-            },
+            RunOptions::new(Arc::new(AllowAll)).with_cancel(cancel.clone()),
         )
         .unwrap();
     let mut seen = Vec::new();
@@ -128,10 +124,7 @@ async fn an_interrupted_session_resumes_with_its_carry_over_first() {
     let frames: Vec<_> = resumed
         .run(
             vec![build::user_text("go on")],
-            RunOptions {
-                approver: Some(Arc::new(AllowAll)),
-                ..Default::default()
-            },
+            RunOptions::new(Arc::new(AllowAll)),
         )
         .unwrap()
         .collect()
@@ -197,10 +190,7 @@ async fn a_call_left_open_by_a_crash_gets_the_exited_placeholder() {
     let mut stream = session
         .run(
             vec![build::user_text("build")],
-            RunOptions {
-                approver: Some(Arc::new(AllowAll)),
-                ..Default::default()
-            },
+            RunOptions::new(Arc::new(AllowAll)),
         )
         .unwrap();
     while let Some(f) = stream.next().await {
@@ -223,7 +213,10 @@ async fn a_call_left_open_by_a_crash_gets_the_exited_placeholder() {
         .resume_session_with(&id, model.llm, |_| Ok(env))
         .unwrap();
     let _: Vec<_> = resumed
-        .run(vec![build::user_text("again")], RunOptions::default())
+        .run(
+            vec![build::user_text("again")],
+            RunOptions::new(Arc::new(DenyAll)),
+        )
         .unwrap()
         .collect()
         .await;

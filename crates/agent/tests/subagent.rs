@@ -209,10 +209,7 @@ fn parent(
 }
 
 async fn run(session: &mut Session, text: &str, approver: Arc<dyn Approver>) -> Vec<OmniMessage> {
-    let options = RunOptions {
-        approver: Some(approver),
-        ..Default::default()
-    };
+    let options = RunOptions::new(approver);
     let frames: Vec<_> = session
         .run(vec![build::user_text(text)], options)
         .unwrap()
@@ -385,10 +382,7 @@ async fn subagent_messages_are_forwarded_with_origin_and_only_the_pointer_is_rec
         .create_session_with(model, ws.path(), env, None, None)
         .unwrap();
     let parent_id = session.id().to_owned();
-    let options = RunOptions {
-        approver: Some(Arc::new(AllowAll)),
-        ..Default::default()
-    };
+    let options = RunOptions::new(Arc::new(AllowAll));
     let frames: Vec<_> = session
         .run(vec![build::user_text("delegate")], options)
         .unwrap()

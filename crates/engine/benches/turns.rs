@@ -87,10 +87,7 @@ fn main() {
                 Some(trace.clone()),
                 InitialState::default(),
             );
-            let options = RunOptions {
-                approver: Some(approver),
-                ..Default::default()
-            };
+            let options = RunOptions::new(approver);
             engine
                 .run(vec![build::user_text("go")], options)
                 .unwrap()

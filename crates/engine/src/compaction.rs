@@ -26,8 +26,10 @@ use crate::shared::{
 use crate::texts;
 use crate::turn::Turn;
 
-/// Whether a manual compaction would do anything.
+/// Whether a manual compaction would do anything. More reasons not to may come: match
+/// [`Compactability::Ok`] and give the others' [`code`](Compactability::code).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Compactability {
     /// Compaction is not configured (or no model factory was given).
     Unsupported,

@@ -191,6 +191,7 @@ pub trait BackgroundWork: Send + Sync {
 /// Why an approver could not answer. The engine logs it and denies the call (the reference's
 /// "the approve callback threw").
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ApprovalError {
     /// The call carries no `tool_call_id`, so no answer could be matched to it.
     #[error("a tool call without tool_call_id cannot be approved")]
@@ -238,6 +239,69 @@ pub struct AllowAll;
 impl Approver for AllowAll {
     async fn approve(&self, _call: &OmniMessage) -> Result<ApprovalDecision, ApprovalError> {
         Ok(ApprovalDecision::Allow)
+    }
+}
+
+/// How a session's tool calls are approved (§5.6 *Approvals*, `docs/protocol.md#s5.6`). Read
+/// again at every approval, so a change
+/// takes effect on the next call.
+///
+/// Spelled in kebab-case on the wire: `"always-ask"` (the default: a session asks before each
+/// call, as `penguin chat` does, unless its creator says otherwise), `"allow-all"`,
+/// `"deny-all"`, `"read-only"`; in `POST /api/sessions` and `PATCH /api/sessions/:id` as
+/// `{"approvalMode": "always-ask"}`. It lives here, below the server and the session layer,
+/// so a host without the server (and `config.toml`'s `[session] approval`) names the same
+/// modes.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApprovalMode {
+    /// Every call runs.
+    AllowAll,
+    /// Every call is denied.
+    DenyAll,
+    /// Calls of read-only tools run; the rest are asked.
+    ReadOnly,
+    /// Every call is asked: `approval_request`, then `POST /approvals/:toolCallId`.
+    #[default]
+    AlwaysAsk,
+}
+
+impl ApprovalMode {
+    /// Every mode.
+    pub const ALL: [ApprovalMode; 4] = [
+        ApprovalMode::AllowAll,
+        ApprovalMode::DenyAll,
+        ApprovalMode::ReadOnly,
+        ApprovalMode::AlwaysAsk,
+    ];
+
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalMode::AllowAll => "allow-all",
+            ApprovalMode::DenyAll => "deny-all",
+            ApprovalMode::ReadOnly => "read-only",
+            ApprovalMode::AlwaysAsk => "always-ask",
+        }
+    }
+
+    /// Parses the wire spelling.
+    pub fn parse(s: &str) -> Option<ApprovalMode> {
+        ApprovalMode::ALL.into_iter().find(|m| m.as_str() == s)
+    }
+}
+
+/// Denies every call: a run that must not run tools ([`RunOptions::new`](crate::RunOptions::new)
+/// takes it where a host has nobody to ask). The model gets the protocol's denial output.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DenyAll;
+
+#[async_trait]
+impl Approver for DenyAll {
+    async fn approve(&self, _call: &OmniMessage) -> Result<ApprovalDecision, ApprovalError> {
+        Ok(ApprovalDecision::Deny)
     }
 }
 

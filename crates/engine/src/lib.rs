@@ -17,8 +17,8 @@ mod turn;
 pub use compaction::Compactability;
 pub use config::{CompactionConfig, EngineConfig, DEFAULT_COMPACTION_PROMPT};
 pub use environment::{
-    AllowAll, ApprovalError, Approver, BackgroundForward, BackgroundListener, BackgroundTask,
-    BackgroundWork, Environment, Permission, ToolCallRequest, TraceSink,
+    AllowAll, ApprovalError, ApprovalMode, Approver, BackgroundForward, BackgroundListener,
+    BackgroundTask, BackgroundWork, DenyAll, Environment, Permission, ToolCallRequest, TraceSink,
 };
 pub use penguin_llm_providers::{
     CancellationToken, Llm, LlmOutcome, LlmRequest, MessageSink, ThinkingLevel,

@@ -20,23 +20,62 @@ use crate::shared::{Counters, Item, LlmFactory, Shared, State, SteerId};
 use crate::task::run_to_completion;
 
 /// Options of one run.
-#[derive(Clone, Default)]
+///
+/// There is no default: every run names its approver ([`RunOptions::new`]), so a host that
+/// forgot one is a compile error rather than a run whose every tool call is denied. A run
+/// that must not run tools says so with [`DenyAll`](crate::DenyAll).
+///
+/// ```
+/// use std::sync::Arc;
+/// use penguin_engine::{AllowAll, CancellationToken, RunOptions, ThinkingLevel};
+///
+/// let cancel = CancellationToken::new();
+/// let options = RunOptions::new(Arc::new(AllowAll))
+///     .with_cancel(cancel.clone())
+///     .with_thinking_level(Some(ThinkingLevel::High));
+/// assert_eq!(options.thinking_level, Some(ThinkingLevel::High));
+/// ```
+#[derive(Clone)]
+#[non_exhaustive]
 pub struct RunOptions {
-    /// Decides each tool call; without one every call is denied.
-    pub approver: Option<Arc<dyn Approver>>,
+    /// Decides each tool call.
+    pub approver: Arc<dyn Approver>,
     /// The user's interrupt. Dropping the run's stream also interrupts the run.
     pub cancel: CancellationToken,
     /// Thinking effort for this run's requests.
     pub thinking_level: Option<ThinkingLevel>,
 }
 
+impl RunOptions {
+    /// A run whose tool calls `approver` decides, with a fresh interrupt and the model's
+    /// default thinking level.
+    pub fn new(approver: Arc<dyn Approver>) -> RunOptions {
+        RunOptions {
+            approver,
+            cancel: CancellationToken::new(),
+            thinking_level: None,
+        }
+    }
+
+    /// These options, interrupted by `cancel`.
+    pub fn with_cancel(mut self, cancel: CancellationToken) -> RunOptions {
+        self.cancel = cancel;
+        self
+    }
+
+    /// These options, with `level` for the run's requests (`None`: the model's default).
+    pub fn with_thinking_level(mut self, level: Option<ThinkingLevel>) -> RunOptions {
+        self.thinking_level = level;
+        self
+    }
+}
+
 impl fmt::Debug for RunOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RunOptions")
-            .field("approver", &self.approver.is_some())
             .field("cancelled", &self.cancel.is_cancelled())
             .field("thinking_level", &self.thinking_level)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -179,16 +218,16 @@ impl Engine {
         new_messages: Vec<OmniMessage>,
         options: RunOptions,
     ) -> Result<RunStream, EngineBusy> {
-        self.start_task(options, true, move |shared, options, producer| async move {
-            let RunOptions {
-                approver,
-                cancel,
-                thinking_level,
-            } = options;
+        let RunOptions {
+            approver,
+            cancel,
+            thinking_level,
+        } = options;
+        self.start_task(cancel, true, move |shared, cancel, producer| async move {
             run_to_completion(
                 &shared,
                 new_messages,
-                approver,
+                Some(approver),
                 cancel,
                 thinking_level,
                 &producer,
@@ -200,13 +239,8 @@ impl Engine {
     /// Compacts the context now (`compact()` of the reference), as a task with its own
     /// stream. Does nothing (an empty stream) unless [`Engine::compactability`] is `Ok`.
     pub fn compact(&self, cancel: CancellationToken) -> Result<RunStream, EngineBusy> {
-        let options = RunOptions {
-            approver: None,
-            cancel,
-            thinking_level: None,
-        };
-        self.start_task(options, false, |shared, options, producer| async move {
-            compaction::compact_manually(&shared, &producer, &options.cancel).await;
+        self.start_task(cancel, false, |shared, cancel, producer| async move {
+            compaction::compact_manually(&shared, &producer, &cancel).await;
         })
     }
 
@@ -229,12 +263,12 @@ impl Engine {
 
     fn start_task<F, Fut>(
         &self,
-        options: RunOptions,
+        cancel: CancellationToken,
         steerable: bool,
         body: F,
     ) -> Result<RunStream, EngineBusy>
     where
-        F: FnOnce(Arc<Shared>, RunOptions, Producer<Item>) -> Fut + Send + 'static,
+        F: FnOnce(Arc<Shared>, CancellationToken, Producer<Item>) -> Fut + Send + 'static,
         Fut: std::future::Future<Output = ()> + Send + 'static,
     {
         {
@@ -253,16 +287,13 @@ impl Engine {
         });
         // A child token: dropping the stream interrupts this run without touching the
         // caller's token.
-        let cancel = options.cancel.child_token();
-        let options = RunOptions {
-            cancel: cancel.clone(),
-            ..options
-        };
+        let cancel = cancel.child_token();
+        let task_cancel = cancel.clone();
         let shared = self.shared.clone();
         tokio::spawn(async move {
             let guard = RunGuard(shared.clone());
             let task_producer = producer.clone();
-            body(shared, options, task_producer).await;
+            body(shared, task_cancel, task_producer).await;
             // The engine is idle before the stream ends, so a caller may start the next run
             // as soon as the stream has ended.
             drop(guard);

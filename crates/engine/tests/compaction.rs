@@ -126,10 +126,7 @@ fn by_size(limit: u64, mode: CompactionMode) -> CompactionConfig {
 }
 
 async fn run(engine: &Engine, prompt: &str) -> Vec<OmniMessage> {
-    let options = RunOptions {
-        approver: Some(Arc::new(AllowAll)),
-        ..Default::default()
-    };
+    let options = RunOptions::new(Arc::new(AllowAll));
     let frames: Vec<Frame> = engine
         .run(vec![build::user_text(prompt)], options)
         .unwrap()

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use penguin_engine::scripted::ScriptedEnvironment;
-use penguin_engine::{CancellationToken, Engine, EngineConfig, Frame, RunOptions, Steered};
+use penguin_engine::{
+    CancellationToken, DenyAll, Engine, EngineConfig, Frame, RunOptions, Steered,
+};
 use penguin_llm_providers::scripted::{ScriptedModel, ScriptedRequest, Step};
 use penguin_llm_providers::LlmOutcome;
 use penguin_omni_protocol::{
@@ -97,14 +99,7 @@ async fn exhaustion_reason_follows_the_last_failure() {
             ],
             quick(),
         );
-        let msgs = collect(
-            &engine,
-            RunOptions {
-                approver: None,
-                ..Default::default()
-            },
-        )
-        .await;
+        let msgs = collect(&engine, RunOptions::new(Arc::new(DenyAll))).await;
         let ev = events(&msgs);
         let s = status.as_str();
         assert_eq!(
@@ -142,7 +137,7 @@ async fn auth_and_permanent_failures_stop_at_once() {
         vec![fail(StopReason::Auth, Some("bad key")), ok(vec![])],
         quick(),
     );
-    let ev = events(&collect(&e, RunOptions::default()).await);
+    let ev = events(&collect(&e, RunOptions::new(Arc::new(DenyAll))).await);
     assert_eq!(
         ev.last().unwrap(),
         r#"{"type":"abort","reason":"llm request error: bad key"}"#
@@ -162,7 +157,7 @@ async fn auth_and_permanent_failures_stop_at_once() {
         },
     };
     let (e, model) = engine(vec![permanent, ok(vec![])], quick());
-    let ev = events(&collect(&e, RunOptions::default()).await);
+    let ev = events(&collect(&e, RunOptions::new(Arc::new(DenyAll))).await);
     assert_eq!(
         ev[1], r#"{"type":"request_end","status":"failed","attempt":1}"#,
         "no retry_in_ms for a permanent failure"
@@ -194,16 +189,7 @@ async fn abort_during_backoff_and_skip_wait() {
         tokio::time::sleep(Duration::from_secs(1)).await;
         c.cancel();
     });
-    let ev = events(
-        &collect(
-            &e,
-            RunOptions {
-                cancel,
-                ..Default::default()
-            },
-        )
-        .await,
-    );
+    let ev = events(&collect(&e, RunOptions::new(Arc::new(DenyAll)).with_cancel(cancel)).await);
     assert_eq!(
         ev.last().unwrap(),
         r#"{"type":"abort","reason":"aborted during reconnect backoff"}"#
@@ -227,7 +213,7 @@ async fn abort_during_backoff_and_skip_wait() {
             }
         }
     });
-    let ev = events(&collect(&e, RunOptions::default()).await);
+    let ev = events(&collect(&e, RunOptions::new(Arc::new(DenyAll))).await);
     waiter.await.unwrap();
     assert!(
         started.elapsed() < Duration::from_secs(10),
@@ -254,7 +240,10 @@ async fn steering_keeps_the_task_alive_and_is_streamed_and_sent() {
     let (e, model) = engine(vec![slow, ok(vec![text("second"), usage()])], quick());
     assert_eq!(e.steer(vec![build::user_text("x")]), Steered::NotRunning);
     let stream = e
-        .run(vec![build::user_text("go")], RunOptions::default())
+        .run(
+            vec![build::user_text("go")],
+            RunOptions::new(Arc::new(DenyAll)),
+        )
         .unwrap();
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert_eq!(e.steer(vec![build::user_text("   ")]), Steered::Empty);
@@ -293,7 +282,10 @@ async fn steering_wraps_user_texts_and_keeps_the_rest_after_them() {
     ]);
     let (e, model) = engine(vec![slow, ok(vec![text("second"), usage()])], quick());
     let stream = e
-        .run(vec![build::user_text("go")], RunOptions::default())
+        .run(
+            vec![build::user_text("go")],
+            RunOptions::new(Arc::new(DenyAll)),
+        )
         .unwrap();
     tokio::time::sleep(Duration::from_millis(10)).await;
     let image = build::image_url("https://example.com/a.png");
@@ -340,7 +332,7 @@ async fn steering_wraps_user_texts_and_keeps_the_rest_after_them() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn without_an_approver_every_call_is_denied() {
+async fn deny_all_denies_every_call() {
     let call = Step {
         delay: Duration::from_millis(1),
         message: build::tool_call("rm", "{}", "call_x", StopReason::Completed, None),
@@ -349,7 +341,7 @@ async fn without_an_approver_every_call_is_denied() {
         vec![ok(vec![call, usage()]), ok(vec![text("ok"), usage()])],
         quick(),
     );
-    let msgs = collect(&e, RunOptions::default()).await;
+    let msgs = collect(&e, RunOptions::new(Arc::new(DenyAll))).await;
     let denial = msgs
         .iter()
         .find(|m| {
@@ -378,16 +370,7 @@ async fn aborted_before_start_keeps_the_input() {
     let (e, model) = engine(vec![ok(vec![text("hi"), usage()])], quick());
     let cancel = CancellationToken::new();
     cancel.cancel();
-    let ev = events(
-        &collect(
-            &e,
-            RunOptions {
-                cancel,
-                ..Default::default()
-            },
-        )
-        .await,
-    );
+    let ev = events(&collect(&e, RunOptions::new(Arc::new(DenyAll)).with_cancel(cancel)).await);
     assert_eq!(ev, [r#"{"type":"abort","reason":"aborted by user"}"#]);
     assert!(model.requests().is_empty());
     assert_eq!(e.pending_carry_over().len(), 1);
@@ -437,15 +420,7 @@ async fn a_tool_that_returns_on_interrupt_gets_the_interrupted_placeholder() {
         tokio::time::sleep(Duration::from_secs(1)).await;
         c.cancel();
     });
-    let msgs = collect(
-        &engine,
-        RunOptions {
-            approver: Some(Arc::new(Yes)),
-            cancel,
-            thinking_level: None,
-        },
-    )
-    .await;
+    let msgs = collect(&engine, RunOptions::new(Arc::new(Yes)).with_cancel(cancel)).await;
     assert!(
         !msgs.iter().any(|m| m
             .model()

@@ -115,10 +115,7 @@ async fn run(tool: Unanswering) -> (Vec<OmniMessage>, OmniMessage, Vec<OmniMessa
         Arc::new(tool),
         EngineConfig::default(),
     );
-    let options = RunOptions {
-        approver: Some(Arc::new(AllowAll)),
-        ..Default::default()
-    };
+    let options = RunOptions::new(Arc::new(AllowAll));
     let stream: Vec<OmniMessage> = engine
         .run(vec![build::user_text("go")], options)
         .unwrap()

@@ -9,12 +9,21 @@ pub use penguin_engine as engine;
 pub use penguin_llm_providers as llm_providers;
 pub use penguin_merge_queue as merge_queue;
 pub use penguin_omni_protocol as omni_protocol;
+#[cfg(feature = "server")]
+#[cfg_attr(docsrs, doc(cfg(feature = "server")))]
 pub use penguin_server as server;
+#[cfg(feature = "server")]
+#[cfg_attr(docsrs, doc(cfg(feature = "server")))]
 pub use penguin_sse_transport as sse_transport;
 pub use penguin_tools as tools;
 pub use penguin_trace_store as trace_store;
 
+#[cfg(feature = "tools")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tools")))]
+pub use penguin_agent::launch;
 pub use penguin_agent::{
-    agent, config, goal, hosting, images, memory, models, prompt, scenario, session, skills,
-    subagent, watch,
+    agent, config, goal, images, memory, models, prompt, scenario, session, skills, subagent,
 };
+#[cfg(feature = "server")]
+#[cfg_attr(docsrs, doc(cfg(feature = "server")))]
+pub use penguin_agent::{hosting, watch};

@@ -56,52 +56,9 @@ use penguin_engine::ThinkingLevel;
 use penguin_sse_transport::SessionStatus;
 use serde::{Deserialize, Serialize};
 
-/// How a session's tool calls are approved (§5.6 *Approvals*, `docs/protocol.md#s5.6`). Read
-/// again at every approval, so a change
-/// takes effect on the next call.
-///
-/// Spelled in kebab-case on the wire: `"always-ask"` (the default: a session asks before each
-/// call, as `penguin chat` does, unless its creator says otherwise), `"allow-all"`,
-/// `"deny-all"`, `"read-only"`; in `POST /api/sessions` and `PATCH /api/sessions/:id` as
-/// `{"approvalMode": "always-ask"}`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ApprovalMode {
-    /// Every call runs.
-    AllowAll,
-    /// Every call is denied.
-    DenyAll,
-    /// Calls of read-only tools run; the rest are asked.
-    ReadOnly,
-    /// Every call is asked: `approval_request`, then `POST /approvals/:toolCallId`.
-    #[default]
-    AlwaysAsk,
-}
-
-impl ApprovalMode {
-    /// Every mode.
-    pub const ALL: [ApprovalMode; 4] = [
-        ApprovalMode::AllowAll,
-        ApprovalMode::DenyAll,
-        ApprovalMode::ReadOnly,
-        ApprovalMode::AlwaysAsk,
-    ];
-
-    /// The wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ApprovalMode::AllowAll => "allow-all",
-            ApprovalMode::DenyAll => "deny-all",
-            ApprovalMode::ReadOnly => "read-only",
-            ApprovalMode::AlwaysAsk => "always-ask",
-        }
-    }
-
-    /// Parses the wire spelling.
-    pub fn parse(s: &str) -> Option<ApprovalMode> {
-        ApprovalMode::ALL.into_iter().find(|m| m.as_str() == s)
-    }
-}
+/// How a session's tool calls are approved: penguin-engine's, re-exported here where the API's
+/// bodies use it (JSON `"always-ask"`, `"allow-all"`, `"deny-all"`, `"read-only"`).
+pub use penguin_engine::ApprovalMode;
 
 /// A session as the API lists and returns it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

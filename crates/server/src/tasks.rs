@@ -215,14 +215,12 @@ impl Sessions {
             rt.goal_run = goal;
         }
         lock(&entry.published_calls).clear();
-        RunOptions {
-            approver: Some(Arc::new(ServerApprover {
-                sessions: self.clone(),
-                entry: entry.clone(),
-            })),
-            cancel,
-            thinking_level: thinking,
-        }
+        RunOptions::new(Arc::new(ServerApprover {
+            sessions: self.clone(),
+            entry: entry.clone(),
+        }))
+        .with_cancel(cancel)
+        .with_thinking_level(thinking)
     }
 
     /// Starts a goal: as a run, except that the goal loop streams each round's input itself

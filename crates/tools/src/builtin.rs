@@ -28,6 +28,7 @@ impl EditTools {
 
 /// One built-in tool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum BuiltinTool {
     /// `exec_command {cmd, workdir?, yield_time_ms?, run_in_background?, timeout_ms?}`:
     /// `sh -c cmd` in the workspace; a command still running at its wait runs on.

@@ -77,6 +77,7 @@ pub struct Limits {
 impl Limits {
     /// `config`'s limits, truncated output archived under `workspace` (when given and the
     /// configuration archives) within `budget`.
+    #[cfg(feature = "builtin")]
     pub(crate) fn new(
         config: &crate::ToolsConfig,
         workspace: Option<&std::path::Path>,
@@ -97,14 +98,24 @@ impl Limits {
 
 impl Default for Limits {
     fn default() -> Limits {
-        let config = crate::ToolsConfig::default();
         let budget = ArchiveBudget::new(
-            config.archive_max_file_bytes,
-            config.archive_max_session_bytes,
+            DEFAULT_ARCHIVE_MAX_FILE_BYTES,
+            DEFAULT_ARCHIVE_MAX_SESSION_BYTES,
         );
-        Limits::new(&config, None, Arc::new(budget))
+        Limits {
+            max_output_chars: usize::try_from(crate::DEFAULT_MAX_OUTPUT_CHARS).ok(),
+            timeout: Some(crate::DEFAULT_TIMEOUT),
+            archive_root: None,
+            archive_budget: Arc::new(budget),
+        }
     }
 }
+
+/// Most bytes archived for one call, by default.
+pub(crate) const DEFAULT_ARCHIVE_MAX_FILE_BYTES: u64 = 16 << 20;
+
+/// Most bytes archived by one session's calls together, by default.
+pub(crate) const DEFAULT_ARCHIVE_MAX_SESSION_BYTES: u64 = 256 << 20;
 
 /// One call's output, from its start fragment to its complete message.
 ///

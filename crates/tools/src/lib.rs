@@ -5,48 +5,77 @@
 // which the non-test build checks.
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
 
+// Without `builtin` the crate is its light core: the door (`confined`), the close-out
+// contract and its output side, notes, memory and the command policy. Parts of `path`,
+// `fs_tool` and `memory` serve only the built-in file tools, and the contract's driver and
+// the command buffer's stream decoder only tools this crate runs; they are compiled either
+// way (one code path), so the cut-down build allows them to go unused.
+#[cfg(feature = "builtin")]
 mod builtin;
+#[cfg_attr(not(feature = "builtin"), allow(dead_code))]
 mod call_output;
+#[cfg(feature = "builtin")]
 mod command;
+#[cfg(not(feature = "builtin"))]
+#[path = "command/buffer.rs"]
+#[allow(dead_code)]
+mod command_buffer;
 pub mod confined;
+#[cfg_attr(not(feature = "builtin"), allow(dead_code))]
 mod contract;
+#[cfg(feature = "builtin")]
+mod environment;
+#[cfg(feature = "builtin")]
 mod exec;
+#[cfg(feature = "builtin")]
 mod files;
+#[cfg_attr(not(feature = "builtin"), allow(dead_code))]
 mod fs_tool;
+#[cfg(feature = "builtin")]
 mod image;
 #[cfg(feature = "mcp")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
 pub mod mcp;
+#[cfg_attr(not(feature = "builtin"), allow(dead_code))]
 pub mod memory;
 pub mod notes;
+#[cfg(feature = "builtin")]
 mod patch;
+#[cfg_attr(not(feature = "builtin"), allow(dead_code))]
 mod path;
+#[cfg(feature = "builtin")]
 mod plan;
 pub mod policy;
-#[cfg(test)]
+#[cfg(all(test, feature = "builtin"))]
 mod races;
+#[cfg(feature = "builtin")]
+#[cfg_attr(docsrs, doc(cfg(feature = "builtin")))]
 pub mod sandbox;
+#[cfg(feature = "builtin")]
 mod search;
 
-use std::io;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use penguin_engine::{BackgroundWork, Environment, MessageSink, Permission, ToolCallRequest};
-use penguin_omni_protocol::{build, ModelPayload, StopReason, ToolCall, ToolDefinition};
-
-use call_output::ArchiveBudget;
-use exec::{ExecCommand, InputCommand, KillCommand};
-use fs_tool::{FsCtx, FsFn, FsTool};
-use path::{ExtraRoot, Workspace};
-use plan::{PlanCell, UpdatePlan};
-
+#[cfg(feature = "builtin")]
+#[cfg_attr(docsrs, doc(cfg(feature = "builtin")))]
 pub use builtin::{BuiltinTool, EditTools};
 pub use call_output::{CallOutput, ARCHIVE_DIR};
-pub use command::{kill_all_background_processes, CappedText, CommandSessions, MAX_PROCESSES};
+#[cfg(feature = "builtin")]
+#[cfg_attr(docsrs, doc(cfg(feature = "builtin")))]
+pub use command::{kill_all_background_processes, CommandSessions, MAX_PROCESSES};
+#[cfg(feature = "builtin")]
+pub use command::CappedText;
+#[cfg(not(feature = "builtin"))]
+pub use command_buffer::CappedText;
 pub use contract::{Limits, Output, Tool, ToolOutcome, ToolResult};
+#[cfg(feature = "builtin")]
+#[cfg_attr(docsrs, doc(cfg(feature = "builtin")))]
+pub use environment::{BuiltinTools, ToolNameError, ToolsConfig};
+#[cfg(feature = "builtin")]
+#[cfg_attr(docsrs, doc(cfg(feature = "builtin")))]
 pub use plan::{Plan, PlanStep, StepStatus, MAX_STEPS, MAX_STEP_CHARS};
+#[cfg(feature = "builtin")]
+#[cfg_attr(docsrs, doc(cfg(feature = "builtin")))]
 pub use sandbox::{Sandbox, SandboxBypass, SandboxMode, SandboxRequest};
 
 /// The reference's default output cap, in chars.
@@ -55,354 +84,3 @@ pub const DEFAULT_MAX_OUTPUT_CHARS: i64 = 16_000;
 /// The reference's default per-call timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Limits and the set of enabled tools.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ToolsConfig {
-    /// Output cap in chars (Unicode scalar values); `<= 0` means no cap.
-    pub max_output_chars: i64,
-    /// Per-call timeout; `None` or zero means none. `exec_command`'s `timeout_ms` can shorten
-    /// it for that call, never extend it.
-    pub timeout: Option<Duration>,
-    /// The tools offered; calls to any other name get `Unknown tool: NAME`.
-    pub enabled: Vec<BuiltinTool>,
-    /// Which edit tools of `enabled` are offered: `apply_patch`, `write_file` and
-    /// `edit_file`, or some of them ([`EditTools::Both`], all three, by default).
-    pub edit_tools: EditTools,
-    /// Write the full output of truncated calls under [`ARCHIVE_DIR`] in the workspace.
-    pub archive_truncated: bool,
-    /// Most bytes archived for one call; the rest is dropped, and the note says how much.
-    pub archive_max_file_bytes: u64,
-    /// Most bytes archived by all calls of one [`BuiltinTools`] (one session) together.
-    pub archive_max_session_bytes: u64,
-    /// What `exec_command` processes are confined by ([`Sandbox::off`] by default: an
-    /// embedder opts in with [`Sandbox::resolve`]).
-    pub sandbox: Sandbox,
-    /// Memory folders (existing directories, usually penguin's `<data root>/memory`, holding a
-    /// folder per scope) the file tools may read and write although they are outside the
-    /// workspace; with any, `memory_forget` is offered. Commands never get them (the sandbox
-    /// hides the data root).
-    pub memory: Vec<PathBuf>,
-}
-
-impl Default for ToolsConfig {
-    fn default() -> ToolsConfig {
-        ToolsConfig {
-            max_output_chars: DEFAULT_MAX_OUTPUT_CHARS,
-            timeout: Some(DEFAULT_TIMEOUT),
-            enabled: BuiltinTool::ALL.to_vec(),
-            edit_tools: EditTools::default(),
-            archive_truncated: true,
-            archive_max_file_bytes: 16 << 20,
-            archive_max_session_bytes: 256 << 20,
-            sandbox: Sandbox::off(),
-            memory: Vec::new(),
-        }
-    }
-}
-
-/// The built-in tools, confined to one workspace directory.
-#[derive(Clone, Debug)]
-pub struct BuiltinTools {
-    root: PathBuf,
-    config: ToolsConfig,
-    // Shared by clones: the archive limit is per session, not per copy.
-    archive_budget: Arc<ArchiveBudget>,
-    bypass: SandboxBypass,
-    // Shared by clones: one session's background commands.
-    commands: CommandSessions,
-    // Tools of the embedder's own, after the built-in ones.
-    custom: Vec<CustomTool>,
-    // Shared by clones: the model's latest plan.
-    plan: PlanCell,
-}
-
-/// A tool added with [`BuiltinTools::with_tool`].
-#[derive(Clone)]
-struct CustomTool {
-    definition: ToolDefinition,
-    permission: Permission,
-    tool: Arc<dyn Tool>,
-}
-
-impl std::fmt::Debug for CustomTool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CustomTool")
-            .field("name", &self.definition.name)
-            .field("permission", &self.permission)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Why a tool could not be added: its name is empty, not `[A-Za-z0-9_-]` (what model APIs
-/// accept), longer than 64 characters, or already taken.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("tool name {name:?} cannot be added: {reason}")]
-pub struct ToolNameError {
-    /// The name asked for.
-    pub name: String,
-    /// Why not.
-    pub reason: &'static str,
-}
-
-impl BuiltinTools {
-    /// Tools working in `root`, which must exist; it is canonicalized here so every later
-    /// confinement check compares against the real location.
-    pub fn new(root: impl AsRef<Path>, config: ToolsConfig) -> io::Result<BuiltinTools> {
-        let root = std::fs::canonicalize(root)?;
-        if !root.is_dir() {
-            return Err(io::Error::new(
-                io::ErrorKind::NotADirectory,
-                format!("{} is not a directory", root.display()),
-            ));
-        }
-        let archive_budget = Arc::new(ArchiveBudget::new(
-            config.archive_max_file_bytes,
-            config.archive_max_session_bytes,
-        ));
-        Ok(BuiltinTools {
-            root,
-            config,
-            archive_budget,
-            bypass: SandboxBypass::new(),
-            commands: CommandSessions::new(),
-            custom: Vec::new(),
-            plan: PlanCell::default(),
-        })
-    }
-
-    /// These tools and `tool`, offered to the model as `definition`. Its calls run under the
-    /// same contract as the built-in ones (the cap and archive, the timeout, interrupts,
-    /// panics, one complete output each); `permission` is what approval modes consult.
-    pub fn with_tool(
-        mut self,
-        definition: ToolDefinition,
-        permission: Permission,
-        tool: impl Tool + 'static,
-    ) -> Result<BuiltinTools, ToolNameError> {
-        let name = definition.name.clone();
-        let refuse = |reason| {
-            Err(ToolNameError {
-                name: name.clone(),
-                reason,
-            })
-        };
-        if name.is_empty() || name.chars().count() > 64 {
-            return refuse("a name has 1 to 64 characters");
-        }
-        if !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        {
-            return refuse("only letters, digits, `_` and `-`");
-        }
-        if BuiltinTool::from_name(&name).is_some()
-            || self.custom.iter().any(|c| c.definition.name == name)
-        {
-            return refuse("a tool of that name is already there");
-        }
-        self.custom.push(CustomTool {
-            definition,
-            permission,
-            tool: Arc::new(tool),
-        });
-        Ok(self)
-    }
-
-    /// The session's background commands: list and kill them, or hear when background
-    /// launches settle ([`CommandSessions::set_listener`]).
-    pub fn commands(&self) -> &CommandSessions {
-        &self.commands
-    }
-
-    /// These tools, running the `exec_command` calls granted in `bypass` outside the sandbox.
-    pub fn with_bypass(mut self, bypass: SandboxBypass) -> BuiltinTools {
-        self.bypass = bypass;
-        self
-    }
-
-    /// The grants of calls that run outside the sandbox.
-    pub fn bypass(&self) -> &SandboxBypass {
-        &self.bypass
-    }
-
-    /// The plan the model last set with `update_plan` (`None` before its first call).
-    pub fn plan(&self) -> Option<Plan> {
-        self.plan.get()
-    }
-
-    /// Sets the plan [`BuiltinTools::plan`] returns, e.g. one a resumed session rebuilt from
-    /// its last `update_plan` call ([`Plan::from_arguments`]).
-    pub fn restore_plan(&self, plan: Option<Plan>) {
-        self.plan.set(plan);
-    }
-
-    /// Whether `tool` is offered: enabled, and allowed by [`ToolsConfig::edit_tools`].
-    pub fn offers(&self, tool: BuiltinTool) -> bool {
-        self.config.enabled.contains(&tool)
-            && tool
-                .edit_tools()
-                .is_none_or(|kind| self.config.edit_tools.offers(kind))
-    }
-
-    /// The canonical workspace root.
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
-    /// The configuration.
-    pub fn config(&self) -> &ToolsConfig {
-        &self.config
-    }
-
-    /// What each call may produce and how long it may run, by the configuration: the cap,
-    /// the archive under the workspace (with this session's archive budget) and the timeout.
-    pub fn limits(&self) -> Limits {
-        Limits::new(&self.config, Some(&self.root), self.archive_budget.clone())
-    }
-
-    /// The folders outside the workspace the file tools reach: the sandbox's readable ones
-    /// (the user's skills) to read, the memory folders to read and write. Canonical; one that
-    /// does not exist is left out.
-    fn extra_roots(&self) -> Vec<ExtraRoot> {
-        let canonical = |p: &PathBuf| std::fs::canonicalize(p).ok();
-        self.config
-            .sandbox
-            .readable()
-            .iter()
-            .filter_map(canonical)
-            .map(|root| ExtraRoot {
-                root,
-                writable: false,
-            })
-            .chain(
-                self.config
-                    .memory
-                    .iter()
-                    .filter_map(canonical)
-                    .map(|root| ExtraRoot {
-                        root,
-                        writable: true,
-                    }),
-            )
-            .collect()
-    }
-
-    fn bind(&self, call: &ToolCall) -> Option<Arc<dyn Tool>> {
-        if let Some(custom) = self.custom.iter().find(|c| c.definition.name == call.name) {
-            return Some(custom.tool.clone());
-        }
-        let fs_tool = |run: FsFn, writes: bool| -> Arc<dyn Tool> {
-            Arc::new(FsTool {
-                ctx: FsCtx {
-                    workspace: Workspace {
-                        root: self.root.clone(),
-                        protected: self.config.sandbox.protected().to_vec(),
-                        extra: self.extra_roots(),
-                        writes,
-                        git_read_only: self.config.sandbox.intended() != SandboxMode::Off
-                            && !self.config.sandbox.git_writable(),
-                    },
-                    max_chars: usize::try_from(self.config.max_output_chars)
-                        .ok()
-                        .filter(|n| *n > 0),
-                },
-                run,
-                writes,
-                // penguin's own file tools honour a read-only sandbox even where the kernel
-                // cannot.
-                read_only: self.config.sandbox.intended() == SandboxMode::ReadOnly,
-            })
-        };
-        if call.name == memory::MEMORY_FORGET && !self.config.memory.is_empty() {
-            return Some(fs_tool(memory::memory_forget, true));
-        }
-        let tool = BuiltinTool::from_name(&call.name).filter(|t| self.offers(*t))?;
-        let root = self.root.clone();
-        let fs = |run: FsFn| fs_tool(run, tool.permission() == Permission::ReadWrite);
-        Some(match tool {
-            BuiltinTool::ExecCommand => Arc::new(ExecCommand {
-                root,
-                sandbox: if self.bypass.take(&call.tool_call_id, &call.arguments) {
-                    self.config.sandbox.unconfined()
-                } else {
-                    self.config.sandbox.clone()
-                },
-                commands: self.commands.clone(),
-            }),
-            BuiltinTool::InputCommand => Arc::new(InputCommand {
-                commands: self.commands.clone(),
-            }),
-            BuiltinTool::KillCommand => Arc::new(KillCommand {
-                commands: self.commands.clone(),
-            }),
-            BuiltinTool::ReadFile => fs(files::read_file),
-            BuiltinTool::ListFiles => fs(search::list_files),
-            BuiltinTool::GrepFiles => fs(search::grep_files),
-            BuiltinTool::ReadImage => fs(image::read_image),
-            BuiltinTool::WriteFile => fs(files::write_file),
-            BuiltinTool::EditFile => fs(files::edit_file),
-            BuiltinTool::ApplyPatch => fs(patch::apply_patch),
-            BuiltinTool::UpdatePlan => Arc::new(UpdatePlan {
-                cell: self.plan.clone(),
-            }),
-        })
-    }
-}
-
-#[async_trait]
-impl Environment for BuiltinTools {
-    async fn execute(&self, request: ToolCallRequest, sink: &mut dyn MessageSink) {
-        let Some(ModelPayload::ToolCall(call)) = request.call.model() else {
-            // The engine only dispatches tool calls; answer anything else rather than panic.
-            let id = request.call.tool_call_id().unwrap_or_default().to_owned();
-            sink.emit(build::tool_call_output(
-                notes::tool_error("not a tool_call message"),
-                id,
-                StopReason::Failed,
-            ))
-            .await;
-            return;
-        };
-        let tool = self.bind(call);
-        contract::execute(tool.as_deref(), call, &request.cancel, &self.limits(), sink).await;
-    }
-
-    fn tools(&self) -> Vec<ToolDefinition> {
-        BuiltinTool::ALL
-            .into_iter()
-            .filter(|t| self.offers(*t))
-            .map(BuiltinTool::definition)
-            .chain((!self.config.memory.is_empty()).then(memory::forget_definition))
-            .chain(self.custom.iter().map(|c| c.definition.clone()))
-            .collect()
-    }
-
-    fn permission(&self, name: &str) -> Permission {
-        if let Some(custom) = self.custom.iter().find(|c| c.definition.name == name) {
-            return custom.permission;
-        }
-        BuiltinTool::from_name(name).map_or(Permission::ReadWrite, BuiltinTool::permission)
-    }
-
-    fn background(&self) -> Option<Arc<dyn BackgroundWork>> {
-        Some(Arc::new(self.commands.clone()))
-    }
-
-    /// `exec_command` when commands are sandboxed: the one tool whose calls start processes.
-    fn unsandboxed_tools(&self) -> Vec<String> {
-        if self.config.sandbox.is_active() {
-            vec![BuiltinTool::ExecCommand.name().to_owned()]
-        } else {
-            Vec::new()
-        }
-    }
-
-    /// Grants an `exec_command` call in [`BuiltinTools::bypass`] when commands are sandboxed.
-    fn grant_unsandboxed(&self, call: &ToolCall) -> bool {
-        if !self.unsandboxed_tools().contains(&call.name) {
-            return false;
-        }
-        self.bypass.grant(&call.tool_call_id, &call.arguments);
-        true
-    }
-}

@@ -51,15 +51,16 @@ impl CommandPolicy {
             .map(String::as_str)
     }
 
-    /// Wraps `approver` (or the engine's deny-all default) with this policy.
-    pub fn wrap(&self, approver: Option<Arc<dyn Approver>>) -> Option<Arc<dyn Approver>> {
+    /// Wraps `approver` with this policy: a vetoed command is `forbidden` before `approver`
+    /// is asked.
+    pub fn wrap(&self, approver: Arc<dyn Approver>) -> Arc<dyn Approver> {
         if self.is_empty() {
             return approver;
         }
-        Some(Arc::new(PolicyApprover {
+        Arc::new(PolicyApprover {
             policy: self.clone(),
             host: approver,
-        }))
+        })
     }
 }
 
@@ -69,7 +70,7 @@ fn squash(s: &str) -> String {
 
 struct PolicyApprover {
     policy: CommandPolicy,
-    host: Option<Arc<dyn Approver>>,
+    host: Arc<dyn Approver>,
 }
 
 #[async_trait]
@@ -78,10 +79,7 @@ impl Approver for PolicyApprover {
         if self.policy.veto(call).is_some() {
             return Ok(ApprovalDecision::Forbidden);
         }
-        match &self.host {
-            Some(host) => host.approve(call).await,
-            None => Ok(ApprovalDecision::Deny),
-        }
+        self.host.approve(call).await
     }
 }
 
@@ -112,7 +110,7 @@ mod tests {
     #[tokio::test]
     async fn vetoes_forbidden_commands_before_asking() {
         let policy = CommandPolicy::forbidding(["rm -rf /", "git push --force"]);
-        let approver = policy.wrap(Some(Arc::new(Yes))).unwrap();
+        let approver = policy.wrap(Arc::new(Yes));
         assert_eq!(
             approver.approve(&exec("sudo rm   -rf /")).await,
             Ok(ApprovalDecision::Forbidden)
@@ -139,8 +137,9 @@ mod tests {
             Ok(ApprovalDecision::Allow),
             "only commands are policed"
         );
+        let yes: Arc<dyn Approver> = Arc::new(Yes);
         assert!(
-            CommandPolicy::default().wrap(None).is_none(),
+            Arc::ptr_eq(&CommandPolicy::default().wrap(yes.clone()), &yes),
             "an empty policy changes nothing"
         );
     }

@@ -165,6 +165,7 @@ pub struct SandboxRequest {
 
 /// Why a sandbox cannot be set up.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SandboxError {
     /// `strict` was asked and the kernel cannot enforce everything.
     #[error("the {mode} sandbox was asked for strictly, but {landlock}: {}", gaps_text(.gaps))]

@@ -61,7 +61,7 @@
 //!     Some(Arc::new(writer.clone())), // the Writer is a TraceSink
 //!     InitialState::default(),
 //! );
-//! let options = RunOptions { approver: Some(Arc::new(AllowAll)), ..RunOptions::default() };
+//! let options = RunOptions::new(Arc::new(AllowAll));
 //! runtime.block_on(engine.run(vec![build::user_text("hi")], options.clone())?.count());
 //! writer.flush()?;
 //! drop((engine, writer));

@@ -33,17 +33,9 @@ async fn resume_gives_the_history_to_the_model_and_the_counters_to_the_engine() 
     let home = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
     let location = TraceLocation::new(home.path(), "project", "agent");
-    let spec = SessionSpec {
-        location: location.clone(),
-        provider: "scripted".into(),
-        model_id: "m".into(),
-        context_window: None,
-        system_prompt: String::new(),
-        workspace: ws.path().to_path_buf(),
-        source: None,
-        durability: Durability::Never,
-        engine: EngineConfig::default(),
-    };
+    let spec = SessionSpec::new(location.clone(), ws.path().to_path_buf())
+        .with_model("scripted", "m")
+        .with_durability(Durability::Never);
     let env: Arc<dyn Environment> = Arc::new(ScriptedEnvironment::new(Default::default()));
     let model = ScriptedModel::new(vec![ScriptedRequest::builder()
         .text("hello")
@@ -51,10 +43,7 @@ async fn resume_gives_the_history_to_the_model_and_the_counters_to_the_engine() 
         .build()]);
     let mut session = Session::create(spec, Box::new(model), env.clone()).unwrap();
     let id = session.id().to_owned();
-    let options = RunOptions {
-        approver: Some(Arc::new(AllowAll)),
-        ..RunOptions::default()
-    };
+    let options = RunOptions::new(Arc::new(AllowAll));
     let run = session.run(vec![build::user_text("hi")], options).unwrap();
     run.count().await;
     drop(session); // the last writer: everything queued is appended

@@ -19,8 +19,8 @@ use async_trait::async_trait;
 use futures::stream::BoxStream;
 use futures::StreamExt;
 use penguin_engine::{
-    ApprovalError, Approver, BackgroundForward, BackgroundListener, CancellationToken, Frame,
-    RunOptions, ThinkingLevel,
+    ApprovalError, Approver, BackgroundForward, BackgroundListener, CancellationToken, DenyAll,
+    Frame, RunOptions, ThinkingLevel,
 };
 use penguin_omni_protocol::background::{
     report_label, report_tail, BackgroundKind, BackgroundTaskDone,
@@ -317,12 +317,14 @@ impl Child {
         approver: bool,
         thinking_level: Option<ThinkingLevel>,
     ) {
-        let options = RunOptions {
-            approver: approver
-                .then(|| Arc::new(ChildApprover(Arc::downgrade(self))) as Arc<dyn Approver>),
-            cancel: self.cancel.clone(),
-            thinking_level,
+        let approver: Arc<dyn Approver> = if approver {
+            Arc::new(ChildApprover(Arc::downgrade(self)))
+        } else {
+            Arc::new(DenyAll)
         };
+        let options = RunOptions::new(approver)
+            .with_cancel(self.cancel.clone())
+            .with_thinking_level(thinking_level);
         let started = match lock(&self.session).as_mut() {
             Some(session) => session.run(vec![input], options).map_err(|e| e.to_string()),
             None => Err("subagent session disposed".into()),

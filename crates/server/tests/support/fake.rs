@@ -780,18 +780,18 @@ impl Children {
             .await;
         let input = build::user_text_from(prompt.clone(), TextSender::ParentAgent);
         sink.emit(input.clone().with_origin(hop.clone())).await;
-        let approver = request.approver.clone().map(|inner| {
-            Arc::new(Tagged {
+        // Without a parent approver the child's calls are denied, as a real child's are.
+        let approver = match request.approver.clone() {
+            Some(inner) => Arc::new(Tagged {
                 inner,
                 hop: hop.clone(),
-            }) as Arc<dyn Approver>
-        });
-        let cancel = CancellationToken::new();
-        let options = RunOptions {
-            approver,
-            cancel: cancel.clone(),
-            thinking_level: request.thinking_level,
+            }) as Arc<dyn Approver>,
+            None => Arc::new(penguin_engine::DenyAll),
         };
+        let cancel = CancellationToken::new();
+        let options = RunOptions::new(approver)
+            .with_cancel(cancel.clone())
+            .with_thinking_level(request.thinking_level);
         let mut stream = child
             .run(vec![input], options)
             .expect("a fresh child is idle");

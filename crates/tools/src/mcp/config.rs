@@ -61,6 +61,7 @@ pub struct McpServerConfig {
 
 /// How a server is reached.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum McpTransport {
     /// A local process speaking MCP on stdin/stdout.
     Stdio {
@@ -140,6 +141,7 @@ fn valid_name(name: &str) -> bool {
 /// Why an `[[mcp_servers]]` entry is not a server penguin can connect to. Each variant names
 /// the key and the value at fault; the texts are the warnings a session shows.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum McpConfigError {
     /// `name` is empty or has characters other than letters, digits, `_` and `-`.
     #[error("invalid server name {name:?} (letters, digits, \"_\" and \"-\" only)")]
@@ -213,6 +215,7 @@ pub enum McpConfigError {
 
 /// Why an `--mcp NAME=COMMAND [ARGS...]` flag is not a stdio entry.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum McpFlagError {
     /// No `=` between the name and the command.
     #[error("--mcp {spec:?}: expected NAME=COMMAND [ARGS...]")]

@@ -121,6 +121,7 @@ fn abi_number(abi: ABI) -> u8 {
 
 /// A protection asked for that the kernel cannot give.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Gap {
     /// No Landlock: commands run unconfined.
     Landlock,
