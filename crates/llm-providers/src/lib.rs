@@ -13,6 +13,9 @@ pub use tokio_util::sync::CancellationToken;
 
 #[cfg(feature = "anthropic-messages")]
 pub mod anthropic_messages;
+// The request shape the OpenAI chat and Ollama adapters share.
+#[cfg(any(feature = "openai-chat", feature = "ollama"))]
+mod chat;
 #[cfg(feature = "wire")]
 mod error;
 pub mod failure;

@@ -35,6 +35,7 @@ use std::collections::HashMap;
 use penguin_omni_protocol::{ModelPayload, OmniMessage, Role, StopReason};
 use serde_json::{json, Map, Value};
 
+use crate::chat::{commit_turn, ChatRequest};
 use crate::ndjson::{NdjsonLineHandler, NdjsonStreamDecoder};
 use crate::translate::{strip_suffix, ContentItem, UniEvent, Usage};
 use crate::wire::{classify_error, ModelConfig, WireError, WireProtocol, WireRequest};
@@ -197,34 +198,9 @@ impl WireProtocol for Ollama {
         new_messages: &[OmniMessage],
         thinking_level: Option<ThinkingLevel>,
     ) -> WireRequest {
-        let mut messages = Vec::with_capacity(self.history.len() + new_messages.len() + 1);
-        if !config.system_prompt.is_empty() {
-            messages.push(json!({"role": "system", "content": config.system_prompt}));
-        }
-        messages.extend(self.history.iter().cloned());
-        messages.extend(self.to_wire_messages(new_messages));
-        let mut body = Map::new();
-        body.insert("model".into(), json!(config.model_id));
-        body.insert("messages".into(), Value::Array(messages));
-        body.insert("stream".into(), json!(true));
-        if !config.tools.is_empty() {
-            let tools: Vec<Value> = config
-                .tools
-                .iter()
-                .map(|t| {
-                    let mut function = Map::new();
-                    function.insert("name".into(), json!(t.name));
-                    function.insert("description".into(), json!(t.description));
-                    if let Some(p) = &t.parameters {
-                        function.insert("parameters".into(), p.clone());
-                    }
-                    json!({"type": "function", "function": function})
-                })
-                .collect();
-            body.insert("tools".into(), Value::Array(tools));
-        }
+        let mut after_tools = Vec::new();
         if let Some(level) = thinking_level {
-            body.insert("think".into(), json!(think(level)));
+            after_tools.push(("think", json!(think(level))));
         }
         let mut options = Map::new();
         if config.max_output_tokens > 0 {
@@ -234,30 +210,22 @@ impl WireProtocol for Ollama {
             options.insert("num_ctx".into(), json!(window));
         }
         if !options.is_empty() {
-            body.insert("options".into(), Value::Object(options));
+            after_tools.push(("options", Value::Object(options)));
         }
-        let mut headers = Vec::new();
-        if let Some(key) = config.api_key.as_deref().filter(|k| !k.is_empty()) {
-            headers.push(("authorization".to_owned(), format!("Bearer {key}")));
+        ChatRequest {
+            path: "/api/chat",
+            new_messages: self.to_wire_messages(new_messages),
+            before_tools: Vec::new(),
+            after_tools,
         }
-        WireRequest {
-            path: "/api/chat".into(),
-            headers,
-            body: Value::Object(body),
-        }
+        .build(config, &self.history)
     }
 
     fn commit(&mut self, new_messages: &[OmniMessage], reply: &[OmniMessage]) {
         self.remember_calls(reply);
         let input = self.to_wire_messages(new_messages);
-        self.history.extend(input);
-        let reply_messages = self.to_wire_messages(reply);
-        if reply_messages.is_empty() {
-            // Keep user/assistant alternation even when the model said nothing.
-            self.history
-                .push(json!({"role": "assistant", "content": ""}));
-        }
-        self.history.extend(reply_messages);
+        let reply = self.to_wire_messages(reply);
+        commit_turn(&mut self.history, input, reply);
     }
 
     fn set_history(&mut self, history: &[OmniMessage]) {

@@ -22,6 +22,7 @@
 use penguin_omni_protocol::{Fidelity, ModelPayload, OmniMessage, Role, StopReason};
 use serde_json::{json, Map, Value};
 
+use crate::chat::{commit_turn, ChatRequest};
 use crate::sse::{DecodedEvent, SseEventHandler, SseStreamDecoder};
 use crate::translate::{strip_suffix, ContentItem, UniEvent, Usage};
 use crate::wire::{
@@ -64,59 +65,28 @@ impl WireProtocol for OpenAiChat {
         new_messages: &[OmniMessage],
         thinking_level: Option<ThinkingLevel>,
     ) -> WireRequest {
-        let mut messages = Vec::with_capacity(self.history.len() + new_messages.len() + 1);
-        if !config.system_prompt.is_empty() {
-            messages.push(json!({"role": "system", "content": config.system_prompt}));
-        }
-        messages.extend(self.history.iter().cloned());
-        messages.extend(to_wire_messages(new_messages));
-        let mut body = Map::new();
-        body.insert("model".into(), json!(config.model_id));
-        body.insert("messages".into(), Value::Array(messages));
-        body.insert("stream".into(), json!(true));
-        body.insert("stream_options".into(), json!({"include_usage": true}));
-        if !config.tools.is_empty() {
-            let tools: Vec<Value> = config
-                .tools
-                .iter()
-                .map(|t| {
-                    let mut function = Map::new();
-                    function.insert("name".into(), json!(t.name));
-                    function.insert("description".into(), json!(t.description));
-                    if let Some(p) = &t.parameters {
-                        function.insert("parameters".into(), p.clone());
-                    }
-                    json!({"type": "function", "function": function})
-                })
-                .collect();
-            body.insert("tools".into(), Value::Array(tools));
-        }
+        let mut after_tools = Vec::new();
         if config.max_output_tokens > 0 {
-            body.insert("max_tokens".into(), json!(config.max_output_tokens));
+            after_tools.push(("max_tokens", json!(config.max_output_tokens)));
         }
         if let Some(level) = thinking_level {
-            body.insert("reasoning_effort".into(), json!(reasoning_effort(level)));
+            after_tools.push(("reasoning_effort", json!(reasoning_effort(level))));
         }
-        let mut headers = Vec::new();
-        if let Some(key) = config.api_key.as_deref().filter(|k| !k.is_empty()) {
-            headers.push(("authorization".to_owned(), format!("Bearer {key}")));
+        ChatRequest {
+            path: "/chat/completions",
+            new_messages: to_wire_messages(new_messages),
+            before_tools: vec![("stream_options", json!({"include_usage": true}))],
+            after_tools,
         }
-        WireRequest {
-            path: "/chat/completions".into(),
-            headers,
-            body: Value::Object(body),
-        }
+        .build(config, &self.history)
     }
 
     fn commit(&mut self, new_messages: &[OmniMessage], reply: &[OmniMessage]) {
-        self.history.extend(to_wire_messages(new_messages));
-        let reply_messages = to_wire_messages(reply);
-        if reply_messages.is_empty() {
-            // Keep user/assistant alternation even when the model said nothing.
-            self.history
-                .push(json!({"role": "assistant", "content": ""}));
-        }
-        self.history.extend(reply_messages);
+        commit_turn(
+            &mut self.history,
+            to_wire_messages(new_messages),
+            to_wire_messages(reply),
+        );
     }
 
     fn set_history(&mut self, history: &[OmniMessage]) {
@@ -227,7 +197,7 @@ fn assistant_message(group: &[&ModelPayload]) -> Value {
     Value::Object(msg)
 }
 
-/// §6.1 *Input* (`docs/protocol.md#s6.1`): arguments go back as a JSON object; `""` and
+/// [§6.1](penguin_omni_protocol::spec#s6.1) *Input* (): arguments go back as a JSON object; `""` and
 /// non-objects become `{}`.
 fn normalized_arguments(arguments: &str) -> String {
     match serde_json::from_str::<Value>(arguments) {
