@@ -2,6 +2,7 @@
 
 /// What went wrong in the cluster layer.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ClusterError {
     /// NATS could not be reached when the node started.
     #[error("cannot reach NATS at {url}: {reason}")]

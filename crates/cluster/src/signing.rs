@@ -104,6 +104,7 @@ impl ClusterSecret {
 /// Why a message was refused as not coming from a node of the cluster. Says nothing of the
 /// secret.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Refusal {
     /// No signature at all: whoever sent it does not speak as a node.
     #[error("it carries no signature")]

@@ -1,4 +1,4 @@
-//! The HTTP API's JSON bodies (protocol §5.8 *Endpoints*, `docs/protocol.md#s5.8`), as a client
+//! The HTTP API's JSON bodies (protocol [§5.8](penguin_omni_protocol::spec#s5.8) *Endpoints*), as a client
 //! sees them: depend on this module to talk to
 //! `penguin serve` with types instead of hand-built JSON. Stream events are
 //! [`penguin_sse_transport::ServerEvent`].
@@ -8,15 +8,49 @@
 //! an unknown value is a 400 `invalid_field` naming the field (`input[1].imageUrl`) and what
 //! it should have been. Absent optional fields and `null` mean the same.
 //!
-//! | request | body | answer |
-//! |---|---|---|
-//! | `POST /api/sessions` | [`CreateSessionRequest`]: `{"workspace": "/src/app", "approvalMode": "always-ask"}` (every field optional: `{}` is fine) | 201 [`SessionEnvelope`] |
-//! | `PATCH /api/sessions/:id` | [`PatchSessionRequest`]: `{"title": "refactor"}`, `{"approvalMode": "read-only"}` or both | 200 [`SessionEnvelope`] |
-//! | `POST /api/sessions/:id/tasks` | [`TaskRequest`]: `{"input": [{"type": "text", "text": "Fix the build"}]}` | 202 [`TaskAccepted`] |
-//! | `POST /api/sessions/:id/steer` | [`SteerRequest`]: `{"text": "use the other branch"}` | 202 [`SteerAccepted`] |
-//! | `DELETE /api/sessions/:id/steer/:steerId`, `…/follow-ups/:id` | none | 200 [`Recalled`] |
-//! | `POST /api/sessions/:id/approvals/:toolCallId` | [`ApprovalRequestBody`]: `{"decision": "allow"}` | 204 |
-//! | `POST /api/sessions/:id/abort`, `…/retry-now`, `…/compact` | none | 202, 200 [`RetryNow`], 202 [`CompactAccepted`] |
+//! ## Routes
+//!
+//! Every route the server answers, one per row (a test checks this table against the router).
+//! `/api` routes need the token; the page's three do not (they hold no data). Path parameters
+//! are written as the router names them: `{id}` a session id, `{item}` the id a steering input
+//! or follow-up was accepted with, `{call}` a `tool_call_id`, `{process}` a background command's
+//! `processId`. Streams are SSE (`text/event-stream`) or WebSocket: an event without a name is
+//! an OmniMessage of the session's run, one named `server_event` is a
+//! [`ServerEvent`](penguin_sse_transport::ServerEvent) (`task_state`, `approval_request`,
+//! `session_title`, `goal_state`, …); every event has an id `<epoch>-<seq>`.
+//!
+//! | route | body or query | answer | what |
+//! |---|---|---|---|
+//! | `POST /api/sessions` | [`CreateSessionRequest`]: `{"workspace": "/src/app", "approvalMode": "always-ask"}` (every field optional: `{}` is fine) | 201 [`SessionEnvelope`] | create a session |
+//! | `GET /api/sessions` | `?limit=N[&before=CURSOR]` (both optional) | 200 [`SessionList`] | the sessions on disk and in memory, most recently active first; with `limit`, `page: {hasMore, before?}` and `before=<page.before>` gives the next page |
+//! | `GET /api/sessions/{id}` | none | 200 [`SessionEnvelope`] | one session, loaded from its trace when it is not in memory; `plan` is the model's latest `update_plan` |
+//! | `PATCH /api/sessions/{id}` | [`PatchSessionRequest`]: `{"title": "refactor"}`, `{"approvalMode": "read-only"}` or both | 200 [`SessionEnvelope`] | rename, change the approval mode (from the next approval on) |
+//! | `DELETE /api/sessions/{id}` | none | 204 | delete the session and its trace |
+//! | `GET /api/sessions/{id}/messages` | none, `?tailLimit=N`, or `?before=F:O[&limit=N]` | 200 [`MessagesPage`] | the history: records with `tracePosition`, subagent runs expanded, pending inputs, the `live` tail to join a stream at |
+//! | `GET /api/sessions/{id}/stream` | `Last-Event-ID` header (optional; `?access_token=` may carry the token) | 200 SSE | replay after that id (or `resync_required`), then `task_state` and pending `approval_request`s, then live |
+//! | `GET /api/sessions/{id}/socket` | WebSocket upgrade, `?lastEventId=` (optional), `?access_token=` | 101, then JSON text frames: arrays of `{id, event?, data}` | the same stream over a WebSocket (a browser's tabs are not limited to six HTTP/1.1 connections) |
+//! | `GET /api/sessions/{id}/state` | none | 200 `[ServerEvent]` | what a connecting stream is offered first: `task_state`, then pending `approval_request`s |
+//! | `GET /api/sessions/{id}/goal` | none | 200 `{"goal": {objective, status, budget, used, rounds, updatedAt} \| null}` | the session's goal (goal mode) |
+//! | `POST /api/sessions/{id}/fork` | `{}` or `{"position": {"fileIndex": F, "ordinal": O}}` | 201 [`SessionEnvelope`] | a new session with this one's trace up to the end or up to that position |
+//! | `GET /api/sessions/{id}/skills` | none | 200 `{"skills": [{name, description, …}]}` | the skills its workspace is offered (the factory's) |
+//! | `POST /api/sessions/{id}/tasks` | [`TaskRequest`]: `{"input": [{"type": "text", "text": "Fix the build"}]}` | 202 [`TaskAccepted`] | start a task, or queue a follow-up (`queueIfBusy`); `goal: true` or `{budget}` runs it as a goal |
+//! | `POST /api/sessions/{id}/steer` | [`SteerRequest`]: `{"text": "use the other branch"}` | 202 [`SteerAccepted`] | steer the running task (409 `not_running` when none runs) |
+//! | `DELETE /api/sessions/{id}/steer/{item}` | none | 200 [`Recalled`] | take back a steering input not delivered yet |
+//! | `DELETE /api/sessions/{id}/follow-ups/{item}` | none | 200 [`Recalled`] | take back a queued follow-up |
+//! | `POST /api/sessions/{id}/approvals/{call}` | [`ApprovalRequestBody`]: `{"decision": "allow"}` | 204 | answer an `approval_request` (404 `approval_not_found` when the call no longer waits) |
+//! | `POST /api/sessions/{id}/abort` | none | 202 (a task was interrupted), 204 (none ran) | interrupt the running task |
+//! | `POST /api/sessions/{id}/retry-now` | none | 200 [`RetryNow`] | cut a reconnect wait short |
+//! | `POST /api/sessions/{id}/compact` | none | 202 [`CompactAccepted`] | compact the context now |
+//! | `GET /api/sessions/{id}/processes` | none | 200 [`ProcessList`] | the session's background commands |
+//! | `POST /api/sessions/{id}/processes/{process}/kill` | none | 204 (404 `process_not_found`) | kill one |
+//! | `GET /api/models` | none | 200 [`ModelList`] | the models a create may name, the default first |
+//! | `GET /api/memory` | none | 200 `{"scopes": [...]}` | the agent's memory, by scope (the factory's) |
+//! | `POST /api/explain` | `{"status": 429, "errorMessage": "…", "attempt": 2}` (a failed `request_end`'s fields) | 200 `{kind, cause, hint, ended}` | a failed model request in the CLI's words |
+//! | `GET /api/events` | `Last-Event-ID` header (optional), `?access_token=` | 200 SSE | the user channel: `session_created`, `session_state`, `session_title` of every session |
+//! | `GET /api/events/socket` | WebSocket upgrade, `?lastEventId=`, `?access_token=` | 101, then JSON text frames | the user channel over a WebSocket |
+//! | `GET /` | none | 200 HTML | the web app's page (the session list) |
+//! | `GET /sessions/{id}` | none | 200 HTML | the same page, opening one session |
+//! | `GET /assets/{name}` | `If-None-Match` (optional) | 200 (or 304) with an `ETag` | the page's scripts, styles and icon, compiled in ([`crate::web::ASSETS`]) |
 //!
 //! Errors answer [`ErrorBody`]: `{"error": {"code": "invalid_field", "message": "approvalMode:
 //! expected allow-all, deny-all, read-only or always-ask, got \"ask\""}}`.

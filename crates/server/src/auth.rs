@@ -151,6 +151,7 @@ pub const MIN_TOKEN_LEN: usize = 16;
 
 /// Why the server token could not be had.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TokenError {
     /// A given token is too short to be a secret.
     #[error("the token is {0} characters long; use at least {MIN_TOKEN_LEN} (or unset PENGUIN_TOKEN to generate one)")]

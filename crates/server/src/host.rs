@@ -130,6 +130,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// assert!(matches!(&e, FactoryError::Internal(source) if source.is::<std::io::Error>()));
 /// ```
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum FactoryError {
     /// The request asked for something this factory does not offer (answered 400
     /// `invalid_request`).
@@ -176,6 +177,7 @@ impl FactoryError {
 
 /// Why a session did not start a goal ([`HostedSession::run_goal`]).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum GoalRefusal {
     /// This session has no goal mode.
     #[error("this server's sessions have no goal mode")]

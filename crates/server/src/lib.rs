@@ -26,12 +26,14 @@ mod socket;
 mod steering;
 mod sync;
 mod tasks;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod testing;
 pub mod web;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use axum::routing::{get, post};
 use axum::Router;
 use penguin_sse_transport::{ChannelConfig, ChannelHub, SseConfig};
 use penguin_trace_store::{Durability, TraceLocation};
@@ -172,6 +174,7 @@ impl ServeOptions {
 
 /// The server could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ServeError {
     /// The token could not be read or generated.
     #[error("server token: {0}")]
@@ -282,52 +285,58 @@ pub const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 /// How long a channel must be quiet before [`serve`] reclaims it.
 pub const CHANNEL_IDLE_AFTER: std::time::Duration = std::time::Duration::from_secs(30 * 60);
 
-/// Every API route, behind the token check, and the web app's page and assets, outside it.
-/// Unknown routes answer 404 JSON (after the token check, so they reveal nothing).
+/// Builds a router from `method "path" => handler` lines and lists the routes as
+/// `(method, path)`: one list, so the `api` module's route table can be checked against what is
+/// served.
+macro_rules! route_table {
+    ($($method:ident $path:literal => $handler:expr),* $(,)?) => {
+        (
+            axum::Router::new()$(.route($path, axum::routing::$method($handler)))*,
+            &[$((stringify!($method), $path)),*],
+        )
+    };
+}
+pub(crate) use route_table;
+
+/// The routes behind the token check, and the list of them.
+fn api_routes() -> (Router<AppState>, &'static [(&'static str, &'static str)]) {
+    route_table! {
+        post "/api/sessions" => routes::create_session,
+        get "/api/sessions" => routes::list_sessions,
+        get "/api/sessions/{id}" => routes::get_session,
+        patch "/api/sessions/{id}" => routes::patch_session,
+        delete "/api/sessions/{id}" => routes::delete_session,
+        get "/api/sessions/{id}/messages" => routes::messages,
+        get "/api/sessions/{id}/stream" => routes::stream,
+        get "/api/sessions/{id}/socket" => socket::session,
+        get "/api/sessions/{id}/state" => routes::state,
+        get "/api/sessions/{id}/goal" => routes::goal,
+        post "/api/sessions/{id}/fork" => routes::fork,
+        get "/api/sessions/{id}/skills" => catalog::skills,
+        post "/api/sessions/{id}/tasks" => routes::create_task,
+        post "/api/sessions/{id}/steer" => routes::steer,
+        delete "/api/sessions/{id}/steer/{item}" => routes::unsteer,
+        delete "/api/sessions/{id}/follow-ups/{item}" => routes::remove_follow_up,
+        post "/api/sessions/{id}/approvals/{call}" => routes::approve,
+        post "/api/sessions/{id}/abort" => routes::abort,
+        post "/api/sessions/{id}/retry-now" => routes::retry_now,
+        post "/api/sessions/{id}/compact" => routes::compact,
+        get "/api/sessions/{id}/processes" => routes::processes,
+        post "/api/sessions/{id}/processes/{process}/kill" => routes::kill_process,
+        get "/api/models" => catalog::models,
+        get "/api/memory" => catalog::memory,
+        post "/api/explain" => catalog::explain,
+        get "/api/events" => routes::events,
+        get "/api/events/socket" => socket::events,
+    }
+}
+
+/// Every API route, behind the token check, and the web app's page and assets, outside it
+/// (the table in [`api`] lists them all). Unknown routes answer 404 JSON (after the token
+/// check, so they reveal nothing).
 pub fn router(state: AppState) -> Router {
-    let s = "/api/sessions/{id}";
-    let api = Router::new()
-        .route(
-            "/api/sessions",
-            post(routes::create_session).get(routes::list_sessions),
-        )
-        .route(
-            s,
-            get(routes::get_session)
-                .patch(routes::patch_session)
-                .delete(routes::delete_session),
-        )
-        .route(&format!("{s}/messages"), get(routes::messages))
-        .route(&format!("{s}/stream"), get(routes::stream))
-        .route(&format!("{s}/socket"), get(socket::session))
-        .route(&format!("{s}/goal"), get(routes::goal))
-        .route(&format!("{s}/fork"), post(routes::fork))
-        .route(&format!("{s}/skills"), get(catalog::skills))
-        .route(&format!("{s}/tasks"), post(routes::create_task))
-        .route(&format!("{s}/steer"), post(routes::steer))
-        .route(
-            &format!("{s}/steer/{{item}}"),
-            axum::routing::delete(routes::unsteer),
-        )
-        .route(
-            &format!("{s}/follow-ups/{{item}}"),
-            axum::routing::delete(routes::remove_follow_up),
-        )
-        .route(&format!("{s}/approvals/{{call}}"), post(routes::approve))
-        .route(&format!("{s}/abort"), post(routes::abort))
-        .route(&format!("{s}/retry-now"), post(routes::retry_now))
-        .route(&format!("{s}/compact"), post(routes::compact))
-        .route(&format!("{s}/processes"), get(routes::processes))
-        .route(
-            &format!("{s}/processes/{{process}}/kill"),
-            post(routes::kill_process),
-        )
-        .route("/api/models", get(catalog::models))
-        .route("/api/memory", get(catalog::memory))
-        .route("/api/explain", post(catalog::explain))
-        .route("/api/events", get(routes::events))
-        .route("/api/events/socket", get(socket::events))
-        .route(&format!("{s}/state"), get(routes::state))
+    let api = api_routes()
+        .0
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         // In a cluster, a session another node owns is answered there (after the token check).
@@ -340,7 +349,7 @@ pub fn router(state: AppState) -> Router {
             routes::auth,
         ));
     // Merged after the layer, so the token check does not wrap the page's routes.
-    let app = api.merge(web::router()).with_state(state.clone());
+    let app = api.merge(web::routes().0).with_state(state.clone());
     if let Some(c) = &state.sessions.cfg.cluster {
         c.serve_forwarded(app.clone());
     }
@@ -573,4 +582,44 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
             }
         })
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    /// The routes of the `api` module's table, `(METHOD, path)`: its rows' first cells.
+    fn documented() -> BTreeSet<(String, String)> {
+        include_str!("api.rs")
+            .lines()
+            .filter_map(|l| l.strip_prefix("//! | `"))
+            .filter_map(|row| row.split_once('`'))
+            .map(|(route, _)| {
+                let (method, path) = route.split_once(' ').expect("`METHOD /path`");
+                (method.to_owned(), path.to_owned())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_api_docs_route_table_is_every_route_the_router_serves() {
+        let served: BTreeSet<(String, String)> = super::api_routes()
+            .1
+            .iter()
+            .chain(super::web::routes::<()>().1)
+            .map(|(method, path)| (method.to_uppercase(), (*path).to_owned()))
+            .collect();
+        let documented = documented();
+        assert!(
+            documented.len() > 20,
+            "the table was not found: {documented:?}"
+        );
+        let undocumented: Vec<_> = served.difference(&documented).collect();
+        let unserved: Vec<_> = documented.difference(&served).collect();
+        assert!(
+            undocumented.is_empty() && unserved.is_empty(),
+            "served but not in the api module's table: {undocumented:?}; \
+             in the table but not served: {unserved:?}"
+        );
+    }
 }

@@ -10,7 +10,6 @@
 use axum::extract::Path;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use axum::Router;
 
 /// One embedded file.
@@ -74,6 +73,19 @@ pub static INDEX: Asset = asset!("index.html", "text/html; charset=utf-8");
 /// Everything under `/assets/`.
 pub static ASSETS: &[Asset] = &[
     asset!("app.js", "text/javascript; charset=utf-8"),
+    asset!("nav.js", "text/javascript; charset=utf-8"),
+    asset!("chrome.js", "text/javascript; charset=utf-8"),
+    asset!("dom.js", "text/javascript; charset=utf-8"),
+    asset!("format.js", "text/javascript; charset=utf-8"),
+    asset!("signin.js", "text/javascript; charset=utf-8"),
+    asset!("sessionlist.js", "text/javascript; charset=utf-8"),
+    asset!("sessionview.js", "text/javascript; charset=utf-8"),
+    asset!("sessionhead.js", "text/javascript; charset=utf-8"),
+    asset!("transcriptpane.js", "text/javascript; charset=utf-8"),
+    asset!("approvals.js", "text/javascript; charset=utf-8"),
+    asset!("pending.js", "text/javascript; charset=utf-8"),
+    asset!("banners.js", "text/javascript; charset=utf-8"),
+    asset!("composer.js", "text/javascript; charset=utf-8"),
     asset!("api.js", "text/javascript; charset=utf-8"),
     asset!("stream.js", "text/javascript; charset=utf-8"),
     asset!("socket.js", "text/javascript; charset=utf-8"),
@@ -139,12 +151,14 @@ async fn asset(Path(name): Path<String>, headers: HeaderMap) -> Response {
     }
 }
 
-/// The page's routes, none of which needs the token.
-pub(crate) fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
-    Router::new()
-        .route("/", get(page))
-        .route("/sessions/{id}", get(session_page))
-        .route("/assets/{name}", get(asset))
+/// The page's routes, none of which needs the token, and the list of them.
+pub(crate) fn routes<S: Clone + Send + Sync + 'static>(
+) -> (Router<S>, &'static [(&'static str, &'static str)]) {
+    crate::route_table! {
+        get "/" => page,
+        get "/sessions/{id}" => session_page,
+        get "/assets/{name}" => asset,
+    }
 }
 
 /// The URL that opens the web app signed in: the token rides in the fragment, which the browser
@@ -187,6 +201,32 @@ mod tests {
             assert_eq!(a.etag.len(), 18, "{}", a.name);
             assert!(!a.body.is_empty(), "{}", a.name);
         }
+    }
+
+    #[test]
+    fn every_module_a_script_imports_is_served() {
+        let served = |name: &str| ASSETS.iter().any(|a| a.name == name);
+        let mut scripts = 0;
+        for a in ASSETS.iter().filter(|a| a.name.ends_with(".js")) {
+            scripts += 1;
+            let text = std::str::from_utf8(a.body).unwrap();
+            for line in text.lines().filter(|l| l.starts_with("import ")) {
+                let name = line
+                    .split_once("from \"./")
+                    .and_then(|(_, rest)| rest.split_once('"'))
+                    .map(|(name, _)| name)
+                    .unwrap_or_else(|| panic!("{}: an import not of a sibling: {line}", a.name));
+                assert!(
+                    served(name),
+                    "{} imports {name}, which is not served",
+                    a.name
+                );
+            }
+        }
+        assert!(scripts > 10);
+        let page = std::str::from_utf8(INDEX.body).unwrap();
+        assert!(page.contains(r#"<script type="module" src="/assets/app.js">"#));
+        assert!(served("app.js"));
     }
 
     #[test]

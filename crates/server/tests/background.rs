@@ -8,6 +8,7 @@
 //! The sessions are fakes (`support::fake`) whose background work the test drives; the
 //! facade's real background commands and subagents behind the server are tested in
 //! `crates/agent/tests/hosting/`.
+#![cfg(feature = "testing")]
 
 mod support;
 

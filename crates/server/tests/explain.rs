@@ -1,4 +1,5 @@
 //! `POST /api/explain`: a failed request in the CLI's words, for the web app.
+#![cfg(feature = "testing")]
 
 mod support;
 

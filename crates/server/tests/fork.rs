@@ -1,4 +1,5 @@
 //! `POST /api/sessions/{id}/fork`: a new session with the trace up to a task's end.
+#![cfg(feature = "testing")]
 
 mod support;
 

@@ -1,6 +1,7 @@
 //! `goal` on `POST …/tasks`: the checks of the field, and the session's goal state over the
 //! API (the fake sessions' stand-in goal: one round, then complete; goal mode itself is tested
 //! with the facade's sessions in crates/agent/tests/hosting/goal.rs).
+#![cfg(feature = "testing")]
 
 mod support;
 

@@ -1,6 +1,7 @@
 //! Who gets in and what a client can hold: the query token only on the two stream routes, the
 //! Host check, workspaces under the operator's root, caps on pending inputs, and slow clients
 //! dropped by the connection limits.
+#![cfg(feature = "testing")]
 
 mod support;
 

@@ -1,5 +1,6 @@
 //! `GET /api/sessions` from the index: every session on disk and in memory, most recently
 //! active first, in pages that neither repeat nor skip a session while others are created.
+#![cfg(feature = "testing")]
 
 mod support;
 

@@ -1,5 +1,6 @@
 //! The model's latest plan (`update_plan`) is part of a session's state, and survives a
 //! restart of the server.
+#![cfg(feature = "testing")]
 
 mod support;
 

@@ -5,6 +5,7 @@
 //!
 //! The sessions are fakes (`support::fake`) reporting a sandbox; the facade's real one
 //! (Landlock, the built-in tools) behind the server is tested in `crates/agent/tests/hosting/`.
+#![cfg(feature = "testing")]
 
 mod support;
 

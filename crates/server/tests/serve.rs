@@ -1,6 +1,7 @@
 //! The server as a library: `Server::bind` on an OS-chosen port reports the address and the
 //! token's source, answers requests, and `Server::serve` stops when the caller's future
 //! completes, ending running tasks and open streams.
+#![cfg(feature = "testing")]
 
 mod support;
 

@@ -3,6 +3,7 @@
 //!
 //! Mid-task points are made deterministic by gating the run on an `always-ask` approval, and
 //! every wait is for a specific event with a bounded timeout.
+#![cfg(feature = "testing")]
 
 mod support;
 
@@ -1010,7 +1011,11 @@ async fn the_web_app_is_served_without_the_token_and_the_api_still_needs_it() {
         "text/javascript; charset=utf-8"
     );
     let etag = res.headers()["etag"].to_str().unwrap().to_owned();
-    assert!(res.text().await.unwrap().contains("SessionStream"));
+    // The entry module; the views are modules it imports, served the same way.
+    assert!(res.text().await.unwrap().contains("./sessionview.js"));
+    let view = get("/assets/sessionview.js").await.unwrap();
+    assert_eq!(view.status().as_u16(), 200);
+    assert!(view.text().await.unwrap().contains("SessionStream"));
     let again = srv
         .http
         .get(srv.url("/assets/app.js"))

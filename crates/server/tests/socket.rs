@@ -1,5 +1,6 @@
 //! The event streams over WebSocket (`…/socket`): the same events as SSE, in JSON frames, with
 //! replay from `?lastEventId=` and the token in the query.
+#![cfg(feature = "testing")]
 
 mod support;
 

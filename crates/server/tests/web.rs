@@ -14,6 +14,7 @@
 //! writes a screenshot under `target/web-screenshots/<test>/`. A page is compared with the
 //! trace message by message: every element made from a complete message carries `data-fp`
 //! (type, payload type, tool_call_id, timestamp, origin), and each must appear exactly once.
+#![cfg(feature = "testing")]
 
 mod support;
 

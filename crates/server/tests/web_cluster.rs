@@ -13,7 +13,7 @@
 //! Every wait is polled with a bound ([`support::WAIT`]); every step writes a screenshot under
 //! `target/web-screenshots/<test>/`.
 
-#![cfg(feature = "cluster")]
+#![cfg(all(feature = "cluster", feature = "testing"))]
 
 mod support;
 

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 /// What went wrong reading, locating or resuming a trace.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TraceError {
     /// A file or directory could not be read.
     #[error("cannot read {}: {source}", path.display())]

@@ -55,6 +55,7 @@ pub struct Forked {
 
 /// Why a fork was not made.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ForkError {
     /// The source session has no trace.
     #[error("no session {0}")]

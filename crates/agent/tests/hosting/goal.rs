@@ -12,7 +12,7 @@ use penguin_tools::{BuiltinTools, ToolsConfig};
 use penguin_trace_store::Durability;
 use serde_json::{json, Value};
 
-use crate::support::serve;
+use penguin_server::testing::{serve, TestDir};
 
 fn step(m: Value) -> Value {
     json!({"delay_ms": 0, "message": m})
@@ -49,17 +49,9 @@ impl GoalTools {
 
 impl SessionFactory for GoalTools {
     fn create(&self, req: &CreateSession) -> Result<Box<dyn HostedSession>, FactoryError> {
-        let spec = SessionSpec {
-            location: req.location.clone(),
-            provider: "scripted".into(),
-            model_id: "scenario".into(),
-            context_window: None,
-            system_prompt: String::new(),
-            workspace: self.workspace.clone(),
-            source: None,
-            durability: req.durability,
-            engine: EngineConfig::default(),
-        };
+        let spec = SessionSpec::new(req.location.clone(), self.workspace.clone())
+            .with_model("scripted", "scenario")
+            .with_durability(req.durability);
         let session = Session::create(spec, self.llm()?, self.env()?)
             .map_err(|e| FactoryError::internal(e.to_string()))?;
         Ok(Box::new(session))
@@ -82,10 +74,9 @@ impl SessionFactory for GoalTools {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_goal_runs_over_the_api_and_its_state_outlives_the_server() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
-    let data = dir.path().join("data");
+    let dir = TestDir::new();
+    let ws = dir.workspace();
+    let data = dir.data_root();
     // Round 1: the model marks the goal complete in its GOAL.yaml, then says so.
     let mark = "sed -i 's/^status: active/status: complete/' .penguin/scratchpad/*/GOAL.yaml";
     let llm = json!([
@@ -101,13 +92,16 @@ async fn a_goal_runs_over_the_api_and_its_state_outlives_the_server() {
         llm: llm.clone(),
         workspace: ws.clone(),
     };
-    let srv = serve(factory(&llm), &data, None).await;
+    let srv = serve(TestDir::new(), Arc::new(factory(&llm)), |o| {
+        o.data_root = data.clone()
+    })
+    .await;
     let id = srv.create("allow-all").await;
     assert_eq!(
         srv.get(&format!("/api/sessions/{id}/goal")).await.body,
         json!({"goal": null})
     );
-    let mut s = srv.stream(&id).await;
+    let mut s = srv.stream(&id, None).await;
     s.next().await;
     let tasks = format!("/api/sessions/{id}/tasks");
     let bad = srv
@@ -147,7 +141,7 @@ async fn a_goal_runs_over_the_api_and_its_state_outlives_the_server() {
     drop(srv);
 
     // A new server loads the session from its trace: the goal's state is rebuilt from it.
-    let srv = serve(factory(&json!([])), &data, Some(dir)).await;
+    let srv = serve(dir, Arc::new(factory(&json!([]))), |_| {}).await;
     let goal = srv.get(&format!("/api/sessions/{id}/goal")).await.body["goal"].clone();
     assert_eq!(goal["status"], "complete", "{goal}");
     assert_eq!(goal["objective"], "Count the penguins");

@@ -3,7 +3,8 @@
 //! subagents, the sandbox it reports), MCP servers a session brings, and `penguin watch`.
 //!
 //! The server itself is tested with fake sessions in `crates/server/tests/`; these check that
-//! the facade's real pieces work behind it.
+//! the facade's real pieces work behind it, through the same harness
+//! (`penguin_server::testing`, feature `testing`).
 
 // Tests build and inspect their trees by hand; the door (clippy.toml) is for the crate's own code.
 #![allow(clippy::disallowed_methods)]
@@ -12,4 +13,3 @@ mod background;
 mod goal;
 mod models;
 mod sandbox;
-mod support;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use penguin_agent::hosting::ScenarioFactory;
 use serde_json::{json, Value};
 
-use crate::support::{kinds, low_open_file_limit, serve, within, TOKEN};
+use penguin_server::testing::{kinds, low_open_file_limit, serve, within, TestDir, TOKEN};
 
 // ---------------------------------------------------------------------------------------------
 // Scenario
@@ -113,14 +113,13 @@ fn scenario(pause_ms: u64) -> String {
 /// creates and lists them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scenario_factory_serves_scripted_sessions() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDir::new();
     let script = r#"{"llm": [{"stream": [{"delay_ms": 0, "message":
         {"type": "model_msg", "payload": {"type": "text", "role": "assistant",
          "text": "Hello from the script.", "stop_reason": "completed"}}}]}],
         "runs": []}"#;
     let factory = ScenarioFactory::from_text(script, dir.path()).unwrap();
-    let data = dir.path().join("data");
-    let srv = serve(factory, &data, Some(dir)).await;
+    let srv = serve(dir, Arc::new(factory), |_| {}).await;
 
     // Without the token: 401. With it: a new session, then the list.
     let denied = srv
@@ -138,7 +137,7 @@ async fn a_scenario_factory_serves_scripted_sessions() {
     let listed = srv.get("/api/sessions").await.body;
     assert_eq!(listed["sessions"][0]["id"], id.as_str());
     assert_eq!(listed["sessions"][0]["provider"], "scripted");
-    let mut s = srv.stream(&id).await;
+    let mut s = srv.stream(&id, None).await;
     s.next().await;
     assert_eq!(srv.task(&id, "hi").await.status, 202);
     let run = s.until(|e| e.is_state("idle")).await;
@@ -152,13 +151,13 @@ async fn a_scenario_factory_serves_scripted_sessions() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_model_runs_behind_a_model_factory() {
-    low_open_file_limit();
+    low_open_file_limit(256);
     use penguin_agent::hosting::ModelFactory;
     use penguin_agent::models::ModelSpec;
     use penguin_engine::scripted::ScriptedEnvironment;
     use penguin_engine::{EngineConfig, Environment};
 
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDir::new();
     let factory = ModelFactory {
         spec: ModelSpec::demo(),
         models: Vec::new(),
@@ -179,8 +178,7 @@ async fn the_demo_model_runs_behind_a_model_factory() {
         sandbox: Default::default(),
         data_root: None,
     };
-    let data = dir.path().join("data");
-    let srv = serve(factory, &data, Some(dir)).await;
+    let srv = serve(dir, Arc::new(factory), |_| {}).await;
 
     let r = srv
         .post("/api/sessions", json!({"provider": "openai-chat"}))
@@ -196,7 +194,7 @@ async fn the_demo_model_runs_behind_a_model_factory() {
     let id = srv.create("allow-all").await;
     let r = srv.get(&format!("/api/sessions/{id}")).await;
     assert_eq!(r.body["session"]["provider"], "demo");
-    let mut s = srv.stream(&id).await;
+    let mut s = srv.stream(&id, None).await;
     s.next().await;
     let compact = format!("/api/sessions/{id}/compact");
     let r = srv.post(&compact, json!({})).await;
@@ -246,7 +244,7 @@ async fn the_demo_model_runs_behind_a_model_factory() {
 /// setup (`PENGUIN_MCP_SERVERS`, set by `cargo xtask ci`); says so and does nothing without it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_brings_its_own_mcp_servers() {
-    low_open_file_limit();
+    low_open_file_limit(256);
     use penguin_agent::hosting::ModelFactory;
     use penguin_agent::models::ModelSpec;
     use penguin_engine::scripted::ScriptedEnvironment;
@@ -263,7 +261,7 @@ async fn a_session_brings_its_own_mcp_servers() {
         .join("../../tests/mcp/fixture-server.mjs")
         .display()
         .to_string();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDir::new();
     let root = dir.path().to_path_buf();
     let start_mcp = || {
         let factory = ModelFactory {
@@ -291,7 +289,10 @@ async fn a_session_brings_its_own_mcp_servers() {
             data_root: None,
         };
         // The data lives in `dir`, which outlives both servers.
-        serve(factory, &root.join("data"), None)
+        let data_root = root.join("data");
+        serve(TestDir::new(), Arc::new(factory), |o| {
+            o.data_root = data_root
+        })
     };
     let srv = start_mcp().await;
 
@@ -317,7 +318,7 @@ async fn a_session_brings_its_own_mcp_servers() {
         .await;
     assert_eq!(r.status, 201, "{}", r.body);
     let id = r.body["session"]["id"].as_str().unwrap().to_owned();
-    let mut s = srv.stream(&id).await;
+    let mut s = srv.stream(&id, None).await;
     s.next().await;
     assert_eq!(srv.task(&id, "hi").await.status, 202);
     let run = s.until(|e| e.is_state("idle")).await;
@@ -371,7 +372,7 @@ async fn a_session_brings_its_own_mcp_servers() {
     // A restarted server loads the session with the servers it was created with.
     drop(srv);
     let again = start_mcp().await;
-    let mut s = again.stream(&id).await;
+    let mut s = again.stream(&id, None).await;
     s.next().await;
     assert_eq!(again.task(&id, "again").await.status, 202);
     let run = s.until(|e| e.is_state("idle")).await;
@@ -392,15 +393,14 @@ async fn a_session_brings_its_own_mcp_servers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn penguin_watch_follows_a_session_through_the_client_pattern() {
-    low_open_file_limit();
-    let dir = tempfile::tempdir().unwrap();
+    low_open_file_limit(256);
+    let dir = TestDir::new();
     let workspace = dir.path().join("ws");
     std::fs::create_dir_all(&workspace).unwrap();
     let factory = ScenarioFactory::from_text(&scenario(0), &workspace).unwrap();
-    let data = dir.path().join("data");
-    let srv = serve(factory, &data, Some(dir)).await;
+    let srv = serve(dir, Arc::new(factory), |_| {}).await;
     let id = srv.create("always-ask").await;
-    let mut s = srv.stream(&id).await;
+    let mut s = srv.stream(&id, None).await;
     s.next().await;
     assert_eq!(srv.task(&id, "hello").await.status, 202);
     // Mid-task (waiting for an approval): start watching, then let the task finish.
@@ -464,14 +464,14 @@ async fn penguin_watch_follows_a_session_through_the_client_pattern() {
 /// The skills and memory of a served agent over the API, and a task that pins a skill.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skills_and_memory_are_listed_and_a_task_pins_a_skill() {
-    low_open_file_limit();
+    low_open_file_limit(256);
     use penguin_agent::hosting::ModelFactory;
     use penguin_agent::models::ModelSpec;
     use penguin_engine::scripted::ScriptedEnvironment;
     use penguin_engine::{EngineConfig, Environment};
 
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
+    let dir = TestDir::new();
+    let data = dir.data_root();
     let skill = data.join("skills/penguin-census");
     std::fs::create_dir_all(&skill).unwrap();
     std::fs::write(
@@ -508,7 +508,7 @@ async fn skills_and_memory_are_listed_and_a_task_pins_a_skill() {
         sandbox: Default::default(),
         data_root: Some(data.clone()),
     };
-    let srv = serve(factory, &data, Some(dir)).await;
+    let srv = serve(dir, Arc::new(factory), |_| {}).await;
     let id = srv.create("allow-all").await;
     let skills = srv.get(&format!("/api/sessions/{id}/skills")).await;
     assert_eq!(skills.status, 200, "{}", skills.body);
@@ -536,7 +536,7 @@ async fn skills_and_memory_are_listed_and_a_task_pins_a_skill() {
         .await;
     assert_eq!(r.status, 202, "{}", r.body);
     let msgs = srv
-        .history_until(&id, |m| {
+        .until_history(&id, |m| {
             m.iter().any(|x| x["payload"]["role"] == "assistant")
         })
         .await;

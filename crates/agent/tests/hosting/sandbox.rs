@@ -15,7 +15,7 @@ use penguin_tools::sandbox::Landlock;
 use penguin_tools::{BuiltinTools, Sandbox, SandboxRequest, ToolsConfig};
 use serde_json::{json, Value};
 
-use crate::support::{serve, TestServer};
+use penguin_server::testing::{serve, Reply, TestDir, TestServer};
 
 /// The calls a session's tools were asked to run outside the sandbox: (id, arguments).
 type Grants = Arc<Mutex<Vec<(String, String)>>>;
@@ -87,35 +87,16 @@ async fn start_recording(root: &std::path::Path, network: bool, grants: Grants) 
         },
         data_root: None,
     };
-    serve(factory, &root.join("data"), None).await
+    let data_root = root.join("data");
+    serve(TestDir::new(), Arc::new(factory), |o| {
+        o.data_root = data_root
+    })
+    .await
 }
 
-impl TestServer {
-    async fn start_task(&self, id: &str, text: &str) {
-        let r = self.task(id, text).await;
-        assert_eq!(r.status, 202, "{}", r.body);
-    }
-
-    async fn approve(&self, id: &str, call: &str, decision: &str) -> (u16, Value) {
-        let r = self
-            .post(
-                &format!("/api/sessions/{id}/approvals/{call}"),
-                json!({"decision": decision}),
-            )
-            .await;
-        (r.status, r.body)
-    }
-
-    async fn create_with(&self, body: Value) -> (u16, Value) {
-        let r = self.post("/api/sessions", body).await;
-        (r.status, r.body)
-    }
-
-    async fn session(&self, id: &str) -> Value {
-        let r = self.get(&format!("/api/sessions/{id}")).await;
-        assert_eq!(r.status, 200, "{}", r.body);
-        r.body["session"].clone()
-    }
+async fn start_task(srv: &TestServer, id: &str, text: &str) {
+    let r = srv.task(id, text).await;
+    assert_eq!(r.status, 202, "{}", r.body);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -132,7 +113,7 @@ async fn sessions_show_their_sandbox_and_may_ask_for_another() {
     std::fs::create_dir(dir.path().join("ws")).unwrap();
     let srv = start(dir.path(), false).await;
 
-    let (status, body) = srv.create_with(json!({"approvalMode": "allow-all"})).await;
+    let Reply { status, body } = srv.create_with(json!({"approvalMode": "allow-all"})).await;
     assert_eq!(status, 201, "{body}");
     let sandbox = &body["session"]["sandbox"];
     assert_eq!(sandbox["mode"], "workspace-write", "{body}");
@@ -144,7 +125,7 @@ async fn sessions_show_their_sandbox_and_may_ask_for_another() {
         .unwrap()
         .starts_with("sandbox: workspace-write, network off"));
 
-    let (status, body) = srv
+    let Reply { status, body } = srv
         .create_with(
             json!({"approvalMode": "allow-all", "sandbox": {"mode": "read-only", "network": true}}),
         )
@@ -164,7 +145,7 @@ async fn sessions_show_their_sandbox_and_may_ask_for_another() {
         (json!({"sandbox": {"modes": "off"}}), "sandbox"),
         (json!({"sandbox": "off"}), "sandbox"),
     ] {
-        let (status, body) = srv.create_with(bad.clone()).await;
+        let Reply { status, body } = srv.create_with(bad.clone()).await;
         assert_eq!(status, 400, "{bad}: {body}");
         let message = body["error"]["message"].as_str().unwrap();
         assert!(message.starts_with(field), "{bad}: {message}");
@@ -172,7 +153,7 @@ async fn sessions_show_their_sandbox_and_may_ask_for_another() {
 
     // A task leaves a trace, so a restarted server loads the session from disk; a title
     // change in between must not lose the sandbox it asked for.
-    srv.start_task(&id, "hi").await;
+    start_task(&srv, &id, "hi").await;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let s = srv.session(&id).await;
@@ -226,7 +207,7 @@ async fn a_command_may_be_allowed_once_outside_the_sandbox() {
     let waiting_call = |id: String| {
         let srv = &srv;
         async move {
-            srv.start_task(&id, "look").await;
+            start_task(&srv, &id, "look").await;
             let deadline = Instant::now() + Duration::from_secs(30);
             loop {
                 let h = srv.history(&id).await;
@@ -250,7 +231,7 @@ async fn a_command_may_be_allowed_once_outside_the_sandbox() {
         async move {
             let deadline = Instant::now() + Duration::from_secs(30);
             loop {
-                let (status, body) = srv.approve(&id, &call, decision).await;
+                let Reply { status, body } = srv.decide(&id, &call, decision).await;
                 if status != 404 || Instant::now() > deadline {
                     return (status, body);
                 }
@@ -259,7 +240,7 @@ async fn a_command_may_be_allowed_once_outside_the_sandbox() {
         }
     };
 
-    let (_, body) = srv.create_with(ask("workspace-write")).await;
+    let Reply { status: _, body } = srv.create_with(ask("workspace-write")).await;
     let id = body["session"]["id"].as_str().unwrap().to_owned();
     // The session says which calls may run outside its sandbox: its commands.
     assert_eq!(
@@ -268,7 +249,7 @@ async fn a_command_may_be_allowed_once_outside_the_sandbox() {
         "{body}"
     );
     let (call, args) = waiting_call(id.clone()).await;
-    let (status, body) = srv.approve(&id, &call, "allow_once").await;
+    let Reply { status, body } = srv.decide(&id, &call, "allow_once").await;
     assert_eq!(status, 400, "{body}");
     let message = body["error"]["message"].as_str().unwrap();
     assert!(
@@ -278,11 +259,11 @@ async fn a_command_may_be_allowed_once_outside_the_sandbox() {
     let (status, body) = decide(id.clone(), call.clone(), "allow_unsandboxed").await;
     assert_eq!(status, 204, "{body}");
     assert_eq!(*grants.lock().unwrap(), [(call.clone(), args)]);
-    let (status, _) = srv.approve(&id, &call, "allow_unsandboxed").await;
+    let Reply { status, body: _ } = srv.decide(&id, &call, "allow_unsandboxed").await;
     assert_eq!(status, 404, "answered already");
 
     // Commands that run unsandboxed anyway cannot be let out of anything.
-    let (_, body) = srv.create_with(ask("off")).await;
+    let Reply { status: _, body } = srv.create_with(ask("off")).await;
     let off = body["session"]["id"].as_str().unwrap().to_owned();
     assert_eq!(
         body["session"]["sandbox"]["unsandboxedTools"],

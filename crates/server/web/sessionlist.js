@@ -1,0 +1,232 @@
+// The session list (`/`): a chat list of the sessions, live through the user channel and
+// paged with "Show more"; the form that creates one; the agent's memory, read-only.
+
+import * as api from "./api.js";
+import { h, placeChildren, toast } from "./dom.js";
+import { APPROVAL_MODES, modelOf, relativeTime } from "./format.js";
+import { header } from "./chrome.js";
+import { app, link, navigate } from "./nav.js";
+import { SocketSource } from "./socket.js";
+
+// One page at first; "Show more" asks for the next (the server pages the list).
+const PAGE = 50;
+
+export function sessionList() {
+  document.title = "penguin · sessions";
+  const rows = h("ul", { class: "session-list" });
+  const empty = h("p", { class: "muted", hidden: true }, "No sessions yet: create one above.");
+  let shown = PAGE;
+  const moreBtn = h("button", { class: "quiet more", hidden: true, dataset: { action: "more" } }, "Show more");
+
+  let stale = false;
+  const refresh = async () => {
+    if (stale) return;
+    try {
+      const { sessions, page } = await api.sessions.list(`limit=${shown}`);
+      if (stale) return;
+      moreBtn.hidden = !(page && page.hasMore);
+      // A row being renamed or confirming a delete stays as it is: an update elsewhere must
+      // not throw away what the reader is typing.
+      // An unchanged row is kept too, so a click aimed at it is not lost to a redraw.
+      const kept = new Map(
+        [...rows.children]
+          .filter((tr) => tr.dataset.editing || sessions.some((s) => tr.dataset.info === JSON.stringify(s)))
+          .map((tr) => [tr.dataset.session, tr]),
+      );
+      placeChildren(rows, sessions.map((s) => kept.get(s.id) || sessionRow(s, refresh)));
+      empty.hidden = sessions.length > 0;
+      app.dataset.loaded = "true";
+    } catch (err) {
+      if (err.status !== 401) toast(err.message);
+    }
+  };
+
+  app.replaceChildren(
+    header(),
+    h("main", { class: "list" }, h("h1", {}, "Sessions"), createForm(), rows, moreBtn, empty, memoryPanel()),
+  );
+
+  // The user channel tells when any session starts, stops, appears or gets a title.
+  const events = new SocketSource(api.streamUrl("/api/events/socket"));
+  let timer = null;
+  events.addEventListener("server_event", () => {
+    clearTimeout(timer);
+    timer = setTimeout(refresh, 150);
+  });
+  moreBtn.addEventListener("click", () => {
+    shown += PAGE;
+    refresh();
+  });
+  refresh();
+  return () => {
+    stale = true;
+    clearTimeout(timer);
+    events.close();
+  };
+}
+
+// What the agent remembers, by scope (the user's, each workspace's): read-only here.
+function memoryPanel() {
+  const el = h("details", { class: "memory", hidden: true });
+  api.memory().then(
+    ({ scopes }) => {
+      const withNotes = scopes.filter((s) => (s.notes || []).length);
+      if (!withNotes.length) return;
+      el.hidden = false;
+      el.replaceChildren(
+        h("summary", {}, `Memory (${withNotes.reduce((n, s) => n + s.notes.length, 0)} notes)`),
+        ...withNotes.map((s) =>
+          h(
+            "section",
+            { class: "memory-scope", dataset: { scope: s.key } },
+            h("h3", {}, s.kind === "user" ? "You" : s.workspace || s.key),
+            h(
+              "ul",
+              {},
+              s.notes.map((n) =>
+                h("li", { dataset: { note: n.name } }, h("strong", {}, n.title || n.name), h("span", { class: "muted" }, n.description ? ` — ${n.description}` : "")),
+              ),
+            ),
+          ),
+        ),
+      );
+    },
+    () => {},
+  );
+  return el;
+}
+
+// A new session: workspace, a model the server offers, approval mode and sandbox.
+function createForm() {
+  const mode = h(
+    "select",
+    { name: "approvalMode" },
+    APPROVAL_MODES.map((m) => h("option", { value: m }, m)),
+  );
+  const workspace = h("input", { name: "workspace", placeholder: "workspace (default: the server's)" });
+  // The models this server offers; a free field only when it names none.
+  const model = h("select", { name: "model" }, h("option", { value: "" }, "model: the server's default"));
+  api.models().then(
+    ({ models }) => {
+      if (!models.length) return;
+      model.replaceChildren(
+        ...models.map((m) =>
+          h("option", { value: m.default ? "" : m.name }, `${m.name}${m.name === m.modelId ? "" : ` (${m.modelId})`}${m.default ? " · default" : ""}`),
+        ),
+      );
+    },
+    () => {},
+  );
+  const sandbox = h(
+    "select",
+    { name: "sandbox" },
+    h("option", { value: "" }, "server's default"),
+    ["workspace-write", "read-only", "off"].map((m) => h("option", { value: m }, m)),
+  );
+  return h(
+    "form",
+    {
+      class: "create",
+      onsubmit: async (e) => {
+        e.preventDefault();
+        const body = { approvalMode: mode.value };
+        if (workspace.value.trim()) body.workspace = workspace.value.trim();
+        if (model.value) body.model = model.value;
+        if (sandbox.value) body.sandbox = { mode: sandbox.value };
+        try {
+          const r = await api.sessions.create(body);
+          navigate(`/sessions/${encodeURIComponent(r.session.id)}`);
+        } catch (err) {
+          toast(err.message);
+        }
+      },
+    },
+    workspace,
+    model,
+    h("label", {}, "approvals ", mode),
+    h("label", {}, "sandbox ", sandbox),
+    h("button", { type: "submit", dataset: { action: "create" } }, "New session"),
+  );
+}
+
+// One session's row: what it is about, when it last moved, whether it runs; the rest below,
+// with rename and delete. `refresh` redraws the list once an edit is done.
+function sessionRow(s, refresh) {
+  const title = s.title || s.id;
+  const path = `/sessions/${encodeURIComponent(s.id)}`;
+  const titleCell = h("div", { class: "title" }, link(path, title), s.source ? h("span", { class: "badge" }, s.source) : null);
+  const actions = h("div", { class: "actions" });
+  const tr = h(
+    "li",
+    { class: "session-item", dataset: { session: s.id, state: s.state, info: JSON.stringify(s) } },
+    h(
+      "div",
+      { class: "line1" },
+      titleCell,
+      h("span", { class: `state ${s.state}` }, s.state),
+      h("span", { class: "when", title: `last active ${s.lastActiveAt || "?"} · created ${s.createdAt || "?"}` }, relativeTime(s.lastActiveAt || s.createdAt)),
+    ),
+    h(
+      "div",
+      { class: "line2" },
+      h("span", { class: "model" }, modelOf(s)),
+      h("span", { class: "workspace", title: s.workspace || "" }, s.workspace || ""),
+      actions,
+    ),
+  );
+  const done = () => {
+    delete tr.dataset.editing;
+    refresh();
+  };
+  const rename = () => {
+    tr.dataset.editing = "true";
+    const input = h("input", { value: s.title || "", name: "title", placeholder: "title" });
+    const save = async (e) => {
+      e.preventDefault();
+      try {
+        await api.sessions.patch(s.id, { title: input.value });
+      } catch (err) {
+        toast(err.message);
+      }
+      done();
+    };
+    titleCell.replaceChildren(
+      h(
+        "form",
+        { class: "inline", onsubmit: save },
+        input,
+        h("button", { type: "submit", dataset: { action: "save-title" } }, "Save"),
+        h("button", { type: "button", class: "quiet", onclick: done }, "Cancel"),
+      ),
+    );
+    input.focus();
+  };
+  const confirmDelete = () => {
+    tr.dataset.editing = "true";
+    actions.replaceChildren(
+      h("span", {}, "Delete this session and its trace? "),
+      h(
+        "button",
+        {
+          class: "danger",
+          dataset: { action: "confirm-delete" },
+          onclick: async () => {
+            try {
+              await api.sessions.remove(s.id);
+            } catch (err) {
+              toast(err.message);
+            }
+            done();
+          },
+        },
+        "Delete",
+      ),
+      h("button", { class: "quiet", onclick: done }, "Keep"),
+    );
+  };
+  actions.replaceChildren(
+    h("button", { class: "quiet", dataset: { action: "rename" }, onclick: rename }, "Rename"),
+    h("button", { class: "quiet danger", dataset: { action: "delete" }, onclick: confirmDelete }, "Delete"),
+  );
+  return tr;
+}
