@@ -8,7 +8,9 @@
 //! default_model = "local"
 //!
 //! [models.local]
-//! protocol = "openai-chat"            # openai-chat | openai-responses | anthropic-messages | gemini | demo
+//! protocol = "openai-chat"            # openai-chat | openai-responses | anthropic-messages |
+//!                                     # gemini | ollama | demo | an adapter the embedder
+//!                                     # registered (models::register_adapter)
 //! base_url = "http://127.0.0.1:8080/v1"
 //! model = "smollm2"
 //! api_key_env = "LOCAL_KEY"           # optional; each protocol has a default variable
@@ -224,19 +226,16 @@ impl ToolsEntry {
 /// The edit tools a model of `protocol` does its best work with: `apply_patch` for OpenAI's
 /// Responses API (the GPT-5/codex family, trained on its patch format), `write_file` and
 /// `edit_file` for the others (trained on string-replace edits), all three when the model
-/// is unknown (`None`: a scenario's scripted model) or the demo.
+/// is unknown (`None`: a scenario's scripted model) or the demo. An adapter registered from
+/// outside gets the classic pair, like the built-in protocols but Responses.
 #[cfg(feature = "tools")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tools")))]
-pub fn default_edit_tools(protocol: Option<Protocol>) -> EditTools {
+pub fn default_edit_tools(protocol: Option<&Protocol>) -> EditTools {
     match protocol {
-        Some(Protocol::OpenaiResponses) => EditTools::ApplyPatch,
-        Some(
-            Protocol::OpenaiChat
-            | Protocol::AnthropicMessages
-            | Protocol::Gemini
-            | Protocol::Ollama,
-        ) => EditTools::Classic,
-        Some(Protocol::Demo) | None => EditTools::Both,
+        Some(p) if *p == Protocol::OPENAI_RESPONSES => EditTools::ApplyPatch,
+        Some(p) if *p == Protocol::DEMO => EditTools::Both,
+        Some(_) => EditTools::Classic,
+        None => EditTools::Both,
     }
 }
 
@@ -251,7 +250,7 @@ impl Config {
         let edit_tools = self
             .tools
             .edit()?
-            .unwrap_or_else(|| default_edit_tools(model.map(|m| m.protocol)));
+            .unwrap_or_else(|| default_edit_tools(model.map(|m| &m.protocol)));
         let mut enabled = BuiltinTool::ALL.to_vec();
         if model.is_some_and(|m| !m.vision) {
             enabled.retain(|t| *t != BuiltinTool::ReadImage);
@@ -581,16 +580,18 @@ fn adhoc(
     base_url: Option<String>,
     key_env: Option<String>,
 ) -> Result<ModelSpec, ConfigError> {
-    let protocol: Protocol = provider.parse().map_err(ConfigError::Invalid)?;
-    if protocol == Protocol::Demo {
+    let protocol: Protocol = provider
+        .parse()
+        .map_err(|e: crate::models::UnknownProtocol| ConfigError::Invalid(e.to_string()))?;
+    if protocol == Protocol::DEMO {
         return Ok(ModelSpec::demo());
     }
     let model_id = model.ok_or_else(|| {
         ConfigError::Invalid(format!("--provider {provider} needs --model MODEL_ID"))
     })?;
     Ok(ModelSpec {
+        base_url: base_url.unwrap_or_else(|| default_base_url(&protocol)),
         protocol,
-        base_url: base_url.unwrap_or_else(|| default_base_url(protocol).to_owned()),
         model_id,
         api_key_env: key_env,
         ..ModelSpec::demo()
@@ -616,13 +617,15 @@ fn named(config: &Config, name: &str) -> Result<ModelSpec, ConfigError> {
     let protocol: Protocol = entry
         .protocol
         .parse()
-        .map_err(|e| ConfigError::Invalid(format!("{}: {e}", at("protocol"))))?;
+        .map_err(|e: crate::models::UnknownProtocol| {
+            ConfigError::Invalid(format!("{}: {e}", at("protocol")))
+        })?;
     Ok(ModelSpec {
-        protocol,
         base_url: entry
             .base_url
             .clone()
-            .unwrap_or_else(|| default_base_url(protocol).to_owned()),
+            .unwrap_or_else(|| default_base_url(&protocol)),
+        protocol,
         model_id: entry.model.clone(),
         api_key_env: entry.api_key_env.clone(),
         max_output_tokens: entry.max_output_tokens.unwrap_or(0),

@@ -570,7 +570,7 @@ mod tests {
 
     fn factory(root: &Path) -> ModelFactory {
         let local = ModelSpec {
-            protocol: Protocol::OpenaiChat,
+            protocol: Protocol::OPENAI_CHAT,
             base_url: "http://127.0.0.1:9/v1".into(),
             model_id: "qwen".into(),
             ..ModelSpec::demo()

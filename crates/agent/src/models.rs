@@ -1,48 +1,59 @@
 //! Choosing and building the LLM: provider protocols, model specs, and the offline demo model.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::{Arc, LazyLock, RwLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use penguin_llm_providers::http::HttpModel;
 use penguin_llm_providers::scripted::{play, OpenSegments, Played, Step};
 use penguin_llm_providers::translate::ToolCallIdAllocator;
-use penguin_llm_providers::wire::ModelConfig;
+use penguin_llm_providers::wire::{ModelConfig, WireProtocol};
 use penguin_llm_providers::{Llm, LlmOutcome, LlmRequest, MessageSink, ThinkingLevel};
 use penguin_omni_protocol::{
     build, ModelPayload, OmniMessage, StopReason, StreamEventType, TokenCounts, ToolDefinition,
 };
 
-/// A wire protocol penguin can speak, or a built-in model.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Protocol {
-    /// OpenAI Chat Completions, and every OpenAI-compatible server (llama.cpp, vLLM, Ollama, ...).
-    OpenaiChat,
-    /// OpenAI Responses API.
-    OpenaiResponses,
-    /// Anthropic Messages.
-    AnthropicMessages,
-    /// Google Gemini `streamGenerateContent`.
-    Gemini,
-    /// Ollama's native `/api/chat` (NDJSON streaming).
-    Ollama,
-    /// The built-in offline demo model.
-    Demo,
-}
+/// The name of a model adapter, as `config.toml`'s `protocol`, `--provider` and
+/// `session_meta.provider` spell it: a built-in wire protocol (`openai-chat`, …), the
+/// built-in `demo`, or an adapter an embedder registered ([`register_adapter`]).
+///
+/// Parsing ([`FromStr`]) checks the name against the registry (and resolves the built-in
+/// aliases `openai` and `anthropic`); [`Protocol::new`] and deserializing take any name, and
+/// building the model ([`build_llm`]) looks it up.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Protocol(Cow<'static, str>);
 
 impl Protocol {
+    /// OpenAI Chat Completions, and every OpenAI-compatible server (llama.cpp, vLLM, Ollama's
+    /// `/v1`, ...).
+    pub const OPENAI_CHAT: Protocol = Protocol(Cow::Borrowed("openai-chat"));
+    /// OpenAI Responses API.
+    pub const OPENAI_RESPONSES: Protocol = Protocol(Cow::Borrowed("openai-responses"));
+    /// Anthropic Messages.
+    pub const ANTHROPIC_MESSAGES: Protocol = Protocol(Cow::Borrowed("anthropic-messages"));
+    /// Google Gemini `streamGenerateContent`.
+    pub const GEMINI: Protocol = Protocol(Cow::Borrowed("gemini"));
+    /// Ollama's native `/api/chat` (NDJSON streaming).
+    pub const OLLAMA: Protocol = Protocol(Cow::Borrowed("ollama"));
+    /// The built-in offline demo model.
+    pub const DEMO: Protocol = Protocol(Cow::Borrowed("demo"));
+
+    /// The adapter named `name`, whether or not one is registered under it (yet).
+    pub fn new(name: impl Into<String>) -> Protocol {
+        Protocol(Cow::Owned(name.into()))
+    }
+
     /// The spelling used in flags, config files and `session_meta.provider`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Protocol::OpenaiChat => "openai-chat",
-            Protocol::OpenaiResponses => "openai-responses",
-            Protocol::AnthropicMessages => "anthropic-messages",
-            Protocol::Gemini => "gemini",
-            Protocol::Ollama => "ollama",
-            Protocol::Demo => "demo",
-        }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The registered adapter of this name.
+    pub fn adapter(&self) -> Result<Arc<Adapter>, UnknownProtocol> {
+        find_adapter(self.as_str()).ok_or_else(|| UnknownProtocol::new(self.as_str()))
     }
 }
 
@@ -53,40 +64,268 @@ impl fmt::Display for Protocol {
 }
 
 impl FromStr for Protocol {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Ok(match s {
-            "openai-chat" | "openai" => Protocol::OpenaiChat,
-            "openai-responses" => Protocol::OpenaiResponses,
-            "anthropic-messages" | "anthropic" => Protocol::AnthropicMessages,
-            "gemini" => Protocol::Gemini,
-            "ollama" => Protocol::Ollama,
-            "demo" => Protocol::Demo,
-            other => {
-                return Err(format!(
-                    "unknown provider protocol {other:?} (expected openai-chat, openai-responses, anthropic-messages, gemini, ollama or demo)"
-                ))
-            }
-        })
+    type Err = UnknownProtocol;
+    fn from_str(s: &str) -> Result<Self, UnknownProtocol> {
+        find_adapter(s)
+            .map(|a| a.protocol())
+            .ok_or_else(|| UnknownProtocol::new(s))
     }
 }
 
-/// The default base URL of each protocol.
-pub fn default_base_url(protocol: Protocol) -> &'static str {
-    match protocol {
-        Protocol::OpenaiChat | Protocol::OpenaiResponses => "https://api.openai.com/v1",
-        Protocol::AnthropicMessages => "https://api.anthropic.com",
-        Protocol::Gemini => "https://generativelanguage.googleapis.com/v1beta",
-        Protocol::Ollama => penguin_llm_providers::ollama::DEFAULT_BASE_URL,
-        Protocol::Demo => "",
+impl serde::Serialize for Protocol {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
     }
+}
+
+// Unchecked: a saved record of a session whose adapter is not registered in this process
+// still loads, and building its model says which adapters there are.
+impl<'de> serde::Deserialize<'de> for Protocol {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(Protocol::new)
+    }
+}
+
+/// A name no registered adapter answers to.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown provider protocol {name:?} (registered: {})", registered.join(", "))]
+pub struct UnknownProtocol {
+    /// The name given.
+    pub name: String,
+    /// Every registered adapter's name, in registration order.
+    pub registered: Vec<String>,
+}
+
+impl UnknownProtocol {
+    fn new(name: &str) -> UnknownProtocol {
+        UnknownProtocol {
+            name: name.to_owned(),
+            registered: adapter_names(),
+        }
+    }
+}
+
+/// What an adapter builds a model from: the model's configuration (base URL, model id, key,
+/// system prompt, tools, limits), the session's tool call id allocator, and the session's
+/// token counts so far (non-zero on resume and after compaction).
+#[derive(Debug)]
+pub struct AdapterInput {
+    /// The model's configuration.
+    pub config: ModelConfig,
+    /// The session's tool call ids, shared by every model it builds.
+    pub ids: ToolCallIdAllocator,
+    /// The session's cumulative token counts.
+    pub session_tokens: TokenCounts,
+}
+
+type BuildFn = dyn Fn(AdapterInput) -> Result<Box<dyn Llm>, ModelError> + Send + Sync;
+
+/// A model adapter under a name: how to build its model, and the defaults a model of it gets
+/// in `config.toml` and on the command line. Register one with [`register_adapter`].
+///
+/// ```
+/// use penguin_agent::models::{register_adapter, Adapter, Protocol};
+/// use penguin_llm_providers::OpenAiChat;
+///
+/// // An OpenAI-compatible gateway under a name of its own, with its own defaults.
+/// register_adapter(
+///     Adapter::http("my-gateway", OpenAiChat::new)
+///         .with_default_base_url("https://llm.example.com/v1")
+///         .with_default_key_env("MY_GATEWAY_KEY"),
+/// );
+/// let protocol: Protocol = "my-gateway".parse().unwrap();
+/// assert_eq!(protocol.adapter().unwrap().default_base_url(), "https://llm.example.com/v1");
+/// ```
+pub struct Adapter {
+    name: String,
+    aliases: Vec<String>,
+    default_base_url: String,
+    default_key_env: Option<String>,
+    build: Box<BuildFn>,
+}
+
+impl fmt::Debug for Adapter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Adapter")
+            .field("name", &self.name)
+            .field("aliases", &self.aliases)
+            .field("default_base_url", &self.default_base_url)
+            .field("default_key_env", &self.default_key_env)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Adapter {
+    /// An adapter whose model `build` makes, with no default base URL and no default key
+    /// variable (a model then needs `base_url`, and `api_key_env` if it takes a key).
+    pub fn new(
+        name: impl Into<String>,
+        build: impl Fn(AdapterInput) -> Result<Box<dyn Llm>, ModelError> + Send + Sync + 'static,
+    ) -> Adapter {
+        Adapter {
+            name: name.into(),
+            aliases: Vec::new(),
+            default_base_url: String::new(),
+            default_key_env: None,
+            build: Box::new(build),
+        }
+    }
+
+    /// An adapter for a wire protocol spoken over HTTP: each model is
+    /// `HttpModel::new(config, protocol(), ids)`, penguin's HTTP shell (idle timeout,
+    /// interrupts, error classification, commit on completion) around a fresh `protocol()`.
+    pub fn http<P, F>(name: impl Into<String>, protocol: F) -> Adapter
+    where
+        P: WireProtocol + 'static,
+        F: Fn() -> P + Send + Sync + 'static,
+    {
+        Adapter::new(name, move |input: AdapterInput| {
+            let model_id = input.config.model_id.clone();
+            let model = HttpModel::new(input.config, protocol(), input.ids)
+                .map_err(|e| ModelError::Client {
+                    model: model_id,
+                    message: e.to_string(),
+                })?
+                .with_session_tokens(input.session_tokens);
+            Ok(Box::new(model) as Box<dyn Llm>)
+        })
+    }
+
+    /// The base URL of a model that names none.
+    pub fn with_default_base_url(mut self, url: impl Into<String>) -> Adapter {
+        self.default_base_url = url.into();
+        self
+    }
+
+    /// The variable the API key is read from when a model names none. Leave it unset for a
+    /// local server: a model at the default base URL with an unset default variable is
+    /// refused before any request, for want of a key.
+    pub fn with_default_key_env(mut self, var: impl Into<String>) -> Adapter {
+        self.default_key_env = Some(var.into());
+        self
+    }
+
+    /// Another name this adapter answers to when parsed; specs and records carry the
+    /// adapter's own name.
+    pub fn with_alias(mut self, alias: impl Into<String>) -> Adapter {
+        self.aliases.push(alias.into());
+        self
+    }
+
+    /// The adapter's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The adapter's name as a [`Protocol`].
+    pub fn protocol(&self) -> Protocol {
+        Protocol::new(self.name.clone())
+    }
+
+    /// The base URL of a model that names none (empty when the adapter has none).
+    pub fn default_base_url(&self) -> &str {
+        &self.default_base_url
+    }
+
+    /// The API key variable of a model that names none.
+    pub fn default_key_env(&self) -> Option<&str> {
+        self.default_key_env.as_deref()
+    }
+
+    /// Builds a model.
+    pub fn build(&self, input: AdapterInput) -> Result<Box<dyn Llm>, ModelError> {
+        (self.build)(input)
+    }
+}
+
+/// The adapters penguin ships, in the order an unknown name lists them.
+fn builtin_adapters() -> Vec<Arc<Adapter>> {
+    use penguin_llm_providers::{AnthropicMessages, Gemini, Ollama, OpenAiChat, OpenAiResponses};
+    const OPENAI: &str = "https://api.openai.com/v1";
+    vec![
+        Adapter::http(Protocol::OPENAI_CHAT.as_str(), OpenAiChat::new)
+            .with_alias("openai")
+            .with_default_base_url(OPENAI)
+            .with_default_key_env("OPENAI_API_KEY"),
+        Adapter::http(Protocol::OPENAI_RESPONSES.as_str(), OpenAiResponses::new)
+            .with_default_base_url(OPENAI)
+            .with_default_key_env("OPENAI_API_KEY"),
+        Adapter::http(
+            Protocol::ANTHROPIC_MESSAGES.as_str(),
+            AnthropicMessages::new,
+        )
+        .with_alias("anthropic")
+        .with_default_base_url("https://api.anthropic.com")
+        .with_default_key_env("ANTHROPIC_API_KEY"),
+        Adapter::http(Protocol::GEMINI.as_str(), Gemini::new)
+            .with_default_base_url("https://generativelanguage.googleapis.com/v1beta")
+            .with_default_key_env("GEMINI_API_KEY"),
+        // A local server takes no key; a hosted one is named with api_key_env.
+        Adapter::http(Protocol::OLLAMA.as_str(), Ollama::new)
+            .with_default_base_url(penguin_llm_providers::ollama::DEFAULT_BASE_URL),
+        Adapter::new(Protocol::DEMO.as_str(), |_: AdapterInput| {
+            Ok(Box::new(DemoModel::default()) as Box<dyn Llm>)
+        }),
+    ]
+    .into_iter()
+    .map(Arc::new)
+    .collect()
+}
+
+/// The process's adapters: the built-ins, then what was registered, in order. One registry
+/// per process, so every way a model is named (config files, flags, saved session records,
+/// the server's model list, subagents) sees the same adapters.
+static ADAPTERS: LazyLock<RwLock<Vec<Arc<Adapter>>>> =
+    LazyLock::new(|| RwLock::new(builtin_adapters()));
+
+fn adapters() -> std::sync::RwLockReadGuard<'static, Vec<Arc<Adapter>>> {
+    // The list is replaced or extended in one step, so a poisoned lock still holds a whole one.
+    ADAPTERS.read().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Makes `adapter` available by its name (and aliases) to `config.toml`'s `protocol`,
+/// `--provider`, `PENGUIN_PROVIDER` and every model built afterwards. An adapter already
+/// registered under the same name is replaced (a built-in too) and returned.
+pub fn register_adapter(adapter: Adapter) -> Option<Arc<Adapter>> {
+    let mut list = ADAPTERS.write().unwrap_or_else(|p| p.into_inner());
+    let adapter = Arc::new(adapter);
+    match list.iter_mut().find(|a| a.name == adapter.name) {
+        Some(slot) => Some(std::mem::replace(slot, adapter)),
+        None => {
+            list.push(adapter);
+            None
+        }
+    }
+}
+
+/// The adapter a name (or an alias) gives, if any is registered.
+pub fn find_adapter(name: &str) -> Option<Arc<Adapter>> {
+    let list = adapters();
+    list.iter()
+        .find(|a| a.name == name)
+        .or_else(|| list.iter().find(|a| a.aliases.iter().any(|x| x == name)))
+        .cloned()
+}
+
+/// Every registered adapter's name, in registration order (the built-ins first).
+pub fn adapter_names() -> Vec<String> {
+    adapters().iter().map(|a| a.name.clone()).collect()
+}
+
+/// The default base URL of `protocol`'s adapter (empty when it has none or is not
+/// registered).
+pub fn default_base_url(protocol: &Protocol) -> String {
+    protocol
+        .adapter()
+        .map(|a| a.default_base_url.clone())
+        .unwrap_or_default()
 }
 
 /// Everything needed to talk to one model. Keys are never stored here, only the name of the
 /// environment variable holding one.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelSpec {
-    /// Wire protocol.
+    /// The adapter, by its registered name.
     pub protocol: Protocol,
     /// Base URL (the protocol's path is appended).
     pub base_url: String,
@@ -164,9 +403,9 @@ impl ModelChoices<'_> {
             .iter()
             .find(|(_, m)| m == self.default)
             .map(|(n, _)| n.clone())
-            .unwrap_or_else(|| match self.default.protocol {
-                Protocol::Demo => "demo".to_owned(),
-                _ => self.default.model_id.clone(),
+            .unwrap_or_else(|| match self.default.protocol == Protocol::DEMO {
+                true => "demo".to_owned(),
+                false => self.default.model_id.clone(),
             });
         let mut list = vec![offered(&default_name, self.default, true)];
         for (name, spec) in self.named {
@@ -190,7 +429,7 @@ impl ModelChoices<'_> {
             return Ok(spec.clone());
         }
         if self.default.model_id == asked
-            || (asked == "demo" && self.default.protocol == Protocol::Demo)
+            || (asked == "demo" && self.default.protocol == Protocol::DEMO)
         {
             return Ok(self.default.clone());
         }
@@ -211,7 +450,7 @@ impl ModelSpec {
     /// The offline demo model.
     pub fn demo() -> ModelSpec {
         ModelSpec {
-            protocol: Protocol::Demo,
+            protocol: Protocol::DEMO,
             base_url: String::new(),
             model_id: "demo".into(),
             api_key_env: None,
@@ -226,15 +465,9 @@ impl ModelSpec {
         }
     }
 
-    /// The default API key variable of each protocol.
-    pub fn default_key_env(protocol: Protocol) -> Option<&'static str> {
-        match protocol {
-            Protocol::OpenaiChat | Protocol::OpenaiResponses => Some("OPENAI_API_KEY"),
-            Protocol::AnthropicMessages => Some("ANTHROPIC_API_KEY"),
-            Protocol::Gemini => Some("GEMINI_API_KEY"),
-            // A local server takes no key; a hosted one is named with api_key_env.
-            Protocol::Ollama | Protocol::Demo => None,
-        }
+    /// The default API key variable of `protocol`'s adapter.
+    pub fn default_key_env(protocol: &Protocol) -> Option<String> {
+        protocol.adapter().ok()?.default_key_env.clone()
     }
 }
 
@@ -243,7 +476,7 @@ impl ModelSpec {
 /// created. Never holds a key: only the name of the variable holding one.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ModelRecord {
-    /// Wire protocol.
+    /// The adapter, by its registered name.
     pub protocol: Protocol,
     /// Base URL.
     pub base_url: String,
@@ -263,7 +496,7 @@ pub struct ModelRecord {
 impl From<&ModelSpec> for ModelRecord {
     fn from(spec: &ModelSpec) -> Self {
         ModelRecord {
-            protocol: spec.protocol,
+            protocol: spec.protocol.clone(),
             base_url: spec.base_url.clone(),
             model_id: spec.model_id.clone(),
             api_key_env: spec.api_key_env.clone(),
@@ -277,7 +510,7 @@ impl ModelRecord {
     /// The spec it describes (headers, thinking level and idle timeout at their defaults).
     pub fn to_spec(&self) -> ModelSpec {
         ModelSpec {
-            protocol: self.protocol,
+            protocol: self.protocol.clone(),
             base_url: self.base_url.clone(),
             model_id: self.model_id.clone(),
             api_key_env: self.api_key_env.clone(),
@@ -293,7 +526,7 @@ impl ModelSpec {
     pub fn key_env(&self) -> Option<String> {
         self.api_key_env
             .clone()
-            .or_else(|| ModelSpec::default_key_env(self.protocol).map(str::to_owned))
+            .or_else(|| ModelSpec::default_key_env(&self.protocol))
     }
 
     /// Why a request is bound to fail for want of a key, said before any is sent: the key
@@ -301,7 +534,7 @@ impl ModelSpec {
     /// protocol's hosted API. A local server at another base URL usually needs no key, so
     /// there a missing default variable is fine. `env` reads the environment.
     pub fn missing_key(&self, env: impl Fn(&str) -> Option<String>) -> Option<String> {
-        if self.protocol == Protocol::Demo {
+        if self.protocol == Protocol::DEMO {
             return None;
         }
         let var = self.key_env()?;
@@ -309,7 +542,7 @@ impl ModelSpec {
             return None;
         }
         let hosted = self.base_url.trim_end_matches('/')
-            == default_base_url(self.protocol).trim_end_matches('/');
+            == default_base_url(&self.protocol).trim_end_matches('/');
         if self.api_key_env.is_none() && !hosted {
             return None;
         }
@@ -322,6 +555,7 @@ impl ModelSpec {
 
 /// A model could not be built.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ModelError {
     /// The HTTP client could not be created.
     #[error("cannot create the HTTP client for {model}: {message}")]
@@ -331,6 +565,9 @@ pub enum ModelError {
         /// Why.
         message: String,
     },
+    /// The spec names an adapter that is not registered.
+    #[error(transparent)]
+    UnknownProtocol(#[from] UnknownProtocol),
 }
 
 /// What a model is built with besides its spec.
@@ -352,13 +589,7 @@ pub struct ModelContext {
 /// Builds the LLM for `spec`. The API key is read from its environment variable here and
 /// nowhere else.
 pub fn build_llm(spec: &ModelSpec, cx: ModelContext) -> Result<Box<dyn Llm>, ModelError> {
-    if spec.protocol == Protocol::Demo {
-        return Ok(text_only(
-            spec,
-            cx.workspace.as_deref(),
-            Box::new(DemoModel::default()),
-        ));
-    }
+    let adapter = spec.protocol.adapter()?;
     let key_env = spec.key_env();
     let mut config = ModelConfig::new(&spec.base_url, &spec.model_id);
     config.api_key = key_env
@@ -376,31 +607,11 @@ pub fn build_llm(spec: &ModelSpec, cx: ModelContext) -> Result<Box<dyn Llm>, Mod
     if let Some(max) = spec.max_message_bytes {
         config.max_message_bytes = max;
     }
-    let ids = ToolCallIdAllocator::new();
-    let client_err = |e: penguin_llm_providers::http::ClientError| ModelError::Client {
-        model: spec.model_id.clone(),
-        message: e.to_string(),
-    };
-    macro_rules! http {
-        ($proto:expr) => {{
-            let m = HttpModel::new(config, $proto, ids)
-                .map_err(client_err)?
-                .with_session_tokens(cx.session_tokens);
-            Box::new(m) as Box<dyn Llm>
-        }};
-    }
-    let llm = match spec.protocol {
-        Protocol::OpenaiChat => http!(penguin_llm_providers::openai_chat::OpenAiChat::new()),
-        Protocol::OpenaiResponses => {
-            http!(penguin_llm_providers::openai_responses::OpenAiResponses::new())
-        }
-        Protocol::AnthropicMessages => {
-            http!(penguin_llm_providers::anthropic_messages::AnthropicMessages::new())
-        }
-        Protocol::Gemini => http!(penguin_llm_providers::gemini::Gemini::new()),
-        Protocol::Ollama => http!(penguin_llm_providers::ollama::Ollama::new()),
-        Protocol::Demo => unreachable!("handled above"),
-    };
+    let llm = adapter.build(AdapterInput {
+        config,
+        ids: ToolCallIdAllocator::new(),
+        session_tokens: cx.session_tokens,
+    })?;
     let mut llm = text_only(spec, cx.workspace.as_deref(), llm);
     if !cx.history.is_empty() {
         llm.set_history(&cx.history);

@@ -39,7 +39,7 @@ fn precedence_is_flags_env_file_default() {
     let from_env = resolve_model(&c, &ModelFlags::default(), env).unwrap();
     assert_eq!(
         (from_env.protocol, from_env.base_url.as_str()),
-        (Protocol::AnthropicMessages, "https://api.anthropic.com")
+        (Protocol::ANTHROPIC_MESSAGES, "https://api.anthropic.com")
     );
     assert_eq!(
         from_env.headers,
@@ -58,7 +58,7 @@ fn precedence_is_flags_env_file_default() {
     let spec = resolve_model(&c, &flags, env).unwrap();
     assert_eq!(
         (spec.protocol, spec.model_id.as_str()),
-        (Protocol::Gemini, "g-1")
+        (Protocol::GEMINI, "g-1")
     );
 }
 
@@ -216,13 +216,13 @@ fn ollama_is_a_protocol_with_a_local_default_and_no_key() {
     let spec = resolve_model(&c, &ModelFlags::default(), none).unwrap();
     assert_eq!(
         (
-            spec.protocol,
+            spec.protocol.clone(),
             spec.base_url.as_str(),
             spec.model_id.as_str(),
             spec.context_window
         ),
         (
-            Protocol::Ollama,
+            Protocol::OLLAMA,
             "http://127.0.0.1:11434",
             "qwen3",
             Some(32768)
@@ -230,7 +230,7 @@ fn ollama_is_a_protocol_with_a_local_default_and_no_key() {
     );
     assert_eq!(spec.key_env(), None, "a local Ollama takes no key");
     assert_eq!(spec.missing_key(none), None);
-    assert_eq!(Protocol::Ollama.to_string(), "ollama");
+    assert_eq!(Protocol::OLLAMA.to_string(), "ollama");
     // Ad hoc, and at another host.
     let flags = ModelFlags {
         provider: Some("ollama".into()),
@@ -240,8 +240,8 @@ fn ollama_is_a_protocol_with_a_local_default_and_no_key() {
     };
     let spec = resolve_model(&c, &flags, none).unwrap();
     assert_eq!(
-        (spec.protocol, spec.base_url.as_str()),
-        (Protocol::Ollama, "http://gpu-box:11434")
+        (spec.protocol.clone(), spec.base_url.as_str()),
+        (Protocol::OLLAMA, "http://gpu-box:11434")
     );
     // The spec builds an HTTP model without a server (nothing is sent until a request).
     assert!(crate::models::build_llm(&spec, Default::default()).is_ok());
@@ -255,7 +255,12 @@ fn ollama_is_a_protocol_with_a_local_default_and_no_key() {
         none,
     )
     .unwrap_err();
-    assert!(err.to_string().contains("gemini, ollama or demo"), "{err}");
+    assert!(
+        err.to_string().contains(
+            "unknown provider protocol \"olama\" (registered: openai-chat, openai-responses, anthropic-messages, gemini, ollama, demo"
+        ),
+        "{err}"
+    );
 }
 
 #[test]
@@ -293,16 +298,16 @@ fn edit_tools_follow_the_provider_unless_tools_edit_names_them() {
     let c = Config::default();
     let edit = |c: &Config, m: Option<&ModelSpec>| c.tools_config(m).unwrap().edit_tools;
     assert_eq!(
-        edit(&c, Some(&spec(Protocol::OpenaiResponses))),
+        edit(&c, Some(&spec(Protocol::OPENAI_RESPONSES))),
         EditTools::ApplyPatch
     );
     for p in [
-        Protocol::OpenaiChat,
-        Protocol::AnthropicMessages,
-        Protocol::Gemini,
-        Protocol::Ollama,
+        Protocol::OPENAI_CHAT,
+        Protocol::ANTHROPIC_MESSAGES,
+        Protocol::GEMINI,
+        Protocol::OLLAMA,
     ] {
-        assert_eq!(edit(&c, Some(&spec(p))), EditTools::Classic, "{p}");
+        assert_eq!(edit(&c, Some(&spec(p.clone()))), EditTools::Classic, "{p}");
     }
     assert_eq!(edit(&c, Some(&ModelSpec::demo())), EditTools::Both);
     assert_eq!(edit(&c, None), EditTools::Both);
@@ -313,8 +318,8 @@ fn edit_tools_follow_the_provider_unless_tools_edit_names_them() {
         ("both", EditTools::Both),
     ] {
         let c = Config::parse(&format!("[tools]\nedit = \"{name}\"\n")).unwrap();
-        assert_eq!(edit(&c, Some(&spec(Protocol::OpenaiResponses))), want);
-        assert_eq!(edit(&c, Some(&spec(Protocol::AnthropicMessages))), want);
+        assert_eq!(edit(&c, Some(&spec(Protocol::OPENAI_RESPONSES))), want);
+        assert_eq!(edit(&c, Some(&spec(Protocol::ANTHROPIC_MESSAGES))), want);
         assert_eq!(edit(&c, None), want);
     }
 
@@ -419,4 +424,89 @@ fn git_writable_and_the_clusters_credentials_are_read_from_the_file() {
     // A password has no key: it stays out of files.
     let e = Config::parse("[cluster]\nnats_password = \"x\"").unwrap_err();
     assert!(e.to_string().contains("nats_password"), "{e}");
+}
+
+/// An adapter from outside the crate: answers every request with its model id.
+#[derive(Debug)]
+struct Parrot(String);
+
+#[penguin_llm_providers::async_trait]
+impl penguin_llm_providers::Llm for Parrot {
+    async fn stream_generate(
+        &mut self,
+        _request: penguin_llm_providers::LlmRequest,
+        sink: &mut dyn penguin_llm_providers::MessageSink,
+    ) -> penguin_llm_providers::LlmOutcome {
+        let text = format!("parrot {}", self.0);
+        sink.emit(penguin_omni_protocol::build::assistant_text(
+            text,
+            penguin_omni_protocol::StopReason::Completed,
+        ))
+        .await;
+        penguin_llm_providers::LlmOutcome::completed()
+    }
+}
+
+#[tokio::test]
+async fn a_registered_adapter_is_named_in_config_and_by_provider() {
+    use crate::models::{build_llm, register_adapter, Adapter};
+
+    let unknown = "[models.p]\nprotocol = \"parrot-proto\"\nmodel = \"polly\"\n";
+    let err = resolve_model(
+        &Config::parse(&format!("default_model = \"p\"\n{unknown}")).unwrap(),
+        &ModelFlags::default(),
+        none,
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("models.p.protocol: unknown provider protocol \"parrot-proto\" (registered: openai-chat,"),
+        "{err}"
+    );
+
+    register_adapter(
+        Adapter::new("parrot-proto", |input: crate::models::AdapterInput| {
+            Ok(Box::new(Parrot(input.config.model_id)) as Box<dyn penguin_llm_providers::Llm>)
+        })
+        .with_default_base_url("http://parrot.invalid")
+        .with_default_key_env("PARROT_KEY"),
+    );
+    let c = Config::parse(&format!("default_model = \"p\"\n{unknown}")).unwrap();
+    let spec = resolve_model(&c, &ModelFlags::default(), none).unwrap();
+    assert_eq!(
+        (
+            spec.protocol.as_str(),
+            spec.base_url.as_str(),
+            spec.key_env().as_deref()
+        ),
+        ("parrot-proto", "http://parrot.invalid", Some("PARROT_KEY"))
+    );
+    let flags = ModelFlags {
+        provider: Some("parrot-proto".into()),
+        model: Some("kea".into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        resolve_model(&c, &flags, none).unwrap().protocol,
+        spec.protocol
+    );
+
+    // The spec builds the registered adapter's model.
+    let mut llm = build_llm(&spec, Default::default()).unwrap();
+    let mut out: Vec<penguin_omni_protocol::OmniMessage> = Vec::new();
+    let request = penguin_llm_providers::LlmRequest {
+        new_messages: vec![penguin_omni_protocol::build::user_text("hi")],
+        cancel: penguin_llm_providers::CancellationToken::new(),
+        thinking_level: None,
+    };
+    llm.stream_generate(request, &mut out).await;
+    assert_eq!(
+        out[0].model().and_then(|p| p.content()),
+        Some("parrot polly")
+    );
+    assert!(adapter_names_include("parrot-proto"));
+}
+
+fn adapter_names_include(name: &str) -> bool {
+    crate::models::adapter_names().iter().any(|n| n == name)
 }
