@@ -25,7 +25,7 @@ const RECORDING: &str = "llamacpp_smollm2_text.sse";
 fn check<D: StreamDecoder>(fixtures: &Fixtures<D>, expected: &[String]) {
     let replay = fixtures.check(RECORDING);
     assert_eq!(replay.outcome, LlmOutcome::completed());
-    replay.assert_lines(&expected);
+    replay.assert_lines(expected);
 }
 
 #[cfg(feature = "openai-chat")]
