@@ -580,9 +580,9 @@ fn adhoc(
     base_url: Option<String>,
     key_env: Option<String>,
 ) -> Result<ModelSpec, ConfigError> {
-    let protocol: Protocol = provider
-        .parse()
-        .map_err(|e: crate::models::UnknownProtocol| ConfigError::Invalid(e.to_string()))?;
+    let protocol = provider
+        .parse::<Protocol>()
+        .map_err(|e| ConfigError::Invalid(e.to_string()))?;
     if protocol == Protocol::DEMO {
         return Ok(ModelSpec::demo());
     }
@@ -614,12 +614,10 @@ fn named(config: &Config, name: &str) -> Result<ModelSpec, ConfigError> {
         ))
     })?;
     let at = |field: &str| format!("models.{name}.{field}");
-    let protocol: Protocol = entry
+    let protocol = entry
         .protocol
-        .parse()
-        .map_err(|e: crate::models::UnknownProtocol| {
-            ConfigError::Invalid(format!("{}: {e}", at("protocol")))
-        })?;
+        .parse::<Protocol>()
+        .map_err(|e| ConfigError::Invalid(format!("{}: {e}", at("protocol"))))?;
     Ok(ModelSpec {
         base_url: entry
             .base_url
