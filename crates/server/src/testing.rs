@@ -143,7 +143,7 @@ impl TestServer {
     /// Shuts the server down and keeps its directory, for a restarted server to use its data
     /// root.
     pub fn stop(mut self) -> TestDir {
-        std::mem::replace(&mut self.dir, TestDir::new())
+        std::mem::take(&mut self.dir)
     }
 
     /// `base` + `path`.

@@ -207,7 +207,7 @@ async fn a_command_may_be_allowed_once_outside_the_sandbox() {
     let waiting_call = |id: String| {
         let srv = &srv;
         async move {
-            start_task(&srv, &id, "look").await;
+            start_task(srv, &id, "look").await;
             let deadline = Instant::now() + Duration::from_secs(30);
             loop {
                 let h = srv.history(&id).await;

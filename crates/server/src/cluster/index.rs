@@ -1,7 +1,7 @@
 //! What every node knows of every session: the cluster's session index (written by the
 //! owners, watched by every node for its listing) and the user channel's events, relayed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -9,9 +9,11 @@ use bytes::Bytes;
 use futures::StreamExt;
 use penguin_cluster::{SessionIndex, SessionRecord};
 use penguin_sse_transport::{EventData, SseEvent};
+use serde::Deserialize;
 use tokio::sync::mpsc;
 
 use super::Node;
+use crate::api::SessionInfo;
 use crate::entry::Entry;
 use crate::sessions::Sessions;
 use crate::sync::lock;
@@ -122,22 +124,61 @@ pub(super) async fn write_index(node: Weak<Node>, mut rx: mpsc::UnboundedReceive
 /// How long an index entry NATS did not take waits before it is written again.
 const RETRY: Duration = Duration::from_secs(1);
 
+/// The cluster's session index as the watch last saw it: each session's info, read once as
+/// its entry arrives, so a listing copies rows instead of parsing every entry again.
+#[derive(Default)]
+pub(super) struct Listed {
+    rows: Mutex<HashMap<String, SessionInfo>>,
+}
+
+impl Listed {
+    /// `id`'s entry changed: its info as the owner wrote it, or nothing when it is unreadable.
+    fn put(&self, id: String, record: &SessionRecord) {
+        let info = record
+            .meta
+            .get("info")
+            .map(SessionInfo::deserialize)
+            .transpose();
+        match info {
+            Ok(Some(info)) => {
+                lock(&self.rows).insert(id, info);
+            }
+            _ => {
+                tracing::warn!("[cluster] session {id} has no readable info");
+                lock(&self.rows).remove(&id);
+            }
+        }
+    }
+
+    /// `id` left the index.
+    pub(super) fn remove(&self, id: &str) {
+        lock(&self.rows).remove(id);
+    }
+
+    /// Every session listed, a session loaded here as it is now (the index has it as its
+    /// owner last wrote it), and those loaded here the watch has not shown yet.
+    pub(super) fn rows(&self, loaded: &[Arc<Entry>]) -> Vec<SessionInfo> {
+        let here: HashSet<&str> = loaded.iter().map(|e| e.id.as_str()).collect();
+        let mut rows: Vec<SessionInfo> = loaded.iter().map(|e| e.info()).collect();
+        rows.extend(
+            lock(&self.rows)
+                .iter()
+                .filter(|(id, _)| !here.contains(id.as_str()))
+                .map(|(_, info)| info.clone()),
+        );
+        rows
+    }
+}
+
 /// Keeps `listed` equal to the cluster's session index, following it again after a failure.
-pub(super) async fn watch_index(
-    index: SessionIndex,
-    listed: Arc<Mutex<HashMap<String, SessionRecord>>>,
-) {
+pub(super) async fn watch_index(index: SessionIndex, listed: Arc<Listed>) {
     loop {
         match index.watch().await {
             Ok(mut changes) => {
                 while let Some(change) = changes.next().await {
                     match change {
-                        Ok((id, Some(record))) => {
-                            lock(&listed).insert(id, record);
-                        }
-                        Ok((id, None)) => {
-                            lock(&listed).remove(&id);
-                        }
+                        Ok((id, Some(record))) => listed.put(id, &record),
+                        Ok((id, None)) => listed.remove(&id),
                         Err(e) => {
                             tracing::warn!("[cluster] session index: {e}");
                             break;

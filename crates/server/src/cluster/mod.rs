@@ -14,7 +14,7 @@ mod index;
 mod stream;
 mod traces;
 
-use index::{relay_user_events, watch_index, write_index};
+use index::{relay_user_events, watch_index, write_index, Listed};
 use traces::{local_records, materialize, Mirror};
 
 use std::collections::HashMap;
@@ -26,8 +26,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use bytes::Bytes;
 use penguin_cluster::{
-    Cluster, ClusterError, EventLog, EventPublisher, Lease, Leases, SessionIndex, SessionRecord,
-    TraceLog,
+    Cluster, ClusterError, EventLog, EventPublisher, Lease, Leases, SessionIndex, TraceLog,
 };
 use penguin_sse_transport::{Channel, ChannelConfig, Epoch, ServerEvent, SseEvent, Subscription};
 use penguin_trace_store::TraceLocation;
@@ -121,7 +120,7 @@ pub(crate) struct Node {
     location: TraceLocation,
     held: Mutex<HashMap<String, Held>>,
     /// The cluster's session index as the watch last saw it.
-    listed: Arc<Mutex<HashMap<String, SessionRecord>>>,
+    listed: Arc<Listed>,
     /// Sessions whose index entry is due, written in order by one task.
     updates: mpsc::UnboundedSender<String>,
     sessions: OnceLock<Weak<Sessions>>,
@@ -376,8 +375,8 @@ impl Placement for Node {
         let settings = record
             .and_then(|r| r.meta.get("settings").cloned())
             .and_then(|s| serde_json::from_value(s).ok());
-        let (location, owned) = (self.location.clone(), id.to_owned());
-        tokio::task::spawn_blocking(move || materialize(&location, &owned, &records))
+        let (location, owned, here) = (self.location.clone(), id.to_owned(), sessions.clone());
+        tokio::task::spawn_blocking(move || materialize(&location, &here.index, &owned, &records))
             .await
             .map_err(|e| ApiError::internal(format!("rebuilding session {id} failed: {e}")))?
             .map_err(|e| {
@@ -404,7 +403,11 @@ impl Placement for Node {
         }
         let written = writer.written() as usize;
         if written > 0 {
-            match local_records(&self.location.traces_dir(), session.id()) {
+            let records = match self.sessions() {
+                Ok(here) => local_records(&here.index, session.id()),
+                Err(_) => Err(std::io::Error::other("the server is shutting down")),
+            };
+            match records {
                 Ok(records) => {
                     for (file, line) in &records[records.len().saturating_sub(written)..] {
                         mirror.sink.record_in(*file, line.clone());
@@ -422,8 +425,8 @@ impl Placement for Node {
     async fn adopt(&self, id: &str) -> Result<(), ApiError> {
         let sessions = &self.sessions()?;
         let lease = self.leases.acquire(id).await.map_err(api_error)?;
-        let (traces, owned) = (self.location.traces_dir(), id.to_owned());
-        let records = tokio::task::spawn_blocking(move || local_records(&traces, &owned))
+        let (here, owned) = (sessions.clone(), id.to_owned());
+        let records = tokio::task::spawn_blocking(move || local_records(&here.index, &owned))
             .await
             .map_err(|e| ApiError::internal(format!("reading session {id} failed: {e}")))?
             .map_err(|e| ApiError::internal(format!("cannot read session {id}'s trace: {e}")))?;
@@ -497,7 +500,7 @@ impl Placement for Node {
         self.traces.purge(id).await.map_err(api_error)?;
         self.events.purge(id).await.map_err(api_error)?;
         self.index.remove(id).await.map_err(api_error)?;
-        lock(&self.listed).remove(id);
+        self.listed.remove(id);
         if let Some(held) = held {
             let _ = held.lease.release().await;
         }
@@ -514,30 +517,7 @@ impl Placement for Node {
         let Ok(sessions) = Node::sessions(self) else {
             return Vec::new();
         };
-        let records: Vec<SessionRecord> = lock(&self.listed).values().cloned().collect();
-        let mut rows: Vec<SessionInfo> = Vec::with_capacity(records.len());
-        for r in records {
-            if let Some(e) = sessions.loaded_entry_quiet(&r.session) {
-                rows.push(e.info());
-                continue;
-            }
-            match r
-                .meta
-                .get("info")
-                .cloned()
-                .map(serde_json::from_value::<SessionInfo>)
-            {
-                Some(Ok(info)) => rows.push(info),
-                _ => tracing::warn!("[cluster] session {} has no readable info", r.session),
-            }
-        }
-        // Sessions of this node the watch has not shown yet are listed all the same.
-        for e in sessions.loaded() {
-            if !rows.iter().any(|i| i.id == e.id) {
-                rows.push(e.info());
-            }
-        }
-        rows
+        self.listed.rows(&sessions.loaded())
     }
 
     async fn forward(&self, node: &str, req: Request) -> Result<Response, ForwardError> {

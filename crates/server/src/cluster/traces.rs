@@ -3,13 +3,14 @@
 //! records when the node takes it.
 
 use std::io;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use penguin_cluster::{Lease, ReplicatedTrace, TraceRecord};
 use penguin_trace_store::{TraceLocation, TraceMirror};
+
+use crate::index::SessionIndex;
 
 /// A session's trace records on their way to the replicated trace (a [`TraceMirror`]).
 pub(super) struct Mirror {
@@ -47,16 +48,19 @@ impl TraceMirror for Mirror {
 }
 
 /// Writes `records` as `id`'s trace files under `location`, replacing any this node kept
-/// from an earlier time it owned the session (the cluster's records are the session).
+/// from an earlier time it owned the session (the cluster's records are the session), and
+/// tells `index` of them, so the load that follows finds them without a directory read.
 pub(super) fn materialize(
     location: &TraceLocation,
+    index: &SessionIndex,
     id: &str,
     records: &[TraceRecord],
 ) -> io::Result<()> {
     use std::io::Write;
     let traces = location.traces_dir();
-    remove_local(&traces, id)?;
+    remove_local(index, id)?;
     let date = penguin_trace_store::local_date_dir();
+    let mut written = Vec::new();
     let mut open: Option<(u32, std::fs::File)> = None;
     for r in records {
         if open.as_ref().map(|(f, _)| *f) != Some(r.file) {
@@ -68,6 +72,7 @@ pub(super) fn materialize(
                 std::fs::create_dir_all(dir)?;
             }
             open = Some((r.file, std::fs::File::create(&path)?));
+            written.push(path);
         }
         let (_, f) = open.as_mut().expect("opened above");
         f.write_all(&r.line)?;
@@ -76,34 +81,32 @@ pub(super) fn materialize(
     if let Some((_, f)) = open {
         f.sync_all()?;
     }
+    index.wrote(id, &written);
     Ok(())
 }
 
-/// The trace files of `id` this node has, by index.
-fn local_files(traces: &Path, id: &str) -> io::Result<Vec<penguin_trace_store::LocatedTrace>> {
-    if !traces.exists() {
-        return Ok(Vec::new());
+/// Removes every trace file of `id` this node has, and forgets them.
+fn remove_local(index: &SessionIndex, id: &str) -> io::Result<()> {
+    for file in index.files(id)? {
+        match std::fs::remove_file(&file.path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
     }
-    penguin_trace_store::session_trace_files(traces, id).map_err(io::Error::other)
-}
-
-/// Removes every trace file of `id` this node has.
-fn remove_local(traces: &Path, id: &str) -> io::Result<()> {
-    for file in local_files(traces, id)? {
-        std::fs::remove_file(&file.path)?;
-    }
+    index.remove(id);
     Ok(())
 }
 
-/// The records of `id`'s trace files, oldest file first, with the file each is in.
-pub(super) fn local_records(traces: &Path, id: &str) -> io::Result<Vec<(u32, Bytes)>> {
+/// The records of `id`'s trace files, oldest file first, with the file each is in. The index
+/// knows a session this node loaded or wrote: a `stat` per file, no directory read.
+pub(super) fn local_records(index: &SessionIndex, id: &str) -> io::Result<Vec<(u32, Bytes)>> {
     let mut out = Vec::new();
-    for located in local_files(traces, id)? {
-        let text = std::fs::read(&located.path)?;
+    for file in index.files(id)? {
+        let text = std::fs::read(&file.path)?;
         out.extend(
             text.split(|b| *b == b'\n')
                 .filter(|l| !l.is_empty())
-                .map(|l| (located.index, Bytes::copy_from_slice(l))),
+                .map(|l| (file.index, Bytes::copy_from_slice(l))),
         );
     }
     Ok(out)
