@@ -1114,3 +1114,53 @@ async fn history_pages_backwards_with_the_before_cursor() {
 fn full_page_has_no_page_info(body: &Value) -> bool {
     body.get("page").is_none()
 }
+
+/// Every route of the `api` module's table reaches a handler on a served router: none answers
+/// the router's own 404 (`not_found`) or 405 (`method_not_allowed`). (The unit test in `lib.rs`
+/// holds the table and the router's list equal; this one holds the list served.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_documented_route_reaches_a_handler() {
+    let srv = support::serve_script(scenario(0)).await;
+    let routes: Vec<(String, String)> = include_str!("../src/api.rs")
+        .lines()
+        .filter_map(|l| l.strip_prefix("//! | `"))
+        .filter_map(|row| row.split_once('`'))
+        .filter_map(|(route, _)| route.split_once(' '))
+        .map(|(method, path)| (method.to_owned(), path.to_owned()))
+        .collect();
+    assert!(routes.len() > 20, "{routes:?}");
+    for (method, path) in routes {
+        // A session of its own for each, so a DELETE cannot take another route's session.
+        let id = srv.create("allow-all").await;
+        let url = srv.url(
+            &path
+                .replace("{id}", &id)
+                .replace("{name}", "app.js")
+                .replace("{item}", "nothing")
+                .replace("{call}", "nothing")
+                .replace("{process}", "nothing"),
+        );
+        let req = srv
+            .http
+            .request(method.parse().unwrap(), url)
+            .bearer_auth(TOKEN);
+        // Streams answer their headers at once; the body is never read.
+        let res = within(req.send()).await.unwrap();
+        let status = res.status().as_u16();
+        let code = match status {
+            404 | 405 => res
+                .json::<Value>()
+                .await
+                .ok()
+                .map(|b| b["error"]["code"].clone()),
+            _ => None,
+        };
+        assert!(
+            !matches!(
+                code.as_ref().and_then(Value::as_str),
+                Some("not_found" | "method_not_allowed")
+            ),
+            "{method} {path}: the router answered {status} {code:?}"
+        );
+    }
+}
