@@ -1,5 +1,5 @@
-//! Event ids, event payloads and the ServerEvent union (protocol §5.1 *Channels and event ids*
-//! and §5.3 *Server events*, `docs/protocol.md#s5.1`, `docs/protocol.md#s5.3`).
+//! Event ids, event payloads and the ServerEvent union (protocol [§5.1](penguin_omni_protocol::spec#s5.1) *Channels and event ids*
+//! and [§5.3](penguin_omni_protocol::spec#s5.3) *Server events*).
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -21,7 +21,15 @@ pub struct Epoch(u32);
 impl Epoch {
     /// A fresh random epoch.
     pub fn random() -> Epoch {
-        Epoch(rand::random())
+        use std::hash::{BuildHasher, Hasher};
+        // std's hasher keys come from the OS's randomness (once per thread, stepped for each
+        // `RandomState`), so every call gives a new value no run can predict: all an epoch
+        // needs, since it only has to differ from the epochs of channels before it. It keeps
+        // `rand` out of the crate, which every provider adapter now builds for its decoder.
+        let bits = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        Epoch((bits ^ (bits >> 32)) as u32)
     }
 
     /// A fixed epoch, for tests and for callers that persist epochs.
@@ -96,7 +104,7 @@ impl fmt::Display for EventId {
 ///
 /// Cloning is a reference-count bump in both variants. A [`Frame`] is kept as is (rather than
 /// copied into an `Arc<str>`) so the bytes on the wire are the very bytes the Trace writes, which
-/// is what client-side dedup relies on (§5.9 *The client pattern*, and §8 *Pitfalls* item 7:
+/// is what client-side dedup relies on ([§5.9](penguin_omni_protocol::spec#s5.9) *The client pattern*, and [§8](penguin_omni_protocol::spec#s8) *Pitfalls* item 7:
 /// `docs/protocol.md#s5.9`, `docs/protocol.md#s8`).
 #[derive(Clone)]
 pub enum EventData {
@@ -249,8 +257,7 @@ pub struct ApprovalRequest {
     pub origin: Option<Vec<String>>,
 }
 
-/// The server's own events, sent as `event: server_event` (§5.3 *Server events*,
-/// `docs/protocol.md#s5.3`).
+/// The server's own events, sent as `event: server_event` ([§5.3](penguin_omni_protocol::spec#s5.3) *Server events*).
 ///
 /// Serialized as `{"type": "<snake_case>", ...camelCase fields}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
