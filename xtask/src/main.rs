@@ -1,4 +1,4 @@
-//! Project automation: `cargo xtask ci`, `cargo xtask e2e`, `cargo xtask web`, `cargo xtask bench`.
+//! Project automation: `cargo xtask ci`, `tidy`, `package`, `e2e`, `web`, `bench`.
 //!
 //! Each step prints the command it runs and the first failure stops everything.
 
@@ -17,11 +17,12 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(&root),
         Some("tidy") => tidy_steps(&root),
+        Some("package") => package(&root),
         Some("e2e") => e2e(&root),
         Some("web") => web(&root),
         Some("bench") => bench(&root, args.get(1).map(String::as_str)),
         _ => {
-            eprintln!("usage: cargo xtask <ci|tidy|e2e|web|bench>\n  ci     formatting, clippy, the MCP test servers, tests, the real-model e2e, the web app in a browser, docs and the scenario check\n  tidy   only the quick first steps of ci: formatting, the tidy checks and the dependency checks\n  e2e    only the real-model end-to-end tests (starts and stops a local llama.cpp server)\n  web    only the web app's tests in headless Chromium (installs it when missing)\n  bench  the benchmarks: micro, whole-process, serving and the cluster (`bench serve`: the server workload alone; `bench cluster`: 1,000 sessions on 1 and 3 cluster nodes; `bench resume`: the 28.5 MB resume beside the reference)");
+            eprintln!("usage: cargo xtask <ci|tidy|package|e2e|web|bench>\n  ci     formatting, clippy, the MCP test servers, tests, the real-model e2e, the web app in a browser, docs, the packages and the scenario check\n  tidy   only the quick first steps of ci: formatting, the tidy checks and the dependency checks\n  package  only the packages: each library crate packaged, and the unpacked packages built and test-compiled together (target/package-check)\n  e2e    only the real-model end-to-end tests (starts and stops a local llama.cpp server)\n  web    only the web app's tests in headless Chromium (installs it when missing)\n  bench  the benchmarks: micro, whole-process, serving and the cluster (`bench serve`: the server workload alone; `bench cluster`: 1,000 sessions on 1 and 3 cluster nodes; `bench resume`: the 28.5 MB resume beside the reference)");
             return ExitCode::from(2);
         }
     };
@@ -159,30 +160,7 @@ fn ci(root: &Path) -> Result<(), String> {
         .env("RUSTDOCFLAGS", "-D warnings");
     run(root, "docs", doc)?;
 
-    // Every library crate can be picked as a dependency: each packages, and its packaged
-    // sources build on their own (path dependencies resolved as the registry would).
-    let mut package = cargo();
-    package.args([
-        "package",
-        "--workspace",
-        "--exclude",
-        "xtask",
-        "--exclude",
-        "penguin-tests",
-        "--exclude",
-        "penguin-examples",
-        "--exclude",
-        "penguin-serve-load",
-        "--allow-dirty",
-    ]);
-    // The verification builds are thrown away: no debug info, no incremental state (a packaged
-    // crate is its own workspace, so the workspace's profile does not reach it; the
-    // environment does).
-    package
-        .env("CARGO_PROFILE_DEV_DEBUG", "0")
-        .env("CARGO_INCREMENTAL", "0");
-    forget_unpacked_packages()?;
-    run(root, "package", package)?;
+    package(root)?;
 
     // The binary the tests step built (for penguin-cli's tests), with its feature set: asking
     // for `--bin penguin` alone would unify features without the dev-dependencies and build
@@ -212,41 +190,163 @@ fn ci(root: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// `cargo package` verifies each crate against the ones before it through a registry in
-/// `target/package/tmp-registry`, unpacked into `$CARGO_HOME/registry/src/-<hash of its path>/`.
-/// Cargo never unpacks a crate again once its directory is there, so a checkout built at the
-/// same path before (a CI machine's fixed work dir) verifies against the sources of that earlier
-/// run (cargo 1.95). Our crates' unpacked copies are removed first; only local registries
-/// (`-<hash>`, never crates.io's) are touched.
-fn forget_unpacked_packages() -> Result<(), String> {
-    let cargo_home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
-    let Some(src) = cargo_home.map(|h| h.join("registry/src")) else {
-        return Ok(());
-    };
-    let Ok(registries) = std::fs::read_dir(&src) else {
-        return Ok(());
-    };
-    for registry in registries.flatten() {
-        if !registry.file_name().to_string_lossy().starts_with('-') {
-            continue;
-        }
-        let Ok(crates) = std::fs::read_dir(registry.path()) else {
-            continue;
-        };
-        for unpacked in crates.flatten() {
-            if unpacked
-                .file_name()
-                .to_string_lossy()
-                .starts_with("penguin")
-            {
-                std::fs::remove_dir_all(unpacked.path())
-                    .map_err(|e| format!("removing {}: {e}", unpacked.path().display()))?;
+/// The packages published: every workspace package but these (`publish = false`).
+const UNPUBLISHED: [&str; 3] = ["xtask", "penguin-tests", "penguin-serve-load"];
+
+/// Every library crate can be picked as a dependency: each packages, and what it packages
+/// builds on its own, dependencies on the others resolved to their packaged sources as the
+/// registry would give them. `cargo package` would verify each crate with a build of its own
+/// (twelve builds of the same dependencies); instead the packages are made unverified and
+/// their unpacked sources built together once, in a throwaway workspace under
+/// `target/package-check` whose members are the unpacked packages, patched to each other. A
+/// file a package leaves out fails that build as it failed cargo's own verification.
+fn package(root: &Path) -> Result<(), String> {
+    let target = target_dir(root);
+    let packaged = target.join("package");
+    // Only this run's packages are unpacked below: a crate renamed or removed since an
+    // earlier run must not be checked from its stale `.crate`.
+    if let Ok(entries) = std::fs::read_dir(&packaged) {
+        for e in entries.flatten() {
+            if e.path().extension().is_some_and(|x| x == "crate") {
+                std::fs::remove_file(e.path())
+                    .map_err(|err| format!("removing {}: {err}", e.path().display()))?;
             }
         }
     }
-    Ok(())
+    let mut package = cargo();
+    package.args(["package", "--workspace", "--no-verify", "--allow-dirty"]);
+    for name in UNPUBLISHED {
+        package.args(["--exclude", name]);
+    }
+    run(root, "package", package)?;
+
+    let check = target.join("package-check");
+    if check.exists() {
+        std::fs::remove_dir_all(&check)
+            .map_err(|e| format!("removing {}: {e}", check.display()))?;
+    }
+    std::fs::create_dir_all(&check).map_err(|e| format!("{}: {e}", check.display()))?;
+    let mut crates: Vec<PathBuf> = std::fs::read_dir(&packaged)
+        .map_err(|e| format!("{}: {e}", packaged.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "crate"))
+        .collect();
+    crates.sort();
+    if crates.is_empty() {
+        return Err(format!("package: no .crate in {}", packaged.display()));
+    }
+    let mut members = Vec::new();
+    for file in &crates {
+        let mut untar = Command::new("tar");
+        untar.arg("-xzf").arg(file).arg("-C").arg(&check);
+        let status = untar
+            .status()
+            .map_err(|e| format!("tar: cannot start: {e}"))?;
+        if !status.success() {
+            return Err(format!("unpacking {} failed ({status})", file.display()));
+        }
+        // `<name>-<version>.crate` unpacks into `<name>-<version>/`.
+        let dir = file
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .ok_or_else(|| format!("{}: not a crate file name", file.display()))?
+            .to_owned();
+        let manifest = std::fs::read_to_string(check.join(&dir).join("Cargo.toml"))
+            .map_err(|e| format!("{dir}/Cargo.toml: {e}"))?;
+        let name = package_name(&manifest).ok_or_else(|| format!("{dir}: no package name"))?;
+        members.push((name, dir, manifest));
+    }
+    std::fs::write(check.join("Cargo.toml"), check_manifest(root, &members)?)
+        .map_err(|e| format!("{}: {e}", check.display()))?;
+    // The versions the workspace was tested with (cargo drops the entries of the packages
+    // that are not here).
+    std::fs::copy(root.join("Cargo.lock"), check.join("Cargo.lock"))
+        .map_err(|e| format!("copying Cargo.lock: {e}"))?;
+
+    // What a user of each crate builds (the libraries, the binary, the examples) and their
+    // unit tests, in one build: the binary's test harness compiles the binary's code. The
+    // integration tests are left to the tests step: several include a harness shared through
+    // the repository (`#[path = "../../…"]`), which no package carries.
+    let mut build = cargo();
+    build
+        .args(["test", "--no-run", "--lib", "--bins", "--examples"])
+        .args(["--workspace", "--all-features", "--manifest-path"])
+        .arg(check.join("Cargo.toml"))
+        // The workspace's target directory and profile, so the dependencies the earlier steps
+        // built are reused and only the unpacked crates are compiled. Their debug info and
+        // incremental state would be thrown away unread (neither changes the dependencies'
+        // build: their profile turns debug info off anyway).
+        .env("CARGO_TARGET_DIR", &target)
+        .env("CARGO_PROFILE_DEV_DEBUG", "0")
+        .env("CARGO_INCREMENTAL", "0");
+    run(root, "packaged crates build", build)
+}
+
+/// The `name` of a manifest's `[package]`.
+fn package_name(manifest: &str) -> Option<String> {
+    let mut in_package = false;
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_package = line == "[package]";
+        } else if in_package {
+            if let Some((key, value)) = line.split_once('=') {
+                if key.trim() == "name" {
+                    return Some(value.trim().trim_matches('"').to_owned());
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The throwaway workspace's manifest: the unpacked packages as members, each one another
+/// depends on patched in for the registry's, and the workspace's own profiles (so the
+/// dependencies' build is the one the other steps made).
+fn check_manifest(root: &Path, members: &[(String, String, String)]) -> Result<String, String> {
+    let workspace =
+        std::fs::read_to_string(root.join("Cargo.toml")).map_err(|e| format!("Cargo.toml: {e}"))?;
+    let mut out = String::from(
+        "# Written by `cargo xtask package`: the unpacked packages, built together.\n[workspace]\nresolver = \"2\"\nmembers = [\n",
+    );
+    for (_, dir, _) in members {
+        out.push_str(&format!("    {dir:?},\n"));
+    }
+    out.push_str("]\n\n[patch.crates-io]\n");
+    for (name, dir, _) in members {
+        // A patch nothing uses (the CLI's) would only be warned about.
+        // A dependency renamed (`penguin = { package = "penguin-harness" }`) names it in
+        // `package`.
+        let used = members.iter().any(|(other, _, manifest)| {
+            other != name
+                && (manifest.contains(&format!(".{name}]"))
+                    || manifest.contains(&format!("package = \"{name}\"")))
+        });
+        if used {
+            out.push_str(&format!("{name} = {{ path = {dir:?} }}\n"));
+        }
+    }
+    let mut in_profile = false;
+    for line in workspace.lines() {
+        if line.starts_with('[') {
+            in_profile = line.starts_with("[profile.");
+            if in_profile {
+                out.push('\n');
+            }
+        }
+        if in_profile {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    Ok(out)
+}
+
+fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"))
 }
 
 /// Stops the model server when dropped, so a failed or panicking step still stops it.

@@ -18,7 +18,6 @@ mod cluster_nodes;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cluster_nodes::nats::{NATS_PASSWORD, NATS_USER};
 use cluster_nodes::{
     assert_contiguous, assert_same_events, call_id, done_text, kinds, ready_text, texts, Ev,
     Options, TestCluster, DONE_DELTAS, TOKEN,
@@ -450,6 +449,7 @@ async fn a_dead_nats_server_loses_nothing() {
     }
     let mut cl = TestCluster::start_with(Options {
         lease_secs: 10,
+        own_nats: true,
         ..Options::default()
     })
     .await;
@@ -617,7 +617,11 @@ async fn nats_lost_answers_503_and_the_node_recovers() {
     if !cluster_nodes::available("nats_lost_answers_503_and_the_node_recovers") {
         return;
     }
-    let mut cl = TestCluster::start().await;
+    let mut cl = TestCluster::start_with(Options {
+        own_nats: true,
+        ..Options::default()
+    })
+    .await;
     let id = cl.create_session(A).await;
     cl.wait_listed(B, &id).await;
     let mut on_a = cl.stream(A, &id, None).await;
@@ -877,7 +881,7 @@ impl Eavesdropper {
         let mut tasks = Vec::new();
         let mut first = None;
         for (k, node) in cl.nats.nodes.iter().enumerate() {
-            let client = nats_client(&node.plain_url()).await;
+            let client = nats_client(node).await;
             let mut all = client.subscribe(">").await.unwrap();
             let probe = format!("eavesdropper.probe.{k}");
             loop {
@@ -947,10 +951,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// A connection with the cluster's NATS credentials.
-async fn nats_client(url: &str) -> async_nats::Client {
-    async_nats::ConnectOptions::with_user_and_password(NATS_USER.into(), NATS_PASSWORD.into())
-        .connect(url)
+/// A connection to nats-server `node` with the nodes' NATS credentials (their account's).
+async fn nats_client(node: &cluster_nodes::nats::Node) -> async_nats::Client {
+    async_nats::ConnectOptions::with_user_and_password(node.user.clone(), node.password.clone())
+        .connect(node.plain_url())
         .await
         .expect("the eavesdropper has NATS credentials")
 }

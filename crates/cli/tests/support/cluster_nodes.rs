@@ -9,8 +9,9 @@
 //! (`a_call_1`), so an event or a trace record says which node's engine produced it, and a
 //! session taken over (whose script starts again on the new owner) never repeats a call id.
 //!
-//! The nats-servers ask for a user and password (the harness's [`nats::NATS_USER`]), which the
-//! nodes have in their `[cluster] nats` URLs, and every node holds the cluster secret
+//! The nats-servers ask for a user and password (an account's user on the nats-servers the
+//! tests share, or the harness's [`nats::NATS_USER`] on a test's own), which the nodes have in
+//! their `[cluster] nats` URLs, and every node holds the cluster secret
 //! ([`nats::SECRET`], in a file named by `PENGUIN_CLUSTER_SECRET_FILE`), as a deployment gives
 //! them.
 //!
@@ -178,6 +179,10 @@ pub struct Options {
     /// each is a plain `penguin serve`: the harness's own check against the server as it
     /// was before the cluster.
     pub cluster: bool,
+    /// Whether the test kills or restarts nats-servers, and so needs three of its own.
+    /// Otherwise its nodes get an account of their own on the nats-servers the test binary
+    /// shares ([`nats::NatsCluster::shared`]): their streams and buckets are theirs alone.
+    pub own_nats: bool,
 }
 
 impl Default for Options {
@@ -186,6 +191,7 @@ impl Default for Options {
             nodes: 3,
             lease_secs: 3,
             cluster: true,
+            own_nats: false,
         }
     }
 }
@@ -299,7 +305,11 @@ impl TestCluster {
     /// `GET /api/sessions`.
     pub async fn start_with(opts: Options) -> TestCluster {
         let turn = one_at_a_time().lock_owned().await;
-        let nats = nats::NatsCluster::start(3).await;
+        let nats = if opts.own_nats {
+            nats::NatsCluster::start(3).await
+        } else {
+            nats::NatsCluster::shared().await
+        };
         let dir = tempfile::tempdir().expect("temp dir");
         let workspace = dir.path().join("workspace");
         std::fs::create_dir_all(&workspace).unwrap();

@@ -86,8 +86,13 @@ pub struct Node {
     pub port: u16,
     pub cluster_port: u16,
     pub store: PathBuf,
-    /// Whether it asks clients for [`NATS_USER`]'s credentials.
+    /// Whether it asks clients for credentials: [`NATS_USER`]'s, or an account's user's on a
+    /// [`NatsCluster::shared`] cluster.
     pub auth: bool,
+    /// The user a client connects as (when `auth`).
+    pub user: String,
+    /// [`Node::user`]'s password.
+    pub password: String,
     child: Option<Child>,
 }
 
@@ -95,7 +100,10 @@ impl Node {
     /// Its URL with the credentials a client needs.
     pub fn url(&self) -> String {
         if self.auth {
-            format!("nats://{NATS_USER}:{NATS_PASSWORD}@127.0.0.1:{}", self.port)
+            format!(
+                "nats://{}:{}@127.0.0.1:{}",
+                self.user, self.password, self.port
+            )
         } else {
             self.plain_url()
         }
@@ -108,10 +116,22 @@ impl Node {
 }
 
 /// A 3-node (or n-node) nats-server cluster with JetStream, each with its own store dir;
-/// killed when dropped.
+/// killed when dropped. Or one account of the cluster a test binary shares
+/// ([`NatsCluster::shared`]), which a test may not kill.
 pub struct NatsCluster {
     pub nodes: Vec<Node>,
     dir: tempfile::TempDir,
+    /// Whether the servers are this value's (started by it, killed when it is dropped).
+    owned: bool,
+}
+
+/// Accounts in the config of the cluster a test binary shares: one per
+/// [`NatsCluster::shared`], the first for the readiness probe.
+const SHARED_ACCOUNTS: usize = 64;
+
+/// The user of account `k` of the shared cluster (its password is [`NATS_PASSWORD`]).
+fn shared_user(k: usize) -> String {
+    format!("t{k}")
 }
 
 impl NatsCluster {
@@ -131,14 +151,113 @@ impl NatsCluster {
                 cluster_port: free_port(),
                 store: dir.path().join(format!("n{i}")),
                 auth,
+                user: NATS_USER.into(),
+                password: NATS_PASSWORD.into(),
                 child: None,
             })
             .collect();
-        let mut cluster = NatsCluster { nodes, dir };
+        let mut cluster = NatsCluster {
+            nodes,
+            dir,
+            owned: true,
+        };
         for i in 0..n {
             cluster.spawn(i);
         }
         cluster.wait_ready(n).await;
+        cluster
+    }
+
+    /// An account of its own on the 3-node cluster this test binary shares, started by the
+    /// first test that asks: a JetStream account is a namespace, so the cluster's streams and
+    /// buckets of one test are not another's, and the servers start once instead of once per
+    /// test. For the tests that leave the servers alone; one that kills, pauses or restarts a
+    /// server starts a cluster of its own.
+    pub async fn shared() -> NatsCluster {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static SERVERS: tokio::sync::OnceCell<NatsCluster> = tokio::sync::OnceCell::const_new();
+        static NEXT: AtomicUsize = AtomicUsize::new(1);
+        let servers = SERVERS.get_or_init(NatsCluster::start_shared).await;
+        let k = NEXT.fetch_add(1, Ordering::Relaxed);
+        assert!(
+            k < SHARED_ACCOUNTS,
+            "more than {SHARED_ACCOUNTS} shared accounts taken"
+        );
+        let nodes = servers
+            .nodes
+            .iter()
+            .map(|n| Node {
+                name: n.name.clone(),
+                port: n.port,
+                cluster_port: n.cluster_port,
+                store: n.store.clone(),
+                auth: true,
+                user: shared_user(k),
+                password: NATS_PASSWORD.into(),
+                child: None,
+            })
+            .collect();
+        NatsCluster {
+            nodes,
+            dir: tempfile::tempdir().expect("temp dir"),
+            owned: false,
+        }
+    }
+
+    /// The shared cluster's servers: 3, with [`SHARED_ACCOUNTS`] accounts. A static is never
+    /// dropped, so a watchdog kills them (and removes their stores) once this process is gone,
+    /// however it ends.
+    async fn start_shared() -> NatsCluster {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut conf = String::from("accounts {\n");
+        for k in 0..SHARED_ACCOUNTS {
+            conf.push_str(&format!(
+                "  T{k}: {{ jetstream: enabled, users: [{{ user: \"{}\", password: \"{NATS_PASSWORD}\" }}] }}\n",
+                shared_user(k)
+            ));
+        }
+        conf.push_str("}\n");
+        std::fs::write(dir.path().join("accounts.conf"), conf).expect("nats config");
+        let nodes = (0..3)
+            .map(|i| Node {
+                name: format!("n{i}"),
+                port: free_port(),
+                cluster_port: free_port(),
+                store: dir.path().join(format!("n{i}")),
+                auth: true,
+                user: shared_user(0),
+                password: NATS_PASSWORD.into(),
+                child: None,
+            })
+            .collect();
+        let mut cluster = NatsCluster {
+            nodes,
+            dir,
+            owned: true,
+        };
+        for i in 0..3 {
+            cluster.spawn(i);
+        }
+        let pids: Vec<String> = cluster
+            .nodes
+            .iter()
+            .filter_map(|n| Some(n.child.as_ref()?.id().to_string()))
+            .collect();
+        let watchdog = format!(
+            "while kill -0 {} 2>/dev/null; do sleep 1; done; kill -9 {} 2>/dev/null; rm -rf '{}'",
+            std::process::id(),
+            pids.join(" "),
+            cluster.dir.path().display()
+        );
+        Command::new("sh")
+            .arg("-c")
+            .arg(watchdog)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the shared nats-servers' watchdog starts");
+        cluster.wait_ready(3).await;
         cluster
     }
 
@@ -158,7 +277,10 @@ impl NatsCluster {
             .arg(node.port.to_string())
             .args(["-n", &node.name, "-js", "-sd"])
             .arg(&node.store);
-        if node.auth {
+        let accounts = self.dir.path().join("accounts.conf");
+        if accounts.exists() {
+            cmd.arg("-c").arg(accounts);
+        } else if node.auth {
             cmd.args(["--user", NATS_USER, "--pass", NATS_PASSWORD]);
         }
         // A single server runs JetStream on its own; a clustered one waits for its peers.
@@ -197,8 +319,8 @@ impl NatsCluster {
                     self.urls().iter().map(|u| u.parse().unwrap()).collect();
                 let options = if self.nodes.iter().any(|n| n.auth) {
                     async_nats::ConnectOptions::with_user_and_password(
-                        NATS_USER.into(),
-                        NATS_PASSWORD.into(),
+                        self.nodes[0].user.clone(),
+                        self.nodes[0].password.clone(),
                     )
                 } else {
                     async_nats::ConnectOptions::new()
@@ -260,6 +382,10 @@ impl NatsCluster {
 
     /// SIGKILLs server `i`.
     pub fn kill(&mut self, i: usize) {
+        assert!(
+            self.owned,
+            "the shared cluster's servers are every test's: start a cluster of its own to kill one"
+        );
         if let Some(mut child) = self.nodes[i].child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -273,6 +399,10 @@ impl NatsCluster {
     }
 
     fn pid(&self, i: usize) -> Pid {
+        assert!(
+            self.owned,
+            "the shared cluster's servers are every test's: start a cluster of its own to stop one"
+        );
         Pid::from_raw(self.nodes[i].child.as_ref().expect("running").id() as i32)
     }
 
@@ -289,6 +419,9 @@ impl NatsCluster {
 
 impl Drop for NatsCluster {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         for i in 0..self.nodes.len() {
             if let Some(child) = self.nodes[i].child.as_ref() {
                 let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGCONT);
