@@ -873,6 +873,20 @@ pub(crate) mod protocol_refs {
         "reference-behaviour.md",
     ];
 
+    /// Crates whose doc comments cite the protocol as plain text rather than as a link to
+    /// `penguin_omni_protocol::spec`, with why. Everywhere else under `crates/*/src`, a `§` in a
+    /// doc comment is a link a reader of rustdoc can click:
+    /// `[§2.16](penguin_omni_protocol::spec#s2.16)` (`crate::spec#s2.16` in the protocol crate
+    /// itself).
+    const PLAIN_REF_CRATES: &[(&str, &str)] = &[
+        (
+            "merge-queue",
+            "depends on no other penguin crate, so it cannot link to the spec",
+        ),
+        ("cluster", "does not depend on the protocol crate"),
+        ("cli", "a binary: its docs are not published"),
+    ];
+
     /// Forbidden mentions a file may keep for now, with why: (path, mention, reason).
     const ALLOWED_MENTIONS: &[(&str, &str, &str)] = &[(
         "crates/agent/benches/scenario_floor.rs",
@@ -1077,19 +1091,33 @@ pub(crate) mod protocol_refs {
     ) -> Vec<(String, usize, String)> {
         let mut out = Vec::new();
         let in_protocol = label == PROTOCOL || label.starts_with(&format!("{PROTOCOL_PAGES}/"));
+        let linked = links_required(label);
         for (i, line) in text.lines().enumerate() {
             let n = i + 1;
             let mut problem = |what: String| out.push((label.to_owned(), n, what));
+            let doc_comment = {
+                let t = line.trim_start();
+                t.starts_with("///") || t.starts_with("//!")
+            };
             for (at, _) in line.match_indices('§') {
                 let number = reference_at(&line[at + '§'.len_utf8()..]);
                 match number {
-                    Some(num) if sections.contains_key(&num) => {}
+                    Some(num) if sections.contains_key(&num) => {
+                        if let (Some(spec), true) = (linked, doc_comment) {
+                            let link = format!("[§{num}]({spec}::spec#s{num})");
+                            if !line[at.saturating_sub(1)..].starts_with(&link) {
+                                problem(format!("§{num} in a doc comment is a link rustdoc renders: write {link}"));
+                            }
+                        }
+                    }
                     Some(num) => problem(format!("§{num} names no section of {PROTOCOL}")),
                     None => problem("a § must be followed by a section number, as in §2.16".into()),
                 }
             }
             let mut fragments: Vec<&str> = line
                 .match_indices("protocol.md#")
+                .chain(line.match_indices("::spec#"))
+                .chain(line.match_indices("/spec/index.html#"))
                 .map(|(at, m)| anchor_at(&line[at + m.len()..]))
                 .collect();
             if in_protocol {
@@ -1120,6 +1148,24 @@ pub(crate) mod protocol_refs {
             }
         }
         out
+    }
+
+    /// For a source file of a crate whose doc comments must link their references, the path
+    /// of the spec module from there (`crate` in the protocol crate).
+    fn links_required(label: &str) -> Option<&'static str> {
+        let rest = label.strip_prefix("crates/")?;
+        let (krate, path) = rest.split_once('/')?;
+        if !path.starts_with("src/") || !label.ends_with(".rs") {
+            return None;
+        }
+        if PLAIN_REF_CRATES.iter().any(|(c, _)| *c == krate) {
+            return None;
+        }
+        Some(if krate == "omni-protocol" {
+            "crate"
+        } else {
+            "penguin_omni_protocol"
+        })
     }
 
     /// The section number a reference starts with, without a sentence's final dot; `None` when
@@ -1280,7 +1326,8 @@ text <a name=\"s4\"></a>\n";
                          /// Closes every call (§2.16, and §2.17 which does not exist).\n\
                          pub fn f() {}\n\
                          // See §1.1–§2.16, and §2.\n\
-                         // A bare § is no reference.\n",
+                         // A bare § is no reference.\n\
+                         /// [§1.1](penguin_omni_protocol::spec#s1.1), [§7](penguin_omni_protocol::spec#s7).\n",
                     ),
                     (
                         "crates/a/README.md",
@@ -1302,8 +1349,12 @@ text <a name=\"s4\"></a>\n";
                 lines,
                 [
                     "crates/a/README.md:1: #s9.9 is no section anchor of the protocol (they are #s<number>)",
+                    "crates/a/src/lib.rs:1: §1.1 in a doc comment is a link rustdoc renders: write [§1.1](penguin_omni_protocol::spec#s1.1)",
+                    "crates/a/src/lib.rs:3: §2.16 in a doc comment is a link rustdoc renders: write [§2.16](penguin_omni_protocol::spec#s2.16)",
                     "crates/a/src/lib.rs:3: §2.17 names no section of docs/protocol.md",
                     "crates/a/src/lib.rs:6: a § must be followed by a section number, as in §2.16",
+                    "crates/a/src/lib.rs:7: #s7 is no section anchor of the protocol (they are #s<number>)",
+                    "crates/a/src/lib.rs:7: §7 names no section of docs/protocol.md",
                     "crates/a/web/app.js:1: mentions `reference-behaviour.md`, a document that does not ship with penguin: point at docs/protocol.md instead",
                     "crates/a/web/app.js:1: §5.9 names no section of docs/protocol.md",
                     "docs/guide.md:1: mentions `../shared`, a document that does not ship with penguin: point at docs/protocol.md instead",
@@ -1312,7 +1363,15 @@ text <a name=\"s4\"></a>\n";
                 ],
                 "{err}"
             );
-            assert!(err.starts_with("references to the protocol that do not resolve (8 problem(s)"));
+            assert!(
+                err.starts_with("references to the protocol that do not resolve (12 problem(s)")
+            );
+        }
+
+        #[test]
+        fn the_workspace_references_resolve() {
+            let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+            check(root).unwrap();
         }
 
         #[test]
@@ -1323,7 +1382,16 @@ text <a name=\"s4\"></a>\n";
                     (PROTOCOL, SPEC),
                     (
                         "crates/a/src/lib.rs",
-                        "//! §1.1, §2.16. See `docs/protocol.md#s2`.\n",
+                        "//! [§1.1](penguin_omni_protocol::spec#s1.1), [§2.16](penguin_omni_protocol::spec#s2.16). See `docs/protocol.md#s2`.\n\
+                         // A plain comment may cite §2.16 as text.\n",
+                    ),
+                    (
+                        "crates/omni-protocol/src/lib.rs",
+                        "/// [§2](crate::spec#s2)\n",
+                    ),
+                    (
+                        "crates/merge-queue/src/lib.rs",
+                        "//! Arrival order (§2.16).\n",
                     ),
                     (
                         "docs/guide.md",

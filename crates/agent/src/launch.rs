@@ -225,7 +225,7 @@ impl Launcher {
         }
         let spec = self.model()?;
         check_key(&spec)?;
-        if spec.protocol == Protocol::Demo {
+        if spec.protocol == Protocol::DEMO {
             (self.notices)(if self.demo_was_asked() {
                 "using the built-in demo model (offline; it only lists the workspace)"
             } else {

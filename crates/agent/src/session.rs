@@ -6,14 +6,15 @@
 //!
 //! # The connect phase (MCP)
 //!
-//! When the session's tools have servers to connect ([`Environment::connect_servers`]), the
-//! first run streams `mcp_connect_begin`, connects, then streams `mcp_connect_end` and the
-//! resulting `tool_list_ready` before the engine's turn, and the Trace holds the three right
-//! after the run's input (§2.14 *The session layer*, `docs/protocol.md#s2.14`). The engine is not changed for this: it was built
-//! owing its `tool_list_ready` after the first input, and the session's trace sink writes the
-//! connect pair and the real tool list in that record's place, so they land exactly where the
-//! engine's ordering puts its bootstrap records. A model built before the tools were known is
-//! rebuilt for them (see [`Session::set_model_rebuild`]) and takes over at the first request.
+//! When the session's tools have servers to connect ([`Environment::connect_servers`]), the first
+//! run streams `mcp_connect_begin`, connects, then streams `mcp_connect_end` and the resulting
+//! `tool_list_ready` before the engine's turn, and the Trace holds the three right after the run's
+//! input ([§2.14](penguin_omni_protocol::spec#s2.14) *The session layer*). The engine is not
+//! changed for this: it was built owing its `tool_list_ready` after the first input, and the
+//! session's trace sink writes the connect pair and the real tool list in that record's place, so
+//! they land exactly where the engine's ordering puts its bootstrap records. A model built before
+//! the tools were known is rebuilt for them (see [`Session::set_model_rebuild`]) and takes over at
+//! the first request.
 //!
 //! An interrupt during the connect ends the run with `mcp_connect_end(aborted)` and
 //! `abort("user")`; the session writes the input, the pair and the abort itself (the engine has

@@ -1,13 +1,12 @@
-//! `penguin watch`: follow a session served by `penguin serve`, the way the bundled web client
-//! does (protocol §5.9 *The client pattern*, `docs/protocol.md#s5.9`): open the stream first,
-//! fetch the history, fold both through
-//! [`ClientReducer`] (reorder around the live cursor,
-//! dedup by exact JSON), then render what arrives.
+//! `penguin watch`: follow a session served by `penguin serve`, the way the bundled web client does
+//! (protocol [§5.9](penguin_omni_protocol::spec#s5.9) *The client pattern*): open the stream first,
+//! fetch the history, fold both through [`ClientReducer`] (reorder around the live cursor, dedup by
+//! exact JSON), then render what arrives.
 
 use futures::StreamExt;
-use penguin_sse_transport::decode::{DecodeError, SseDecoder};
 use penguin_omni_protocol::OmniMessage;
 use penguin_server::api::SessionList;
+use penguin_sse_transport::decode::{DecodeError, SseDecoder};
 use penguin_sse_transport::{ClientReducer, ClientState, History, SessionStatus};
 
 /// Where and how to connect.

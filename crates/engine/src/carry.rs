@@ -1,6 +1,6 @@
-//! Carry-over after an interrupt (protocol §2.9 *Interrupts and carry-over*,
-//! `docs/protocol.md#s2.9`) and the retry input of the reconnect ladder (§2.8 *The reconnect
-//! ladder*, `docs/protocol.md#s2.8`).
+//! Carry-over after an interrupt (protocol [§2.9](penguin_omni_protocol::spec#s2.9)
+//! *Interrupts and carry-over*) and the retry input of the reconnect ladder
+//! ([§2.8](penguin_omni_protocol::spec#s2.8) *The reconnect ladder*).
 
 use std::borrow::Cow;
 use std::collections::HashSet;

@@ -1,6 +1,6 @@
-//! Compaction (protocol §2.12 *Compaction*, `docs/protocol.md#s2.12`): when a context grows too
-//! large (or has run too many turns), replace it
-//! with a summary — or discard it — and start a new context in a new trace file.
+//! Compaction (protocol [§2.12](penguin_omni_protocol::spec#s2.12) *Compaction*): when a context
+//! grows too large (or has run too many turns), replace it with a summary — or discard it — and
+//! start a new context in a new trace file.
 //!
 //! Stream and Trace differ here on purpose: the compaction request's `request_begin`,
 //! `request_end`, prompt, thinking and tool calls are written only; its summary text streams as

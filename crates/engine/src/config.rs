@@ -8,7 +8,8 @@ Write that summary now: the user's goals and constraints, what has been done and
 open questions, and the next steps, with every detail needed to continue without the old context. \
 Do not call any tools. Reply in exactly this format and nothing after it:\n\n[summary]put the summary text here...[/summary]";
 
-/// When and how a context is compacted (protocol §2.12 *Compaction*, `docs/protocol.md#s2.12`).
+/// When and how a context is compacted (protocol [§2.12](penguin_omni_protocol::spec#s2.12)
+/// *Compaction*).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CompactionConfig {
     /// Compact when the last request's total reaches this; 0 disables it.
@@ -44,8 +45,8 @@ impl CompactionConfig {
     }
 }
 
-/// Engine settings (protocol §2.1 *Settings and state*, `docs/protocol.md#s2.1`). The defaults
-/// are those of the implementation penguin is compatible with.
+/// Engine settings (protocol [§2.1](penguin_omni_protocol::spec#s2.1) *Settings and state*). The
+/// defaults are those of the implementation penguin is compatible with.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EngineConfig {
     /// LLM turns per run; `<= 0` disables the limit.

@@ -48,9 +48,9 @@ impl fmt::Debug for ToolCallRequest {
     }
 }
 
-/// The Environment, one of the protocol's five actors (§0.1 *The five actors*,
-/// `docs/protocol.md#s0.1`): executes approved calls, closing each out as §2.16 *Tool
-/// close-out* (`docs/protocol.md#s2.16`) says.
+/// The Environment, one of the protocol's five actors
+/// ([§0.1](penguin_omni_protocol::spec#s0.1) *The five actors*): executes approved calls,
+/// closing each out as [§2.16](penguin_omni_protocol::spec#s2.16) *Tool close-out* says.
 ///
 /// Contract: `execute` streams the call's output into `sink` and ends with **exactly one**
 /// complete `tool_call_output` for the call's id. It must not panic; if it does, or returns
@@ -242,9 +242,8 @@ impl Approver for AllowAll {
     }
 }
 
-/// How a session's tool calls are approved (§5.6 *Approvals*, `docs/protocol.md#s5.6`). Read
-/// again at every approval, so a change
-/// takes effect on the next call.
+/// How a session's tool calls are approved ([§5.6](penguin_omni_protocol::spec#s5.6) *Approvals*).
+/// Read again at every approval, so a change takes effect on the next call.
 ///
 /// Spelled in kebab-case on the wire: `"always-ask"` (the default: a session asks before each
 /// call, as `penguin chat` does, unless its creator says otherwise), `"allow-all"`,

@@ -1,7 +1,7 @@
-//! One model request (protocol §2.7 *request_end and token_usage*, `docs/protocol.md#s2.7`) and
-//! the reconnect ladder between attempts (§2.8 *The reconnect ladder*, `docs/protocol.md#s2.8`),
-//! shared by the
-//! run loop's turns (`task.rs`, through `turn.rs`) and compaction's summary requests.
+//! One model request (protocol [§2.7](penguin_omni_protocol::spec#s2.7) *request_end and
+//! token_usage*) and the reconnect ladder between attempts
+//! ([§2.8](penguin_omni_protocol::spec#s2.8) *The reconnect ladder*), shared by the run loop's
+//! turns (`task.rs`, through `turn.rs`) and compaction's summary requests.
 //!
 //! Both retry loops climb the same [`Ladder`]: the retry budget, the reconnect count and the
 //! backoff between attempts are implemented once, here. What one attempt is, and which of its
@@ -37,8 +37,8 @@ pub(crate) async fn generate(
         })
 }
 
-/// Stamps `request_end` (§2.7 *request_end and token_usage*, `docs/protocol.md#s2.7`); `cap` is
-/// the retry budget the request runs under.
+/// Stamps `request_end` ([§2.7](penguin_omni_protocol::spec#s2.7) *request_end and token_usage*);
+/// `cap` is the retry budget the request runs under.
 pub(crate) fn request_end(
     shared: &Shared,
     outcome: &LlmOutcome,

@@ -1,4 +1,4 @@
-//! The engine handle (protocol §2.3 *A run*, `docs/protocol.md#s2.3`): starting runs and
+//! The engine handle (protocol [§2.3](penguin_omni_protocol::spec#s2.3) *A run*): starting runs and
 //! compactions, steering and notices, and the
 //! stream a run is read through. The top of the engine's modules: the loop itself is in
 //! `task.rs`, the state every layer shares in `shared.rs`.

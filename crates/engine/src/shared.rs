@@ -1,6 +1,6 @@
-//! What every layer of a run shares: the engine's state (one per [`Engine`](crate::Engine)),
-//! the run's queue item and the ways into it, and the delivery of queued notices and steering
-//! (protocol §2.11 *Steering and notices*, `docs/protocol.md#s2.11`) at an input assembly.
+//! What every layer of a run shares: the engine's state (one per [`Engine`](crate::Engine)), the
+//! run's queue item and the ways into it, and the delivery of queued notices and steering (protocol
+//! [§2.11](penguin_omni_protocol::spec#s2.11) *Steering and notices*) at an input assembly.
 //!
 //! The bottom of the engine's modules: it imports none of them but `config` and
 //! `environment`, so the run loop (`task.rs`), compaction, the turn and the same-instant
@@ -174,9 +174,8 @@ pub(crate) fn abort(producer: &Producer<Item>, reason: impl Into<String>) {
     emit(producer, build::abort(Some(reason.into())));
 }
 
-/// Drains the harness notices (§2.11 *Steering and notices*, `docs/protocol.md#s2.11`): each is
-/// streamed and written, and returned for the next
-/// input.
+/// Drains the harness notices ([§2.11](penguin_omni_protocol::spec#s2.11) *Steering and notices*):
+/// each is streamed and written, and returned for the next input.
 pub(crate) fn deliver_notices(shared: &Shared, producer: &Producer<Item>) -> Vec<OmniMessage> {
     let notices = std::mem::take(&mut shared.state().notices);
     for msg in &notices {

@@ -1,6 +1,8 @@
-//! The run loop (protocol §2.3 *A run*, §2.4 *The turn loop* and §2.8–§2.11,
-//! `docs/protocol.md#s2.4`): turns until the model stops, with retries and backoff,
-//! carry-over, max-turns, and steering and notices delivered between turns.
+//! The run loop (protocol [§2.3](penguin_omni_protocol::spec#s2.3) *A run*,
+//! [§2.4](penguin_omni_protocol::spec#s2.4) *The turn loop* and
+//! [§2.8](penguin_omni_protocol::spec#s2.8)–[§2.11](penguin_omni_protocol::spec#s2.11)): turns
+//! until the model stops, with retries and backoff, carry-over, max-turns, and steering and notices
+//! delivered between turns.
 
 use std::sync::Arc;
 

@@ -1,5 +1,6 @@
-//! One turn: one LLM request plus the tools it calls (protocol §2.5–§2.7, *One turn* to
-//! *request_end and token_usage*, `docs/protocol.md#s2.5`).
+//! One turn: one LLM request plus the tools it calls (protocol
+//! [§2.5](penguin_omni_protocol::spec#s2.5)–[§2.7](penguin_omni_protocol::spec#s2.7), *One turn* to
+//! *request_end and token_usage*).
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;

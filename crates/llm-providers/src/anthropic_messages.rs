@@ -6,8 +6,8 @@
 //!   uncached prompt; `output_tokens` → response (Anthropic does not split out thinking);
 //! - a `thinking` block's `thinking_delta`s → thinking with no fidelity, and its
 //!   `signature_delta` → an empty thinking item with fidelity `{"signature": …}`, which closes
-//!   the block (protocol §6.2 *Stream translation*, the thinking rule,
-//!   `docs/protocol.md#s6.2`); a `redacted_thinking` block → an empty thinking item with
+//!   the block (protocol [§6.2](penguin_omni_protocol::spec#s6.2) *Stream translation*, the
+//!   thinking rule); a `redacted_thinking` block → an empty thinking item with
 //!   fidelity `{"redacted_thinking": <data>}`;
 //! - a `text` block's `text_delta`s → text;
 //! - a `tool_use` block: its start → the call's first fragment (id, name), `input_json_delta`s

@@ -1,5 +1,5 @@
-//! The HTTP shell: drives a [`WireProtocol`] over reqwest and implements [`Llm`] (protocol §6.5
-//! *A request, and how it fails*, `docs/protocol.md#s6.5`).
+//! The HTTP shell: drives a [`WireProtocol`] over reqwest and implements [`Llm`] (protocol
+//! [§6.5](penguin_omni_protocol::spec#s6.5) *A request, and how it fails*).
 //!
 //! Everything protocol-specific is in the protocol and its decoder; this file only moves
 //! bytes, watches the clock and the user's interrupt, and classifies failures:

@@ -1,6 +1,6 @@
-//! What one request may hold: output-token clamping (protocol §6.6 *Request configuration*,
-//! `docs/protocol.md#s6.6`: never ask for more output than the
-//! context window has room for after the input), and the size limits on what a response may
+//! What one request may hold: output-token clamping (protocol
+//! [§6.6](penguin_omni_protocol::spec#s6.6) *Request configuration*: never ask for more output than
+//! the context window has room for after the input), and the size limits on what a response may
 //! stream (one message, a whole response, one event).
 
 use penguin_omni_protocol::{ModelPayload, OmniMessage, ToolDefinition};
@@ -65,15 +65,17 @@ pub fn effective_max_output_tokens(configured: u64, window: Option<u64>, estimat
     }
 }
 
-/// Default cap on one streamed message ([`ModelConfig::max_message_bytes`](crate::wire::ModelConfig::max_message_bytes)): 8 MiB.
+/// Default cap on one streamed message
+/// ([`ModelConfig::max_message_bytes`](crate::wire::ModelConfig::max_message_bytes)): 8 MiB.
 ///
 /// Roughly two million tokens of text, far more than any model writes into one message, and
 /// an eighth of the Trace's per-record limit (64 MiB), so even a message whose every byte
 /// needs a six-byte JSON escape still fits in one Trace line.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 8 * 1024 * 1024;
 
-/// The largest [`ModelConfig::max_message_bytes`](crate::wire::ModelConfig::max_message_bytes) a configuration may ask for: 32 MiB, half the
-/// Trace's per-record limit, so an ordinary message at the cap is still recordable.
+/// The largest [`ModelConfig::max_message_bytes`](crate::wire::ModelConfig::max_message_bytes) a
+/// configuration may ask for: 32 MiB, half the Trace's per-record limit, so an ordinary message at
+/// the cap is still recordable.
 pub const MAX_MESSAGE_BYTES_CEILING: usize = 32 * 1024 * 1024;
 
 /// How many capped messages' worth of content one response may hold in all: with
@@ -82,7 +84,8 @@ pub const MAX_MESSAGE_BYTES_CEILING: usize = 32 * 1024 * 1024;
 pub const RESPONSE_MESSAGES: usize = 4;
 
 /// The largest single SSE event a response may carry for a given
-/// [`ModelConfig::max_message_bytes`](crate::wire::ModelConfig::max_message_bytes): `4 × max_message_bytes + 1 MiB` (33 MiB by default).
+/// [`ModelConfig::max_message_bytes`](crate::wire::ModelConfig::max_message_bytes): `4 ×
+/// max_message_bytes + 1 MiB` (33 MiB by default).
 ///
 /// Some events legitimately repeat a whole response (the Responses API's `response.completed`
 /// and `output_item.done` carry every item's full text again, Gemini sends a call's arguments

@@ -9,8 +9,9 @@
 //! `output_index` is not relied on because llama.cpp omits it):
 //! - `response.output_item.added` registers the item. A `message` item's `phase` (GPT-5
 //!   `commentary` / `final_answer`) goes into the fidelity of each of its text deltas, so a
-//!   change of phase opens a new text segment (protocol §6.2 *Stream translation*,
-//!   `docs/protocol.md#s6.2`) and replays under the same phase. A
+//!   change of phase opens a new text segment (protocol
+//!   [§6.2](penguin_omni_protocol::spec#s6.2) *Stream translation*) and replays under the
+//!   same phase. A
 //!   `function_call` item starts the call (call id, name);
 //! - `response.output_text.delta` → text; `response.refusal.delta` → text as well (it is what
 //!   the user sees);
@@ -252,8 +253,8 @@ fn push_assistant_text(out: &mut Vec<Value>, text: &str, fidelity: Option<&Fidel
     out.push(Value::Object(item));
 }
 
-/// §6.1 *Input* (`docs/protocol.md#s6.1`): arguments go back as a JSON object; `""` and
-/// non-objects become `{}`.
+/// [§6.1](penguin_omni_protocol::spec#s6.1) *Input* (): arguments go back as a JSON object; `""`
+/// and non-objects become `{}`.
 fn normalized_arguments(arguments: &str) -> String {
     match serde_json::from_str::<Value>(arguments) {
         Ok(v @ Value::Object(_)) => v.to_string(),

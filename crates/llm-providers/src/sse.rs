@@ -32,10 +32,9 @@ pub trait SseEventHandler: Send + fmt::Debug {
     fn missing_end(&self) -> Option<String>;
 }
 
-/// The error text of a body that decoded to no protocol event at all. With
-/// [`CUT_OFF_PREFIX`], one of the two texts by which protocol §6.5 *A request, and how it
-/// fails* (`docs/protocol.md#s6.5`) recognizes a stream that ended
-/// early as malformed, so neither may change.
+/// The error text of a body that decoded to no protocol event at all. With [`CUT_OFF_PREFIX`], one
+/// of the two texts by which protocol [§6.5](penguin_omni_protocol::spec#s6.5) *A request, and how
+/// it fails* recognizes a stream that ended early as malformed, so neither may change.
 pub const NO_EVENTS: &str = "Streaming response yielded no events";
 
 /// How every "the terminal event never came" error starts (see [`NO_EVENTS`]).

@@ -1,11 +1,12 @@
-//! The provider-neutral middle of every adapter (protocol §6.2–§6.4, *Stream translation* to
-//! *Tool call ids*, `docs/protocol.md#s6.2`).
+//! The provider-neutral middle of every adapter (protocol
+//! [§6.2](penguin_omni_protocol::spec#s6.2)–[§6.4](penguin_omni_protocol::spec#s6.4), *Stream
+//! translation* to *Tool call ids*).
 //!
-//! A wire decoder turns provider bytes into [`UniEvent`]s; the [`EventTranslator`] turns those
-//! into OmniMessages with the exact segmentation of the reference implementation. The
-//! translator is pure: no I/O,
-//! no clock beyond the builders' timestamps, no async. Every rule of §6.2 is enforced here, so
-//! an adapter only has to say *what* the provider sent, never *how* to stream it.
+//! A wire decoder turns provider bytes into [`UniEvent`]s; the [`EventTranslator`] turns those into
+//! OmniMessages with the exact segmentation of the reference implementation. The translator is
+//! pure: no I/O, no clock beyond the builders' timestamps, no async. Every rule of
+//! [§6.2](penguin_omni_protocol::spec#s6.2) is enforced here, so an adapter only has to say *what*
+//! the provider sent, never *how* to stream it.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -104,8 +105,8 @@ impl UniEvent {
     }
 }
 
-/// Token counts from a usage snapshot (§6.3 *Token accounting*, `docs/protocol.md#s6.3`):
-/// `uncached_prompt` (`cache_write` on the wire) is the uncached prompt, `output` is
+/// Token counts from a usage snapshot ([§6.3](penguin_omni_protocol::spec#s6.3) *Token
+/// accounting*): `uncached_prompt` (`cache_write` on the wire) is the uncached prompt, `output` is
 /// thinking plus response, `total` the sum of all three.
 pub fn usage_to_token_counts(usage: &Usage) -> TokenCounts {
     TokenCounts::new(
@@ -115,7 +116,8 @@ pub fn usage_to_token_counts(usage: &Usage) -> TokenCounts {
     )
 }
 
-/// Hands out session-unique tool call ids (§6.4 *Tool call ids*, `docs/protocol.md#s6.4`).
+/// Hands out session-unique tool call ids ([§6.4](penguin_omni_protocol::spec#s6.4) *Tool call
+/// ids*).
 ///
 /// Clones share one set of used ids: the session keeps one allocator and passes clones to
 /// every model it builds (including the ones rebuilt after compaction), so a provider that
@@ -192,9 +194,8 @@ struct ToolAccumulator {
     emitted: bool,
 }
 
-/// The state machine of §6.2 *Stream translation* (`docs/protocol.md#s6.2`) for one request:
-/// feed it [`UniEvent`]s, then call exactly one of
-/// [`finish`](EventTranslator::finish) or
+/// The state machine of [§6.2](penguin_omni_protocol::spec#s6.2) *Stream translation* () for one
+/// request: feed it [`UniEvent`]s, then call exactly one of [`finish`](EventTranslator::finish) or
 /// [`finish_interrupted`](EventTranslator::finish_interrupted).
 ///
 /// It is also where every adapter's output is held to

@@ -1,7 +1,7 @@
 //! What a wire protocol adapter implements, and the provider-neutral pieces every adapter
-//! shares: the model configuration, input validation (protocol §6.1 *Input*,
-//! `docs/protocol.md#s6.1`) and error classification (§6.5 *A request, and how it fails*,
-//! `docs/protocol.md#s6.5`).
+//! shares: the model configuration, input validation (protocol
+//! [§6.1](penguin_omni_protocol::spec#s6.1) *Input*) and error classification
+//! ([§6.5](penguin_omni_protocol::spec#s6.5) *A request, and how it fails*).
 //!
 //! An adapter is two pure parts: a [`WireProtocol`] (request bodies and the committed history)
 //! and a [`StreamDecoder`] (response bytes in, [`UniEvent`]s out). The HTTP shell in
@@ -16,8 +16,8 @@ use serde_json::Value;
 use crate::translate::UniEvent;
 use crate::ThinkingLevel;
 
-/// Default idle timeout between upstream events: 120 s (§6.5 *A request, and how it fails*,
-/// `docs/protocol.md#s6.5`).
+/// Default idle timeout between upstream events: 120 s ([§6.5](penguin_omni_protocol::spec#s6.5) *A
+/// request, and how it fails*).
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 
 pub use crate::error::WireError;
@@ -39,9 +39,9 @@ pub struct ModelConfig {
     pub system_prompt: String,
     /// Tools offered to the model; omitted from the request when empty (vLLM rejects `[]`).
     pub tools: Vec<ToolDefinition>,
-    /// Maximum output tokens; 0 leaves it to the provider. Clamped per request to what the
-    /// context window leaves after the input (§6.6 *Request configuration*,
-    /// `docs/protocol.md#s6.6`) when `context_window` is known.
+    /// Maximum output tokens; 0 leaves it to the provider. Clamped per request to what the context
+    /// window leaves after the input ([§6.6](penguin_omni_protocol::spec#s6.6) *Request
+    /// configuration*) when `context_window` is known.
     pub max_output_tokens: u64,
     /// The model's context window, when known.
     pub context_window: Option<u64>,
@@ -161,8 +161,8 @@ pub trait WireProtocol: Send + Sync + fmt::Debug {
     fn set_history(&mut self, history: &[OmniMessage]);
 }
 
-/// Why a request's input is not one a model accepts (§6.1 *Input*, `docs/protocol.md#s6.1`).
-/// The texts are the reference implementation's.
+/// Why a request's input is not one a model accepts ([§6.1](penguin_omni_protocol::spec#s6.1)
+/// *Input*). The texts are the reference implementation's.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum InputError {
@@ -190,8 +190,8 @@ pub enum InputError {
     },
 }
 
-/// The input check of §6.1 *Input* (`docs/protocol.md#s6.1`): at least one message, all
-/// complete model messages of one role.
+/// The input check of [§6.1](penguin_omni_protocol::spec#s6.1) *Input* (): at least one message,
+/// all complete model messages of one role.
 pub fn check_input(new_messages: &[OmniMessage]) -> Result<Role, InputError> {
     let mut roles = new_messages
         .iter()
@@ -217,10 +217,10 @@ pub fn check_input(new_messages: &[OmniMessage]) -> Result<Role, InputError> {
     Ok(first)
 }
 
-/// The classification of a provider error, as §6.5 *A request, and how it fails*
-/// (`docs/protocol.md#s6.5`) gives it:
-/// 401 or an auth code → `auth`; 408, 429, 5xx, or a transient code/text → `timeout`;
-/// anything else → `failed`. `codes` are the error's `code`/`type` strings, when known.
+/// The classification of a provider error, as [§6.5](penguin_omni_protocol::spec#s6.5) *A request,
+/// and how it fails* gives it: 401 or an auth code → `auth`; 408, 429, 5xx, or a transient
+/// code/text → `timeout`; anything else → `failed`. `codes` are the error's `code`/`type` strings,
+/// when known.
 pub fn classify_error(http_status: Option<u16>, codes: &[&str], message: &str) -> StopReason {
     const AUTH_CODES: [&str; 3] = ["invalid_api_key", "authentication_error", "unauthorized"];
     // Error types providers put in HTTP-200 error events for overload and rate limits, which

@@ -1,4 +1,4 @@
-//! `PartialAggregator` (protocol §1.9 *Aggregation*, `docs/protocol.md#s1.9`): turns partial
+//! `PartialAggregator` (protocol [§1.9](crate::spec#s1.9) *Aggregation*): turns partial
 //! fragments back into complete messages.
 
 use crate::build;

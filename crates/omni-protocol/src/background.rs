@@ -1,7 +1,7 @@
-//! The harness notice that reports settled background work to the model (protocol §1.10
-//! *Marker blocks* and §2.11 *Steering and notices*, `docs/protocol.md#s1.10`,
-//! `docs/protocol.md#s2.11`): a `[background_task_done]` block with the facts, then what ran
-//! and the tail of its output, as a user text with `sender: "harness"`.
+//! The harness notice that reports settled background work to the model (protocol
+//! [§1.10](crate::spec#s1.10) *Marker blocks* and [§2.11](crate::spec#s2.11) *Steering and
+//! notices*): a `[background_task_done]` block with the facts, then what ran and the tail of its
+//! output, as a user text with `sender: "harness"`.
 
 use crate::build;
 use crate::markers::marker_block;

@@ -1,8 +1,7 @@
-//! Builders (protocol §1.4–§1.6, *Complete model messages* to *Events*,
-//! `docs/protocol.md#s1.4`). Each stamps the message when it is built and applies the reference
-//! implementation's
-//! defaults: every built text, partial and tool message carries `stop_reason`, and fidelity is
-//! attached only when it has at least one key.
+//! Builders (protocol [§1.4](crate::spec#s1.4)–[§1.6](crate::spec#s1.6), *Complete model messages*
+//! to *Events*). Each stamps the message when it is built and applies the reference
+//! implementation's defaults: every built text, partial and tool message carries `stop_reason`, and
+//! fidelity is attached only when it has at least one key.
 
 use crate::message::*;
 use crate::Timestamp;
@@ -359,9 +358,8 @@ pub fn mcp_connect_begin(servers: Vec<String>) -> OmniMessage {
     event(EventPayload::McpConnectBegin { servers })
 }
 
-/// `mcp_connect_end`: `failed` when any server's result is not `completed` (§1.6 *Events*,
-/// `docs/protocol.md#s1.6`), `aborted`
-/// with no results when the connect was interrupted.
+/// `mcp_connect_end`: `failed` when any server's result is not `completed`
+/// ([§1.6](crate::spec#s1.6) *Events*), `aborted` with no results when the connect was interrupted.
 pub fn mcp_connect_end(results: Vec<McpConnectResult>, aborted: bool) -> OmniMessage {
     let status = if aborted {
         McpConnectStatus::Aborted

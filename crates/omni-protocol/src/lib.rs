@@ -11,6 +11,12 @@ mod message;
 mod timestamp;
 pub mod validator;
 
+/// The specification these crates implement, shipped with them: a section cited in penguin's
+/// docs by its number, as in [§2.16](crate::spec#s2.16), is the section of this page with
+/// that number, whose anchor is `#s` and the number.
+#[doc = include_str!("../PROTOCOL.md")]
+pub mod spec {}
+
 pub use aggregate::PartialAggregator;
 pub use frame::Frame;
 pub use message::*;

@@ -1,5 +1,4 @@
-//! Marker blocks and transcript lines (protocol §1.10 *Marker blocks*,
-//! `docs/protocol.md#s1.10`).
+//! Marker blocks and transcript lines (protocol [§1.10](crate::spec#s1.10) *Marker blocks*).
 
 use crate::message::StopReason;
 
@@ -392,8 +391,8 @@ fn pairs(text: &str, open: &str, close: &str) -> Vec<(usize, usize, usize, usize
     out
 }
 
-/// The summary in a compaction reply (the extraction ladder of §2.12 *Compaction*,
-/// `docs/protocol.md#s2.12`). Empty means unusable.
+/// The summary in a compaction reply (the extraction ladder of [§2.12](crate::spec#s2.12)
+/// *Compaction*). Empty means unusable.
 ///
 /// 1. The first `[summary]…[/summary]` pair, then the first `<summary>…</summary>` pair, whose
 ///    content is non-empty once stray summary tags are removed and it is trimmed.

@@ -1,5 +1,5 @@
-//! The OmniMessage envelope and every payload (protocol §1.1–§1.6, *Envelope* to *Events*,
-//! `docs/protocol.md#s1`).
+//! The OmniMessage envelope and every payload (protocol
+//! [§1.1](crate::spec#s1.1)–[§1.6](crate::spec#s1.6), *Envelope* to *Events*).
 //!
 //! Field order in every struct is the reference's key order, and optional fields are skipped
 //! when absent, so `serde_json::to_string` of a message gives the reference's exact bytes.
@@ -137,7 +137,7 @@ pub enum ContextWindow {
     Other(String),
 }
 
-/// The per-session invariants (§1.3 *session_meta*, `docs/protocol.md#s1.3`).
+/// The per-session invariants ([§1.3](crate::spec#s1.3) *session_meta*).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SessionMeta {
     /// `session-YYYY-MM-DD-HH-mm-ss-<8hex>`.
@@ -473,7 +473,7 @@ pub enum Body {
     Event(EventPayload),
 }
 
-/// One message of the stream and the Trace (§1.1 *Envelope*, `docs/protocol.md#s1.1`).
+/// One message of the stream and the Trace ([§1.1](crate::spec#s1.1) *Envelope*).
 #[derive(Clone, Debug, PartialEq)]
 pub struct OmniMessage {
     /// When the message was built.
@@ -566,7 +566,7 @@ impl OmniMessage {
         self.origin.as_ref().is_some_and(|o| !o.is_empty())
     }
 
-    /// What the Trace records (§3.2 *What is recorded*, `docs/protocol.md#s3.2`): no origin,
+    /// What the Trace records ([§3.2](crate::spec#s3.2) *What is recorded*): no origin,
     /// and not a partial.
     pub fn is_recordable(&self) -> bool {
         !self.has_origin() && !self.is_partial()

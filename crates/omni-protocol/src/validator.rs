@@ -1,13 +1,14 @@
-//! `StreamValidator`: checks a message stream against the protocol's guarantees (§0.5
-//! *Guarantees*, `docs/protocol.md#s0.5`).
+//! `StreamValidator`: checks a message stream against the protocol's guarantees
+//! ([§0.5](crate::spec#s0.5) *Guarantees*).
 //!
 //! The validator is a pure state machine: feed it the messages of one `run()` output stream (or
 //! of several consecutive runs, or of a Trace) one at a time with [`StreamValidator::push`], then
 //! call [`StreamValidator::finish`] for the end-of-stream checks. Every broken guarantee comes
 //! back as a [`Violation`] naming the 0-based message index and a stable [`Rule`].
 //! [`validate_jsonl`] does the same for a JSON-lines file and names every message by its
-//! 1-based line instead, in the position and in the detail alike. Section numbers (§2.5, ...)
-//! are those of penguin's protocol specification, `docs/protocol.md` (anchors `#s2.5`, ...).
+//! 1-based line instead, in the position and in the detail alike. Section numbers
+//! ([§2.5](crate::spec#s2.5), ...) are those of penguin's protocol specification, the
+//! [`spec`](crate::spec) module.
 //!
 //! ```
 //! use penguin_omni_protocol::validator::{Rule, StreamValidator};
@@ -39,13 +40,13 @@
 //!
 //! # Producers and "right after"
 //!
-//! A turn has several concurrent producers that push into one merge queue (§2.2): the *driver*
-//! (the LLM stream together with `request_begin`/`request_end`, approvals and the synthetic
-//! denial outputs) and one producer per dispatched tool call (its `partial_tool_call_output`s and
-//! `tool_call_output`). Only the order *within* a producer is preserved; different producers
-//! interleave by arrival time. Child sessions forwarded with an `origin` are separate streams
-//! altogether: every rule applies per origin chain, and the producers of one origin chain never
-//! constrain another.
+//! A turn has several concurrent producers that push into one merge queue
+//! ([§2.2](crate::spec#s2.2)): the *driver* (the LLM stream together with
+//! `request_begin`/`request_end`, approvals and the synthetic denial outputs) and one producer per
+//! dispatched tool call (its `partial_tool_call_output`s and `tool_call_output`). Only the order
+//! *within* a producer is preserved; different producers interleave by arrival time. Child sessions
+//! forwarded with an `origin` are separate streams altogether: every rule applies per origin chain,
+//! and the producers of one origin chain never constrain another.
 //!
 //! So every "X comes right after Y" guarantee is checked as "the next message **of the same
 //! producer** after Y is X". That is not only a convenience: the reference driver pushes a
@@ -62,7 +63,7 @@
 //! | `parse` | a line of [`validate_jsonl`] input is a well-formed OmniMessage |
 //! | `segment_order` | each segment, keyed by (origin, partial type, tool_call_id), goes `start → delta* → stop`; a complete never arrives while its segment is still open |
 //! | `complete_after_stop` | after a `stop`, the producer's next message is the matching complete message |
-//! | `delta_concat` | the concatenated fragments equal the complete's content (and a tool call's name); a `tool_call`'s arguments may differ in bytes when both sides parse as equal JSON values (§1.8) |
+//! | `delta_concat` | the concatenated fragments equal the complete's content (and a tool call's name); a `tool_call`'s arguments may differ in bytes when both sides parse as equal JSON values ([§1.8](crate::spec#s1.8)) |
 //! | `segment_open` | no segment is open at `request_end` (LLM segments), at the next `request_begin`, at `abort` or at the end of the stream |
 //! | `approval_position` | an `approval_decision` follows its committed `tool_call`, exactly once, and precedes every output of that call |
 //! | `denial_output` | after `deny`/`forbidden`, the driver's next message is the synthetic `tool_call_output` (`stop_reason: aborted`, "Tool call denied by user." / "Tool call denied by policy."), and nothing is dispatched for the call |
@@ -75,7 +76,7 @@
 //! | `request_pairing` | `request_begin`/`request_end` alternate per origin: no nested begin, no end without begin, no request left open at `abort` or at the end |
 //! | `abort_last` | `abort` is the last message of its run: the next message of that origin must start a new run |
 //!
-//! # Tolerated (the protocol's non-guarantees, §0.6, and the exceptions its sections document)
+//! # Tolerated (the protocol's non-guarantees, [§0.6](crate::spec#s0.6), and the exceptions its sections document)
 //!
 //! - Tool outputs in completion order, fragments of different tool calls and of different
 //!   origins interleaved, tool outputs between `request_end` and the next `request_begin`.
@@ -89,14 +90,13 @@
 //! - The Trace of a compaction request holds its `tool_call`s (never approved nor dispatched)
 //!   and the engine's repair `tool_call_output`s for them: calls committed inside a compaction
 //!   need no approval and are owed no output.
-//! - A committed `tool_call` that an interrupt caught before its approval (no
-//!   `approval_decision` is emitted then, §2.5): nothing was dispatched, and the engine answers
-//!   it in the *model context* through carry-over (Case A placeholders), which is never
-//!   streamed. A call that did get a decision is still owed its output before the `abort`,
-//!   because the turn, and so the abort, waits for every dispatched tool to settle. Missing
-//!   outputs are flagged at the next `request_begin` of the same origin (a request starts only
-//!   once every tool of the previous one has settled), at the `abort`, or at
-//!   [`StreamValidator::finish`].
+//! - A committed `tool_call` that an interrupt caught before its approval (no `approval_decision`
+//!   is emitted then, [§2.5](crate::spec#s2.5)): nothing was dispatched, and the engine answers it
+//!   in the *model context* through carry-over (Case A placeholders), which is never streamed. A
+//!   call that did get a decision is still owed its output before the `abort`, because the turn,
+//!   and so the abort, waits for every dispatched tool to settle. Missing outputs are flagged at
+//!   the next `request_begin` of the same origin (a request starts only once every tool of the
+//!   previous one has settled), at the `abort`, or at [`StreamValidator::finish`].
 //! - After an `abort`, a new run may emit run-opening messages before its `request_begin`:
 //!   user-role input or notices, `session_meta`, MCP/tool-list events, a compaction, a
 //!   `goal_finished`, or another `abort` (a run whose signal fired before it started).
@@ -364,8 +364,8 @@ fn parse_line(line: &str) -> Result<OmniMessage, ParseError> {
     }
 }
 
-/// Checks a stream message by message against the protocol's guarantees (§0.5 *Guarantees*,
-/// `docs/protocol.md#s0.5`; see the module docs).
+/// Checks a stream message by message against the protocol's guarantees ([§0.5](crate::spec#s0.5)
+/// *Guarantees*; see the module docs).
 #[derive(Debug, Default)]
 pub struct StreamValidator {
     config: ValidatorConfig,

@@ -1,6 +1,6 @@
-//! Pending approvals (protocol §5.6 *Approvals*, `docs/protocol.md#s5.6`): the calls waiting for
-//! a human, and one call's wait. The approver
-//! a served run uses, which registers them, is `approver.rs`.
+//! Pending approvals (protocol [§5.6](penguin_omni_protocol::spec#s5.6) *Approvals*): the calls
+//! waiting for a human, and one call's wait. The approver a served run uses, which registers them,
+//! is `approver.rs`.
 
 use std::sync::Mutex;
 
@@ -18,8 +18,8 @@ struct PendingApproval {
     announced: bool,
 }
 
-/// Calls waiting for a human, in registration order, keyed by tool_call_id only (§5.6
-/// *Approvals*, `docs/protocol.md#s5.6`).
+/// Calls waiting for a human, in registration order, keyed by tool_call_id only
+/// ([§5.6](penguin_omni_protocol::spec#s5.6) *Approvals*).
 #[derive(Default)]
 pub(crate) struct Approvals {
     pending: Mutex<Vec<PendingApproval>>,

@@ -1,7 +1,7 @@
-//! The approver a served run uses (protocol §5.6 *Approvals*, `docs/protocol.md#s5.6`): the
-//! session's approval mode, read at every call; a
-//! call the mode leaves to a human is registered with the session's pending approvals,
-//! announced on its channel once the call itself was published, and waited for.
+//! The approver a served run uses (protocol [§5.6](penguin_omni_protocol::spec#s5.6) *Approvals*):
+//! the session's approval mode, read at every call; a call the mode leaves to a human is registered
+//! with the session's pending approvals, announced on its channel once the call itself was
+//! published, and waited for.
 
 use std::sync::Arc;
 
@@ -15,8 +15,8 @@ use crate::entry::Entry;
 use crate::sessions::Sessions;
 use crate::sync::lock;
 
-/// The approver of one run: the session's mode, read at every call (§5.6 *Approvals*,
-/// `docs/protocol.md#s5.6`).
+/// The approver of one run: the session's mode, read at every call
+/// ([§5.6](penguin_omni_protocol::spec#s5.6) *Approvals*).
 pub(crate) struct ServerApprover {
     pub(crate) sessions: Arc<Sessions>,
     pub(crate) entry: Arc<Entry>,

@@ -1,6 +1,6 @@
-//! One hosted session's state: its engine, what it is doing, what waits for it, and the
-//! bookkeeping the publish pipeline does on every frame (protocol §5.5 *Running a task: the
-//! publish pipeline*, `docs/protocol.md#s5.5`).
+//! One hosted session's state: its engine, what it is doing, what waits for it, and the bookkeeping
+//! the publish pipeline does on every frame (protocol [§5.5](penguin_omni_protocol::spec#s5.5)
+//! *Running a task: the publish pipeline*).
 //!
 //! Lock discipline (the channel's `connect` builds its snapshot under the channel lock, reading
 //! an entry's runtime and approvals):
@@ -146,9 +146,9 @@ impl Runtime {
         self.has_trace || self.status != SessionStatus::Idle
     }
 
-    /// Parent-level bookkeeping of one drive message (§5.5 *Running a task*, pumping step 1,
-    /// `docs/protocol.md#s5.5`). Returns true when it was a
-    /// delivered steering message (the mirror shifted).
+    /// Parent-level bookkeeping of one drive message ([§5.5](penguin_omni_protocol::spec#s5.5)
+    /// *Running a task*, pumping step 1). Returns true when it was a delivered steering message
+    /// (the mirror shifted).
     pub(crate) fn observe(&mut self, msg: &OmniMessage) -> bool {
         if msg.has_origin() {
             return false;
@@ -301,9 +301,9 @@ impl Entry {
         }
     }
 
-    /// The initial events of a stream connection (§5.3 *Server events*,
-    /// `docs/protocol.md#s5.3`): `task_state`, then every pending
-    /// approval in registration order. Runs under the channel lock.
+    /// The initial events of a stream connection ([§5.3](penguin_omni_protocol::spec#s5.3) *Server
+    /// events*): `task_state`, then every pending approval in registration order. Runs under the
+    /// channel lock.
     pub(crate) fn snapshot_events(&self) -> Vec<ServerEvent> {
         let mut out = vec![ServerEvent::TaskState(self.rt().task_state())];
         out.extend(self.approvals.requests().into_iter().map(approval_request));

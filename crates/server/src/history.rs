@@ -1,4 +1,5 @@
-//! Reading a session's history from its trace files (§5.7 *`/messages` and the live tail*, `docs/protocol.md#s5.7`).
+//! Reading a session's history from its trace files ([§5.7](penguin_omni_protocol::spec#s5.7)
+//! *`/messages` and the live tail*).
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -150,7 +151,7 @@ pub fn append_missing(messages: &mut Vec<Value>, pending: impl IntoIterator<Item
     }
 }
 
-/// Which part of the history `/messages` answers with (§5.7).
+/// Which part of the history `/messages` answers with ([§5.7](penguin_omni_protocol::spec#s5.7)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Window {
     /// Everything, pending holds included.

@@ -1,5 +1,6 @@
-//! The HTTP routes (protocol §5.4–§5.8, *Session state and concurrency* to *Endpoints*,
-//! `docs/protocol.md#s5.8`).
+//! The HTTP routes (protocol
+//! [§5.4](penguin_omni_protocol::spec#s5.4)–[§5.8](penguin_omni_protocol::spec#s5.8), *Session
+//! state and concurrency* to *Endpoints*).
 
 use std::sync::Arc;
 
@@ -66,8 +67,8 @@ fn is_stream_route(method: &Method, path: &str) -> bool {
         .is_some_and(|id| !id.is_empty() && !id.contains('/'))
 }
 
-/// Every request must present the token (§5 *The server transport*, `docs/protocol.md#s5`);
-/// streams may pass it as `?access_token=`.
+/// Every request must present the token ([§5](penguin_omni_protocol::spec#s5) *The server
+/// transport*); streams may pass it as `?access_token=`.
 pub(crate) async fn auth(State(app): State<AppState>, req: Request, next: Next) -> Response {
     // Forwarded by another node of the cluster, whose signature verified: that node checked
     // the user's token and Host (the token itself never travels between nodes).

@@ -626,8 +626,9 @@ impl Sessions {
         }
     }
 
-    /// Reclaims channels nobody listens to whose session is idle and that have been quiet
-    /// for `idle_after` (§5.1, the channel hub's sweep). Returns the reclaimed keys.
+    /// Reclaims channels nobody listens to whose session is idle and that have been quiet for
+    /// `idle_after` ([§5.1](penguin_omni_protocol::spec#s5.1), the channel hub's sweep). Returns
+    /// the reclaimed keys.
     pub(crate) fn sweep_channels(&self, idle_after: Duration) -> Vec<String> {
         self.cfg
             .hub

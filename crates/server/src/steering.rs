@@ -1,6 +1,6 @@
 //! Steering a running task and recalling what has not been delivered yet: steering inputs and
-//! queued follow-ups (protocol §5.4 *Session state and concurrency* and §5.5 *Running a task*,
-//! `docs/protocol.md#s5.4`, `docs/protocol.md#s5.5`).
+//! queued follow-ups (protocol [§5.4](penguin_omni_protocol::spec#s5.4) *Session state and
+//! concurrency* and [§5.5](penguin_omni_protocol::spec#s5.5) *Running a task*).
 
 use penguin_engine::{Steered, ThinkingLevel};
 use penguin_omni_protocol::build;

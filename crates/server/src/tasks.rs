@@ -1,6 +1,6 @@
-//! Driving tasks (protocol §5.5 *Running a task: the publish pipeline*,
-//! `docs/protocol.md#s5.5`): starting a run or a compaction, pumping its frames to the session
-//! channel, settling the session when it ends, follow-ups, abort and retry-now.
+//! Driving tasks (protocol [§5.5](penguin_omni_protocol::spec#s5.5) *Running a task: the publish
+//! pipeline*): starting a run or a compaction, pumping its frames to the session channel, settling
+//! the session when it ends, follow-ups, abort and retry-now.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
@@ -137,8 +137,8 @@ impl Sessions {
         Ok(false)
     }
 
-    /// `POST /compact`: compacts an idle session's context as its own task (§5.5 *Running a
-    /// task*, `docs/protocol.md#s5.5`).
+    /// `POST /compact`: compacts an idle session's context as its own task
+    /// ([§5.5](penguin_omni_protocol::spec#s5.5) *Running a task*).
     pub(crate) fn compact(self: &Arc<Self>, entry: &Arc<Entry>) -> Result<(), ApiError> {
         let _p = lock(&entry.publish);
         {
@@ -321,8 +321,8 @@ impl Sessions {
         }
     }
 
-    /// Publishes every frame of a run (§5.5 *Running a task*, pumping,
-    /// `docs/protocol.md#s5.5`).
+    /// Publishes every frame of a run ([§5.5](penguin_omni_protocol::spec#s5.5) *Running a task*,
+    /// pumping).
     async fn pump(&self, entry: &Entry, mut stream: BoxStream<'static, Frame>) {
         while let Some(frame) = stream.next().await {
             let _p = lock(&entry.publish);
@@ -357,9 +357,9 @@ impl Sessions {
         self.channel(&entry.id).publish_message(&Frame::new(msg));
     }
 
-    /// The end of a run (§5.5 *Running a task*, settling, `docs/protocol.md#s5.5`): clear the
-    /// live tail, deny what of the run
-    /// is still pending, go idle, announce it, and start the next follow-up.
+    /// The end of a run ([§5.5](penguin_omni_protocol::spec#s5.5) *Running a task*, settling):
+    /// clear the live tail, deny what of the run is still pending, go idle, announce it, and start
+    /// the next follow-up.
     fn settle(self: &Arc<Self>, entry: &Arc<Entry>) {
         {
             let _p = lock(&entry.publish);
@@ -403,9 +403,9 @@ impl Sessions {
         self.channel(USER_CHANNEL).publish_server_event(&ev);
     }
 
-    /// Starts a task carrying the background notices an idle session holds (§2.11 *Steering
-    /// and notices*, `docs/protocol.md#s2.11`): the
-    /// model reacts to the report with nobody asking. A running task delivers them itself.
+    /// Starts a task carrying the background notices an idle session holds
+    /// ([§2.11](penguin_omni_protocol::spec#s2.11) *Steering and notices*): the model reacts to the
+    /// report with nobody asking. A running task delivers them itself.
     pub(crate) fn start_notices(self: &Arc<Self>, entry: &Arc<Entry>) {
         let _p = lock(&entry.publish);
         self.start_notices_locked(entry);
@@ -506,8 +506,8 @@ impl Sessions {
     }
 }
 
-/// The 409 a busy session answers new input with (§5.4 *Session state and concurrency*,
-/// `docs/protocol.md#s5.4`).
+/// The 409 a busy session answers new input with ([§5.4](penguin_omni_protocol::spec#s5.4) *Session
+/// state and concurrency*).
 pub(crate) fn busy_error(status: SessionStatus) -> ApiError {
     match status {
         SessionStatus::Compacting => ApiError::conflict(

@@ -1,6 +1,5 @@
-//! Per-session channels (protocol §5.1 *Channels and event ids*, `docs/protocol.md#s5.1`):
-//! numbering, the replay buffer, and subscribers that read it
-//! through cursors.
+//! Per-session channels (protocol [§5.1](penguin_omni_protocol::spec#s5.1) *Channels and event
+//! ids*): numbering, the replay buffer, and subscribers that read it through cursors.
 //!
 //! Broadcast events are stored once, in the replay buffer; each subscriber keeps only a cursor
 //! into it (and a short queue of events sent to it alone). So a subscriber that is behind but
@@ -372,8 +371,8 @@ impl Channel {
         self.connect(None, Vec::new)
     }
 
-    /// The setup of a stream connection (§5.2 *SSE and connection setup*,
-    /// `docs/protocol.md#s5.2`), atomically:
+    /// The setup of a stream connection ([§5.2](penguin_omni_protocol::spec#s5.2) *SSE and
+    /// connection setup*), atomically:
     /// 1. subscribe;
     /// 2. if `last_event_id` is `Some`, replay the buffered events after it, or queue a unicast
     ///    `resync_required` on a miss;

@@ -1,5 +1,5 @@
-//! The connect-first + dedup client pattern (protocol §5.9 *The client pattern*,
-//! `docs/protocol.md#s5.9`), as a reducer over SSE events and history.
+//! The connect-first + dedup client pattern (protocol [§5.9](penguin_omni_protocol::spec#s5.9) *The
+//! client pattern*), as a reducer over SSE events and history.
 
 use std::collections::{HashSet, VecDeque};
 
@@ -86,8 +86,8 @@ struct Buffered {
     parsed: Parsed,
 }
 
-/// The bundled Web App's stream consumption (§5.9 *The client pattern*,
-/// `docs/protocol.md#s5.9`), in Rust.
+/// The bundled Web App's stream consumption ([§5.9](penguin_omni_protocol::spec#s5.9) *The client
+/// pattern*), in Rust.
 ///
 /// Feed it every SSE event with [`on_event`](Self::on_event) from the moment the stream is open,
 /// and the `/messages` answer with [`on_history`](Self::on_history). Until history arrives, events

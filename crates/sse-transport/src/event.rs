@@ -1,5 +1,6 @@
-//! Event ids, event payloads and the ServerEvent union (protocol [§5.1](penguin_omni_protocol::spec#s5.1) *Channels and event ids*
-//! and [§5.3](penguin_omni_protocol::spec#s5.3) *Server events*).
+//! Event ids, event payloads and the ServerEvent union (protocol
+//! [§5.1](penguin_omni_protocol::spec#s5.1) *Channels and event ids* and
+//! [§5.3](penguin_omni_protocol::spec#s5.3) *Server events*).
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -104,8 +105,8 @@ impl fmt::Display for EventId {
 ///
 /// Cloning is a reference-count bump in both variants. A [`Frame`] is kept as is (rather than
 /// copied into an `Arc<str>`) so the bytes on the wire are the very bytes the Trace writes, which
-/// is what client-side dedup relies on ([§5.9](penguin_omni_protocol::spec#s5.9) *The client pattern*, and [§8](penguin_omni_protocol::spec#s8) *Pitfalls* item 7:
-/// `docs/protocol.md#s5.9`, `docs/protocol.md#s8`).
+/// is what client-side dedup relies on ([§5.9](penguin_omni_protocol::spec#s5.9) *The client
+/// pattern*, and [§8](penguin_omni_protocol::spec#s8) *Pitfalls* item 7).
 #[derive(Clone)]
 pub enum EventData {
     /// An OmniMessage, serialized once by its producer.
@@ -257,7 +258,8 @@ pub struct ApprovalRequest {
     pub origin: Option<Vec<String>>,
 }
 
-/// The server's own events, sent as `event: server_event` ([§5.3](penguin_omni_protocol::spec#s5.3) *Server events*).
+/// The server's own events, sent as `event: server_event` ([§5.3](penguin_omni_protocol::spec#s5.3)
+/// *Server events*).
 ///
 /// Serialized as `{"type": "<snake_case>", ...camelCase fields}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

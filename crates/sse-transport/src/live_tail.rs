@@ -1,6 +1,6 @@
-//! `LiveTailTracker` (protocol §5.7 *History and the live tail*, `docs/protocol.md#s5.7`): the
-//! in-flight fragments of a running session, so a client that
-//! connects mid-segment can render what was streamed before it arrived.
+//! `LiveTailTracker` (protocol [§5.7](penguin_omni_protocol::spec#s5.7) *History and the live
+//! tail*): the in-flight fragments of a running session, so a client that connects mid-segment can
+//! render what was streamed before it arrived.
 
 use penguin_omni_protocol::{
     Body, ModelPayload, OmniMessage, PartialText, PartialThinking, PartialToolCall,
@@ -174,8 +174,8 @@ impl Fragment {
     }
 }
 
-/// Mirrors the partial fragments of one session's stream (§5.7 *History and the live tail*,
-/// `docs/protocol.md#s5.7`).
+/// Mirrors the partial fragments of one session's stream ([§5.7](penguin_omni_protocol::spec#s5.7)
+/// *History and the live tail*).
 ///
 /// Feed it every published message with [`observe`](Self::observe); [`fragments`](Self::fragments)
 /// then answers "what is in flight right now". To pair the fragments with a consistent channel

@@ -1,6 +1,6 @@
-//! The SSE encoding (protocol §5.2 *SSE and connection setup*, `docs/protocol.md#s5.2`): wire
-//! format, batching and heartbeat, as a stream of bytes any HTTP
-//! server can send. `response.rs` (feature `axum`) wraps it in an axum response.
+//! The SSE encoding (protocol [§5.2](penguin_omni_protocol::spec#s5.2) *SSE and connection setup*):
+//! wire format, batching and heartbeat, as a stream of bytes any HTTP server can send.
+//! `response.rs` (feature `axum`) wraps it in an axum response.
 
 use std::convert::Infallible;
 use std::pin::Pin;

@@ -1,10 +1,9 @@
-//! One call's output as the model and the host see it (protocol §2.16 *Tool close-out*,
-//! `docs/protocol.md#s2.16`): the start fragment, the text
-//! kept head-first under the cap (everything past it archived), messages of nested sessions
-//! passed through, and the close-out: the notes, the stop fragment and exactly one complete
-//! output. The execution wrapper ([`crate::contract`]) drives it for every tool of this
-//! crate; tools that run elsewhere (a subagent's) use it directly, so every call closes the
-//! same way.
+//! One call's output as the model and the host see it (protocol
+//! [§2.16](penguin_omni_protocol::spec#s2.16) *Tool close-out*): the start fragment, the text kept
+//! head-first under the cap (everything past it archived), messages of nested sessions passed
+//! through, and the close-out: the notes, the stop fragment and exactly one complete output. The
+//! execution wrapper ([`crate::contract`]) drives it for every tool of this crate; tools that run
+//! elsewhere (a subagent's) use it directly, so every call closes the same way.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -60,8 +59,9 @@ impl ArchiveBudget {
 }
 
 /// What a call may produce and how long it may run: the output cap, where truncated output is
-/// archived and how much of it, and the timeout. [`BuiltinTools::limits`](crate::BuiltinTools::limits)
-/// gives a session's; the default is the reference's (16,000 chars, 120 s, no archive).
+/// archived and how much of it, and the timeout.
+/// [`BuiltinTools::limits`](crate::BuiltinTools::limits) gives a session's; the default is the
+/// reference's (16,000 chars, 120 s, no archive).
 #[derive(Clone, Debug)]
 pub struct Limits {
     /// `None`: no cap.
@@ -72,28 +72,6 @@ pub struct Limits {
     pub(crate) archive_root: Option<PathBuf>,
     /// How much the archive may still write.
     pub(crate) archive_budget: Arc<ArchiveBudget>,
-}
-
-impl Limits {
-    /// `config`'s limits, truncated output archived under `workspace` (when given and the
-    /// configuration archives) within `budget`.
-    #[cfg(feature = "builtin")]
-    pub(crate) fn new(
-        config: &crate::ToolsConfig,
-        workspace: Option<&std::path::Path>,
-        archive_budget: Arc<ArchiveBudget>,
-    ) -> Limits {
-        Limits {
-            max_output_chars: usize::try_from(config.max_output_chars)
-                .ok()
-                .filter(|n| *n > 0),
-            timeout: config.timeout.filter(|t| !t.is_zero()),
-            archive_root: workspace
-                .filter(|_| config.archive_truncated)
-                .map(|w| w.to_path_buf()),
-            archive_budget,
-        }
-    }
 }
 
 impl Default for Limits {
@@ -334,11 +312,11 @@ impl<'a> CallOutput<'a> {
         lines
     }
 
-    /// Closes the call (§2.16 *Tool close-out* step 7, `docs/protocol.md#s2.16`): the kept head
-    /// not yet streamed, then the notes, each on
-    /// its own line after the content (the truncation lines first, then `notes` in order;
-    /// `[no output]` when there is nothing at all), the images (only a completed call has
-    /// any), the stop fragment with `stop`, and the complete output.
+    /// Closes the call ([§2.16](penguin_omni_protocol::spec#s2.16) *Tool close-out* step 7): the
+    /// kept head not yet streamed, then the notes, each on its own line after the content (the
+    /// truncation lines first, then `notes` in order; `[no output]` when there is nothing at all),
+    /// the images (only a completed call has any), the stop fragment with `stop`, and the complete
+    /// output.
     pub async fn close(
         mut self,
         notes: impl IntoIterator<Item = String>,

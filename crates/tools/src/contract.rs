@@ -1,6 +1,6 @@
-//! The execution wrapper: turns any [`Tool`] into a stream that honours protocol §2.16 *Tool
-//! close-out* (`docs/protocol.md#s2.16`), whatever the
-//! tool does (finishes, fails, panics, hangs, floods).
+//! The execution wrapper: turns any [`Tool`] into a stream that honours protocol
+//! [§2.16](penguin_omni_protocol::spec#s2.16) *Tool close-out*, whatever the tool does (finishes,
+//! fails, panics, hangs, floods).
 
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
@@ -59,8 +59,8 @@ impl Output {
     }
 }
 
-/// One executable tool, already bound to its workspace: what a built-in tool is, and what a
-/// tool of one's own implements to join them ([`BuiltinTools::with_tool`](crate::BuiltinTools::with_tool)).
+/// One executable tool, already bound to its workspace: what a built-in tool is, and what a tool of
+/// one's own implements to join them ([`BuiltinTools::with_tool`](crate::BuiltinTools::with_tool)).
 ///
 /// The wrapper around it keeps the contract whatever the tool does: the call's timeout, the
 /// user's interrupt, a panic, output past the cap, and exactly one complete output. It may drop

@@ -36,7 +36,8 @@ pub struct ToolsConfig {
     /// Which edit tools of `enabled` are offered: `apply_patch`, `write_file` and
     /// `edit_file`, or some of them ([`EditTools::Both`], all three, by default).
     pub edit_tools: EditTools,
-    /// Write the full output of truncated calls under [`ARCHIVE_DIR`](crate::ARCHIVE_DIR) in the workspace.
+    /// Write the full output of truncated calls under [`ARCHIVE_DIR`](crate::ARCHIVE_DIR) in the
+    /// workspace.
     pub archive_truncated: bool,
     /// Most bytes archived for one call; the rest is dropped, and the note says how much.
     pub archive_max_file_bytes: u64,
@@ -51,6 +52,27 @@ pub struct ToolsConfig {
     /// workspace; with any, `memory_forget` is offered. Commands never get them (the sandbox
     /// hides the data root).
     pub memory: Vec<PathBuf>,
+}
+
+impl ToolsConfig {
+    /// These limits, truncated output archived under `workspace` (when given and the
+    /// configuration archives) within `archive_budget`.
+    pub(crate) fn limits(
+        &self,
+        workspace: Option<&Path>,
+        archive_budget: Arc<ArchiveBudget>,
+    ) -> Limits {
+        Limits {
+            max_output_chars: usize::try_from(self.max_output_chars)
+                .ok()
+                .filter(|n| *n > 0),
+            timeout: self.timeout.filter(|t| !t.is_zero()),
+            archive_root: workspace
+                .filter(|_| self.archive_truncated)
+                .map(Path::to_path_buf),
+            archive_budget,
+        }
+    }
 }
 
 impl Default for ToolsConfig {
@@ -246,7 +268,8 @@ impl BuiltinTools {
     /// What each call may produce and how long it may run, by the configuration: the cap,
     /// the archive under the workspace (with this session's archive budget) and the timeout.
     pub fn limits(&self) -> Limits {
-        Limits::new(&self.config, Some(&self.root), self.archive_budget.clone())
+        self.config
+            .limits(Some(&self.root), self.archive_budget.clone())
     }
 
     /// The folders outside the workspace the file tools reach: the sandbox's readable ones

@@ -61,10 +61,10 @@ use std::time::Duration;
 pub use builtin::{BuiltinTool, EditTools};
 pub use call_output::{CallOutput, ARCHIVE_DIR};
 #[cfg(feature = "builtin")]
+pub use command::CappedText;
+#[cfg(feature = "builtin")]
 #[cfg_attr(docsrs, doc(cfg(feature = "builtin")))]
 pub use command::{kill_all_background_processes, CommandSessions, MAX_PROCESSES};
-#[cfg(feature = "builtin")]
-pub use command::CappedText;
 #[cfg(not(feature = "builtin"))]
 pub use command_buffer::CappedText;
 pub use contract::{Limits, Output, Tool, ToolOutcome, ToolResult};
@@ -83,4 +83,3 @@ pub const DEFAULT_MAX_OUTPUT_CHARS: i64 = 16_000;
 
 /// The reference's default per-call timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
-

@@ -1,5 +1,5 @@
-//! The exact note texts the built-in tools write after a call's content (protocol §2.16 *Tool
-//! close-out* step 6, `docs/protocol.md#s2.16`).
+//! The exact note texts the built-in tools write after a call's content (protocol
+//! [§2.16](penguin_omni_protocol::spec#s2.16) *Tool close-out* step 6).
 //!
 //! Each note sits on its own line after the content, in this order: truncation (with its
 //! archive line), the tool's own note, the interruption/timeout/error note, and `[no output]`.
@@ -60,25 +60,25 @@ pub fn exit_signal(signal: i32) -> String {
 /// `exec_command`'s note when the OS reported neither an exit code nor a signal.
 pub const EXIT_STATUS_UNKNOWN: &str = "[exit status unknown]";
 
-/// The explanation for a call whose `arguments` field is empty (§2.16 *Tool close-out* step 2,
-/// `docs/protocol.md#s2.16`).
+/// The explanation for a call whose `arguments` field is empty
+/// ([§2.16](penguin_omni_protocol::spec#s2.16) *Tool close-out* step 2).
 pub fn empty_arguments(tool: &str) -> String {
     format!(
         "Tool call \"{tool}\" failed: the arguments field is empty. Re-issue the call with a complete JSON object."
     )
 }
 
-/// The explanation for a call whose `arguments` are not valid JSON (§2.16 *Tool close-out*
-/// step 2, `docs/protocol.md#s2.16`).
+/// The explanation for a call whose `arguments` are not valid JSON
+/// ([§2.16](penguin_omni_protocol::spec#s2.16) *Tool close-out* step 2).
 pub fn invalid_arguments(tool: &str, err: &str) -> String {
     format!(
         "Tool call \"{tool}\" failed: the arguments are not valid JSON ({err}). Re-issue the call with one complete, valid JSON object."
     )
 }
 
-/// A call's arguments as every tool reads them (§2.16 *Tool close-out* step 2,
-/// `docs/protocol.md#s2.16`), or the explanation its output
-/// gives instead ([`empty_arguments`], [`invalid_arguments`]).
+/// A call's arguments as every tool reads them ([§2.16](penguin_omni_protocol::spec#s2.16) *Tool
+/// close-out* step 2), or the explanation its output gives instead ([`empty_arguments`],
+/// [`invalid_arguments`]).
 ///
 /// ```
 /// use penguin_tools::notes;

@@ -1,9 +1,8 @@
 //! The command policy: commands the session never runs, whatever the approver says.
 //!
-//! A vetoed call is answered `forbidden` without asking the host (protocol §2.14 *The session
-//! layer*, `docs/protocol.md#s2.14`), so
-//! the engine records `approval_decision(forbidden)` and the synthetic
-//! `Tool call denied by policy.` output.
+//! A vetoed call is answered `forbidden` without asking the host (protocol
+//! [§2.14](penguin_omni_protocol::spec#s2.14) *The session layer*), so the engine records
+//! `approval_decision(forbidden)` and the synthetic `Tool call denied by policy.` output.
 
 use std::sync::Arc;
 

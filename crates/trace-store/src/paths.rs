@@ -1,5 +1,5 @@
-//! Where traces live (protocol §3.1 *Layout*, `docs/protocol.md#s3.1`) and how sessions are
-//! named and found.
+//! Where traces live (protocol [§3.1](penguin_omni_protocol::spec#s3.1) *Layout*) and how sessions
+//! are named and found.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};

@@ -1,5 +1,5 @@
-//! Reading traces (protocol §3.4 *Reading*, `docs/protocol.md#s3.4`): tolerant by default,
-//! strict for imports.
+//! Reading traces (protocol [§3.4](penguin_omni_protocol::spec#s3.4) *Reading*): tolerant by
+//! default, strict for imports.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

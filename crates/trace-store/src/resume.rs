@@ -1,5 +1,5 @@
-//! Session resume (protocol §3.5 *Resume: rebuilding the state* and §3.6 *Resuming a session*,
-//! `docs/protocol.md#s3.5`, `docs/protocol.md#s3.6`).
+//! Session resume (protocol [§3.5](penguin_omni_protocol::spec#s3.5) *Resume: rebuilding the state*
+//! and [§3.6](penguin_omni_protocol::spec#s3.6) *Resuming a session*).
 
 use std::borrow::Cow;
 
@@ -55,8 +55,8 @@ pub struct Resumed<M = Option<SessionMeta>> {
     pub render_messages: Vec<OmniMessage>,
     /// The first session_meta.
     pub meta: M,
-    /// A compaction interrupted by a crash (see §3.6 *Resuming a session* step 7,
-    /// `docs/protocol.md#s3.6`).
+    /// A compaction interrupted by a crash (see [§3.6](penguin_omni_protocol::spec#s3.6) *Resuming
+    /// a session* step 7).
     pub dangling_compaction: Option<DanglingCompaction>,
 }
 
@@ -449,7 +449,7 @@ pub struct ResumedSession {
 /// Finds the newest file of `session_id` under `location` (the one the location knows, see
 /// [`TraceLocation::with_known_trace`], else by reading every date directory), reads it
 /// tolerantly, resumes it, and returns a writer that continues appending to that same file
-/// (§3.6 *Resuming a session* steps 1, 2, 6, 7, `docs/protocol.md#s3.6`).
+/// ([§3.6](penguin_omni_protocol::spec#s3.6) *Resuming a session* steps 1, 2, 6, 7).
 ///
 /// A dangling compaction is closed at once with `compaction_end {status: failed}`, queued before
 /// anything else can be recorded. Checks that need the project configuration (provider, model,

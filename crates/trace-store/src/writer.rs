@@ -1,4 +1,4 @@
-//! The append-only trace writer (protocol §3.3 *Writing*, `docs/protocol.md#s3.3`).
+//! The append-only trace writer (protocol [§3.3](penguin_omni_protocol::spec#s3.3) *Writing*).
 
 use std::io;
 use std::path::PathBuf;
@@ -373,8 +373,8 @@ impl Writer {
         self.sender().is_some_and(|tx| tx.send(cmd).is_ok())
     }
 
-    /// Queues `frame` for appending, if it is recordable (§3.2 *What is recorded*,
-    /// `docs/protocol.md#s3.2`); returns whether it was queued.
+    /// Queues `frame` for appending, if it is recordable ([§3.2](penguin_omni_protocol::spec#s3.2)
+    /// *What is recorded*); returns whether it was queued.
     ///
     /// Never blocks on I/O: the frame (a reference-counted handle) is handed to the writer
     /// thread. A later write failure is logged and counted, never returned here.

@@ -1,4 +1,4 @@
-//! Subagents (protocol §4 *Subagents and the origin chain*, `docs/protocol.md#s4`):
+//! Subagents (protocol [§4](penguin_omni_protocol::spec#s4) *Subagents and the origin chain*):
 //! `run_subagent` starts a child session in the same
 //! workspace; `input_subagent` and `kill_subagent` reach a child that outlived its call.
 //!

@@ -249,7 +249,9 @@ impl NatsCluster {
             pids.join(" "),
             cluster.dir.path().display()
         );
-        Command::new("sh")
+        // Never waited for: the watchdog's job is to outlive this process.
+        #[allow(clippy::zombie_processes)]
+        let _watchdog = Command::new("sh")
             .arg("-c")
             .arg(watchdog)
             .stdin(Stdio::null())

@@ -1,6 +1,7 @@
 //! Fault injection: an adapter inside the real [`HttpModel`], against a local [`Server`]
-//! playing canned responses, through every fault of protocol §6.5 *A request, and how it fails*
-//! (`docs/protocol.md#s6.5`). Each fault must give the right
+//! playing canned responses, through every fault of protocol
+//! [§6.5](penguin_omni_protocol::spec#s6.5) *A request, and how it fails*. Each fault must
+//! give the right
 //! outcome, close every segment it opened, and leave nothing in the history.
 //!
 //! An adapter describes how its protocol says a few things ([`WireScript`]: open a text
@@ -380,8 +381,8 @@ impl<P: WireProtocol + 'static, S: WireScript> FaultSuite<P, S> {
         );
     }
 
-    /// HTTP errors are classified (§6.5 *A request, and how it fails*,
-    /// `docs/protocol.md#s6.5`) with the provider's text, and yield nothing.
+    /// HTTP errors are classified ([§6.5](penguin_omni_protocol::spec#s6.5) *A request, and how it
+    /// fails*) with the provider's text, and yield nothing.
     pub async fn http_errors_are_classified(&self) {
         let cases: [(u16, &'static str, String, LlmOutcome); 5] = [
             (

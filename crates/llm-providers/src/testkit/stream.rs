@@ -1,7 +1,7 @@
 //! The pure half of the kit: a body replayed as the HTTP shell would without I/O,
 //! timestamp-free views of a message stream, a readable difference of two streams, and a
-//! checker for the streaming discipline of protocol §1.8 *Streaming discipline*
-//! (`docs/protocol.md#s1.8`).
+//! checker for the streaming discipline of protocol
+//! [§1.8](penguin_omni_protocol::spec#s1.8) *Streaming discipline*.
 
 use std::collections::BTreeMap;
 

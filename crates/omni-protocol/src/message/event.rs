@@ -1,4 +1,4 @@
-//! Event payloads (protocol §1.6 *Events*, `docs/protocol.md#s1.6`): what the engine, the
+//! Event payloads (protocol [§1.6](crate::spec#s1.6) *Events*): what the engine, the
 //! session and the server say about a run.
 
 use serde::{Deserialize, Serialize};
@@ -80,8 +80,7 @@ pub struct McpConnectResult {
     pub error: Option<String>,
 }
 
-/// Every `event_msg` payload, discriminated by `payload.type` (§1.6 *Events*,
-/// `docs/protocol.md#s1.6`).
+/// Every `event_msg` payload, discriminated by `payload.type` ([§1.6](crate::spec#s1.6) *Events*).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum EventPayload {

@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, HashSet};
 
 use super::{Rule, Violation};
 
-/// The synthetic output of a call the human denied (`deny`, protocol §2.5 *One turn*,
-/// `docs/protocol.md#s2.5`).
+/// The synthetic output of a call the human denied (`deny`, protocol [§2.5](crate::spec#s2.5) *One
+/// turn*).
 pub const DENIED_BY_USER: &str = "Tool call denied by user.";
 /// The synthetic output of a call a command policy forbade (`forbidden`).
 pub const DENIED_BY_POLICY: &str = "Tool call denied by policy.";

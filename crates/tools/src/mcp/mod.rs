@@ -153,11 +153,9 @@ impl Shared {
     }
 
     fn limits(&self, server: &McpServer) -> Limits {
-        let session = Limits::new(
-            &self.config,
-            Some(&self.workspace),
-            self.archive_budget.clone(),
-        );
+        let session = self
+            .config
+            .limits(Some(&self.workspace), self.archive_budget.clone());
         Limits {
             max_output_chars: server.max_output_chars.or(session.max_output_chars),
             timeout: server
