@@ -115,6 +115,7 @@ fn errors_name_what_is_wrong() {
     assert_eq!(e.field, "models.x.model", "{e}");
 }
 
+#[cfg(feature = "tools")]
 #[test]
 fn the_sandbox_section_and_flag_make_the_request() {
     let none = Config::parse("")
@@ -289,6 +290,7 @@ fn trace_durability_and_server_capacity_are_read_and_a_wrong_durability_is_named
     assert!(Config::parse("[server]\nmax_conections = 1\n").is_err());
 }
 
+#[cfg(feature = "tools")]
 #[test]
 fn edit_tools_follow_the_provider_unless_tools_edit_names_them() {
     let spec = |protocol: Protocol| ModelSpec {
@@ -335,6 +337,7 @@ fn edit_tools_follow_the_provider_unless_tools_edit_names_them() {
     assert_eq!(err.field, "tools.edit");
 }
 
+#[cfg(feature = "tools")]
 #[test]
 fn a_model_without_vision_gets_no_read_image() {
     use penguin_tools::BuiltinTool;
@@ -402,6 +405,7 @@ fn session_sets_max_turns_and_the_approval_mode_by_the_references_names() {
     );
 }
 
+#[cfg(feature = "tools")]
 #[test]
 fn git_writable_and_the_clusters_credentials_are_read_from_the_file() {
     let c = Config::parse("[sandbox]\ngit_writable = true").unwrap();
