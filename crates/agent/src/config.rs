@@ -543,21 +543,41 @@ impl Config {
     /// Parses a config file's text.
     pub fn parse(text: &str) -> Result<Config, ParseError> {
         let de = toml::Deserializer::new(text);
-        serde_path_to_error::deserialize(de).map_err(|e| ParseError {
-            field: e.path().to_string(),
-            message: e.inner().message().trim().replace('\n', " "),
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            let message = e.inner().message().trim().replace('\n', " ");
+            // A syntax error has no field to name (the path is `.`): the line and column are
+            // all that lead the user to it.
+            let message = match e.inner().span() {
+                Some(span) => {
+                    let (line, column) = line_and_column(text, span.start);
+                    format!("line {line}, column {column}: {message}")
+                }
+                None => message,
+            };
+            ParseError {
+                field: e.path().to_string(),
+                message,
+            }
         })
     }
 }
 
+/// The 1-based line and column (in characters) of byte `offset` in `text`.
+fn line_and_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..text.floor_char_boundary(offset.min(text.len()))];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+    (line, column)
+}
+
 /// A `config.toml` that does not parse: the field path (`models.local.protocol`; `.` for the
-/// whole file) and what is wrong there.
+/// whole file) and what is wrong there, with the line and column where the file says it.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {message}")]
 pub struct ParseError {
     /// Dotted path of the offending field.
     pub field: String,
-    /// What is wrong.
+    /// What is wrong, starting with `line L, column C:` where the parser knows the place.
     pub message: String,
 }
 

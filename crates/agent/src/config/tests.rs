@@ -514,3 +514,18 @@ async fn a_registered_adapter_is_named_in_config_and_by_provider() {
 fn adapter_names_include(name: &str) -> bool {
     crate::models::adapter_names().iter().any(|n| n == name)
 }
+
+#[test]
+fn a_syntax_error_names_its_line_and_column() {
+    let err = Config::parse("default_model = \"a\"\n[models.x]\nprotocol = \"ollama\nmodel = 1\n")
+        .unwrap_err();
+    let shown = err.to_string();
+    assert!(shown.starts_with(".: line 3, column "), "{shown}");
+    let err = Config::parse("[models.x]\nprotocol = 7\n").unwrap_err();
+    assert_eq!(err.field, "models.x.protocol");
+    assert!(
+        err.message.starts_with("line 2, column 12: "),
+        "{}",
+        err.message
+    );
+}
