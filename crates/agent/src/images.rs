@@ -119,7 +119,7 @@ impl ImageFold {
         let ws = Dir::open(&self.workspace).map_err(|e| at(&self.workspace, e))?;
         let ext = extension(mime);
         let hash = format!("{:016x}", fnv1a(bytes));
-        ws.create_dirs(IMAGE_DIR)
+        penguin_tools::workspace_dir::create_dirs(&ws, Path::new(IMAGE_DIR))
             .map_err(|e| at(&self.workspace.join(IMAGE_DIR), e))?;
         for n in 0u32.. {
             let name = match n {

@@ -259,10 +259,14 @@ impl<'a> CallOutput<'a> {
             .collect();
         let rel = format!("{ARCHIVE_DIR}/{millis}-{seq}-{safe_id}.txt");
         let (root, at) = (root.to_path_buf(), PathBuf::from(&rel));
-        let opened = tokio::task::spawn_blocking(move || Dir::open(&root)?.create_new(&at))
-            .await
-            .unwrap_or_else(|e| Err(std::io::Error::other(e)))
-            .map(tokio::fs::File::from_std);
+        let opened = tokio::task::spawn_blocking(move || {
+            let dir = Dir::open(&root)?;
+            crate::workspace_dir::create_dirs(&dir, Path::new(ARCHIVE_DIR))?;
+            dir.create_new(&at)
+        })
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+        .map(tokio::fs::File::from_std);
         self.archive = match opened {
             Ok(file) => Archive::Open { file, rel },
             Err(e) => Archive::Failed(error_code(&e)),

@@ -53,12 +53,13 @@ mod races;
 pub mod sandbox;
 #[cfg(feature = "builtin")]
 mod search;
+pub mod workspace_dir;
 
 use std::time::Duration;
 
 #[cfg(feature = "builtin")]
 #[cfg_attr(docsrs, doc(cfg(feature = "builtin")))]
-pub use builtin::{BuiltinTool, EditTools};
+pub use builtin::{BuiltinTool, Descriptions, EditTools};
 pub use call_output::{CallOutput, ARCHIVE_DIR};
 #[cfg(feature = "builtin")]
 pub use command::CappedText;

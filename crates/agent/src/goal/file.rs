@@ -29,7 +29,11 @@ pub(crate) fn write(root: &Path, path: &Path, objective: &str) -> io::Result<()>
     // path, which no command chose; what lies beneath it goes through the door.
     #[allow(clippy::disallowed_methods)]
     std::fs::create_dir_all(root)?;
-    Dir::open(root)?.write(rel, serialize(objective, "active").as_bytes())
+    let dir = Dir::open(root)?;
+    if let Some(folder) = rel.parent() {
+        penguin_tools::workspace_dir::create_dirs(&dir, folder)?;
+    }
+    dir.write(rel, serialize(objective, "active").as_bytes())
 }
 
 /// The status the model left: a missing or unreadable file, a file that does not parse, or a
