@@ -1,5 +1,6 @@
 //! The built-in tools' names, permissions and the definitions offered to the model.
 
+mod compact;
 mod workspace;
 
 use penguin_engine::Permission;
@@ -24,6 +25,19 @@ impl EditTools {
     pub fn offers(self, kind: EditTools) -> bool {
         self == EditTools::Both || self == kind
     }
+}
+
+/// Which definitions the model is shown: the full ones, or the compact ones for a model with a
+/// small context window (one sentence a tool, schemas without descriptions). The tools take
+/// the same arguments and answer the same way either way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Descriptions {
+    /// Every tool's whole description, and a description for each argument (the default).
+    #[default]
+    Full,
+    /// One sentence a tool, and only what a call needs in its schema (about a third of the
+    /// size of [`Descriptions::Full`]).
+    Compact,
 }
 
 /// One built-in tool.
@@ -69,6 +83,19 @@ impl BuiltinTool {
         BuiltinTool::EditFile,
         BuiltinTool::ApplyPatch,
         BuiltinTool::UpdatePlan,
+    ];
+
+    /// The tools a session on a model with a very small context window (4,096 tokens) is
+    /// offered by default: a command, reading a file and the edit tools ([`EditTools`] still
+    /// chooses among these). Listing, searching and the other tools are left out: a command
+    /// (`ls`, `grep`) does their work, and their definitions would take the room the
+    /// conversation needs.
+    pub const ESSENTIAL: [BuiltinTool; 5] = [
+        BuiltinTool::ExecCommand,
+        BuiltinTool::ReadFile,
+        BuiltinTool::WriteFile,
+        BuiltinTool::EditFile,
+        BuiltinTool::ApplyPatch,
     ];
 
     /// The name the model calls it by.
@@ -117,7 +144,25 @@ impl BuiltinTool {
 
     /// The definition offered to the model, with the JSON Schema of its arguments.
     pub fn definition(self) -> ToolDefinition {
-        let (description, parameters) = match self {
+        self.definition_with(Descriptions::Full)
+    }
+
+    /// The definition offered to the model, full or compact.
+    pub fn definition_with(self, descriptions: Descriptions) -> ToolDefinition {
+        let (description, parameters) = match descriptions {
+            Descriptions::Compact => compact::definition(self),
+            Descriptions::Full => self.full_parts(),
+        };
+        ToolDefinition {
+            name: self.name().to_owned(),
+            description: description.to_owned(),
+            parameters: Some(parameters),
+        }
+    }
+
+    /// The full description and schema.
+    fn full_parts(self) -> (&'static str, serde_json::Value) {
+        match self {
             BuiltinTool::ExecCommand => (
                 "Run a shell command (sh -c) in the workspace directory. stdout and stderr are \
                  returned interleaved; a non-zero exit is reported as [exit code: N]. The call \
@@ -177,11 +222,100 @@ impl BuiltinTool {
             BuiltinTool::EditFile => workspace::edit_file(),
             BuiltinTool::ApplyPatch => workspace::apply_patch(),
             BuiltinTool::UpdatePlan => workspace::update_plan(),
-        };
-        ToolDefinition {
-            name: self.name().to_owned(),
-            description: description.to_owned(),
-            parameters: Some(parameters),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn properties(d: &ToolDefinition) -> Vec<String> {
+        let schema = d.parameters.as_ref().unwrap();
+        schema["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    #[test]
+    fn a_compact_definition_asks_for_what_the_full_one_requires_in_a_fraction_of_its_size() {
+        let size = |d: &ToolDefinition| serde_json::to_string(d).unwrap().len();
+        let (mut full_total, mut compact_total) = (0, 0);
+        for tool in BuiltinTool::ALL {
+            let (full, compact) = (
+                tool.definition(),
+                tool.definition_with(Descriptions::Compact),
+            );
+            assert_eq!(compact.name, full.name);
+            // Every argument shown is one the tool takes, and every required one is shown
+            // and required.
+            let shown = properties(&compact);
+            let taken = properties(&full);
+            assert!(shown.iter().all(|p| taken.contains(p)), "{}", full.name);
+            let required = |d: &ToolDefinition| d.parameters.as_ref().unwrap()["required"].clone();
+            assert_eq!(required(&compact), required(&full), "{}", full.name);
+            assert!(size(&compact) < size(&full), "{}", full.name);
+            full_total += size(&full);
+            compact_total += size(&compact);
+        }
+        assert!(
+            compact_total * 5 < full_total * 2,
+            "compact {compact_total} bytes, full {full_total}"
+        );
+    }
+
+    #[test]
+    fn tools_configured_compact_offer_the_compact_definitions() {
+        use penguin_engine::Environment;
+        let dir = tempfile::tempdir().unwrap();
+        let config = crate::ToolsConfig {
+            descriptions: Descriptions::Compact,
+            enabled: BuiltinTool::ESSENTIAL.to_vec(),
+            edit_tools: EditTools::Classic,
+            memory: vec![dir.path().to_path_buf()],
+            sandbox: crate::Sandbox::off(),
+            ..crate::ToolsConfig::default()
+        };
+        let tools = crate::BuiltinTools::new(dir.path(), config).unwrap();
+        let offered = tools.tools();
+        let names: Vec<_> = offered.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "exec_command",
+                "read_file",
+                "write_file",
+                "edit_file",
+                "memory_forget"
+            ]
+        );
+        assert_eq!(
+            offered[1],
+            BuiltinTool::ReadFile.definition_with(Descriptions::Compact)
+        );
+        assert_eq!(offered[4], crate::memory::forget_definition_compact());
+    }
+
+    #[test]
+    fn the_essential_tools_are_a_command_reading_and_editing() {
+        let names: Vec<_> = BuiltinTool::ESSENTIAL.iter().map(|t| t.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "exec_command",
+                "read_file",
+                "write_file",
+                "edit_file",
+                "apply_patch"
+            ]
+        );
+        assert_eq!(
+            Descriptions::default(),
+            Descriptions::Full,
+            "embedders keep the full definitions unless they ask"
+        );
     }
 }

@@ -18,9 +18,9 @@ use crate::fs_tool::{FsCtx, FsFn, FsTool};
 use crate::path::{ExtraRoot, Workspace};
 use crate::plan::{PlanCell, UpdatePlan};
 use crate::{
-    contract, files, image, memory, notes, patch, search, BuiltinTool, CommandSessions, EditTools,
-    Limits, Plan, Sandbox, SandboxBypass, SandboxMode, SandboxRequest, Tool,
-    DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIMEOUT,
+    contract, files, image, memory, notes, patch, search, BuiltinTool, CommandSessions,
+    Descriptions, EditTools, Limits, Plan, Sandbox, SandboxBypass, SandboxMode, SandboxRequest,
+    Tool, DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIMEOUT,
 };
 
 /// Limits and the set of enabled tools.
@@ -36,6 +36,9 @@ pub struct ToolsConfig {
     /// Which edit tools of `enabled` are offered: `apply_patch`, `write_file` and
     /// `edit_file`, or some of them ([`EditTools::Both`], all three, by default).
     pub edit_tools: EditTools,
+    /// Which definitions the model is shown: [`Descriptions::Full`] (the default), or
+    /// [`Descriptions::Compact`] for a model with a small context window.
+    pub descriptions: Descriptions,
     /// Write the full output of truncated calls under [`ARCHIVE_DIR`](crate::ARCHIVE_DIR) in the
     /// workspace.
     pub archive_truncated: bool,
@@ -82,6 +85,7 @@ impl Default for ToolsConfig {
             timeout: Some(DEFAULT_TIMEOUT),
             enabled: BuiltinTool::ALL.to_vec(),
             edit_tools: EditTools::default(),
+            descriptions: Descriptions::default(),
             archive_truncated: true,
             archive_max_file_bytes: DEFAULT_ARCHIVE_MAX_FILE_BYTES,
             archive_max_session_bytes: DEFAULT_ARCHIVE_MAX_SESSION_BYTES,
@@ -380,11 +384,16 @@ impl Environment for BuiltinTools {
     }
 
     fn tools(&self) -> Vec<ToolDefinition> {
+        let descriptions = self.config.descriptions;
+        let forget = match descriptions {
+            Descriptions::Full => memory::forget_definition,
+            Descriptions::Compact => memory::forget_definition_compact,
+        };
         BuiltinTool::ALL
             .into_iter()
             .filter(|t| self.offers(*t))
-            .map(BuiltinTool::definition)
-            .chain((!self.config.memory.is_empty()).then(memory::forget_definition))
+            .map(|t| t.definition_with(descriptions))
+            .chain((!self.config.memory.is_empty()).then(forget))
             .chain(self.custom.iter().map(|c| c.definition.clone()))
             .collect()
     }

@@ -45,6 +45,21 @@ pub fn forget_definition() -> ToolDefinition {
     }
 }
 
+/// `memory_forget`'s compact definition, for a model with a small context window (the built-in
+/// tools' compact descriptions).
+pub fn forget_definition_compact() -> ToolDefinition {
+    ToolDefinition {
+        name: MEMORY_FORGET.to_owned(),
+        description: "Delete a memory note and its line in MEMORY.md.".to_owned(),
+        parameters: Some(json!({
+            "type": "object",
+            "properties": {"path": {"type": "string"}},
+            "required": ["path"],
+            "additionalProperties": false
+        })),
+    }
+}
+
 /// What [`forget`] removed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Forgotten {
