@@ -24,6 +24,9 @@
 //! vision = false                      # optional; false: no read_image (the default is true)
 //! reconnect_attempts = 1              # optional; retries of a failed request (default 5,
 //!                                     # about a minute in all); 0 fails at once
+//! price = { input = 3.0, output = 15.0, cached_input = 0.30, cache_write = 3.75 }
+//!                                     # optional; dollars per million tokens, over the
+//!                                     # table of well-known models (pricing, docs/cost.md)
 //!
 //! [tools]                             # optional
 //! edit = "classic"                    # classic (write_file + edit_file) | apply_patch | both;
@@ -497,6 +500,9 @@ pub struct ModelEntry {
     /// How many times a failed request is retried before the run fails (the reconnect
     /// ladder's budget): 5 by default, so six attempts over about a minute; 0 fails at once.
     pub reconnect_attempts: Option<u32>,
+    /// What its tokens cost, in dollars per million tokens (`[models.NAME.price]`:
+    /// `input`, `output`, optional `cached_input` and `cache_write`; docs/cost.md).
+    pub price: Option<crate::pricing::Price>,
 }
 
 /// Configuration that cannot be used, naming what is wrong.
@@ -677,6 +683,11 @@ fn named(config: &Config, name: &str) -> Result<ModelSpec, ConfigError> {
             .transpose()?,
         vision: entry.vision.unwrap_or(true),
         reconnect_attempts: entry.reconnect_attempts,
+        price: entry
+            .price
+            .map(|p| p.check(&at("price")).map(|()| p))
+            .transpose()
+            .map_err(ConfigError::Invalid)?,
     })
 }
 

@@ -17,6 +17,7 @@ pub mod images;
 pub mod launch;
 pub mod memory;
 pub mod models;
+pub mod pricing;
 pub mod prompt;
 pub mod scenario;
 pub mod session;

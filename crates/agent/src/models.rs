@@ -352,6 +352,9 @@ pub struct ModelSpec {
     /// Retries of a failed request before the run fails (`reconnect_attempts` in
     /// `config.toml`); `None` keeps the engine's default (the reference's 5).
     pub reconnect_attempts: Option<u32>,
+    /// What its tokens cost (`[models.NAME.price]` in `config.toml`); `None` leaves it to the
+    /// table of well-known model ids ([`crate::pricing`]).
+    pub price: Option<crate::pricing::Price>,
 }
 
 /// A model a host offers by name (the server's `GET /api/models`, `run_subagent`'s `model`):
@@ -462,6 +465,7 @@ impl ModelSpec {
             max_message_bytes: None,
             vision: true,
             reconnect_attempts: None,
+            price: None,
         }
     }
 
