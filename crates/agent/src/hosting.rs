@@ -431,6 +431,16 @@ impl std::fmt::Debug for ModelFactory {
     }
 }
 
+impl ModelFactory {
+    /// The prices of its models (the default and the named ones), over the table of
+    /// well-known model ids ([`crate::pricing`]).
+    pub fn prices(&self) -> crate::pricing::Prices {
+        crate::pricing::Prices::new(
+            std::iter::once(&self.spec).chain(self.models.iter().map(|(_, m)| m)),
+        )
+    }
+}
+
 impl SessionFactory for ModelFactory {
     fn skills(&self, workspace: &Path) -> Vec<serde_json::Value> {
         let Some(root) = &self.data_root else {
@@ -450,6 +460,25 @@ impl SessionFactory for ModelFactory {
             .into_iter()
             .filter_map(|s| serde_json::to_value(s).ok())
             .collect()
+    }
+
+    fn cost(
+        &self,
+        provider: &str,
+        model_id: &str,
+        tokens: &penguin_omni_protocol::TokenCounts,
+    ) -> Option<f64> {
+        self.prices().cost(provider, model_id, tokens)
+    }
+
+    fn price(&self, provider: &str, model_id: &str) -> Option<serde_json::Value> {
+        let (p, _) = self.prices().lookup(provider, model_id)?;
+        Some(serde_json::json!({
+            "input": p.input,
+            "cachedInput": p.cached_input.unwrap_or(p.input),
+            "cacheWrite": p.cache_write.unwrap_or(p.input),
+            "output": p.output,
+        }))
     }
 
     fn models(&self) -> Vec<penguin_server::api::ModelChoice> {
@@ -497,12 +526,22 @@ impl SessionFactory for ModelFactory {
         })?;
         let env = (self.environment)(&workspace, &sandbox, &servers)
             .map_err(|e| internal(HostingError::Environment(e)))?;
-        let system_prompt = crate::prompt::system_prompt_in(
+        // Compact under a small window (the launcher's factory has the windows filled in);
+        // a prompt that leaves the model no room is refused before any request.
+        let system_prompt = crate::prompt::system_prompt_sized(
             &self.system_prompt,
             &workspace,
             env.tools(),
             &req.location.root,
+            crate::window::Profile::for_window(spec.context_window).compact(),
         );
+        crate::window::check_fit(
+            spec.context_window
+                .and_then(|_| crate::window::resolve(&spec)),
+            &system_prompt,
+            &env.tools(),
+        )
+        .map_err(|e| FactoryError::invalid_request("model", e.to_string()))?;
         let session_spec = SessionSpec::new(req.location.clone(), workspace)
             .with_system_prompt(system_prompt)
             .with_durability(req.durability)

@@ -24,11 +24,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use penguin_engine::Environment;
-use penguin_omni_protocol::SessionMeta;
+use penguin_omni_protocol::{SessionMeta, ToolDefinition};
 use penguin_tools::mcp::{McpEnvironment, McpFlagError, McpServerConfig};
 use penguin_tools::sandbox::SandboxError;
 use penguin_tools::{
-    BuiltinTools, Sandbox, SandboxBypass, SandboxMode, SandboxRequest, ToolsConfig,
+    BuiltinTool, BuiltinTools, Descriptions, Sandbox, SandboxBypass, SandboxMode, SandboxRequest,
+    ToolsConfig,
 };
 
 use crate::agent::{Agent, SessionModel};
@@ -37,6 +38,7 @@ use crate::models::{ModelChoices, ModelSpec, Protocol};
 use crate::scenario::{Scenario, ScenarioError};
 use crate::session::{Session, SessionError};
 use crate::subagent::{SubagentEnvironment, SubagentSpawner};
+use crate::window::{self, Profile, PromptTooLarge, Window};
 
 /// What a caller overrides of `config.toml`: the command line's model, scenario, MCP and
 /// sandbox flags. Everything left unset comes from the configuration and the environment
@@ -129,6 +131,10 @@ pub enum LaunchError {
     /// The session cannot be created or resumed.
     #[error("{0}")]
     Session(#[from] SessionError),
+    /// Even the compact system prompt and tool definitions leave the model's context window
+    /// no room for a conversation: no request could succeed, so none is sent.
+    #[error("{0}")]
+    PromptTooLarge(#[from] PromptTooLarge),
 }
 
 /// Where a launcher's notices go (the demo model chosen, a sandbox the kernel cannot fully
@@ -136,6 +142,8 @@ pub enum LaunchError {
 pub type Notices = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// What a session is built from: a model plus tools, or a scenario's scripts.
+// One is made per session, and moved once: a boxed spec would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Source {
     /// A configured or ad-hoc model, with the built-in tools.
@@ -299,11 +307,19 @@ impl Launcher {
         confinement: &Confinement,
     ) -> Result<Session, LaunchError> {
         match self.source()? {
-            Source::Model(spec) => {
+            Source::Model(asked) => {
+                let (spec, window) = window::sized(asked.clone());
                 let tools = self.session_tools(&spec, workspace, confinement)?;
-                let mut session = self
-                    .agent
-                    .create_session(&spec, workspace, tools, None, None)?;
+                let prompt = self.system_prompt(&spec, workspace, tools.tools());
+                window::check_fit(window, &prompt, &tools.tools())?;
+                let mut session =
+                    self.agent
+                        .create_session(&spec, workspace, tools, Some(prompt), None)?;
+                if spec != asked {
+                    // The record says how the session was asked for; the window is asked
+                    // again on resume.
+                    let _ = self.agent.record_model(session.id(), &asked);
+                }
                 session.set_sandbox(confinement.sandbox.clone());
                 Ok(session)
             }
@@ -354,18 +370,51 @@ impl Launcher {
             }
             return Ok(session);
         }
+        let mut window = None;
         let mut session = self.agent.resume_session(
             id,
             |meta| {
                 let spec = self.model_for_resume(meta)?;
                 check_key(&spec).map_err(|e| ConfigError::Invalid(e.to_string()))?;
+                let (spec, found) = window::sized(spec);
+                window = found;
                 Ok(spec)
             },
             // run_subagent children use the same model, so the tools need it too.
             |ws, spec| Ok(self.session_tools(spec, ws, confinement)?),
         )?;
+        // The prompt is the one the session was created with.
+        window::check_fit(
+            window,
+            &session.session_meta().system_prompt,
+            &session.environment().tools(),
+        )?;
         session.set_sandbox(confinement.sandbox.clone());
         Ok(session)
+    }
+
+    /// The window of `spec`'s model ([`window::resolve`]: configured, asked from its server,
+    /// or known for its id).
+    pub fn window(&self, spec: &ModelSpec) -> Option<Window> {
+        window::resolve(spec)
+    }
+
+    /// The system prompt of a new session of `spec` in `workspace` offering `tools`: compact
+    /// when the model's window (`spec.context_window`, which [`window::sized`] fills in) is
+    /// small ([`Profile::compact`]).
+    pub fn system_prompt(
+        &self,
+        spec: &ModelSpec,
+        workspace: &Path,
+        tools: Vec<ToolDefinition>,
+    ) -> String {
+        crate::prompt::system_prompt_sized(
+            crate::agent::DEFAULT_SYSTEM_PROMPT,
+            workspace,
+            tools,
+            &self.agent.location.root,
+            Profile::for_window(spec.context_window).compact(),
+        )
     }
 
     /// The model a resumed session continues with: the overrides when they name one, else
@@ -403,13 +452,25 @@ impl Launcher {
     }
 
     /// The built-in tools' configuration for a session of `model` (`None`: a scenario's
-    /// model): `[tools]` or what the model's provider prefers, and the session's sandbox.
+    /// model): `[tools]` or what the model's provider prefers, and the session's sandbox. Under
+    /// a small window ([`Profile`] of `context_window`) the definitions are the compact ones,
+    /// and at [`window::ESSENTIAL_WINDOW`] tokens or fewer only the essential tools
+    /// ([`BuiltinTool::ESSENTIAL`]) are offered.
     pub fn tools_config(
         &self,
         model: Option<&ModelSpec>,
         sandbox: &Sandbox,
     ) -> Result<ToolsConfig, LaunchError> {
-        let config = self.agent.config.tools_config(model)?;
+        let mut config = self.agent.config.tools_config(model)?;
+        let profile = Profile::for_window(model.and_then(|m| m.context_window));
+        if profile.compact() {
+            config.descriptions = Descriptions::Compact;
+        }
+        if profile == Profile::Essential {
+            config
+                .enabled
+                .retain(|t| BuiltinTool::ESSENTIAL.contains(t));
+        }
         let root = &self.agent.location.root;
         Ok(ToolsConfig {
             // The user's skills: read by the model (file tools) and its commands, never written.
@@ -440,6 +501,11 @@ impl Launcher {
         // A child's answer is capped and archived like any tool output of the session.
         let limits = builtin.limits();
         let tools = self.with_servers(workspace, &confinement.sandbox, Arc::new(builtin));
+        if Profile::for_window(spec.context_window).compact() {
+            // A small window has no room for the subagent tools' definitions, nor a child
+            // on the same model much room to work.
+            return Ok(tools);
+        }
         let spawner: Arc<dyn SubagentSpawner> = Arc::new(Spawner {
             launcher: self.clone(),
             spec: spec.clone(),
@@ -464,7 +530,15 @@ impl Launcher {
         workspace: &Path,
         confinement: &Confinement,
     ) -> Result<BuiltinTools, LaunchError> {
-        let config = self.tools_config(model, &confinement.sandbox)?;
+        let mut config = self.tools_config(model, &confinement.sandbox)?;
+        if Profile::for_window(model.and_then(|m| m.context_window)).compact() {
+            // The compact prompt speaks of memory only when something is saved; without it
+            // the model is not given the folders (nor memory_forget) either.
+            let memory = crate::memory::SessionMemory::read(&self.agent.location.root, workspace);
+            if !crate::prompt::has_notes(&memory) {
+                config.memory.clear();
+            }
+        }
         BuiltinTools::new(workspace, config)
             .map(|t| t.with_bypass(confinement.bypass.clone()))
             .map_err(|e| LaunchError::Tools {
@@ -534,6 +608,15 @@ impl Launcher {
         spec: ModelSpec,
         workspace: PathBuf,
     ) -> Result<crate::hosting::ModelFactory, LaunchError> {
+        // Each model's window is asked once, here: the factory's sessions get the prompt and
+        // the tools it calls for, and a prompt that cannot fit is refused when a session is
+        // created.
+        let (spec, _) = window::sized(spec);
+        let models = self
+            .named_models()
+            .into_iter()
+            .map(|(name, spec)| (name, window::sized(spec).0))
+            .collect();
         let launcher = self.clone();
         let tools_spec = spec.clone();
         let environment: crate::hosting::EnvironmentBuilder = Arc::new(
@@ -554,7 +637,7 @@ impl Launcher {
             },
         );
         Ok(crate::hosting::ModelFactory {
-            models: self.named_models(),
+            models,
             system_prompt: crate::agent::DEFAULT_SYSTEM_PROMPT.to_owned(),
             default_workspace: workspace,
             engine: self.agent.engine_for(&spec),
@@ -607,6 +690,7 @@ impl SubagentSpawner for Spawner {
             .pick(model)
             .map_err(|e| invalid(e.to_string()))?;
         check_key(&spec).map_err(|e| invalid(e.to_string()))?;
+        let (spec, window) = window::sized(spec);
         let ws = &self.workspace;
         let builtin = self
             .launcher
@@ -618,9 +702,11 @@ impl SubagentSpawner for Spawner {
         let tools = self
             .launcher
             .with_servers(ws, &self.confinement.sandbox, Arc::new(builtin));
+        let prompt = self.launcher.system_prompt(&spec, ws, tools.tools());
+        window::check_fit(window, &prompt, &tools.tools()).map_err(|e| invalid(e.to_string()))?;
         self.launcher
             .agent
-            .create_session(&spec, ws, tools, None, Some("subagent".into()))
+            .create_session(&spec, ws, tools, Some(prompt), Some("subagent".into()))
     }
 
     fn models(&self) -> Vec<String> {
@@ -666,6 +752,148 @@ mod tests {
         let agent = Agent::at(root.path().to_path_buf()).unwrap();
         let err = Launcher::new(agent, Overrides::default().mcp(["no-equals-sign"])).unwrap_err();
         assert!(matches!(err, LaunchError::McpFlag(_)), "{err}");
+    }
+
+    /// A data root whose default model is an OpenAI-compatible server at `url` (the canned
+    /// llama.cpp below), with `extra` lines in its `[models.local]`.
+    fn local_model(root: &Path, url: &str, extra: &str) -> Launcher {
+        std::fs::write(
+            root.join("config.toml"),
+            format!(
+                "default_model = \"local\"\n[models.local]\nprotocol = \"openai-chat\"\nbase_url = \"{url}/v1\"\nmodel = \"m\"\n{extra}\n"
+            ),
+        )
+        .unwrap();
+        launcher(root, Overrides::default().sandbox("off"))
+    }
+
+    /// A llama.cpp `/props` answer for a window of `n_ctx`, on a runtime kept by the caller.
+    fn llama_cpp(
+        runtime: &tokio::runtime::Runtime,
+        n_ctx: u64,
+    ) -> (String, Arc<std::sync::Mutex<Vec<String>>>) {
+        let props = serde_json::json!({"default_generation_settings": {"n_ctx": n_ctx}});
+        runtime.block_on(crate::window::testing::canned_server(vec![(
+            "GET /props",
+            200,
+            props.to_string(),
+        )]))
+    }
+
+    #[test]
+    fn a_4096_token_window_gets_the_compact_prompt_and_the_essential_tools() {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let (url, _) = llama_cpp(&runtime, 4096);
+        let root = tempfile::tempdir().unwrap();
+        let workspace = tempfile::tempdir().unwrap();
+        let launcher = local_model(root.path(), &url, "");
+        let confinement = launcher.confinement().unwrap();
+        let session = launcher
+            .new_session(workspace.path(), &confinement)
+            .unwrap();
+        let meta = session.session_meta();
+        assert_eq!(
+            meta.model_context_window,
+            penguin_omni_protocol::ContextWindow::Tokens(4096)
+        );
+        assert!(
+            meta.system_prompt.contains("\n\nWorkspace: "),
+            "{}",
+            meta.system_prompt
+        );
+        assert!(!meta.system_prompt.contains("# Tools"));
+        assert!(!meta.system_prompt.contains("# Memory"));
+        let tools = session.environment().tools();
+        let names: Vec<_> = tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["exec_command", "read_file", "write_file", "edit_file"]
+        );
+        assert_eq!(
+            tools[0],
+            BuiltinTool::ExecCommand.definition_with(Descriptions::Compact)
+        );
+        let fixed = penguin_llm_providers::limits::base_input_tokens(&meta.system_prompt, &tools);
+        assert!(fixed < 1024, "{fixed} tokens of a 4096-token window");
+        // The record says how the session was asked for: the window is asked again on resume.
+        let record = launcher.agent().recorded_model(session.id()).unwrap();
+        assert_eq!(record.context_window, None);
+    }
+
+    #[test]
+    fn a_large_or_unknown_window_keeps_the_full_prompt_and_every_tool() {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let (url, _) = llama_cpp(&runtime, 32_768);
+        let root = tempfile::tempdir().unwrap();
+        let workspace = tempfile::tempdir().unwrap();
+        let launcher = local_model(root.path(), &url, "");
+        let confinement = launcher.confinement().unwrap();
+        let session = launcher
+            .new_session(workspace.path(), &confinement)
+            .unwrap();
+        let meta = session.session_meta();
+        assert_eq!(
+            meta.model_context_window,
+            penguin_omni_protocol::ContextWindow::Tokens(32_768)
+        );
+        assert!(meta.system_prompt.contains("# Environment\n"));
+        assert!(meta.system_prompt.contains("# Tools\n"));
+        let names: Vec<_> = session
+            .environment()
+            .tools()
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
+        assert!(names.contains(&"grep_files".to_owned()), "{names:?}");
+        assert!(names.contains(&"run_subagent".to_owned()), "{names:?}");
+    }
+
+    #[test]
+    fn a_prompt_that_cannot_fit_fails_at_once_in_one_line_and_asks_the_model_nothing() {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let (url, seen) = llama_cpp(&runtime, 1024);
+        let root = tempfile::tempdir().unwrap();
+        let workspace = tempfile::tempdir().unwrap();
+        std::fs::write(
+            workspace.path().join("AGENTS.md"),
+            "Always answer in the style of a sonnet. ".repeat(30),
+        )
+        .unwrap();
+        let launcher = local_model(root.path(), &url, "");
+        let confinement = launcher.confinement().unwrap();
+        let began = std::time::Instant::now();
+        let err = launcher
+            .new_session(workspace.path(), &confinement)
+            .unwrap_err();
+        assert!(began.elapsed() < std::time::Duration::from_secs(5));
+        let LaunchError::PromptTooLarge(too_large) = &err else {
+            panic!("{err}");
+        };
+        let line = err.to_string();
+        assert!(!line.contains('\n'), "{line}");
+        assert!(
+            line.starts_with(&format!(
+                "the prompt does not fit the model's context window: the window is 1024 tokens (from the server's /props) and the compact system prompt with 4 tool definitions takes ~{} tokens",
+                too_large.prompt_tokens
+            )),
+            "{line}"
+        );
+        // The server was asked for its window, never for a completion.
+        let requests = seen.lock().unwrap().clone();
+        assert!(
+            requests.iter().all(|r| r.starts_with("GET /props ")),
+            "{requests:?}"
+        );
+        // A configured window says so.
+        let launcher = local_model(root.path(), &url, "context_window = 700");
+        let err = launcher
+            .new_session(workspace.path(), &confinement)
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("the window is 700 tokens (configured)"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub mod subagent;
 #[cfg(feature = "server")]
 #[cfg_attr(docsrs, doc(cfg(feature = "server")))]
 pub mod watch;
+pub mod window;
 
 /// Frees `value` on a thread named `name` rather than make the caller wait for it (a large
 /// history or a played scenario takes milliseconds to free); when no thread can be started,

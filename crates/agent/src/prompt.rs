@@ -41,6 +41,10 @@ pub struct PromptContext {
     pub skills: Option<(PathBuf, Vec<Skill>)>,
     /// The memory indexes (`# Memory`); no section when `None`.
     pub memory: Option<SessionMemory>,
+    /// The compact layout, for a model with a small context window
+    /// ([`crate::window::Profile`]): the environment on one line, no `# Tools` section (the
+    /// definitions are sent anyway), the memory rules cut to their core with short indexes.
+    pub compact: bool,
 }
 
 impl PromptContext {
@@ -58,6 +62,7 @@ impl PromptContext {
             workspace,
             skills: None,
             memory: None,
+            compact: false,
         }
     }
 
@@ -76,9 +81,30 @@ impl PromptContext {
         ));
         let memory = SessionMemory::read(data_root, &self.workspace);
         self.memory = (memory.user_dir.is_dir() && memory.workspace_dir.is_dir()).then_some(memory);
+        if self.compact {
+            self.memory = self.memory.filter(has_notes);
+        }
+        self
+    }
+
+    /// This context in the compact layout ([`PromptContext::compact`]). Memory with nothing
+    /// saved yet is left out: its rules are what a small window can least afford, and the
+    /// session's tools are not given the memory folders then (the launcher's side).
+    pub fn compact(mut self) -> Self {
+        self.compact = true;
+        self.memory = self.memory.filter(has_notes);
         self
     }
 }
+
+/// Whether either memory index lists something: what the compact layout needs before it
+/// speaks of memory at all.
+pub fn has_notes(memory: &SessionMemory) -> bool {
+    !memory.user_index.trim().is_empty() || !memory.workspace_index.trim().is_empty()
+}
+
+/// The most lines of each memory index the compact layout shows.
+pub const COMPACT_INDEX_LINES: usize = 20;
 
 /// The user's instructions for every session: `<data root>/AGENTS.md`.
 pub fn global_instructions_path(data_root: &Path) -> PathBuf {
@@ -182,8 +208,22 @@ pub struct Sections {
     pub agents_md: String,
 }
 
-/// The sections of a session's prompt in `cx`.
+/// The first sentence of a tool's description (of its first line): what the `# Tools` section
+/// says of it, as the definitions sent with each request say the rest.
+fn summary(description: &str) -> &str {
+    let line = description.lines().next().unwrap_or("").trim();
+    match line.find(". ") {
+        Some(end) => &line[..=end],
+        None => line,
+    }
+}
+
+/// The sections of a session's prompt in `cx`. A section with nothing to say (no tools, no
+/// skills installed, no memory, no `AGENTS.md`) is empty, and the layouts leave it out.
 pub fn sections(cx: &PromptContext) -> Sections {
+    if cx.compact {
+        return compact_sections(cx);
+    }
     let mut environment = String::from("# Environment\n");
     environment.push_str(&format!("- Workspace: {}\n", cx.workspace.display()));
     environment.push_str(&format!("- Operating system: {}\n", cx.os));
@@ -195,20 +235,31 @@ pub fn sections(cx: &PromptContext) -> Sections {
     if !cx.tools.is_empty() {
         tools.push_str("# Tools\n");
         for t in &cx.tools {
-            let first = t.description.lines().next().unwrap_or("").trim();
-            tools.push_str(&format!("- {}: {first}\n", t.name));
+            tools.push_str(&format!("- {}: {}\n", t.name, summary(&t.description)));
         }
     }
-    let skills = cx
-        .skills
-        .as_ref()
-        .map_or_else(String::new, |(dir, skills)| {
+    let skills = match &cx.skills {
+        Some((dir, skills)) if skills.iter().any(|s| !s.shadowed) => {
             crate::skills::prompt_section(skills, dir, &cx.workspace)
-        });
+        }
+        _ => String::new(),
+    };
     let memory = cx
         .memory
         .as_ref()
         .map_or_else(String::new, crate::memory::prompt_section);
+    Sections {
+        environment,
+        tools,
+        skills,
+        memory,
+        agents_md: agents_md(cx),
+    }
+}
+
+/// `# Project instructions`: the `AGENTS.md` files, nearest last (empty without any). The
+/// same in both layouts: they are the user's words.
+fn agents_md(cx: &PromptContext) -> String {
     let mut agents_md = String::new();
     if !cx.instructions.is_empty() {
         agents_md.push_str(
@@ -218,13 +269,72 @@ pub fn sections(cx: &PromptContext) -> Sections {
             agents_md.push_str(&format!("\n## {}\n\n{text}\n", path.display()));
         }
     }
+    agents_md
+}
+
+/// The sections of the compact layout: the environment on one line, no tools section, the
+/// skills one line each, memory (only when something is saved) with its core rules and at
+/// most [`COMPACT_INDEX_LINES`] lines of each index.
+fn compact_sections(cx: &PromptContext) -> Sections {
+    let mut environment = format!("Workspace: {} · {}", cx.workspace.display(), cx.os);
+    if let Some(shell) = &cx.shell {
+        environment.push_str(&format!(" · {shell}"));
+    }
+    environment.push_str(&format!(" · {}\n", cx.date));
+    let mut skills = String::new();
+    if let Some((_, found)) = &cx.skills {
+        for s in found.iter().filter(|s| !s.shadowed) {
+            let path = s.path.strip_prefix(&cx.workspace).unwrap_or(&s.path);
+            skills.push_str(&format!("- `{}` ({})", s.name, path.display()));
+            if !s.description.is_empty() {
+                skills.push_str(&format!(": {}", s.description));
+            }
+            skills.push('\n');
+        }
+        if !skills.is_empty() {
+            skills.insert_str(
+                0,
+                "# Skills\nWhen a task matches a skill, read its SKILL.md with read_file first and follow it.\n",
+            );
+        }
+    }
+    let memory = cx.memory.as_ref().map_or_else(String::new, |m| {
+        format!(
+            "# Memory\nNotes kept across sessions, one Markdown file per fact (frontmatter: name, description, updated_at), each listed in its folder's MEMORY.md: `{}` for the user, `{}` for this workspace. Never save secrets.\n\nUser index:\n{}\n\nWorkspace index:\n{}\n",
+            m.user_dir.display(),
+            m.workspace_dir.display(),
+            short_index(&m.user_index),
+            short_index(&m.workspace_index),
+        )
+    });
     Sections {
         environment,
-        tools,
+        tools: String::new(),
         skills,
         memory,
-        agents_md,
+        agents_md: agents_md(cx),
     }
+}
+
+/// At most [`COMPACT_INDEX_LINES`] lines of a memory index, saying how many more there are.
+fn short_index(index: &str) -> String {
+    let lines: Vec<&str> = index.trim().lines().collect();
+    if lines.is_empty() {
+        return crate::memory::INDEX_EMPTY_NOTE.to_owned();
+    }
+    let mut out = lines
+        .iter()
+        .take(COMPACT_INDEX_LINES)
+        .copied()
+        .collect::<Vec<_>>()
+        .join("\n");
+    if lines.len() > COMPACT_INDEX_LINES {
+        out.push_str(&format!(
+            "\n(… {} more lines in MEMORY.md)",
+            lines.len() - COMPACT_INDEX_LINES
+        ));
+    }
+    out
 }
 
 /// `base` followed by the session's context: workspace, OS, shell, date, tools, skills,
@@ -353,13 +463,29 @@ pub fn system_prompt_in(
     tools: Vec<ToolDefinition>,
     data_root: &Path,
 ) -> String {
+    system_prompt_sized(base, workspace, tools, data_root, false)
+}
+
+/// [`system_prompt_in`] in the compact layout when `compact` ([`PromptContext::compact`]):
+/// what a session on a model with a small context window gets
+/// ([`crate::window::Profile::compact`]). A template renders with the compact sections.
+pub fn system_prompt_sized(
+    base: &str,
+    workspace: &Path,
+    tools: Vec<ToolDefinition>,
+    data_root: &Path,
+    compact: bool,
+) -> String {
     if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
         static SAID: std::sync::Once = std::sync::Once::new();
         if let Some(notice) = legacy_instructions_notice(Path::new(&home), data_root) {
             SAID.call_once(|| tracing::warn!("{notice}"));
         }
     }
-    let cx = PromptContext::discover(workspace, tools).with_data_root(data_root);
+    let mut cx = PromptContext::discover(workspace, tools).with_data_root(data_root);
+    if compact {
+        cx = cx.compact();
+    }
     match read_template(data_root) {
         Some(template) => render_template(&template, base, &cx),
         None => assemble(base, &cx),
@@ -427,6 +553,7 @@ mod tests {
             ],
             skills: None,
             memory: None,
+            compact: false,
         };
         let p = assemble("Base.", &cx);
         assert_eq!(
@@ -474,6 +601,128 @@ mod tests {
         assert!(skills < memory && memory < project, "{p}");
     }
 
+    #[test]
+    fn the_tools_section_says_the_first_sentence_of_each_description() {
+        assert_eq!(
+            summary("Runs a command. Then more.\nDetail."),
+            "Runs a command."
+        );
+        assert_eq!(
+            summary("Reads (`a.b`, e.g.x) a file"),
+            "Reads (`a.b`, e.g.x) a file"
+        );
+        assert_eq!(summary(""), "");
+    }
+
+    #[test]
+    fn sections_with_nothing_to_say_are_left_out() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (root, ws) = (tmp.path().join("data"), tmp.path().join("ws"));
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::create_dir_all(&ws).unwrap();
+        // No skills installed, no AGENTS.md, no memory folders.
+        let p = system_prompt_in("Base.", &ws, Vec::new(), &root);
+        for absent in [
+            "# Skills",
+            "no skills installed",
+            "# Project instructions",
+            "# Memory",
+            "# Tools",
+        ] {
+            assert!(!p.contains(absent), "{absent}: {p}");
+        }
+        let cx = PromptContext::discover(&ws, Vec::new()).with_data_root(&root);
+        assert_eq!(sections(&cx).skills, "");
+    }
+
+    fn small_context() -> PromptContext {
+        PromptContext {
+            workspace: "/w".into(),
+            os: "linux (x86_64)".into(),
+            shell: Some("/bin/sh".into()),
+            date: "2026-01-02".into(),
+            tools: vec![tool("exec_command", "Runs a command.")],
+            instructions: vec![("/w/AGENTS.md".into(), "Use tabs.".into())],
+            skills: None,
+            memory: None,
+            compact: false,
+        }
+        .compact()
+    }
+
+    #[test]
+    fn the_compact_layout_is_the_base_the_workspace_line_and_the_instructions() {
+        let p = assemble("Base.", &small_context());
+        assert_eq!(
+            p,
+            "Base.\n\nWorkspace: /w · linux (x86_64) · /bin/sh · 2026-01-02\n\n# Project instructions\nFollow these; when two disagree, the later (more specific) one wins.\n\n## /w/AGENTS.md\n\nUse tabs.\n"
+        );
+        // A template renders with the compact sections: no tools section there either.
+        assert_eq!(
+            render_template(
+                "{{BASE_PROMPT}}|{{TOOLS}}|{{ENVIRONMENT}}",
+                "B",
+                &small_context()
+            ),
+            "B||Workspace: /w · linux (x86_64) · /bin/sh · 2026-01-02"
+        );
+    }
+
+    #[test]
+    fn the_compact_layout_speaks_of_memory_only_when_something_is_saved() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (root, ws) = (tmp.path().join("data"), tmp.path().join("ws"));
+        std::fs::create_dir_all(&ws).unwrap();
+        crate::memory::SessionMemory::prepare(&root, &ws).unwrap();
+        let full = system_prompt_sized("Base.", &ws, Vec::new(), &root, false);
+        assert!(full.contains("# Memory"), "{full}");
+        let compact = system_prompt_sized("Base.", &ws, Vec::new(), &root, true);
+        assert!(!compact.contains("# Memory"), "{compact}");
+        assert!(compact.len() * 4 < full.len(), "{compact}");
+
+        // Notes saved: the core rules and the first lines of the index.
+        let memory = crate::memory::SessionMemory::read(&root, &ws);
+        let index: String = (1..=25)
+            .map(|i| format!("- [Note {i}](n{i}.md) — hook\n"))
+            .collect();
+        std::fs::write(memory.user_dir.join("MEMORY.md"), index).unwrap();
+        let compact = system_prompt_sized("Base.", &ws, Vec::new(), &root, true);
+        assert!(
+            compact.contains("# Memory\nNotes kept across sessions"),
+            "{compact}"
+        );
+        assert!(compact.contains("- [Note 20](n20.md)"), "{compact}");
+        assert!(!compact.contains("- [Note 21]"), "{compact}");
+        assert!(
+            compact.contains("(… 5 more lines in MEMORY.md)"),
+            "{compact}"
+        );
+        assert!(
+            compact.contains(&format!(
+                "Workspace index:\n{}",
+                crate::memory::INDEX_EMPTY_NOTE
+            )),
+            "{compact}"
+        );
+    }
+
+    #[test]
+    fn the_compact_layout_lists_skills_one_line_each() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (root, ws) = (tmp.path().join("data"), tmp.path().join("ws"));
+        std::fs::create_dir_all(ws.join(".agents/skills/lint")).unwrap();
+        std::fs::write(
+            ws.join(".agents/skills/lint/SKILL.md"),
+            "---\nname: lint\ndescription: Lint the code\n---\nRun it.",
+        )
+        .unwrap();
+        let p = system_prompt_sized("Base.", &ws, Vec::new(), &root, true);
+        assert!(
+            p.contains("# Skills\nWhen a task matches a skill, read its SKILL.md with read_file first and follow it.\n- `lint` (.agents/skills/lint/SKILL.md): Lint the code\n"),
+            "{p}"
+        );
+    }
+
     fn context() -> PromptContext {
         PromptContext {
             workspace: "/w".into(),
@@ -484,6 +733,7 @@ mod tests {
             instructions: vec![("/w/AGENTS.md".into(), "Mention {{TOOLS}} literally.".into())],
             skills: None,
             memory: None,
+            compact: false,
         }
     }
 

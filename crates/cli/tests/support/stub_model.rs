@@ -23,7 +23,16 @@ pub fn serve(reply: impl Fn(&str) -> Reply + Send + 'static) -> String {
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { continue };
-            let body = read_request(&mut conn);
+            let (line, body) = read_request(&mut conn);
+            // Only the model's endpoint is the script's: anything else (penguin asking a local
+            // server for its context window, GET /props, POST /api/show) is not found, as an
+            // OpenAI-compatible server that is not llama.cpp or Ollama answers it.
+            if !line.contains("/chat/completions ") {
+                let _ = conn.write_all(
+                    b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                );
+                continue;
+            }
             let out = match reply(&body) {
                 Reply::Stream(chunks) => {
                     let mut out = String::from(
@@ -116,9 +125,12 @@ pub fn has_tool_output(body: &str) -> bool {
     body.contains(r#""role":"tool""#)
 }
 
-fn read_request(conn: &mut TcpStream) -> String {
+/// The request line and the body of one request.
+fn read_request(conn: &mut TcpStream) -> (String, String) {
     let mut reader = BufReader::new(conn);
     let mut length = 0;
+    let mut request_line = String::new();
+    let _ = reader.read_line(&mut request_line);
     loop {
         let mut line = String::new();
         if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
@@ -132,5 +144,5 @@ fn read_request(conn: &mut TcpStream) -> String {
     }
     let mut body = vec![0; length];
     let _ = reader.read_exact(&mut body);
-    String::from_utf8_lossy(&body).into_owned()
+    (request_line, String::from_utf8_lossy(&body).into_owned())
 }
