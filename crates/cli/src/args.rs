@@ -80,6 +80,17 @@ pub(crate) struct TaskArgs {
     /// first message (later ones attach an image of the workspace by naming it: @shot.png).
     #[arg(long = "image", value_name = "FILE")]
     pub(crate) images: Vec<PathBuf>,
+    /// Stop when the requests' cost reaches this many dollars (0.50, $2): per task for
+    /// `run`, over the whole conversation for `chat`. Refused for a model without a price.
+    #[arg(long, value_name = "DOLLARS", value_parser = penguin::pricing::parse_dollars)]
+    pub(crate) max_cost: Option<f64>,
+    /// The prices of config.toml's models over the table (`penguin::pricing`), set once the
+    /// agent is loaded ([`TaskArgs::configured`]).
+    #[arg(skip)]
+    pub(crate) prices: penguin::pricing::Prices,
+    /// Dollars the tasks run with these arguments spent so far (`--max-cost` over a chat).
+    #[arg(skip)]
+    pub(crate) spent: std::sync::Arc<std::sync::Mutex<f64>>,
 }
 
 impl TaskArgs {
@@ -87,6 +98,7 @@ impl TaskArgs {
     pub(crate) fn configured(mut self, agent: &penguin::agent::Agent) -> TaskArgs {
         // A wrong value was refused when the agent loaded.
         self.configured_approval = agent.config.session.approval().ok().flatten();
+        self.prices = penguin::pricing::Prices::from_config(&agent.config);
         self
     }
 
@@ -159,6 +171,15 @@ pub(crate) enum Command {
         /// Continue the newest session of the current workspace.
         #[arg(long)]
         last: bool,
+    },
+    /// Tokens and cost of the model requests, added up from the traces (docs/cost.md).
+    Usage {
+        /// Only requests from this date on: YYYY-MM-DD (UTC) or an RFC 3339 time.
+        #[arg(long, value_name = "DATE")]
+        since: Option<String>,
+        /// One row per day (UTC), model or session.
+        #[arg(long, value_name = "GROUP", default_value = "day", value_parser = ["day", "model", "session"])]
+        by: String,
     },
     /// List sessions, the current workspace's first, each newest first.
     Sessions {

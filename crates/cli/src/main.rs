@@ -26,6 +26,7 @@ mod show;
 mod term;
 mod tool_view;
 mod untrusted;
+mod usage;
 mod watch;
 
 use std::process::ExitCode;
@@ -63,6 +64,7 @@ fn main() -> ExitCode {
         Command::Trace {
             command: TraceCommand::Check { files },
         } => checks::trace_check(&files),
+        Command::Usage { since, by } => usage::usage(since, by),
         Command::Sessions { here, limit, all } => {
             setup::sessions(here, if all { usize::MAX } else { limit })
         }

@@ -128,12 +128,26 @@ pub(crate) async fn run_task(
     let options = RunOptions::new(approver)
         .with_cancel(cancel.clone())
         .with_thinking_level(task.thinking);
+    let budget = cost_budget(session, task)?;
     let started = Instant::now();
     let mut stream = match &task.goal {
         Some(goal) => session.run_goal(input, goal.clone(), options),
         None => session.run(input, options).map_err(Into::into),
     }
     .map_err(|e| e.to_string())?;
+    if let Some(budget) = &budget {
+        // Each request's cost is added as its token_usage arrives; the one that reaches the
+        // budget stops the run.
+        let (budget, cancel) = (budget.clone(), cancel.clone());
+        stream = stream
+            .inspect(move |frame| {
+                let mut b = budget.lock().unwrap_or_else(|p| p.into_inner());
+                if !b.reached() && b.observe(frame.message()) {
+                    cancel.cancel();
+                }
+            })
+            .boxed();
+    }
     let control = quit.map(|quit| Control {
         lines: console.task_lines(),
         console: console.clone(),
@@ -166,8 +180,19 @@ pub(crate) async fn run_task(
             session.id()
         );
     }
+    let stopped = budget.as_ref().and_then(|b| {
+        let b = b.lock().unwrap_or_else(|p| p.into_inner());
+        *task.spent.lock().unwrap_or_else(|p| p.into_inner()) += b.spent();
+        b.reached().then(|| b.stopped_line())
+    });
     if !task.jsonl {
-        end_line(session, &shown.summary, started.elapsed());
+        end_line(
+            session,
+            task,
+            &shown.summary,
+            stopped.as_deref(),
+            started.elapsed(),
+        );
     }
     // A goal succeeds only when it is complete.
     let goal_ok = task.goal.is_none()
@@ -176,17 +201,51 @@ pub(crate) async fn run_task(
             .is_some_and(|g| g.status == penguin::goal::GoalStatus::Complete);
     Ok(TaskEnd {
         // A task whose Trace lost records did not complete cleanly, whatever the stream said.
-        ok: shown.ok && failed == 0 && goal_ok,
+        ok: shown.ok && failed == 0 && goal_ok && stopped.is_none(),
         undelivered: shown.undelivered,
     })
 }
 
-/// `✓ done · model · tokens · time` on stderr after a task.
-fn end_line(session: &Session, summary: &crate::render::RunSummary, took: std::time::Duration) {
+/// `--max-cost`'s budget for this task: what is left of it after the earlier tasks of the
+/// same arguments (a chat's), refused up front for a model without a price and once spent.
+type Budget = Arc<std::sync::Mutex<penguin::pricing::CostBudget>>;
+
+fn cost_budget(session: &Session, task: &TaskArgs) -> Result<Option<Budget>, String> {
+    let Some(limit) = task.max_cost else {
+        return Ok(None);
+    };
+    let meta = session.session_meta();
+    let spent = *task.spent.lock().unwrap_or_else(|p| p.into_inner());
+    if spent >= limit {
+        return Err(format!(
+            "cost budget of {} reached ({} spent): start another chat for more",
+            penguin::pricing::dollars(limit),
+            penguin::pricing::dollars(spent)
+        ));
+    }
+    let budget = penguin::pricing::CostBudget::new(
+        limit - spent,
+        task.prices.clone(),
+        &meta.provider,
+        &meta.model_id,
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(Some(Arc::new(std::sync::Mutex::new(budget))))
+}
+
+/// `✓ done · model · tokens · cost · time` on stderr after a task; `stopped` replaces the
+/// outcome when the cost budget stopped it.
+fn end_line(
+    session: &Session,
+    task: &TaskArgs,
+    summary: &crate::render::RunSummary,
+    stopped: Option<&str>,
+    took: std::time::Duration,
+) {
     let meta = session.session_meta();
     let model = format!("{}/{}", meta.provider, meta.model_id);
     let t = summary.tokens;
-    let what = summary.outcome();
+    let what = stopped.map_or_else(|| summary.outcome(), str::to_owned);
     let mark = match what.as_str() {
         "done" => "✓",
         "interrupted" => "⏹",
@@ -209,11 +268,17 @@ fn end_line(session: &Session, summary: &crate::render::RunSummary, took: std::t
             input + output
         ),
     };
+    // The reported tokens, priced (an estimate for a request cut off is not).
+    let cost = match task.prices.cost(&meta.provider, &meta.model_id, &t) {
+        Some(c) => penguin::pricing::dollars(c),
+        None => format!("no price for model {model}"),
+    };
     // The outcome quotes a failure's cause, and a resumed session's model comes from its trace.
     let line = format!(
-        "{mark} {} · {} · {tokens} · {:.1}s",
+        "{mark} {} · {} · {tokens} · {} · {:.1}s",
         Untrusted(&what),
         Untrusted(&model),
+        Untrusted(&cost),
         took.as_secs_f64()
     );
     if color_for(std::io::stderr().is_terminal()) {

@@ -22,7 +22,8 @@ pub use penguin_trace_store as trace_store;
 #[cfg_attr(docsrs, doc(cfg(feature = "tools")))]
 pub use penguin_agent::launch;
 pub use penguin_agent::{
-    agent, config, goal, images, memory, models, prompt, scenario, session, skills, subagent,
+    agent, config, goal, images, memory, models, pricing, prompt, scenario, session, skills,
+    subagent,
 };
 #[cfg(feature = "server")]
 #[cfg_attr(docsrs, doc(cfg(feature = "server")))]

@@ -45,6 +45,8 @@
 //! | `POST /api/sessions/{id}/processes/{process}/kill` | none | 204 (404 `process_not_found`) | kill one |
 //! | `GET /api/models` | none | 200 [`ModelList`] | the models a create may name, the default first |
 //! | `GET /api/memory` | none | 200 `{"scopes": [...]}` | the agent's memory, by scope (the factory's) |
+//! | `GET /api/usage` | `?from=YYYY-MM-DD&to=YYYY-MM-DD&groupBy=day\|model\|session` (all optional; RFC 3339 times too) | 200 [`UsageReport`](crate::usage::UsageReport) | tokens and cost per day, model or session, added up from the traces ([`crate::usage`]) |
+//! | `GET /api/price` | `?provider=P&model=M` | 200 `{"price": {input, cachedInput, cacheWrite, output} \| null}` | a model's price, dollars per million tokens (the factory's) |
 //! | `POST /api/explain` | `{"status": 429, "errorMessage": "…", "attempt": 2}` (a failed `request_end`'s fields) | 200 `{kind, cause, hint, ended}` | a failed model request in the CLI's words |
 //! | `GET /api/events` | `Last-Event-ID` header (optional), `?access_token=` | 200 SSE | the user channel: `session_created`, `session_state`, `session_title` of every session |
 //! | `GET /api/events/socket` | WebSocket upgrade, `?lastEventId=`, `?access_token=` | 101, then JSON text frames | the user channel over a WebSocket |

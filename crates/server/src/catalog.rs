@@ -80,3 +80,69 @@ pub(crate) async fn models(State(app): State<AppState>) -> ApiResult {
         &crate::api::ModelList { models },
     ))
 }
+
+/// `GET /api/usage?from=&to=&groupBy=`: the requests' tokens and cost added up from the
+/// traces ([`crate::usage`]), priced by the factory. `from` and `to` are `YYYY-MM-DD` (UTC;
+/// `to`'s whole day counts) or RFC 3339 times; `groupBy` is `day` (the default), `model` or
+/// `session`. Anything else is a 400 naming the parameter.
+pub(crate) async fn usage(State(app): State<AppState>, uri: axum::http::Uri) -> ApiResult {
+    let mut query = crate::usage::UsageQuery::default();
+    let bad = |k: &str, e: String| ApiError::bad_request("invalid_query", format!("{k}: {e}"));
+    for (k, v) in crate::requests::query_pairs(&uri) {
+        match k {
+            "from" if !v.is_empty() => {
+                query.from = Some(crate::usage::parse_bound(&v, false).map_err(|e| bad(k, e))?)
+            }
+            "to" if !v.is_empty() => {
+                query.to = Some(crate::usage::parse_bound(&v, true).map_err(|e| bad(k, e))?)
+            }
+            "groupBy" => query.group_by = v.parse().map_err(|e| bad(k, e))?,
+            "from" | "to" | "access_token" => {}
+            other => {
+                return Err(ApiError::bad_request(
+                    "invalid_query",
+                    format!(
+                        "{:?} is not a parameter of /api/usage: from, to, groupBy",
+                        other.chars().take(64).collect::<String>()
+                    ),
+                ))
+            }
+        }
+    }
+    let factory = app.sessions.cfg.factory.clone();
+    let traces = app.sessions.cfg.location.traces_dir();
+    let report = tokio::task::spawn_blocking(move || {
+        let requests = crate::usage::read_requests(&traces)?;
+        Ok::<_, std::io::Error>(crate::usage::summarize(
+            &requests,
+            &query,
+            &|provider, model, tokens| factory.cost(provider, model, tokens),
+        ))
+    })
+    .await
+    .map_err(|err| ApiError::internal(format!("adding up usage failed: {err}")))?
+    .map_err(|err| ApiError::internal(format!("reading the traces failed: {err}")))?;
+    Ok(json_response(StatusCode::OK, &report))
+}
+
+/// `GET /api/price?provider=&model=`: `{"price": {input, cachedInput, cacheWrite, output} |
+/// null}`, the factory's price of that model (dollars per million tokens), for a client that
+/// costs a task's tokens itself (the web app's task footer).
+pub(crate) async fn price(State(app): State<AppState>, uri: axum::http::Uri) -> ApiResult {
+    let (mut provider, mut model) = (String::new(), None);
+    for (k, v) in crate::requests::query_pairs(&uri) {
+        match k {
+            "provider" => provider = v,
+            "model" => model = Some(v),
+            _ => {}
+        }
+    }
+    let model = model
+        .filter(|m| !m.is_empty())
+        .ok_or_else(|| ApiError::bad_request("invalid_query", "model: expected a model id"))?;
+    let price = app.sessions.cfg.factory.price(&provider, &model);
+    Ok(json_response(
+        StatusCode::OK,
+        &serde_json::json!({ "price": price }),
+    ))
+}

@@ -214,4 +214,21 @@ pub trait SessionFactory: Send + Sync {
     fn memory(&self) -> Vec<serde_json::Value> {
         Vec::new()
     }
+
+    /// What `tokens` of `model_id` (served by the adapter `provider`) cost, in dollars
+    /// (`GET /api/usage`); `None` (the default) when the model has no price.
+    fn cost(
+        &self,
+        _provider: &str,
+        _model_id: &str,
+        _tokens: &penguin_omni_protocol::TokenCounts,
+    ) -> Option<f64> {
+        None
+    }
+
+    /// The price of `model_id` as the factory describes it (`GET /api/price`: dollars per
+    /// million tokens, `{input, cachedInput, cacheWrite, output}`); `None` by default.
+    fn price(&self, _provider: &str, _model_id: &str) -> Option<serde_json::Value> {
+        None
+    }
 }

@@ -26,6 +26,7 @@ mod socket;
 mod steering;
 mod sync;
 mod tasks;
+pub mod usage;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
@@ -325,6 +326,8 @@ fn api_routes() -> (Router<AppState>, &'static [(&'static str, &'static str)]) {
         post "/api/sessions/{id}/processes/{process}/kill" => routes::kill_process,
         get "/api/models" => catalog::models,
         get "/api/memory" => catalog::memory,
+        get "/api/usage" => catalog::usage,
+        get "/api/price" => catalog::price,
         post "/api/explain" => catalog::explain,
         get "/api/events" => routes::events,
         get "/api/events/socket" => socket::events,

@@ -1,0 +1,165 @@
+//! Usage and cost (issue 38) end to end, through `penguin` and the stub model: the cost on
+//! the end-of-task line, `penguin usage` added up from the traces, and `--max-cost`.
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+#[path = "support/stub_model.rs"]
+mod stub_model;
+
+use stub_model::Reply;
+
+struct Home {
+    _base: tempfile::TempDir,
+    home: PathBuf,
+    ws: PathBuf,
+}
+
+/// A data root whose `config.toml` names the stub at `url` (plus `extra`), and a workspace.
+fn home(url: &str, extra: &str) -> Home {
+    let base = tempfile::tempdir().unwrap();
+    let root = base.path().canonicalize().unwrap();
+    let (home, ws) = (root.join("home"), root.join("ws"));
+    std::fs::create_dir(&home).unwrap();
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(
+        home.join("config.toml"),
+        format!(
+            "default_model = \"stub\"\n[models.stub]\nprotocol = \"openai-chat\"\nbase_url = \"{url}\"\nmodel = \"stub\"\napi_key_env = \"STUB_KEY\"\n{extra}"
+        ),
+    )
+    .unwrap();
+    Home {
+        _base: base,
+        home,
+        ws,
+    }
+}
+
+fn penguin(h: &Home, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_penguin"))
+        .env("PENGUIN_HOME", &h.home)
+        .env("STUB_KEY", "k")
+        .env_remove("PENGUIN_MODEL")
+        .env_remove("PENGUIN_PROVIDER")
+        .env("NO_COLOR", "1")
+        .current_dir(&h.ws)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `reply` reporting 1,000 prompt tokens (200 of them cached) and 100 out.
+fn with_usage(reply: Reply) -> Reply {
+    let Reply::Stream(mut chunks) = reply else {
+        return reply;
+    };
+    chunks.push(serde_json::json!({"choices": [], "usage": {"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": 1100, "prompt_tokens_details": {"cached_tokens": 200}}}));
+    Reply::Stream(chunks)
+}
+
+const PRICE: &str =
+    "[models.stub.price]\ninput = 3.0\ncached_input = 0.30\ncache_write = 3.75\noutput = 15.0\n";
+
+#[test]
+fn the_end_of_task_line_and_penguin_usage_show_the_cost_from_the_traces() {
+    let (url, _) = stub_model::serve_script(vec![
+        with_usage(stub_model::text("one")),
+        with_usage(stub_model::text("two")),
+    ]);
+    let h = home(&url, PRICE);
+    // 200 cached × 0.30 + 800 uncached × 3.75 + 100 out × 15, per million: $0.00456.
+    for prompt in ["first", "second"] {
+        let out = penguin(&h, &["run", "-y", prompt]);
+        let (_, err) = text(&out);
+        assert!(out.status.success(), "{err}");
+        assert!(
+            err.contains("1100 tokens (1000 in, 100 out) · $0.0046 ·"),
+            "{err}"
+        );
+    }
+    // Added up from the traces, after the processes ended.
+    let out = penguin(&h, &["usage", "--by", "model"]);
+    let (table, err) = text(&out);
+    assert!(out.status.success(), "{err}");
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("openai-chat/stub"))
+        .unwrap_or_else(|| panic!("{table}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        cells,
+        ["openai-chat/stub", "2", "2000", "400", "200", "$0.0091"],
+        "{table}"
+    );
+    assert!(table.lines().any(|l| l.starts_with("total")), "{table}");
+    let out = penguin(&h, &["usage", "--since", "2999-01-01"]);
+    assert!(text(&out)
+        .0
+        .contains("no model requests recorded since 2999-01-01"));
+    let out = penguin(&h, &["usage", "--since", "last week"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out)
+            .1
+            .contains("--since: \"last week\" is not a date"),
+        "{}",
+        text(&out).1
+    );
+}
+
+#[test]
+fn an_unpriced_model_says_so_and_max_cost_is_refused_before_any_request() {
+    let (url, requests) = stub_model::serve_script(vec![with_usage(stub_model::text("one"))]);
+    let h = home(&url, "");
+    let out = penguin(&h, &["run", "-y", "hi"]);
+    let (_, err) = text(&out);
+    assert!(
+        err.contains("· no price for model openai-chat/stub ·"),
+        "{err}"
+    );
+    let before = requests.all().len();
+    let out = penguin(&h, &["run", "-y", "--max-cost", "1", "hi"]);
+    let (_, err) = text(&out);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("--max-cost needs a price for model openai-chat/stub"),
+        "{err}"
+    );
+    assert_eq!(requests.all().len(), before, "no request was sent");
+    let out = penguin(&h, &["run", "-y", "--max-cost", "free", "hi"]);
+    assert!(
+        text(&out).1.contains("\"free\" is not a cost"),
+        "{}",
+        text(&out).1
+    );
+}
+
+#[test]
+fn max_cost_stops_the_run_when_a_request_reaches_it() {
+    let (url, requests) = stub_model::serve_script(vec![
+        with_usage(stub_model::tool_call("read_file", r#"{"path": "x.txt"}"#)),
+        with_usage(stub_model::text("never asked")),
+    ]);
+    let h = home(&url, PRICE);
+    let out = penguin(&h, &["run", "-y", "--max-cost", "0.001", "read x.txt"]);
+    let (_, err) = text(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("✗ stopped: cost budget of $0.0010 reached ($0.0046 spent)"),
+        "{err}"
+    );
+    assert_eq!(
+        requests.all().len(),
+        1,
+        "the run stopped after the first request"
+    );
+}
