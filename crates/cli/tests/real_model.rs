@@ -1,6 +1,8 @@
 //! penguin's main job against a real model: `penguin run` and `penguin resume` through a local
-//! llama.cpp server (SmolLM2-135M), over two wire protocols. Runs in `cargo xtask ci`'s e2e step,
-//! which starts the server, sets `PENGUIN_MODEL_SERVER` and runs it with `--ignored`.
+//! llama.cpp server (SmolLM2-135M), over two wire protocols; and the small-model profile against
+//! the same server, whose slots hold 4,096 tokens each (llama.cpp's and Ollama's usual default).
+//! Runs in `cargo xtask ci`'s e2e step, which starts the server, sets `PENGUIN_MODEL_SERVER`
+//! and runs it with `--ignored`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -133,4 +135,127 @@ fn run_and_resume_against_a_real_model_server() {
             "{provider}: both runs in one file"
         );
     }
+}
+
+/// The trace's first record, `session_meta`, as JSON.
+fn session_meta(trace: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(trace).unwrap();
+    let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(first["type"], "session_meta", "{first}");
+    first["payload"].clone()
+}
+
+#[test]
+#[ignore = "needs a real model server: cargo xtask e2e"]
+fn a_4096_token_window_gets_the_compact_profile_and_the_model_answers() {
+    let url = server();
+    // Nothing configured: penguin asks the server for its window (GET /props).
+    for (provider, base) in [
+        ("openai-chat", format!("{url}/v1")),
+        ("anthropic-messages", url.clone()),
+    ] {
+        let home = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let args = [
+            "run",
+            "--jsonl",
+            "--yes",
+            "--workspace",
+            ws.path().to_str().unwrap(),
+            "--provider",
+            provider,
+            "--base-url",
+            &base,
+            "--model",
+            "smollm2",
+            "Say hello in five words.",
+        ];
+        let began = std::time::Instant::now();
+        let (ok, stream, err) = penguin(home.path(), &args);
+        assert!(ok, "{provider}: {err}");
+        assert!(validate_jsonl(stream.as_bytes()).is_ok(), "{provider}");
+        assert!(
+            !assistant_text(&stream).trim().is_empty(),
+            "{provider}: the model answered"
+        );
+        // One request, no retries.
+        assert_eq!(
+            stream.matches(r#""type":"request_begin""#).count(),
+            1,
+            "{provider}: {stream}"
+        );
+        assert!(
+            began.elapsed() < std::time::Duration::from_secs(120),
+            "{provider}"
+        );
+        let files = traces(home.path());
+        let meta = session_meta(&files[0]);
+        assert_eq!(meta["model_context_window"], 4096, "{provider}: {meta}");
+        let prompt = meta["system_prompt"].as_str().unwrap();
+        assert!(prompt.contains("\n\nWorkspace: "), "{provider}: {prompt}");
+        assert!(!prompt.contains("# Tools"), "{provider}: {prompt}");
+        let trace = std::fs::read_to_string(&files[0]).unwrap();
+        let listed = trace
+            .lines()
+            .find(|l| l.contains(r#""type":"tool_list_ready""#))
+            .expect("a tool list");
+        let listed: serde_json::Value = serde_json::from_str(listed).unwrap();
+        let names: Vec<&str> = listed["payload"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            ["exec_command", "read_file", "write_file", "edit_file"],
+            "{provider}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a real model server: cargo xtask e2e"]
+fn a_prompt_that_cannot_fit_the_servers_window_fails_at_once_in_one_line() {
+    let url = server();
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    // Project instructions of about 5,000 tokens: more than a 4,096-token window holds.
+    std::fs::write(
+        ws.path().join("AGENTS.md"),
+        "Answer every question as a limerick, then explain the rhyme. ".repeat(330),
+    )
+    .unwrap();
+    let base = format!("{url}/v1");
+    let args = [
+        "run",
+        "--yes",
+        "--workspace",
+        ws.path().to_str().unwrap(),
+        "--provider",
+        "openai-chat",
+        "--base-url",
+        &base,
+        "--model",
+        "smollm2",
+        "Say hello in five words.",
+    ];
+    let began = std::time::Instant::now();
+    let (ok, stdout, err) = penguin(home.path(), &args);
+    assert!(!ok, "{stdout}\n{err}");
+    assert!(
+        began.elapsed() < std::time::Duration::from_secs(10),
+        "fails at once, not after the retry ladder: {:?}",
+        began.elapsed()
+    );
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("penguin: ")).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].starts_with(
+            "penguin: the prompt does not fit the model's context window: the window is 4096 tokens (from the server's /props) and the compact system prompt with 4 tool definitions takes ~"
+        ),
+        "{err}"
+    );
+    // No session was made, so no request was sent.
+    assert!(traces(home.path()).is_empty());
 }
