@@ -399,6 +399,12 @@ impl Launcher {
         window::resolve(spec)
     }
 
+    /// `spec` with its window filled in as sessions get it ([`window::sized`]): what
+    /// [`Launcher::system_prompt`] and [`Launcher::session_tools`] size the session by.
+    pub fn sized(&self, spec: ModelSpec) -> (ModelSpec, Option<Window>) {
+        window::sized(spec)
+    }
+
     /// The system prompt of a new session of `spec` in `workspace` offering `tools`: compact
     /// when the model's window (`spec.context_window`, which [`window::sized`] fills in) is
     /// small ([`Profile::compact`]).

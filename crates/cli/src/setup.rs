@@ -80,7 +80,8 @@ pub(crate) fn print_system_prompt(
     model.provider = model.provider.filter(|p| p != "scripted");
     let launcher = launcher(&model, &sandbox)?;
     let workspace = workspace_dir(workspace)?;
-    let spec = launcher.model().map_err(|e| e.to_string())?;
+    // Sized as a new session's model is: a small window shows the compact prompt.
+    let (spec, _) = launcher.sized(launcher.model().map_err(|e| e.to_string())?);
     let confinement = launcher.confinement().map_err(|e| e.to_string())?;
     let tools = launcher
         .session_tools(&spec, &workspace, &confinement)
@@ -105,12 +106,7 @@ pub(crate) fn print_system_prompt(
         })?;
     }
     let root = &launcher.agent().location.root;
-    let prompt = penguin::prompt::system_prompt_in(
-        penguin::agent::DEFAULT_SYSTEM_PROMPT,
-        &workspace,
-        tools.tools(),
-        root,
-    );
+    let prompt = launcher.system_prompt(&spec, &workspace, tools.tools());
     let template = penguin::prompt::template_path(root);
     if penguin::prompt::read_template(root).is_some() {
         errln!("penguin: from the template {}", template.display());
