@@ -52,6 +52,7 @@
 //! | `GET /api/events/socket` | WebSocket upgrade, `?lastEventId=`, `?access_token=` | 101, then JSON text frames | the user channel over a WebSocket |
 //! | `GET /` | none | 200 HTML | the web app's page (the session list) |
 //! | `GET /sessions/{id}` | none | 200 HTML | the same page, opening one session |
+//! | `GET /usage` | none | 200 HTML | the same page, showing usage and cost (a chart per day, totals by model) |
 //! | `GET /assets/{name}` | `If-None-Match` (optional) | 200 (or 304) with an `ETag` | the page's scripts, styles and icon, compiled in ([`crate::web::ASSETS`]) |
 //!
 //! Errors answer [`ErrorBody`]: `{"error": {"code": "invalid_field", "message": "approvalMode:

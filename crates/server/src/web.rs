@@ -92,6 +92,7 @@ pub static ASSETS: &[Asset] = &[
     asset!("toolview.js", "text/javascript; charset=utf-8"),
     asset!("transcript.js", "text/javascript; charset=utf-8"),
     asset!("markdown.js", "text/javascript; charset=utf-8"),
+    asset!("usage.js", "text/javascript; charset=utf-8"),
     asset!("style.css", "text/css; charset=utf-8"),
     asset!("favicon.svg", "image/svg+xml"),
 ];
@@ -157,6 +158,7 @@ pub(crate) fn routes<S: Clone + Send + Sync + 'static>(
     crate::route_table! {
         get "/" => page,
         get "/sessions/{id}" => session_page,
+        get "/usage" => page,
         get "/assets/{name}" => asset,
     }
 }

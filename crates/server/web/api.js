@@ -89,6 +89,13 @@ export const explain = (failure) => call("POST", "/api/explain", failure);
 // The agent's memory: its scopes and their notes.
 export const memory = () => call("GET", "/api/memory");
 
+// Tokens and cost added up from the traces: {groupBy, rows, total}; `query` as URLSearchParams.
+export const usage = (query) => call("GET", `/api/usage?${query}`);
+
+// A model's price, dollars per million tokens: {price: {input, cachedInput, cacheWrite, output} | null}.
+export const price = (provider, model) =>
+  call("GET", `/api/price?provider=${enc(provider || "")}&model=${enc(model || "")}`);
+
 // The models a session may be created with, the default first.
 export const models = () => call("GET", "/api/models");
 

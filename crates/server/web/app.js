@@ -7,6 +7,7 @@ import { startRouting } from "./nav.js";
 import { sessionList } from "./sessionlist.js";
 import { sessionView } from "./sessionview.js";
 import { signIn } from "./signin.js";
+import { usageView } from "./usage.js";
 
 // Uncaught errors are kept, so a support request (or a test) can read what went wrong.
 window.penguinErrors = [];
@@ -15,4 +16,4 @@ window.addEventListener("unhandledrejection", (e) =>
   window.penguinErrors.push(String((e.reason && e.reason.stack) || e.reason)),
 );
 
-startRouting({ signIn, list: sessionList, session: sessionView, notFound });
+startRouting({ signIn, list: sessionList, session: sessionView, usage: usageView, notFound });

@@ -16,3 +16,17 @@ export function relativeTime(iso) {
 export function modelOf(s) {
   return [s.provider, s.model].filter(Boolean).join(" / ") || "—";
 }
+
+// Dollars as the CLI words them: cents from a dollar up, four decimals below, "$0" for nothing.
+export function dollars(cost) {
+  if (!cost) return "$0";
+  return cost >= 1 ? `$${cost.toFixed(2)}` : `$${cost.toFixed(4)}`;
+}
+
+// What a request's token counts (`token_usage`'s `request`) cost at `price` (dollars per
+// million tokens), the formula of docs/cost.md: the cached prompt at cachedInput, the rest of
+// the prompt (the wire's cache_write) at cacheWrite, output at output.
+export function requestCost(price, counts) {
+  const n = (k) => Number(counts[k] || 0);
+  return (n("cache_read") * price.cachedInput + n("cache_write") * price.cacheWrite + n("output") * price.output) / 1e6;
+}

@@ -9,7 +9,7 @@ export const app = document.getElementById("app");
 let teardown = () => {};
 let views = null;
 
-// Starts routing with the page's views: `{ signIn, list, session, notFound }`.
+// Starts routing with the page's views: `{ signIn, list, session, usage, notFound }`.
 export function startRouting(pageViews) {
   views = pageViews;
   window.addEventListener("popstate", () => route());
@@ -37,6 +37,7 @@ export function route(reason) {
   const path = location.pathname;
   const m = path.match(/^\/sessions\/([^/]+)\/?$/);
   if (path === "/" || path === "") teardown = views.list();
+  else if (path === "/usage") teardown = views.usage();
   else if (m) teardown = views.session(decodeURIComponent(m[1]));
   else views.notFound(`Nothing at ${path}.`);
 }

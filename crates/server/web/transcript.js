@@ -9,6 +9,7 @@
 // - Every element made from a complete message carries `data-fp` (type, payload type, id,
 //   timestamp, origin), so the page can be compared with the trace one message at a time.
 
+import { dollars, requestCost } from "./format.js";
 import { renderMarkdown } from "./markdown.js";
 import { closedKey, fragmentKey, originOf } from "./stream.js";
 import { argsLine, planView, renderDiffs } from "./toolview.js";
@@ -613,6 +614,13 @@ export class Transcript {
         const e = mark(h("div", "usage"), msg);
         e.textContent = `${formatCount(r.total)} tokens in context · ${formatCount(r.output)} out`;
         scope.append(e);
+        // The main session's requests are priced at its model (a subagent's at its own,
+        // which the page does not know).
+        if (scope === this.main)
+          this.actions.price?.().then(
+            ({ price, model }) => (e.textContent += price ? ` · ${dollars(requestCost(price, r))}` : ` · no price for model ${model}`),
+            () => {},
+          );
         break;
       }
       case "abort": {

@@ -3,6 +3,7 @@
 
 import * as api from "./api.js";
 import { h, toast } from "./dom.js";
+import { modelOf } from "./format.js";
 import { Transcript } from "./transcript.js";
 
 // `decide` answers an approval from a tool card; `canRunUnsandboxed(name)` says whether a card
@@ -21,10 +22,16 @@ export function transcriptPane(ctx, { decide, canRunUnsandboxed }) {
     if (stick) el.scrollTop = el.scrollHeight;
   }).observe(transcriptEl, { childList: true, subtree: true, characterData: true });
 
+  let pricing = null;
   const transcript = new Transcript(transcriptEl, {
     decide,
     canRunUnsandboxed,
     explain: (failure) => api.explain(failure),
+    // The session model's price and name, asked once: `{price, model}`.
+    price: () =>
+      (pricing ||= (ctx.info ? Promise.resolve({ session: ctx.info }) : api.sessions.get(id)).then((r) =>
+        api.price(r.session.provider, r.session.model).then((p) => ({ price: p.price, model: modelOf(r.session) })),
+      )),
     retryNow: async (btn) => {
       btn.disabled = true;
       try {

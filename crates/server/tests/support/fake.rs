@@ -295,6 +295,24 @@ fn check_mcp_servers(raw: &[Value]) -> Result<(), FactoryError> {
 }
 
 impl SessionFactory for FakeFactory {
+    // Model "priced" costs $2 per million prompt tokens and $10 per million out (the usage
+    // tests); every other model has no price.
+    fn cost(
+        &self,
+        _provider: &str,
+        model_id: &str,
+        t: &penguin_omni_protocol::TokenCounts,
+    ) -> Option<f64> {
+        (model_id == "priced")
+            .then(|| ((t.cache_read + t.uncached_prompt) * 2 + t.output * 10) as f64 / 1e6)
+    }
+
+    fn price(&self, _provider: &str, model_id: &str) -> Option<Value> {
+        (model_id == "priced").then(
+            || serde_json::json!({"input": 2.0, "cachedInput": 2.0, "cacheWrite": 2.0, "output": 10.0}),
+        )
+    }
+
     fn skills(&self, _workspace: &Path) -> Vec<Value> {
         self.knowledge.0.clone()
     }
