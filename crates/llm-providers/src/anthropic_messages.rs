@@ -17,6 +17,38 @@
 //! - `error` → a provider error classified by its `error.type`; `message_stop` ends the stream.
 //!
 //! A body that ends before `message_stop` is cut off ([`WireError::Malformed`]).
+//!
+//! # Prompt caching
+//!
+//! With [`ModelConfig::prompt_cache`] on (the default), each request carries
+//! `cache_control: {"type": "ephemeral"}` breakpoints, never more than the API's four:
+//!
+//! 1. on the last tool definition (the tools are the start of the prompt);
+//! 2. on the system prompt, sent as one `text` block so it can carry one;
+//! 3. on the newest turn: the last block of the last message (the last one that may carry a
+//!    breakpoint: thinking blocks may not), which writes the conversation so far to the cache;
+//! 4. on the block where the previous committed request put its newest-turn breakpoint, so the
+//!    entry that request wrote is read back even when a turn added more than the 20 blocks
+//!    the API looks back from a breakpoint for an earlier entry (a reply with many parallel
+//!    tool calls and their results).
+//!
+//! Nothing that changes from one request to the next is ever marked: tools, system prompt and
+//! the history are resent byte for byte, and the newest turn becomes the next request's
+//! history. The breakpoints move as the conversation grows, so a message carries
+//! `cache_control` in one or two requests and not afterwards. That does not cost the cache: the
+//! API matches the prompt's content (tools, system, messages, in that order, up to a
+//! breakpoint), and `cache_control` marks where an entry ends rather than being part of it;
+//! its own automatic caching moves its one breakpoint forward the same way. So the prefix
+//! that must stay byte-stable is the request with every `cache_control` taken out, and that is
+//! what `tests/prompt_cache.rs` holds each adapter to over a ten-request session.
+//!
+//! A cache write costs 1.25 × the input price and a read 0.1 ×, so one request that is never
+//! followed by another pays a quarter more for its prompt, and every later request of a
+//! session pays a tenth for what it shares with the one before. Entries live five minutes,
+//! renewed by every read. A prefix below the model's minimum (1,024 to 4,096 tokens) is not
+//! cached at all, without error. Near a full context window the thinking budget follows the
+//! clamped `max_tokens`, and a changed thinking budget invalidates the cached messages (not the
+//! tools and system prompt).
 
 use std::collections::HashMap;
 
@@ -40,6 +72,39 @@ pub const DEFAULT_MAX_TOKENS: u64 = 8192;
 #[derive(Clone, Debug, Default)]
 pub struct AnthropicMessages {
     history: Vec<Value>,
+    /// Where the last committed request put its newest-turn breakpoint, as (message, block)
+    /// indexes into `history`: the cache entry it wrote ends there.
+    written: Option<(usize, usize)>,
+}
+
+/// The most `cache_control` breakpoints one request may carry.
+pub const MAX_CACHE_BREAKPOINTS: usize = 4;
+
+fn ephemeral() -> Value {
+    json!({"type": "ephemeral"})
+}
+
+/// The index of the last block of `message` that may carry `cache_control` (thinking blocks
+/// may not).
+fn last_cacheable_block(message: &Value) -> Option<usize> {
+    let blocks = message.get("content")?.as_array()?;
+    blocks.iter().rposition(|b| {
+        !matches!(
+            b.get("type").and_then(Value::as_str),
+            Some("thinking" | "redacted_thinking")
+        )
+    })
+}
+
+/// Marks block `block` of message `message` of `messages` as a breakpoint.
+fn mark(messages: &mut [Value], message: usize, block: usize) {
+    if let Some(Value::Object(b)) = messages
+        .get_mut(message)
+        .and_then(|m| m.get_mut("content"))
+        .and_then(|c| c.get_mut(block))
+    {
+        b.insert("cache_control".into(), ephemeral());
+    }
 }
 
 impl AnthropicMessages {
@@ -83,17 +148,34 @@ impl WireProtocol for AnthropicMessages {
         } else {
             DEFAULT_MAX_TOKENS
         };
+        let cache = config.prompt_cache;
         let mut messages = self.history.clone();
         messages.extend(to_wire_messages(new_messages));
+        if cache {
+            // The entry the last request wrote, then the newest turn (see the module docs).
+            if let Some((message, block)) = self.written {
+                mark(&mut messages, message, block);
+            }
+            if let Some(last) = messages.len().checked_sub(1) {
+                if let Some(block) = last_cacheable_block(&messages[last]) {
+                    mark(&mut messages, last, block);
+                }
+            }
+        }
         let mut body = Map::new();
         body.insert("model".into(), json!(config.model_id));
         body.insert("max_tokens".into(), json!(max_tokens));
         if !config.system_prompt.is_empty() {
-            body.insert("system".into(), json!(config.system_prompt));
+            let system = if cache {
+                json!([{"type": "text", "text": config.system_prompt, "cache_control": ephemeral()}])
+            } else {
+                json!(config.system_prompt)
+            };
+            body.insert("system".into(), system);
         }
         body.insert("messages".into(), Value::Array(messages));
         if !config.tools.is_empty() {
-            let tools: Vec<Value> = config
+            let mut tools: Vec<Value> = config
                 .tools
                 .iter()
                 .map(|t| {
@@ -104,6 +186,9 @@ impl WireProtocol for AnthropicMessages {
                     })
                 })
                 .collect();
+            if let (true, Some(Value::Object(last))) = (cache, tools.last_mut()) {
+                last.insert("cache_control".into(), ephemeral());
+            }
             body.insert("tools".into(), Value::Array(tools));
         }
         // The budget must stay below max_tokens; a level that cannot fit the minimum budget
@@ -133,11 +218,17 @@ impl WireProtocol for AnthropicMessages {
 
     fn commit(&mut self, new_messages: &[OmniMessage], reply: &[OmniMessage]) {
         self.history.extend(to_wire_messages(new_messages));
+        // The request's newest-turn breakpoint was on its last message, now the history's.
+        self.written =
+            self.history.len().checked_sub(1).and_then(|last| {
+                last_cacheable_block(&self.history[last]).map(|block| (last, block))
+            });
         self.history.extend(to_wire_messages(reply));
     }
 
     fn set_history(&mut self, history: &[OmniMessage]) {
         self.history = to_wire_messages(history);
+        self.written = None;
     }
 }
 
@@ -486,6 +577,8 @@ mod tests {
         let mut config = ModelConfig::new("https://api.anthropic.com", "claude-sonnet-4-5");
         config.api_key = Some("sk-ant".into());
         config.system_prompt = "sys".into();
+        // The breakpoints have their own test.
+        config.prompt_cache = false;
         config.tools = vec![ToolDefinition {
             name: "read".into(),
             description: "Reads".into(),
@@ -545,6 +638,118 @@ mod tests {
                 "stream": true
             })
         );
+    }
+
+    /// The paths of every `cache_control` in `body`.
+    fn breakpoints(body: &Value) -> Vec<String> {
+        fn walk(v: &Value, path: String, out: &mut Vec<String>) {
+            match v {
+                Value::Object(o) => {
+                    if o.get("cache_control") == Some(&json!({"type": "ephemeral"})) {
+                        out.push(path.clone());
+                    }
+                    for (k, v) in o {
+                        walk(v, format!("{path}/{k}"), out);
+                    }
+                }
+                Value::Array(a) => {
+                    for (i, v) in a.iter().enumerate() {
+                        walk(v, format!("{path}/{i}"), out);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut out = Vec::new();
+        walk(body, String::new(), &mut out);
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn breakpoints_mark_tools_system_the_last_entry_and_the_newest_turn() {
+        let mut config = ModelConfig::new("x", "m");
+        config.system_prompt = "sys".into();
+        config.tools = vec![
+            ToolDefinition {
+                name: "a".into(),
+                description: "A".into(),
+                parameters: None,
+            },
+            ToolDefinition {
+                name: "b".into(),
+                description: "B".into(),
+                parameters: None,
+            },
+        ];
+        let mut p = AnthropicMessages::new();
+        let first = [build::user_text("hi")];
+        let req = p.build_request(&config, &first, None);
+        assert_eq!(
+            breakpoints(&req.body),
+            ["/messages/0/content/0", "/system/0", "/tools/1"]
+        );
+        assert_eq!(
+            req.body["system"],
+            json!([{"type": "text", "text": "sys", "cache_control": {"type": "ephemeral"}}])
+        );
+        let mut sig = Fidelity::new();
+        sig.insert("signature".into(), json!("S"));
+        p.commit(
+            &first,
+            &[
+                build::tool_call("a", "{}", "toolu_1", StopReason::Completed, None),
+                build::tool_call("b", "{}", "toolu_2", StopReason::Completed, None),
+            ],
+        );
+        let outputs = [
+            build::tool_call_output("one", "toolu_1", StopReason::Completed),
+            build::tool_call_output("two", "toolu_2", StopReason::Completed),
+        ];
+        let req = p.build_request(&config, &outputs, None);
+        // The entry the first request wrote ends at message 0; the newest turn is message 2.
+        assert_eq!(
+            breakpoints(&req.body),
+            [
+                "/messages/0/content/0",
+                "/messages/2/content/1",
+                "/system/0",
+                "/tools/1"
+            ]
+        );
+        p.commit(
+            &outputs,
+            &[build::assistant_text("done", StopReason::Completed)],
+        );
+        let req = p.build_request(&config, &[build::user_text("more")], None);
+        // Message 0 is no longer marked: four breakpoints at most, and they move on.
+        assert_eq!(
+            breakpoints(&req.body),
+            [
+                "/messages/2/content/1",
+                "/messages/4/content/0",
+                "/system/0",
+                "/tools/1"
+            ]
+        );
+        // A thinking block may not carry a breakpoint: the block before it does.
+        let mut p = AnthropicMessages::new();
+        let req = p.build_request(
+            &config,
+            &[
+                build::assistant_text("a", StopReason::Completed),
+                build::thinking("t", StopReason::Completed, Some(sig)),
+            ],
+            None,
+        );
+        assert_eq!(req.body["messages"][0]["content"][1]["type"], "thinking");
+        assert!(breakpoints(&req.body).contains(&"/messages/0/content/0".to_owned()));
+        // Off, nothing is marked and the system prompt is a plain string.
+        config.prompt_cache = false;
+        p.commit(&[build::user_text("x")], &[]);
+        let req = p.build_request(&config, &[build::user_text("y")], None);
+        assert!(breakpoints(&req.body).is_empty());
+        assert_eq!(req.body["system"], json!("sys"));
     }
 
     #[test]

@@ -13,6 +13,14 @@
 //! - `{"error": {"code", "message", "status"}}` → a provider error classified by `code`.
 //!
 //! A body that ends before any `finishReason` is cut off ([`WireError::Malformed`]).
+//!
+//! Prompt caching needs nothing here: Gemini 2.5 and later models cache implicitly, matching
+//! each request's prefix (system instruction, tools, contents) against recent ones and
+//! billing the hits at the cached rate, reported as `usageMetadata.cachedContentTokenCount`
+//! (read above). The adapter sends no caching field, with [`ModelConfig::prompt_cache`] on or
+//! off; it keeps the prefix byte-stable (the history is resent unchanged), which is all
+//! implicit caching asks. Explicit caching (`cachedContents`, storage billed by the hour) is
+//! not used.
 
 use std::collections::HashMap;
 

@@ -29,6 +29,12 @@
 //! `options.num_ctx` (the configured context window: Ollama otherwise cuts the prompt at its
 //! own small default window). `think` is on/off: Ollama accepts named levels only for gpt-oss
 //! and answers 400 for other models, so every level but `none` is `true`.
+//!
+//! Prompt caching: Ollama's runner keeps the loaded model's KV cache and reuses the longest
+//! prefix the next prompt shares with it, on its own; its API has no caching field, so none is
+//! sent (not OpenAI's `prompt_cache_key` either), with [`ModelConfig::prompt_cache`] on or
+//! off. What keeps it hitting is what the adapter does anyway: the history resent byte for
+//! byte, and the same `num_ctx` on every request (another one reloads the model).
 
 use std::collections::HashMap;
 

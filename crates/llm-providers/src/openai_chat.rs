@@ -18,6 +18,16 @@
 //! - `data: {"error": …}` → a provider error; `data: [DONE]` ends the stream.
 //!
 //! A body that ends before any `finish_reason` is cut off ([`WireError::Malformed`]).
+//!
+//! Prompt caching: OpenAI caches every prompt of 1,024 tokens or more on its own, by prefix,
+//! and reports the hits as `usage.prompt_tokens_details.cached_tokens` (read at a discount,
+//! written at no extra cost). What keeps it hitting is a byte-stable prefix (the adapter
+//! resends the system prompt, the tools and the history unchanged) and requests routed to
+//! where the prefix is cached: the adapter sends [`ModelConfig::cache_key`] (the session id)
+//! as `prompt_cache_key` unless [`ModelConfig::prompt_cache`] is off. llama.cpp, vLLM,
+//! Ollama's `/v1` and the other OpenAI-compatible servers penguin was run against ignore the
+//! field (llama.cpp reuses its own slot cache by prefix); a server that refuses unknown
+//! fields wants `prompt_cache = false` for its model.
 
 use penguin_omni_protocol::{Fidelity, ModelPayload, OmniMessage, Role, StopReason};
 use serde_json::{json, Map, Value};
@@ -71,6 +81,9 @@ impl WireProtocol for OpenAiChat {
         }
         if let Some(level) = thinking_level {
             after_tools.push(("reasoning_effort", json!(reasoning_effort(level))));
+        }
+        if let Some(key) = config.prompt_cache_key() {
+            after_tools.push(("prompt_cache_key", json!(key)));
         }
         ChatRequest {
             path: "/chat/completions",

@@ -32,6 +32,14 @@
 //!
 //! A body that ends before `response.completed` / `.incomplete` / `.failed` is cut off
 //! ([`WireError::Malformed`]).
+//!
+//! Prompt caching: OpenAI caches prompts of 1,024 tokens or more on its own, by prefix
+//! (`instructions`, `tools`, then `input`), and reports hits as
+//! `usage.input_tokens_details.cached_tokens`. The adapter keeps the prefix byte-stable (the
+//! whole conversation is resent unchanged, `store: false`) and sends
+//! [`ModelConfig::cache_key`] (the session id) as `prompt_cache_key`, which routes a session's
+//! requests to where its prefix is cached, unless [`ModelConfig::prompt_cache`] is off.
+//! llama.cpp's `/v1/responses` ignores the field.
 
 use std::collections::HashMap;
 
@@ -118,6 +126,9 @@ impl WireProtocol for OpenAiResponses {
                 "reasoning".into(),
                 json!({"effort": reasoning_effort(level)}),
             );
+        }
+        if let Some(key) = config.prompt_cache_key() {
+            body.insert("prompt_cache_key".into(), json!(key));
         }
         let mut headers = Vec::new();
         if let Some(key) = config.api_key.as_deref().filter(|k| !k.is_empty()) {

@@ -56,10 +56,21 @@ pub struct ModelConfig {
     /// `failed`, see [`WireError::TooLarge`]) the moment a message would cross it, so neither
     /// memory nor the Trace ever holds more. [`DEFAULT_MAX_MESSAGE_BYTES`] unless configured.
     pub max_message_bytes: usize,
+    /// Whether the request asks the provider to cache its prompt (`prompt_cache` in
+    /// `config.toml`; on by default). Anthropic gets `cache_control` breakpoints, OpenAI's
+    /// Responses and Chat Completions get [`cache_key`](ModelConfig::cache_key) as
+    /// `prompt_cache_key`; Gemini and Ollama cache on their own and are sent nothing either way.
+    /// Off, no request carries a caching field.
+    pub prompt_cache: bool,
+    /// The key the provider's automatic cache routes this conversation by (OpenAI's
+    /// `prompt_cache_key`): the session id, so every request of a session, resumed or
+    /// compacted, lands where its prefix is cached. `None` sends none.
+    pub cache_key: Option<String>,
 }
 
 impl ModelConfig {
-    /// A configuration with no key, prompt, tools or limits, and the default idle timeout.
+    /// A configuration with no key, prompt, tools or limits, the default idle timeout, and
+    /// prompt caching on (with no cache key).
     pub fn new(base_url: impl Into<String>, model_id: impl Into<String>) -> ModelConfig {
         ModelConfig {
             base_url: base_url.into(),
@@ -73,7 +84,18 @@ impl ModelConfig {
             extra_headers: Vec::new(),
             idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            prompt_cache: true,
+            cache_key: None,
         }
+    }
+}
+
+impl ModelConfig {
+    /// The `prompt_cache_key` to send: the cache key, when caching is on and there is one.
+    pub fn prompt_cache_key(&self) -> Option<&str> {
+        self.cache_key
+            .as_deref()
+            .filter(|k| self.prompt_cache && !k.is_empty())
     }
 }
 
@@ -91,6 +113,8 @@ impl fmt::Debug for ModelConfig {
             .field("extra_headers", &self.extra_headers.len())
             .field("idle_timeout", &self.idle_timeout)
             .field("max_message_bytes", &self.max_message_bytes)
+            .field("prompt_cache", &self.prompt_cache)
+            .field("cache_key", &self.cache_key)
             .finish()
     }
 }

@@ -26,6 +26,8 @@ mod common;
 fn check<P: WireProtocol>(name: &str, protocol: P) {
     let mut config = ModelConfig::new("http://127.0.0.1:9", "m");
     config.max_output_tokens = 1024;
+    // The caching fields have their own fixtures (`prompt_cache.rs`).
+    config.prompt_cache = false;
     let got = image_requests(protocol, &config);
     let path = common::fixture_dir("requests").join(format!("{name}_images.json"));
     assert_request_fixture(path, &got);
