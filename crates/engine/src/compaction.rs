@@ -404,10 +404,10 @@ async fn summarize_context(
                     committed,
                 };
             }
-            _ => last_error = attempt.outcome.error_message,
+            _ => last_error = attempt.outcome.error_message.clone(),
         }
         // The reference waits out the backoff after an unusable summary too.
-        match ladder.climb(shared, cancel).await {
+        match ladder.climb(shared, cancel, &attempt.outcome).await {
             Rung::Retry => {}
             Rung::Exhausted => {
                 stash(&mut repairs);

@@ -9,6 +9,7 @@
 //! themselves stay two.
 
 use std::panic::AssertUnwindSafe;
+use std::time::Duration;
 
 use futures::FutureExt;
 use penguin_llm_providers::{CancellationToken, LlmOutcome, LlmRequest, MessageSink};
@@ -56,9 +57,28 @@ pub(crate) fn request_end(
             error_message: outcome.error_message.clone(),
             attempt: (status != StopReason::Completed || reconnects > 0).then_some(reconnects + 1),
             retry_in_ms: (retryable && !outcome.permanent && reconnects < cap)
-                .then(|| shared.config.reconnect_delay(reconnects + 1).as_millis() as u64),
+                .then(|| retry_delay(shared, reconnects + 1, outcome).as_millis() as u64),
         },
     )
+}
+
+/// The wait before the n-th reconnect after `outcome`: what the provider asked for (a 429 or
+/// 503's `Retry-After`, which the HTTP shell writes into the message, see
+/// [`penguin_llm_providers::failure::with_retry_after`]) capped at the ladder's ceiling
+/// (`reconnect_backoff_max`), else the ladder's own `min(base · 2^(n-1), ceiling)`.
+pub(crate) fn retry_delay(shared: &Shared, n: u32, outcome: &LlmOutcome) -> Duration {
+    match asked_wait(outcome) {
+        Some(asked) => asked.min(shared.config.reconnect_backoff_max),
+        None => shared.config.reconnect_delay(n),
+    }
+}
+
+/// The wait a failed request's provider asked for, if any.
+pub(crate) fn asked_wait(outcome: &LlmOutcome) -> Option<Duration> {
+    outcome
+        .error_message
+        .as_deref()
+        .and_then(penguin_llm_providers::failure::retry_after)
 }
 
 /// The message of a caught panic.
@@ -100,14 +120,21 @@ impl Ladder {
         self.reconnects
     }
 
-    /// After a failed attempt: [`Rung::Exhausted`] when the budget is used up, otherwise one
-    /// more reconnect and its backoff.
-    pub(crate) async fn climb(&mut self, shared: &Shared, cancel: &CancellationToken) -> Rung {
+    /// After the failed attempt that ended with `outcome`: [`Rung::Exhausted`] when the budget
+    /// is used up, otherwise one more reconnect and its backoff ([`retry_delay`]: the wait the
+    /// provider asked for, within the ceiling, or the ladder's own).
+    pub(crate) async fn climb(
+        &mut self,
+        shared: &Shared,
+        cancel: &CancellationToken,
+        outcome: &LlmOutcome,
+    ) -> Rung {
         if self.reconnects >= self.cap {
             return Rung::Exhausted;
         }
         self.reconnects += 1;
-        if backoff(shared, self.reconnects, cancel).await {
+        let delay = retry_delay(shared, self.reconnects, outcome);
+        if backoff(shared, delay, cancel).await {
             Rung::Retry
         } else {
             Rung::Interrupted
@@ -115,14 +142,13 @@ impl Ladder {
     }
 }
 
-/// Waits out the n-th reconnect delay. False when the interrupt fired.
-async fn backoff(shared: &Shared, n: u32, cancel: &CancellationToken) -> bool {
+/// Waits out a reconnect delay. False when the interrupt fired.
+async fn backoff(shared: &Shared, delay: Duration, cancel: &CancellationToken) -> bool {
     if cancel.is_cancelled() {
         return false;
     }
     let (wake, woken) = oneshot::channel();
     shared.state().backoff_wake = Some(wake);
-    let delay = shared.config.reconnect_delay(n);
     let proceed = tokio::select! {
         biased;
         _ = cancel.cancelled() => false,

@@ -108,9 +108,10 @@ pub(crate) async fn run_to_completion(
                 ),
                 _ => format!("reconnect failed after {} retries", config.max_reconnects),
             };
+            let outcome = turn.outcome.clone();
             failed_turns.push(turn);
             attempt_input = with_retried_turns(&next_input, &failed_turns);
-            match ladder.climb(shared, &cancel).await {
+            match ladder.climb(shared, &cancel, &outcome).await {
                 Rung::Retry => {}
                 Rung::Exhausted => {
                     shared.state().pending_carry_over = attempt_input;

@@ -443,3 +443,79 @@ async fn steering_is_refused_outside_a_run() {
     assert_eq!(e.steer(vec![build::user_text("x")]), Steered::NotRunning);
     let _: Vec<Frame> = stream.collect().await;
 }
+
+/// A 429 or 503's `Retry-After` (carried in the message by the HTTP shell) sets the wait
+/// before the next attempt, announced in `retry_in_ms`, capped at `reconnect_backoff_max`;
+/// a failure that asks nothing keeps the ladder's own delay. Timed on the paused clock.
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_sets_the_wait_within_the_ceiling() {
+    let config = EngineConfig {
+        max_reconnects: 3,
+        reconnect_backoff: Duration::from_millis(100),
+        reconnect_backoff_max: Duration::from_secs(30),
+        ..Default::default()
+    };
+    let asked = |secs: u64| {
+        penguin_llm_providers::failure::with_retry_after(
+            "429 Rate limit reached",
+            Duration::from_secs(secs),
+        )
+    };
+    let (engine, model) = engine(
+        vec![
+            fail(StopReason::Timeout, Some(&asked(7))),
+            fail(StopReason::Timeout, Some(&asked(120))),
+            fail(StopReason::Timeout, Some("503 Service Unavailable")),
+            ok(vec![text("hi"), usage()]),
+        ],
+        config,
+    );
+    let start = tokio::time::Instant::now();
+    let stream = engine
+        .run(
+            vec![build::user_text("go")],
+            RunOptions::new(Arc::new(DenyAll)),
+        )
+        .unwrap();
+    let timed: Vec<(u128, String)> = stream
+        .filter_map(|f: Frame| async move {
+            f.message()
+                .event()
+                .map(|e| serde_json::to_string(e).unwrap())
+        })
+        .map(|e| (start.elapsed().as_millis(), e))
+        .collect()
+        .await;
+    let begins: Vec<u128> = timed
+        .iter()
+        .filter(|(_, e)| e.contains("request_begin"))
+        .map(|(t, _)| *t)
+        .collect();
+    // 7 s as asked, then 30 s (120 asked, the ceiling), then the ladder's third rung (400 ms).
+    assert_eq!(begins.len(), 4, "{timed:?}");
+    assert_eq!(begins[1] - begins[0], 7_000, "{timed:?}");
+    assert_eq!(begins[2] - begins[1], 30_000, "{timed:?}");
+    assert_eq!(begins[3] - begins[2], 400, "{timed:?}");
+    let retry_in: Vec<&str> = timed
+        .iter()
+        .filter(|(_, e)| e.contains("request_end"))
+        .map(|(_, e)| e.as_str())
+        .collect();
+    assert!(
+        retry_in[0].contains(r#""attempt":1,"retry_in_ms":7000"#),
+        "{retry_in:?}"
+    );
+    assert!(
+        retry_in[1].contains(r#""attempt":2,"retry_in_ms":30000"#),
+        "{retry_in:?}"
+    );
+    assert!(
+        retry_in[2].contains(r#""attempt":3,"retry_in_ms":400"#),
+        "{retry_in:?}"
+    );
+    assert!(
+        retry_in[0].contains("(Retry-After: 7 s)"),
+        "the message says what was asked: {retry_in:?}"
+    );
+    assert_eq!(model.requests().len(), 4);
+}

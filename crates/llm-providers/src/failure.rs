@@ -19,6 +19,8 @@
 //! );
 //! ```
 
+use std::time::{Duration, SystemTime};
+
 use penguin_omni_protocol::StopReason;
 
 /// What kind of failure a request ended with.
@@ -73,6 +75,76 @@ pub struct Failure {
     pub cause: String,
     /// What to check, e.g. `wrong base_url? …`; `None` when there is nothing to suggest.
     pub hint: Option<&'static str>,
+    /// How long the provider asked to wait before the next attempt (a `Retry-After` on a 429
+    /// or 503, see [`retry_after`]), in seconds.
+    pub retry_after_secs: Option<u64>,
+}
+
+/// How the HTTP shell writes a provider's `Retry-After` into a failed request's
+/// `error_message`: `"<status> <text> (Retry-After: <n> s)"`. `request_end` has no field of its
+/// own for it, so the message carries it, where a person reads it too; the engine's ladder
+/// ([`retry_after`]) and every surface ([`Failure::classify`]) read it back from there.
+pub fn with_retry_after(message: impl Into<String>, wait: Duration) -> String {
+    format!("{} (Retry-After: {} s)", message.into(), wait.as_secs())
+}
+
+/// The wait a failed request's `error_message` says the provider asked for
+/// ([`with_retry_after`]'s suffix), and the message without it.
+pub fn split_retry_after(message: &str) -> (&str, Option<Duration>) {
+    let parsed = message
+        .strip_suffix(" s)")
+        .and_then(|m| m.rsplit_once(" (Retry-After: "))
+        .and_then(|(rest, n)| n.parse::<u64>().ok().map(|n| (rest, n)));
+    match parsed {
+        Some((rest, n)) => (rest, Some(Duration::from_secs(n))),
+        None => (message, None),
+    }
+}
+
+/// The wait a failed request's `error_message` says the provider asked for, if it says one.
+pub fn retry_after(message: &str) -> Option<Duration> {
+    split_retry_after(message).1
+}
+
+/// A `Retry-After` header's value as a wait from `now`: delay-seconds (`120`) or an HTTP date
+/// (`Sun, 06 Nov 1994 08:49:37 GMT`, RFC 9110's IMF-fixdate; a date already past is no wait).
+/// `None` when it is neither.
+pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = parse_http_date(value)?;
+    let now = now.duration_since(SystemTime::UNIX_EPOCH).ok()?.as_secs();
+    Some(Duration::from_secs(at.saturating_sub(now)))
+}
+
+/// Seconds since the epoch of an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).
+fn parse_http_date(value: &str) -> Option<u64> {
+    let parts: Vec<&str> = value.split_ascii_whitespace().collect();
+    let [_weekday, day, month, year, time, "GMT"] = parts.as_slice() else {
+        return None;
+    };
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let month = MONTHS.iter().position(|m| m == month)? as i64 + 1;
+    let day: i64 = day.parse().ok()?;
+    let year: i64 = year.parse().ok()?;
+    let mut hms = time.split(':').map(|n| n.parse::<i64>().ok());
+    let (h, m, s) = (hms.next()??, hms.next()??, hms.next()??);
+    if hms.next().is_some() || !(1..=31).contains(&day) || h > 23 || m > 59 || s > 60 {
+        return None;
+    }
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    u64::try_from(days * 86_400 + h * 3600 + m * 60 + s).ok()
 }
 
 const HINT_REFUSED: &str = "nothing is listening at the model's address: is the server running? Check --base-url (or base_url in config.toml)";
@@ -99,6 +171,20 @@ const HINT_TOO_LARGE: &str =
 impl Failure {
     /// Classifies a failed request from its `request_end` status and `error_message`.
     pub fn classify(status: StopReason, message: Option<&str>) -> Failure {
+        let (message, asked) = match message {
+            Some(m) => {
+                let (m, asked) = split_retry_after(m);
+                (Some(m), asked)
+            }
+            None => (None, None),
+        };
+        Failure {
+            retry_after_secs: asked.map(|d| d.as_secs()),
+            ..Failure::classify_text(status, message)
+        }
+    }
+
+    fn classify_text(status: StopReason, message: Option<&str>) -> Failure {
         let Some(m) = message.map(str::trim).filter(|m| !m.is_empty()) else {
             return match status {
                 StopReason::Timeout => Failure::new(
@@ -211,6 +297,7 @@ impl Failure {
             kind,
             cause,
             hint: kind.hint(),
+            retry_after_secs: None,
         }
     }
 
@@ -378,6 +465,44 @@ mod tests {
             );
             assert!(f.hint.unwrap().contains("context_window"));
         }
+    }
+
+    #[test]
+    fn retry_after_is_seconds_or_a_date_and_rides_the_message() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(784_111_777); // 08:49:37
+        assert_eq!(
+            parse_retry_after("120", now),
+            Some(Duration::from_secs(120))
+        );
+        assert_eq!(parse_retry_after(" 0 ", now), Some(Duration::ZERO));
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 1994 08:50:07 GMT", now),
+            Some(Duration::from_secs(30))
+        );
+        // A date already past is no wait; nonsense is none.
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 1994 08:00:00 GMT", now),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(parse_retry_after("soon", now), None);
+        assert_eq!(parse_retry_after("-5", now), None);
+        assert_eq!(
+            parse_retry_after("Sun, 06 Foo 1994 08:50:07 GMT", now),
+            None
+        );
+
+        let message = with_retry_after("429 Rate limit reached", Duration::from_secs(20));
+        assert_eq!(message, "429 Rate limit reached (Retry-After: 20 s)");
+        assert_eq!(retry_after(&message), Some(Duration::from_secs(20)));
+        assert_eq!(retry_after("429 Rate limit reached"), None);
+        let f = Failure::classify(StopReason::Timeout, Some(&message));
+        assert_eq!(f.kind, FailureKind::RateLimited);
+        assert_eq!(f.cause, "HTTP 429 Rate limit reached");
+        assert_eq!(f.retry_after_secs, Some(20));
+        assert_eq!(
+            Failure::classify(StopReason::Timeout, Some("429 x")).retry_after_secs,
+            None
+        );
     }
 
     #[test]

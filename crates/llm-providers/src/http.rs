@@ -9,7 +9,7 @@
 //! | `request.cancel` fired (before or during the request) | `aborted` |
 //! | no upstream bytes for the idle timeout | `timeout`, no message |
 //! | HTTP 401 (or an auth error code) | `auth` |
-//! | HTTP 408, 429, 5xx; connection refused/reset/dropped | `timeout` |
+//! | HTTP 408, 429, 5xx; connection refused/reset/dropped | `timeout` (a 429 or 503's `Retry-After` appended to the message: [`with_retry_after`](crate::failure::with_retry_after)) |
 //! | other 4xx (403 included) | `failed` |
 //! | bad JSON, bad UTF-8, a stream cut off before its terminal event | `malformed` |
 //! | an error event inside an HTTP 200 stream | classified from its code and text |
@@ -237,6 +237,13 @@ impl<P: WireProtocol> HttpModel<P> {
         };
         let status = response.status();
         if !status.is_success() {
+            // A rate limit or an overload may say how long to wait; the engine's ladder
+            // waits that long (within its ceiling) and reads it from the message.
+            let asked = matches!(status.as_u16(), 429 | 503)
+                .then(|| response.headers().get(reqwest::header::RETRY_AFTER))
+                .flatten()
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| crate::failure::parse_retry_after(v, std::time::SystemTime::now()));
             let text = match wait(cancel, idle, error_body(response)).await {
                 Waited::Ready(t) => t,
                 Waited::Cancelled => return Some(LlmOutcome::new(StopReason::Aborted)),
@@ -247,6 +254,10 @@ impl<P: WireProtocol> HttpModel<P> {
                 http_error_message(status.as_u16(), status.canonical_reason(), &text);
             let codes: Vec<&str> = codes.iter().map(String::as_str).collect();
             let stop = classify_error(Some(status.as_u16()), &codes, &message);
+            let message = match asked {
+                Some(wait) => crate::failure::with_retry_after(message, wait),
+                None => message,
+            };
             return Some(LlmOutcome::with_message(stop, message));
         }
 

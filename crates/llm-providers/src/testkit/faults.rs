@@ -179,6 +179,7 @@ impl<P: WireProtocol + 'static, S: WireScript> FaultSuite<P, S> {
         self.a_dropped_connection_is_a_timeout_that_closes_segments()
             .await;
         self.http_errors_are_classified().await;
+        self.a_retry_after_rides_the_message().await;
         self.a_stall_past_the_idle_timeout_is_a_timeout().await;
         self.a_cut_stream_is_malformed().await;
         self.an_error_event_is_classified().await;
@@ -192,6 +193,70 @@ impl<P: WireProtocol + 'static, S: WireScript> FaultSuite<P, S> {
             .await;
         self.only_the_start_of_a_huge_error_body_is_read().await;
         self.the_default_cap_lets_a_long_message_through().await;
+    }
+
+    /// A 429 or 503 with `Retry-After` (seconds, or an HTTP date) carries the wait in its
+    /// message, for the engine's ladder; another status, or a header that is neither, does not.
+    pub async fn a_retry_after_rides_the_message(&self) {
+        let body = json!({"error": {"message": "Rate limit reached", "type": "rate_limit_error"}})
+            .to_string();
+        let in_a_minute = std::time::SystemTime::now() + Duration::from_secs(90);
+        let date = http_date(in_a_minute);
+        let canned = vec![
+            Canned::StatusWithHeaders(
+                429,
+                "Too Many Requests",
+                vec![("retry-after", "20".into())],
+                body.clone(),
+            ),
+            Canned::StatusWithHeaders(
+                503,
+                "Service Unavailable",
+                vec![("Retry-After", date)],
+                body.clone(),
+            ),
+            Canned::StatusWithHeaders(
+                500,
+                "Internal Server Error",
+                vec![("retry-after", "20".into())],
+                body.clone(),
+            ),
+            Canned::StatusWithHeaders(
+                429,
+                "Too Many Requests",
+                vec![("retry-after", "whenever".into())],
+                body,
+            ),
+        ];
+        let server = self.server(canned).await;
+        let mut model = self.model(self.config(&server, IDLE_TIMEOUT));
+        let got = generate(&mut model, request("x")).await.outcome;
+        assert_eq!(
+            got,
+            LlmOutcome::with_message(
+                StopReason::Timeout,
+                "429 Rate limit reached (Retry-After: 20 s)"
+            )
+        );
+        let got = generate(&mut model, request("x")).await.outcome;
+        let asked = crate::failure::retry_after(got.error_message.as_deref().unwrap_or(""))
+            .unwrap_or_else(|| panic!("a 503 with a date gives a wait: {got:?}"));
+        // The date is whole seconds, and a second may pass.
+        assert!(
+            (88..=90).contains(&asked.as_secs()),
+            "a date 90 s ahead asks {asked:?}"
+        );
+        for status in [500, 429] {
+            let got = generate(&mut model, request("x")).await.outcome;
+            assert_eq!(
+                got,
+                LlmOutcome::with_message(
+                    StopReason::Timeout,
+                    format!("{status} Rate limit reached")
+                ),
+                "HTTP {status}: no wait asked"
+            );
+        }
     }
 
     async fn server(&self, responses: Vec<Canned>) -> Server {
@@ -579,4 +644,35 @@ impl<P: WireProtocol + 'static, S: WireScript> FaultSuite<P, S> {
         let message = got.outcome.error_message.unwrap_or_default();
         assert!(message.to_lowercase().contains("connect"), "{message}");
     }
+}
+
+/// `at` as an HTTP date (IMF-fixdate), as a server writes `Retry-After`.
+fn http_date(at: std::time::SystemTime) -> String {
+    let secs = at
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_secs() as i64;
+    let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // The civil date of a day count (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    format!(
+        "{}, {day:02} {} {year} {:02}:{:02}:{:02} GMT",
+        WEEKDAYS[days.rem_euclid(7) as usize],
+        MONTHS[(month - 1) as usize],
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60
+    )
 }

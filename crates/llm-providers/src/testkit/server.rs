@@ -49,6 +49,8 @@ pub enum Canned {
     /// as soon as the client sends its next request on it (llama.cpp's behaviour after a
     /// streamed reply).
     StreamThenCloseIdle(Vec<Step>),
+    /// Like [`Canned::Status`], with more response headers (`Retry-After`).
+    StatusWithHeaders(u16, &'static str, Vec<(&'static str, String)>, String),
     /// An error status whose body is this many bytes of `x` (an endless proxy error page),
     /// sent in 64 KiB writes.
     HugeError(u16, &'static str, usize),
@@ -234,6 +236,18 @@ async fn respond(
         Canned::Status(code, reason, body) => {
             let head = format!(
                 "HTTP/1.1 {code} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            socket.write_all(head.as_bytes()).await?;
+            socket.write_all(body.as_bytes()).await?;
+        }
+        Canned::StatusWithHeaders(code, reason, headers, body) => {
+            let extra: String = headers
+                .iter()
+                .map(|(name, value)| format!("{name}: {value}\r\n"))
+                .collect();
+            let head = format!(
+                "HTTP/1.1 {code} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{extra}connection: close\r\n\r\n",
                 body.len()
             );
             socket.write_all(head.as_bytes()).await?;
