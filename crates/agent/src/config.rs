@@ -692,6 +692,22 @@ fn named(config: &Config, name: &str) -> Result<ModelSpec, ConfigError> {
 }
 
 impl Config {
+    /// The prices of its models (`[models.NAME.price]`, by model id; a model that does not
+    /// resolve is left out: the agent refuses it when it loads), over the table of
+    /// well-known models ([`crate::pricing`]).
+    pub fn prices(&self) -> crate::pricing::Prices {
+        let specs: Vec<ModelSpec> = self
+            .named_models()
+            .into_iter()
+            .filter_map(|(_, spec)| spec.ok())
+            .collect();
+        crate::pricing::Prices::new(
+            specs
+                .iter()
+                .filter_map(|s| s.price.map(|p| (s.model_id.as_str(), p))),
+        )
+    }
+
     /// Every `[models.NAME]` resolved, by name; one that does not resolve (a bad field) is the
     /// error naming it.
     pub fn named_models(&self) -> Vec<(String, Result<ModelSpec, ConfigError>)> {

@@ -436,17 +436,9 @@ impl ModelFactory {
     /// well-known model ids ([`crate::pricing`]).
     pub fn prices(&self) -> crate::pricing::Prices {
         crate::pricing::Prices::new(
-            std::iter::once(&self.spec).chain(self.models.iter().map(|(_, m)| m)),
-        )
-    }
-}
-
-impl ModelFactory {
-    /// The prices of its models (the default and the named ones), over the table of
-    /// well-known model ids ([`crate::pricing`]).
-    pub fn prices(&self) -> crate::pricing::Prices {
-        crate::pricing::Prices::new(
-            std::iter::once(&self.spec).chain(self.models.iter().map(|(_, m)| m)),
+            std::iter::once(&self.spec)
+                .chain(self.models.iter().map(|(_, m)| m))
+                .filter_map(|s| s.price.map(|p| (s.model_id.as_str(), p))),
         )
     }
 }
@@ -470,25 +462,6 @@ impl SessionFactory for ModelFactory {
             .into_iter()
             .filter_map(|s| serde_json::to_value(s).ok())
             .collect()
-    }
-
-    fn cost(
-        &self,
-        provider: &str,
-        model_id: &str,
-        tokens: &penguin_omni_protocol::TokenCounts,
-    ) -> Option<f64> {
-        self.prices().cost(provider, model_id, tokens)
-    }
-
-    fn price(&self, provider: &str, model_id: &str) -> Option<serde_json::Value> {
-        let (p, _) = self.prices().lookup(provider, model_id)?;
-        Some(serde_json::json!({
-            "input": p.input,
-            "cachedInput": p.cached_input.unwrap_or(p.input),
-            "cacheWrite": p.cache_write.unwrap_or(p.input),
-            "output": p.output,
-        }))
     }
 
     fn cost(

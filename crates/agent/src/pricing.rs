@@ -237,29 +237,16 @@ pub struct Prices {
 }
 
 impl Prices {
-    /// The prices of `models` (their model ids and configured prices; the first of two
-    /// models of the same id with a price wins), over the table.
-    pub fn new<'a>(models: impl IntoIterator<Item = &'a crate::models::ModelSpec>) -> Prices {
-        let mut configured: Vec<(String, Price)> = Vec::new();
-        for spec in models {
-            if let Some(price) = spec.price {
-                if configured.iter().all(|(id, _)| *id != spec.model_id) {
-                    configured.push((spec.model_id.clone(), price));
-                }
+    /// The configured prices, by model id (the first of two prices for one id wins), over
+    /// the table. `Config::prices` gives `config.toml`'s.
+    pub fn new<'a>(configured: impl IntoIterator<Item = (&'a str, Price)>) -> Prices {
+        let mut list: Vec<(String, Price)> = Vec::new();
+        for (id, price) in configured {
+            if list.iter().all(|(known, _)| known != id) {
+                list.push((id.to_owned(), price));
             }
         }
-        Prices { configured }
-    }
-
-    /// The prices of `config.toml`'s models (a model that does not resolve is left out: the
-    /// agent refuses it when it loads), over the table.
-    pub fn from_config(config: &crate::config::Config) -> Prices {
-        let specs: Vec<crate::models::ModelSpec> = config
-            .named_models()
-            .into_iter()
-            .filter_map(|(_, spec)| spec.ok())
-            .collect();
-        Prices::new(&specs)
+        Prices { configured: list }
     }
 
     /// The price of `model_id` as `provider` (an adapter's name, as `session_meta.provider`
@@ -470,7 +457,7 @@ mod tests {
             price: Some(Price::new(1.0, 2.0)),
             ..ModelSpec::demo()
         };
-        let prices = Prices::new([&spec]);
+        let prices = Prices::new(spec.price.map(|p| (spec.model_id.as_str(), p)));
         assert_eq!(
             prices.lookup("anthropic-messages", "claude-sonnet-4-5"),
             Some((Price::new(1.0, 2.0), PriceSource::Configured))
@@ -494,7 +481,7 @@ mod tests {
             "[models.claude]\nprotocol = \"anthropic\"\nmodel = \"my-claude\"\n\n[models.claude.price]\ninput = 3.0\ncached_input = 0.30\ncache_write = 3.75\noutput = 15\n",
         )
         .unwrap();
-        let prices = Prices::from_config(&config);
+        let prices = config.prices();
         assert_eq!(
             prices.lookup("anthropic-messages", "my-claude"),
             Some((

@@ -98,7 +98,7 @@ impl TaskArgs {
     pub(crate) fn configured(mut self, agent: &penguin::agent::Agent) -> TaskArgs {
         // A wrong value was refused when the agent loaded.
         self.configured_approval = agent.config.session.approval().ok().flatten();
-        self.prices = penguin::pricing::Prices::from_config(&agent.config);
+        self.prices = agent.config.prices();
         self
     }
 

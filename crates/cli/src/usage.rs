@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use penguin::agent::Agent;
-use penguin::pricing::{dollars, Prices};
+use penguin::pricing::dollars;
 use penguin::server::usage::{parse_bound, read_requests, summarize, GroupBy, UsageQuery};
 
 use crate::untrusted::{outln, Untrusted};
@@ -18,7 +18,7 @@ pub(crate) fn usage(since: Option<String>, by: String) -> Result<ExitCode, Strin
         .map(|s| parse_bound(s, false).map_err(|e| format!("--since: {e}")))
         .transpose()?;
     let agent = Agent::from_env().map_err(|e| e.to_string())?;
-    let prices = Prices::from_config(&agent.config);
+    let prices = agent.config.prices();
     let traces = agent.location.traces_dir();
     let requests = read_requests(&traces)
         .map_err(|e| format!("cannot read the traces in {}: {e}", traces.display()))?;

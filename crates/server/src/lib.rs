@@ -26,10 +26,10 @@ mod socket;
 mod steering;
 mod sync;
 mod tasks;
-pub mod usage;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
+pub mod usage;
 pub mod web;
 
 use std::path::PathBuf;
