@@ -24,6 +24,8 @@
 //! vision = false                      # optional; false: no read_image (the default is true)
 //! reconnect_attempts = 1              # optional; retries of a failed request (default 5,
 //!                                     # about a minute in all); 0 fails at once
+//! prompt_cache = false              # optional; true by default: Anthropic cache_control
+//!                                     # breakpoints, OpenAI prompt_cache_key (docs/cost.md)
 //! price = { input = 3.0, output = 15.0, cached_input = 0.30, cache_write = 3.75 }
 //!                                     # optional; dollars per million tokens, over the
 //!                                     # table of well-known models (pricing, docs/cost.md)
@@ -500,6 +502,10 @@ pub struct ModelEntry {
     /// How many times a failed request is retried before the run fails (the reconnect
     /// ladder's budget): 5 by default, so six attempts over about a minute; 0 fails at once.
     pub reconnect_attempts: Option<u32>,
+    /// Whether requests ask the provider to cache their prompt (default `true`): Anthropic's
+    /// `cache_control` breakpoints, OpenAI's `prompt_cache_key`. `false` sends no caching
+    /// field (a strict OpenAI-compatible server that refuses unknown fields wants it).
+    pub prompt_cache: Option<bool>,
     /// What its tokens cost, in dollars per million tokens (`[models.NAME.price]`:
     /// `input`, `output`, optional `cached_input` and `cache_write`; docs/cost.md).
     pub price: Option<crate::pricing::Price>,
@@ -683,6 +689,7 @@ fn named(config: &Config, name: &str) -> Result<ModelSpec, ConfigError> {
             .transpose()?,
         vision: entry.vision.unwrap_or(true),
         reconnect_attempts: entry.reconnect_attempts,
+        prompt_cache: entry.prompt_cache.unwrap_or(true),
         price: entry
             .price
             .map(|p| p.check(&at("price")).map(|()| p))
@@ -692,22 +699,6 @@ fn named(config: &Config, name: &str) -> Result<ModelSpec, ConfigError> {
 }
 
 impl Config {
-    /// The prices of its models (`[models.NAME.price]`, by model id; a model that does not
-    /// resolve is left out: the agent refuses it when it loads), over the table of
-    /// well-known models ([`crate::pricing`]).
-    pub fn prices(&self) -> crate::pricing::Prices {
-        let specs: Vec<ModelSpec> = self
-            .named_models()
-            .into_iter()
-            .filter_map(|(_, spec)| spec.ok())
-            .collect();
-        crate::pricing::Prices::new(
-            specs
-                .iter()
-                .filter_map(|s| s.price.map(|p| (s.model_id.as_str(), p))),
-        )
-    }
-
     /// Every `[models.NAME]` resolved, by name; one that does not resolve (a bad field) is the
     /// error naming it.
     pub fn named_models(&self) -> Vec<(String, Result<ModelSpec, ConfigError>)> {

@@ -352,6 +352,11 @@ pub struct ModelSpec {
     /// Retries of a failed request before the run fails (`reconnect_attempts` in
     /// `config.toml`); `None` keeps the engine's default (the reference's 5).
     pub reconnect_attempts: Option<u32>,
+    /// Whether requests ask the provider to cache their prompt (`prompt_cache` in
+    /// `config.toml`; `true` unless configured otherwise): Anthropic's `cache_control`
+    /// breakpoints, OpenAI's `prompt_cache_key` (the session id). See
+    /// [`ModelConfig::prompt_cache`].
+    pub prompt_cache: bool,
     /// What its tokens cost (`[models.NAME.price]` in `config.toml`); `None` leaves it to the
     /// table of well-known model ids ([`crate::pricing`]).
     pub price: Option<crate::pricing::Price>,
@@ -465,6 +470,7 @@ impl ModelSpec {
             max_message_bytes: None,
             vision: true,
             reconnect_attempts: None,
+            prompt_cache: true,
             price: None,
         }
     }
@@ -588,6 +594,10 @@ pub struct ModelContext {
     /// The session's workspace: where a model without vision has its images saved
     /// ([`crate::images::TextOnly`]). Without it, such a model is sent images as they are.
     pub workspace: Option<std::path::PathBuf>,
+    /// The key the provider's prompt cache routes the session by: its session id
+    /// ([`ModelConfig::cache_key`]), the same for every model the session builds (resumed,
+    /// compacted, rebuilt for new tools).
+    pub cache_key: Option<String>,
 }
 
 /// Builds the LLM for `spec`. The API key is read from its environment variable here and
@@ -611,6 +621,8 @@ pub fn build_llm(spec: &ModelSpec, cx: ModelContext) -> Result<Box<dyn Llm>, Mod
     if let Some(max) = spec.max_message_bytes {
         config.max_message_bytes = max;
     }
+    config.prompt_cache = spec.prompt_cache;
+    config.cache_key = cx.cache_key;
     let llm = adapter.build(AdapterInput {
         config,
         ids: ToolCallIdAllocator::new(),

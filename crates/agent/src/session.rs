@@ -271,7 +271,16 @@ impl Session {
         llm: Box<dyn Llm>,
         env: Arc<dyn Environment>,
     ) -> Result<Session, SessionError> {
-        let id = new_session_id();
+        Session::create_with_id(spec, new_session_id(), llm, env)
+    }
+
+    /// [`Session::create`] under an id chosen beforehand (a new one).
+    fn create_with_id(
+        spec: SessionSpec,
+        id: String,
+        llm: Box<dyn Llm>,
+        env: Arc<dyn Environment>,
+    ) -> Result<Session, SessionError> {
         let writer = Writer::create(&spec.location, &id, spec.durability)?;
         let meta = SessionMeta {
             session_id: id.clone(),
@@ -364,15 +373,18 @@ impl Session {
         spec.provider = model.protocol.as_str().to_owned();
         spec.model_id = model.model_id.clone();
         spec.context_window = model.context_window;
+        // The session id is known before the model: it is the model's prompt cache key.
+        let id = new_session_id();
         let cx = crate::models::ModelContext {
             system_prompt: spec.system_prompt.clone(),
             tools: env.tools(),
             workspace: Some(spec.workspace.clone()),
+            cache_key: Some(id.clone()),
             ..crate::models::ModelContext::default()
         };
         let rebuild = crate::models::model_rebuild(model, cx.clone());
         let llm = crate::models::build_llm(model, cx)?;
-        let mut session = Session::create(spec, llm, env)?;
+        let mut session = Session::create_with_id(spec, id, llm, env)?;
         session.set_model_rebuild(rebuild);
         session.enable_compaction(model);
         Ok(session)
@@ -394,6 +406,7 @@ impl Session {
             history: Vec::new(),
             session_tokens: resumed.session_tokens,
             workspace: Some(PathBuf::from(&resumed.meta.workspace)),
+            cache_key: Some(resumed.meta.session_id.clone()),
         };
         // A model rebuilt for the connected tools continues the same conversation; the first
         // one gets it from Session::resume, as any model does.
@@ -581,6 +594,7 @@ impl Session {
                 system_prompt,
                 tools,
                 workspace: Some(PathBuf::from(&self.session_meta.workspace)),
+                cache_key: Some(self.session_meta.session_id.clone()),
                 ..Default::default()
             },
         ));

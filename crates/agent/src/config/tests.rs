@@ -186,6 +186,21 @@ fn the_sandbox_section_and_flag_make_the_request() {
 }
 
 #[test]
+fn prompt_cache_is_on_unless_a_model_turns_it_off() {
+    let with = |n: &str| {
+        let c = Config::parse(&format!(
+            "default_model = \"m\"\n[models.m]\nprotocol = \"anthropic\"\nmodel = \"x\"\n{n}"
+        ))
+        .unwrap();
+        resolve_model(&c, &ModelFlags::default(), none).unwrap()
+    };
+    assert!(with("").prompt_cache, "the default");
+    assert!(!with("prompt_cache = false").prompt_cache);
+    assert!(with("prompt_cache = true").prompt_cache);
+    assert!(crate::models::ModelSpec::demo().prompt_cache);
+}
+
+#[test]
 fn max_message_bytes_reaches_the_spec_within_its_range() {
     let with = |n: &str| {
         let c = Config::parse(&format!(

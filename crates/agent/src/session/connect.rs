@@ -157,6 +157,7 @@ impl ConnectPhase {
                         system_prompt: meta.map(|m| m.system_prompt.clone()).unwrap_or_default(),
                         tools: tools.clone(),
                         workspace: meta.map(|m| m.workspace.clone().into()),
+                        cache_key: meta.map(|m| m.session_id.clone()),
                         ..Default::default()
                     };
                     self.engine

@@ -61,3 +61,30 @@ async fn resume_gives_the_history_to_the_model_and_the_counters_to_the_engine() 
     assert_eq!(session.engine().counters().session_turns, 1);
     assert_eq!(session.engine().counters().last_request_total, 12);
 }
+
+/// A session's model gets its id as its prompt cache key, and the spec's `prompt_cache`.
+#[test]
+fn the_session_id_is_the_models_prompt_cache_key() {
+    use crate::models::{register_adapter, Adapter, AdapterInput, ModelSpec, Protocol};
+    static SEEN: Mutex<Vec<(bool, Option<String>)>> = Mutex::new(Vec::new());
+    register_adapter(Adapter::new("cache-key-probe", |input: AdapterInput| {
+        SEEN.lock()
+            .unwrap()
+            .push((input.config.prompt_cache, input.config.cache_key.clone()));
+        Ok(Box::new(ScriptedModel::new(Vec::new())) as Box<dyn penguin_llm_providers::Llm>)
+    }));
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let location = TraceLocation::new(home.path(), "project", "agent");
+    let spec = SessionSpec::new(location, ws.path().to_path_buf());
+    let env: Arc<dyn Environment> = Arc::new(ScriptedEnvironment::new(Default::default()));
+    let model = ModelSpec {
+        protocol: Protocol::new("cache-key-probe"),
+        prompt_cache: false,
+        ..ModelSpec::demo()
+    };
+    let session = Session::create_for_model(spec, &model, env).unwrap();
+    let id = session.session_meta().session_id.clone();
+    let seen = SEEN.lock().unwrap().clone();
+    assert_eq!(seen, [(false, Some(id))]);
+}
