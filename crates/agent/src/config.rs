@@ -24,7 +24,7 @@
 //! vision = false                      # optional; false: no read_image (the default is true)
 //! reconnect_attempts = 1              # optional; retries of a failed request (default 5,
 //!                                     # about a minute in all); 0 fails at once
-//! prompt_cache = false              # optional; true by default: Anthropic cache_control
+//! prompt_cache = false               # optional; true by default: Anthropic cache_control
 //!                                     # breakpoints, OpenAI prompt_cache_key (docs/cost.md)
 //! price = { input = 3.0, output = 15.0, cached_input = 0.30, cache_write = 3.75 }
 //!                                     # optional; dollars per million tokens, over the
@@ -699,6 +699,22 @@ fn named(config: &Config, name: &str) -> Result<ModelSpec, ConfigError> {
 }
 
 impl Config {
+    /// The prices of its models (`[models.NAME.price]`, by model id; a model that does not
+    /// resolve is left out: the agent refuses it when it loads), over the table of
+    /// well-known models ([`crate::pricing`]).
+    pub fn prices(&self) -> crate::pricing::Prices {
+        let specs: Vec<ModelSpec> = self
+            .named_models()
+            .into_iter()
+            .filter_map(|(_, spec)| spec.ok())
+            .collect();
+        crate::pricing::Prices::new(
+            specs
+                .iter()
+                .filter_map(|s| s.price.map(|p| (s.model_id.as_str(), p))),
+        )
+    }
+
     /// Every `[models.NAME]` resolved, by name; one that does not resolve (a bad field) is the
     /// error naming it.
     pub fn named_models(&self) -> Vec<(String, Result<ModelSpec, ConfigError>)> {
