@@ -164,6 +164,8 @@ pub(crate) async fn repl(
     mut session: Session,
     task: TaskArgs,
 ) -> Result<ExitCode, String> {
+    // --max-cost on a model without a price is refused before the first prompt.
+    crate::run::cost_budget(&session, &task)?;
     let console = Console::stdin();
     let (approver, asking) = approver(&task, &console, session.environment().clone());
     let quit = Arc::new(AtomicBool::new(false));

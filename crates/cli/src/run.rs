@@ -208,9 +208,9 @@ pub(crate) async fn run_task(
 
 /// `--max-cost`'s budget for this task: what is left of it after the earlier tasks of the
 /// same arguments (a chat's), refused up front for a model without a price and once spent.
-type Budget = Arc<std::sync::Mutex<penguin::pricing::CostBudget>>;
+pub(crate) type Budget = Arc<std::sync::Mutex<penguin::pricing::CostBudget>>;
 
-fn cost_budget(session: &Session, task: &TaskArgs) -> Result<Option<Budget>, String> {
+pub(crate) fn cost_budget(session: &Session, task: &TaskArgs) -> Result<Option<Budget>, String> {
     let Some(limit) = task.max_cost else {
         return Ok(None);
     };

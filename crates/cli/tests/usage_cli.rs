@@ -135,6 +135,31 @@ fn an_unpriced_model_says_so_and_max_cost_is_refused_before_any_request() {
         "{err}"
     );
     assert_eq!(requests.all().len(), before, "no request was sent");
+    // A chat is refused before its first prompt.
+    let mut chat = Command::new(env!("CARGO_BIN_EXE_penguin"))
+        .env("PENGUIN_HOME", &h.home)
+        .env("STUB_KEY", "k")
+        .env_remove("PENGUIN_MODEL")
+        .env_remove("PENGUIN_PROVIDER")
+        .current_dir(&h.ws)
+        .args(["chat", "-y", "--max-cost", "1"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    chat.stdin.take().unwrap().write_all(b"hi\n").unwrap();
+    let out = chat.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    assert!(
+        text(&out)
+            .1
+            .contains("--max-cost needs a price for model openai-chat/stub"),
+        "{}",
+        text(&out).1
+    );
+    assert_eq!(requests.all().len(), before, "no request was sent");
     let out = penguin(&h, &["run", "-y", "--max-cost", "free", "hi"]);
     assert!(
         text(&out).1.contains("\"free\" is not a cost"),
