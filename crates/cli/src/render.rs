@@ -483,9 +483,22 @@ impl<W: Write> Renderer<W> {
                     };
                     if *status != StopReason::Completed && *status != StopReason::Aborted {
                         let failure = Failure::classify(*status, error_message.as_deref());
-                        let retry = match retry_in_ms {
-                            Some(ms) => format!(" · retrying in {:.0}s", *ms as f64 / 1000.0),
-                            None => String::new(),
+                        let retry = match (retry_in_ms, failure.retry_after_secs) {
+                            // The provider said how long to wait (Retry-After): say so, and
+                            // when the ladder's ceiling cut it short.
+                            (Some(ms), Some(asked)) if *ms >= asked * 1000 => format!(
+                                " · retrying in {:.0}s, as the provider asked (Retry-After)",
+                                *ms as f64 / 1000.0
+                            ),
+                            (Some(ms), Some(asked)) => format!(
+                                " · retrying in {:.0}s (the provider asked for {asked}s; the retry ceiling is {:.0}s)",
+                                *ms as f64 / 1000.0,
+                                *ms as f64 / 1000.0
+                            ),
+                            (Some(ms), None) => {
+                                format!(" · retrying in {:.0}s", *ms as f64 / 1000.0)
+                            }
+                            (None, _) => String::new(),
                         };
                         self.line(&format!(
                             "{yellow}request failed (attempt {}): {}{retry}{reset}",
@@ -804,6 +817,34 @@ mod tests {
         assert_eq!(
             out,
             "request failed (attempt 1): boom · retrying in 2s\n⏹ aborted: aborted during reconnect backoff\n"
+        );
+    }
+
+    #[test]
+    fn a_retry_after_is_named_in_the_retry_line() {
+        let line = |message: &str, retry_in_ms: u64| {
+            let detail = build::RetryDetail {
+                error_message: Some(message.into()),
+                attempt: Some(1),
+                retry_in_ms: Some(retry_in_ms),
+            };
+            let (out, _) = render(vec![
+                build::request_begin(),
+                build::request_end(StopReason::Timeout, detail),
+            ]);
+            out.lines().next().unwrap_or_default().to_owned()
+        };
+        assert_eq!(
+            line("429 Rate limit reached (Retry-After: 20 s)", 20_000),
+            "request failed (attempt 1): HTTP 429 Rate limit reached · retrying in 20s, as the provider asked (Retry-After)"
+        );
+        assert_eq!(
+            line("503 Overloaded (Retry-After: 120 s)", 30_000),
+            "request failed (attempt 1): HTTP 503 Overloaded · retrying in 30s (the provider asked for 120s; the retry ceiling is 30s)"
+        );
+        assert_eq!(
+            line("429 Rate limit reached", 2_000),
+            "request failed (attempt 1): HTTP 429 Rate limit reached · retrying in 2s"
         );
     }
 
