@@ -23,7 +23,7 @@ pub use penguin_trace_store as trace_store;
 pub use penguin_agent::launch;
 pub use penguin_agent::{
     agent, config, goal, images, memory, models, pricing, prompt, scenario, session, skills,
-    subagent,
+    subagent, window,
 };
 #[cfg(feature = "server")]
 #[cfg_attr(docsrs, doc(cfg(feature = "server")))]
