@@ -40,6 +40,11 @@ impl WireError {
     pub fn into_outcome(self) -> LlmOutcome {
         match self {
             WireError::Malformed(m) => LlmOutcome::with_message(StopReason::Malformed, m),
+            WireError::Provider { message, .. }
+                if crate::failure::is_context_overflow_error(&message, &[]) =>
+            {
+                LlmOutcome::permanent_failure(message)
+            }
             WireError::Provider { status, message } => LlmOutcome::with_message(status, message),
             WireError::TooLarge(m) => LlmOutcome::permanent_failure(m),
         }

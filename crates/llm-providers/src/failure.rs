@@ -331,6 +331,18 @@ impl FailureKind {
     }
 }
 
+/// Whether a provider's error says the prompt does not fit the model's context window (its
+/// text, or an error code such as `context_length_exceeded` or llama.cpp's
+/// `exceed_context_size_error`). Retrying the same request cannot help: the adapters make such
+/// a failure permanent, so the engine ends the run at once instead of climbing the reconnect
+/// ladder.
+pub fn is_context_overflow_error(message: &str, codes: &[&str]) -> bool {
+    is_context_overflow(&message.to_ascii_lowercase())
+        || codes
+            .iter()
+            .any(|c| is_context_overflow(&c.to_ascii_lowercase()))
+}
+
 /// The texts providers answer a prompt longer than the context with: llama.cpp (`the request
 /// exceeds the available context size`), OpenAI (`maximum context length is …`,
 /// `context_length_exceeded`), Anthropic (`prompt is too long`), vLLM, Ollama.

@@ -11,6 +11,7 @@
 //! | HTTP 401 (or an auth error code) | `auth` |
 //! | HTTP 408, 429, 5xx; connection refused/reset/dropped | `timeout` (a 429 or 503's `Retry-After` appended to the message: [`with_retry_after`](crate::failure::with_retry_after)) |
 //! | other 4xx (403 included) | `failed` |
+//! | the prompt does not fit the context window (HTTP error or in-stream error event: llama.cpp's `exceeds the available context size`, OpenAI's `context_length_exceeded`, Anthropic's `prompt is too long`) | `failed`, permanent |
 //! | bad JSON, bad UTF-8, a stream cut off before its terminal event | `malformed` |
 //! | an error event inside an HTTP 200 stream | classified from its code and text |
 //! | a message past `max_message_bytes`, the response past 4 × that, or one SSE event past `4 × max_message_bytes + 1 MiB` | `failed`, permanent |
@@ -253,6 +254,10 @@ impl<P: WireProtocol> HttpModel<P> {
             let (message, codes) =
                 http_error_message(status.as_u16(), status.canonical_reason(), &text);
             let codes: Vec<&str> = codes.iter().map(String::as_str).collect();
+            if crate::failure::is_context_overflow_error(&message, &codes) {
+                // The same prompt would be refused again: no retry ladder.
+                return Some(LlmOutcome::permanent_failure(message));
+            }
             let stop = classify_error(Some(status.as_u16()), &codes, &message);
             let message = match asked {
                 Some(wait) => crate::failure::with_retry_after(message, wait),

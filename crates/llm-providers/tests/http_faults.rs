@@ -236,6 +236,28 @@ async fn http_403_is_failed_not_auth() {
 }
 
 #[tokio::test]
+async fn a_prompt_over_the_context_window_fails_for_good_not_retried() {
+    // llama.cpp's answer, as its server sends it.
+    let body = r#"{"error":{"code":400,"message":"request (5031 tokens) exceeds the available context size (4096 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":5031,"n_ctx":4096}}"#;
+    let outcome = status_outcome(400, "Bad Request", body).await;
+    assert!(outcome.permanent, "{outcome:?}");
+    assert_eq!(outcome.status, StopReason::Failed);
+    assert!(
+        outcome
+            .error_message
+            .as_deref()
+            .is_some_and(|m| m.contains("exceeds the available context size")),
+        "{outcome:?}"
+    );
+    // OpenAI's, by its code alone.
+    let body = r#"{"error":{"message":"Input too big.","type":"invalid_request_error","code":"context_length_exceeded"}}"#;
+    assert!(status_outcome(400, "Bad Request", body).await.permanent);
+    // Any other 400 is still retried.
+    let body = r#"{"error":{"message":"bad thing","type":"invalid_request_error"}}"#;
+    assert!(!status_outcome(400, "Bad Request", body).await.permanent);
+}
+
+#[tokio::test]
 async fn http_429_is_timeout() {
     let body = json!({"error": {"message": "Rate limit reached for requests", "type": "requests", "code": "rate_limit_exceeded"}});
     assert_eq!(
@@ -401,12 +423,10 @@ async fn error_event_after_http_200_is_classified() {
         ["partial_text/stop timeout", "text \"Par\" timeout"]
     );
     let (got, outcome) = generate(&mut model, request("x")).await;
+    // A prompt over the context window is refused for good: retrying cannot help.
     assert_eq!(
         outcome,
-        LlmOutcome::with_message(
-            StopReason::Failed,
-            "This model's maximum context length is 8192 tokens."
-        )
+        LlmOutcome::permanent_failure("This model's maximum context length is 8192 tokens.")
     );
     assert!(got.is_empty());
 }

@@ -13,7 +13,7 @@ use nix::unistd::Pid;
 use penguin_engine::{CancellationToken, Environment, ToolCallRequest};
 use penguin_omni_protocol::background::BackgroundTaskDone;
 use penguin_omni_protocol::{build, ModelPayload, OmniMessage, StopReason};
-use penguin_tools::{BuiltinTools, ToolsConfig};
+use penguin_tools::{BuiltinTools, Sandbox, ToolsConfig};
 use serde_json::{json, Value};
 
 /// Bounded waiting for a condition that real processes bring about.
@@ -27,9 +27,17 @@ async fn eventually(what: &str, mut ok: impl FnMut() -> bool) {
     panic!("timed out waiting until {what}");
 }
 
+/// Command sessions without the sandbox: these tests are about sessions (a loopback server
+/// reached by another call, a trap run by Ctrl-C), which the default sandbox changes (the
+/// network off but for `allow_ports`; the command under a PID namespace's init); the sandbox's
+/// own tests hold it.
 fn tools() -> (tempfile::TempDir, BuiltinTools) {
     let dir = tempfile::tempdir().unwrap();
-    let tools = BuiltinTools::new(dir.path(), ToolsConfig::default()).unwrap();
+    let config = ToolsConfig {
+        sandbox: Sandbox::off(),
+        ..ToolsConfig::default()
+    };
+    let tools = BuiltinTools::new(dir.path(), config).unwrap();
     (dir, tools)
 }
 
