@@ -33,6 +33,12 @@ default_model = "demo"
 # model = "claude-sonnet-4-5"
 # api_key_env = "ANTHROPIC_API_KEY"
 # thinking_level = "medium"             # none, low, medium, high, xhigh, max
+# prompt_cache = true                   # the default; false sends no caching field
+# [models.claude.price]                 # dollars per million tokens (well-known ids have
+# input = 3.0                           # dated defaults: docs/cost.md)
+# cached_input = 0.30
+# cache_write = 3.75
+# output = 15.0
 
 # Context compaction (these are the defaults):
 # [compaction]
@@ -105,5 +111,7 @@ mod tests {
         assert_eq!(config.sandbox.writable, ["~/.cache/pip"]);
         assert_eq!(config.tools.edit.as_deref(), Some("classic"));
         assert_eq!(config.models["local"].vision, Some(false));
+        assert_eq!(config.models["claude"].prompt_cache, Some(true));
+        assert!(config.models["claude"].price.is_some());
     }
 }

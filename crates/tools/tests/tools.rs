@@ -9,10 +9,20 @@ use std::time::{Duration, Instant};
 
 use penguin_engine::{CancellationToken, Environment, Permission, ToolCallRequest};
 use penguin_omni_protocol::{build, ModelPayload, OmniMessage, StopReason, StreamEventType};
-use penguin_tools::{BuiltinTool, BuiltinTools, ToolsConfig, ARCHIVE_DIR};
+use penguin_tools::{BuiltinTool, BuiltinTools, Sandbox, ToolsConfig, ARCHIVE_DIR};
 use serde_json::{json, Value};
 
 const ID: &str = "call_7";
+
+/// For the tests that watch a command's processes from outside by the pids it wrote: under
+/// the default sandbox's PID namespace `$$` and `$!` are the namespace's numbers, not this
+/// process's (the sandbox's tests hold what it confines).
+fn unsandboxed() -> ToolsConfig {
+    ToolsConfig {
+        sandbox: Sandbox::off(),
+        ..ToolsConfig::default()
+    }
+}
 
 fn workspace(config: ToolsConfig) -> (tempfile::TempDir, BuiltinTools) {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -198,7 +208,7 @@ async fn exec_times_out_and_kills_the_command() {
     // the shell and print; the command itself would run for a minute.
     let (dir, tools) = workspace(ToolsConfig {
         timeout: Some(Duration::from_millis(1200)),
-        ..ToolsConfig::default()
+        ..unsandboxed()
     });
     let started = Instant::now();
     let (out, stop) = call(
@@ -260,7 +270,7 @@ async fn exec_timeout_ms_shortens_but_never_extends_the_configured_timeout() {
 
 #[tokio::test]
 async fn abort_kills_the_whole_process_tree() {
-    let (dir, tools) = workspace(ToolsConfig::default());
+    let (dir, tools) = workspace(unsandboxed());
     let cancel = CancellationToken::new();
     let args = json!({
         "cmd": "sleep 30 & echo $! > bg.pid; echo $$ > sh.pid; echo started; sleep 30; wait"
@@ -304,7 +314,7 @@ async fn abort_kills_the_whole_process_tree() {
 
 #[tokio::test]
 async fn a_background_job_holding_the_pipe_does_not_hang_the_call() {
-    let (dir, tools) = workspace(ToolsConfig::default());
+    let (dir, tools) = workspace(unsandboxed());
     let started = Instant::now();
     let (out, stop) = call(
         &tools,
@@ -497,7 +507,7 @@ async fn a_process_that_left_the_group_cannot_hang_the_call() {
         eprintln!("setsid is not installed; skipping");
         return;
     }
-    let (dir, tools) = workspace(ToolsConfig::default());
+    let (dir, tools) = workspace(unsandboxed());
     let started = Instant::now();
     // The escaped sleep keeps stdout open in a session of its own, out of the group's reach.
     let (out, stop) = call(
