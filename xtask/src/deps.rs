@@ -126,11 +126,19 @@ pub fn check(root: &Path) -> Result<(), String> {
         };
         let mut files = Vec::new();
         rust_files(&dir, &mut files);
-        let code: String = files
+        let mut code: String = files
             .iter()
             .filter_map(|f| std::fs::read_to_string(f).ok())
             .collect::<Vec<_>>()
             .join("\n");
+        // A README the crate's docs include is a doctest like any other: its examples use
+        // dev-dependencies too.
+        if code.contains("include_str!(\"../README.md\")") {
+            if let Ok(readme) = std::fs::read_to_string(dir.join("README.md")) {
+                code.push('\n');
+                code.push_str(&readme);
+            }
+        }
         for dep in dependencies(&text) {
             let shown = manifest.strip_prefix(root).unwrap_or(&manifest).display();
             if !uses(&code, &dep.name.replace('-', "_")) {
