@@ -179,8 +179,39 @@ impl TerminalApprover {
     }
 }
 
-/// The prompt shown for a call.
-pub fn approval_prompt(call: &OmniMessage) -> String {
+/// Lines of a call's view shown at once; `m` shows the next page.
+const PAGE: usize = 30;
+
+/// What the person approving a call sees above the question: a command as `$ cmd` with where
+/// it runs, an edit as `preview` (the diff it would make, computed without writing), any other
+/// call as its name and arguments.
+pub fn call_view(name: &str, args: &str, preview: Option<&str>) -> String {
+    if let Some(preview) = preview {
+        return preview.to_owned();
+    }
+    let Some(cmd) = command_of(name, args) else {
+        return format!("{name} {args}");
+    };
+    let v: serde_json::Value = serde_json::from_str(args).unwrap_or_default();
+    let mut place = match v.get("workdir").and_then(|w| w.as_str()) {
+        Some(dir) if !dir.is_empty() && dir != "." => format!("in {dir}"),
+        _ => "in the workspace root".to_owned(),
+    };
+    if v.get("run_in_background").and_then(|b| b.as_bool()) == Some(true) {
+        place.push_str(", in the background");
+    }
+    let mut lines = cmd.lines();
+    let mut out = format!("$ {}", lines.next().unwrap_or_default());
+    for line in lines {
+        out.push_str(&format!("\n> {line}"));
+    }
+    out.push_str(&format!("\n  ({place})"));
+    out
+}
+
+/// The question asked for a call, below its view: `more` lines of the view are still unseen
+/// (offered as `m`). "Always" is offered only where it grants more than this call.
+pub fn approval_prompt(call: &OmniMessage, more: usize) -> String {
     let (name, args) = match call.model() {
         Some(ModelPayload::ToolCall(c)) => (c.name.as_str(), c.arguments.as_str()),
         _ => ("?", ""),
@@ -191,16 +222,22 @@ pub fn approval_prompt(call: &OmniMessage) -> String {
         .map(|o| format!(" (from subagent {})", o.join("/")))
         .unwrap_or_default();
     let always = match Scope::for_call(name, args) {
-        Some(Scope::Command(p)) => format!(" (commands starting `{}`)", shown_prefix(&p)),
-        Some(Scope::Tool(t)) => format!(" (every {t} call)"),
-        None => " (this call only: not one plain command)".into(),
+        Some(Scope::Command(p)) => {
+            format!(" / [a]lways (commands starting `{}`)", shown_prefix(&p))
+        }
+        Some(Scope::Tool(t)) => format!(" / [a]lways (every {t} call)"),
+        None => " (asked each time: not one plain command)".into(),
     };
-    format!("Allow {name} {args}{from}? [y]es / [n]o / [a]lways{always}: ")
+    let more = match more {
+        0 => String::new(),
+        n => format!(" / [m]ore ({n} lines not shown)"),
+    };
+    format!("Allow {name}{from}? [y]es / [n]o{always}{more}: ")
 }
 
-/// The prompt for a command that may run once outside the sandbox.
-fn bypass_prompt(call: &OmniMessage) -> String {
-    let prompt = approval_prompt(call);
+/// The question for a command that may run once outside the sandbox.
+fn bypass_prompt(call: &OmniMessage, more: usize) -> String {
+    let prompt = approval_prompt(call, more);
     let head = prompt.trim_end_matches(": ");
     format!("{head} / [u]nsandboxed, this once: ")
 }
@@ -221,57 +258,73 @@ impl Approver for TerminalApprover {
         self.console.until_shown(&id).await;
         // The call `u` would run outside the sandbox, when it is offered.
         let unsandboxable = tool_call.filter(|c| self.may_run_unsandboxed(c));
-        let prompt = match unsandboxable {
-            Some(_) => bypass_prompt(call),
-            None => approval_prompt(call),
+        let preview = match (&self.tools, tool_call) {
+            (Some(tools), Some(c)) => tools.preview(c).await,
+            _ => None,
         };
+        let view = call_view(&name, &args, preview.as_deref());
+        let view: Vec<&str> = view.lines().collect();
+        let mut seen = PAGE.min(view.len());
+        self.console.show_view(&view[..seen].join("\n"));
+        let mut not_an_answer = None;
         // Anything but an offered answer asks again; only the end of input denies.
-        let offered: &[&str] = match unsandboxable {
-            Some(_) => &["y", "yes", "n", "no", "a", "always", "u", "unsandboxed"],
-            None => &["y", "yes", "n", "no", "a", "always"],
-        };
-        let mut question = prompt.clone();
         let answer = loop {
-            let answer = self.console.ask(&question).await;
-            let Some(answer) = answer else {
+            let more = view.len() - seen;
+            let prompt = match unsandboxable {
+                Some(_) => bypass_prompt(call, more),
+                None => approval_prompt(call, more),
+            };
+            let mut offered = vec!["y", "yes", "n", "no"];
+            if Scope::for_call(&name, &args).is_some() {
+                offered.extend(["a", "always"]);
+            }
+            if unsandboxable.is_some() {
+                offered.extend(["u", "unsandboxed"]);
+            }
+            if more > 0 {
+                offered.extend(["m", "more"]);
+            }
+            let question = match not_an_answer.take() {
+                Some(given) => {
+                    let keys: Vec<&str> =
+                        offered.iter().copied().filter(|k| k.len() == 1).collect();
+                    format!("{given:?} is not an answer: {}. {prompt}", keys.join(", "))
+                }
+                None => prompt,
+            };
+            let Some(answer) = self.console.ask(&question).await else {
                 self.console.note(
                     "(no answer: input has ended, so the call is denied; pass --yes to allow tool calls without asking)",
                 );
                 break None;
             };
             let answer = answer.trim().to_ascii_lowercase();
-            if offered.contains(&answer.as_str()) {
-                break Some(answer);
+            match answer.as_str() {
+                "m" | "more" if more > 0 => {
+                    let next = (seen + PAGE).min(view.len());
+                    self.console.show_view(&view[seen..next].join("\n"));
+                    seen = next;
+                }
+                a if offered.contains(&a) => break Some(answer),
+                _ => not_an_answer = Some(answer),
             }
-            let keys: Vec<&str> = offered.iter().copied().filter(|k| k.len() == 1).collect();
-            question = format!(
-                "{:?} is not an answer: {}. {prompt}",
-                answer,
-                keys.join(", ")
-            );
         };
         Ok(match answer.as_deref() {
             Some("y" | "yes") => ApprovalDecision::Allow,
+            // Offered only where the call has a scope.
             Some("a" | "always") => {
-                match Scope::for_call(&name, &args) {
-                    Some(scope) => {
-                        self.console.note(&format!(
-                                "  from now on {} is allowed without asking (/approvals to review or clear)",
-                                match &scope {
-                                    Scope::Tool(t) => format!("every {t} call"),
-                                    Scope::Command(p) => {
-                                        format!("a command starting `{}`", shown_prefix(p))
-                                    }
-                                }
-                            ));
-                        let mut always = self.always.lock().unwrap_or_else(|p| p.into_inner());
-                        if !always.contains(&scope) {
-                            always.push(scope);
+                if let Some(scope) = Scope::for_call(&name, &args) {
+                    self.console.note(&format!(
+                        "  from now on {} is allowed without asking (/approvals to review or clear)",
+                        match &scope {
+                            Scope::Tool(t) => format!("every {t} call"),
+                            Scope::Command(p) => format!("a command starting `{}`", shown_prefix(p)),
                         }
+                    ));
+                    let mut always = self.always.lock().unwrap_or_else(|p| p.into_inner());
+                    if !always.contains(&scope) {
+                        always.push(scope);
                     }
-                    None => self
-                        .console
-                        .note("  allowed this once: a command that is not one plain command (chains, pipes, redirections, substitutions, variables, several lines) or that runs its arguments as a command is asked every time"),
                 }
                 self.publish();
                 ApprovalDecision::Allow
@@ -555,7 +608,7 @@ mod tests {
         let approver = TerminalApprover::new(console).offering_unsandboxed(tools.clone());
         let args = r#"{"cmd":"make install"}"#;
         let call = build::tool_call("exec_command", args, "c1", StopReason::Completed, None);
-        assert!(bypass_prompt(&call)
+        assert!(bypass_prompt(&call, 0)
             .ends_with("[a]lways (commands starting `make install`) / [u]nsandboxed, this once: "));
         assert_eq!(approver.approve(&call).await, Ok(ApprovalDecision::Allow));
         assert_eq!(
@@ -570,5 +623,97 @@ mod tests {
         // Without a sandbox there is nothing to run outside of.
         let plain = TerminalApprover::new(Console::from_lines(vec!["u".into()]));
         assert_eq!(plain.approve(&call).await, Ok(ApprovalDecision::Deny));
+    }
+
+    #[test]
+    fn a_command_is_shown_as_typed_with_where_it_runs_and_always_only_where_it_grants_more() {
+        let view = |args: serde_json::Value| call_view("exec_command", &args.to_string(), None);
+        assert_eq!(
+            view(serde_json::json!({"cmd": "cargo test"})),
+            "$ cargo test\n  (in the workspace root)"
+        );
+        assert_eq!(
+            view(
+                serde_json::json!({"cmd": "make\nmake install", "workdir": "app", "run_in_background": true})
+            ),
+            "$ make\n> make install\n  (in app, in the background)"
+        );
+        // An edit shows what it would change; anything else its arguments.
+        assert_eq!(
+            call_view("edit_file", "{}", Some("--- a/x\n+++ b/x")),
+            "--- a/x\n+++ b/x"
+        );
+        assert_eq!(call_view("mcp__x", r#"{"q":1}"#, None), r#"mcp__x {"q":1}"#);
+
+        let prompt = approval_prompt(&cmd("ls -la", "c1"), 0);
+        assert_eq!(
+            prompt,
+            "Allow exec_command? [y]es / [n]o / [a]lways (commands starting `ls`): "
+        );
+        // A chain gets no "always" at all, rather than an "always" that means "this once".
+        let prompt = approval_prompt(&cmd("ls && rm -rf x", "c1"), 0);
+        assert!(!prompt.contains("[a]"), "{prompt}");
+        assert!(
+            prompt.contains("(asked each time: not one plain command)"),
+            "{prompt}"
+        );
+        let prompt = approval_prompt(&cmd("ls", "c1"), 12);
+        assert!(
+            prompt.ends_with(" / [m]ore (12 lines not shown): "),
+            "{prompt}"
+        );
+    }
+
+    /// Tools that preview an edit as a long diff.
+    struct Previewing;
+
+    #[async_trait]
+    impl Environment for Previewing {
+        async fn execute(
+            &self,
+            _request: penguin::engine::ToolCallRequest,
+            _sink: &mut dyn penguin::engine::MessageSink,
+        ) {
+        }
+        fn tools(&self) -> Vec<penguin_omni_protocol::ToolDefinition> {
+            Vec::new()
+        }
+        fn permission(&self, _name: &str) -> penguin::engine::Permission {
+            penguin::engine::Permission::ReadWrite
+        }
+        async fn preview(&self, _call: &ToolCall) -> Option<String> {
+            let lines: Vec<String> = (0..PAGE + 5).map(|i| format!("+line {i}")).collect();
+            Some(format!(
+                "--- /dev/null\n+++ b/x\n@@ -0,0 +1,{} @@\n{}",
+                PAGE + 5,
+                lines.join("\n")
+            ))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_long_preview_is_paged_and_more_shows_the_rest() {
+        let call = build::tool_call(
+            "write_file",
+            r#"{"path":"x"}"#,
+            "c1",
+            StopReason::Completed,
+            None,
+        );
+        let ask = |answers: &[&str]| {
+            let console = Console::from_lines(answers.iter().map(|a| a.to_string()).collect());
+            TerminalApprover::new(console).offering_unsandboxed(Arc::new(Previewing))
+        };
+        // The 38-line diff is two pages: `m` shows the second, then the question is answered.
+        assert_eq!(
+            ask(&["m", "y"]).approve(&call).await,
+            Ok(ApprovalDecision::Allow)
+        );
+        // Once all is shown `m` is no longer offered: the second is not an answer, and the
+        // input ends unanswered.
+        assert_eq!(
+            ask(&["m", "m"]).approve(&call).await,
+            Ok(ApprovalDecision::Deny)
+        );
     }
 }

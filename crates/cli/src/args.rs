@@ -109,7 +109,7 @@ impl TaskArgs {
         self.approve
             .or(self.yes.then_some(ApprovalMode::AllowAll))
             .or(self.configured_approval)
-            .unwrap_or(ApprovalMode::AlwaysAsk)
+            .unwrap_or_default()
     }
 }
 

@@ -179,7 +179,7 @@ pub(crate) async fn repl(
     }
     errln!(
         "{} — /help for commands, /quit or Ctrl-D to leave; while a task runs, type to steer it, /abort or Ctrl-C to interrupt",
-        Untrusted(&session_line(&session))
+        Untrusted(&session_line(&session, task.approval()))
     );
     // A background launch that settles while the prompt waits starts a task carrying its notice:
     // the notice hook wakes the line editor (or the plain reader's select below).
@@ -485,7 +485,7 @@ pub(crate) async fn resume(
         return repl(&agent, session, task).await;
     };
     let prompt = crate::run::read_prompt(Some(prompt))?;
-    crate::run::announce(&session);
+    crate::run::announce(&session, &task);
     if !task.jsonl {
         let recap = crate::show::recap(&agent, session.id(), 2);
         if !recap.is_empty() {

@@ -324,6 +324,26 @@ impl Console {
         self.answer().await
     }
 
+    /// Shows what a call asked about would do (see [`crate::approve::call_view`]) above its
+    /// question, indented: diffs coloured on a terminal, plain on stderr otherwise. It is the
+    /// model's text: shown neutralised (`crate::untrusted`).
+    pub fn show_view(&self, view: &str) {
+        let color = self.term.is_some() && crate::render::color_for(true);
+        let mut block = String::new();
+        for line in crate::tool_view::painted(view, color) {
+            block.push_str(&line);
+            block.push('\n');
+        }
+        match &self.term {
+            Some(term) => {
+                let _ = term.write_out(block.as_bytes());
+                let _ = term.flush_out();
+            }
+            // Already neutralised, and `err!` guards what penguin's styles leave.
+            None => crate::untrusted::err!("{block}"),
+        }
+    }
+
     /// Prints a line of penguin's own: above the bottom line on a terminal, else on stderr.
     /// What it quotes is shown neutralised (`crate::untrusted`).
     pub fn note(&self, text: &str) {

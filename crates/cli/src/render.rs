@@ -532,11 +532,14 @@ impl<W: Write> Renderer<W> {
                 }
                 EventPayload::McpConnectEnd { results, .. } => {
                     for r in results {
-                        let tools = r
-                            .tools
-                            .as_ref()
-                            .and_then(|t| t.as_array())
-                            .map_or(0, Vec::len);
+                        // The event carries the count (the tools themselves arrive in
+                        // `tool_list_ready`); a list is counted too, as older traces have it.
+                        let tools = r.tools.as_ref().map_or(0, |t| {
+                            t.as_u64()
+                                .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+                                .or_else(|| t.as_array().map(Vec::len))
+                                .unwrap_or(0)
+                        });
                         match &r.error {
                             None => self.line(&format!(
                                 "{dim}{}: {tools} tool{} ({:.1}s){reset}",
@@ -1018,7 +1021,8 @@ mod tests {
             transport: "stdio".into(),
             status: McpConnectStatus::Completed,
             duration_ms: 300,
-            tools: Some(serde_json::json!(tools)),
+            // What penguin-tools' MCP connector puts here: the count.
+            tools: Some(serde_json::json!(tools.len())),
             error: None,
         };
         let mut r = Renderer::new(Vec::new(), false).context_window(Some(4096));

@@ -593,9 +593,9 @@ pub(crate) fn read_prompt(prompt: Option<String>) -> Result<String, String> {
 
 /// The session line on stderr: dimmed on a terminal. With `--jsonl` too (after any notice
 /// about the model or the sandbox), so a script can read the id while stdout stays pure JSON.
-pub(crate) fn announce(session: &Session) {
+pub(crate) fn announce(session: &Session, task: &TaskArgs) {
     // A resumed session's line quotes its trace (the workspace, the sandbox it names).
-    let line = session_line(session);
+    let line = session_line(session, task.approval());
     if color_for(std::io::stderr().is_terminal()) {
         errln!("{DIM}{}{RESET}", Untrusted(&line));
     } else {
@@ -633,6 +633,6 @@ pub(crate) async fn run(
     let prompt = read_prompt(prompt)?;
     let (agent, mut session) = ready(&model, &sandbox, Which::New(workspace))?;
     let task = task.configured(&agent);
-    announce(&session);
+    announce(&session, &task);
     one_task(&mut session, prompt, &task).await
 }

@@ -69,6 +69,14 @@ pub(crate) fn serve(args: ServeArgs) -> Result<ExitCode, String> {
             .map_err(|e| format!("cannot determine the current directory: {e}"))?,
     });
     opts.allowed_hosts = allowed_hosts;
+    // A wrong value was refused when the agent loaded.
+    opts.approval_mode = agent
+        .config
+        .session
+        .approval()
+        .ok()
+        .flatten()
+        .unwrap_or_default();
     opts.host = host;
     opts.port = port;
     opts.data_root = agent.location.root.clone();

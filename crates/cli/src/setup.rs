@@ -184,22 +184,28 @@ pub(crate) fn workspace_dir(workspace: Option<PathBuf>) -> Result<PathBuf, Strin
 /// `--sandbox strict` (or `strict = true`) was asked: the session line says so.
 static STRICT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// `session ID`, and the sandbox when the session's tools have one (`strict` when asked so);
-/// a scenario's scripted tools run nothing, and the line says that instead.
-pub(crate) fn session_line(session: &Session) -> String {
+/// `session ID`, what the approval mode asks, and the sandbox when the session's tools have
+/// one (`strict` when asked so); a scenario's scripted tools run nothing, and the line says
+/// that instead.
+pub(crate) fn session_line(session: &Session, approval: penguin::config::ApprovalMode) -> String {
+    let head = format!(
+        "session {} · {}: {}",
+        session.id(),
+        approval.as_str(),
+        approval.describe()
+    );
     match session.sandbox() {
         Some(sandbox) => {
             let mut summary = sandbox.summary();
             if STRICT.load(std::sync::atomic::Ordering::Relaxed) {
                 summary = summary.replacen("sandbox: ", "sandbox: strict ", 1);
             }
-            format!("session {} · {summary}", session.id())
+            format!("{head} · {summary}")
         }
-        None if session.session_meta().provider == "scripted" => format!(
-            "session {} · scripted tools (a scenario's: no command runs)",
-            session.id()
-        ),
-        None => format!("session {}", session.id()),
+        None if session.session_meta().provider == "scripted" => {
+            format!("{head} · scripted tools (a scenario's: no command runs)")
+        }
+        None => head,
     }
 }
 

@@ -185,7 +185,7 @@ fn json_lines_keep_the_text_but_carry_no_raw_control_character() {
 
 #[test]
 fn an_approval_question_quotes_the_arguments_escaped() {
-    // The command holds a C1 CSI and DEL, which JSON carries raw; the question quotes it.
+    // The command holds a C1 CSI and DEL, which JSON carries raw; the approval shows it.
     let s = setup("printf ok # \u{9b}1A\u{7f}\u{202e}");
     let out = penguin(&s, &run_args(&s, &[]), "y\n");
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -196,7 +196,7 @@ fn an_approval_question_quotes_the_arguments_escaped() {
         "{stderr}"
     );
     assert!(
-        stderr.contains(r#"Allow exec_command {"cmd":"printf ok # \u{9b}1A\x7f\u{202e}"}?"#),
+        stderr.contains(r#"$ printf ok # \u{9b}1A\x7f\u{202e}"#),
         "{stderr}"
     );
 }

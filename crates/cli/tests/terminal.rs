@@ -246,3 +246,59 @@ fn an_at_mention_of_a_workspace_image_attaches_it_to_the_chat_message() {
         "{user:#}"
     );
 }
+
+/// The default approval mode, as a person meets it: the session line says what is asked; a
+/// read runs unasked; an edit is asked with the diff it would make, coloured, before anything
+/// is written; and the answer writes exactly that.
+#[test]
+fn by_default_reads_run_unasked_and_an_edit_is_asked_with_its_diff_before_it_is_written() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("notes.txt"), "one\ntwo\n").unwrap();
+    let edit = serde_json::json!({"path": "notes.txt", "old_string": "two", "new_string": "2"});
+    let (url, _requests) = stub_model::serve_script(vec![
+        stub_model::tool_call("read_file", r#"{"path": "notes.txt"}"#),
+        stub_model::tool_call("edit_file", &edit.to_string()),
+        stub_model::text("Fixed."),
+    ]);
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!("default_model = \"stub\"\n[models.stub]\nprotocol = \"openai-chat\"\nbase_url = \"{url}\"\nmodel = \"stub\"\napi_key_env = \"PENGUIN_STUB_KEY\"\n"),
+    )
+    .unwrap();
+    let mut chat = Pty::spawn(home.path(), ws.path(), "chat --sandbox off");
+    chat.wait(READY);
+    assert!(
+        chat.text()
+            .contains("read-only: asks before edits and commands; reads, searches and plans run"),
+        "{}",
+        chat.text()
+    );
+    chat.wait_prompt_after(READY, 1);
+    chat.send("fix it\r");
+    chat.wait("press y/n/a");
+    let text = chat.text();
+    assert!(
+        !text.contains("Allow read_file"),
+        "a read is not asked: {text}"
+    );
+    let question = text.find("Allow edit_file?").expect("the edit is asked");
+    let removed = text.find("-two").expect("the diff is shown");
+    assert!(removed < question && text.contains("+2"), "{text}");
+    // Coloured: the removed line in red.
+    assert!(chat.raw().contains("\x1b[31m-two"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("notes.txt")).unwrap(),
+        "one\ntwo\n",
+        "nothing is written before the answer"
+    );
+    chat.send("y");
+    chat.wait("Fixed.");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("notes.txt")).unwrap(),
+        "one\n2\n"
+    );
+    chat.wait_prompt_after("Fixed.", 1);
+    chat.send("/quit\r");
+    chat.finish();
+}

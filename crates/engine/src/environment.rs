@@ -141,6 +141,13 @@ pub trait Environment: Send + Sync {
     fn grant_unsandboxed(&self, _call: &ToolCall) -> bool {
         false
     }
+
+    /// What `call` would change, computed without changing anything, for the person asked to
+    /// approve it: an edit's unified diff, or why the call would fail. `None` (the default):
+    /// nothing to show beyond the call's arguments. Never runs anything with effects.
+    async fn preview(&self, _call: &ToolCall) -> Option<String> {
+        None
+    }
 }
 
 /// Where reports of settled background launches go.
@@ -245,12 +252,12 @@ impl Approver for AllowAll {
 /// How a session's tool calls are approved ([§5.6](penguin_omni_protocol::spec#s5.6) *Approvals*).
 /// Read again at every approval, so a change takes effect on the next call.
 ///
-/// Spelled in kebab-case on the wire: `"always-ask"` (the default: a session asks before each
-/// call, as `penguin chat` does, unless its creator says otherwise), `"allow-all"`,
-/// `"deny-all"`, `"read-only"`; in `POST /api/sessions` and `PATCH /api/sessions/:id` as
-/// `{"approvalMode": "always-ask"}`. It lives here, below the server and the session layer,
-/// so a host without the server (and `config.toml`'s `[session] approval`) names the same
-/// modes.
+/// Spelled in kebab-case on the wire: `"read-only"` (the default: calls of tools that change
+/// nothing, reading, listing, searching and the plan, run; edits and commands are asked),
+/// `"always-ask"`, `"allow-all"`, `"deny-all"`; in `POST /api/sessions` and `PATCH
+/// /api/sessions/:id` as `{"approvalMode": "always-ask"}`. It lives here, below the server and
+/// the session layer, so a host without the server (and `config.toml`'s `[session] approval`)
+/// names the same modes.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
 )]
@@ -260,10 +267,12 @@ pub enum ApprovalMode {
     AllowAll,
     /// Every call is denied.
     DenyAll,
-    /// Calls of read-only tools run; the rest are asked.
+    /// Calls of read-only tools run; the rest (edits, commands, tools that may change
+    /// something) are asked. The default: asking before a read or a plan update protects
+    /// nothing the sandbox does not, and a one-line fix should not take six approvals.
+    #[default]
     ReadOnly,
     /// Every call is asked: `approval_request`, then `POST /approvals/:toolCallId`.
-    #[default]
     AlwaysAsk,
 }
 
@@ -289,6 +298,19 @@ impl ApprovalMode {
     /// Parses the wire spelling.
     pub fn parse(s: &str) -> Option<ApprovalMode> {
         ApprovalMode::ALL.into_iter().find(|m| m.as_str() == s)
+    }
+
+    /// What the mode asks and what it lets run, in a person's words (a session line, a
+    /// mode picker).
+    pub fn describe(self) -> &'static str {
+        match self {
+            ApprovalMode::AllowAll => "every tool call runs without asking",
+            ApprovalMode::DenyAll => "every tool call is denied",
+            ApprovalMode::ReadOnly => {
+                "asks before edits and commands; reads, searches and plans run"
+            }
+            ApprovalMode::AlwaysAsk => "asks before every tool call",
+        }
     }
 }
 

@@ -14,6 +14,8 @@ struct PendingApproval {
     tool_call_id: String,
     call: OmniMessage,
     tx: oneshot::Sender<ApprovalDecision>,
+    /// What the call would change, shown at its question (see `Environment::preview`).
+    preview: Option<String>,
     // Whether its approval_request has been published (see `Entry::published_calls`).
     announced: bool,
 }
@@ -31,6 +33,7 @@ impl Approvals {
         call: OmniMessage,
         id: String,
         announced: bool,
+        preview: Option<String>,
     ) -> oneshot::Receiver<ApprovalDecision> {
         let (tx, rx) = oneshot::channel();
         let mut p = lock(&self.pending);
@@ -42,6 +45,7 @@ impl Approvals {
             tool_call_id: id,
             call,
             tx,
+            preview,
             announced,
         });
         rx
@@ -57,6 +61,14 @@ impl Approvals {
             }
             None => false,
         }
+    }
+
+    /// The request for `id`, when one waits.
+    pub(crate) fn request(&self, id: &str) -> Option<ApprovalRequest> {
+        lock(&self.pending)
+            .iter()
+            .find(|a| a.tool_call_id == id)
+            .map(PendingApproval::request)
     }
 
     /// The pending call `id`, when one waits.
@@ -88,8 +100,14 @@ impl Approvals {
     }
 
     /// Registers `call` as [`register`](Self::register) does, and returns its wait.
-    pub(crate) fn wait(&self, call: OmniMessage, id: String, announced: bool) -> Waiting<'_> {
-        let rx = self.register(call, id.clone(), announced);
+    pub(crate) fn wait(
+        &self,
+        call: OmniMessage,
+        id: String,
+        announced: bool,
+        preview: Option<String>,
+    ) -> Waiting<'_> {
+        let rx = self.register(call, id.clone(), announced, preview);
         Waiting {
             approvals: self,
             id,
@@ -103,23 +121,23 @@ impl Approvals {
     }
 
     /// The announced requests, in registration order.
-    pub(crate) fn requests(&self) -> Vec<OmniMessage> {
+    pub(crate) fn requests(&self) -> Vec<ApprovalRequest> {
         lock(&self.pending)
             .iter()
             .filter(|a| a.announced)
-            .map(|a| a.call.clone())
+            .map(PendingApproval::request)
             .collect()
     }
 
-    /// Marks the request for `id` announced; returns its call if it was registered and not
+    /// Marks the request for `id` announced; returns it if it was registered and not
     /// announced yet.
-    pub(crate) fn announce(&self, id: &str) -> Option<OmniMessage> {
+    pub(crate) fn announce(&self, id: &str) -> Option<ApprovalRequest> {
         let mut p = lock(&self.pending);
         let a = p
             .iter_mut()
             .find(|a| a.tool_call_id == id && !a.announced)?;
         a.announced = true;
-        Some(a.call.clone())
+        Some(a.request())
     }
 }
 
@@ -146,11 +164,18 @@ impl Drop for Waiting<'_> {
     }
 }
 
-pub(crate) fn approval_request(call: OmniMessage) -> ServerEvent {
-    ServerEvent::ApprovalRequest(ApprovalRequest {
-        origin: call.origin.clone(),
-        tool_call: call,
-    })
+impl PendingApproval {
+    fn request(&self) -> ApprovalRequest {
+        ApprovalRequest {
+            origin: self.call.origin.clone(),
+            tool_call: self.call.clone(),
+            preview: self.preview.clone(),
+        }
+    }
+}
+
+pub(crate) fn approval_request(request: ApprovalRequest) -> ServerEvent {
+    ServerEvent::ApprovalRequest(request)
 }
 
 #[cfg(test)]
@@ -166,17 +191,17 @@ mod tests {
     #[test]
     fn approvals_resolve_once_and_re_registering_denies_the_old_wait() {
         let a = Approvals::default();
-        let mut old = a.register(call("c1"), "c1".into(), false);
+        let mut old = a.register(call("c1"), "c1".into(), false, None);
         assert!(a.requests().is_empty(), "not announced yet");
         assert_eq!(
             a.announce("c1")
-                .and_then(|c| c.tool_call_id().map(str::to_owned)),
+                .and_then(|r| r.tool_call.tool_call_id().map(str::to_owned)),
             Some("c1".into())
         );
         assert!(a.announce("c1").is_none(), "announced once");
-        let mut new = a.register(call("c1"), "c1".into(), true);
+        let mut new = a.register(call("c1"), "c1".into(), true, None);
         assert_eq!(old.try_recv(), Ok(ApprovalDecision::Deny));
-        let mut other = a.register(call("c2"), "c2".into(), true);
+        let mut other = a.register(call("c2"), "c2".into(), true, None);
         assert_eq!(a.requests().len(), 2);
         assert!(a.resolve("c1", ApprovalDecision::Allow));
         assert!(!a.resolve("c1", ApprovalDecision::Allow), "only once");
@@ -189,8 +214,8 @@ mod tests {
     #[tokio::test]
     async fn an_abandoned_wait_takes_its_request_off_the_list() {
         let a = Approvals::default();
-        let rx = a.register(call("c1"), "c1".into(), true);
-        let kept = a.register(call("c2"), "c2".into(), true);
+        let rx = a.register(call("c1"), "c1".into(), true, None);
+        let kept = a.register(call("c2"), "c2".into(), true, None);
         let waiting = Waiting {
             approvals: &a,
             id: "c1".into(),
@@ -202,16 +227,16 @@ mod tests {
         let ids: Vec<_> = a
             .requests()
             .iter()
-            .filter_map(|c| c.tool_call_id().map(str::to_owned))
+            .filter_map(|c| c.tool_call.tool_call_id().map(str::to_owned))
             .collect();
         assert_eq!(ids, ["c2"], "the other wait is untouched");
         assert!(a.resolve("c2", ApprovalDecision::Allow));
         assert_eq!(kept.await, Ok(ApprovalDecision::Allow));
 
         // An answered wait leaves a re-registered request of the same call alone.
-        let rx = a.register(call("c3"), "c3".into(), true);
+        let rx = a.register(call("c3"), "c3".into(), true, None);
         assert!(a.resolve("c3", ApprovalDecision::Allow));
-        let _again = a.register(call("c3"), "c3".into(), true);
+        let _again = a.register(call("c3"), "c3".into(), true, None);
         let waiting = Waiting {
             approvals: &a,
             id: "c3".into(),

@@ -44,6 +44,11 @@ impl Approver for ServerApprover {
             .tool_call_id()
             .ok_or(ApprovalError::MissingToolCallId)?
             .to_owned();
+        // Computed before the request is registered, so every client offered it sees it.
+        let preview = match call.model() {
+            Some(ModelPayload::ToolCall(tc)) => self.entry.env.preview(tc).await,
+            _ => None,
+        };
         let waiting = {
             // Registered and announced under the publish lock, so an abort (which denies under
             // the same lock) cannot slip in between.
@@ -51,11 +56,14 @@ impl Approver for ServerApprover {
             // A subagent's call (with an origin) is not on this session's own stream order
             // the same way; announce it at once.
             let shown = call.has_origin() || lock(&self.entry.published_calls).contains(&id);
-            let waiting = self.entry.approvals.wait(call.clone(), id, shown);
-            if shown {
+            let waiting = self
+                .entry
+                .approvals
+                .wait(call.clone(), id.clone(), shown, preview);
+            if let Some(request) = shown.then(|| self.entry.approvals.request(&id)).flatten() {
                 self.sessions
                     .channel(&self.entry.id)
-                    .publish_server_event(&approval_request(call.clone()));
+                    .publish_server_event(&approval_request(request));
             }
             waiting
         };

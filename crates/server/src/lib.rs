@@ -105,6 +105,11 @@ pub struct ServeOptions {
     /// Workspaces of sessions created over the API must lie under this directory (`None`:
     /// anywhere the factory accepts).
     pub workspace_root: Option<PathBuf>,
+    /// The approval mode of a session whose creator names none (`approvalMode` absent from
+    /// `POST /api/sessions`, and sessions loaded from a trace that were never given one).
+    /// Default: [`read-only`](api::ApprovalMode::ReadOnly), which asks before edits and
+    /// commands only.
+    pub approval_mode: api::ApprovalMode,
     /// Serve as one node of this cluster (feature `cluster`): sessions are listed, owned,
     /// streamed and taken over cluster-wide (see `docs/cluster.md`). `None`: this process
     /// alone, as always.
@@ -167,6 +172,7 @@ impl ServeOptions {
             body_timeout: DEFAULT_BODY_TIMEOUT,
             allowed_hosts: Vec::new(),
             workspace_root: None,
+            approval_mode: api::ApprovalMode::default(),
             #[cfg(feature = "cluster")]
             cluster: None,
         }
@@ -243,6 +249,7 @@ impl AppState {
             idle_cache: opts.idle_sessions,
             workspace_root: opts.workspace_root.clone(),
             cluster,
+            approval_mode: opts.approval_mode,
         }));
         #[cfg(feature = "cluster")]
         if let Some(node) = &node {

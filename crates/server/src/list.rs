@@ -175,7 +175,7 @@ fn on_disk_info(sessions: &Sessions, id: String, s: Indexed) -> SessionInfo {
     let settings = sessions.settings.load(&id);
     SessionInfo {
         title: settings.title.or(head.title),
-        approval_mode: settings.approval_mode,
+        approval_mode: settings.approval_mode.unwrap_or(sessions.cfg.approval_mode),
         state: SessionStatus::Idle,
         queued: 0,
         provider: head.provider,

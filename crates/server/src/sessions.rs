@@ -51,6 +51,8 @@ pub(crate) struct RuntimeConfig {
     pub(crate) workspace_root: Option<std::path::PathBuf>,
     /// The cluster this server is a node of, if any.
     pub(crate) cluster: Option<Arc<dyn Placement>>,
+    /// The approval mode of a session whose creator named none.
+    pub(crate) approval_mode: ApprovalMode,
 }
 
 /// Every hosted session, and the channels.
@@ -89,6 +91,7 @@ impl Sessions {
             title,
             ..
         } = self.settings.load(session.id());
+        let approval_mode = approval_mode.unwrap_or(self.cfg.approval_mode);
         let entry = Arc::new(Entry::new(
             session,
             Runtime::new(approval_mode, title, has_trace),
@@ -258,7 +261,7 @@ impl Sessions {
         }
         if req.approval_mode.is_some() || req.sandbox.is_some() || !req.mcp_servers.is_empty() {
             let settings = Settings {
-                approval_mode: entry.rt().approval_mode,
+                approval_mode: req.approval_mode,
                 title: None,
                 sandbox: req.sandbox,
                 mcp_servers: req.mcp_servers,
@@ -447,7 +450,7 @@ impl Sessions {
         let settings = {
             let rt = entry.rt();
             Settings {
-                approval_mode: rt.approval_mode,
+                approval_mode: Some(rt.approval_mode),
                 title: rt.title.clone(),
                 ..kept
             }
@@ -589,7 +592,7 @@ impl Sessions {
         self.settings.save(
             &forked.session_id,
             &Settings {
-                approval_mode: mode,
+                approval_mode: Some(mode),
                 title: title.map(|t| format!("{t} (fork)")),
                 ..self.settings.load(&entry.id)
             },

@@ -16,8 +16,10 @@ use crate::api::{ApprovalMode, SandboxSettings};
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Settings {
-    #[serde(default)]
-    pub(crate) approval_mode: ApprovalMode,
+    /// `None`: the session was never given one, so it has the server's default
+    /// ([`crate::ServeOptions::approval_mode`]) whatever that is when it loads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) approval_mode: Option<ApprovalMode>,
     #[serde(default)]
     pub(crate) title: Option<String>,
     /// The sandbox asked for at creation: a reloaded session keeps it.
@@ -103,7 +105,7 @@ mod tests {
         let store = SettingsStore::new(&TraceLocation::new(dir.path(), "p", "a"));
         assert_eq!(store.load("s1"), Settings::default());
         let s = Settings {
-            approval_mode: ApprovalMode::AlwaysAsk,
+            approval_mode: Some(ApprovalMode::AlwaysAsk),
             title: Some("t".into()),
             sandbox: Some(SandboxSettings {
                 mode: Some("read-only".into()),

@@ -3,6 +3,7 @@
 
 import * as api from "./api.js";
 import { h, toast } from "./dom.js";
+import { argsLine, renderDiffs } from "./toolview.js";
 
 // Answers `callId` with `decision`; `buttons` stay disabled unless the answer failed.
 export function decider(id) {
@@ -34,15 +35,29 @@ export function approvalsPanel(ctx, decide) {
       buttons.push(b);
       return b;
     };
+    // A command as `$ cmd`, a file tool by its path; the JSON only for the rest.
+    const summary = argsLine(call.name, call.arguments || "") ?? (call.arguments || "").slice(0, 160);
+    // What the call would change (an edit's diff, computed by the server without writing),
+    // so an edit is never approved blind.
+    let preview = null;
+    if (a.request.preview) {
+      preview = h("pre", { class: "approval-preview tool-output" });
+      renderDiffs(preview, a.request.preview) || (preview.textContent = a.request.preview);
+    }
     return h(
       "div",
       { class: "approval-row", dataset: { callId: a.toolCallId, origin: a.origin.join("/") } },
-      h("span", { class: "tool-name" }, call.name || "tool call"),
-      a.origin.length ? h("span", { class: "badge", title: a.origin.join(" › ") }, `subagent ${a.origin.map((o) => o.slice(-8)).join(" › ")}`) : null,
-      h("code", { class: "args-summary" }, (call.arguments || "").slice(0, 160)),
-      btn("allow", "Allow"),
-      canRunUnsandboxed(call.name) ? btn("allow_unsandboxed", "Allow unsandboxed") : null,
-      btn("deny", "Deny"),
+      h(
+        "div",
+        { class: "approval-head" },
+        h("span", { class: "tool-name" }, call.name || "tool call"),
+        a.origin.length ? h("span", { class: "badge", title: a.origin.join(" › ") }, `subagent ${a.origin.map((o) => o.slice(-8)).join(" › ")}`) : null,
+        h("code", { class: "args-summary", title: call.arguments || "" }, summary),
+        btn("allow", "Allow"),
+        canRunUnsandboxed(call.name) ? btn("allow_unsandboxed", "Allow unsandboxed") : null,
+        btn("deny", "Deny"),
+      ),
+      preview,
     );
   };
   return {

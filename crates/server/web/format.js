@@ -1,6 +1,17 @@
 // How the views word what the API returns: times, models, the approval modes on offer.
 
-export const APPROVAL_MODES = ["always-ask", "read-only", "allow-all", "deny-all"];
+// The server's default comes first; the hints are what each mode asks (the engine's
+// `ApprovalMode::describe`, in the same words).
+export const APPROVAL_MODES = ["read-only", "always-ask", "allow-all", "deny-all"];
+export const APPROVAL_HINTS = {
+  "read-only": "asks before edits and commands; reads, searches and plans run",
+  "always-ask": "asks before every tool call",
+  "allow-all": "every tool call runs without asking",
+  "deny-all": "every tool call is denied",
+};
+
+// An approval mode as an <option>: its name, and what it asks as the tooltip.
+export const modeOption = (h, m) => h("option", { value: m, title: APPROVAL_HINTS[m] }, m);
 
 export function relativeTime(iso) {
   if (!iso) return "";

@@ -4,7 +4,7 @@
 
 import * as api from "./api.js";
 import { h, toast } from "./dom.js";
-import { APPROVAL_MODES, modelOf, relativeTime } from "./format.js";
+import { APPROVAL_MODES, APPROVAL_HINTS, modeOption, modelOf, relativeTime } from "./format.js";
 import { app, link, navigate } from "./nav.js";
 
 // `ctx` is the view's session: `{ id, info }`, `info` as the API last returned it.
@@ -26,7 +26,7 @@ export function sessionHead(ctx, { traceWarning }) {
         }
       },
     },
-    APPROVAL_MODES.map((m) => h("option", { value: m }, m)),
+    APPROVAL_MODES.map((m) => modeOption(h, m)),
   );
 
   const showInfo = () => {
@@ -35,6 +35,7 @@ export function sessionHead(ctx, { traceWarning }) {
     titleEl.textContent = info.title || info.id;
     document.title = `penguin · ${info.title || info.id}`;
     modeSel.value = info.approvalMode;
+    modeSel.title = APPROVAL_HINTS[info.approvalMode] || "";
     metaEl.replaceChildren(...infoParts(info));
     if (info.traceWriteFailures) {
       traceWarning(`This session's trace lost ${info.traceWriteFailures} record(s): what is shown here may not survive a restart.`);

@@ -3,7 +3,7 @@
 
 import * as api from "./api.js";
 import { h, placeChildren, toast } from "./dom.js";
-import { APPROVAL_MODES, modelOf, relativeTime } from "./format.js";
+import { APPROVAL_MODES, modeOption, modelOf, relativeTime } from "./format.js";
 import { header } from "./chrome.js";
 import { app, link, navigate } from "./nav.js";
 import { SocketSource } from "./socket.js";
@@ -100,8 +100,9 @@ function memoryPanel() {
 function createForm() {
   const mode = h(
     "select",
-    { name: "approvalMode" },
-    APPROVAL_MODES.map((m) => h("option", { value: m }, m)),
+    { name: "approvalMode", title: "what the session asks before it runs" },
+    h("option", { value: "" }, `server's default`),
+    APPROVAL_MODES.map((m) => modeOption(h, m)),
   );
   const workspace = h("input", { name: "workspace", placeholder: "workspace (default: the server's)" });
   // The models this server offers; a free field only when it names none.
@@ -129,7 +130,8 @@ function createForm() {
       class: "create",
       onsubmit: async (e) => {
         e.preventDefault();
-        const body = { approvalMode: mode.value };
+        const body = {};
+        if (mode.value) body.approvalMode = mode.value;
         if (workspace.value.trim()) body.workspace = workspace.value.trim();
         if (model.value) body.model = model.value;
         if (sandbox.value) body.sandbox = { mode: sandbox.value };

@@ -256,6 +256,11 @@ pub struct ApprovalRequest {
     /// The origin chain of a subagent's call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<Vec<String>>,
+    /// What the call would change, computed without changing anything (an edit's unified
+    /// diff, or why it would fail), for the person deciding; absent when there is nothing
+    /// beyond the arguments to show. penguin's own field: the reference sends none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<String>,
 }
 
 /// The server's own events, sent as `event: server_event` ([§5.3](penguin_omni_protocol::spec#s5.3)
@@ -447,6 +452,7 @@ mod tests {
         let req = ServerEvent::ApprovalRequest(ApprovalRequest {
             tool_call: call.clone(),
             origin: Some(vec!["child".into()]),
+            preview: None,
         });
         let json = req.to_json();
         assert!(json.starts_with(r#"{"type":"approval_request","toolCall":{"timestamp":"#));

@@ -76,6 +76,7 @@ impl Sim {
         let req = ApprovalRequest {
             origin: call.origin.clone(),
             tool_call: call,
+            preview: None,
         };
         self.approvals.push(req.clone());
         self.ch
@@ -362,10 +363,12 @@ fn approvals_are_keyed_by_origin_and_call_id_and_cleared_at_idle() {
     let parent = ServerEvent::ApprovalRequest(ApprovalRequest {
         tool_call: call.clone(),
         origin: None,
+        preview: None,
     });
     let child = ServerEvent::ApprovalRequest(ApprovalRequest {
         tool_call: call.clone().with_origin("kid"),
         origin: Some(vec!["kid".into()]),
+        preview: None,
     });
     for ev in [&parent, &child, &parent] {
         r.on_event(None, Some("server_event"), &ev.to_json());

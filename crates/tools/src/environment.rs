@@ -303,32 +303,56 @@ impl BuiltinTools {
             .collect()
     }
 
+    /// A workspace tool running `run` in this session's workspace.
+    fn fs_tool(&self, run: FsFn, writes: bool) -> FsTool {
+        FsTool {
+            ctx: FsCtx {
+                workspace: Workspace {
+                    root: self.root.clone(),
+                    protected: self.config.sandbox.protected().to_vec(),
+                    extra: self.extra_roots(),
+                    writes,
+                    git_read_only: self.config.sandbox.intended() != SandboxMode::Off
+                        && !self.config.sandbox.git_writable(),
+                },
+                max_chars: usize::try_from(self.config.max_output_chars)
+                    .ok()
+                    .filter(|n| *n > 0),
+                dry_run: false,
+            },
+            run,
+            writes,
+            // penguin's own file tools honour a read-only sandbox even where the kernel
+            // cannot.
+            read_only: self.config.sandbox.intended() == SandboxMode::ReadOnly,
+        }
+    }
+
+    /// The diff an edit tool's call would make, computed without writing (see
+    /// [`Environment::preview`]).
+    async fn preview_edit(&self, call: &ToolCall) -> Option<String> {
+        if self.custom.iter().any(|c| c.definition.name == call.name) {
+            return None;
+        }
+        let run: FsFn = match BuiltinTool::from_name(&call.name).filter(|t| self.offers(*t))? {
+            BuiltinTool::WriteFile => files::write_file,
+            BuiltinTool::EditFile => files::edit_file,
+            BuiltinTool::ApplyPatch => patch::apply_patch,
+            _ => return None,
+        };
+        let answer = match notes::arguments(&call.name, &call.arguments) {
+            Ok(args) => self.fs_tool(run, true).preview(args).await,
+            Err(e) => Err(e),
+        };
+        Some(answer.unwrap_or_else(|e| format!("this call would fail: {e}")))
+    }
+
     fn bind(&self, call: &ToolCall) -> Option<Arc<dyn Tool>> {
         if let Some(custom) = self.custom.iter().find(|c| c.definition.name == call.name) {
             return Some(custom.tool.clone());
         }
-        let fs_tool = |run: FsFn, writes: bool| -> Arc<dyn Tool> {
-            Arc::new(FsTool {
-                ctx: FsCtx {
-                    workspace: Workspace {
-                        root: self.root.clone(),
-                        protected: self.config.sandbox.protected().to_vec(),
-                        extra: self.extra_roots(),
-                        writes,
-                        git_read_only: self.config.sandbox.intended() != SandboxMode::Off
-                            && !self.config.sandbox.git_writable(),
-                    },
-                    max_chars: usize::try_from(self.config.max_output_chars)
-                        .ok()
-                        .filter(|n| *n > 0),
-                },
-                run,
-                writes,
-                // penguin's own file tools honour a read-only sandbox even where the kernel
-                // cannot.
-                read_only: self.config.sandbox.intended() == SandboxMode::ReadOnly,
-            })
-        };
+        let fs_tool =
+            |run: FsFn, writes: bool| -> Arc<dyn Tool> { Arc::new(self.fs_tool(run, writes)) };
         if call.name == memory::MEMORY_FORGET && !self.config.memory.is_empty() {
             return Some(fs_tool(memory::memory_forget, true));
         }
@@ -407,6 +431,10 @@ impl Environment for BuiltinTools {
 
     fn background(&self) -> Option<Arc<dyn BackgroundWork>> {
         Some(Arc::new(self.commands.clone()))
+    }
+
+    async fn preview(&self, call: &ToolCall) -> Option<String> {
+        self.preview_edit(call).await
     }
 
     /// `exec_command` when commands are sandboxed: the one tool whose calls start processes.

@@ -90,9 +90,13 @@ pub(crate) fn read_text(ctx: &FsCtx, given: &str) -> Result<TextFile, String> {
 }
 
 /// Replaces (or creates) the workspace file `full` with `content` in one rename beneath its
-/// root's handle, creating its folders.
+/// root's handle, creating its folders. A dry run (see [`FsCtx::dry_run`]) checks the path
+/// and writes nothing.
 pub(crate) fn write_whole(ctx: &FsCtx, full: &std::path::Path, content: &[u8]) -> io::Result<()> {
     let (dir, rel) = ctx.workspace.door(full)?;
+    if ctx.dry_run {
+        return Ok(());
+    }
     dir.write(rel, content)
 }
 

@@ -18,6 +18,9 @@ pub(crate) struct FsCtx {
     /// The session's output cap in chars: tools that page (read, search, list) stop before it
     /// so their own "read on" note is not the part the cap cuts.
     pub max_chars: Option<usize>,
+    /// Everything but the writing: an edit tool answers with the diff it would make and
+    /// leaves the workspace as it is (the preview shown at a call's approval).
+    pub dry_run: bool,
 }
 
 impl FsCtx {
@@ -75,18 +78,32 @@ pub(crate) struct FsTool {
     pub read_only: bool,
 }
 
-#[async_trait]
-impl Tool for FsTool {
-    async fn run(&self, args: Value, out: Output) -> ToolResult {
+impl FsTool {
+    /// Runs the body on the blocking pool, for real or as a dry run.
+    async fn answer(&self, args: Value, dry_run: bool) -> Result<Answer, String> {
         if self.writes && self.read_only {
             return Err(
                 "refused: this session's sandbox is read-only (no writes in the workspace); ask the user to change the sandbox mode if the change is needed".to_owned(),
             );
         }
-        let (ctx, run) = (self.ctx.clone(), self.run);
-        let answer = tokio::task::spawn_blocking(move || run(&ctx, args))
+        let (mut ctx, run) = (self.ctx.clone(), self.run);
+        ctx.dry_run = dry_run;
+        tokio::task::spawn_blocking(move || run(&ctx, args))
             .await
-            .map_err(|e| format!("the file operation did not finish: {e}"))??;
+            .map_err(|e| format!("the file operation did not finish: {e}"))?
+    }
+
+    /// The answer a call with `args` would get, computed without writing anything: for an
+    /// edit tool, the diff it would make; `Err` is why the call would fail.
+    pub(crate) async fn preview(&self, args: Value) -> Result<String, String> {
+        self.answer(args, true).await.map(|a| a.text)
+    }
+}
+
+#[async_trait]
+impl Tool for FsTool {
+    async fn run(&self, args: Value, out: Output) -> ToolResult {
+        let answer = self.answer(args, false).await?;
         out.emit(answer.text).await;
         Ok(ToolOutcome {
             images: answer.images,

@@ -54,7 +54,9 @@ pub(crate) fn apply_patch(ctx: &FsCtx, args: Value) -> Result<Answer, String> {
     let args: PatchArgs = parse_args(args, "apply_patch")?;
     let patch = parse::parse(&args.input).map_err(|e| unchanged(format!("invalid patch, {e}")))?;
     let steps = plan(ctx, &patch).map_err(unchanged)?;
-    write(ctx, &steps)?;
+    if !ctx.dry_run {
+        write(ctx, &steps)?;
+    }
     Ok(report(&steps).into())
 }
 

@@ -63,6 +63,7 @@ impl Scene {
                 git_read_only: true,
             },
             max_chars: None,
+            dry_run: false,
         }
     }
 

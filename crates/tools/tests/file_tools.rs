@@ -282,3 +282,84 @@ async fn read_image_attaches_the_image_with_what_it_is() {
         assert_snapshot!(name, answer.shown());
     }
 }
+
+/// The diff an edit would make, as its approval shows it: the same answer the call gives,
+/// computed without touching the workspace, for all three edit tools; a call that would fail
+/// says why; other tools have nothing to preview.
+#[tokio::test]
+async fn an_edit_is_previewed_without_writing() {
+    use penguin_engine::Environment;
+    use penguin_omni_protocol::{build, ModelPayload};
+    let ws = Ws::new();
+    ws.put("a.txt", "one\ntwo\n");
+    let preview = |name: &str, args: serde_json::Value| {
+        let msg = build::tool_call(name, args.to_string(), "c", StopReason::Completed, None);
+        let tools = &ws.tools;
+        async move {
+            let Some(ModelPayload::ToolCall(call)) = msg.model() else {
+                unreachable!("built as a tool call")
+            };
+            tools.preview(call).await
+        }
+    };
+    let listing = || {
+        let mut names: Vec<String> = std::fs::read_dir(&ws.root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+
+    let edit = json!({"path": "a.txt", "old_string": "two", "new_string": "2"});
+    let shown = preview("edit_file", edit.clone()).await.unwrap();
+    assert!(shown.contains("-two\n+2"), "{shown}");
+    assert_eq!(ws.get("a.txt"), "one\ntwo\n", "the preview wrote nothing");
+    // What the approval showed is what the call then does.
+    assert_eq!(ws.call("edit_file", edit).await.text, shown);
+    assert_eq!(ws.get("a.txt"), "one\n2\n");
+
+    let shown = preview(
+        "write_file",
+        json!({"path": "new/b.txt", "content": "hi\n"}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        shown.contains("+++ b/new/b.txt") && shown.contains("+hi"),
+        "{shown}"
+    );
+    let patch = "*** Begin Patch\n*** Add File: c/d.txt\n+x\n*** Delete File: a.txt\n*** End Patch";
+    let shown = preview("apply_patch", json!({ "input": patch }))
+        .await
+        .unwrap();
+    assert!(
+        shown.contains("A c/d.txt") && shown.contains("D a.txt"),
+        "{shown}"
+    );
+    assert_eq!(
+        listing(),
+        ["a.txt"],
+        "no file or folder was made or deleted"
+    );
+
+    let shown = preview(
+        "edit_file",
+        json!({"path": "a.txt", "old_string": "nine", "new_string": "9"}),
+    )
+    .await
+    .unwrap();
+    assert!(shown.starts_with("this call would fail: "), "{shown}");
+    let shown = preview(
+        "edit_file",
+        json!({"path": "../outside", "old_string": "a", "new_string": "b"}),
+    )
+    .await
+    .unwrap();
+    assert!(shown.starts_with("this call would fail: "), "{shown}");
+    assert_eq!(preview("read_file", json!({"path": "a.txt"})).await, None);
+    assert_eq!(
+        preview("exec_command", json!({"cmd": "rm a.txt"})).await,
+        None
+    );
+}

@@ -241,4 +241,8 @@ impl Environment for SubagentEnvironment {
     fn grant_unsandboxed(&self, call: &penguin_omni_protocol::ToolCall) -> bool {
         self.inner.grant_unsandboxed(call)
     }
+
+    async fn preview(&self, call: &penguin_omni_protocol::ToolCall) -> Option<String> {
+        self.inner.preview(call).await
+    }
 }

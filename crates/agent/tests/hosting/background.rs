@@ -29,7 +29,7 @@ fn usage() -> Value {
     json!({"type": "event_msg", "payload": {"type": "token_usage", "session": c, "request": c}})
 }
 
-fn text_turn(text: &str) -> Value {
+pub(crate) fn text_turn(text: &str) -> Value {
     json!({"stream": [
         step(model(json!({"type": "text", "role": "assistant", "text": text, "stop_reason": "completed"}))),
         step(usage()),
@@ -44,8 +44,8 @@ fn call_turn(id: &str, args: Value) -> Value {
 }
 
 /// A scripted model with the real built-in tools: its calls run real commands.
-struct RealTools {
-    llm: Value,
+pub(crate) struct RealTools {
+    pub(crate) llm: Value,
 }
 
 impl SessionFactory for RealTools {
@@ -274,7 +274,7 @@ fn partial_turn(text: &str) -> Value {
     ]})
 }
 
-fn named_call_turn(name: &str, id: &str, args: Value) -> Value {
+pub(crate) fn named_call_turn(name: &str, id: &str, args: Value) -> Value {
     json!({"stream": [
         step(model(json!({"type": "tool_call", "role": "assistant", "name": name, "arguments": args.to_string(), "tool_call_id": id, "stop_reason": "completed"}))),
         step(usage()),

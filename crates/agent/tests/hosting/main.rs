@@ -9,6 +9,7 @@
 // Tests build and inspect their trees by hand; the door (clippy.toml) is for the crate's own code.
 #![allow(clippy::disallowed_methods)]
 
+mod approvals;
 mod background;
 mod goal;
 mod models;

@@ -92,6 +92,12 @@ impl Pty {
         Pty { child, stdin, out }
     }
 
+    /// The screen as written, escape sequences included.
+    #[allow(dead_code)]
+    pub fn raw(&self) -> String {
+        String::from_utf8_lossy(&self.out.lock().unwrap()).into_owned()
+    }
+
     pub fn text(&self) -> String {
         strip(&self.out.lock().unwrap())
     }

@@ -412,6 +412,10 @@ impl Environment for McpEnvironment {
         self.inner.background()
     }
 
+    async fn preview(&self, call: &penguin_omni_protocol::ToolCall) -> Option<String> {
+        self.inner.preview(call).await
+    }
+
     async fn connect(&self, cancel: &CancellationToken) -> Option<Vec<McpConnectResult>> {
         let _single = tokio::select! {
             g = self.shared.connecting.lock() => g,
