@@ -604,6 +604,8 @@ pub struct ModelFlags {
     pub base_url: Option<String>,
     /// `--api-key-env`.
     pub api_key_env: Option<String>,
+    /// `--retries N`: retries of a failed request, over the model's `reconnect_attempts`.
+    pub retries: Option<u32>,
 }
 
 fn adhoc(
@@ -729,6 +731,19 @@ impl Config {
 /// `PENGUIN_MODEL_ID`, `PENGUIN_API_KEY_ENV`), then the file's `default_model`, then `demo`.
 /// `env` is a lookup so tests need not touch the process environment.
 pub fn resolve_model(
+    config: &Config,
+    flags: &ModelFlags,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<ModelSpec, ConfigError> {
+    let mut spec = choose_model(config, flags, env)?;
+    if flags.retries.is_some() {
+        spec.reconnect_attempts = flags.retries;
+    }
+    Ok(spec)
+}
+
+/// The model the flags, the environment or the config name, in that order.
+fn choose_model(
     config: &Config,
     flags: &ModelFlags,
     env: impl Fn(&str) -> Option<String>,

@@ -12,8 +12,9 @@ use penguin::engine::ThinkingLevel;
     about = "An agent harness: one ordered stream between you, a model and its tools."
 )]
 pub(crate) struct Cli {
+    /// None: bare `penguin`, which opens a chat in a terminal (as codex and claude do).
     #[command(subcommand)]
-    pub(crate) command: Command,
+    pub(crate) command: Option<Command>,
 }
 
 #[derive(Args, Debug, Clone, Default)]
@@ -31,6 +32,10 @@ pub(crate) struct ModelArgs {
     /// Environment variable holding the API key.
     #[arg(long)]
     pub(crate) api_key_env: Option<String>,
+    /// Retries of a failed model request before the task fails (default 5, or the model's
+    /// reconnect_attempts in config.toml); 0 fails at the first error.
+    #[arg(long, value_name = "N")]
+    pub(crate) retries: Option<u32>,
     /// Scenario file for --provider scripted: the model and tools play its scripts.
     #[arg(long)]
     pub(crate) scenario: Option<PathBuf>,
@@ -271,13 +276,15 @@ pub(crate) enum Command {
     },
     /// Skills: instruction packages (a directory with a SKILL.md) the model reads on demand.
     Skills {
+        /// What to do (default: list).
         #[command(subcommand)]
-        command: SkillsCommand,
+        command: Option<SkillsCommand>,
     },
     /// Memory: the notes the agent keeps between sessions (yours, and each workspace's).
     Memory {
+        /// What to do (default: list).
         #[command(subcommand)]
-        command: MemoryCommand,
+        command: Option<MemoryCommand>,
     },
 }
 

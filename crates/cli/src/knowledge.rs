@@ -152,8 +152,19 @@ pub(crate) fn memory(command: MemoryCommand) -> Result<ExitCode, String> {
                         .map_err(|e| e.to_string())?
                         .1
                 }
-                None => memory::scope(&root, &key).map_err(|e| e.to_string())?.index,
+                None => match memory::scope(&root, &key) {
+                    Ok(s) => s.index,
+                    // The current workspace's (or the user's) scope before anything was saved.
+                    Err(_) if scope.scope.is_none() => String::new(),
+                    Err(e) => return Err(e.to_string()),
+                },
             };
+            if text.trim().is_empty() {
+                errln!(
+                    "nothing saved in this memory yet: the agent writes notes here when asked to remember something (`penguin memory edit` writes one yourself)"
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
             out!("{}", Untrusted(&text));
             if !text.ends_with('\n') && !text.is_empty() {
                 outln!();

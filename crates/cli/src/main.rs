@@ -29,9 +29,10 @@ mod untrusted;
 mod usage;
 mod watch;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use args::{Cli, Command, McpCommand, ScenarioCommand, TraceCommand};
+use args::{Cli, Command, McpCommand, MemoryCommand, ScenarioCommand, SkillsCommand, TraceCommand};
 use clap::Parser;
 use untrusted::{errln, Untrusted};
 
@@ -42,8 +43,22 @@ fn main() -> ExitCode {
         term::restore();
         default_hook(info);
     }));
-    let cli = Cli::parse();
-    let log_file = match &cli.command {
+    let command = match Cli::parse().command {
+        Some(command) => command,
+        // Bare `penguin` in a terminal opens a chat; anywhere else there is nobody to chat
+        // with, so it says how it is used.
+        None if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() => {
+            match Cli::parse_from(["penguin", "chat"]).command {
+                Some(chat) => chat,
+                None => unreachable!("`chat` parses as a command"),
+            }
+        }
+        None => {
+            let _ = <Cli as clap::CommandFactory>::command().print_help();
+            return ExitCode::from(2);
+        }
+    };
+    let log_file = match &command {
         Command::Serve(args) => args.log_file.as_deref(),
         _ => None,
     };
@@ -51,7 +66,7 @@ fn main() -> ExitCode {
         errln!("penguin: {}", Untrusted(&e));
         return ExitCode::FAILURE;
     }
-    let result = match cli.command {
+    let result = match command {
         Command::Scenario {
             command:
                 ScenarioCommand::Run {
@@ -80,8 +95,13 @@ fn main() -> ExitCode {
             at,
         } => setup::fork(session_id, last, at),
         Command::Init { force } => init::init(force),
-        Command::Skills { command } => knowledge::skills(command),
-        Command::Memory { command } => knowledge::memory(command),
+        Command::Skills { command } => knowledge::skills(command.unwrap_or(SkillsCommand::List {
+            workspace: None,
+            json: false,
+        })),
+        Command::Memory { command } => {
+            knowledge::memory(command.unwrap_or(MemoryCommand::List { json: false }))
+        }
         Command::Completions { shell } => {
             init::completions(shell);
             Ok(ExitCode::SUCCESS)
@@ -173,7 +193,9 @@ fn init_logging(log_file: Option<&std::path::Path>) -> Result<(), String> {
                 .with_writer(std::sync::Mutex::new(untrusted::LogWriter(file)))
                 .try_init()
         }
+        // Colour only for a person: a log redirected to a file or a pipe stays plain text.
         None => builder
+            .with_ansi(render::color_for(std::io::stderr().is_terminal()))
             .with_writer(|| untrusted::LogWriter(std::io::stderr()))
             .try_init(),
     };

@@ -581,7 +581,12 @@ pub(crate) fn read_prompt(prompt: Option<String>) -> Result<String, String> {
             PROMPT_FROM_STDIN.store(true, Ordering::SeqCst);
             s.trim().to_owned()
         }
-        None => "Look around the workspace and tell me what it is.".to_owned(),
+        None => {
+            // Never a hidden prompt: what is sent is said.
+            let prompt = "Look around the workspace and tell me what it is.";
+            errln!("(no prompt given, so asking: {prompt})");
+            prompt.to_owned()
+        }
     };
     if prompt.trim().is_empty() {
         return Err(

@@ -23,6 +23,7 @@ pub(crate) fn launcher(model: &ModelArgs, sandbox: &SandboxArgs) -> Result<Launc
             provider: model.provider.clone(),
             base_url: model.base_url.clone(),
             api_key_env: model.api_key_env.clone(),
+            retries: model.retries,
         })
         .mcp(model.mcp.iter().cloned());
     if let Some(file) = &model.scenario {
