@@ -146,6 +146,16 @@ impl TerminalApprover {
             .clone()
     }
 
+    /// Takes over "always" answers given to another approver (the chat's, before it moved
+    /// to another model or session).
+    pub fn keep(&self, scopes: Vec<Scope>) {
+        self.always
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(scopes);
+        self.publish();
+    }
+
     /// Forgets every "always" answer.
     pub fn clear(&self) {
         self.always

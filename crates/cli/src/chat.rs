@@ -35,7 +35,66 @@ pub(crate) async fn chat(
     };
     let (agent, session) = ready(&model, &sandbox, which)?;
     let task = task.configured(&agent);
-    repl(&agent, session, task).await
+    repl(&agent, session, task, Reopen { model, sandbox }).await
+}
+
+/// How the chat's session was opened, for `/model` and `/new` to open the next one alike.
+pub(crate) struct Reopen {
+    pub(crate) model: ModelArgs,
+    pub(crate) sandbox: SandboxArgs,
+}
+
+/// Where `/model` and `/new` go.
+enum Target {
+    /// This session, with the configured model of this name.
+    Model(String),
+    /// A new session in this workspace.
+    New(PathBuf),
+}
+
+/// Leaves `session` (its background work ended and said, its trace flushed) for `to`. On a
+/// failure to open it (a model not configured, its key not set) the session it left is opened
+/// again as it was, and the failure is said.
+async fn switch(
+    session: Session,
+    reopen: &mut Reopen,
+    to: Target,
+) -> Result<(Session, Option<String>), String> {
+    crate::run::end_background_work(&session).await;
+    let id = session.id().to_owned();
+    let (model, which) = match to {
+        Target::Model(name) => (
+            ModelArgs {
+                model: Some(name),
+                provider: None,
+                base_url: None,
+                api_key_env: None,
+                scenario: None,
+                real_tools: false,
+                ..reopen.model.clone()
+            },
+            Which::Stored(Some(id.clone())),
+        ),
+        Target::New(workspace) => (reopen.model.clone(), Which::New(Some(workspace))),
+    };
+    if let Err(e) = session.writer().flush() {
+        errln!(
+            "penguin: flushing the trace of {id}: {}",
+            Untrusted(&e.to_string())
+        );
+    }
+    // One writer per trace: the session is closed before it (or another) is opened.
+    drop(session);
+    match ready(&model, &reopen.sandbox, which) {
+        Ok((_, next)) => {
+            reopen.model = model;
+            Ok((next, None))
+        }
+        Err(e) => {
+            let (_, back) = ready(&reopen.model, &reopen.sandbox, Which::Stored(Some(id)))?;
+            Ok((back, Some(e)))
+        }
+    }
 }
 
 /// `/compact`: replace the context with a summary now (the session's next run starts with it).
@@ -88,6 +147,12 @@ enum Command<'a> {
         clear: bool,
     },
     Expand,
+    Diff,
+    Cost,
+    /// `/model NAME`.
+    Model(&'a str),
+    /// `/new` or `/clear`.
+    New,
     Abort,
     /// `/goal[:BUDGET] OBJECTIVE`: the whole line.
     Goal(&'a str),
@@ -113,6 +178,10 @@ fn command(line: &str) -> Option<Command<'_>> {
         ("approvals", []) => Command::Approvals { clear: false },
         ("approvals", ["clear"]) => Command::Approvals { clear: true },
         ("expand", []) => Command::Expand,
+        ("diff", []) => Command::Diff,
+        ("cost", []) => Command::Cost,
+        ("model", [name]) => Command::Model(name),
+        ("new" | "clear", []) => Command::New,
         ("abort", []) => Command::Abort,
         _ => Command::Unknown(first),
     })
@@ -163,11 +232,12 @@ pub(crate) async fn repl(
     agent: &Agent,
     mut session: Session,
     task: TaskArgs,
+    mut reopen: Reopen,
 ) -> Result<ExitCode, String> {
     // --max-cost on a model without a price is refused before the first prompt.
     crate::run::cost_budget(&session, &task)?;
     let console = Console::stdin();
-    let (approver, asking) = approver(&task, &console, session.environment().clone());
+    let (mut approver, mut asking) = approver(&task, &console, session.environment().clone());
     let quit = Arc::new(AtomicBool::new(false));
     let mut editor = match console.term() {
         Some(_) => Some(LineEditor::new(&agent.location.root)?),
@@ -184,8 +254,6 @@ pub(crate) async fn repl(
     // A background launch that settles while the prompt waits starts a task carrying its notice:
     // the notice hook wakes the line editor (or the plain reader's select below).
     let notice = Arc::new(tokio::sync::Notify::new());
-    let hook = notice.clone();
-    session.on_notice(Arc::new(move || hook.notify_one()));
     let reading = Arc::new(AtomicBool::new(false));
     let waker = editor.as_ref().map(LineEditor::waker);
     if let Some(waker) = waker.clone() {
@@ -197,7 +265,12 @@ pub(crate) async fn repl(
             }
         });
     }
-    show_background_messages(&session, &console, &mut editor, &reading, task.jsonl);
+    let attach = |session: &Session, editor: &mut Option<LineEditor>| {
+        let hook = notice.clone();
+        session.on_notice(Arc::new(move || hook.notify_one()));
+        show_background_messages(session, &console, editor, &reading, task.jsonl);
+    };
+    attach(&session, &mut editor);
     // `--image` files go with the first message; `@shot.png` attaches an image of the workspace.
     let mut first_images = crate::attach::files(&task.images)?;
     let workspace = std::path::PathBuf::from(&session.session_meta().workspace);
@@ -288,6 +361,46 @@ pub(crate) async fn repl(
                 }
                 None => errln!("no collapsed tool output yet"),
             },
+            Some(Command::Diff) => {
+                let color = crate::render::color_for(std::io::stdout().is_terminal());
+                outln!("{}", crate::glance::diff(&workspace, color));
+            }
+            Some(Command::Cost) => match crate::glance::cost(agent, &session) {
+                Ok(table) => outln!("{table}"),
+                Err(e) => errln!("{}", Untrusted(&e)),
+            },
+            Some(command @ (Command::Model(_) | Command::New)) => {
+                let (to, left) = match command {
+                    Command::Model(name) => (Target::Model(name.to_owned()), None),
+                    _ => (Target::New(workspace.clone()), Some(session.id().to_owned())),
+                };
+                let (next, failed) = switch(session, &mut reopen, to).await?;
+                session = next;
+                let scopes = asking.as_ref().map(|a| a.scopes()).unwrap_or_default();
+                (approver, asking) = crate::run::approver(&task, &console, session.environment().clone());
+                if let Some(asking) = &asking {
+                    asking.keep(scopes);
+                }
+                attach(&session, &mut editor);
+                match (failed, left) {
+                    (Some(e), _) => errln!(
+                        "{}; still on {}",
+                        Untrusted(&e),
+                        Untrusted(reopen.model.model.as_deref().unwrap_or("the model it had"))
+                    ),
+                    (None, Some(left)) => errln!(
+                        "{} (the previous session stays: penguin resume {left})",
+                        Untrusted(&session_line(&session, task.approval()))
+                    ),
+                    (None, None) => errln!(
+                        "now on {}: the conversation so far goes on with it",
+                        Untrusted(reopen.model.model.as_deref().unwrap_or_default())
+                    ),
+                }
+                if let Err(e) = crate::run::cost_budget(&session, &task) {
+                    errln!("{}", Untrusted(&e));
+                }
+            }
             Some(Command::Abort) => errln!(
                 "nothing is running (while a task runs, /abort or Ctrl-C interrupts it and typing steers it)"
             ),
@@ -482,7 +595,7 @@ pub(crate) async fn resume(
     let (agent, mut session) = ready(&model, &sandbox, Which::Stored(id))?;
     let task = task.configured(&agent);
     let Some(prompt) = prompt else {
-        return repl(&agent, session, task).await;
+        return repl(&agent, session, task, Reopen { model, sandbox }).await;
     };
     let prompt = crate::run::read_prompt(Some(prompt))?;
     crate::run::announce(&session, &task);
@@ -511,6 +624,12 @@ mod tests {
             Some(Command::Unknown("/frobnicate"))
         );
         assert_eq!(command("/quit now"), Some(Command::Unknown("/quit")));
+        assert_eq!(command("/model fast"), Some(Command::Model("fast")));
+        assert_eq!(command("/model"), Some(Command::Unknown("/model")));
+        assert_eq!(command("/new"), Some(Command::New));
+        assert_eq!(command("/clear"), Some(Command::New));
+        assert_eq!(command("/diff"), Some(Command::Diff));
+        assert_eq!(command("/cost"), Some(Command::Cost));
         assert_eq!(command("/etc/hosts is wrong"), None);
         assert_eq!(command("fix /help text"), None);
         assert_eq!(

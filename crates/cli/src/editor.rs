@@ -21,6 +21,22 @@ pub(crate) const COMMANDS: &[(&str, &str)] = &[
         "what \"always\" answers allow; /approvals clear forgets them",
     ),
     ("/expand", "the last collapsed tool output, in full"),
+    (
+        "/diff",
+        "the workspace's uncommitted changes (git diff, untracked files)",
+    ),
+    (
+        "/cost",
+        "this session's requests so far: tokens and cost per model",
+    ),
+    (
+        "/model",
+        "/model NAME: go on in this session with another configured model",
+    ),
+    (
+        "/new",
+        "a new session in this workspace (this one stays: penguin resume); also /clear",
+    ),
     ("/compact", "replace the context with a summary now"),
     (
         "/goal",

@@ -12,6 +12,7 @@ mod checks;
 mod console;
 mod describe;
 mod editor;
+mod glance;
 mod init;
 mod knowledge;
 mod markdown;

@@ -45,7 +45,7 @@ pub(crate) fn usage(since: Option<String>, by: String) -> Result<ExitCode, Strin
 }
 
 /// The report as aligned columns: group, requests, tokens in (cached), out, cost.
-fn table(report: &penguin::server::usage::UsageReport, by: &str) -> String {
+pub(crate) fn table(report: &penguin::server::usage::UsageReport, by: &str) -> String {
     let cost = |r: &penguin::server::usage::UsageRow| match (r.requests, r.unpriced.as_slice()) {
         (_, []) => dollars(r.cost),
         (_, unpriced) if r.cost == 0.0 => format!("no price for {}", unpriced.join(", ")),

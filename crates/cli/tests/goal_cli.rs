@@ -113,6 +113,18 @@ fn a_goal_the_model_marks_complete_exits_0() {
     assert!(round.starts_with("[goal]\nround: 1\n"), "{round}");
     assert!(round.contains("Budget: 0 / 500000 tokens used (remaining: 500000)."));
     assert!(round.ends_with("[/goal]\n\nmake all tests pass"));
+    // Listed by its objective, not by goal mode's words.
+    let list = Command::new(env!("CARGO_BIN_EXE_penguin"))
+        .env("PENGUIN_HOME", home.path().join("data"))
+        .arg("sessions")
+        .output()
+        .unwrap();
+    let list = String::from_utf8_lossy(&list.stdout);
+    assert!(list.contains("make all tests pass"), "{list}");
+    assert!(
+        !list.contains("[goal]") && !list.contains("round: 1"),
+        "{list}"
+    );
 }
 
 #[test]

@@ -302,3 +302,79 @@ fn by_default_reads_run_unasked_and_an_edit_is_asked_with_its_diff_before_it_is_
     chat.send("/quit\r");
     chat.finish();
 }
+
+/// The chat commands people reach for: `/cost` (this session's tokens and cost), `/model`
+/// (the conversation goes on with another configured model; a wrong name changes nothing),
+/// `/diff` (the workspace's uncommitted changes), `/new` (a new session, the old one kept).
+#[test]
+fn cost_model_diff_and_new_do_what_they_say() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let (url, requests) = stub_model::serve_script(vec![
+        stub_model::with_usage(stub_model::text("One.")),
+        stub_model::with_usage(stub_model::text("Two.")),
+    ]);
+    let model = |name: &str| {
+        format!("[models.{name}]\nprotocol = \"openai-chat\"\nbase_url = \"{url}\"\nmodel = \"{name}-id\"\napi_key_env = \"PENGUIN_STUB_KEY\"\n")
+    };
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "default_model = \"stub\"\n{}{}[models.stub.price]\ninput = 3.0\noutput = 15.0\n",
+            model("other"),
+            model("stub")
+        ),
+    )
+    .unwrap();
+    let mut chat = Pty::spawn(home.path(), ws.path(), "chat --yes");
+    chat.wait(READY);
+    chat.wait_prompt_after(READY, 1);
+    chat.send("hi\r");
+    chat.wait("One.");
+    chat.wait_prompt_after("One.", 1);
+    chat.send("/cost\r");
+    chat.wait("openai-chat/stub-id");
+    assert!(chat.text().contains("$0.0"), "priced: {}", chat.text());
+    chat.wait_prompt_after("total ", 1);
+
+    chat.send("/model nope\r");
+    chat.wait("no model named \"nope\"");
+    chat.wait("still on the model it had");
+    chat.wait_prompt_after("still on the model it had", 1);
+    chat.send("/model other\r");
+    chat.wait("now on other");
+    chat.wait_prompt_after("now on other", 1);
+    chat.send("again\r");
+    chat.wait("Two.");
+    chat.wait_prompt_after("Two.", 1);
+    let all = requests.all();
+    assert_eq!(all.len(), 2);
+    assert_eq!(all[1]["model"], "other-id");
+    // The same conversation: the second request carries the first exchange.
+    let users = stub_model::messages(&all[1], "user");
+    assert_eq!(users.len(), 2, "{:#}", all[1]);
+
+    chat.send("/diff\r");
+    chat.wait("not a git repository");
+    chat.wait_prompt_after("not a git repository", 1);
+    std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(ws.path())
+        .status()
+        .unwrap();
+    std::fs::write(ws.path().join("made.txt"), "x\n").unwrap();
+    chat.send("/diff\r");
+    chat.wait("new files (untracked): made.txt");
+    chat.wait_prompt_after("new files (untracked): made.txt", 1);
+
+    let first = chat.text();
+    let id = first
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix("session ")?.split(' ').next())
+        .unwrap()
+        .to_owned();
+    chat.send("/new\r");
+    chat.wait(&format!("the previous session stays: penguin resume {id}"));
+    chat.send("/quit\r");
+    chat.finish();
+}

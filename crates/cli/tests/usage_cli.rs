@@ -7,7 +7,7 @@ use std::process::{Command, Output, Stdio};
 #[path = "support/stub_model.rs"]
 mod stub_model;
 
-use stub_model::Reply;
+use stub_model::with_usage;
 
 struct Home {
     _base: tempfile::TempDir,
@@ -58,14 +58,6 @@ fn text(out: &Output) -> (String, String) {
 }
 
 /// `reply` reporting 1,000 prompt tokens (200 of them cached) and 100 out.
-fn with_usage(reply: Reply) -> Reply {
-    let Reply::Stream(mut chunks) = reply else {
-        return reply;
-    };
-    chunks.push(serde_json::json!({"choices": [], "usage": {"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": 1100, "prompt_tokens_details": {"cached_tokens": 200}}}));
-    Reply::Stream(chunks)
-}
-
 const PRICE: &str =
     "[models.stub.price]\ninput = 3.0\ncached_input = 0.30\ncache_write = 3.75\noutput = 15.0\n";
 

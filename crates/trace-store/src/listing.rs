@@ -108,9 +108,22 @@ pub struct SessionHead {
     pub title: Option<String>,
 }
 
-/// A session's title from its first prompt: whitespace collapsed, at most 60 characters (cut
-/// with `…`). One rule, so the CLI, the API and the web app name a session alike.
+/// A session's title from its first prompt: the user's own text (the marker blocks a host
+/// puts in front, such as goal mode's `[goal]`, left out), whitespace collapsed, at most 60
+/// characters (cut with `…`). One rule, so the CLI, the API and the web app name a session
+/// alike.
+///
+/// ```
+/// use penguin_trace_store::session_title;
+/// assert_eq!(session_title("fix   the\nparser"), "fix the parser");
+/// let goal = "[goal]\nround: 1\nThis message was sent automatically…\n[/goal]\n\nShip the parser";
+/// assert_eq!(session_title(goal), "Ship the parser");
+/// ```
 pub fn session_title(prompt: &str) -> String {
+    // A goal round's first message starts with the harness's own `[goal]` block: the title is
+    // the objective after it, not the harness's words.
+    let own = penguin_omni_protocol::markers::strip_leading_marker_blocks(prompt);
+    let prompt = if own.trim().is_empty() { prompt } else { own };
     let one = prompt.split_whitespace().collect::<Vec<_>>().join(" ");
     if one.chars().count() > 60 {
         format!("{}…", one.chars().take(59).collect::<String>())

@@ -112,6 +112,17 @@ pub fn text(text: &str) -> Reply {
     ])
 }
 
+/// `reply` with a usage chunk at its end (1,000 prompt tokens of which 200 cached, 100 out),
+/// so its task records a `token_usage`.
+#[allow(dead_code)]
+pub fn with_usage(reply: Reply) -> Reply {
+    let Reply::Stream(mut chunks) = reply else {
+        return reply;
+    };
+    chunks.push(serde_json::json!({"choices": [], "usage": {"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": 1100, "prompt_tokens_details": {"cached_tokens": 200}}}));
+    Reply::Stream(chunks)
+}
+
 /// A streamed call of `name` with `arguments` (JSON text), id `call_1`.
 pub fn tool_call(name: &str, arguments: &str) -> Reply {
     Reply::Stream(vec![
