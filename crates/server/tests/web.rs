@@ -591,6 +591,55 @@ async fn approvals_clicked_in_the_page_reach_the_engine() {
     b.close().await;
 }
 
+/// An edit is approved seeing the diff it would make: the approvals bar shows the request's
+/// preview as a diff (and a command as `$ cmd`), at desktop and phone width.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium: scripts/install-browser.sh, then --ignored"]
+async fn an_edit_is_asked_with_the_diff_it_would_make() {
+    let scenario = json!({
+        "llm": [
+            request(vec![
+                tool_call("edit_file", "call_edit", r#"{"path":"src/lib.rs","old_string":"hi","new_string":"hello"}"#),
+            ], 100),
+            text_request("Edited.", 200),
+        ],
+        "tools": {"call_edit": tool_output("call_edit", &[(5, "Edited src/lib.rs")])},
+        "runs": []
+    });
+    let srv = start(Setup::new(scenario)).await;
+    let id = srv.create("always-ask").await;
+    let mut b = Browser::start("edit-preview").await;
+    b.open_session(&srv, &id).await;
+    b.send("Say hello").await;
+    b.until(
+        "the preview",
+        "return !!document.querySelector('.approvals .approval-row[data-call-id=call_edit] .approval-preview.has-diff')",
+    )
+    .await;
+    let got = b
+        .js("const row = document.querySelector('.approvals .approval-row[data-call-id=call_edit]');\n\
+             return {\n\
+               summary: row.querySelector('.args-summary').textContent,\n\
+               added: [...row.querySelectorAll('.diff-line.add')].map((e) => e.textContent),\n\
+               removed: [...row.querySelectorAll('.diff-line.del')].map((e) => e.textContent),\n\
+             };")
+        .await;
+    assert_eq!(got["summary"], "src/lib.rs", "{got}");
+    assert_eq!(got["added"], json!(["+hello\n"]), "{got}");
+    assert_eq!(got["removed"], json!(["-hi\n"]), "{got}");
+    b.shot("desktop-asks-with-diff").await;
+    b.c().set_window_size(390, 844).await.unwrap();
+    b.shot("phone-asks-with-diff").await;
+    b.click(".approvals .approval-row[data-call-id=call_edit] button[data-action=allow]")
+        .await;
+    b.until(
+        "the answer",
+        "return document.getElementById('app').dataset.state === 'idle' && document.body.innerText.includes('Edited.')",
+    )
+    .await;
+    b.close().await;
+}
+
 /// A command and a file read, both asked, in a session whose commands are sandboxed.
 fn unsandboxed_scenario() -> Value {
     json!({
@@ -1663,8 +1712,18 @@ async fn tool_cards_show_commands_plans_and_diffs_at_desktop_and_phone_width() {
                removed: [...document.querySelectorAll('.card[data-call-id=\"call_write\"] .diff-line.del')].map((e) => e.textContent),\n\
                hunks: document.querySelectorAll('.card[data-call-id=\"call_write\"] .diff-line.hunk').length,\n\
                title: q('.session-title').textContent,\n\
+               planOutputShown: !q('.card[data-call-id=\"call_plan\"] .output-text').closest('[hidden]'),\n\
+               idsShown: [...document.querySelectorAll('.card .call-id')].map((e) => e.textContent).join(''),\n\
+               usageShown: [...document.querySelectorAll('.usage')].filter((e) => !e.hidden).length,\n\
+               usageAll: document.querySelectorAll('.usage').length,\n\
              };")
         .await;
+    // No noise: the plan shows once (as its checklist), call ids only as tooltips, one token
+    // line for the task however many requests it made.
+    assert_eq!(got["planOutputShown"], false, "{got}");
+    assert_eq!(got["idsShown"], "", "{got}");
+    assert_eq!(got["usageShown"], 1, "{got}");
+    assert_eq!(got["usageAll"], 2, "{got}");
     assert_eq!(got["command"], "$ ls -la");
     assert_eq!(
         got["plan"],
@@ -1690,8 +1749,10 @@ async fn tool_cards_show_commands_plans_and_diffs_at_desktop_and_phone_width() {
     let layout = b
         .js("const r = (s) => document.querySelector(s).getBoundingClientRect();\n\
              const t = r('.session-title'), m = r('.session-meta'), i = r('textarea[name=input]'), s = r('button[data-action=send]');\n\
-             return { titleWidth: t.width, metaBelowTitle: m.top >= t.bottom - 1, sendBelowInput: s.top >= i.bottom - 1, overflow: document.documentElement.scrollWidth > window.innerWidth + 1 };")
+             return { titleWidth: t.width, metaBelowTitle: m.top >= t.bottom - 1, sendBelowInput: s.top >= i.bottom - 1, overflow: document.documentElement.scrollWidth > window.innerWidth + 1, head: r('.session-head').height };")
         .await;
+    // The header leaves the transcript the screen (it took 250 of 844 pixels).
+    assert!(layout["head"].as_f64().unwrap() < 120.0, "{layout}");
     assert!(layout["titleWidth"].as_f64().unwrap() > 200.0, "{layout}");
     assert_eq!(layout["metaBelowTitle"], true, "{layout}");
     assert_eq!(layout["sendBelowInput"], true, "{layout}");

@@ -48,10 +48,6 @@ function prettyJson(text) {
   }
 }
 
-function shortId(id) {
-  return id.length > 14 ? `…${id.slice(-8)}` : id;
-}
-
 function formatCount(n) {
   return typeof n === "number" ? n.toLocaleString("en-US") : "?";
 }
@@ -117,7 +113,8 @@ class ToolCard {
     if (scope.origin.length) el.dataset.origin = scope.origin.join("/");
     const head = h("div", "card-head");
     this.nameEl = h("span", "tool-name", "tool call");
-    this.idEl = h("span", "call-id", shortId(id));
+    // The id is for the curious (a tooltip), not a line under every step.
+    this.idEl = h("span", "call-id");
     this.idEl.title = id;
     this.statusEl = h("span", "status");
     head.append(this.nameEl, this.idEl, this.statusEl);
@@ -243,7 +240,9 @@ class ToolCard {
   }
 
   showOutput(text, images) {
-    this.outputWrap.hidden = false;
+    // A plan's answer repeats the checklist the card already shows.
+    this.outputWrap.hidden = this.name === "update_plan" && !!this.planEl && !images.length;
+    if (this.outputWrap.hidden) return;
     this.outputEl.classList.remove("has-diff");
     if (!renderDiffs(this.outputEl, text)) this.outputEl.textContent = text;
     this.outputEl.classList.toggle("empty", text === "");
@@ -307,11 +306,20 @@ class Scope {
     this.host = null;
     this.box = null;
     this.headEl = null;
+    // The task's token line: one per task, the newest request's (an earlier one is hidden).
+    this.usageEl = null;
   }
 
   append(el) {
     this.el.append(el);
     return el;
+  }
+
+  // A new token line: the task's earlier one, if any, steps back.
+  usageLine(el) {
+    if (this.usageEl) this.usageEl.hidden = true;
+    this.usageEl = el;
+    return this.append(el);
   }
 
   // The card of a call. `fresh` is set by what starts a call (its first fragment or the complete
@@ -543,6 +551,8 @@ export class Transcript {
       scope.append(e);
       return;
     }
+    // A new task: its token line starts afresh.
+    scope.usageEl = null;
     const e = mark(h("div", "msg user"), msg);
     const who = p.sender && p.sender !== "user" ? p.sender : "you";
     e.append(h("div", "who", who), h("div", "body plain", text));
@@ -613,7 +623,7 @@ export class Transcript {
         const r = p.request || {};
         const e = mark(h("div", "usage"), msg);
         e.textContent = `${formatCount(r.total)} tokens in context · ${formatCount(r.output)} out`;
-        scope.append(e);
+        scope.usageLine(e);
         // The main session's requests are priced at its model (a subagent's at its own,
         // which the page does not know).
         if (scope === this.main)
@@ -662,13 +672,14 @@ export class Transcript {
         const tools = Array.isArray(p.tools) ? p.tools : [];
         const d = mark(h("details", "notice tools"), msg);
         d.append(h("summary", "", `${tools.length} tools ready`));
-        const ul = h("ul");
-        for (const t of tools) {
-          const li = h("li");
-          li.append(h("code", "", t.name || "?"), document.createTextNode(` ${t.description || ""}`));
-          ul.append(li);
-        }
-        d.append(ul);
+        // Their names; what each does is its tooltip, not a wall of text.
+        const names = h("p", "tool-names");
+        tools.forEach((t, i) => {
+          const c = h("code", "", t.name || "?");
+          c.title = t.description || "";
+          names.append(...(i ? [document.createTextNode(" "), c] : [c]));
+        });
+        d.append(names);
         scope.append(d);
         break;
       }

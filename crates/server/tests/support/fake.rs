@@ -695,6 +695,23 @@ impl Environment for FakeTools {
         }
         granted
     }
+
+    /// An `edit_file` call's one-line diff, as the real tools would preview it (they are
+    /// tested in penguin-tools; this is for what the server and the page make of it).
+    async fn preview(&self, call: &ToolCall) -> Option<String> {
+        if call.name != "edit_file" {
+            return None;
+        }
+        let args: Value = serde_json::from_str(&call.arguments).ok()?;
+        let (path, old, new) = (
+            args["path"].as_str()?,
+            args["old_string"].as_str()?,
+            args["new_string"].as_str()?,
+        );
+        Some(format!(
+            "Edited {path}: replaced 1 occurrence\n--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-{old}\n+{new}"
+        ))
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
