@@ -557,6 +557,7 @@ mod tests {
             agent_state: String::new(),
             workspace: String::new(),
             source: Some("subagent".into()),
+            forked_from: None,
         });
         meta.origin = Some(child.clone());
         budget.observe(&meta);

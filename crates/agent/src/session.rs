@@ -294,6 +294,7 @@ impl Session {
             agent_state: agent_state_dir(&spec.location),
             workspace: absolute(&spec.workspace),
             source: spec.source,
+            forked_from: None,
         };
         let initial = InitialState::default();
         Ok(Session::assemble(

@@ -157,6 +157,10 @@ pub struct SessionMeta {
     /// `subagent` or `schedule`; absent means user-created.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// The session this one is a fork of (penguin's own field; absent for every other
+    /// session), so a list can tell the fork from its source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<String>,
 }
 
 /// A complete text (`type: "text"`).

@@ -338,6 +338,7 @@ fn session_meta() -> impl Strategy<Value = SessionMeta> {
                     agent_state,
                     workspace,
                     source,
+                    forked_from: None,
                 }
             },
         )

@@ -416,6 +416,7 @@ fn generate(spec: &StreamSpec) -> Vec<OmniMessage> {
         agent_state: "/a".into(),
         workspace: "/w".into(),
         source: Some("subagent".into()),
+        forked_from: None,
     })];
     // The child reuses the parent's id scheme on purpose: ids are per origin.
     generate_run(child_run, "r0_", &mut rng, &mut child);

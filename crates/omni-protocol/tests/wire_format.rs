@@ -45,6 +45,7 @@ fn session_meta() {
             agent_state: "/home/u/.penguin/agents/main/agent_state".into(),
             workspace: "/home/u/project".into(),
             source: Some("subagent".into()),
+            forked_from: None,
         })
         .with_origin("session-child"),
     );

@@ -618,6 +618,7 @@ mod tests {
             agent_state: String::new(),
             workspace: "/w".into(),
             source: Some("cli".into()),
+            forked_from: None,
         });
         meta.timestamp = penguin_omni_protocol::Timestamp::from_unix_millis(1_767_225_600_000);
         let prompt = build::user_text("Count   the\n penguins");

@@ -593,7 +593,10 @@ impl Sessions {
             &forked.session_id,
             &Settings {
                 approval_mode: Some(mode),
-                title: title.map(|t| format!("{t} (fork)")),
+                title: title.map(|t| match t.ends_with(penguin_trace_store::FORK_MARK) {
+                    true => t,
+                    false => format!("{t}{}", penguin_trace_store::FORK_MARK),
+                }),
                 ..self.settings.load(&entry.id)
             },
         );

@@ -320,6 +320,7 @@ mod tests {
             agent_state: String::new(),
             workspace: String::new(),
             source: None,
+            forked_from: None,
         })
         .to_json()
     }

@@ -58,6 +58,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         agent_state: root.join("state").display().to_string(),
         workspace: workspace.display().to_string(),
         source: None,
+        forked_from: None,
     });
     let read = r#"{"path":"notes.txt"}"#;
     let model = ScriptedModel::new(vec![

@@ -52,6 +52,7 @@
 //!     agent_state: String::new(),
 //!     workspace: root.display().to_string(),
 //!     source: None,
+//!     forked_from: None,
 //! });
 //! let model = ScriptedModel::new(vec![say("hello")]);
 //! let engine = Engine::with_parts(

@@ -328,7 +328,8 @@ pub fn fork_session(
     })
 }
 
-/// The session_meta of a fork: the new id, the old one replaced in the prompt, no `source`.
+/// The session_meta of a fork: the new id, the old one replaced in the prompt, no `source`,
+/// and `forked_from` naming the session it came from.
 fn rewritten_meta(msg: &OmniMessage, source_id: &str, new_id: &str) -> Option<String> {
     let Body::SessionMeta(meta) = &msg.body else {
         return None;
@@ -337,6 +338,7 @@ fn rewritten_meta(msg: &OmniMessage, source_id: &str, new_id: &str) -> Option<St
     meta.session_id = new_id.to_owned();
     meta.system_prompt = meta.system_prompt.replace(source_id, new_id);
     meta.source = None;
+    meta.forked_from = Some(source_id.to_owned());
     let mut out = msg.clone();
     out.body = Body::SessionMeta(meta);
     Some(out.to_json())

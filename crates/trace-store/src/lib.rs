@@ -20,7 +20,7 @@ pub use error::TraceError;
 pub use fork::{fork_session, ForkError, ForkPoint, Forked};
 pub use lines::TraceLines;
 pub use listing::{
-    find_last_record, read_session_head, read_trace_head, session_title, SessionHead,
+    find_last_record, read_session_head, read_trace_head, session_title, SessionHead, FORK_MARK,
     LIST_HEAD_BYTES, LIST_TAIL_BYTES,
 };
 pub use open::{is_regular_entry, open_trace, MAX_RECORD_BYTES};

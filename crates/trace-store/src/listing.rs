@@ -104,9 +104,12 @@ pub struct SessionHead {
     /// When the `session_meta` was written.
     pub created_at: Option<String>,
     /// Its title by [`session_title`]: from the first user text of its own (a subagent's does
-    /// not count).
+    /// not count), with [`FORK_MARK`] after it for a fork.
     pub title: Option<String>,
 }
+
+/// What a fork's title ends with (see [`read_session_head`]).
+pub const FORK_MARK: &str = " (fork)";
 
 /// A session's title from its first prompt: the user's own text (the marker blocks a host
 /// puts in front, such as goal mode's `[goal]`, left out), whitespace collapsed, at most 60
@@ -148,6 +151,12 @@ pub fn read_session_head(path: &Path) -> Result<SessionHead, TraceError> {
                 if t.role == Role::User {
                     head.title = Some(session_title(&t.text));
                 }
+            }
+        }
+        // A fork has its source's first prompt: the title says which is which.
+        if let (Some(title), Some(meta)) = (&mut head.title, &head.meta) {
+            if meta.forked_from.is_some() && !title.ends_with(FORK_MARK) {
+                title.push_str(FORK_MARK);
             }
         }
         match head.meta.is_some() && head.title.is_some() {

@@ -182,6 +182,7 @@ impl WriterConfig {
 ///     agent_state: String::new(),
 ///     workspace: "/tmp".into(),
 ///     source: None,
+///     forked_from: None,
 /// };
 /// let turn = [
 ///     build::user_text("hi"),

@@ -53,6 +53,7 @@ fn meta(id: &str) -> OmniMessage {
         agent_state: "/a".into(),
         workspace: "/w".into(),
         source: None,
+        forked_from: None,
     })
 }
 

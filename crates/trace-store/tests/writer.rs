@@ -27,6 +27,7 @@ fn meta() -> OmniMessage {
         agent_state: "/a".into(),
         workspace: "/w".into(),
         source: None,
+        forked_from: None,
     })
 }
 

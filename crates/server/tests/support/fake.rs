@@ -441,6 +441,7 @@ impl FakeSession {
                 .to_string(),
             workspace: spec.workspace.display().to_string(),
             source: spec.source,
+            forked_from: None,
         };
         let initial = InitialState::default();
         Ok(FakeSession::assemble(

@@ -11,6 +11,7 @@ fn meta(id: &str) -> OmniMessage {
         agent_state: String::new(),
         workspace: "/w".into(),
         source: Some("subagent".into()),
+        forked_from: None,
     })
 }
 
@@ -73,7 +74,18 @@ fn a_fork_at_a_task_copies_the_trace_up_to_that_task_with_a_new_meta() {
     assert_eq!(m.session_id, forked.session_id);
     assert_eq!(m.system_prompt, format!("You are {}.", forked.session_id));
     assert_eq!(m.source, None);
+    assert_eq!(m.forked_from.as_deref(), Some("session-src"));
     assert_eq!(&copied[1..], &src[1..9]);
+    // Listed apart from its source: the same first prompt, marked a fork.
+    let (fork_head, src_head) = (
+        crate::read_session_head(&forked.files[0]).unwrap(),
+        crate::read_session_head(&session_trace_files(dir.path(), "session-src").unwrap()[0].path)
+            .unwrap(),
+    );
+    assert_eq!(
+        fork_head.title.unwrap(),
+        format!("{}{}", src_head.title.unwrap(), crate::FORK_MARK)
+    );
     // The source is untouched.
     let files = session_trace_files(dir.path(), "session-src").unwrap();
     assert_eq!(read(&files[0].path), src);
