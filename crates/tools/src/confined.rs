@@ -291,6 +291,42 @@ impl Dir {
         Ok((self.open_dir(parent)?, name))
     }
 
+    /// Where the link `rel` points (the link itself is read, never followed).
+    pub fn read_link(&self, rel: impl AsRef<Path>) -> io::Result<PathBuf> {
+        let (parent, name) = self.parent_of(rel.as_ref())?;
+        nix::fcntl::readlinkat(parent.fd.as_fd(), name)
+            .map(PathBuf::from)
+            .map_err(io::Error::from)
+    }
+
+    /// Makes `rel` a symbolic link to `target` (which is stored, not followed); its folder
+    /// must exist and nothing may be at `rel`.
+    pub fn symlink(&self, rel: impl AsRef<Path>, target: impl AsRef<Path>) -> io::Result<()> {
+        let (parent, name) = self.parent_of(rel.as_ref())?;
+        nix::unistd::symlinkat(target.as_ref(), parent.fd.as_fd(), name).map_err(io::Error::from)
+    }
+
+    /// Sets the permission bits of the file or folder `rel` (a link is refused, not followed).
+    /// A file its owner may neither read nor write cannot be opened to be changed: an error.
+    pub fn set_mode(&self, rel: impl AsRef<Path>, mode: u32) -> io::Result<()> {
+        let rel = rel.as_ref();
+        let fd = self
+            .open_at(rel, OFlag::O_RDONLY | OFlag::O_NONBLOCK, Mode::empty())
+            .or_else(|e| match e.kind() {
+                io::ErrorKind::PermissionDenied => {
+                    self.open_at(rel, OFlag::O_WRONLY | OFlag::O_NONBLOCK, Mode::empty())
+                }
+                _ => Err(e),
+            })?;
+        fchmod(&fd, Mode::from_bits_truncate(mode)).map_err(io::Error::from)
+    }
+
+    /// Removes the empty folder `rel`.
+    pub fn remove_dir(&self, rel: impl AsRef<Path>) -> io::Result<()> {
+        let (parent, name) = self.parent_of(rel.as_ref())?;
+        unlinkat(parent.fd.as_fd(), name, UnlinkatFlags::RemoveDir).map_err(io::Error::from)
+    }
+
     /// Removes the file (or link) `rel`; its folder is reached without following a link.
     pub fn remove_file(&self, rel: impl AsRef<Path>) -> io::Result<()> {
         let (parent, name) = self.parent_of(rel.as_ref())?;

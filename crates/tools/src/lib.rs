@@ -12,6 +12,9 @@
 // way (one code path), so the cut-down build allows them to go unused.
 #[cfg(feature = "builtin")]
 mod builtin;
+#[cfg(feature = "builtin")]
+#[cfg_attr(docsrs, doc(cfg(feature = "builtin")))]
+pub mod checkpoint;
 #[cfg_attr(not(feature = "builtin"), allow(dead_code))]
 mod call_output;
 #[cfg(feature = "builtin")]
