@@ -261,12 +261,16 @@ impl Agent {
 
     /// Where the facade keeps its own per-session files (beside the traces, never in them).
     fn models_dir(&self) -> PathBuf {
+        self.agent_dir().join("session_models")
+    }
+
+    /// `<root>/<project>/agents/<agent>`: the traces and the agent's other files below it.
+    pub(crate) fn agent_dir(&self) -> PathBuf {
         self.location
             .root
             .join(&self.location.project)
             .join("agents")
             .join(&self.location.agent)
-            .join("session_models")
     }
 
     /// Saves how session `id` reaches its model (protocol, base URL, key variable; never a

@@ -555,6 +555,7 @@ impl SessionFactory for ModelFactory {
             })?;
         session.set_command_policy(self.policy.clone());
         session.set_sandbox(sandbox);
+        session.enable_checkpoints(crate::rewind::checkpoint_store(&req.location));
         Ok(Box::new(session))
     }
 
@@ -599,6 +600,7 @@ impl SessionFactory for ModelFactory {
             .map_err(unrecoverable)?;
         session.set_command_policy(self.policy.clone());
         session.set_sandbox(sandbox);
+        session.enable_checkpoints(crate::rewind::checkpoint_store(&req.location));
         Ok(Box::new(session))
     }
 }

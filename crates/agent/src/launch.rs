@@ -321,6 +321,7 @@ impl Launcher {
                     let _ = self.agent.record_model(session.id(), &asked);
                 }
                 session.set_sandbox(confinement.sandbox.clone());
+                session.enable_checkpoints(self.agent.checkpoint_store());
                 Ok(session)
             }
             Source::Scenario {
@@ -340,6 +341,7 @@ impl Launcher {
                     .create_session_with(model, workspace, tools, None, None)?;
                 if real_tools {
                     session.set_sandbox(confinement.sandbox.clone());
+                    session.enable_checkpoints(self.agent.checkpoint_store());
                 }
                 Ok(session)
             }
@@ -367,6 +369,7 @@ impl Launcher {
             })?;
             if real_tools {
                 session.set_sandbox(confinement.sandbox.clone());
+                session.enable_checkpoints(self.agent.checkpoint_store());
             }
             return Ok(session);
         }
@@ -390,6 +393,7 @@ impl Launcher {
             &session.environment().tools(),
         )?;
         session.set_sandbox(confinement.sandbox.clone());
+        session.enable_checkpoints(self.agent.checkpoint_store());
         Ok(session)
     }
 

@@ -19,6 +19,9 @@ pub mod memory;
 pub mod models;
 pub mod pricing;
 pub mod prompt;
+#[cfg(feature = "tools")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tools")))]
+pub mod rewind;
 pub mod scenario;
 pub mod session;
 pub mod skills;

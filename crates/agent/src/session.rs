@@ -21,6 +21,8 @@
 //! not run), keeps the input for the next run, which connects again, and makes sure the engine
 //! does not write that input a second time.
 
+#[cfg(feature = "tools")]
+mod checkpoints;
 mod connect;
 mod fork;
 
@@ -240,6 +242,9 @@ pub struct Session {
     message_hook: MessageHook,
     #[cfg(feature = "tools")]
     sandbox: Option<Sandbox>,
+    /// Where the workspace's checkpoint before each task goes, when enabled.
+    #[cfg(feature = "tools")]
+    checkpoints: Option<checkpoints::Checkpoints>,
     /// The last goal run of this load.
     goal: crate::goal::SharedGoalState,
 }
@@ -472,6 +477,8 @@ impl Session {
             env,
             #[cfg(feature = "tools")]
             sandbox: None,
+            #[cfg(feature = "tools")]
+            checkpoints: None,
             goal: Default::default(),
         }
     }
@@ -495,6 +502,8 @@ impl Session {
         let starter = self.starter();
         starter.check_idle()?;
         self.write_meta();
+        #[cfg(feature = "tools")]
+        self.take_checkpoint();
         starter.start(input, options)
     }
 
@@ -542,6 +551,8 @@ impl Session {
         let starter = self.starter();
         starter.check_idle()?;
         self.write_meta();
+        #[cfg(feature = "tools")]
+        self.take_checkpoint();
         let file = goal.file.clone().unwrap_or_else(|| self.goal_file());
         let state = self.goal.clone();
         let root = crate::goal::goal_root(Path::new(&self.session_meta.workspace), &file);

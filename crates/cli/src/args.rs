@@ -226,6 +226,32 @@ pub(crate) enum Command {
         #[arg(long, value_name = "N")]
         at: Option<usize>,
     },
+    /// Rewind a session to before one of its tasks: the workspace's files as they were (from
+    /// the checkpoint taken before it), and the conversation as it was (a fork at the task
+    /// before). Shows what it will change and asks first.
+    Rewind {
+        /// The session id, or a unique part of it.
+        #[arg(required_unless_present = "last")]
+        session_id: Option<String>,
+        /// The newest session of the current workspace.
+        #[arg(long, conflicts_with = "session_id")]
+        last: bool,
+        /// As before task N ran (from 1, as `fork --at` counts).
+        #[arg(long, value_name = "N")]
+        to: usize,
+        /// Only the files.
+        #[arg(long, conflicts_with_all = ["conversation", "both"])]
+        code: bool,
+        /// Only the conversation (a fork).
+        #[arg(long, conflicts_with = "both")]
+        conversation: bool,
+        /// Both (the default).
+        #[arg(long)]
+        both: bool,
+        /// Rewind without asking (for a script).
+        #[arg(long, short = 'y')]
+        yes: bool,
+    },
     /// Write a commented starter config.toml into the data root.
     Init {
         /// Replace an existing config.toml.

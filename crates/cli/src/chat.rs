@@ -50,6 +50,8 @@ enum Target {
     Model(String),
     /// A new session in this workspace.
     New(PathBuf),
+    /// A stored session (a fork), with the model in use.
+    Stored(String),
 }
 
 /// Leaves `session` (its background work ended and said, its trace flushed) for `to`. On a
@@ -76,6 +78,7 @@ async fn switch(
             Which::Stored(Some(id.clone())),
         ),
         Target::New(workspace) => (reopen.model.clone(), Which::New(Some(workspace))),
+        Target::Stored(other) => (reopen.model.clone(), Which::Stored(Some(other))),
     };
     if let Err(e) = session.writer().flush() {
         errln!(
@@ -153,6 +156,8 @@ enum Command<'a> {
     Model(&'a str),
     /// `/new` or `/clear`.
     New,
+    /// `/rewind N`: the files and the conversation as before task N.
+    Rewind(&'a str),
     Abort,
     /// `/goal[:BUDGET] OBJECTIVE`: the whole line.
     Goal(&'a str),
@@ -182,6 +187,7 @@ fn command(line: &str) -> Option<Command<'_>> {
         ("cost", []) => Command::Cost,
         ("model", [name]) => Command::Model(name),
         ("new" | "clear", []) => Command::New,
+        ("rewind", [n]) => Command::Rewind(n),
         ("abort", []) => Command::Abort,
         _ => Command::Unknown(first),
     })
@@ -369,9 +375,52 @@ pub(crate) async fn repl(
                 Ok(table) => outln!("{table}"),
                 Err(e) => errln!("{}", Untrusted(&e)),
             },
-            Some(command @ (Command::Model(_) | Command::New)) => {
+            Some(Command::Rewind(n)) if n.parse::<usize>().is_err() => {
+                errln!("/rewind N: N is a task number, from 1 (as before task N ran)")
+            }
+            Some(command @ (Command::Model(_) | Command::New | Command::Rewind(_))) => {
                 let (to, left) = match command {
                     Command::Model(name) => (Target::Model(name.to_owned()), None),
+                    Command::Rewind(n) => {
+                        let n: usize = n.parse().unwrap_or_default();
+                        if let Err(e) = session.writer().flush() {
+                            errln!("penguin: flushing the trace: {}", Untrusted(&e.to_string()));
+                        }
+                        let files = match crate::rewind::FilesRewind::plan(agent, session.id(), n) {
+                            Ok(files) => files,
+                            Err(e) => {
+                                errln!("{}", Untrusted(&e));
+                                continue;
+                            }
+                        };
+                        errln!("{}", Untrusted(&files.describe()));
+                        if !files.is_empty() {
+                            let answer = match editor.as_mut() {
+                                Some(ed) => match ed.read(crate::rewind::QUESTION, None).await {
+                                    Input::Line(line) => Some(line),
+                                    _ => None,
+                                },
+                                None => console.ask(crate::rewind::QUESTION).await,
+                            };
+                            if !crate::rewind::yes(answer.as_deref()) {
+                                errln!("nothing was changed");
+                                continue;
+                            }
+                            if let Err(e) = files.apply() {
+                                errln!("{}", Untrusted(&e));
+                                continue;
+                            }
+                        }
+                        // The conversation goes on from the fork; before task 1, afresh.
+                        match crate::rewind::fork_conversation(agent, session.id(), n) {
+                            Ok(Some(fork)) => (Target::Stored(fork), Some(session.id().to_owned())),
+                            Ok(None) => (Target::New(workspace.clone()), Some(session.id().to_owned())),
+                            Err(e) => {
+                                errln!("{}", Untrusted(&e));
+                                continue;
+                            }
+                        }
+                    }
                     _ => (Target::New(workspace.clone()), Some(session.id().to_owned())),
                 };
                 let (next, failed) = switch(session, &mut reopen, to).await?;

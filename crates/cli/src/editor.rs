@@ -37,6 +37,10 @@ pub(crate) const COMMANDS: &[(&str, &str)] = &[
         "/new",
         "a new session in this workspace (this one stays: penguin resume); also /clear",
     ),
+    (
+        "/rewind",
+        "/rewind N: the files and the conversation as before task N (asks first)",
+    ),
     ("/compact", "replace the context with a summary now"),
     (
         "/goal",

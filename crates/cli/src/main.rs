@@ -17,6 +17,7 @@ mod init;
 mod knowledge;
 mod markdown;
 mod render;
+mod rewind;
 mod run;
 // Its few lines are about its own startup; it is another team's file for now.
 #[allow(clippy::print_stdout, clippy::print_stderr)]
@@ -96,6 +97,19 @@ fn main() -> ExitCode {
             at,
         } => setup::fork(session_id, last, at),
         Command::Init { force } => init::init(force),
+        Command::Rewind {
+            session_id,
+            last,
+            to,
+            code,
+            conversation,
+            both: _,
+            yes,
+        } => {
+            // Neither or --both: both.
+            let (files, talk) = (code || !conversation, conversation || !code);
+            with_runtime(rewind::rewind(session_id, last, to, files, talk, yes))
+        }
         Command::Skills { command } => knowledge::skills(command.unwrap_or(SkillsCommand::List {
             workspace: None,
             json: false,

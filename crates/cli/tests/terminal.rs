@@ -378,3 +378,62 @@ fn cost_model_diff_and_new_do_what_they_say() {
     chat.send("/quit\r");
     chat.finish();
 }
+
+/// `/rewind N` in chat: the files as before task N (shown, then asked), and the chat goes on
+/// in a fork holding the conversation up to the task before.
+#[test]
+fn rewind_in_chat_puts_the_files_back_and_goes_on_in_a_fork() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let call = |cmd: &str| {
+        stub_model::tool_call(
+            "exec_command",
+            &serde_json::json!({ "cmd": cmd }).to_string(),
+        )
+    };
+    let (url, requests) = stub_model::serve_script(vec![
+        call("echo one > a.txt"),
+        stub_model::text("Wrote one."),
+        call("echo two > a.txt"),
+        stub_model::text("Wrote two."),
+        stub_model::text("Back at one."),
+    ]);
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!("default_model = \"stub\"\n[models.stub]\nprotocol = \"openai-chat\"\nbase_url = \"{url}\"\nmodel = \"stub\"\napi_key_env = \"PENGUIN_STUB_KEY\"\n"),
+    )
+    .unwrap();
+    let mut chat = Pty::spawn(home.path(), ws.path(), "chat --yes --sandbox off");
+    chat.wait(READY);
+    chat.wait_prompt_after(READY, 1);
+    chat.send("write one\r");
+    chat.wait("Wrote one.");
+    chat.wait_prompt_after("Wrote one.", 1);
+    chat.send("write two\r");
+    chat.wait("Wrote two.");
+    chat.wait_prompt_after("Wrote two.", 1);
+    chat.send("/rewind 2\r");
+    chat.wait("restore a.txt");
+    chat.wait("Rewind the files? [y]es / [n]o:");
+    chat.send("y\r");
+    chat.wait("the conversation as before task 2 is session");
+    chat.wait("the previous session stays");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
+        "one\n"
+    );
+    chat.wait_prompt_after("the previous session stays", 1);
+    chat.send("where are we\r");
+    chat.wait("Back at one.");
+    // The fork's context: task 1, not task 2.
+    let last = requests.all().pop().unwrap();
+    let users: Vec<String> = stub_model::messages(&last, "user")
+        .iter()
+        .map(|m| m["content"].to_string())
+        .collect();
+    assert!(users.iter().any(|u| u.contains("write one")), "{users:?}");
+    assert!(!users.iter().any(|u| u.contains("write two")), "{users:?}");
+    chat.wait_prompt_after("Back at one.", 1);
+    chat.send("/quit\r");
+    chat.finish();
+}

@@ -24,7 +24,7 @@
 //! let before = checkpoint::take(ws.path(), &store, None, &Limits::default()).unwrap();
 //! std::fs::write(ws.path().join("a.txt"), "two").unwrap();
 //! std::fs::write(ws.path().join("new.txt"), "made").unwrap();
-//! let plan = checkpoint::plan(ws.path(), &before).unwrap();
+//! let plan = checkpoint::plan(ws.path(), &store, &before).unwrap();
 //! assert_eq!(plan.restore, ["a.txt"]);
 //! assert_eq!(plan.remove, ["new.txt"]);
 //! checkpoint::apply(ws.path(), &store, &before, &plan).unwrap();
@@ -58,7 +58,7 @@ pub enum Entry {
         /// Permission bits (`0o755`).
         mode: u32,
         /// Modification time, nanoseconds since the epoch.
-        mtime_ns: i128,
+        mtime_ns: i64,
     },
     /// A symbolic link and where it points (not followed).
     Link {

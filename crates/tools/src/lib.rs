@@ -12,11 +12,11 @@
 // way (one code path), so the cut-down build allows them to go unused.
 #[cfg(feature = "builtin")]
 mod builtin;
+#[cfg_attr(not(feature = "builtin"), allow(dead_code))]
+mod call_output;
 #[cfg(feature = "builtin")]
 #[cfg_attr(docsrs, doc(cfg(feature = "builtin")))]
 pub mod checkpoint;
-#[cfg_attr(not(feature = "builtin"), allow(dead_code))]
-mod call_output;
 #[cfg(feature = "builtin")]
 mod command;
 #[cfg(not(feature = "builtin"))]

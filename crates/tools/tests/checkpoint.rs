@@ -94,27 +94,36 @@ fn a_tree_changed_every_way_comes_back_byte_for_byte() {
     assert_eq!(objects(data.path()), stored + 3);
     assert_ne!(later, cp);
 
-    let plan = checkpoint::plan(root, &cp).unwrap();
+    let plan = checkpoint::plan(root, &store, &cp).unwrap();
     assert!(plan.restore.contains(&"src/lib.rs".to_owned()), "{plan:?}");
     assert!(plan.restore.contains(&"run.sh".to_owned()), "{plan:?}");
     assert!(plan.restore.contains(&"link".to_owned()), "{plan:?}");
     assert!(plan.restore.contains(&"empty".to_owned()), "{plan:?}");
     assert!(plan.remove.contains(&"moved.dat".to_owned()), "{plan:?}");
     assert!(plan.remove.contains(&"new/inner/f".to_owned()), "{plan:?}");
-    assert!(!plan.remove.iter().any(|p| p.starts_with("target")), "{plan:?}");
+    assert!(
+        !plan.remove.iter().any(|p| p.starts_with("target")),
+        "{plan:?}"
+    );
     assert_eq!(plan.left_alone.len(), 1);
 
     let failed = checkpoint::apply(root, &store, &cp, &plan).unwrap();
     assert!(failed.is_empty(), "{failed:?}");
     let mut after = tree(root);
     // Left alone: the ignored build output and the file too large to keep.
-    assert_eq!(after.remove("target/build.o").unwrap(), format!("file 644 {:?}", b"rebuilt"));
-    assert_eq!(after.remove("big.bin").unwrap(), format!("file 644 {:?}", vec![8u8; 2048]));
+    assert_eq!(
+        after.remove("target/build.o").unwrap(),
+        format!("file 644 {:?}", b"rebuilt")
+    );
+    assert_eq!(
+        after.remove("big.bin").unwrap(),
+        format!("file 644 {:?}", vec![8u8; 2048])
+    );
     let mut before = before;
     before.remove("target/build.o");
     before.remove("big.bin");
     assert_eq!(after, before);
-    assert!(checkpoint::plan(root, &cp).unwrap().is_empty());
+    assert!(checkpoint::plan(root, &store, &cp).unwrap().is_empty());
 }
 
 #[test]
@@ -130,12 +139,19 @@ fn a_rewind_writes_nothing_through_a_link_a_command_planted() {
     // The folder becomes a link to a folder outside.
     std::fs::remove_dir_all(root.join("dir")).unwrap();
     symlink(outside.path(), root.join("dir")).unwrap();
-    let plan = checkpoint::plan(root, &cp).unwrap();
+    let plan = checkpoint::plan(root, &store, &cp).unwrap();
     let failed = checkpoint::apply(root, &store, &cp, &plan).unwrap();
     assert!(failed.is_empty(), "{failed:?}");
-    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0, "nothing went outside");
+    assert_eq!(
+        std::fs::read_dir(outside.path()).unwrap().count(),
+        0,
+        "nothing went outside"
+    );
     assert!(root.join("dir").symlink_metadata().unwrap().is_dir());
-    assert_eq!(std::fs::read_to_string(root.join("dir/f.txt")).unwrap(), "mine");
+    assert_eq!(
+        std::fs::read_to_string(root.join("dir/f.txt")).unwrap(),
+        "mine"
+    );
 }
 
 fn walk_count(dir: &Path) -> usize {
@@ -152,4 +168,36 @@ fn walk_count(dir: &Path) -> usize {
         }
     }
     n
+}
+
+#[test]
+fn a_store_inside_the_workspace_is_neither_kept_nor_removed() {
+    let ws = tempfile::tempdir().unwrap();
+    let root = ws.path().canonicalize().unwrap();
+    std::fs::write(root.join("a.txt"), "a").unwrap();
+    let store = Store::new(root.join("data/checkpoints"));
+    let cp = checkpoint::take(&root, &store, None, &Limits::default()).unwrap();
+    store.save("session-x", &cp).unwrap();
+    let again = checkpoint::take(&root, &store, Some(&cp), &Limits::default()).unwrap();
+    assert!(
+        again
+            .entries
+            .keys()
+            .all(|p| !p.starts_with("data/checkpoints/")),
+        "{:?}",
+        again.entries.keys()
+    );
+    let plan = checkpoint::plan(&root, &store, &cp).unwrap();
+    assert!(
+        plan.remove
+            .iter()
+            .all(|p| !p.starts_with("data/checkpoints")),
+        "{plan:?}"
+    );
+    let failed = checkpoint::apply(&root, &store, &cp, &plan).unwrap();
+    assert_eq!(
+        store.list("session-x").unwrap(),
+        (vec![cp], vec![]),
+        "{plan:?} {failed:?}"
+    );
 }

@@ -53,6 +53,46 @@ pub struct Forked {
     pub ordinal: u64,
 }
 
+/// One completed task of a session, as [`fork_session`] counts them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompletedTask {
+    /// Its final reply's trace file (`NNN`).
+    pub file_index: u32,
+    /// The reply's ordinal in that file.
+    pub ordinal: u64,
+    /// The reply's `timestamp` (RFC 3339, milliseconds, UTC).
+    pub timestamp: String,
+}
+
+/// The completed tasks of `session_id` under `traces_dir`, in order: the N-th is what
+/// `ForkPoint::Task(N)` cuts after (a rewind "to before task N" is the state right after
+/// task N-1's reply).
+pub fn completed_tasks(
+    traces_dir: &Path,
+    session_id: &str,
+) -> Result<Vec<CompletedTask>, ForkError> {
+    let located = session_trace_files(traces_dir, session_id)?;
+    if located.is_empty() {
+        return Err(ForkError::NotFound(session_id.to_owned()));
+    }
+    let files = located
+        .into_iter()
+        .map(read_file)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(task_ends(&files)
+        .into_iter()
+        .map(|(f, i, _)| CompletedTask {
+            file_index: files[f].located.index,
+            ordinal: i as u64,
+            timestamp: files[f].records[i]
+                .msg
+                .as_ref()
+                .map(|m| m.timestamp.as_str().to_owned())
+                .unwrap_or_default(),
+        })
+        .collect())
+}
+
 /// Why a fork was not made.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -37,10 +37,11 @@ enum Now {
     Dir { mode: u32 },
 }
 
-/// What rewinding `workspace` to `target` would change; nothing is changed.
-pub fn plan(workspace: &Path, target: &Manifest) -> io::Result<Plan> {
+/// What rewinding `workspace` to `target` (a checkpoint in `store`) would change; nothing is
+/// changed.
+pub fn plan(workspace: &Path, store: &Store, target: &Manifest) -> io::Result<Plan> {
     let dir = Dir::open(workspace)?;
-    let now: BTreeMap<String, Now> = listing(workspace)?
+    let now: BTreeMap<String, Now> = listing(workspace, store)?
         .into_iter()
         .filter_map(|(rel, meta)| {
             let t = meta.file_type();
@@ -72,17 +73,32 @@ pub fn plan(workspace: &Path, target: &Manifest) -> io::Result<Plan> {
             (Entry::Link { target }, Some(Now::Link)) => dir
                 .read_link(rel)
                 .is_ok_and(|t| t.to_string_lossy() == target.as_str()),
-            (Entry::File { hash: h, size, mode, .. }, Some(Now::File { size: s, mode: m })) => {
-                size == s && mode == m && dir.read(rel, *size).is_ok_and(|b| hash(&b) == *h)
-            }
+            (
+                Entry::File {
+                    hash: h,
+                    size,
+                    mode,
+                    ..
+                },
+                Some(Now::File { size: s, mode: m }),
+            ) => size == s && mode == m && dir.read(rel, *size).is_ok_and(|b| hash(&b) == *h),
             _ => false,
         };
         if !same {
             plan.restore.push(rel.clone());
         }
     }
+    // The folders holding the store, should it lie in the workspace, stay.
+    let store_rel = store.root().canonicalize().ok().and_then(|r| {
+        Some(
+            r.strip_prefix(workspace.canonicalize().ok()?)
+                .ok()?
+                .to_owned(),
+        )
+    });
+    let holds_store = |rel: &str| store_rel.as_ref().is_some_and(|s| s.starts_with(rel));
     for rel in now.keys() {
-        if !target.entries.contains_key(rel) && !skipped(rel) {
+        if !target.entries.contains_key(rel) && !skipped(rel) && !holds_store(rel) {
             plan.remove.push(rel.clone());
         }
     }

@@ -23,7 +23,7 @@ pub fn take(
         ..Manifest::default()
     };
     let mut new_bytes = 0u64;
-    for (rel, meta) in listing(workspace)? {
+    for (rel, meta) in listing(workspace, store)? {
         let kind = meta.file_type();
         let entry = if kind.is_dir() {
             Entry::Dir {
@@ -35,7 +35,9 @@ pub fn take(
                     target: target.to_string_lossy().into_owned(),
                 },
                 Err(e) => {
-                    manifest.skipped.push(skip(&rel, format!("unreadable link: {e}")));
+                    manifest
+                        .skipped
+                        .push(skip(&rel, format!("unreadable link: {e}")));
                     continue;
                 }
             }
@@ -76,7 +78,9 @@ pub fn take(
                         h
                     }
                     Err(e) => {
-                        manifest.skipped.push(skip(&rel, format!("unreadable: {e}")));
+                        manifest
+                            .skipped
+                            .push(skip(&rel, format!("unreadable: {e}")));
                         continue;
                     }
                 },
@@ -97,18 +101,26 @@ pub fn take(
 }
 
 /// Every path of `workspace` a checkpoint covers, with what it is (links not followed), in
-/// no particular order. The same listing decides what a rewind may remove.
-pub(super) fn listing(workspace: &Path) -> io::Result<Vec<(String, std::fs::Metadata)>> {
+/// no particular order. The same listing decides what a rewind may remove. The store itself
+/// is never listed, should it lie in the workspace.
+pub(super) fn listing(
+    workspace: &Path,
+    store: &Store,
+) -> io::Result<Vec<(String, std::fs::Metadata)>> {
+    let own = store.root().canonicalize().ok();
     let mut walk = ignore::WalkBuilder::new(workspace);
     walk.hidden(false)
         .follow_links(false)
         .require_git(false)
         .git_global(false)
         .parents(false)
-        .filter_entry(|e| {
+        .filter_entry(move |e| {
             let name = e.file_name().to_string_lossy();
-            !(e.file_type().is_some_and(|t| t.is_dir())
-                && (name == ".git" || (e.depth() == 1 && OWN_FOLDERS.contains(&&*name))))
+            let dir = e.file_type().is_some_and(|t| t.is_dir());
+            !(dir
+                && (name == ".git"
+                    || (e.depth() == 1 && OWN_FOLDERS.contains(&&*name))
+                    || own.as_deref() == Some(e.path())))
         });
     let mut out = Vec::new();
     for item in walk.build() {
@@ -138,8 +150,10 @@ fn skip(rel: &str, why: String) -> Skipped {
     }
 }
 
-fn mtime_ns(meta: &std::fs::Metadata) -> i128 {
-    i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec())
+fn mtime_ns(meta: &std::fs::Metadata) -> i64 {
+    meta.mtime()
+        .saturating_mul(1_000_000_000)
+        .saturating_add(meta.mtime_nsec())
 }
 
 fn now_ms() -> u64 {

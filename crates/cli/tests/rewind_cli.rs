@@ -1,0 +1,161 @@
+//! `penguin rewind` end to end: two real tasks through the stub model and the real tools
+//! (commands that create, change, chmod, link and delete), then the files put back as before
+//! each task, byte for byte with modes and links, and the conversation forked where asked.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+#[path = "support/stub_model.rs"]
+mod stub_model;
+
+fn penguin(home: &Path, ws: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_penguin"))
+        .args(args)
+        .current_dir(ws)
+        .env("PENGUIN_HOME", home)
+        .env("PENGUIN_STUB_KEY", "k")
+        .env_remove("PENGUIN_MODEL")
+        .env_remove("PENGUIN_PROVIDER")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn ok(out: &Output) -> String {
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    text
+}
+
+fn call(cmd: &str) -> stub_model::Reply {
+    stub_model::tool_call(
+        "exec_command",
+        &serde_json::json!({ "cmd": cmd }).to_string(),
+    )
+}
+
+#[test]
+fn files_and_conversation_go_back_to_before_a_task() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let root = ws.path().canonicalize().unwrap();
+    std::fs::write(root.join("keep.txt"), "here before\n").unwrap();
+    let (url, _) = stub_model::serve_script(vec![
+        call("mkdir d && echo one > d/a.txt && chmod 755 d/a.txt && ln -s d/a.txt l"),
+        stub_model::text("Made them."),
+        call("echo two > d/a.txt && rm l && echo new > n.txt && rm keep.txt"),
+        stub_model::text("Changed them."),
+    ]);
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!("default_model = \"stub\"\n[models.stub]\nprotocol = \"openai-chat\"\nbase_url = \"{url}\"\nmodel = \"stub\"\napi_key_env = \"PENGUIN_STUB_KEY\"\n"),
+    )
+    .unwrap();
+    ok(&penguin(
+        home.path(),
+        &root,
+        &["run", "--yes", "--sandbox", "off", "make them"],
+    ));
+    ok(&penguin(
+        home.path(),
+        &root,
+        &[
+            "resume",
+            "--last",
+            "--yes",
+            "--sandbox",
+            "off",
+            "change them",
+        ],
+    ));
+    assert_eq!(
+        std::fs::read_to_string(root.join("d/a.txt")).unwrap(),
+        "two\n"
+    );
+
+    // Without a terminal it asks nobody, so it refuses unless told.
+    let refused = penguin(
+        home.path(),
+        &root,
+        &["rewind", "--last", "--to", "2", "--code"],
+    );
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("pass --yes"));
+    assert_eq!(
+        std::fs::read_to_string(root.join("d/a.txt")).unwrap(),
+        "two\n"
+    );
+
+    // As before task 2: task 1's files, modes and link; task 2's gone.
+    let said = ok(&penguin(
+        home.path(),
+        &root,
+        &["rewind", "--last", "--to", "2", "--code", "--yes"],
+    ));
+    assert!(
+        said.contains("restore d/a.txt") && said.contains("remove  n.txt"),
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("d/a.txt")).unwrap(),
+        "one\n"
+    );
+    let mode = std::fs::metadata(root.join("d/a.txt"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o755);
+    assert_eq!(
+        std::fs::read_link(root.join("l")).unwrap(),
+        Path::new("d/a.txt")
+    );
+    assert!(!root.join("n.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(root.join("keep.txt")).unwrap(),
+        "here before\n"
+    );
+
+    // As before task 1: only what was there; the conversation was empty then.
+    let said = ok(&penguin(
+        home.path(),
+        &root,
+        &["rewind", "--last", "--to", "1", "--yes"],
+    ));
+    assert!(said.contains("the conversation was empty"), "{said}");
+    let mut names: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["keep.txt"]);
+
+    // The conversation as before task 2: a fork holding task 1 only.
+    let out = penguin(
+        home.path(),
+        &root,
+        &["rewind", "--last", "--to", "2", "--conversation", "--yes"],
+    );
+    ok(&out);
+    let fork = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let shown = ok(&penguin(home.path(), &root, &["show", &fork]));
+    assert!(
+        shown.contains("make them") && !shown.contains("change them"),
+        "{shown}"
+    );
+
+    let err = penguin(
+        home.path(),
+        &root,
+        &["rewind", "--last", "--to", "9", "--yes"],
+    );
+    assert!(!err.status.success());
+    assert!(
+        String::from_utf8_lossy(&err.stderr).contains("--to takes 1 to"),
+        "{err:?}"
+    );
+}
