@@ -149,7 +149,8 @@ enum Command<'a> {
     Approvals {
         clear: bool,
     },
-    Expand,
+    /// `/expand [N]`: the N-th last collapsed output (the last without N).
+    Expand(&'a str),
     Diff,
     Cost,
     /// `/model NAME`.
@@ -182,7 +183,8 @@ fn command(line: &str) -> Option<Command<'_>> {
         ("compact", []) => Command::Compact,
         ("approvals", []) => Command::Approvals { clear: false },
         ("approvals", ["clear"]) => Command::Approvals { clear: true },
-        ("expand", []) => Command::Expand,
+        ("expand", []) => Command::Expand("1"),
+        ("expand", [n]) => Command::Expand(n),
         ("diff", []) => Command::Diff,
         ("cost", []) => Command::Cost,
         ("model", [name]) => Command::Model(name),
@@ -357,7 +359,7 @@ pub(crate) async fn repl(
             Some(Command::Approvals { clear }) => {
                 errln!("{}", Untrusted(&approvals_text(asking.as_deref(), clear)))
             }
-            Some(Command::Expand) => match console.collapsed() {
+            Some(Command::Expand(n)) => match n.parse().ok().and_then(|n| console.collapsed(n)) {
                 Some((name, output)) => {
                     outln!("{}:", Untrusted(&name));
                     let color = crate::render::color_for(std::io::stdout().is_terminal());
@@ -365,7 +367,12 @@ pub(crate) async fn repl(
                         outln!("{l}");
                     }
                 }
-                None => errln!("no collapsed tool output yet"),
+                None => match console.collapsed_count() {
+                    0 => errln!("no collapsed tool output yet"),
+                    kept => errln!(
+                        "/expand N shows the N-th last collapsed tool output, N from 1 to {kept}"
+                    ),
+                },
             },
             Some(Command::Diff) => {
                 let color = crate::render::color_for(std::io::stdout().is_terminal());
@@ -676,6 +683,9 @@ mod tests {
         assert_eq!(command("/model fast"), Some(Command::Model("fast")));
         assert_eq!(command("/model"), Some(Command::Unknown("/model")));
         assert_eq!(command("/new"), Some(Command::New));
+        assert_eq!(command("/expand"), Some(Command::Expand("1")));
+        assert_eq!(command("/expand 3"), Some(Command::Expand("3")));
+        assert_eq!(command("/rewind 2"), Some(Command::Rewind("2")));
         assert_eq!(command("/clear"), Some(Command::New));
         assert_eq!(command("/diff"), Some(Command::Diff));
         assert_eq!(command("/cost"), Some(Command::Cost));

@@ -22,7 +22,11 @@ pub struct Console {
     shared: Arc<Shared>,
 }
 
+/// Collapsed tool outputs `/expand` can reach.
+const KEPT_COLLAPSED: usize = 50;
+
 /// What the REPL, the renderer and the approver share besides input.
+
 #[derive(Debug, Default)]
 struct Shared {
     /// Tool calls already on screen: an approval question waits for its call's line.
@@ -32,8 +36,9 @@ struct Shared {
     rendering: AtomicBool,
     /// Text offered as the next prompt (steering that was never delivered).
     next_prompt: StdMutex<Option<String>>,
-    /// The last tool output shown collapsed: its tool and full text, for `/expand`.
-    collapsed: StdMutex<Option<(String, String)>>,
+    /// The last [`KEPT_COLLAPSED`] tool outputs shown collapsed, oldest first: each tool and
+    /// full text, for `/expand`.
+    collapsed: StdMutex<VecDeque<(String, String)>>,
 }
 
 #[derive(Debug)]
@@ -151,24 +156,38 @@ impl Console {
             .take()
     }
 
-    /// Keeps the last collapsed tool output for `/expand`.
-    pub fn set_collapsed(&self, collapsed: Option<(String, String)>) {
-        if collapsed.is_some() {
-            *self
-                .shared
-                .collapsed
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()) = collapsed;
+    /// Keeps a task's collapsed tool outputs for `/expand`.
+    pub fn add_collapsed(&self, outputs: &[(String, String)]) {
+        let mut kept = self
+            .shared
+            .collapsed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        kept.extend(outputs.iter().cloned());
+        while kept.len() > KEPT_COLLAPSED {
+            kept.pop_front();
         }
     }
 
-    /// The last collapsed tool output.
-    pub fn collapsed(&self) -> Option<(String, String)> {
+    /// The `n`-th last collapsed tool output (1: the last).
+    pub fn collapsed(&self, n: usize) -> Option<(String, String)> {
+        let kept = self
+            .shared
+            .collapsed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        n.checked_sub(1)
+            .and_then(|back| kept.len().checked_sub(back + 1))
+            .and_then(|i| kept.get(i).cloned())
+    }
+
+    /// How many collapsed tool outputs are kept.
+    pub fn collapsed_count(&self) -> usize {
         self.shared
             .collapsed
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clone()
+            .len()
     }
 
     /// Reads stdin line by line (stdin is not a terminal).
@@ -420,4 +439,25 @@ impl Drop for TaskLines {
 /// True when stdout is a terminal (color and the status line are on).
 pub fn stdout_is_terminal() -> bool {
     std::io::stdout().is_terminal()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expand_reaches_every_kept_output_counting_back_from_the_last() {
+        let console = Console::from_lines(Vec::new());
+        assert_eq!(console.collapsed(1), None);
+        let out = |i: usize| (format!("tool{i}"), format!("output {i}"));
+        console.add_collapsed(&[out(0), out(1)]);
+        console.add_collapsed(&[out(2)]);
+        assert_eq!(console.collapsed(1), Some(out(2)));
+        assert_eq!(console.collapsed(3), Some(out(0)));
+        assert_eq!((console.collapsed(0), console.collapsed(4)), (None, None));
+        let many: Vec<_> = (3..3 + KEPT_COLLAPSED).map(out).collect();
+        console.add_collapsed(&many);
+        assert_eq!(console.collapsed_count(), KEPT_COLLAPSED);
+        assert_eq!(console.collapsed(KEPT_COLLAPSED), Some(out(3)));
+    }
 }

@@ -20,7 +20,10 @@ pub(crate) const COMMANDS: &[(&str, &str)] = &[
         "/approvals",
         "what \"always\" answers allow; /approvals clear forgets them",
     ),
-    ("/expand", "the last collapsed tool output, in full"),
+    (
+        "/expand",
+        "/expand [N]: the last (or N-th last) collapsed tool output, in full",
+    ),
     (
         "/diff",
         "the workspace's uncommitted changes (git diff, untracked files)",

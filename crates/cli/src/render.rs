@@ -165,8 +165,8 @@ pub struct Renderer<W: Write> {
     color: bool,
     verbose: bool,
     markdown: Option<crate::markdown::Markdown>,
-    /// The last tool output shown collapsed: its tool and full text.
-    collapsed: Option<(String, String)>,
+    /// The tool outputs shown collapsed, in order: each tool and full text.
+    collapsed: Vec<(String, String)>,
     names: HashMap<String, String>,
     streaming: Option<&'static str>,
     at_line_start: bool,
@@ -191,7 +191,7 @@ impl<W: Write> Renderer<W> {
             color,
             verbose: false,
             markdown: None,
-            collapsed: None,
+            collapsed: Vec::new(),
             names: HashMap::new(),
             streaming: None,
             at_line_start: true,
@@ -217,9 +217,9 @@ impl<W: Write> Renderer<W> {
         self
     }
 
-    /// The last tool output shown collapsed (tool name, full output).
-    pub fn collapsed(&self) -> Option<&(String, String)> {
-        self.collapsed.as_ref()
+    /// The tool outputs shown collapsed, in order (tool name, full output).
+    pub fn collapsed(&self) -> &[(String, String)] {
+        &self.collapsed
     }
 
     /// The run so far.
@@ -415,7 +415,7 @@ impl<W: Write> Renderer<W> {
                         let body =
                             tool_view::body(&name, &o.output, completed, self.verbose, self.color);
                         if body.hidden > 0 && child.is_none() {
-                            self.collapsed = Some((name.clone(), o.output.clone()));
+                            self.collapsed.push((name.clone(), o.output.clone()));
                         }
                         let more = match (body.hidden, body.lines.is_empty()) {
                             (0, _) | (_, false) => String::new(),

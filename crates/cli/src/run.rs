@@ -477,7 +477,7 @@ pub(crate) async fn render_for(
         crate::untrusted::status_line(None);
     }
     result?;
-    console.set_collapsed(r.collapsed().cloned());
+    console.add_collapsed(r.collapsed());
     let summary = if jsonl { summary } else { r.summary().clone() };
     Ok(Shown {
         ok: !closed && summary.succeeded(),

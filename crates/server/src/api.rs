@@ -115,6 +115,11 @@ pub struct SessionInfo {
     pub provider: Option<String>,
     /// `session_meta.model_id`.
     pub model: Option<String>,
+    /// The configured name of its model (`GET /api/models`' `name`), when the server's
+    /// factory names its models: what a person recognises, where `provider` and `model` may be
+    /// the same for two configured models.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_name: Option<String>,
     /// The workspace its tools act on.
     pub workspace: Option<String>,
     /// `subagent` or `schedule`; `null` for a user-created session.

@@ -63,6 +63,8 @@ pub(crate) struct Runtime {
     pub(crate) title: Option<String>,
     /// The session's first prompt by the one title rule: its title until one is given.
     pub(crate) first_prompt: Option<String>,
+    /// The configured name of its model (see `Settings::model_name`).
+    pub(crate) model_name: Option<String>,
     /// The running task is a goal (its state is published as it changes).
     pub(crate) goal_run: bool,
     /// The goal state last published as `goal_state`.
@@ -89,6 +91,7 @@ impl Runtime {
             approval_mode,
             title,
             first_prompt: None,
+            model_name: None,
             goal_run: false,
             published_goal: None,
             plan: None,
@@ -290,6 +293,7 @@ impl Entry {
             queued: rt.follow_ups.len(),
             provider: Some(self.meta.provider.clone()),
             model: Some(self.meta.model_id.clone()),
+            model_name: rt.model_name.clone(),
             workspace: Some(self.meta.workspace.clone()),
             source: self.meta.source.clone(),
             created_at: Some(rt.created_at.clone()),

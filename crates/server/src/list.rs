@@ -180,6 +180,7 @@ fn on_disk_info(sessions: &Sessions, id: String, s: Indexed) -> SessionInfo {
         queued: 0,
         provider: head.provider,
         model: head.model,
+        model_name: settings.model_name,
         workspace: head.workspace,
         source: head.source,
         created_at: head.created_at,

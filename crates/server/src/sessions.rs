@@ -89,13 +89,13 @@ impl Sessions {
         let Settings {
             approval_mode,
             title,
+            model_name,
             ..
         } = self.settings.load(session.id());
         let approval_mode = approval_mode.unwrap_or(self.cfg.approval_mode);
-        let entry = Arc::new(Entry::new(
-            session,
-            Runtime::new(approval_mode, title, has_trace),
-        ));
+        let mut rt = Runtime::new(approval_mode, title, has_trace);
+        rt.model_name = model_name;
+        let entry = Arc::new(Entry::new(session, rt));
         self.touch(&entry);
         // Weak both ways: the hook lives inside the session the entry holds.
         let (sessions, weak) = (Arc::downgrade(self), Arc::downgrade(&entry));
@@ -233,7 +233,7 @@ impl Sessions {
         };
         let create = CreateSession {
             provider: req.provider,
-            model: req.model,
+            model: req.model.clone(),
             workspace,
             sandbox: req.sandbox.clone(),
             mcp_servers: req.mcp_servers.clone(),
@@ -259,9 +259,21 @@ impl Sessions {
         if let Some(mode) = req.approval_mode {
             entry.rt().approval_mode = mode;
         }
-        if req.approval_mode.is_some() || req.sandbox.is_some() || !req.mcp_servers.is_empty() {
+        // The name it was asked for, else the factory's default: kept, since the trace holds
+        // only the provider and the model id.
+        let model_name = req.model.clone().or_else(|| {
+            let models = self.cfg.factory.models();
+            models.into_iter().find(|m| m.default).map(|m| m.name)
+        });
+        entry.rt().model_name = model_name.clone();
+        if req.approval_mode.is_some()
+            || req.sandbox.is_some()
+            || !req.mcp_servers.is_empty()
+            || model_name.is_some()
+        {
             let settings = Settings {
                 approval_mode: req.approval_mode,
+                model_name,
                 title: None,
                 sandbox: req.sandbox,
                 mcp_servers: req.mcp_servers,

@@ -22,6 +22,10 @@ pub(crate) struct Settings {
     pub(crate) approval_mode: Option<ApprovalMode>,
     #[serde(default)]
     pub(crate) title: Option<String>,
+    /// The configured name of the model it was created with (`GET /api/models`' `name`), when
+    /// the factory names its models: two configured models may share a provider and an id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) model_name: Option<String>,
     /// The sandbox asked for at creation: a reloaded session keeps it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) sandbox: Option<SandboxSettings>,
@@ -107,6 +111,7 @@ mod tests {
         let s = Settings {
             approval_mode: Some(ApprovalMode::AlwaysAsk),
             title: Some("t".into()),
+            model_name: Some("fast".into()),
             sandbox: Some(SandboxSettings {
                 mode: Some("read-only".into()),
                 network: Some(false),

@@ -24,8 +24,10 @@ export function relativeTime(iso) {
   return new Date(t).toLocaleDateString();
 }
 
+// A session's model as its configured name (two configured models may share a provider and
+// an id), else the provider and the id.
 export function modelOf(s) {
-  return [s.provider, s.model].filter(Boolean).join(" / ") || "—";
+  return s.modelName || [s.provider, s.model].filter(Boolean).join(" / ") || "—";
 }
 
 // Dollars as the CLI words them: cents from a dollar up, four decimals below, "$0" for nothing.

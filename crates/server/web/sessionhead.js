@@ -71,7 +71,7 @@ function infoParts(info) {
   const weak = sandbox && sandbox.notEnforced && sandbox.notEnforced.length;
   // `replaceChildren` writes a `null` child as the text "null": leave absent parts out.
   return [
-    h("span", { title: "model" }, modelOf(info)),
+    h("span", { class: "model", title: `model: ${[info.provider, info.model].filter(Boolean).join(" / ")}` }, modelOf(info)),
     h("span", { class: "workspace", title: info.workspace || "" }, info.workspace || ""),
     sandbox
       ? h("span", { class: `sandbox${weak ? " weak" : ""}`, title: weak ? `not enforced here: ${sandbox.notEnforced.join(", ")}` : "" }, sandbox.summary)

@@ -194,6 +194,14 @@ async fn the_demo_model_runs_behind_a_model_factory() {
     let id = srv.create("allow-all").await;
     let r = srv.get(&format!("/api/sessions/{id}")).await;
     assert_eq!(r.body["session"]["provider"], "demo");
+    // Named as configured (the default, as none was asked for), in the list too.
+    assert_eq!(r.body["session"]["modelName"], "demo");
+    let list = srv.get("/api/sessions").await;
+    assert!(
+        list.body.to_string().contains(r#""modelName":"demo""#),
+        "{}",
+        list.body
+    );
     let mut s = srv.stream(&id, None).await;
     s.next().await;
     let compact = format!("/api/sessions/{id}/compact");
