@@ -23,7 +23,6 @@ mod run;
 #[allow(clippy::print_stdout, clippy::print_stderr)]
 mod serve;
 mod setup;
-mod shell_words;
 mod show;
 mod term;
 mod tool_view;

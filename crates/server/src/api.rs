@@ -375,13 +375,16 @@ pub struct SteerAccepted {
     pub id: String,
 }
 
-/// A decision for `POST /approvals/:toolCallId`: `"allow"`, `"deny"` or
+/// A decision for `POST /approvals/:toolCallId`: `"allow"`, `"allow_always"`, `"deny"` or
 /// `"allow_unsandboxed"`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Decision {
     /// Run the call.
     Allow,
+    /// Run it, and from now on every call its `approval_request.always` names (this load of
+    /// the session).
+    AllowAlways,
     /// Deny it: the model gets "Tool call denied by user." as its output.
     Deny,
     /// Run this one command outside the session's sandbox (409 `not_sandboxed` when the
@@ -552,6 +555,7 @@ mod tests {
             (Decision::Allow, "allow"),
             (Decision::Deny, "deny"),
             (Decision::AllowUnsandboxed, "allow_unsandboxed"),
+            (Decision::AllowAlways, "allow_always"),
         ] {
             let body = ApprovalRequestBody { decision };
             assert_eq!(

@@ -16,6 +16,8 @@ struct PendingApproval {
     tx: oneshot::Sender<ApprovalDecision>,
     /// What the call would change, shown at its question (see `Environment::preview`).
     preview: Option<String>,
+    /// What "always" would allow, when it allows more than this call.
+    always: Option<String>,
     // Whether its approval_request has been published (see `Entry::published_calls`).
     announced: bool,
 }
@@ -33,7 +35,7 @@ impl Approvals {
         call: OmniMessage,
         id: String,
         announced: bool,
-        preview: Option<String>,
+        (preview, always): (Option<String>, Option<String>),
     ) -> oneshot::Receiver<ApprovalDecision> {
         let (tx, rx) = oneshot::channel();
         let mut p = lock(&self.pending);
@@ -46,6 +48,7 @@ impl Approvals {
             call,
             tx,
             preview,
+            always,
             announced,
         });
         rx
@@ -105,9 +108,9 @@ impl Approvals {
         call: OmniMessage,
         id: String,
         announced: bool,
-        preview: Option<String>,
+        offer: (Option<String>, Option<String>),
     ) -> Waiting<'_> {
-        let rx = self.register(call, id.clone(), announced, preview);
+        let rx = self.register(call, id.clone(), announced, offer);
         Waiting {
             approvals: self,
             id,
@@ -170,6 +173,7 @@ impl PendingApproval {
             origin: self.call.origin.clone(),
             tool_call: self.call.clone(),
             preview: self.preview.clone(),
+            always: self.always.clone(),
         }
     }
 }
@@ -191,7 +195,7 @@ mod tests {
     #[test]
     fn approvals_resolve_once_and_re_registering_denies_the_old_wait() {
         let a = Approvals::default();
-        let mut old = a.register(call("c1"), "c1".into(), false, None);
+        let mut old = a.register(call("c1"), "c1".into(), false, (None, None));
         assert!(a.requests().is_empty(), "not announced yet");
         assert_eq!(
             a.announce("c1")
@@ -199,9 +203,9 @@ mod tests {
             Some("c1".into())
         );
         assert!(a.announce("c1").is_none(), "announced once");
-        let mut new = a.register(call("c1"), "c1".into(), true, None);
+        let mut new = a.register(call("c1"), "c1".into(), true, (None, None));
         assert_eq!(old.try_recv(), Ok(ApprovalDecision::Deny));
-        let mut other = a.register(call("c2"), "c2".into(), true, None);
+        let mut other = a.register(call("c2"), "c2".into(), true, (None, None));
         assert_eq!(a.requests().len(), 2);
         assert!(a.resolve("c1", ApprovalDecision::Allow));
         assert!(!a.resolve("c1", ApprovalDecision::Allow), "only once");
@@ -214,8 +218,8 @@ mod tests {
     #[tokio::test]
     async fn an_abandoned_wait_takes_its_request_off_the_list() {
         let a = Approvals::default();
-        let rx = a.register(call("c1"), "c1".into(), true, None);
-        let kept = a.register(call("c2"), "c2".into(), true, None);
+        let rx = a.register(call("c1"), "c1".into(), true, (None, None));
+        let kept = a.register(call("c2"), "c2".into(), true, (None, None));
         let waiting = Waiting {
             approvals: &a,
             id: "c1".into(),
@@ -234,9 +238,9 @@ mod tests {
         assert_eq!(kept.await, Ok(ApprovalDecision::Allow));
 
         // An answered wait leaves a re-registered request of the same call alone.
-        let rx = a.register(call("c3"), "c3".into(), true, None);
+        let rx = a.register(call("c3"), "c3".into(), true, (None, None));
         assert!(a.resolve("c3", ApprovalDecision::Allow));
-        let _again = a.register(call("c3"), "c3".into(), true, None);
+        let _again = a.register(call("c3"), "c3".into(), true, (None, None));
         let waiting = Waiting {
             approvals: &a,
             id: "c3".into(),

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use penguin_engine::always::Scope;
 use penguin_engine::{ApprovalError, Approver, Permission};
 use penguin_omni_protocol::{ApprovalDecision, ModelPayload, OmniMessage};
 
@@ -44,6 +45,21 @@ impl Approver for ServerApprover {
             .tool_call_id()
             .ok_or(ApprovalError::MissingToolCallId)?
             .to_owned();
+        let scope = match call.model() {
+            Some(ModelPayload::ToolCall(tc)) => {
+                if self
+                    .entry
+                    .rt()
+                    .always
+                    .iter()
+                    .any(|s| s.covers(&tc.name, &tc.arguments))
+                {
+                    return Ok(ApprovalDecision::Allow);
+                }
+                Scope::for_call(&tc.name, &tc.arguments)
+            }
+            _ => None,
+        };
         // Computed before the request is registered, so every client offered it sees it.
         let preview = match call.model() {
             Some(ModelPayload::ToolCall(tc)) => self.entry.env.preview(tc).await,
@@ -56,10 +72,11 @@ impl Approver for ServerApprover {
             // A subagent's call (with an origin) is not on this session's own stream order
             // the same way; announce it at once.
             let shown = call.has_origin() || lock(&self.entry.published_calls).contains(&id);
+            let offer = (preview, scope.map(|s| s.describe()));
             let waiting = self
                 .entry
                 .approvals
-                .wait(call.clone(), id.clone(), shown, preview);
+                .wait(call.clone(), id.clone(), shown, offer);
             if let Some(request) = shown.then(|| self.entry.approvals.request(&id)).flatten() {
                 self.sessions
                     .channel(&self.entry.id)

@@ -65,6 +65,8 @@ pub(crate) struct Runtime {
     pub(crate) first_prompt: Option<String>,
     /// The configured name of its model (see `Settings::model_name`).
     pub(crate) model_name: Option<String>,
+    /// What `allow_always` answers allowed: later calls they cover run unasked (this load).
+    pub(crate) always: Vec<penguin_engine::always::Scope>,
     /// The running task is a goal (its state is published as it changes).
     pub(crate) goal_run: bool,
     /// The goal state last published as `goal_state`.
@@ -92,6 +94,7 @@ impl Runtime {
             title,
             first_prompt: None,
             model_name: None,
+            always: Vec::new(),
             goal_run: false,
             published_goal: None,
             plan: None,

@@ -471,9 +471,13 @@ pub(crate) async fn approve(
     let Path((id, call)) = p.map_err(|e| ApiError::bad_request("invalid_path", e.body_text()))?;
     let e = app.sessions.get(&id).await?;
     let obj = read_object(&headers, body, &app.body).await?;
-    const DECISIONS: &str = "\"allow\", \"allow_unsandboxed\" or \"deny\"";
+    const DECISIONS: &str = "\"allow\", \"allow_always\", \"allow_unsandboxed\" or \"deny\"";
     let decision = match opt_str(&obj, "decision")? {
         Some("allow") => ApprovalDecision::Allow,
+        Some("allow_always") => {
+            app.sessions.allow_always(&e, &call);
+            ApprovalDecision::Allow
+        }
         Some("deny") => ApprovalDecision::Deny,
         Some("allow_unsandboxed") => {
             app.sessions.grant_unsandboxed(&e, &call)?;

@@ -492,6 +492,22 @@ impl Sessions {
 
     /// Lets the pending call `id` run outside the sandbox once it is allowed (nothing to grant
     /// when no call `id` is pending: deciding it then answers not found).
+    /// `allow_always` for the pending call `id`: from now on the calls its scope covers run
+    /// unasked (a call whose "always" grants nothing more is allowed once).
+    pub(crate) fn allow_always(&self, entry: &Entry, id: &str) {
+        let Some(call) = entry.approvals.call(id) else {
+            return;
+        };
+        if let Some(ModelPayload::ToolCall(tc)) = call.model() {
+            if let Some(scope) = penguin_engine::always::Scope::for_call(&tc.name, &tc.arguments) {
+                let mut rt = entry.rt();
+                if !rt.always.contains(&scope) {
+                    rt.always.push(scope);
+                }
+            }
+        }
+    }
+
     pub(crate) fn grant_unsandboxed(&self, entry: &Entry, id: &str) -> Result<(), ApiError> {
         let Some(call) = entry.approvals.call(id) else {
             return Ok(());

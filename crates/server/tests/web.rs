@@ -627,6 +627,11 @@ async fn an_edit_is_asked_with_the_diff_it_would_make() {
     assert_eq!(got["summary"], "src/lib.rs", "{got}");
     assert_eq!(got["added"], json!(["+hello\n"]), "{got}");
     assert_eq!(got["removed"], json!(["-hi\n"]), "{got}");
+    // "Always" is offered, saying what it would allow from then on.
+    assert_eq!(
+        b.js("return document.querySelector('.approvals .approval-row[data-call-id=call_edit] button[data-action=allow_always]').title").await,
+        json!("Allow, and from now on every edit_file call in this session")
+    );
     b.shot("desktop-asks-with-diff").await;
     b.c().set_window_size(390, 844).await.unwrap();
     b.shot("phone-asks-with-diff").await;

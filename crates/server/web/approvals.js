@@ -35,6 +35,11 @@ export function approvalsPanel(ctx, decide) {
       buttons.push(b);
       return b;
     };
+    const always = (what) => {
+      const b = btn("allow_always", "Always");
+      b.title = `Allow, and from now on ${what} in this session`;
+      return b;
+    };
     // A command as `$ cmd`, a file tool by its path; the JSON only for the rest.
     const summary = argsLine(call.name, call.arguments || "") ?? (call.arguments || "").slice(0, 160);
     // What the call would change (an edit's diff, computed by the server without writing),
@@ -54,6 +59,8 @@ export function approvalsPanel(ctx, decide) {
         a.origin.length ? h("span", { class: "badge", title: a.origin.join(" › ") }, `subagent ${a.origin.map((o) => o.slice(-8)).join(" › ")}`) : null,
         h("code", { class: "args-summary", title: call.arguments || "" }, summary),
         btn("allow", "Allow"),
+        // Offered where "always" grants more than this call (the server says what).
+        a.request.always ? always(a.request.always) : null,
         canRunUnsandboxed(call.name) ? btn("allow_unsandboxed", "Allow unsandboxed") : null,
         btn("deny", "Deny"),
       ),

@@ -261,6 +261,11 @@ pub struct ApprovalRequest {
     /// beyond the arguments to show. penguin's own field: the reference sends none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preview: Option<String>,
+    /// What answering `allow_always` would allow from then on in this session (`every
+    /// read_file call`, ``commands starting `cargo test` ``); absent when "always" would grant
+    /// no more than this call (a chain of commands, a redirection). penguin's own field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub always: Option<String>,
 }
 
 /// The server's own events, sent as `event: server_event` ([§5.3](penguin_omni_protocol::spec#s5.3)
@@ -453,6 +458,7 @@ mod tests {
             tool_call: call.clone(),
             origin: Some(vec!["child".into()]),
             preview: None,
+            always: None,
         });
         let json = req.to_json();
         assert!(json.starts_with(r#"{"type":"approval_request","toolCall":{"timestamp":"#));

@@ -77,6 +77,7 @@ impl Sim {
             origin: call.origin.clone(),
             tool_call: call,
             preview: None,
+            always: None,
         };
         self.approvals.push(req.clone());
         self.ch
@@ -364,11 +365,13 @@ fn approvals_are_keyed_by_origin_and_call_id_and_cleared_at_idle() {
         tool_call: call.clone(),
         origin: None,
         preview: None,
+        always: None,
     });
     let child = ServerEvent::ApprovalRequest(ApprovalRequest {
         tool_call: call.clone().with_origin("kid"),
         origin: Some(vec!["kid".into()]),
         preview: None,
+        always: None,
     });
     for ev in [&parent, &child, &parent] {
         r.on_event(None, Some("server_event"), &ev.to_json());
