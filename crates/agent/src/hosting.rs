@@ -51,6 +51,27 @@ impl HostedSession for Session {
         Session::id(self)
     }
 
+    fn rewind_files(
+        &self,
+        to: usize,
+        apply: bool,
+    ) -> Option<Result<penguin_server::api::RewindFiles, String>> {
+        Some(
+            Session::rewind_files(self, to, apply)?.map(|(plan, failed)| {
+                penguin_server::api::RewindFiles {
+                    restore: plan.restore,
+                    remove: plan.remove,
+                    left_alone: plan
+                        .left_alone
+                        .into_iter()
+                        .map(|s| format!("{} ({})", s.path, s.why))
+                        .collect(),
+                    failed,
+                }
+            }),
+        )
+    }
+
     fn meta(&self) -> &SessionMeta {
         self.session_meta()
     }

@@ -67,31 +67,47 @@ impl Agent {
         id: &str,
         task: usize,
     ) -> Result<(Manifest, Vec<String>), RewindError> {
-        if task == 0 {
-            return Err(RewindError::Zero);
-        }
-        let tasks = completed_tasks(&self.location.traces_dir(), id)?;
-        // Task N+1 is the one a session would run next: "before it" is now, after task N.
-        if task > tasks.len() + 1 {
-            return Err(RewindError::NoSuchTask {
-                session: id.to_owned(),
-                completed: tasks.len(),
-            });
-        }
-        let after_ms = match task {
-            1 => 0,
-            n => timestamp_ms(&tasks[n - 2].timestamp),
-        };
-        let (checkpoints, damaged) = self.checkpoint_store().list(id)?;
-        checkpoints
-            .into_iter()
-            .find(|m| m.taken_at_ms >= after_ms)
-            .map(|m| (m, damaged))
-            .ok_or(RewindError::NoCheckpoint {
-                session: id.to_owned(),
-                task,
-            })
+        checkpoint_before(
+            &self.checkpoint_store(),
+            &self.location.traces_dir(),
+            id,
+            task,
+        )
     }
+}
+
+/// [`Agent::checkpoint_before`] for a session whose checkpoints are in `store` and whose trace
+/// is under `traces_dir`.
+pub fn checkpoint_before(
+    store: &Store,
+    traces_dir: &std::path::Path,
+    id: &str,
+    task: usize,
+) -> Result<(Manifest, Vec<String>), RewindError> {
+    if task == 0 {
+        return Err(RewindError::Zero);
+    }
+    let tasks = completed_tasks(traces_dir, id)?;
+    // Task N+1 is the one a session would run next: "before it" is now, after task N.
+    if task > tasks.len() + 1 {
+        return Err(RewindError::NoSuchTask {
+            session: id.to_owned(),
+            completed: tasks.len(),
+        });
+    }
+    let after_ms = match task {
+        1 => 0,
+        n => timestamp_ms(&tasks[n - 2].timestamp),
+    };
+    let (checkpoints, damaged) = store.list(id)?;
+    checkpoints
+        .into_iter()
+        .find(|m| m.taken_at_ms >= after_ms)
+        .map(|m| (m, damaged))
+        .ok_or(RewindError::NoCheckpoint {
+            session: id.to_owned(),
+            task,
+        })
 }
 
 /// A trace timestamp in milliseconds since the epoch (0 when it does not parse: every

@@ -32,6 +32,7 @@
 //! | `GET /api/sessions/{id}/state` | none | 200 `[ServerEvent]` | what a connecting stream is offered first: `task_state`, then pending `approval_request`s |
 //! | `GET /api/sessions/{id}/goal` | none | 200 `{"goal": {objective, status, budget, used, rounds, updatedAt} \| null}` | the session's goal (goal mode) |
 //! | `POST /api/sessions/{id}/fork` | `{}` or `{"position": {"fileIndex": F, "ordinal": O}}` | 201 [`SessionEnvelope`] | a new session with this one's trace up to the end or up to that position |
+//! | `POST /api/sessions/{id}/rewind` | `{"to": N, "files"?: true, "conversation"?: true, "apply"?: false}` (or `"at": {"fileIndex", "ordinal"}`, a task's first input, for `to`) | 200 `{"to": N, "files"?: [`RewindFiles`], "session"?: SessionInfo}` | the workspace as before task N (what would change; with `apply`, changed) and the conversation forked after task N-1 (409 `no_checkpoints`, `no_checkpoint`, `task_in_progress`) |
 //! | `GET /api/sessions/{id}/skills` | none | 200 `{"skills": [{name, description, …}]}` | the skills its workspace is offered (the factory's) |
 //! | `POST /api/sessions/{id}/tasks` | [`TaskRequest`]: `{"input": [{"type": "text", "text": "Fix the build"}]}` | 202 [`TaskAccepted`] | start a task, or queue a follow-up (`queueIfBusy`); `goal: true` or `{budget}` runs it as a goal |
 //! | `POST /api/sessions/{id}/steer` | [`SteerRequest`]: `{"text": "use the other branch"}` | 202 [`SteerAccepted`] | steer the running task (409 `not_running` when none runs) |
@@ -373,6 +374,23 @@ pub struct SteerRequest {
 pub struct SteerAccepted {
     /// The steering input's id.
     pub id: String,
+}
+
+/// What rewinding a session's files to before a task changes (`POST
+/// /api/sessions/{id}/rewind`): each path put back, each removed, each left as it is because
+/// the checkpoint did not keep it, and, once applied, each that failed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RewindFiles {
+    /// Paths put back as they were (changed, deleted or of another kind since).
+    pub restore: Vec<String>,
+    /// Paths made since, removed.
+    pub remove: Vec<String>,
+    /// Paths the checkpoint left out, each with why: left as they are.
+    pub left_alone: Vec<String>,
+    /// Paths that could not be rewound, each with why (only once applied).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<String>,
 }
 
 /// A decision for `POST /approvals/:toolCallId`: `"allow"`, `"allow_always"`, `"deny"` or

@@ -59,6 +59,17 @@ pub trait HostedSession: Send + 'static {
         None
     }
 
+    /// Its workspace's files as before task `to` (counted from 1 as a fork counts them):
+    /// what a rewind would change, and with `apply` the change made. `None` (the default):
+    /// the session keeps no checkpoints; `Some(Err)` says why this rewind cannot be made.
+    fn rewind_files(
+        &self,
+        _to: usize,
+        _apply: bool,
+    ) -> Option<Result<crate::api::RewindFiles, String>> {
+        None
+    }
+
     /// Runs `input` in goal mode: rounds on this session until the model declares the
     /// objective complete or blocked (or a `budget` of tokens, a round limit or an abort ends
     /// it). The stream carries each round's input itself and ends with one `goal_finished`.

@@ -320,6 +320,7 @@ fn api_routes() -> (Router<AppState>, &'static [(&'static str, &'static str)]) {
         get "/api/sessions/{id}/state" => routes::state,
         get "/api/sessions/{id}/goal" => routes::goal,
         post "/api/sessions/{id}/fork" => routes::fork,
+        post "/api/sessions/{id}/rewind" => routes::rewind,
         get "/api/sessions/{id}/skills" => catalog::skills,
         post "/api/sessions/{id}/tasks" => routes::create_task,
         post "/api/sessions/{id}/steer" => routes::steer,

@@ -432,6 +432,103 @@ pub(crate) async fn fork(
     ))
 }
 
+/// `POST /api/sessions/{id}/rewind` `{"to": N, "files"?: true, "conversation"?: true,
+/// "apply"?: false}` (or `"at"`: the tracePosition of the task's first input in place of
+/// `"to"`): the session as before task N. Without `apply`, what the files' rewind
+/// would change (`{"files": RewindFiles}`), nothing changed; with it, the files put back and
+/// the conversation forked after task N-1 (`{"files": …, "session": the fork}`; before task 1
+/// there is no conversation to fork). 409 while a task runs; 409 `no_checkpoints` when the
+/// session keeps none and the files were asked for.
+pub(crate) async fn rewind(
+    State(app): State<AppState>,
+    p: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    use penguin_trace_store::ForkPoint;
+    let e = entry(&app, p).await?;
+    let obj = read_object(&headers, body, &app.body).await?;
+    let to = match (obj.get("to"), obj.get("at")) {
+        (Some(to), _) => to
+            .as_u64()
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|n| *n >= 1)
+            .ok_or_else(|| ApiError::field("to", "a task number from 1 (as before task N ran)"))?,
+        // A task's first input by its tracePosition: N is one more than the tasks completed
+        // before it.
+        (None, Some(Value::Object(pos))) => {
+            let num = |k: &str| pos.get(k).and_then(Value::as_u64);
+            let (Some(file), Some(ordinal)) = (num("fileIndex"), num("ordinal")) else {
+                return Err(ApiError::field(
+                    "at",
+                    "{\"fileIndex\": N, \"ordinal\": N} (a task's first input's tracePosition)",
+                ));
+            };
+            let traces = app.sessions.cfg.location.traces_dir();
+            let id = e.id.clone();
+            let tasks = tokio::task::spawn_blocking(move || {
+                penguin_trace_store::completed_tasks(&traces, &id)
+            })
+            .await
+            .map_err(|err| ApiError::internal(format!("reading the trace failed: {err}")))?
+            .map_err(|err| ApiError::internal(err.to_string()))?;
+            1 + tasks
+                .iter()
+                .filter(|t| (u64::from(t.file_index), t.ordinal) < (file, ordinal))
+                .count()
+        }
+        _ => {
+            return Err(ApiError::field(
+                "to",
+                "a task number from 1 (or `at`, the task's first input's tracePosition)",
+            ))
+        }
+    };
+    let files = opt_bool(&obj, "files")?.unwrap_or(true);
+    let conversation = opt_bool(&obj, "conversation")?.unwrap_or(true);
+    let apply = opt_bool(&obj, "apply")?.unwrap_or(false);
+    let status = e.rt().status;
+    if status != penguin_sse_transport::SessionStatus::Idle {
+        return Err(crate::tasks::busy_error(status));
+    }
+    let mut out = serde_json::Map::new();
+    out.insert("to".into(), Value::from(to));
+    if files {
+        let session = e.clone();
+        let rewound =
+            tokio::task::spawn_blocking(move || session.session().rewind_files(to, apply))
+                .await
+                .map_err(|err| ApiError::internal(format!("the rewind failed: {err}")))?;
+        let plan = match rewound {
+            None => {
+                return Err(ApiError::conflict(
+                    "no_checkpoints",
+                    format!("session {} keeps no checkpoints of its workspace", e.id),
+                ))
+            }
+            Some(Err(why)) => return Err(ApiError::conflict("no_checkpoint", why)),
+            Some(Ok(plan)) => plan,
+        };
+        out.insert(
+            "files".into(),
+            serde_json::to_value(plan).unwrap_or_default(),
+        );
+    }
+    if conversation && apply && to > 1 {
+        let forked = app.sessions.fork(&e, ForkPoint::Task(to - 1)).await?;
+        if let Some(c) = &app.sessions.cfg.cluster {
+            c.adopt(&forked).await?;
+            c.changed(&forked);
+        }
+        let child = app.sessions.get(&forked).await?;
+        out.insert(
+            "session".into(),
+            serde_json::to_value(child.info()).unwrap_or_default(),
+        );
+    }
+    Ok(json_response(StatusCode::OK, &Value::Object(out)))
+}
+
 /// `GET /api/sessions/{id}/goal`: `{"goal": {objective, status, budget, used, rounds,
 /// updatedAt} | null}`.
 pub(crate) async fn goal(

@@ -181,7 +181,9 @@ async fn a_command_may_be_allowed_once_outside_the_sandbox() {
     assert_eq!(r.status, 400, "{}", r.body);
     let message = r.body["error"]["message"].as_str().unwrap();
     assert!(
-        message.contains("\"allow\", \"allow_unsandboxed\" or \"deny\", got \"allow_once\""),
+        message.contains(
+            "\"allow\", \"allow_always\", \"allow_unsandboxed\" or \"deny\", got \"allow_once\""
+        ),
         "{message}"
     );
     let r = decide(id.clone(), "c_exec", "allow_unsandboxed").await;

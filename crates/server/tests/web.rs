@@ -645,6 +645,55 @@ async fn an_edit_is_asked_with_the_diff_it_would_make() {
     b.close().await;
 }
 
+/// "Rewind to here" under a task: the plan the server gives shows in the dock, and confirming
+/// it moves the page to the fork that holds the conversation before that task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium: scripts/install-browser.sh, then --ignored"]
+async fn rewind_to_here_shows_the_plan_and_goes_on_in_the_fork() {
+    let scenario = json!({
+        "llm": [text_request("First answer.", 100), text_request("Second answer.", 200)],
+        "tools": {},
+        "runs": []
+    });
+    let srv = start(Setup::new(scenario)).await;
+    let id = srv.create("allow-all").await;
+    let mut b = Browser::start("rewind").await;
+    b.open_session(&srv, &id).await;
+    b.send("first task").await;
+    b.until("the first answer", "return document.body.innerText.includes('First answer.') && document.getElementById('app').dataset.state === 'idle'").await;
+    b.send("second task").await;
+    b.until("the second answer", "return document.body.innerText.includes('Second answer.') && document.getElementById('app').dataset.state === 'idle'").await;
+    // The second task's button: "as before task 2".
+    b.js("document.querySelectorAll('.msg.user button[data-action=rewind-here]')[1].click(); return true").await;
+    b.until(
+        "the plan",
+        "return !!document.querySelector('.rewind:not([hidden]) li[data-what=restore]')",
+    )
+    .await;
+    let plan = b.text_of(".rewind").await;
+    assert!(
+        plan.contains("before task 2")
+            && plan.contains("restore notes-2.md")
+            && plan.contains("remove made.txt"),
+        "{plan}"
+    );
+    assert!(plan.contains("a fork holding tasks 1 to 1"), "{plan}");
+    b.shot("rewind-plan").await;
+    b.c().set_window_size(390, 844).await.unwrap();
+    b.shot("phone-rewind-plan").await;
+    b.click(".rewind button[data-action=rewind-apply]").await;
+    b.until("the fork", &format!("return location.pathname.startsWith('/sessions/') && !location.pathname.includes('{id}')")).await;
+    b.until(
+        "the fork's transcript",
+        "return document.body.innerText.includes('First answer.')",
+    )
+    .await;
+    let text = b.text_of("#transcript").await;
+    assert!(!text.contains("Second answer."), "{text}");
+    b.shot("rewound-fork").await;
+    b.close().await;
+}
+
 /// A command and a file read, both asked, in a session whose commands are sandboxed.
 fn unsandboxed_scenario() -> Value {
     json!({

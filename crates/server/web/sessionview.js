@@ -13,6 +13,7 @@ import { approvalsPanel, decider, unsandboxable } from "./approvals.js";
 import { pendingPanel } from "./pending.js";
 import { connectionBanner, goalBanner, traceBanner } from "./banners.js";
 import { composer } from "./composer.js";
+import { rewindPanel } from "./rewind.js";
 
 export function sessionView(id) {
   document.title = "penguin · session";
@@ -24,7 +25,8 @@ export function sessionView(id) {
   const connection = connectionBanner();
   const trace = traceBanner();
   const head = sessionHead(ctx, { traceWarning: trace.warn });
-  const pane = transcriptPane(ctx, { decide, canRunUnsandboxed: unsandboxable(ctx) });
+  const rewind = rewindPanel(ctx);
+  const pane = transcriptPane(ctx, { decide, canRunUnsandboxed: unsandboxable(ctx), rewind: rewind.offer });
   const approvals = approvalsPanel(ctx, decide);
   const input = composer(ctx);
   const pending = pendingPanel(ctx, input.recallInto);
@@ -52,7 +54,7 @@ export function sessionView(id) {
       { class: "session" },
       head.el,
       pane.el,
-      h("div", { class: "dock" }, goal.el, connection.el, trace.el, approvals.el, pending.el, input.attachments, input.el, input.options),
+      h("div", { class: "dock" }, goal.el, connection.el, trace.el, rewind.el, approvals.el, pending.el, input.attachments, input.el, input.options),
     ),
   );
   showState();

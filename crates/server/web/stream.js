@@ -82,6 +82,14 @@ export function closedKey(msg) {
 // The JSON text a message is compared by: history and stream copies of one message are the
 // same object written by one serializer, so parsing and re-stringifying both sides yields equal
 // text (and ignores whitespace or escaping differences a transport might add).
+// A history message's tracePosition, kept where the dedup key (the whole message as JSON) does
+// not see it: the stream's copy of the same message has none. `msg.position` for the views.
+function keepPosition(v) {
+  const at = v.tracePosition;
+  delete v.tracePosition;
+  if (at) Object.defineProperty(v, "position", { value: at, enumerable: false });
+}
+
 function dedupKey(obj) {
   return JSON.stringify(obj);
 }
@@ -161,7 +169,7 @@ export class StreamReducer {
         this.ignored++;
         return;
       }
-      delete v.tracePosition;
+      keepPosition(v);
       if (i + DEDUP_WINDOW >= n) this.dedup.add(dedupKey(v));
       this.messages.push(v);
       this.sink.message(v);
@@ -193,7 +201,7 @@ export class StreamReducer {
   // Older history (a `before` page) goes in front of what is shown; the view is rebuilt.
   prepend(older) {
     const msgs = older.filter((v) => v && typeof v === "object" && v.type);
-    for (const v of msgs) delete v.tracePosition;
+    for (const v of msgs) keepPosition(v);
     this.messages = msgs.concat(this.messages);
     this.sink.reset();
     for (const m of this.messages) this.sink.message(m);

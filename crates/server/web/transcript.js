@@ -345,7 +345,8 @@ class Scope {
 }
 
 export class Transcript {
-  // actions: { decide(callId, decision, buttons), retryNow(button), canRunUnsandboxed(toolName) }
+  // actions: { decide(callId, decision, buttons), retryNow(button), canRunUnsandboxed(toolName),
+  //   rewind({at, to}) }
   constructor(root, actions) {
     this.root = root;
     this.actions = actions;
@@ -556,6 +557,18 @@ export class Transcript {
     const e = mark(h("div", "msg user"), msg);
     const who = p.sender && p.sender !== "user" ? p.sender : "you";
     e.append(h("div", "who", who), h("div", "body plain", text));
+    // A person's task in the session itself can be rewound to: the files and the conversation
+    // as before it.
+    if (scope === this.main && who === "you" && this.actions.rewind) {
+      scope.tasks = (scope.tasks || 0) + 1;
+      const at = msg.position || null;
+      const to = scope.tasks;
+      const b = h("button", "quiet rewind-here", "Rewind to here");
+      b.dataset.action = "rewind-here";
+      b.title = "Put the files and the conversation back as they were before this task";
+      b.addEventListener("click", () => this.actions.rewind({ at, to }));
+      e.append(b);
+    }
     scope.append(e);
   }
 

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use penguin_tools::checkpoint::{self, Limits, Manifest, Store};
+use penguin_tools::checkpoint::{self, Limits, Manifest, Plan, Store};
 
 use super::Session;
 
@@ -39,5 +39,33 @@ impl Session {
                 workspace.display()
             ),
         }
+    }
+
+    /// Its workspace's files as before task `to` (see `crate::rewind`): the plan, and with
+    /// `apply` the paths that failed once it was carried out. `None` when it keeps no
+    /// checkpoints.
+    pub fn rewind_files(
+        &self,
+        to: usize,
+        apply: bool,
+    ) -> Option<Result<(Plan, Vec<String>), String>> {
+        let cp = self.checkpoints.as_ref()?;
+        let workspace = Path::new(&self.session_meta.workspace);
+        let rewind = || -> Result<(Plan, Vec<String>), String> {
+            // What the writer holds is on disk before the trace is read for its tasks.
+            self.writer.flush().map_err(|e| format!("the trace: {e}"))?;
+            let (target, _damaged) =
+                crate::rewind::checkpoint_before(&cp.store, &self.traces_dir(), &self.id, to)
+                    .map_err(|e| e.to_string())?;
+            let plan =
+                checkpoint::plan(workspace, &cp.store, &target).map_err(|e| e.to_string())?;
+            let failed = match apply {
+                true => checkpoint::apply(workspace, &cp.store, &target, &plan)
+                    .map_err(|e| e.to_string())?,
+                false => Vec::new(),
+            };
+            Ok((plan, failed))
+        };
+        Some(rewind())
     }
 }

@@ -27,7 +27,7 @@ impl Session {
 
     /// `<root>/<project>/agents/<agent>/traces`: the writer's file is `<date>/<id>_NNN.jsonl`
     /// below it.
-    fn traces_dir(&self) -> PathBuf {
+    pub(super) fn traces_dir(&self) -> PathBuf {
         let path = self.writer.current_path();
         path.parent()
             .and_then(|date| date.parent())

@@ -61,13 +61,29 @@ impl SessionFactory for RealTools {
         let spec = SessionSpec::new(req.location.clone(), workspace)
             .with_model("scripted", "scenario")
             .with_durability(req.durability);
-        let session = Session::create(spec, Box::new(llm), Arc::new(env))
+        let mut session = Session::create(spec, Box::new(llm), Arc::new(env))
             .map_err(|e| FactoryError::internal(e.to_string()))?;
+        session.enable_checkpoints(penguin_agent::rewind::checkpoint_store(&req.location));
         Ok(Box::new(session))
     }
 
-    fn load(&self, _req: &LoadSession) -> Result<Box<dyn HostedSession>, FactoryError> {
-        Err(FactoryError::unrecoverable("not in this test"))
+    /// A stored session (a fork) resumes with the same script, from its start.
+    fn load(&self, req: &LoadSession) -> Result<Box<dyn HostedSession>, FactoryError> {
+        let (resumed, writer) = Session::load(&req.location, &req.session_id, req.durability)
+            .map_err(|e| FactoryError::unrecoverable(e.to_string()))?;
+        let llm = ScriptedModel::from_json(&self.llm)
+            .map_err(|e| FactoryError::internal(e.to_string()))?;
+        let env = BuiltinTools::new(&resumed.meta.workspace, ToolsConfig::default())
+            .map_err(|e| FactoryError::internal(e.to_string()))?;
+        let session = Session::resume(
+            resumed,
+            writer,
+            penguin_engine::EngineConfig::default(),
+            Box::new(llm),
+            Arc::new(env),
+        )
+        .map_err(|e| FactoryError::internal(e.to_string()))?;
+        Ok(Box::new(session))
     }
 }
 

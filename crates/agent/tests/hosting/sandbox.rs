@@ -253,7 +253,9 @@ async fn a_command_may_be_allowed_once_outside_the_sandbox() {
     assert_eq!(status, 400, "{body}");
     let message = body["error"]["message"].as_str().unwrap();
     assert!(
-        message.contains("\"allow\", \"allow_unsandboxed\" or \"deny\", got \"allow_once\""),
+        message.contains(
+            "\"allow\", \"allow_always\", \"allow_unsandboxed\" or \"deny\", got \"allow_once\""
+        ),
         "{message}"
     );
     let (status, body) = decide(id.clone(), call.clone(), "allow_unsandboxed").await;

@@ -599,6 +599,20 @@ impl HostedSession for FakeSession {
         self.sandbox.clone()
     }
 
+    /// A fixed plan (the real one is penguin-tools' checkpoints, tested there and behind the
+    /// facade's factory): what the page makes of it is tested here.
+    fn rewind_files(
+        &self,
+        to: usize,
+        _apply: bool,
+    ) -> Option<Result<penguin_server::api::RewindFiles, String>> {
+        Some(Ok(penguin_server::api::RewindFiles {
+            restore: vec![format!("notes-{to}.md")],
+            remove: vec!["made.txt".into()],
+            ..Default::default()
+        }))
+    }
+
     fn run_goal(
         &mut self,
         input: Vec<OmniMessage>,
