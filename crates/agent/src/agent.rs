@@ -471,3 +471,29 @@ fn summarize(id: String, files: Vec<PathBuf>) -> SessionSummary {
         files,
     }
 }
+
+#[cfg(feature = "tools")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tools")))]
+impl Agent {
+    /// Where this agent's sessions keep their checkpoints ([`crate::rewind::checkpoint_store`]).
+    pub fn checkpoint_store(&self) -> penguin_tools::checkpoint::Store {
+        crate::rewind::checkpoint_store(&self.location)
+    }
+
+    /// The checkpoint of session `id`'s workspace from before task `task` ran: the first one
+    /// taken after task `task - 1` ended (the session's first for task 1). Checkpoints that
+    /// cannot be read are passed over, and said in the second value.
+    pub fn checkpoint_before(
+        &self,
+        id: &str,
+        task: usize,
+    ) -> Result<(penguin_tools::checkpoint::Manifest, Vec<String>), crate::rewind::RewindError>
+    {
+        crate::rewind::checkpoint_before(
+            &self.checkpoint_store(),
+            &self.location.traces_dir(),
+            id,
+            task,
+        )
+    }
+}

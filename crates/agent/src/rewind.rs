@@ -6,8 +6,6 @@
 use penguin_tools::checkpoint::{Manifest, Store};
 use penguin_trace_store::{completed_tasks, ForkError, TraceLocation};
 
-use crate::agent::Agent;
-
 /// Why a session cannot be rewound to a task.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -53,30 +51,7 @@ pub fn checkpoint_store(location: &TraceLocation) -> Store {
     )
 }
 
-impl Agent {
-    /// Where this agent's sessions keep their checkpoints ([`checkpoint_store`]).
-    pub fn checkpoint_store(&self) -> Store {
-        checkpoint_store(&self.location)
-    }
-
-    /// The checkpoint of session `id`'s workspace from before task `task` ran: the first one
-    /// taken after task `task - 1` ended (the session's first for task 1). Checkpoints that
-    /// cannot be read are passed over, and said in the second value.
-    pub fn checkpoint_before(
-        &self,
-        id: &str,
-        task: usize,
-    ) -> Result<(Manifest, Vec<String>), RewindError> {
-        checkpoint_before(
-            &self.checkpoint_store(),
-            &self.location.traces_dir(),
-            id,
-            task,
-        )
-    }
-}
-
-/// [`Agent::checkpoint_before`] for a session whose checkpoints are in `store` and whose trace
+/// `Agent::checkpoint_before` for a session whose checkpoints are in `store` and whose trace
 /// is under `traces_dir`.
 pub fn checkpoint_before(
     store: &Store,
