@@ -108,6 +108,10 @@ pub struct Config {
     /// `penguin serve` as one node of a cluster on NATS JetStream.
     #[serde(default)]
     pub cluster: ClusterEntry,
+    /// The user's hooks: `[[hooks.EVENT]]` tables (`docs/hooks.md`).
+    #[cfg(feature = "tools")]
+    #[serde(default)]
+    pub hooks: crate::hooks::HooksConfig,
 }
 
 /// `[cluster]` in `config.toml`: the NATS servers and this node's name (`--cluster` and
@@ -452,7 +456,7 @@ impl CompactionEntry {
             other => {
                 return Err(ConfigError::Invalid(format!(
                     "compaction.mode: {other:?} (expected summarize or discard)"
-                )))
+                )));
             }
         };
         Ok(penguin_engine::CompactionConfig {

@@ -453,6 +453,7 @@ impl<W: Write> Renderer<W> {
                 EventPayload::ApprovalDecision {
                     decision,
                     tool_call_id,
+                    ..
                 } => {
                     let name = self.names.get(tool_call_id).cloned().unwrap_or_default();
                     match decision {
