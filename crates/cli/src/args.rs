@@ -279,6 +279,11 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: MemoryCommand,
     },
+    /// Hooks: your own programs at a session's decision points (docs/hooks.md).
+    Hooks {
+        #[command(subcommand)]
+        command: crate::hooks::HooksCommand,
+    },
 }
 
 #[derive(Subcommand, Debug)]

@@ -13,6 +13,8 @@ pub enum UserText {
     Note(&'static str),
     /// Bookkeeping for the model only.
     Hidden,
+    /// What a hook added for the model (context, feedback, a reason to keep going): its text.
+    Hook(String),
 }
 
 /// What a user-role text is: the engine wraps steering, summaries and carried-over turns in
@@ -29,6 +31,13 @@ pub fn user_text_display(text: &str) -> UserText {
     }
     if trimmed.starts_with("[context_summary]") || trimmed.starts_with("<context_summary>") {
         return UserText::Note("the summary of the earlier conversation opens this context");
+    }
+    for tag in ["hook_context", "hook_stop", "hook_feedback"] {
+        if trimmed.starts_with(&format!("[{tag}]")) {
+            if let Some(body) = find_block(trimmed, tag) {
+                return UserText::Hook(body.trim().to_owned());
+            }
+        }
     }
     if trimmed.starts_with("[turn_aborted]") || trimmed.starts_with("[turn_retried]") {
         return UserText::Hidden;

@@ -12,6 +12,7 @@ mod checks;
 mod console;
 mod describe;
 mod editor;
+mod hooks;
 mod init;
 mod knowledge;
 mod markdown;
@@ -82,6 +83,7 @@ fn main() -> ExitCode {
         Command::Init { force } => init::init(force),
         Command::Skills { command } => knowledge::skills(command),
         Command::Memory { command } => knowledge::memory(command),
+        Command::Hooks { command } => hooks::hooks(command),
         Command::Completions { shell } => {
             init::completions(shell);
             Ok(ExitCode::SUCCESS)

@@ -187,6 +187,15 @@ static STRICT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::ne
 /// `session ID`, and the sandbox when the session's tools have one (`strict` when asked so);
 /// a scenario's scripted tools run nothing, and the line says that instead.
 pub(crate) fn session_line(session: &Session) -> String {
+    let line = sandbox_line(session);
+    match session.hooks().map_or(0, |h| h.len()) {
+        0 => line,
+        1 => format!("{line} · 1 hook"),
+        n => format!("{line} · {n} hooks"),
+    }
+}
+
+fn sandbox_line(session: &Session) -> String {
     match session.sandbox() {
         Some(sandbox) => {
             let mut summary = sandbox.summary();

@@ -18,13 +18,13 @@ pub use penguin_sse_transport as sse_transport;
 pub use penguin_tools as tools;
 pub use penguin_trace_store as trace_store;
 
-#[cfg(feature = "tools")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tools")))]
-pub use penguin_agent::launch;
 pub use penguin_agent::{
     agent, config, goal, images, memory, models, pricing, prompt, scenario, session, skills,
     subagent, window,
 };
+#[cfg(feature = "tools")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tools")))]
+pub use penguin_agent::{hooks, launch};
 #[cfg(feature = "server")]
 #[cfg_attr(docsrs, doc(cfg(feature = "server")))]
 pub use penguin_agent::{hosting, watch};

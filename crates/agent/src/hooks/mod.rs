@@ -304,6 +304,32 @@ impl Hooks {
     }
 }
 
+/// The event's own payload keys for a sample run (`penguin hooks test`): a call of `tool` with
+/// `arguments` (JSON text) for the tool events, `prompt` for `user_prompt_submit`.
+pub fn sample_fields(event: HookEvent, tool: &str, arguments: &str, prompt: &str) -> Value {
+    match event {
+        HookEvent::PreToolUse => Value::Object(payload::tool_fields(tool, arguments, "call_test")),
+        HookEvent::PostToolUse => {
+            let mut fields = payload::tool_fields(tool, arguments, "call_test");
+            fields.insert(
+                "tool_response".into(),
+                json!({"output": "", "success": true, "stop_reason": "completed"}),
+            );
+            Value::Object(fields)
+        }
+        HookEvent::UserPromptSubmit => json!({"prompt": prompt}),
+        HookEvent::SessionStart => json!({"source": "startup"}),
+        HookEvent::Stop | HookEvent::SubagentStop => json!({"stop_hook_active": false}),
+        HookEvent::PreCompact => json!({"trigger": "manual", "custom_instructions": ""}),
+        HookEvent::SessionEnd => json!({"reason": "exit"}),
+    }
+}
+
+/// The command of an `exec_command` call's arguments, which `command_prefix` is matched on.
+pub fn command_of(tool: &str, arguments: &str) -> Option<String> {
+    payload::command_of(tool, arguments)
+}
+
 /// Context a hook adds, as the model gets it: a harness text, never the user's words.
 pub(crate) fn context_notice(hook: &Hook, context: &str) -> OmniMessage {
     build::user_text_from(

@@ -71,13 +71,16 @@ pub(crate) fn arguments_from(updated: &Value, sent: &str) -> String {
         let Some(theirs_value) = map.remove(*theirs) else {
             continue;
         };
-        let ours_changed = map.get(*ours) != sent.get(*ours);
-        let theirs_changed = sent.get(*ours) != Some(&theirs_value);
-        // A key of theirs penguin never sent is the tool's own argument: keep it.
-        if !sent.contains_key(*ours) && !map.contains_key(*ours) {
-            map.insert(theirs.to_string(), theirs_value);
-        } else if theirs_changed && !ours_changed {
-            map.insert(ours.to_string(), theirs_value);
+        match map.get(*ours) {
+            // The hook changed penguin's name: that is its answer.
+            Some(v) if Some(v) != sent.get(*ours) => {}
+            // A key of theirs penguin never sent is the tool's own argument: kept.
+            None if !sent.contains_key(*ours) => {
+                map.insert(theirs.to_string(), theirs_value);
+            }
+            _ => {
+                map.insert(ours.to_string(), theirs_value);
+            }
         }
     }
     Value::Object(map).to_string()
@@ -116,5 +119,7 @@ mod tests {
         assert_eq!(arguments_from(&ours, sent), r#"{"cmd":"ls"}"#);
         let only_ours = json!({"cmd": "ls"});
         assert_eq!(arguments_from(&only_ours, sent), r#"{"cmd":"ls"}"#);
+        let only_theirs = json!({"command": "ls"});
+        assert_eq!(arguments_from(&only_theirs, sent), r#"{"cmd":"ls"}"#);
     }
 }
