@@ -55,6 +55,11 @@
 //! writable = ["~/.cache/pip"]         # more writable directories in workspace-write mode
 //! inherit_env = ["CARGO_HOME", "PIP_*"]   # variables commands get besides PATH, HOME, LANG, ...
 //! strict = false                      # refuse to start when the kernel cannot enforce it all
+//!
+//! [[hooks.pre_tool_use]]              # optional; your programs at decision points (docs/hooks.md)
+//! matcher = "exec_command"            # a regex over the tool name; absent: every tool
+//! command = "no-rm-hook --strict"     # run with sh -c, the event's JSON on stdin
+//! timeout_ms = 10000                  # optional
 //! ```
 
 // The door (clippy.toml) is for paths a command can change: config.toml lies under the data

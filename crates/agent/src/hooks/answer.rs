@@ -7,7 +7,7 @@
 use serde_json::{Map, Value};
 
 use super::config::HookEvent;
-use super::runner::{Finished, HookFailure};
+use super::runner::{clip, Finished, HookFailure};
 
 /// `permissionDecision` of a `pre_tool_use` hook.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,14 +39,6 @@ pub struct HookAnswer {
     pub halt: Option<String>,
     /// `systemMessage`: a line for the user.
     pub system_message: Option<String>,
-}
-
-/// `s` cut to `max` characters, marked when cut.
-pub(crate) fn clip(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((at, _)) => format!("{}…", &s[..at]),
-        None => s.to_owned(),
-    }
 }
 
 /// Reads `done` as `event`'s answer; an exit code other than 0 and 2 and JSON that is not an

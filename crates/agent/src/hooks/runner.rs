@@ -59,7 +59,15 @@ fn stderr_note(stderr: &str) -> String {
     let line = stderr.trim().lines().next().unwrap_or("");
     match line.is_empty() {
         true => String::new(),
-        false => format!(": {}", crate::hooks::answer::clip(line, 200)),
+        false => format!(": {}", clip(line, 200)),
+    }
+}
+
+/// `s` cut to `max` characters, marked when cut.
+pub(crate) fn clip(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &s[..at]),
+        None => s.to_owned(),
     }
 }
 
