@@ -647,3 +647,40 @@ fn hooks_test_feeds_a_sample_payload_and_prints_each_answer() {
     let out = penguin(&s, "off", &["hooks", "test", "nope", "--workspace", &ws]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown event"));
 }
+
+#[test]
+fn a_subagent_stop_hook_tells_the_parent_its_child_is_not_done() {
+    let hooks = r#"
+[[hooks.subagent_stop]]
+command = "cat > subagent_stop.json; echo 'the child did not run the tests' >&2; exit 2"
+"#;
+    // The parent launches a child (same stub model), which answers; then the parent ends.
+    let s = setup(
+        vec![
+            stub_model::tool_call("run_subagent", &json!({"prompt": "help"}).to_string()),
+            stub_model::text("child done"),
+            stub_model::text("ok"),
+        ],
+        hooks,
+    );
+    let r = run(&s, "off", "delegate");
+    assert!(r.out.status.success(), "{}\n{}", r.stream, r.stderr);
+    let requests = s.requests.all();
+    assert_eq!(requests.len(), 3, "{}", r.stream);
+    let texts = user_texts(&requests[2]).join("\n");
+    assert!(
+        texts.contains("[hook_feedback]") && texts.contains("the child did not run the tests"),
+        "{texts}"
+    );
+    let payload: Value =
+        serde_json::from_str(&std::fs::read_to_string(s.ws.join("subagent_stop.json")).unwrap())
+            .unwrap();
+    assert_eq!(payload["hook_event_name"], "SubagentStop");
+    assert!(
+        payload["subagent_output"]
+            .as_str()
+            .unwrap()
+            .contains("child done"),
+        "{payload}"
+    );
+}
