@@ -684,3 +684,63 @@ command = "cat > subagent_stop.json; echo 'the child did not run the tests' >&2;
         "{payload}"
     );
 }
+
+#[test]
+fn pre_compact_runs_before_a_compaction_asked_for_in_chat() {
+    let hooks = r#"
+[[hooks.pre_compact]]
+command = "cat > pre_compact.json"
+"#;
+    let s = setup(
+        vec![
+            stub_model::text("hello to you"),
+            stub_model::text("[summary]we said hello[/summary]"),
+        ],
+        hooks,
+    );
+    let mut chat = Command::new(env!("CARGO_BIN_EXE_penguin"))
+        .env("PENGUIN_HOME", &s.home)
+        .env("STUB_KEY", "k")
+        .env("TMPDIR", &s.tmp)
+        .env_remove("PENGUIN_MODEL")
+        .env_remove("PENGUIN_PROVIDER")
+        .args([
+            "chat",
+            "--jsonl",
+            "--yes",
+            "--sandbox",
+            "off",
+            "--workspace",
+        ])
+        .arg(&s.ws)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = chat.stdin.take().unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(chat.stdout.take().unwrap()));
+    let mut until = |needle: &str| loop {
+        let line = lines.next().expect("chat ended early").unwrap();
+        if line.contains(needle) {
+            return;
+        }
+    };
+    use std::io::Write;
+    writeln!(stdin, "hello").unwrap();
+    until("\"request_end\"");
+    writeln!(stdin, "/compact").unwrap();
+    until("\"compaction_end\"");
+    drop(stdin);
+    assert!(chat.wait().unwrap().success());
+    let payload: Value =
+        serde_json::from_str(&std::fs::read_to_string(s.ws.join("pre_compact.json")).unwrap())
+            .unwrap();
+    assert_eq!(payload["hook_event_name"], "PreCompact");
+    assert_eq!(payload["trigger"], "manual");
+    assert_eq!(
+        s.requests.all().len(),
+        2,
+        "the conversation, then its summary"
+    );
+}
