@@ -715,6 +715,7 @@ impl Launcher {
             policy: self.agent.policy(),
             sandbox: self.sandbox_request()?,
             data_root: Some(self.agent.location.root.clone()),
+            hooks: self.agent.config.hooks.clone(),
             spec,
         })
     }

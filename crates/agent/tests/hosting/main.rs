@@ -11,5 +11,6 @@
 
 mod background;
 mod goal;
+mod hooks;
 mod models;
 mod sandbox;
