@@ -744,3 +744,53 @@ command = "cat > pre_compact.json"
         "the conversation, then its summary"
     );
 }
+
+#[test]
+fn an_interrupt_while_a_prompt_hook_runs_ends_the_run_at_once_and_keeps_the_prompt() {
+    let s = setup(vec![stub_model::text("ok")], "");
+    let ready = s.tmp.join("ready");
+    assert!(Command::new("mkfifo")
+        .arg(&ready)
+        .status()
+        .unwrap()
+        .success());
+    s.set_hooks(&format!(
+        "[[hooks.user_prompt_submit]]\ncommand = {}\n",
+        toml_string(&format!("echo > {}; sleep 30", ready.display()))
+    ));
+    let started = std::time::Instant::now();
+    let child = Command::new(env!("CARGO_BIN_EXE_penguin"))
+        .env("PENGUIN_HOME", &s.home)
+        .env("STUB_KEY", "k")
+        .env("TMPDIR", &s.tmp)
+        .env_remove("PENGUIN_MODEL")
+        .env_remove("PENGUIN_PROVIDER")
+        .args(["run", "--yes", "--jsonl", "--sandbox", "off", "--workspace"])
+        .arg(&s.ws)
+        .arg("a prompt to keep")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The hook runs once it writes to the FIFO; then the user presses Ctrl-C.
+    std::fs::read(&ready).unwrap();
+    let interrupt = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(interrupt.success());
+    let out = child.wait_with_output().unwrap();
+    let stream = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(130), "{stream}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "not the hook's 30 s"
+    );
+    assert!(stream.contains("\"abort\""), "{stream}");
+    assert!(s.requests.all().is_empty(), "the model was never asked");
+    // The prompt is written, and kept for the next run as any interrupted prompt is.
+    assert!(trace(&s)
+        .iter()
+        .any(|m| m["payload"]["text"] == "a prompt to keep"));
+}

@@ -54,7 +54,15 @@ pub(crate) fn drive(
         // Declared after the sender, so dropped before it: idle before the stream ends.
         let _idle = Idle(hooks.clone());
         let resumed = hooks.inner.resumed.load(Ordering::Acquire);
-        let input = match before(&hooks, input, resumed).await {
+        let prompt = input.clone();
+        let decided = tokio::select! {
+            biased;
+            // Interrupted while the hooks ran: the engine takes the prompt as it takes any
+            // interrupted one (written, kept as carry-over, `abort` streamed).
+            () = options.cancel.cancelled() => Ok(prompt),
+            decided = before(&hooks, input, resumed) => decided,
+        };
+        let input = match decided {
             Ok(input) => input,
             Err(reason) => {
                 let _ = tx.send(Frame::new(build::abort(Some(reason)))).await;
@@ -86,7 +94,12 @@ pub(crate) fn drive(
             if aborted || options.cancel.is_cancelled() {
                 return;
             }
-            let Some(reason) = stop(&hooks, continued).await else {
+            let verdict = tokio::select! {
+                biased;
+                () = options.cancel.cancelled() => None,
+                verdict = stop(&hooks, continued) => verdict,
+            };
+            let Some(reason) = verdict else {
                 return;
             };
             continued += 1;

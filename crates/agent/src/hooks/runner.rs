@@ -95,13 +95,7 @@ pub async fn run(
                 .kill_on_drop(true);
         })
         .map_err(|e| HookFailure::Start(e.to_string()))?;
-    let group = child.id().and_then(|p| i32::try_from(p).ok());
-    let kill_group = || {
-        if let Some(pid) = group {
-            // Already gone is fine: nothing is left to end.
-            let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
-        }
-    };
+    let group = Group(child.id().and_then(|p| i32::try_from(p).ok()));
     let (input, out, err) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
     let stdout = tokio::spawn(read_capped(out));
     let stderr = tokio::spawn(read_capped(err));
@@ -118,7 +112,7 @@ pub async fn run(
     })
     .await;
     // What it left running (a `sleep &`) ends with it, and frees the pipes we read.
-    kill_group();
+    drop(group);
     let status = match waited {
         Ok(Ok(status)) => status,
         Ok(Err(e)) => return Err(HookFailure::Start(e.to_string())),
@@ -141,6 +135,20 @@ pub async fn run(
         stderr,
         truncated: out_cut || err_cut,
     })
+}
+
+/// A hook's process group (the sandbox makes each hook lead its own), killed when this is
+/// dropped: at the hook's end, at its timeout, and when the caller stops waiting (an
+/// interrupt drops the approval that runs it), so a hook never outlives its answer.
+struct Group(Option<i32>);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            // Already gone is fine: nothing is left to end.
+            let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+    }
 }
 
 /// Reads a pipe to its end, keeping the first [`OUTPUT_CAP`] bytes; true when more came.
@@ -226,6 +234,48 @@ mod tests {
             "{:?}",
             started.elapsed()
         );
+    }
+
+    #[tokio::test]
+    async fn a_hook_whose_caller_stops_waiting_is_killed_with_what_it_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("ready");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&ready)
+            .status()
+            .unwrap()
+            .success());
+        let hook = tokio::spawn({
+            let dir = dir.path().to_path_buf();
+            async move {
+                let cmd = "sleep 30 & echo $! > bg.pid; echo > ready; wait";
+                run(cmd, b"", &dir, &off(), Duration::from_secs(60)).await
+            }
+        });
+        // The hook has started its child once it writes to the FIFO.
+        let fifo = ready.clone();
+        tokio::task::spawn_blocking(move || std::fs::read(fifo).unwrap())
+            .await
+            .unwrap();
+        let pid: i32 = std::fs::read_to_string(dir.path().join("bg.pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // An interrupt drops the future that waits for the hook.
+        hook.abort();
+        assert!(hook.await.unwrap_err().is_cancelled());
+        let alive = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|stat| !stat.contains(") Z "))
+        };
+        // SIGKILL was sent when the future dropped; the kernel ends the process at once, and
+        // a zombie left for its reaper counts as ended.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while alive() && std::time::Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        assert!(!alive(), "the hook's child {pid} outlived it");
     }
 
     #[tokio::test]
