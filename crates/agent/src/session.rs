@@ -628,6 +628,11 @@ impl Session {
         if lock(&self.boot).connecting || self.goal_running() {
             return Err(EngineBusy);
         }
+        // A prompt's or a stop's hooks are running: a run is about to start.
+        #[cfg(feature = "tools")]
+        if self.hooks.as_ref().is_some_and(|h| h.busy()) {
+            return Err(EngineBusy);
+        }
         if self.engine.compactability() != penguin_engine::Compactability::Ok {
             // Nothing to do: write nothing either (a fresh session keeps no empty trace file).
             return Ok(stream::empty().boxed());
