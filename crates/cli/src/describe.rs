@@ -32,10 +32,17 @@ pub fn user_text_display(text: &str) -> UserText {
     if trimmed.starts_with("[context_summary]") || trimmed.starts_with("<context_summary>") {
         return UserText::Note("the summary of the earlier conversation opens this context");
     }
-    for tag in ["hook_context", "hook_stop", "hook_feedback"] {
+    // A hook's words for the model: its first line says whose they are, for the model; a
+    // person reads what the hook said.
+    for (tag, what) in [
+        ("hook_context", "hook context"),
+        ("hook_stop", "stop hook"),
+        ("hook_feedback", "hook"),
+    ] {
         if trimmed.starts_with(&format!("[{tag}]")) {
             if let Some(body) = find_block(trimmed, tag) {
-                return UserText::Hook(body.trim().to_owned());
+                let said = body.split_once('\n').map_or(body, |(_, rest)| rest);
+                return UserText::Hook(format!("{what}: {}", said.trim()));
             }
         }
     }

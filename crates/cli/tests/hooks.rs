@@ -283,13 +283,11 @@ fn post_tool_use_formats_after_write_file_and_adds_context_the_model_reads() {
         toml_string(fmt)
     );
     let args = json!({"path": "a.txt", "content": "hello\n"}).to_string();
-    let s = setup(
-        vec![
-            stub_model::tool_call("write_file", &args),
-            stub_model::text("ok"),
-        ],
-        &hooks,
-    );
+    let replies = vec![
+        stub_model::tool_call("write_file", &args),
+        stub_model::text("ok"),
+    ];
+    let s = setup([replies.clone(), replies].concat(), &hooks);
     let r = run(&s, "off", "write a.txt");
     assert!(r.out.status.success(), "{}\n{}", r.stream, r.stderr);
     assert_eq!(
@@ -317,6 +315,15 @@ fn post_tool_use_formats_after_write_file_and_adds_context_the_model_reads() {
         .unwrap();
     assert!(output < notice);
     assert_eq!(r.lines()[notice]["payload"]["sender"], "harness");
+    // Rendered: what the hook said, as a line after the call's.
+    let ws = s.ws.display().to_string();
+    let out = penguin(&s, "off", &["run", "--yes", "--workspace", &ws, "again"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (call, said) = (
+        stdout.find("✓ write_file").unwrap(),
+        stdout.find("↳ hook context: formatted a.txt").unwrap(),
+    );
+    assert!(call < said, "{stdout}");
 }
 
 #[test]
