@@ -186,8 +186,9 @@ impl Hooks {
         self.inner.busy.load(Ordering::Acquire)
     }
 
-    /// Runs every hook of `event` that `applies` to, in config order, each with `fields` in
-    /// its payload; stops after the first that blocks or denies when `until_blocked`.
+    /// Runs every hook of `event` that `applies` to, one after the other in config order
+    /// (all of them, as Claude Code runs them all), each with the common keys and `fields` in
+    /// its payload; what each answered is for the caller to weigh.
     pub async fn run(
         &self,
         event: HookEvent,
