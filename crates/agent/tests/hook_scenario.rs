@@ -11,18 +11,44 @@ use serde_json::{json, Value};
 
 #[test]
 fn a_scenario_replays_a_hooks_deny_and_rewrite() {
-    // The conformance scenario of a denied call, with its decisions made by hooks.
-    let text = include_str!(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/scenarios/deny-one.json"
-    ));
-    let mut scenario: Value = serde_json::from_str(text).unwrap();
-    scenario["approvals"] = json!({
-        "default": "allow",
-        "by_id": {
-            "call_1": {"decision": "allow", "hook": "rewrite.sh", "updated_arguments": "{\"cmd\":\"ls -la\"}"},
-            "call_2": {"decision": "deny", "hook": "no-rm.sh", "reason": "rm -rf is not allowed here"}
-        }
+    // Two calls, a rewrite and a deny, both decided by hooks; then the model answers.
+    let step = |payload: Value| {
+        let kind = match payload["type"] == "token_usage" {
+            true => "event_msg",
+            false => "model_msg",
+        };
+        json!({"delay_ms": 2, "message": {"type": kind, "payload": payload}})
+    };
+    let call = |id: &str, cmd: &str| {
+        step(
+            json!({"type": "tool_call", "role": "assistant", "name": "exec_command",
+            "arguments": json!({"cmd": cmd}).to_string(), "tool_call_id": id,
+            "stop_reason": "completed"}),
+        )
+    };
+    let usage = |total: u64| {
+        let counts =
+            json!({"cache_read": 0, "cache_write": total - 5, "output": 5, "total": total});
+        step(json!({"type": "token_usage", "session": counts, "request": counts}))
+    };
+    let scenario = json!({
+        "approvals": {
+            "default": "allow",
+            "by_id": {
+                "call_1": {"decision": "allow", "hook": "rewrite.sh", "updated_arguments": "{\"cmd\":\"ls -la\"}"},
+                "call_2": {"decision": "deny", "hook": "no-rm.sh", "reason": "rm -rf is not allowed here"}
+            }
+        },
+        "llm": [
+            {"stream": [call("call_1", "ls"), call("call_2", "rm -rf /"), usage(90)]},
+            {"stream": [
+                step(json!({"type": "text", "role": "assistant", "text": "Listed.", "stop_reason": "completed"})),
+                usage(210)
+            ]}
+        ],
+        "tools": {"call_1": {"stream": [step(json!({"type": "tool_call_output", "role": "user",
+            "output": "a b c", "tool_call_id": "call_1", "stop_reason": "completed"}))]}},
+        "runs": [{"input": [{"type": "model_msg", "payload": {"type": "text", "role": "user", "text": "list then delete"}}]}]
     });
     let scenario = Scenario::parse(&scenario.to_string()).unwrap();
     let out = run_scenario_blocking(scenario).unwrap();
