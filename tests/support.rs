@@ -26,6 +26,7 @@ fn describe(m: &OmniMessage) -> (&'static str, String) {
                 EventPayload::ApprovalDecision {
                     decision,
                     tool_call_id,
+                    ..
                 } => format!("approval_decision({decision}, {tool_call_id})"),
                 EventPayload::Abort { reason } => format!(
                     "abort({})",

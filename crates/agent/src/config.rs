@@ -55,6 +55,11 @@
 //! writable = ["~/.cache/pip"]         # more writable directories in workspace-write mode
 //! inherit_env = ["CARGO_HOME", "PIP_*"]   # variables commands get besides PATH, HOME, LANG, ...
 //! strict = false                      # refuse to start when the kernel cannot enforce it all
+//!
+//! [[hooks.pre_tool_use]]              # optional; your programs at decision points (docs/hooks.md)
+//! matcher = "exec_command"            # a regex over the tool name; absent: every tool
+//! command = "no-rm-hook --strict"     # run with sh -c, the event's JSON on stdin
+//! timeout_ms = 10000                  # optional
 //! ```
 
 // The door (clippy.toml) is for paths a command can change: config.toml lies under the data
@@ -108,6 +113,10 @@ pub struct Config {
     /// `penguin serve` as one node of a cluster on NATS JetStream.
     #[serde(default)]
     pub cluster: ClusterEntry,
+    /// The user's hooks: `[[hooks.EVENT]]` tables (`docs/hooks.md`).
+    #[cfg(feature = "tools")]
+    #[serde(default)]
+    pub hooks: crate::hooks::HooksConfig,
 }
 
 /// `[cluster]` in `config.toml`: the NATS servers and this node's name (`--cluster` and
@@ -452,7 +461,7 @@ impl CompactionEntry {
             other => {
                 return Err(ConfigError::Invalid(format!(
                     "compaction.mode: {other:?} (expected summarize or discard)"
-                )))
+                )));
             }
         };
         Ok(penguin_engine::CompactionConfig {

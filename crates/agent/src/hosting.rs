@@ -393,6 +393,9 @@ pub struct ModelFactory {
     /// The data root whose skills and memory the API shows (`GET /api/sessions/{id}/skills`,
     /// `GET /api/memory`); `None` shows none.
     pub data_root: Option<PathBuf>,
+    /// The user's hooks (`config.toml`'s `[hooks]`, `docs/hooks.md`), run by every session
+    /// with a workspace's trusted `.penguin/hooks.toml` (trusted under `data_root`).
+    pub hooks: crate::hooks::HooksConfig,
 }
 
 impl ModelFactory {
@@ -575,6 +578,7 @@ impl SessionFactory for ModelFactory {
                 other => internal(other),
             })?;
         session.set_command_policy(self.policy.clone());
+        self.set_hooks(&mut session, &sandbox)?;
         session.set_sandbox(sandbox);
         session.enable_checkpoints(crate::rewind::checkpoint_store(&req.location));
         Ok(Box::new(session))
@@ -620,9 +624,46 @@ impl SessionFactory for ModelFactory {
         let mut session = Session::resume_for_model(resumed, writer, engine, &spec, env)
             .map_err(unrecoverable)?;
         session.set_command_policy(self.policy.clone());
+        self.set_hooks(&mut session, &sandbox)?;
         session.set_sandbox(sandbox);
         session.enable_checkpoints(crate::rewind::checkpoint_store(&req.location));
         Ok(Box::new(session))
+    }
+}
+
+impl ModelFactory {
+    /// Gives `session` the user's hooks and its workspace's trusted ones, run under `sandbox`;
+    /// an untrusted workspace file is logged, not run.
+    fn set_hooks(&self, session: &mut Session, sandbox: &Sandbox) -> Result<(), FactoryError> {
+        let workspace = PathBuf::from(&session.session_meta().workspace);
+        let loaded = match &self.data_root {
+            Some(root) => {
+                let store = crate::hooks::trust::TrustStore::new(root);
+                crate::hooks::trust::load(&self.hooks, &workspace, &store)
+            }
+            None => crate::hooks::Hook::all_of(&self.hooks, crate::hooks::HookOrigin::User).map(
+                |hooks| crate::hooks::trust::Loaded {
+                    hooks,
+                    untrusted: None,
+                },
+            ),
+        }
+        // A hooks table that does not load is the configuration's fault, named.
+        .map_err(|e| FactoryError::invalid_request("hooks", e.to_string()))?;
+        if let Some(notice) = loaded.untrusted_notice() {
+            tracing::warn!("[penguin] {notice}");
+        }
+        if !loaded.hooks.is_empty() {
+            session.set_hooks(crate::hooks::Hooks::new(
+                loaded.hooks,
+                &workspace,
+                sandbox.clone(),
+                self.hooks
+                    .max_stop_continuations
+                    .unwrap_or(crate::hooks::DEFAULT_MAX_STOP_CONTINUATIONS),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -654,6 +695,7 @@ mod tests {
             policy: CommandPolicy::default(),
             sandbox: SandboxRequest::default(),
             data_root: None,
+            hooks: Default::default(),
         }
     }
 

@@ -135,6 +135,9 @@ pub enum LaunchError {
     /// no room for a conversation: no request could succeed, so none is sent.
     #[error("{0}")]
     PromptTooLarge(#[from] PromptTooLarge),
+    /// A hook table of `config.toml` or of the workspace's `.penguin/hooks.toml` is wrong.
+    #[error("{0}")]
+    Hooks(#[from] crate::hooks::HookConfigError),
 }
 
 /// Where a launcher's notices go (the demo model chosen, a sandbox the kernel cannot fully
@@ -300,8 +303,59 @@ impl Launcher {
         })
     }
 
-    /// A new session in `workspace`, from [`Launcher::source`].
+    /// A new session in `workspace`, from [`Launcher::source`], with its hooks
+    /// ([`Launcher::hooks`]).
     pub fn new_session(
+        &self,
+        workspace: &Path,
+        confinement: &Confinement,
+    ) -> Result<Session, LaunchError> {
+        let session = self.new_session_without_hooks(workspace, confinement)?;
+        self.with_hooks(session, confinement)
+    }
+
+    /// The hooks of a session in `workspace`: the user's `[hooks]` tables and the workspace's
+    /// `.penguin/hooks.toml` when its content is trusted (when not, a notice says how to
+    /// trust it), run under `confinement`'s sandbox. `None` when there are none.
+    pub fn hooks(
+        &self,
+        workspace: &Path,
+        confinement: &Confinement,
+    ) -> Result<Option<crate::hooks::Hooks>, LaunchError> {
+        let config = &self.agent.config.hooks;
+        let store = crate::hooks::trust::TrustStore::new(&self.agent.location.root);
+        let loaded = crate::hooks::trust::load(config, workspace, &store)?;
+        if let Some(notice) = loaded.untrusted_notice() {
+            (self.notices)(&notice);
+        }
+        if loaded.hooks.is_empty() {
+            return Ok(None);
+        }
+        let max_stop = config
+            .max_stop_continuations
+            .unwrap_or(crate::hooks::DEFAULT_MAX_STOP_CONTINUATIONS);
+        let hooks = crate::hooks::Hooks::new(
+            loaded.hooks,
+            workspace,
+            confinement.sandbox.clone(),
+            max_stop,
+        );
+        Ok(Some(hooks.with_notices(self.notices.clone())))
+    }
+
+    fn with_hooks(
+        &self,
+        mut session: Session,
+        confinement: &Confinement,
+    ) -> Result<Session, LaunchError> {
+        let workspace = PathBuf::from(&session.session_meta().workspace);
+        if let Some(hooks) = self.hooks(&workspace, confinement)? {
+            session.set_hooks(hooks);
+        }
+        Ok(session)
+    }
+
+    fn new_session_without_hooks(
         &self,
         workspace: &Path,
         confinement: &Confinement,
@@ -350,7 +404,17 @@ impl Launcher {
 
     /// Stored session `id`, resumed on the model the overrides name, else the one it was made
     /// with ([`Launcher::model_for_resume`]); a scenario's model with the `scripted` provider.
+    /// Its hooks are those of its workspace now ([`Launcher::hooks`]).
     pub fn open_session(
+        &self,
+        id: &str,
+        confinement: &Confinement,
+    ) -> Result<Session, LaunchError> {
+        let session = self.open_session_without_hooks(id, confinement)?;
+        self.with_hooks(session, confinement)
+    }
+
+    fn open_session_without_hooks(
         &self,
         id: &str,
         confinement: &Confinement,
@@ -655,6 +719,7 @@ impl Launcher {
             policy: self.agent.policy(),
             sandbox: self.sandbox_request()?,
             data_root: Some(self.agent.location.root.clone()),
+            hooks: self.agent.config.hooks.clone(),
             spec,
         })
     }

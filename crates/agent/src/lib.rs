@@ -8,6 +8,9 @@
 pub mod agent;
 pub mod config;
 pub mod goal;
+#[cfg(feature = "tools")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tools")))]
+pub mod hooks;
 #[cfg(feature = "server")]
 #[cfg_attr(docsrs, doc(cfg(feature = "server")))]
 pub mod hosting;

@@ -245,6 +245,12 @@ pub struct Session {
     /// Where the workspace's checkpoint before each task goes, when enabled.
     #[cfg(feature = "tools")]
     checkpoints: Option<checkpoints::Checkpoints>,
+    /// The user's programs at the session's decision points, once set.
+    #[cfg(feature = "tools")]
+    hooks: Option<crate::hooks::Hooks>,
+    /// Where the engine's tools find them (`post_tool_use`).
+    #[cfg(feature = "tools")]
+    hook_slot: crate::hooks::HookSlot,
     /// The last goal run of this load.
     goal: crate::goal::SharedGoalState,
 }
@@ -457,7 +463,14 @@ impl Session {
             writer: writer.clone(),
             owed: Mutex::new(Owed::default()),
         });
-        let engine = Engine::with_parts(llm, env.clone(), config, Some(sink.clone()), initial);
+        #[cfg(feature = "tools")]
+        let hook_slot = crate::hooks::HookSlot::default();
+        // The engine runs the tools behind the session's post_tool_use hooks, set later.
+        #[cfg(feature = "tools")]
+        let engine_env = crate::hooks::HookedEnv::wrap(env.clone(), hook_slot.clone());
+        #[cfg(not(feature = "tools"))]
+        let engine_env = env.clone();
+        let engine = Engine::with_parts(llm, engine_env, config, Some(sink.clone()), initial);
         engine.set_context_head(meta.clone(), Some(tool_list.clone()));
         let (notice_hook, message_hook) = route_background(&engine, &env);
         Session {
@@ -479,6 +492,10 @@ impl Session {
             sandbox: None,
             #[cfg(feature = "tools")]
             checkpoints: None,
+            #[cfg(feature = "tools")]
+            hooks: None,
+            #[cfg(feature = "tools")]
+            hook_slot,
             goal: Default::default(),
         }
     }
@@ -528,6 +545,8 @@ impl Session {
             next_llm: self.next_llm.clone(),
             tool_list: self.tool_list.clone(),
             meta: self.meta.clone(),
+            #[cfg(feature = "tools")]
+            hooks: self.hooks.clone(),
         }
     }
 
@@ -621,6 +640,11 @@ impl Session {
         if lock(&self.boot).connecting || self.goal_running() {
             return Err(EngineBusy);
         }
+        // A prompt's or a stop's hooks are running: a run is about to start.
+        #[cfg(feature = "tools")]
+        if self.hooks.as_ref().is_some_and(|h| h.busy()) {
+            return Err(EngineBusy);
+        }
         if self.engine.compactability() != penguin_engine::Compactability::Ok {
             // Nothing to do: write nothing either (a fresh session keeps no empty trace file).
             return Ok(stream::empty().boxed());
@@ -628,6 +652,24 @@ impl Session {
         if !self.meta_written {
             self.writer.record_message(self.meta.clone());
             self.meta_written = true;
+        }
+        #[cfg(feature = "tools")]
+        if let Some(hooks) = self
+            .hooks
+            .clone()
+            .filter(|h| h.has(crate::hooks::HookEvent::PreCompact))
+        {
+            // The hooks run first, then the compaction (nothing when a run began meanwhile).
+            let engine = self.engine.clone();
+            return Ok(stream::once(async move {
+                hooks.pre_compact("manual").await;
+                match engine.compact(cancel) {
+                    Ok(run) => run.boxed(),
+                    Err(EngineBusy) => stream::empty().boxed(),
+                }
+            })
+            .flatten()
+            .boxed());
         }
         Ok(self.engine.compact(cancel)?.boxed())
     }
@@ -643,6 +685,39 @@ impl Session {
     #[cfg_attr(docsrs, doc(cfg(feature = "tools")))]
     pub fn set_sandbox(&mut self, sandbox: Sandbox) {
         self.sandbox = Some(sandbox);
+    }
+
+    /// Runs `hooks` at this session's decision points (`docs/hooks.md`) from its next run on.
+    #[cfg(feature = "tools")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tools")))]
+    pub fn set_hooks(&mut self, hooks: crate::hooks::Hooks) {
+        let resumed = self.meta_written || self.writer.started();
+        hooks.bind(
+            &self.id,
+            &self.writer.current_path(),
+            self.engine.notifier(),
+            resumed,
+        );
+        *lock(&self.hook_slot) = Some(hooks.clone());
+        self.hooks = Some(hooks);
+    }
+
+    /// The session's hooks, when set.
+    #[cfg(feature = "tools")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tools")))]
+    pub fn hooks(&self) -> Option<&crate::hooks::Hooks> {
+        self.hooks.as_ref()
+    }
+
+    /// Ends the session for its hooks: runs `session_end` (`reason`: `exit`, `other`, …).
+    /// Nothing else changes; a host calls it when it closes the session.
+    pub async fn end(&self, reason: &str) {
+        #[cfg(feature = "tools")]
+        if let Some(hooks) = &self.hooks {
+            hooks.session_end(reason).await;
+        }
+        #[cfg(not(feature = "tools"))]
+        let _ = reason;
     }
 
     /// The sandbox its commands run under, when its tools have one.
@@ -700,6 +775,7 @@ impl Session {
 }
 
 /// Starts runs on a session's parts (see [`Session::run`]).
+#[derive(Clone)]
 struct RunStarter {
     policy: CommandPolicy,
     boot: Arc<Mutex<Boot>>,
@@ -710,10 +786,16 @@ struct RunStarter {
     next_llm: Arc<Mutex<Option<Box<dyn Llm>>>>,
     tool_list: Arc<Mutex<OmniMessage>>,
     meta: OmniMessage,
+    #[cfg(feature = "tools")]
+    hooks: Option<crate::hooks::Hooks>,
 }
 
 impl RunStarter {
     fn check_idle(&self) -> Result<(), EngineBusy> {
+        #[cfg(feature = "tools")]
+        if self.hooks.as_ref().is_some_and(|h| h.busy()) {
+            return Err(EngineBusy);
+        }
         if lock(&self.boot).connecting || self.engine.is_running() {
             return Err(EngineBusy);
         }
@@ -725,8 +807,30 @@ impl RunStarter {
         input: Vec<OmniMessage>,
         options: RunOptions,
     ) -> Result<BoxStream<'static, Frame>, EngineBusy> {
-        // The command policy sits in front of whatever approver the host brings.
+        #[cfg(feature = "tools")]
+        if let Some(hooks) = self.hooks.clone().filter(|h| h.drives_runs()) {
+            self.check_idle()?;
+            let starter = self.clone();
+            let start: crate::hooks::Start =
+                Arc::new(move |input, options| starter.start_engine(input, options));
+            return Ok(crate::hooks::drive(hooks, input, options, start));
+        }
+        self.start_engine(input, options)
+    }
+
+    fn start_engine(
+        &self,
+        input: Vec<OmniMessage>,
+        options: RunOptions,
+    ) -> Result<BoxStream<'static, Frame>, EngineBusy> {
+        // The command policy sits in front of whatever approver the host brings, and the
+        // session's pre_tool_use hooks between the two.
         let mut options = options;
+        #[cfg(feature = "tools")]
+        if let Some(hooks) = &self.hooks {
+            options.approver =
+                crate::hooks::HookApprover::wrap(hooks, self.policy.clone(), options.approver);
+        }
         options.approver = self.policy.wrap(options.approver);
         let (announced, carry) = {
             let mut boot = lock(&self.boot);

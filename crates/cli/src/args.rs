@@ -312,6 +312,52 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: Option<MemoryCommand>,
     },
+    /// Hooks: your own programs at a session's decision points (docs/hooks.md).
+    Hooks {
+        #[command(subcommand)]
+        command: HooksCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum HooksCommand {
+    /// The hooks a session here runs: yours (config.toml [[hooks.EVENT]]) and the workspace's
+    /// (.penguin/hooks.toml, once trusted).
+    List {
+        /// The workspace (default: the current directory).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+    },
+    /// Run EVENT's hooks (pre_tool_use, PreToolUse, …) on a sample payload and print what each
+    /// answered.
+    Test {
+        /// The event.
+        event: String,
+        /// The tool of a pre_tool_use or post_tool_use sample.
+        #[arg(long, default_value = "exec_command")]
+        tool: String,
+        /// The tool's arguments, as JSON.
+        #[arg(long, default_value = r#"{"cmd":"echo hello"}"#)]
+        input: String,
+        /// The prompt of a user_prompt_submit sample.
+        #[arg(long, default_value = "hello")]
+        prompt: String,
+        /// The workspace (default: the current directory).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
+    },
+    /// Trust the workspace's .penguin/hooks.toml as it is now (shown first): its hooks run in
+    /// the sessions started there until it changes.
+    Trust {
+        /// The workspace (default: the current directory).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+        /// Trust without asking.
+        #[arg(long, short = 'y')]
+        yes: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]

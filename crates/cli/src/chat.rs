@@ -520,6 +520,7 @@ pub(crate) async fn repl(
     }
     // What still runs in the background is named and ended, never left behind unsaid.
     crate::run::end_background_work(&session).await;
+    session.end("exit").await;
     errln!("resume with: penguin resume {}", session.id());
     Ok(ExitCode::SUCCESS)
 }

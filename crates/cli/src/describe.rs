@@ -13,6 +13,8 @@ pub enum UserText {
     Note(&'static str),
     /// Bookkeeping for the model only.
     Hidden,
+    /// What a hook added for the model (context, feedback, a reason to keep going): its text.
+    Hook(String),
 }
 
 /// What a user-role text is: the engine wraps steering, summaries and carried-over turns in
@@ -29,6 +31,20 @@ pub fn user_text_display(text: &str) -> UserText {
     }
     if trimmed.starts_with("[context_summary]") || trimmed.starts_with("<context_summary>") {
         return UserText::Note("the summary of the earlier conversation opens this context");
+    }
+    // A hook's words for the model: its first line says whose they are, for the model; a
+    // person reads what the hook said.
+    for (tag, what) in [
+        ("hook_context", "hook context"),
+        ("hook_stop", "stop hook"),
+        ("hook_feedback", "hook"),
+    ] {
+        if trimmed.starts_with(&format!("[{tag}]")) {
+            if let Some(body) = find_block(trimmed, tag) {
+                let said = body.split_once('\n').map_or(body, |(_, rest)| rest);
+                return UserText::Hook(format!("{what}: {}", said.trim()));
+            }
+        }
     }
     if trimmed.starts_with("[turn_aborted]") || trimmed.starts_with("[turn_retried]") {
         return UserText::Hidden;

@@ -13,6 +13,7 @@ mod console;
 mod describe;
 mod editor;
 mod glance;
+mod hooks;
 mod init;
 mod knowledge;
 mod markdown;
@@ -116,6 +117,7 @@ fn main() -> ExitCode {
         Command::Memory { command } => {
             knowledge::memory(command.unwrap_or(MemoryCommand::List { json: false }))
         }
+        Command::Hooks { command } => hooks::hooks(command),
         Command::Completions { shell } => {
             init::completions(shell);
             Ok(ExitCode::SUCCESS)

@@ -343,6 +343,9 @@ impl<W: Write> Renderer<W> {
                             ))?,
                             UserText::Note(note) => self.line(&format!("{dim}({note}){reset}"))?,
                             UserText::Hidden => {}
+                            UserText::Hook(text) => {
+                                self.line(&format!("  {dim}↳ {}{reset}", clip(&text, 160)))?
+                            }
                         }
                     }
                     ModelPayload::Text(t) if t.role == penguin_omni_protocol::Role::Assistant => {
@@ -453,13 +456,38 @@ impl<W: Write> Renderer<W> {
                 EventPayload::ApprovalDecision {
                     decision,
                     tool_call_id,
+                    decided_by,
+                    reason,
+                    updated_arguments,
                 } => {
                     let name = self.names.get(tool_call_id).cloned().unwrap_or_default();
                     match decision {
-                        ApprovalDecision::Allow => self.running_tools += 1,
+                        ApprovalDecision::Allow => {
+                            self.running_tools += 1;
+                            if let Some(args) = updated_arguments {
+                                let by = decided_by.as_deref().unwrap_or("a hook");
+                                self.line(&format!(
+                                    "  {dim}↳ run as rewritten by {}: {}{reset}",
+                                    Untrusted(by),
+                                    clip(args, 100)
+                                ))?
+                            }
+                        }
                         ApprovalDecision::Deny => {
                             self.denied.insert(tool_call_id.clone());
-                            self.line(&format!("  {yellow}✗ {} denied{reset}", Untrusted(&name)))?
+                            match decided_by {
+                                // A hook decided: say which, and why (the model reads the same).
+                                Some(by) => self.line(&format!(
+                                    "  {yellow}✗ {} denied by {}: {}{reset}",
+                                    Untrusted(&name),
+                                    Untrusted(by),
+                                    clip(reason.as_deref().unwrap_or("no reason given"), 160)
+                                ))?,
+                                None => self.line(&format!(
+                                    "  {yellow}✗ {} denied{reset}",
+                                    Untrusted(&name)
+                                ))?,
+                            }
                         }
                         ApprovalDecision::Forbidden => {
                             self.denied.insert(tool_call_id.clone());

@@ -519,6 +519,7 @@ pub(crate) async fn one_task(
     )
     .await;
     end_background_work(session).await;
+    session.end("exit").await;
     let end = end?;
     Ok(if INTERRUPTED.load(Ordering::SeqCst) {
         ExitCode::from(130)

@@ -185,9 +185,9 @@ pub(crate) fn workspace_dir(workspace: Option<PathBuf>) -> Result<PathBuf, Strin
 /// `--sandbox strict` (or `strict = true`) was asked: the session line says so.
 static STRICT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// `session ID`, what the approval mode asks, and the sandbox when the session's tools have
-/// one (`strict` when asked so); a scenario's scripted tools run nothing, and the line says
-/// that instead.
+/// `session ID`, what the approval mode asks, the sandbox when the session's tools have one
+/// (`strict` when asked so; a scenario's scripted tools run nothing, and the line says that
+/// instead), and how many hooks run.
 pub(crate) fn session_line(session: &Session, approval: penguin::config::ApprovalMode) -> String {
     let head = format!(
         "session {} · {}: {}",
@@ -195,6 +195,15 @@ pub(crate) fn session_line(session: &Session, approval: penguin::config::Approva
         approval.as_str(),
         approval.describe()
     );
+    let line = sandbox_line(session, head);
+    match session.hooks().map_or(0, |h| h.len()) {
+        0 => line,
+        1 => format!("{line} · 1 hook"),
+        n => format!("{line} · {n} hooks"),
+    }
+}
+
+fn sandbox_line(session: &Session, head: String) -> String {
     match session.sandbox() {
         Some(sandbox) => {
             let mut summary = sandbox.summary();

@@ -236,6 +236,62 @@ pub trait Approver: Send + Sync {
     /// Answers for one complete `tool_call` message (carrying an origin when it comes from a
     /// child session).
     async fn approve(&self, call: &OmniMessage) -> Result<ApprovalDecision, ApprovalError>;
+
+    /// The whole answer: the decision, and who decided and why when it was not the host (a
+    /// hook), with the arguments the call runs with when they were rewritten. The engine asks
+    /// this one; by default it is [`Approver::approve`]'s decision alone. An approver that
+    /// wraps another forwards it, so the inner one's decider and reason are kept.
+    async fn verdict(&self, call: &OmniMessage) -> Result<Verdict, ApprovalError> {
+        self.approve(call).await.map(Verdict::from)
+    }
+}
+
+/// An approver's whole answer for one call ([`Approver::verdict`]), streamed and written as
+/// its `approval_decision` ([§2.5](penguin_omni_protocol::spec#s2.5) *One turn*).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Verdict {
+    /// allow, deny or forbidden.
+    pub decision: ApprovalDecision,
+    /// Who decided, when not the host: `hook:<command>`.
+    pub decided_by: Option<String>,
+    /// Why: a denial's synthetic output carries it to the model.
+    pub reason: Option<String>,
+    /// The arguments an allowed call runs with instead of the model's (JSON text).
+    pub updated_arguments: Option<String>,
+}
+
+impl Verdict {
+    /// `decision`, decided by `decided_by` for `reason`.
+    pub fn by(
+        decision: ApprovalDecision,
+        decided_by: impl Into<String>,
+        reason: Option<String>,
+    ) -> Verdict {
+        Verdict {
+            decision,
+            decided_by: Some(decided_by.into()),
+            reason,
+            updated_arguments: None,
+        }
+    }
+
+    /// This verdict, with the call run on `arguments` (JSON text) instead of the model's.
+    pub fn with_updated_arguments(mut self, arguments: Option<String>) -> Verdict {
+        self.updated_arguments = arguments;
+        self
+    }
+}
+
+impl From<ApprovalDecision> for Verdict {
+    fn from(decision: ApprovalDecision) -> Verdict {
+        Verdict {
+            decision,
+            decided_by: None,
+            reason: None,
+            updated_arguments: None,
+        }
+    }
 }
 
 /// Allows every call (`penguin run --yes`, tests, trusted automation).

@@ -20,6 +20,7 @@ pub use config::{CompactionConfig, EngineConfig, DEFAULT_COMPACTION_PROMPT};
 pub use environment::{
     AllowAll, ApprovalError, ApprovalMode, Approver, BackgroundForward, BackgroundListener,
     BackgroundTask, BackgroundWork, DenyAll, Environment, Permission, ToolCallRequest, TraceSink,
+    Verdict,
 };
 pub use penguin_llm_providers::{
     CancellationToken, Llm, LlmOutcome, LlmRequest, MessageSink, ThinkingLevel,

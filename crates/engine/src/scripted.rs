@@ -14,7 +14,9 @@ use penguin_omni_protocol::{
 };
 use serde_json::Value;
 
-use crate::environment::{ApprovalError, Approver, Environment, Permission, ToolCallRequest};
+use crate::environment::{
+    ApprovalError, Approver, Environment, Permission, ToolCallRequest, Verdict,
+};
 
 /// Plays each tool call's script, keyed by tool_call_id.
 #[derive(Debug, Default, Clone)]
@@ -122,6 +124,16 @@ pub enum ScriptedDecision {
 pub struct ScriptedApprover {
     default: (ScriptedDecision, Option<Duration>),
     by_id: HashMap<String, (ScriptedDecision, Option<Duration>)>,
+    /// Decisions a hook made (`"hook"` in the object form), by call id; `""`: the default's.
+    hooks: HashMap<String, HookAnswer>,
+}
+
+/// A hook's scripted answer: who decided, why, and the arguments the call runs with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct HookAnswer {
+    hook: String,
+    reason: Option<String>,
+    updated_arguments: Option<String>,
 }
 
 impl ScriptedApprover {
@@ -135,6 +147,10 @@ impl ScriptedApprover {
             None | Some(Value::Null) => (ScriptedDecision::Decide(ApprovalDecision::Deny), None),
             Some(v) => parse_decision(v, "approvals.default")?,
         };
+        let mut hooks = HashMap::new();
+        if let Some(hook) = obj.get("default").and_then(parse_hook) {
+            hooks.insert(String::new(), hook);
+        }
         let mut by_id = HashMap::new();
         if let Some(map) = obj.get("by_id").filter(|v| !v.is_null()) {
             let map = map
@@ -146,10 +162,28 @@ impl ScriptedApprover {
                     id.clone(),
                     parse_decision(v, &format!("approvals.by_id.{id}"))?,
                 );
+                if let Some(hook) = parse_hook(v) {
+                    hooks.insert(id.clone(), hook);
+                }
             }
         }
-        Ok(ScriptedApprover { default, by_id })
+        Ok(ScriptedApprover {
+            default,
+            by_id,
+            hooks,
+        })
     }
+}
+
+/// The hook of a decision's object form (`"hook"`, with `"reason"` and `"updated_arguments"`),
+/// so a scenario replays what a `pre_tool_use` hook decided.
+fn parse_hook(v: &Value) -> Option<HookAnswer> {
+    let text = |key: &str| v.get(key).and_then(Value::as_str).map(str::to_owned);
+    Some(HookAnswer {
+        hook: text("hook")?,
+        reason: text("reason"),
+        updated_arguments: text("updated_arguments"),
+    })
 }
 
 /// A decision, and the delay of the object form (absent for a bare decision string).
@@ -160,7 +194,17 @@ fn parse_decision(
     let (word, delay) = match v {
         Value::String(s) => (s.as_str(), None),
         Value::Object(o) => {
-            check_keys(o, path, &["decision", "delay_ms"])?;
+            check_keys(
+                o,
+                path,
+                &[
+                    "decision",
+                    "delay_ms",
+                    "hook",
+                    "reason",
+                    "updated_arguments",
+                ],
+            )?;
             let word = o.get("decision").and_then(Value::as_str).ok_or_else(|| {
                 ScriptError::new(format!("{path}.decision"), "missing or not a string")
             })?;
@@ -212,6 +256,20 @@ impl Approver for ScriptedApprover {
                 "scripted approver throws for {id}"
             ))),
         }
+    }
+
+    async fn verdict(&self, call: &OmniMessage) -> Result<Verdict, ApprovalError> {
+        let decision = self.approve(call).await?;
+        let id = call.tool_call_id().unwrap_or_default();
+        let hook = match self.by_id.contains_key(id) {
+            true => self.hooks.get(id),
+            false => self.hooks.get(""),
+        };
+        Ok(match hook {
+            Some(h) => Verdict::by(decision, format!("hook:{}", h.hook), h.reason.clone())
+                .with_updated_arguments(h.updated_arguments.clone()),
+            None => decision.into(),
+        })
     }
 }
 

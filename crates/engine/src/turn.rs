@@ -13,17 +13,17 @@ use penguin_llm_providers::{
 };
 use penguin_merge_queue::Producer;
 use penguin_omni_protocol::build;
+use penguin_omni_protocol::validator::denial_text;
 use penguin_omni_protocol::{
     ApprovalDecision, Body, EventPayload, ModelPayload, OmniMessage, PartialToolCallOutput,
     StopReason, StreamEventType,
 };
 use tokio::task::JoinSet;
 
-use crate::environment::{Approver, ToolCallRequest};
+use crate::environment::{Approver, ToolCallRequest, Verdict};
 use crate::instant::{self, Chain, Orderer};
 use crate::request::{generate, panic_text, request_end};
 use crate::shared::{Item, Shared};
-use crate::texts;
 
 /// What one turn left behind, for the run loop and carry-over.
 #[derive(Debug)]
@@ -178,7 +178,7 @@ impl Driver {
                 if self.cancel.is_cancelled() {
                     return;
                 }
-                let Some(decision) = self.approve(&msg).await else {
+                let Some(verdict) = self.approve(&msg).await else {
                     // The reference waits for the approver even then, so the model goes on
                     // only after everything the interrupt closed.
                     self.order.defer(self.chain);
@@ -187,19 +187,29 @@ impl Driver {
                 if self.cancel.is_cancelled() {
                     return;
                 }
+                let Verdict {
+                    decision,
+                    decided_by,
+                    reason,
+                    updated_arguments,
+                } = verdict;
+                let text = denial_text(decision, decided_by.as_deref(), reason.as_deref());
                 self.order.push(
                     self.chain,
-                    build::approval_decision(decision, &id),
+                    build::approval_decision_by(
+                        decision,
+                        &id,
+                        decided_by,
+                        reason,
+                        updated_arguments.clone(),
+                    ),
                     instant::APPROVAL,
                 );
                 match decision {
-                    ApprovalDecision::Allow => self.dispatch(msg),
-                    denied => {
-                        let text = if denied == ApprovalDecision::Forbidden {
-                            texts::DENIED_BY_POLICY
-                        } else {
-                            texts::DENIED_BY_USER
-                        };
+                    ApprovalDecision::Allow => {
+                        self.dispatch(with_arguments(msg, updated_arguments))
+                    }
+                    _ => {
                         let out = build::tool_call_output(text, id, StopReason::Aborted);
                         self.order.push(self.chain, out.clone(), instant::DENIAL);
                         self.outputs.lock().expect("outputs lock").push(out);
@@ -212,27 +222,27 @@ impl Driver {
 
     /// Asks the approver; `None` when the interrupt fired while waiting (then no
     /// approval_decision is emitted, as in the reference).
-    async fn approve(&self, call: &OmniMessage) -> Option<ApprovalDecision> {
+    async fn approve(&self, call: &OmniMessage) -> Option<Verdict> {
         let Some(approver) = self.approver.clone() else {
-            return Some(ApprovalDecision::Deny);
+            return Some(ApprovalDecision::Deny.into());
         };
         let answer = tokio::select! {
             biased;
             _ = self.cancel.cancelled() => return None,
-            answer = AssertUnwindSafe(approver.approve(call)).catch_unwind() => answer,
+            answer = AssertUnwindSafe(approver.verdict(call)).catch_unwind() => answer,
         };
         Some(match answer {
-            Ok(Ok(decision)) => decision,
+            Ok(Ok(verdict)) => verdict,
             Ok(Err(e)) => {
                 tracing::warn!("[penguin] approve callback threw: {e}; denying.");
-                ApprovalDecision::Deny
+                ApprovalDecision::Deny.into()
             }
             Err(panic) => {
                 tracing::warn!(
                     "[penguin] approve callback threw: {}; denying.",
                     panic_text(&panic)
                 );
-                ApprovalDecision::Deny
+                ApprovalDecision::Deny.into()
             }
         })
     }
@@ -278,6 +288,16 @@ impl Driver {
             }
         });
     }
+}
+
+/// The call as the environment runs it: with the arguments its approver rewrote them to (a
+/// hook's `updatedInput`), else as the model made it. The turn keeps the model's own call.
+fn with_arguments(mut call: OmniMessage, arguments: Option<String>) -> OmniMessage {
+    if let (Some(arguments), Body::Model(ModelPayload::ToolCall(tc))) = (arguments, &mut call.body)
+    {
+        tc.arguments = arguments;
+    }
+    call
 }
 
 /// What a tool streamed of its own call's output segment (`partial_tool_call_output`), so

@@ -251,6 +251,27 @@ pub fn approval_decision(
     event(EventPayload::ApprovalDecision {
         decision,
         tool_call_id: tool_call_id.into(),
+        decided_by: None,
+        reason: None,
+        updated_arguments: None,
+    })
+}
+
+/// `approval_decision` naming who decided and why (a hook), and the arguments the call runs
+/// with when they were rewritten ([§2.5](crate::spec#s2.5)).
+pub fn approval_decision_by(
+    decision: ApprovalDecision,
+    tool_call_id: impl Into<String>,
+    decided_by: Option<String>,
+    reason: Option<String>,
+    updated_arguments: Option<String>,
+) -> OmniMessage {
+    event(EventPayload::ApprovalDecision {
+        decision,
+        tool_call_id: tool_call_id.into(),
+        decided_by,
+        reason,
+        updated_arguments,
     })
 }
 

@@ -66,7 +66,7 @@
 //! | `delta_concat` | the concatenated fragments equal the complete's content (and a tool call's name); a `tool_call`'s arguments may differ in bytes when both sides parse as equal JSON values ([§1.8](crate::spec#s1.8)) |
 //! | `segment_open` | no segment is open at `request_end` (LLM segments), at the next `request_begin`, at `abort` or at the end of the stream |
 //! | `approval_position` | an `approval_decision` follows its committed `tool_call`, exactly once, and precedes every output of that call |
-//! | `denial_output` | after `deny`/`forbidden`, the driver's next message is the synthetic `tool_call_output` (`stop_reason: aborted`, "Tool call denied by user." / "Tool call denied by policy."), and nothing is dispatched for the call |
+//! | `denial_output` | after `deny`/`forbidden`, the driver's next message is the synthetic `tool_call_output` (`stop_reason: aborted`, "Tool call denied by user." / "Tool call denied by policy.", or [`denial_text`] of the decision's `decided_by` and `reason`), and nothing is dispatched for the call |
 //! | `pairing_missing_output` | every committed `tool_call` has a complete `tool_call_output` before the next `request_begin` of its origin, before an `abort` (unless the abort pre-empted its approval), or by the end of the stream |
 //! | `pairing_duplicate_output` | at most one complete `tool_call_output` per call, and no output fragment after it |
 //! | `pairing_unknown_call` | outputs answer a committed `tool_call` of the same origin (never an uncommitted synthetic closure) |
@@ -113,8 +113,8 @@ use crate::message::*;
 mod origin;
 mod state;
 
+pub use state::{denial_text, DENIED_BY_POLICY, DENIED_BY_USER};
 use state::{Cx, OriginState, Pos};
-pub use state::{DENIED_BY_POLICY, DENIED_BY_USER};
 
 /// The stable name of a guarantee a [`Violation`] breaks. See the module docs for each rule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -208,12 +208,21 @@ fn event_payload() -> impl Strategy<Value = EventPayload> {
     let reason = || any_of(CompactionReason::ALL);
     let mode = || any_of(CompactionMode::ALL);
     prop_oneof![
-        (any_of(ApprovalDecision::ALL), id()).prop_map(|(decision, tool_call_id)| {
-            EventPayload::ApprovalDecision {
-                decision,
-                tool_call_id,
-            }
-        }),
+        (
+            any_of(ApprovalDecision::ALL),
+            id(),
+            option::of(text()),
+            option::of(text())
+        )
+            .prop_map(|(decision, tool_call_id, decided_by, reason)| {
+                EventPayload::ApprovalDecision {
+                    decision,
+                    tool_call_id,
+                    decided_by,
+                    reason,
+                    updated_arguments: None,
+                }
+            }),
         option::of(text()).prop_map(|reason| EventPayload::Abort { reason }),
         Just(EventPayload::RequestBegin),
         (

@@ -539,6 +539,7 @@ fn decision_of(m: &OmniMessage) -> Option<(ApprovalDecision, &str)> {
         Some(EventPayload::ApprovalDecision {
             decision,
             tool_call_id,
+            ..
         }) => Some((*decision, tool_call_id)),
         _ => None,
     }

@@ -22,9 +22,9 @@ pub use penguin_agent::{
     agent, config, goal, images, memory, models, pricing, prompt, scenario, session, skills,
     subagent, window,
 };
+#[cfg(feature = "tools")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tools")))]
+pub use penguin_agent::{hooks, launch, rewind};
 #[cfg(feature = "server")]
 #[cfg_attr(docsrs, doc(cfg(feature = "server")))]
 pub use penguin_agent::{hosting, watch};
-#[cfg(feature = "tools")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tools")))]
-pub use penguin_agent::{launch, rewind};

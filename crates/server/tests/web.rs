@@ -694,6 +694,44 @@ async fn rewind_to_here_shows_the_plan_and_goes_on_in_the_fork() {
     b.close().await;
 }
 
+/// The calls of [`approval_scenario`], decided by the session's `pre_tool_use` hooks: the
+/// first allowed and rewritten, the second denied with a reason. The card says which hook
+/// decided and why, as the `approval_decision` does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium: scripts/install-browser.sh, then --ignored"]
+async fn a_hooks_decision_is_shown_in_the_tool_card() {
+    let mut scenario = approval_scenario();
+    scenario["hook_approvals"] = json!({
+        "default": "allow",
+        "by_id": {
+            "call_1": {"decision": "allow", "hook": "rewrite.sh", "updated_arguments": r#"{"command":"echo uno"}"#},
+            "call_2": {"decision": "deny", "hook": "no-rm.sh", "reason": "rm -rf is not allowed here"}
+        }
+    });
+    let srv = start(Setup::new(scenario)).await;
+    let id = srv.create("always-ask").await;
+    let mut b = Browser::start("hooks").await;
+    b.open_session(&srv, &id).await;
+    b.send("Run the commands").await;
+    b.card_status("call_2", "denied").await;
+    b.until(
+        "the answer",
+        "return document.getElementById('app').dataset.state === 'idle'",
+    )
+    .await;
+    b.shot("decided-by-hooks").await;
+    assert_eq!(
+        b.text_of(".card[data-call-id=call_2] .decision").await,
+        "denied by hook:no-rm.sh: rm -rf is not allowed here"
+    );
+    assert_eq!(
+        b.text_of(".card[data-call-id=call_1] .decision").await,
+        r#"allowed by hook:rewrite.sh · run as {"command":"echo uno"}"#
+    );
+    assert_page_matches_history(&mut b, &srv, &id).await;
+    b.close().await;
+}
+
 /// A command and a file read, both asked, in a session whose commands are sandboxed.
 fn unsandboxed_scenario() -> Value {
     json!({

@@ -207,11 +207,18 @@ class ToolCard {
   }
 
   setDecision(msg) {
-    this.decision = msg.payload.decision;
+    const p = msg.payload;
+    this.decision = p.decision;
     this.decisionEl.replaceChildren();
     // A denial is already the card's status: the decision line says only what the status
-    // does not (allowed, forbidden by policy).
-    const label = { allow: "allowed", deny: "", forbidden: "forbidden by policy" }[this.decision] ?? this.decision;
+    // does not (allowed, forbidden by policy), and who decided when it was a hook, with its
+    // reason (the model read the same) and the arguments it ran the call with.
+    let label = { allow: "allowed", deny: "", forbidden: "forbidden by policy" }[this.decision] ?? this.decision;
+    if (p.decided_by) {
+      const verb = { allow: "allowed", deny: "denied", forbidden: "forbidden" }[this.decision] ?? this.decision;
+      label = `${verb} by ${p.decided_by}${p.reason ? `: ${p.reason}` : ""}`;
+    }
+    if (p.updated_arguments) label += ` · run as ${p.updated_arguments}`;
     const line = mark(h("span", `decision-${this.decision}`, label), msg);
     this.decisionEl.append(line);
     this.decisionEl.hidden = label === "";

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use penguin_engine::{ApprovalError, Approver};
+use penguin_engine::{ApprovalError, Approver, Verdict};
 use penguin_omni_protocol::{ApprovalDecision, ModelPayload, OmniMessage};
 
 /// Forbidden command fragments for `exec_command`.
@@ -79,6 +79,14 @@ impl Approver for PolicyApprover {
             return Ok(ApprovalDecision::Forbidden);
         }
         self.host.approve(call).await
+    }
+
+    async fn verdict(&self, call: &OmniMessage) -> Result<Verdict, ApprovalError> {
+        if self.policy.veto(call).is_some() {
+            return Ok(ApprovalDecision::Forbidden.into());
+        }
+        // The host's whole answer: a hook behind the policy keeps its name and reason.
+        self.host.verdict(call).await
     }
 }
 

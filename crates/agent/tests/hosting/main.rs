@@ -12,5 +12,6 @@
 mod approvals;
 mod background;
 mod goal;
+mod hooks;
 mod models;
 mod sandbox;

@@ -177,6 +177,7 @@ async fn the_demo_model_runs_behind_a_model_factory() {
         policy: Default::default(),
         sandbox: Default::default(),
         data_root: None,
+        hooks: Default::default(),
     };
     let srv = serve(dir, Arc::new(factory), |_| {}).await;
 
@@ -295,6 +296,7 @@ async fn a_session_brings_its_own_mcp_servers() {
             policy: Default::default(),
             sandbox: Default::default(),
             data_root: None,
+            hooks: Default::default(),
         };
         // The data lives in `dir`, which outlives both servers.
         let data_root = root.join("data");
@@ -515,6 +517,7 @@ async fn skills_and_memory_are_listed_and_a_task_pins_a_skill() {
         policy: Default::default(),
         sandbox: Default::default(),
         data_root: Some(data.clone()),
+        hooks: Default::default(),
     };
     let srv = serve(dir, Arc::new(factory), |_| {}).await;
     let id = srv.create("allow-all").await;

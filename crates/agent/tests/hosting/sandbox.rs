@@ -86,6 +86,7 @@ async fn start_recording(root: &std::path::Path, network: bool, grants: Grants) 
             ..SandboxRequest::default()
         },
         data_root: None,
+        hooks: Default::default(),
     };
     let data_root = root.join("data");
     serve(TestDir::new(), Arc::new(factory), |o| {

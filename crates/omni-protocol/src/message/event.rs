@@ -90,6 +90,18 @@ pub enum EventPayload {
         decision: ApprovalDecision,
         /// The call decided on.
         tool_call_id: String,
+        /// Who decided when it was not the run's approver itself: a hook, as
+        /// `hook:<its command>` (penguin's own; absent in the format penguin is compatible
+        /// with, [§2.5](crate::spec#s2.5)).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        decided_by: Option<String>,
+        /// Why, in the decider's words: the model gets it in a denial's synthetic output.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        /// The arguments the call runs with when the decider rewrote them (JSON text); the
+        /// `tool_call` keeps what the model sent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        updated_arguments: Option<String>,
     },
     /// The last message of an interrupted run. `reason` serializes as `null` when absent.
     Abort {

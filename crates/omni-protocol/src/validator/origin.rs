@@ -3,8 +3,8 @@
 use crate::message::*;
 
 use super::state::{
-    contents_match, describe, id_suffix, is_llm_stream, opens_run, Call, Cx, Expect, OpenSegment,
-    OriginState, Producer, Request, DENIED_BY_POLICY, DENIED_BY_USER,
+    contents_match, denial_text, describe, id_suffix, is_llm_stream, opens_run, Call, Cx, Expect,
+    OpenSegment, OriginState, Producer, Request,
 };
 use super::{Rule, Violation};
 
@@ -109,16 +109,12 @@ impl OriginState {
                     Expect::DenialOutput {
                         tool_call_id,
                         decision,
+                        want,
                         ..
                     },
                     Body::Model(ModelPayload::ToolCallOutput(out)),
                 ) if out.tool_call_id == *tool_call_id => {
-                    let want = if *decision == ApprovalDecision::Forbidden {
-                        DENIED_BY_POLICY
-                    } else {
-                        DENIED_BY_USER
-                    };
-                    if out.output != want || out.stop_reason != Some(StopReason::Aborted) {
+                    if out.output != *want || out.stop_reason != Some(StopReason::Aborted) {
                         cx.flag(
                             Rule::DenialOutput,
                             format!(
@@ -352,6 +348,9 @@ impl OriginState {
             EventPayload::ApprovalDecision {
                 decision,
                 tool_call_id,
+                decided_by,
+                reason,
+                ..
             } => {
                 let Some(call) = self.calls.get_mut(tool_call_id) else {
                     cx.flag(
@@ -380,6 +379,7 @@ impl OriginState {
                     self.expects.push(Expect::DenialOutput {
                         tool_call_id: tool_call_id.clone(),
                         decision: *decision,
+                        want: denial_text(*decision, decided_by.as_deref(), reason.as_deref()),
                         at: cx.index,
                     });
                 }

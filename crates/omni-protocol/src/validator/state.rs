@@ -11,6 +11,23 @@ pub const DENIED_BY_USER: &str = "Tool call denied by user.";
 /// The synthetic output of a call a command policy forbade (`forbidden`).
 pub const DENIED_BY_POLICY: &str = "Tool call denied by policy.";
 
+/// The synthetic output of a denied call: [`DENIED_BY_USER`] or [`DENIED_BY_POLICY`], or, when
+/// the `approval_decision` names its decider (a hook, [§2.5](crate::spec#s2.5) *One turn*),
+/// `Tool call denied by <decider>: <reason>`, so the model reads why.
+pub fn denial_text(
+    decision: ApprovalDecision,
+    decided_by: Option<&str>,
+    reason: Option<&str>,
+) -> String {
+    match (decided_by, reason) {
+        (Some(by), Some(reason)) => format!("Tool call denied by {by}: {reason}"),
+        (Some(by), None) => format!("Tool call denied by {by}."),
+        (None, Some(reason)) => format!("Tool call denied: {reason}"),
+        (None, None) if decision == ApprovalDecision::Forbidden => DENIED_BY_POLICY.to_owned(),
+        (None, None) => DENIED_BY_USER.to_owned(),
+    }
+}
+
 /// Who pushed a message into the merge queue (within one origin).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum Producer {
@@ -44,6 +61,8 @@ pub(super) enum Expect {
     DenialOutput {
         tool_call_id: String,
         decision: ApprovalDecision,
+        /// The synthetic output's text ([`denial_text`]).
+        want: String,
         at: Pos,
     },
     RequestEnd {
@@ -79,6 +98,7 @@ impl Expect {
                 tool_call_id,
                 decision,
                 at,
+                ..
             } => (
                 Rule::DenialOutput,
                 format!(

@@ -141,6 +141,33 @@ fn forbidden_needs_the_policy_text() {
 }
 
 #[test]
+fn a_hooks_denial_needs_its_reason_in_the_output() {
+    let decision = build::approval_decision_by(
+        ApprovalDecision::Deny,
+        "a",
+        Some("hook:no-rm".into()),
+        Some("not here".into()),
+        None,
+    );
+    let stream = |output: &str| {
+        [
+            build::request_begin(),
+            build::tool_call("t", "{}", "a", StopReason::Completed, None),
+            decision.clone(),
+            build::tool_call_output(output, "a", StopReason::Aborted),
+            usage(),
+            end(StopReason::Completed),
+        ]
+    };
+    assert_eq!(
+        rules(&stream("Tool call denied by hook:no-rm: not here")),
+        vec![]
+    );
+    // The user's text would hide from the model why it was refused.
+    assert_eq!(rules(&stream(DENIED_BY_USER)), vec![Rule::DenialOutput]);
+}
+
+#[test]
 fn abort_excuses_unanswered_calls_but_not_a_missing_request_begin() {
     let stream = [
         build::request_begin(),

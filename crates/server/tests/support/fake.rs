@@ -48,9 +48,21 @@ pub struct Script {
     llm: Value,
     tools: Value,
     engine: EngineConfig,
+    /// `hook_approvals`: what a session's `pre_tool_use` hooks answer, in the scenario
+    /// format's approvals (`{"by_id": {ID: {"decision": …, "hook": …, "reason": …}}}`);
+    /// they decide in place of the server's approver.
+    hook_approvals: Option<Value>,
 }
 
 impl Script {
+    /// The scripted hooks' approver, when the scenario has `hook_approvals`.
+    fn hook_approver(&self) -> Option<Arc<dyn Approver>> {
+        let approvals = self.hook_approvals.as_ref()?;
+        let approver = penguin_engine::scripted::ScriptedApprover::from_json(approvals)
+            .expect("hook_approvals");
+        Some(Arc::new(approver))
+    }
+
     /// Reads `scenario`; panics on anything it cannot play.
     pub fn new(scenario: &Value) -> Script {
         let llm = scenario.get("llm").cloned().unwrap_or(Value::Array(vec![]));
@@ -74,7 +86,13 @@ impl Script {
                 other => panic!("engine.{other}: not played by the fake"),
             }
         }
-        let script = Script { llm, tools, engine };
+        let hook_approvals = scenario.get("hook_approvals").cloned();
+        let script = Script {
+            llm,
+            tools,
+            engine,
+            hook_approvals,
+        };
         // Parsed once here, so a bad script fails the test where it is made.
         script.model();
         script.tools();
@@ -355,7 +373,8 @@ impl SessionFactory for FakeFactory {
             self.engine_config(),
         )
         .map_err(FactoryError::internal)?;
-        Ok(self.assemble(session.with_sandbox(sandbox), tools))
+        let hooks = self.script.hook_approver();
+        Ok(self.assemble(session.with_sandbox(sandbox).with_hooks(hooks), tools))
     }
 
     fn load(&self, req: &LoadSession) -> Result<Box<dyn HostedSession>, FactoryError> {
@@ -377,7 +396,8 @@ impl SessionFactory for FakeFactory {
             tools.clone(),
             self.engine_config(),
         );
-        Ok(self.assemble(session.with_sandbox(sandbox), tools))
+        let hooks = self.script.hook_approver();
+        Ok(self.assemble(session.with_sandbox(sandbox).with_hooks(hooks), tools))
     }
 }
 
@@ -412,6 +432,8 @@ pub struct FakeSession {
     // A stand-in for goal mode (the facade has the real loop): one round, the scripted run,
     // then `complete`. Enough for the web app's banner.
     goal: Arc<Mutex<Option<Value>>>,
+    /// Scripted `pre_tool_use` hooks, deciding in place of the run's approver.
+    hooks: Option<Arc<dyn Approver>>,
 }
 
 impl FakeSession {
@@ -521,11 +543,17 @@ impl FakeSession {
             notice_hook,
             message_hook,
             goal: Arc::default(),
+            hooks: None,
         }
     }
 
     fn with_sandbox(mut self, sandbox: Option<SandboxInfo>) -> FakeSession {
         self.sandbox = sandbox;
+        self
+    }
+
+    fn with_hooks(mut self, hooks: Option<Arc<dyn Approver>>) -> FakeSession {
+        self.hooks = hooks;
         self
     }
 }
@@ -550,6 +578,10 @@ impl HostedSession for FakeSession {
         if !self.meta_written {
             self.writer.record_message(self.meta_message.clone());
             self.meta_written = true;
+        }
+        let mut options = options;
+        if let Some(hooks) = &self.hooks {
+            options.approver = hooks.clone();
         }
         let stream = self.engine.run(input, options)?;
         if self.announced {

@@ -1,6 +1,9 @@
 //! Where checkpoints live: contents by their SHA-256 under `objects/`, each session's
-//! manifests under `sessions/<id>/`. The folder is penguin's own (under its data root, which
-//! commands cannot write), so plain file operations serve here.
+//! manifests under `sessions/<id>/`. The folder is penguin's own, under its data root, which
+//! commands can neither write nor, in most modes, see (docs/security.md): plain file operations
+//! serve here, as for the data root's other files, and every content read back is checked
+//! against its hash.
+#![allow(clippy::disallowed_methods)]
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
