@@ -479,6 +479,12 @@ impl Sandbox {
     }
 
     /// The bubblewrap that starts commands, when they get namespaces; tries it the first time.
+    /// Whether [`Sandbox::start`] runs a program under bubblewrap, which then leads its
+    /// process group (and dies of a SIGINT sent to the group, see `command/process.rs`).
+    pub fn wraps(&self) -> bool {
+        self.bubblewrap().is_some()
+    }
+
     fn bubblewrap(&self) -> Option<PathBuf> {
         if self.mode == SandboxMode::Off {
             return None;

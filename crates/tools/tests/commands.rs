@@ -105,6 +105,34 @@ async fn a_command_still_running_at_its_wait_is_polled_to_its_end() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn input_command_writes_to_stdin_and_ctrl_c_interrupts_the_group() {
     let (_dir, tools) = tools();
+    ctrl_c_reaches_the_trap(&tools).await;
+}
+
+/// The same under the default sandbox, where bubblewrap leads the command's group: Ctrl-C
+/// reaches the command's trap, and what it exits with is the command's, not bubblewrap's
+/// death by SIGINT.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_reaches_the_trap_of_a_command_in_the_namespaces() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = BuiltinTools::new(dir.path(), ToolsConfig::default()).unwrap();
+    let (out, _) = call(&tools, "exec_command", json!({"cmd": "true"})).await;
+    assert_eq!(
+        out, "[no output]",
+        "the first command finds out about namespaces"
+    );
+    if !ToolsConfig::default().sandbox.wraps() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI installs bubblewrap (scripts/install-sandbox.sh)"
+        );
+        eprintln!("skipped: commands run without namespaces here");
+        return;
+    }
+    ctrl_c_reaches_the_trap(&tools).await;
+}
+
+async fn ctrl_c_reaches_the_trap(tools: &BuiltinTools) {
+    let tools = tools.clone();
     let (out, _) = call(
         &tools,
         "exec_command",

@@ -75,6 +75,8 @@ struct State {
 pub(crate) struct ManagedProcess {
     pub(crate) cmd: String,
     pgid: Pid,
+    /// The group's leader is the sandbox's bubblewrap, not the shell.
+    wrapped: bool,
     state: Mutex<State>,
     wake: Notify,
     stdin: tokio::sync::Mutex<Option<ChildStdin>>,
@@ -128,6 +130,7 @@ impl ManagedProcess {
         let process = Arc::new(ManagedProcess {
             cmd: cmd.to_owned(),
             pgid: Pid::from_raw(pid),
+            wrapped: sandbox.wraps(),
             state: Mutex::new(State {
                 buffer: CappedText::new(OUTPUT_CAP, "earlier output"),
                 scans: Default::default(),
@@ -311,9 +314,20 @@ impl ManagedProcess {
         })
     }
 
-    /// Ctrl-C: SIGINT to the whole group.
+    /// Ctrl-C: SIGINT to the whole group, as a terminal sends it. Under bubblewrap, to all
+    /// of it but the leader: bubblewrap would die of it at once and report the command killed
+    /// by SIGINT while the command, which got it too, may be running its `trap` (its own exit
+    /// status is what bubblewrap reports when it lives). The namespace's init, bubblewrap's
+    /// child, ignores it, as a PID namespace's init does a signal it has no handler for.
     pub(crate) fn interrupt(&self) {
-        self.signal(Signal::SIGINT);
+        if !self.wrapped {
+            return self.signal(Signal::SIGINT);
+        }
+        for pid in group_members(self.pgid) {
+            if pid != self.pgid {
+                let _ = nix::sys::signal::kill(pid, Signal::SIGINT);
+            }
+        }
     }
 
     /// Ends the whole group: SIGTERM, then SIGKILL after a grace period. Idempotent.
@@ -366,4 +380,18 @@ async fn read_into(mut pipe: impl AsyncRead + Unpin, index: usize, process: Arc<
     if !rest.is_empty() {
         process.push(index, &rest);
     }
+}
+
+/// The processes of group `pgid` now, from `/proc` (a process gone meanwhile is skipped).
+fn group_members(pgid: Pid) -> Vec<Pid> {
+    // `/proc` is the kernel's, not a folder a command can change.
+    #[allow(clippy::disallowed_methods)]
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .map(Pid::from_raw)
+        .filter(|pid| nix::unistd::getpgid(Some(*pid)) == Ok(pgid))
+        .collect()
 }
