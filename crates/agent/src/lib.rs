@@ -22,6 +22,7 @@ pub mod memory;
 pub mod models;
 pub mod pricing;
 pub mod prompt;
+pub mod replay;
 #[cfg(feature = "tools")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tools")))]
 pub mod rewind;

@@ -252,6 +252,23 @@ pub(crate) enum Command {
         #[arg(long, short = 'y')]
         yes: bool,
     },
+    /// Replay a stored session through the engine on a paused clock: its Trace rebuilt as a
+    /// scenario (the model's committed output, each tool's output, approvals, steering,
+    /// aborts) and run; the new Trace compared with the original.
+    Replay {
+        /// The session id, or a unique part of it.
+        #[arg(required_unless_present = "last")]
+        session_id: Option<String>,
+        /// The newest session of the current workspace.
+        #[arg(long, conflicts_with = "session_id")]
+        last: bool,
+        /// Exit non-zero on the first record that differs, naming it.
+        #[arg(long)]
+        check: bool,
+        /// Keep the scenario in FILE (a regression test of the harness from then on).
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
     /// Write a commented starter config.toml into the data root.
     Init {
         /// Replace an existing config.toml.

@@ -18,6 +18,7 @@ mod init;
 mod knowledge;
 mod markdown;
 mod render;
+mod replay;
 mod rewind;
 mod run;
 // Its few lines are about its own startup; it is another team's file for now.
@@ -97,6 +98,12 @@ fn main() -> ExitCode {
             at,
         } => setup::fork(session_id, last, at),
         Command::Init { force } => init::init(force),
+        Command::Replay {
+            session_id,
+            last,
+            check,
+            out,
+        } => replay::replay(session_id, last, check, out),
         Command::Rewind {
             session_id,
             last,

@@ -19,8 +19,8 @@ pub use penguin_tools as tools;
 pub use penguin_trace_store as trace_store;
 
 pub use penguin_agent::{
-    agent, config, goal, images, memory, models, pricing, prompt, scenario, session, skills,
-    subagent, window,
+    agent, config, goal, images, memory, models, pricing, prompt, replay, scenario, session,
+    skills, subagent, window,
 };
 #[cfg(feature = "tools")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tools")))]
