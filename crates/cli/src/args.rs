@@ -269,6 +269,25 @@ pub(crate) enum Command {
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
     },
+    /// Write a session's Trace as one file to take away (its files in order, a
+    /// `{"type":"trace_rotate"}` line between them): to another machine, or a bug report.
+    Export {
+        /// The session id, or a unique part of it.
+        #[arg(required_unless_present = "last")]
+        session_id: Option<String>,
+        /// The newest session of the current workspace.
+        #[arg(long, conflicts_with = "session_id")]
+        last: bool,
+        /// Where (default: stdout).
+        #[arg(long, short = 'o', value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// Import an exported Trace as a session here (checked first: a trace the checker calls
+    /// broken is refused); prints its id.
+    Import {
+        /// The exported file.
+        file: PathBuf,
+    },
     /// Write a commented starter config.toml into the data root.
     Init {
         /// Replace an existing config.toml.

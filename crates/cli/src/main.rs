@@ -98,6 +98,12 @@ fn main() -> ExitCode {
             at,
         } => setup::fork(session_id, last, at),
         Command::Init { force } => init::init(force),
+        Command::Export {
+            session_id,
+            last,
+            out,
+        } => setup::export(session_id, last, out),
+        Command::Import { file } => setup::import(&file),
         Command::Replay {
             session_id,
             last,

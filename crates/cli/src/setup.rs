@@ -140,6 +140,54 @@ pub(crate) fn fork(id: Option<String>, last: bool, at: Option<usize>) -> Result<
     Ok(ExitCode::SUCCESS)
 }
 
+/// `penguin export`: the session's Trace as one text, to `out` or stdout.
+pub(crate) fn export(
+    id: Option<String>,
+    last: bool,
+    out: Option<PathBuf>,
+) -> Result<ExitCode, String> {
+    let agent = Agent::from_env().map_err(|e| e.to_string())?;
+    let id = resolve_session_id(&agent, id.as_deref(), last)?;
+    let traces = agent.location.traces_dir();
+    let written = match &out {
+        Some(path) => std::fs::File::create(path)
+            .and_then(|f| {
+                let mut w = std::io::BufWriter::new(f);
+                penguin::trace_store::export_session(&traces, &id, &mut w)?;
+                std::io::Write::flush(&mut w)
+            })
+            .map_err(|e| format!("cannot write {}: {e}", path.display())),
+        // On stdout each line's hazards are escaped as JSON escapes them (`json_line`): the
+        // same records, inert on a terminal.
+        None => {
+            let mut all = Vec::new();
+            penguin::trace_store::export_session(&traces, &id, &mut all)
+                .map_err(|e| format!("cannot export {id}: {e}"))?;
+            for line in String::from_utf8_lossy(&all).lines() {
+                outln!("{}", crate::untrusted::json_line(line));
+            }
+            Ok(())
+        }
+    };
+    written?;
+    if let Some(path) = out {
+        errln!("penguin: session {id} is in {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `penguin import FILE`: an exported Trace made a session here; prints its id.
+pub(crate) fn import(file: &Path) -> Result<ExitCode, String> {
+    let agent = Agent::from_env().map_err(|e| e.to_string())?;
+    let text = std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    let id = penguin::trace_store::import_session(&agent.location.traces_dir(), &text)
+        .map_err(|e| format!("{}: {e}", file.display()))?
+        .session_id;
+    errln!("penguin: imported session {id}: `penguin show {id}`, `penguin resume {id}`");
+    outln!("{id}");
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Which session a command works on.
 pub(crate) enum Which {
     /// A new one in this workspace (the current directory when `None`).

@@ -33,6 +33,8 @@
 //! | `GET /api/sessions/{id}/goal` | none | 200 `{"goal": {objective, status, budget, used, rounds, updatedAt} \| null}` | the session's goal (goal mode) |
 //! | `POST /api/sessions/{id}/fork` | `{}` or `{"position": {"fileIndex": F, "ordinal": O}}` | 201 [`SessionEnvelope`] | a new session with this one's trace up to the end or up to that position |
 //! | `POST /api/sessions/{id}/rewind` | `{"to": N, "files"?: true, "conversation"?: true, "apply"?: false}` (or `"at": {"fileIndex", "ordinal"}`, a task's first input, for `to`) | 200 `{"to": N, "files"?: [`RewindFiles`], "session"?: SessionInfo}` | the workspace as before task N (what would change; with `apply`, changed) and the conversation forked after task N-1 (409 `no_checkpoints`, `no_checkpoint`, `task_in_progress`) |
+//! | `GET /api/sessions/{id}/trace` | none | 200 JSON lines (`application/x-ndjson`, an attachment) | the session's Trace to take away: its files in order, `{"type":"trace_rotate"}` between them |
+//! | `POST /api/sessions/import` | an exported Trace (JSON lines) | 201 `{"session": {"id"}}` | the Trace made a session here, checked first (400 `invalid_trace` naming the problems, 409 `session_exists`) |
 //! | `GET /api/sessions/{id}/skills` | none | 200 `{"skills": [{name, description, …}]}` | the skills its workspace is offered (the factory's) |
 //! | `POST /api/sessions/{id}/tasks` | [`TaskRequest`]: `{"input": [{"type": "text", "text": "Fix the build"}]}` | 202 [`TaskAccepted`] | start a task, or queue a follow-up (`queueIfBusy`); `goal: true` or `{budget}` runs it as a goal |
 //! | `POST /api/sessions/{id}/steer` | [`SteerRequest`]: `{"text": "use the other branch"}` | 202 [`SteerAccepted`] | steer the running task (409 `not_running` when none runs) |

@@ -321,6 +321,8 @@ fn api_routes() -> (Router<AppState>, &'static [(&'static str, &'static str)]) {
         get "/api/sessions/{id}/goal" => routes::goal,
         post "/api/sessions/{id}/fork" => routes::fork,
         post "/api/sessions/{id}/rewind" => routes::rewind,
+        get "/api/sessions/{id}/trace" => routes::export_trace,
+        post "/api/sessions/import" => routes::import_trace,
         get "/api/sessions/{id}/skills" => catalog::skills,
         post "/api/sessions/{id}/tasks" => routes::create_task,
         post "/api/sessions/{id}/steer" => routes::steer,

@@ -529,6 +529,68 @@ pub(crate) async fn rewind(
     Ok(json_response(StatusCode::OK, &Value::Object(out)))
 }
 
+/// `GET /api/sessions/{id}/trace`: the session's Trace as one JSON-lines text (its files in
+/// order, `{"type":"trace_rotate"}` between them), as an attachment.
+pub(crate) async fn export_trace(
+    State(app): State<AppState>,
+    p: Result<Path<String>, PathRejection>,
+) -> ApiResult {
+    let e = entry(&app, p).await?;
+    let writer = e.session().writer().clone();
+    let traces = app.sessions.cfg.location.traces_dir();
+    let id = e.id.clone();
+    let text = tokio::task::spawn_blocking(move || {
+        writer.flush()?;
+        let mut out = Vec::new();
+        penguin_trace_store::export_session(&traces, &id, &mut out).map(|()| out)
+    })
+    .await
+    .map_err(|err| ApiError::internal(format!("the export failed: {err}")))?
+    .map_err(|err| ApiError::internal(format!("cannot export the trace: {err}")))?;
+    let mut response = Response::new(Body::from(text));
+    let headers = response.headers_mut();
+    headers.insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/x-ndjson"),
+    );
+    if let Ok(v) =
+        axum::http::HeaderValue::from_str(&format!("attachment; filename=\"{}.jsonl\"", e.id))
+    {
+        headers.insert(axum::http::header::CONTENT_DISPOSITION, v);
+    }
+    Ok(response)
+}
+
+/// `POST /api/sessions/import`: an exported Trace (the body, JSON lines) made a session here,
+/// checked first; 201 `{"session": {"id"}}`, 400 `invalid_trace` naming the problems, 409
+/// `session_exists`.
+pub(crate) async fn import_trace(State(app): State<AppState>, body: Body) -> ApiResult {
+    let bytes = axum::body::to_bytes(body, app.body.max_bytes)
+        .await
+        .map_err(|e| {
+            ApiError::bad_request("invalid_body", format!("the trace could not be read: {e}"))
+        })?;
+    let traces = app.sessions.cfg.location.traces_dir();
+    let imported =
+        tokio::task::spawn_blocking(move || penguin_trace_store::import_session(&traces, &bytes))
+            .await
+            .map_err(|err| ApiError::internal(format!("the import failed: {err}")))?
+            .map_err(|err| match err {
+                penguin_trace_store::ImportError::Exists(_) => {
+                    ApiError::conflict("session_exists", err.to_string())
+                }
+                penguin_trace_store::ImportError::Io(_) => ApiError::internal(err.to_string()),
+                other => ApiError::bad_request("invalid_trace", other.to_string()),
+            })?;
+    app.sessions
+        .index
+        .wrote(&imported.session_id, &imported.files);
+    Ok(json_response(
+        StatusCode::CREATED,
+        &serde_json::json!({ "session": { "id": imported.session_id } }),
+    ))
+}
+
 /// `GET /api/sessions/{id}/goal`: `{"goal": {objective, status, budget, used, rounds,
 /// updatedAt} | null}`.
 pub(crate) async fn goal(

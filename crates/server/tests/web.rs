@@ -663,6 +663,13 @@ async fn rewind_to_here_shows_the_plan_and_goes_on_in_the_fork() {
     b.until("the first answer", "return document.body.innerText.includes('First answer.') && document.getElementById('app').dataset.state === 'idle'").await;
     b.send("second task").await;
     b.until("the second answer", "return document.body.innerText.includes('Second answer.') && document.getElementById('app').dataset.state === 'idle'").await;
+    // "Trace" downloads the session's Trace (what the browser would save is caught here).
+    b.js("window.__saved = null; const make = URL.createObjectURL; URL.createObjectURL = (blob) => { blob.text().then((t) => (window.__saved = t)); return make(blob); }; document.querySelector('button[data-action=download-trace]').click(); return true").await;
+    b.until(
+        "the downloaded trace",
+        "return !!window.__saved && window.__saved.split('\\n')[0].includes('session_meta') && window.__saved.includes('Second answer.')",
+    )
+    .await;
     // The second task's button: "as before task 2".
     b.js("document.querySelectorAll('.msg.user button[data-action=rewind-here]')[1].click(); return true").await;
     b.until(

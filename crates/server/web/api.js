@@ -134,3 +134,20 @@ export const sessions = {
 export function streamUrl(path) {
   return `${path}?access_token=${enc(token() || "")}`;
 }
+
+// A session's Trace as a file the browser saves (`GET /api/sessions/{id}/trace`, which needs
+// the token in a header a plain link cannot carry).
+export async function downloadTrace(id) {
+  const res = await fetch(`/api/sessions/${encodeURIComponent(id)}/trace`, {
+    headers: { Authorization: `Bearer ${token()}` },
+  });
+  if (!res.ok) throw new ApiError(res.status, "download_failed", `the trace could not be downloaded (${res.status})`);
+  const url = URL.createObjectURL(await res.blob());
+  const a = document.createElement("a");
+  a.href = url;
+  a.download = `${id}.jsonl`;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10000);
+}

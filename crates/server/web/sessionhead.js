@@ -89,8 +89,16 @@ function sessionActions(ctx, showInfo) {
       h("button", { class: "quiet", dataset: { action: "rename" }, onclick: rename }, "Rename"),
       h("button", { class: "quiet", dataset: { action: "compact" }, onclick: compact }, "Compact"),
       h("button", { class: "quiet", dataset: { action: "fork" }, onclick: fork, title: "A new session with this one's conversation so far" }, "Fork"),
+      h("button", { class: "quiet", dataset: { action: "download-trace" }, onclick: download, title: "This session's Trace, to move it or attach it to a bug report (penguin import)" }, "Trace"),
       h("button", { class: "quiet danger", dataset: { action: "delete" }, onclick: confirmDelete }, "Delete"),
     );
+  async function download() {
+    try {
+      await api.downloadTrace(id);
+    } catch (err) {
+      toast(err.message);
+    }
+  }
   function rename() {
     const input = h("input", { name: "title", value: ctx.info?.title || "", placeholder: "title" });
     el.replaceChildren(

@@ -105,7 +105,7 @@ fn starts_a_run(body: &Body) -> bool {
 /// would check the files themselves.
 pub const ROTATE_MARKER: &str = r#"{"type":"trace_rotate"}"#;
 
-fn is_rotate_marker(line: &[u8]) -> bool {
+pub(crate) fn is_rotate_marker(line: &[u8]) -> bool {
     line.trim_ascii() == ROTATE_MARKER.as_bytes()
 }
 

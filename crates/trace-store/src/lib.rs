@@ -11,6 +11,7 @@ mod lines;
 mod listing;
 mod open;
 mod paths;
+mod portable;
 mod reader;
 mod resume;
 mod writer;
@@ -30,6 +31,7 @@ pub use paths::{
     TraceLocation,
 };
 pub use penguin_omni_protocol::markers::extract_summary;
+pub use portable::{export_session, import_session, ImportError, Imported};
 pub use reader::{
     parse_trace_lines, read_trace, read_trace_each, read_trace_tolerant, skipped_diagnostic,
     ReadMode, ReadReport, SkippedLine, TraceRead,
