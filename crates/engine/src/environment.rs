@@ -173,6 +173,12 @@ pub struct BackgroundTask {
     pub detail: Option<String>,
     /// The OS process (group) of a command.
     pub pid: Option<i32>,
+    /// When it started, in milliseconds since the epoch, when known.
+    pub started_at_ms: Option<u64>,
+    /// Its latest lines of output, for a person to glance at (a command's).
+    pub recent: Option<String>,
+    /// The TCP ports it listens on (a dev server's), within what its sandbox lets it bind.
+    pub ports: Vec<u16>,
 }
 
 /// Work an environment keeps running past its tool calls.

@@ -46,6 +46,7 @@
 //! | `POST /api/sessions/{id}/compact` | none | 202 [`CompactAccepted`] | compact the context now |
 //! | `GET /api/sessions/{id}/processes` | none | 200 [`ProcessList`] | the session's background commands |
 //! | `POST /api/sessions/{id}/processes/{process}/kill` | none | 204 (404 `process_not_found`) | kill one |
+//! | `DELETE /api/sessions/{id}/processes/{process}` | none | 204 (404 `process_not_found`) | the same: kill it if it runs, and forget it (a finished one leaves the list) |
 //! | `GET /api/models` | none | 200 [`ModelList`] | the models a create may name, the default first |
 //! | `GET /api/memory` | none | 200 `{"scopes": [...]}` | the agent's memory, by scope (the factory's) |
 //! | `GET /api/usage` | `?from=YYYY-MM-DD&to=YYYY-MM-DD&groupBy=day\|model\|session` (all optional; RFC 3339 times too) | 200 [`UsageReport`](crate::usage::UsageReport) | tokens and cost per day, model or session, added up from the traces ([`crate::usage`]) |
@@ -511,6 +512,15 @@ pub struct ProcessInfo {
     pub running: bool,
     /// How it ended (`exit code 0`, ...), once it has.
     pub exit: Option<String>,
+    /// When it started, in milliseconds since the epoch, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at_ms: Option<u64>,
+    /// Its latest lines of output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recent: Option<String>,
+    /// The TCP ports it listens on (a dev server's), within what its sandbox lets it bind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<u16>,
 }
 
 /// `GET /api/sessions/:id/processes`.

@@ -334,6 +334,7 @@ fn api_routes() -> (Router<AppState>, &'static [(&'static str, &'static str)]) {
         post "/api/sessions/{id}/compact" => routes::compact,
         get "/api/sessions/{id}/processes" => routes::processes,
         post "/api/sessions/{id}/processes/{process}/kill" => routes::kill_process,
+        delete "/api/sessions/{id}/processes/{process}" => routes::kill_process,
         get "/api/models" => catalog::models,
         get "/api/memory" => catalog::memory,
         get "/api/usage" => catalog::usage,

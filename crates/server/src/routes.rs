@@ -745,6 +745,9 @@ fn background_commands(e: &Entry) -> Vec<crate::api::ProcessInfo> {
             pid: t.pid,
             running: t.running,
             exit: t.detail,
+            started_at_ms: t.started_at_ms,
+            recent: t.recent,
+            ports: t.ports,
         })
         .collect()
 }

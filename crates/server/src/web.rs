@@ -84,6 +84,7 @@ pub static ASSETS: &[Asset] = &[
     asset!("transcriptpane.js", "text/javascript; charset=utf-8"),
     asset!("approvals.js", "text/javascript; charset=utf-8"),
     asset!("rewind.js", "text/javascript; charset=utf-8"),
+    asset!("processes.js", "text/javascript; charset=utf-8"),
     asset!("pending.js", "text/javascript; charset=utf-8"),
     asset!("banners.js", "text/javascript; charset=utf-8"),
     asset!("composer.js", "text/javascript; charset=utf-8"),

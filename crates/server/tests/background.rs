@@ -110,6 +110,9 @@ async fn background_commands_are_listed_and_killed_over_the_api() {
     assert_eq!(procs[0]["command"], "sleep 300");
     assert_eq!(procs[0]["running"], true);
     assert_eq!(procs[0]["pid"], 4242);
+    assert_eq!(procs[0]["ports"], json!([5173]));
+    assert_eq!(procs[0]["startedAtMs"], 1_700_000_000_000u64);
+    assert!(procs[0]["recent"].as_str().unwrap().contains("listening"));
     let pid = procs[0]["processId"].as_str().unwrap().to_owned();
     let kill = format!("/api/sessions/{id}/processes/{pid}/kill");
     assert_eq!(srv.post(&kill, Value::Null).await.status, 204);
@@ -119,6 +122,12 @@ async fn background_commands_are_listed_and_killed_over_the_api() {
     let r = srv.post(&kill, Value::Null).await;
     assert_eq!(r.status, 404);
     assert_eq!(r.body["error"]["code"], "process_not_found");
+    // DELETE does the same: a command (running or ended) leaves the list.
+    work.start_command("proc-2", "make watch", 4343);
+    let path = format!("/api/sessions/{id}/processes/proc-2");
+    assert_eq!(srv.delete(&path).await.status, 204);
+    assert!(work.tasks().is_empty());
+    assert_eq!(srv.delete(&path).await.status, 404);
 }
 
 // ---------------------------------------------------------------------------------------------

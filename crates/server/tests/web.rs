@@ -53,6 +53,8 @@ struct Setup {
     sandbox_grants: Option<Grants>,
     /// Skills and memory scopes the factory reports.
     knowledge: Option<(Vec<Value>, Vec<Value>)>,
+    /// Sessions with background work the test starts (`FakeFactory::background`).
+    background: bool,
 }
 
 impl Setup {
@@ -64,13 +66,22 @@ impl Setup {
             subagent_child: None,
             sandbox_grants: None,
             knowledge: None,
+            background: false,
         }
     }
 }
 
 async fn start(setup: Setup) -> TestServer {
+    start_with_factory(setup).await.0
+}
+
+/// [`start`], and the factory, to reach its sessions' background work.
+async fn start_with_factory(setup: Setup) -> (TestServer, Arc<FakeFactory>) {
     let dir = TestDir::new();
     let mut factory = FakeFactory::new(setup.scenario, dir.workspace());
+    if setup.background {
+        factory = factory.with_background();
+    }
     if let Some(child) = setup.subagent_child {
         factory = factory.with_subagents(child);
     }
@@ -80,7 +91,8 @@ async fn start(setup: Setup) -> TestServer {
     if let Some((skills, memory)) = setup.knowledge {
         factory = factory.with_knowledge(skills, memory);
     }
-    let srv = support::serve(dir, Arc::new(factory), |opts| {
+    let factory = Arc::new(factory);
+    let srv = support::serve(dir, factory.clone(), |opts| {
         if let Some(c) = setup.channel {
             opts.channel = c;
         }
@@ -90,14 +102,15 @@ async fn start(setup: Setup) -> TestServer {
         true => Some(Proxy::start(srv.addr).await),
         false => None,
     };
-    TestServer {
+    let server = TestServer {
         base: match &proxy {
             Some(p) => format!("http://{}", p.addr),
             None => srv.base.clone(),
         },
         srv,
         proxy,
-    }
+    };
+    (server, factory)
 }
 
 impl TestServer {
@@ -736,6 +749,50 @@ async fn a_hooks_decision_is_shown_in_the_tool_card() {
         r#"allowed by hook:rewrite.sh · run as {"command":"echo uno"}"#
     );
     assert_page_matches_history(&mut b, &srv, &id).await;
+    b.close().await;
+}
+
+/// The processes card: a background command with its state, runtime, latest lines and the
+/// port it listens on; Stop ends it and the card goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium: scripts/install-browser.sh, then --ignored"]
+async fn background_commands_show_in_a_card_and_stop_from_it() {
+    let mut setup =
+        Setup::new(json!({"llm": [text_request("Started.", 100)], "tools": {}, "runs": []}));
+    setup.background = true;
+    let (srv, factory) = start_with_factory(setup).await;
+    let id = srv.create("allow-all").await;
+    factory
+        .background(&id)
+        .start_command("proc-1", "npm run dev", 4242);
+    let mut b = Browser::start("processes").await;
+    b.open_session(&srv, &id).await;
+    b.until(
+        "the card",
+        "return !!document.querySelector('.processes:not([hidden]) .process[data-process-id=proc-1]')",
+    )
+    .await;
+    let card = b.text_of(".processes").await;
+    assert!(
+        card.contains("$ npm run dev") && card.contains("running"),
+        "{card}"
+    );
+    assert!(card.contains("listening on 127.0.0.1:5173"), "{card}");
+    assert_eq!(
+        b.js("return document.querySelector('.process a.port').getAttribute('href')")
+            .await,
+        json!("http://127.0.0.1:5173/")
+    );
+    b.shot("desktop-processes").await;
+    b.c().set_window_size(390, 844).await.unwrap();
+    b.shot("phone-processes").await;
+    b.click(".process button[data-action=stop-process]").await;
+    b.until(
+        "the card to go",
+        "return document.querySelector('.processes').hidden",
+    )
+    .await;
+    assert!(penguin_engine::BackgroundWork::tasks(&*factory.background(&id)).is_empty());
     b.close().await;
 }
 

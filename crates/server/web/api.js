@@ -118,6 +118,8 @@ export const sessions = {
   skills: (id) => call("GET", `/api/sessions/${enc(id)}/skills`),
   fork: (id) => call("POST", `/api/sessions/${enc(id)}/fork`, {}),
   rewind: (id, body) => call("POST", `/api/sessions/${enc(id)}/rewind`, body),
+  processes: (id) => call("GET", `/api/sessions/${enc(id)}/processes`),
+  removeProcess: (id, process) => call("DELETE", `/api/sessions/${enc(id)}/processes/${enc(process)}`),
   goal: (id, text, budget) =>
     call("POST", `/api/sessions/${enc(id)}/tasks`, { input: [{ type: "text", text }], goal: budget ? { budget } : true }),
   goalState: (id) => call("GET", `/api/sessions/${enc(id)}/goal`),

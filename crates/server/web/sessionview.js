@@ -14,6 +14,7 @@ import { pendingPanel } from "./pending.js";
 import { connectionBanner, goalBanner, traceBanner } from "./banners.js";
 import { composer } from "./composer.js";
 import { rewindPanel } from "./rewind.js";
+import { processesPanel } from "./processes.js";
 
 export function sessionView(id) {
   document.title = "penguin · session";
@@ -26,6 +27,7 @@ export function sessionView(id) {
   const trace = traceBanner();
   const head = sessionHead(ctx, { traceWarning: trace.warn });
   const rewind = rewindPanel(ctx);
+  const processes = processesPanel(ctx);
   const pane = transcriptPane(ctx, { decide, canRunUnsandboxed: unsandboxable(ctx), rewind: rewind.offer });
   const approvals = approvalsPanel(ctx, decide);
   const input = composer(ctx);
@@ -54,7 +56,7 @@ export function sessionView(id) {
       { class: "session" },
       head.el,
       pane.el,
-      h("div", { class: "dock" }, goal.el, connection.el, trace.el, rewind.el, approvals.el, pending.el, input.attachments, input.el, input.options),
+      h("div", { class: "dock" }, goal.el, connection.el, trace.el, processes.el, rewind.el, approvals.el, pending.el, input.attachments, input.el, input.options),
     ),
   );
   showState();
@@ -78,6 +80,7 @@ export function sessionView(id) {
         if (ts) {
           ctx.taskState = ts;
           showState();
+          processes.refresh();
         }
       },
       approvals: (list) => {
@@ -110,5 +113,6 @@ export function sessionView(id) {
   return () => {
     stream.close();
     transcript.destroy();
+    processes.close();
   };
 }

@@ -333,3 +333,42 @@ async fn a_finished_background_command_keeps_no_pipe_while_the_session_lists_it(
         .collect();
     assert!(held.is_empty(), "penguin still holds {held:?}");
 }
+
+/// A background command as a listing shows it to a person: when it started, its latest lines
+/// (whoever collected them), and the port it listens on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listed_background_command_shows_its_latest_lines_and_its_port() {
+    if std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        assert!(std::env::var_os("CI").is_none(), "CI has python3");
+        return;
+    }
+    let (_dir, tools) = tools();
+    let server = "import socket,time; s=socket.socket(); s.bind(('127.0.0.1',0)); s.listen(); print('listening on', s.getsockname()[1], flush=True); time.sleep(60)";
+    let (out, _) = call(
+        &tools,
+        "exec_command",
+        json!({"cmd": format!("echo starting; python3 -c \"{server}\""), "run_in_background": true}),
+    )
+    .await;
+    let id = process_id(&out);
+    let listed = || {
+        tools
+            .commands()
+            .list()
+            .into_iter()
+            .find(|t| t.id == id)
+            .unwrap()
+    };
+    eventually("the port is listed", || !listed().ports.is_empty()).await;
+    let task = listed();
+    let recent = task.recent.clone().unwrap_or_default();
+    assert!(recent.starts_with("starting\nlistening on "), "{recent}");
+    let port: u16 = recent.rsplit(' ').next().unwrap().trim().parse().unwrap();
+    assert_eq!(task.ports, [port]);
+    assert!(task.started_at_ms.is_some());
+    assert!(tools.commands().kill(&id));
+}

@@ -102,6 +102,9 @@ impl Children {
                 running: c.running(),
                 detail: c.exit().and_then(|x| x.note),
                 pid: None,
+                started_at_ms: None,
+                recent: None,
+                ports: Vec::new(),
             })
             .collect()
     }

@@ -889,6 +889,9 @@ impl Children {
                     running: true,
                     detail: None,
                     pid: None,
+                    started_at_ms: None,
+                    recent: None,
+                    ports: Vec::new(),
                 });
                 let (work_ref, task_id) = (Arc::downgrade(work), subagent_id.clone());
                 let pump = tokio::spawn(async move {
@@ -978,6 +981,10 @@ impl FakeBackground {
             running: true,
             detail: None,
             pid: Some(pid),
+            // What a dev server shows: a start, its last lines, the port it listens on.
+            started_at_ms: Some(1_700_000_000_000),
+            recent: Some("ready in 42 ms\nlistening on 127.0.0.1:5173".into()),
+            ports: vec![5173],
         });
     }
 

@@ -27,6 +27,9 @@ pub const MAX_PROCESSES: usize = 64;
 /// Output of a settled background command that goes into its report, in chars.
 pub const REPORT_OUTPUT_CAP: usize = 4000;
 
+/// Lines of a background command's latest output a listing shows.
+const RECENT_LINES: usize = 5;
+
 struct Entry {
     id: String,
     process: Arc<ManagedProcess>,
@@ -176,6 +179,14 @@ impl CommandSessions {
                 running: e.process.running(),
                 detail: e.process.exit().map(|x| x.detail()),
                 pid: Some(e.process.pid()),
+                started_at_ms: e
+                    .process
+                    .started
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .ok()
+                    .and_then(|d| u64::try_from(d.as_millis()).ok()),
+                recent: Some(e.process.recent(RECENT_LINES)),
+                ports: e.process.listening_ports(),
             })
             .collect()
     }

@@ -59,8 +59,14 @@ impl Exit {
 /// Called once when a background command settles: its exit and the output nobody collected.
 pub(crate) type ExitWatcher = Box<dyn FnOnce(&Exit, String) + Send>;
 
+/// Bytes of a command's latest output kept for a person to glance at (the processes card),
+/// apart from what the model collects.
+const RECENT_BYTES: usize = 4096;
+
 struct State {
     buffer: CappedText,
+    /// Its latest output, whoever collected it.
+    recent: String,
     /// One per pipe, so lines of stdout and stderr are never mixed.
     scans: [DenialScan; 2],
     exit: Option<Exit>,
@@ -77,6 +83,8 @@ pub(crate) struct ManagedProcess {
     pgid: Pid,
     /// The group's leader is the sandbox's bubblewrap, not the shell.
     wrapped: bool,
+    /// When it started.
+    pub(crate) started: std::time::SystemTime,
     state: Mutex<State>,
     wake: Notify,
     stdin: tokio::sync::Mutex<Option<ChildStdin>>,
@@ -131,8 +139,10 @@ impl ManagedProcess {
             cmd: cmd.to_owned(),
             pgid: Pid::from_raw(pid),
             wrapped: sandbox.wraps(),
+            started: std::time::SystemTime::now(),
             state: Mutex::new(State {
                 buffer: CappedText::new(OUTPUT_CAP, "earlier output"),
+                recent: String::new(),
                 scans: Default::default(),
                 exit: None,
                 settled: false,
@@ -203,6 +213,14 @@ impl ManagedProcess {
             let mut st = lock(&self.state);
             st.scans[pipe].push(text);
             st.buffer.push(text);
+            st.recent.push_str(text);
+            if st.recent.len() > RECENT_BYTES {
+                let cut = st.recent.len() - RECENT_BYTES;
+                let cut = (cut..st.recent.len())
+                    .find(|i| st.recent.is_char_boundary(*i))
+                    .unwrap_or(st.recent.len());
+                st.recent.drain(..cut);
+            }
         }
         self.wake.notify_waiters();
     }
@@ -225,6 +243,33 @@ impl ManagedProcess {
     /// The process group id (the shell's pid).
     pub(crate) fn pid(&self) -> i32 {
         self.pgid.as_raw()
+    }
+
+    /// Its last `lines` lines of output, whoever collected them.
+    pub(crate) fn recent(&self, lines: usize) -> String {
+        let st = lock(&self.state);
+        let all: Vec<&str> = st.recent.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// The TCP ports its processes listen on now (a dev server's), from `/proc`: what the
+    /// sandbox let it bind.
+    pub(crate) fn listening_ports(&self) -> Vec<u16> {
+        if self.exit().is_some() {
+            return Vec::new();
+        }
+        let inodes: Vec<String> = group_members(self.pgid)
+            .into_iter()
+            .flat_map(|pid| socket_inodes(pid.as_raw()))
+            .collect();
+        let mut ports: Vec<u16> = listening_sockets()
+            .into_iter()
+            .filter(|(inode, _)| inodes.contains(inode))
+            .map(|(_, port)| port)
+            .collect();
+        ports.sort_unstable();
+        ports.dedup();
+        ports
     }
 
     /// What the sandbox refusals in its output suggest, for the exit note.
@@ -394,4 +439,51 @@ fn group_members(pgid: Pid) -> Vec<Pid> {
         .map(Pid::from_raw)
         .filter(|pid| nix::unistd::getpgid(Some(*pid)) == Ok(pgid))
         .collect()
+}
+
+/// The socket inodes process `pid` holds (`socket:[N]` links under `/proc/PID/fd`).
+fn socket_inodes(pid: i32) -> Vec<String> {
+    // `/proc` is the kernel's, not a folder a command can change.
+    #[allow(clippy::disallowed_methods)]
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    fds.filter_map(|fd| {
+        let target = std::fs::read_link(fd.ok()?.path()).ok()?;
+        let target = target.to_str()?;
+        Some(
+            target
+                .strip_prefix("socket:[")?
+                .strip_suffix(']')?
+                .to_owned(),
+        )
+    })
+    .collect()
+}
+
+/// Every TCP socket listening on this machine (IPv4 and IPv6): its inode and port.
+fn listening_sockets() -> Vec<(String, u16)> {
+    let mut out = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        #[allow(clippy::disallowed_methods)]
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            // local_address is `ADDR:PORT` in hex; state 0A is LISTEN; the inode is column 9.
+            let (Some(local), Some(&"0A"), Some(inode)) = (cols.get(1), cols.get(3), cols.get(9))
+            else {
+                continue;
+            };
+            if let Some(port) = local
+                .rsplit(':')
+                .next()
+                .and_then(|p| u16::from_str_radix(p, 16).ok())
+            {
+                out.push(((*inode).to_owned(), port));
+            }
+        }
+    }
+    out
 }
