@@ -16,6 +16,7 @@ use async_nats::HeaderMap;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 
+use crate::batch;
 use crate::error::check_session;
 use crate::{ClusterError, Lease, NODE_HEADER, SEQ_HEADER};
 
@@ -288,12 +289,18 @@ struct Follow {
     subject: String,
     after: u64,
     messages: Option<pull::Ordered>,
+    /// The events of the last message read that are still to be handed out (a message may
+    /// hold several); `after` already counts them.
+    pending: std::collections::VecDeque<ClusterEvent>,
     done: bool,
 }
 
 impl Follow {
     async fn next(&mut self) -> Option<Result<FeedItem, ClusterError>> {
         loop {
+            if let Some(e) = self.pending.pop_front() {
+                return Some(Ok(FeedItem::Event(e)));
+            }
             if self.done {
                 return None;
             }
@@ -341,17 +348,38 @@ impl Follow {
             if seq <= self.after {
                 continue;
             }
-            if seq > self.after + 1 {
+            let items = batch::count_of(message.headers.as_ref())
+                .and_then(|count| Ok((count, batch::split(&message.payload, count)?)));
+            let (count, items) = match items {
+                Ok(v) => v,
+                Err(reason) => {
+                    self.done = true;
+                    return Some(Err(ClusterError::Malformed {
+                        what: format!("event {seq} on {}", message.subject),
+                        reason,
+                    }));
+                }
+            };
+            let first = (seq + 1).saturating_sub(count);
+            if first > self.after + 1 {
                 // The event right after `after` is gone: retention dropped it.
                 self.done = true;
                 return Some(Ok(FeedItem::Resync));
             }
+            let event = event_of(message.headers.as_ref());
+            let after = self.after;
+            self.pending
+                .extend(
+                    (first..=seq)
+                        .zip(items)
+                        .filter(|(s, _)| *s > after)
+                        .map(|(s, data)| ClusterEvent {
+                            seq: s,
+                            event: event.clone(),
+                            data,
+                        }),
+                );
             self.after = seq;
-            return Some(Ok(FeedItem::Event(ClusterEvent {
-                seq,
-                event: event_of(message.headers.as_ref()),
-                data: message.payload.clone(),
-            })));
         }
     }
 
@@ -376,6 +404,7 @@ impl EventFeed {
             subject,
             after,
             messages: Some(messages),
+            pending: Default::default(),
             done: false,
         };
         let inner = futures::stream::unfold(follow, |mut f| async move {
@@ -434,10 +463,43 @@ impl EventPublisher {
         event: Option<&str>,
         data: Bytes,
     ) -> Result<u64, ClusterError> {
-        let seq = self.seq + 1;
-        let mut message = PublishMessage::build().payload(data);
+        self.publish_chunk(event, std::slice::from_ref(&data)).await
+    }
+
+    /// Publishes `events` (each with its SSE `event:` name, `None` for the default) as the next
+    /// ones, in order, and returns the id of the last once JetStream stored them all. Runs of
+    /// events of one name (the deltas of one message) share a message (see the `batch`
+    /// module); a follower still reads them one by one under their own ids. When one message
+    /// is not stored, neither is anything after it: the error says why, and
+    /// [`last_seq`](Self::last_seq) is the last event stored.
+    pub async fn publish_all(
+        &mut self,
+        events: &[(Option<String>, Bytes)],
+    ) -> Result<u64, ClusterError> {
+        let mut rest = events;
+        while !rest.is_empty() {
+            let n = batch::chunk_len(rest, |e| &e.1[..], |a, b| a.0 == b.0);
+            let (chunk, after) = rest.split_at(n);
+            rest = after;
+            let data: Vec<Bytes> = chunk.iter().map(|e| e.1.clone()).collect();
+            self.publish_chunk(chunk[0].0.as_deref(), &data).await?;
+        }
+        Ok(self.seq)
+    }
+
+    /// Publishes `data` (events named `event`) as one message; returns the last one's id.
+    async fn publish_chunk(
+        &mut self,
+        event: Option<&str>,
+        data: &[Bytes],
+    ) -> Result<u64, ClusterError> {
+        let seq = self.seq + data.len() as u64;
+        let mut message = PublishMessage::build().payload(batch::join(data));
         if let Some(name) = event {
             message = message.header(EVENT_HEADER, name);
+        }
+        if data.len() > 1 {
+            message = message.header(batch::COUNT_HEADER, data.len().to_string().as_str());
         }
         let message = message
             .header(SEQ_HEADER, seq.to_string().as_str())

@@ -2,6 +2,7 @@
 // On docs.rs (`--cfg docsrs`, nightly) every feature-gated item shows the feature it needs.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod batch;
 mod error;
 mod events;
 mod index;

@@ -293,17 +293,39 @@ async fn publish_events(
     node: Weak<Node>,
     id: String,
 ) {
-    while let Some(Some(ev)) = rx.recv().await {
-        let data = Bytes::copy_from_slice(ev.data.as_str().as_bytes());
-        let failed = match publisher.publish_named(ev.event, data).await {
-            Ok(seq) if seq == ev.id.seq => continue,
-            Ok(seq) => format!("event {} was stored as {seq}", ev.id.seq),
-            Err(e) => e.to_string(),
-        };
-        if let Some(node) = node.upgrade() {
-            node.stand_down(&sessions, &id, &failed);
+    // What queued while the last publish was in flight goes out in the next (the deltas of one
+    // answer in one message): a burst costs one round trip to NATS, not one per event.
+    let mut queued = Vec::new();
+    let mut batch = Vec::new();
+    loop {
+        if rx.recv_many(&mut queued, 1024).await == 0 {
+            return;
         }
-        return;
+        // `None` is the end: the events before it still go out.
+        let ended = queued.iter().any(Option::is_none);
+        let mut last_id = None;
+        batch.clear();
+        for ev in queued.drain(..).map_while(|ev| ev) {
+            last_id = Some(ev.id.seq);
+            let data = Bytes::copy_from_slice(ev.data.as_str().as_bytes());
+            batch.push((ev.event.map(str::to_owned), data));
+        }
+        if let Some(last_id) = last_id {
+            let failed = match publisher.publish_all(&batch).await {
+                Ok(seq) if seq == last_id => None,
+                Ok(seq) => Some(format!("event {last_id} was stored as {seq}")),
+                Err(e) => Some(e.to_string()),
+            };
+            if let Some(failed) = failed {
+                if let Some(node) = node.upgrade() {
+                    node.stand_down(&sessions, &id, &failed);
+                }
+                return;
+            }
+        }
+        if ended {
+            return;
+        }
     }
 }
 
