@@ -7,6 +7,7 @@ mod error;
 mod events;
 mod index;
 mod lease;
+mod node_lease;
 mod signing;
 mod traces;
 
@@ -169,6 +170,8 @@ pub struct Cluster {
     js: jetstream::Context,
     signer: Signer,
     leases: kv::Store,
+    /// This node's own lease, whose heartbeat keeps every session it holds.
+    node_lease: std::sync::Arc<node_lease::NodeLease>,
     nodes: kv::Store,
     sessions: kv::Store,
     events: stream::Stream,
@@ -239,7 +242,13 @@ impl Cluster {
                 done => break done?,
             }
         };
+        let node_lease = std::sync::Arc::new(node_lease::NodeLease::new(
+            leases.clone(),
+            config.node.clone(),
+            config.lease_ttl,
+        ));
         Ok(Cluster {
+            node_lease,
             signer: Signer::new(config.secret.clone(), config.node.clone()),
             config,
             client,
@@ -300,6 +309,7 @@ impl Cluster {
             self.leases.clone(),
             self.config.node.clone(),
             self.config.lease_ttl,
+            self.node_lease.clone(),
         )
     }
 
