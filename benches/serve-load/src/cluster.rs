@@ -136,6 +136,12 @@ struct Measured {
 
 /// How long the sessions sit idle while NATS's traffic is counted.
 const IDLE: Duration = Duration::from_secs(20);
+/// How long after the last task the count starts: the streams closed with their tasks, a
+/// server stops following one within 5 s of its last client (each follower asks the stream
+/// about a silence of 3 s before that), and JetStream removes the follower's consumer 30 s
+/// after its last pull (on a clustered JetStream, a few routed messages each): the aftermath
+/// of the tasks, not idle traffic.
+const SETTLE: Duration = Duration::from_secs(40);
 
 /// One setup: `nodes` 0 is the plain server, else that many cluster nodes on `servers`
 /// nats-servers (as many replicas, up to 3).
@@ -369,8 +375,10 @@ async fn setup(
     Ok(m)
 }
 
-/// The messages NATS receives while every session sits idle, over [`IDLE`].
+/// The messages NATS receives while every session sits idle, over [`IDLE`] from [`SETTLE`]
+/// after the last task.
 async fn idle_traffic(report: &mut Report, label: &str, nats: &Nats) -> Result<(), Error> {
+    tokio::time::sleep(SETTLE).await;
     let before = nats.in_msgs().await?;
     tokio::time::sleep(IDLE).await;
     let per_minute =
