@@ -20,8 +20,13 @@ use crate::batch;
 use crate::error::check_session;
 use crate::{ClusterError, Lease, NODE_HEADER, SEQ_HEADER};
 
-/// The header naming an event's SSE `event:` (absent for the default event).
+/// The header naming an event's SSE `event:` (absent for the default event), or that of every
+/// event of a message holding several of one name.
 const EVENT_HEADER: &str = "Penguin-Event";
+
+/// The header naming each event's SSE `event:` in a message holding events of several names,
+/// comma-separated in order (empty for the default event).
+const EVENTS_HEADER: &str = "Penguin-Events";
 
 pub(crate) const PREFIX: &str = "penguin.events";
 
@@ -67,6 +72,31 @@ fn subject(session: &str) -> String {
 
 fn event_of(headers: Option<&HeaderMap>) -> Option<String> {
     Some(headers?.get(EVENT_HEADER)?.as_str().to_owned())
+}
+
+/// The SSE names of a message's `count` events.
+fn events_of(headers: Option<&HeaderMap>, count: u64) -> Result<Vec<Option<String>>, String> {
+    let Some(names) = headers.and_then(|h| h.get(EVENTS_HEADER)) else {
+        return Ok(vec![event_of(headers); count as usize]);
+    };
+    let names: Vec<Option<String>> = names
+        .as_str()
+        .split(',')
+        .map(|n| (!n.is_empty()).then(|| n.to_owned()))
+        .collect();
+    if names.len() as u64 != count {
+        return Err(format!(
+            "{EVENTS_HEADER} names {} events, the message holds {count}",
+            names.len()
+        ));
+    }
+    Ok(names)
+}
+
+/// Whether an event of this name may share a message with events of other names (its name
+/// fits in [`EVENTS_HEADER`]).
+fn listable(name: Option<&str>) -> bool {
+    name.is_none_or(|n| !n.is_empty() && !n.contains(','))
 }
 
 pub(crate) fn seq_of(headers: Option<&HeaderMap>) -> Option<u64> {
@@ -348,8 +378,15 @@ impl Follow {
             if seq <= self.after {
                 continue;
             }
-            let items = batch::count_of(message.headers.as_ref())
-                .and_then(|count| Ok((count, batch::split(&message.payload, count)?)));
+            let items = batch::count_of(message.headers.as_ref()).and_then(|count| {
+                let names = events_of(message.headers.as_ref(), count)?;
+                Ok((
+                    count,
+                    names
+                        .into_iter()
+                        .zip(batch::split(&message.payload, count)?),
+                ))
+            });
             let (count, items) = match items {
                 Ok(v) => v,
                 Err(reason) => {
@@ -366,19 +403,15 @@ impl Follow {
                 self.done = true;
                 return Some(Ok(FeedItem::Resync));
             }
-            let event = event_of(message.headers.as_ref());
             let after = self.after;
             self.pending
-                .extend(
-                    (first..=seq)
-                        .zip(items)
-                        .filter(|(s, _)| *s > after)
-                        .map(|(s, data)| ClusterEvent {
-                            seq: s,
-                            event: event.clone(),
-                            data,
-                        }),
-                );
+                .extend((first..=seq).zip(items).filter(|(s, _)| *s > after).map(
+                    |(s, (event, data))| ClusterEvent {
+                        seq: s,
+                        event,
+                        data,
+                    },
+                ));
             self.after = seq;
         }
     }
@@ -463,13 +496,14 @@ impl EventPublisher {
         event: Option<&str>,
         data: Bytes,
     ) -> Result<u64, ClusterError> {
-        self.publish_chunk(event, std::slice::from_ref(&data)).await
+        self.publish_chunk(&[event], std::slice::from_ref(&data))
+            .await
     }
 
     /// Publishes `events` (each with its SSE `event:` name, `None` for the default) as the next
-    /// ones, in order, and returns the id of the last once JetStream stored them all. Runs of
-    /// events of one name (the deltas of one message) share a message (see the `batch`
-    /// module); a follower still reads them one by one under their own ids. When one message
+    /// ones, in order, and returns the id of the last once JetStream stored them all. They
+    /// share messages (see the `batch` module; names go in `Penguin-Events` when they differ);
+    /// a follower still reads them one by one under their own ids and names. When one message
     /// is not stored, neither is anything after it: the error says why, and
     /// [`last_seq`](Self::last_seq) is the last event stored.
     pub async fn publish_all(
@@ -478,25 +512,36 @@ impl EventPublisher {
     ) -> Result<u64, ClusterError> {
         let mut rest = events;
         while !rest.is_empty() {
-            let n = batch::chunk_len(rest, |e| &e.1[..], |a, b| a.0 == b.0);
+            let n = batch::chunk_len(
+                rest,
+                |e| &e.1[..],
+                |a, b| a.0 == b.0 || (listable(a.0.as_deref()) && listable(b.0.as_deref())),
+            );
             let (chunk, after) = rest.split_at(n);
             rest = after;
+            let names: Vec<Option<&str>> = chunk.iter().map(|e| e.0.as_deref()).collect();
             let data: Vec<Bytes> = chunk.iter().map(|e| e.1.clone()).collect();
-            self.publish_chunk(chunk[0].0.as_deref(), &data).await?;
+            self.publish_chunk(&names, &data).await?;
         }
         Ok(self.seq)
     }
 
-    /// Publishes `data` (events named `event`) as one message; returns the last one's id.
+    /// Publishes `data` (events named `names`, one each) as one message; returns the last
+    /// one's id.
     async fn publish_chunk(
         &mut self,
-        event: Option<&str>,
+        names: &[Option<&str>],
         data: &[Bytes],
     ) -> Result<u64, ClusterError> {
         let seq = self.seq + data.len() as u64;
         let mut message = PublishMessage::build().payload(batch::join(data));
-        if let Some(name) = event {
-            message = message.header(EVENT_HEADER, name);
+        if names.iter().all(|n| *n == names[0]) {
+            if let Some(name) = names[0] {
+                message = message.header(EVENT_HEADER, name);
+            }
+        } else {
+            let list: Vec<&str> = names.iter().map(|n| n.unwrap_or("")).collect();
+            message = message.header(EVENTS_HEADER, list.join(",").as_str());
         }
         if data.len() > 1 {
             message = message.header(batch::COUNT_HEADER, data.len().to_string().as_str());

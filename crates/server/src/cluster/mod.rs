@@ -282,6 +282,13 @@ impl Node {
     }
 }
 
+/// How long the event publisher waits, once an event arrived, for the events after it: a
+/// task's events leave the engine a few at a time over a few milliseconds (between them, its
+/// trace waits for its own acknowledgements), and on a fast NATS (a publish acknowledged in
+/// 0.1 ms) they would otherwise go one message each. Every event reaches its streams this
+/// much later.
+const LINGER: Duration = Duration::from_millis(5);
+
 /// Copies a session's broadcast events to the replicated stream, in order, each under the id
 /// the session's channel gave it. An event that cannot be stored (the lease is lost, or NATS
 /// stayed away past the retry window) stands the session down: no client may see an id the
@@ -300,6 +307,15 @@ async fn publish_events(
     loop {
         if rx.recv_many(&mut queued, 1024).await == 0 {
             return;
+        }
+        if queued.last().is_some_and(Option::is_some) {
+            tokio::time::sleep(LINGER).await;
+            while queued.len() < 1024 {
+                match rx.try_recv() {
+                    Ok(ev) => queued.push(ev),
+                    Err(_) => break,
+                }
+            }
         }
         // `None` is the end: the events before it still go out.
         let ended = queued.iter().any(Option::is_none);
