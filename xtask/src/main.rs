@@ -22,7 +22,7 @@ fn main() -> ExitCode {
         Some("web") => web(&root),
         Some("bench") => bench(&root, args.get(1).map(String::as_str)),
         _ => {
-            eprintln!("usage: cargo xtask <ci|tidy|package|e2e|web|bench>\n  ci     formatting, clippy, the MCP test servers, tests, the real-model e2e, the web app in a browser, docs, the packages and the scenario check\n  tidy   only the quick first steps of ci: formatting, the tidy checks and the dependency checks\n  package  only the packages: each library crate packaged, and the unpacked packages built and test-compiled together (target/package-check)\n  e2e    only the real-model end-to-end tests (starts and stops a local llama.cpp server)\n  web    only the web app's tests in headless Chromium (installs it when missing)\n  bench  the benchmarks: micro, whole-process, serving and the cluster (`bench serve`: the server workload alone; `bench cluster`: 1,000 sessions on 1 and 3 cluster nodes; `bench resume`: the 28.5 MB resume beside the reference)");
+            eprintln!("usage: cargo xtask <ci|tidy|package|e2e|web|bench>\n  ci     formatting, clippy, the MCP test servers, tests, the real-model e2e, the web app in a browser, docs, the packages and the scenario check\n  tidy   only the quick first steps of ci: formatting, the tidy checks and the dependency checks\n  package  only the packages: each library crate packaged, and the unpacked packages built and test-compiled together (target/package-check)\n  e2e    only the real-model end-to-end tests (starts and stops a local llama.cpp server)\n  web    only the web app's tests in headless Chromium (installs it when missing)\n  bench  the benchmarks: micro, whole-process, serving and the cluster (`bench serve`: the server workload alone; `bench cluster`: 1,000 sessions on a plain server and on cluster nodes (1 on one nats-server, 1 and 3 on three); `bench resume`: the 28.5 MB resume beside the reference)");
             return ExitCode::from(2);
         }
     };
@@ -453,8 +453,8 @@ fn web(root: &Path) -> Result<(), String> {
 }
 
 /// `cargo xtask bench [serve|cluster|resume]`: everything, or the server workload alone, or the
-/// cluster workload alone (1,000 sessions on 1 and on 3 nodes over 3 nats-servers), or the
-/// resume workload alone (`resume_bench.rs`).
+/// cluster workload alone (1,000 sessions on a node over 1 nats-server, and on 1 and on 3 nodes
+/// over 3), or the resume workload alone (`resume_bench.rs`).
 fn bench(root: &Path, only: Option<&str>) -> Result<(), String> {
     let (serve_only, cluster_only) = match only {
         None => (false, false),
@@ -503,8 +503,8 @@ fn bench(root: &Path, only: Option<&str>) -> Result<(), String> {
 }
 
 /// The cluster workload (`benches/serve-load/src/cluster.rs`): the same load client against
-/// one plain server, then one and three cluster nodes on three nats-servers (skipped when
-/// nats-server is missing); written to `target/bench/cluster.json`.
+/// one plain server, then one cluster node on one nats-server, and one and three on three
+/// nats-servers (skipped when nats-server is missing); written to `target/bench/cluster.json`.
 fn cluster(root: &Path, target: &Path, penguin: &Path) -> Result<(), String> {
     let bench = root.join("target/bench");
     std::fs::create_dir_all(&bench).map_err(|e| format!("{}: {e}", bench.display()))?;

@@ -1,8 +1,9 @@
 //! The cluster workload (`--only cluster`; `cargo xtask bench cluster`): 1,000 sessions with
-//! one task each (the zero-delay scripted model answering "ok"), run three times on this one
-//! machine:
+//! one task each (the zero-delay scripted model answering "ok"), run four times on this one
+//! machine, every server keeping all 1,000 sessions loaded (`--idle-sessions`):
 //!
 //! - **plain**: one `penguin serve` without `--cluster` (the baseline);
+//! - **1 node R1**: one node on one nats-server (`--replicas 1`), the smallest cluster;
 //! - **1 node**: one node of a cluster on three nats-servers (JetStream, R3);
 //! - **3 nodes**: three nodes on three nats-servers (R3). Session `i` is created on node
 //!   `i % 3`, its stream read from node `i + 1` and its task sent through node `i + 2`, so a
@@ -17,7 +18,10 @@
 //! reading it: millisecond resolution, the same clock); trace records and events per task; CPU
 //! per task of the penguin nodes and of the nats-servers; and the replication cost per
 //! message, against the plain server (extra latency and extra CPU per task, over the trace
-//! records and events each task replicates).
+//! records and events each task replicates), and the CPU per task as a multiple of the plain
+//! server's. After the tasks, on each cluster: the messages NATS receives in a minute while
+//! the 1,000 sessions sit idle (per session), and the replication latency of one record and
+//! one event at a time (`replication.rs`).
 //!
 //! A task that fails (its stream refused, or its end never seen within 30 s) is counted and
 //! named in the table, the others go on, and the run ends with an error. A stream refused with
@@ -35,6 +39,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::task::JoinSet;
 
 use crate::client::{next_chunk, Conn, Error, SseReader, Target};
+use crate::replication;
 use crate::report::{ms, pct, Report};
 use crate::server::{cpu_split_of, own_cpu, raise_open_files, subdir, Served};
 use crate::workloads::{
@@ -66,13 +71,18 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Result<(), Error> {
         "cluster: {SESSIONS} sessions, one task each (zero-delay scripted model), {CLIENTS} clients; \
          3 nats-servers (JetStream R3) on this machine for the cluster runs, default lease (10 s)"
     ));
-    let plain = setup(cfg, report, 0).await?;
-    let one = setup(cfg, report, 1).await?;
-    let three = setup(cfg, report, 3).await?;
-    for (label, c) in [("1 node", &one), ("3 nodes", &three)] {
+    let plain = setup(cfg, report, 0, 0).await?;
+    let single = setup(cfg, report, 1, 1).await?;
+    let one = setup(cfg, report, 1, 3).await?;
+    let three = setup(cfg, report, 3, 3).await?;
+    for (label, c) in [
+        ("1 node R1", &single),
+        ("1 node", &one),
+        ("3 nodes", &three),
+    ] {
         cost(report, label, &plain, c);
     }
-    let failed = plain.failed + one.failed + three.failed;
+    let failed = plain.failed + single.failed + one.failed + three.failed;
     report.note(
         "cluster: event latency is an OmniMessage's `timestamp` (stamped by the engine as it \
          emits the message, millisecond resolution) to the moment the client read it, on one \
@@ -82,12 +92,14 @@ pub async fn run(cfg: &Config, report: &mut Report) -> Result<(), Error> {
     report.note(
         "cluster: replication cost per message = (task latency p50, or CPU per task of penguin \
          and nats together, minus the plain server's) / (trace records + events the task \
-         replicated); each record and event is one acknowledged JetStream publish",
+         replicated); what queues while a session's publish is in flight goes out in its next \
+         (one message, one acknowledgement)",
     );
     if failed > 0 {
         return Err(format!(
-            "cluster: {failed} tasks failed (plain {}, 1 node {}, 3 nodes {}); see the table",
-            plain.failed, one.failed, three.failed
+            "cluster: {failed} tasks failed (plain {}, 1 node R1 {}, 1 node {}, 3 nodes {}); see \
+             the table",
+            plain.failed, single.failed, one.failed, three.failed
         ));
     }
     Ok(())
@@ -122,34 +134,55 @@ struct Measured {
     cpu_nats: Duration,
 }
 
-/// One setup: `nodes` 0 is the plain server, else that many cluster nodes.
-async fn setup(cfg: &Config, report: &mut Report, nodes: usize) -> Result<Measured, Error> {
-    let label = match nodes {
-        0 => "plain".to_owned(),
-        1 => "1 node".to_owned(),
-        n => format!("{n} nodes"),
+/// How long the sessions sit idle while NATS's traffic is counted.
+const IDLE: Duration = Duration::from_secs(20);
+/// How long after the last task the count starts: the streams closed with their tasks, a
+/// server stops following one within 5 s of its last client (each follower asks the stream
+/// about a silence of 3 s before that), and JetStream removes the follower's consumer 30 s
+/// after its last pull (on a clustered JetStream, a few routed messages each): the aftermath
+/// of the tasks, not idle traffic.
+const SETTLE: Duration = Duration::from_secs(40);
+
+/// One setup: `nodes` 0 is the plain server, else that many cluster nodes on `servers`
+/// nats-servers (as many replicas, up to 3).
+async fn setup(
+    cfg: &Config,
+    report: &mut Report,
+    nodes: usize,
+    servers: usize,
+) -> Result<Measured, Error> {
+    let label = match (nodes, servers) {
+        (0, _) => "plain".to_owned(),
+        (1, 1) => "1 node R1".to_owned(),
+        (1, _) => "1 node".to_owned(),
+        (n, _) => format!("{n} nodes"),
     };
     let name = format!("cluster-{}", label.replace(' ', "-"));
     let dir = subdir(&cfg.dir, &name)?;
     let nats = if nodes == 0 {
         None
     } else {
-        Some(Nats::start(&dir.join("nats"), 3).await?)
+        Some(Nats::start(&dir.join("nats"), servers).await?)
     };
     let (mut served, mut homes) = (Vec::new(), Vec::<PathBuf>::new());
     for i in 0..nodes.max(1) {
         let mut l = launch(cfg, &format!("{name}/node{i}"), vec![tiny()])?;
         // One workspace for every node (a cluster's nodes share one).
         l.workspace = dir.join("ws");
+        // Every session stays loaded (and, on a node, held) after its task: the idle
+        // traffic below is that of all of them.
+        l.args = vec!["--idle-sessions".into(), SESSIONS.to_string()];
         if let Some(n) = &nats {
-            l.args = vec![
+            l.args.extend([
                 "--cluster".into(),
                 n.urls.join(","),
                 "--node".into(),
                 format!("n{i}"),
                 "--cluster-secret-file".into(),
                 n.secret_file.display().to_string(),
-            ];
+                "--replicas".into(),
+                servers.min(3).to_string(),
+            ]);
         }
         let s = l.start().await?;
         wait_answers(&s.target).await?;
@@ -174,6 +207,10 @@ async fn setup(cfg: &Config, report: &mut Report, nodes: usize) -> Result<Measur
         (p, nats.as_ref().map_or(Duration::ZERO, Nats::cpu))
     };
     let (p0, n0) = cpu(&served, &nats);
+    let msgs0 = match &nats {
+        Some(n) => n.in_msgs().await?,
+        None => 0,
+    };
     let own0 = own_cpu();
     let began = Instant::now();
     let (results, failed) = tokio::time::timeout(PHASE_LIMIT, run_tasks(&targets, ids))
@@ -184,8 +221,24 @@ async fn setup(cfg: &Config, report: &mut Report, nodes: usize) -> Result<Measur
     let wall = began.elapsed();
     let (p1, n1) = cpu(&served, &nats);
     let own = own_cpu().saturating_sub(own0);
+    let msgs = match &nats {
+        Some(n) => n.in_msgs().await?.saturating_sub(msgs0),
+        None => 0,
+    };
 
     let done = results.len();
+    if nats.is_some() {
+        let per_task = msgs as f64 / done.max(1) as f64;
+        report.row(
+            S,
+            &format!("{label}: NATS messages per task"),
+            format!("{per_task:.1} into the nats-servers (routes between servers included)"),
+        );
+        report.figure(
+            &format!("cluster_{}_nats_msgs_per_task", label.replace(' ', "_")),
+            per_task,
+        );
+    }
     let mut m = Measured {
         rate: per_second(done, wall),
         failed: failed.len(),
@@ -243,6 +296,29 @@ async fn setup(cfg: &Config, report: &mut Report, nodes: usize) -> Result<Measur
              (taken over by another node after their creator unloaded them)"
         ));
     }
+    if let Some(n) = &nats {
+        idle_traffic(report, &label, n).await?;
+        let l = replication::probe(&n.urls, servers.min(3), &n.secret_file).await?;
+        let key = label.replace(' ', "_");
+        for (what, sorted) in [("record", &l.records), ("event", &l.events)] {
+            report.row(
+                S,
+                &format!("{label}: replication latency of one {what} at a time"),
+                format!(
+                    "p50 {}, p99 {} (queued to acknowledged, {} {what}s)",
+                    ms(pct(sorted, 50.0)),
+                    ms(pct(sorted, 99.0)),
+                    sorted.len()
+                ),
+            );
+            for p in [50.0, 99.0] {
+                report.figure(
+                    &format!("cluster_{key}_{what}_p{p}_ms"),
+                    pct(sorted, p).as_secs_f64() * 1e3,
+                );
+            }
+        }
+    }
     for s in served {
         s.stop();
     }
@@ -299,6 +375,32 @@ async fn setup(cfg: &Config, report: &mut Report, nodes: usize) -> Result<Measur
     Ok(m)
 }
 
+/// The messages NATS receives while every session sits idle, over [`IDLE`] from [`SETTLE`]
+/// after the last task.
+async fn idle_traffic(report: &mut Report, label: &str, nats: &Nats) -> Result<(), Error> {
+    tokio::time::sleep(SETTLE).await;
+    let before = nats.in_msgs().await?;
+    tokio::time::sleep(IDLE).await;
+    let per_minute =
+        nats.in_msgs().await?.saturating_sub(before) as f64 * 60.0 / IDLE.as_secs_f64();
+    let per_session = per_minute / SESSIONS as f64;
+    report.row(
+        S,
+        &format!("{label}: NATS traffic while the {SESSIONS} sessions are idle"),
+        format!(
+            "{per_minute:.0} messages a minute into the nats-servers ({per_session:.2} per session \
+             per minute; routes between servers included)"
+        ),
+    );
+    let key = label.replace(' ', "_");
+    report.figure(&format!("cluster_{key}_idle_msgs_per_min"), per_minute);
+    report.figure(
+        &format!("cluster_{key}_idle_msgs_per_session_per_min"),
+        per_session,
+    );
+    Ok(())
+}
+
 /// The replication cost of `c` against the plain server.
 fn cost(report: &mut Report, label: &str, plain: &Measured, c: &Measured) {
     let messages = (c.records + c.published).max(1.0);
@@ -319,7 +421,19 @@ fn cost(report: &mut Report, label: &str, plain: &Measured, c: &Measured) {
             extra_us / 1e3
         ),
     );
+    let ratio = cpu(c) / cpu(plain).max(1.0);
+    report.row(
+        S,
+        &format!("{label}: CPU per task against the plain server"),
+        format!(
+            "{ratio:.2}x ({:.2} ms penguin + {:.2} ms nats, plain {:.2} ms)",
+            c.cpu_penguin.as_secs_f64() * 1e3,
+            c.cpu_nats.as_secs_f64() * 1e3,
+            cpu(plain) / 1e3
+        ),
+    );
     let key = label.replace(' ', "_");
+    report.figure(&format!("cluster_{key}_cpu_vs_plain"), ratio);
     report.figure(
         &format!("cluster_{key}_cost_per_message_ms"),
         extra_ms / messages,
@@ -602,6 +716,8 @@ fn free_port() -> Result<u16, Error> {
 /// `n` nats-servers with JetStream, routed to each other; killed when dropped.
 struct Nats {
     children: Vec<Child>,
+    /// Each server's monitoring endpoint.
+    monitors: Vec<Target>,
     /// With the bench user's password, as a node is given them.
     urls: Vec<String>,
     /// The cluster secret the nodes share.
@@ -625,6 +741,13 @@ impl Nats {
             .map_err(|e| format!("{}: {e}", secret_file.display()))?;
         let mut nats = Nats {
             children: Vec::new(),
+            monitors: ports
+                .iter()
+                .map(|(_, _, m)| Target {
+                    addr: SocketAddr::from(([127, 0, 0, 1], *m)),
+                    auth: String::new(),
+                })
+                .collect(),
             urls: ports
                 .iter()
                 .map(|(p, _, _)| format!("nats://bench:{password}@127.0.0.1:{p}"))
@@ -640,7 +763,8 @@ impl Nats {
                 .collect();
             let log = std::fs::File::create(dir.join(format!("n{i}.log")))
                 .map_err(|e| format!("nats log: {e}"))?;
-            let child = Command::new("nats-server")
+            let mut command = Command::new("nats-server");
+            command
                 .args(["-a", "127.0.0.1", "-p", &port.to_string()])
                 .args([
                     "-m",
@@ -651,11 +775,16 @@ impl Nats {
                     "-sd",
                 ])
                 .arg(dir.join(format!("n{i}")))
-                .args(["--user", "bench", "--pass", &password])
-                .args(["--cluster_name", "penguin-bench", "-cluster"])
-                .arg(format!("nats://127.0.0.1:{cluster}"))
-                .arg("-routes")
-                .arg(routes.join(","))
+                .args(["--user", "bench", "--pass", &password]);
+            // A lone server runs JetStream unclustered (one replica).
+            if n > 1 {
+                command
+                    .args(["--cluster_name", "penguin-bench", "-cluster"])
+                    .arg(format!("nats://127.0.0.1:{cluster}"))
+                    .arg("-routes")
+                    .arg(routes.join(","));
+            }
+            let child = command
                 .stdout(Stdio::null())
                 .stderr(log)
                 .spawn()
@@ -686,6 +815,19 @@ impl Nats {
             }
         }
         Ok(nats)
+    }
+
+    /// Messages the servers received so far (`in_msgs` of each one's `/varz`): clients' and
+    /// routed ones.
+    async fn in_msgs(&self) -> Result<u64, Error> {
+        let mut total = 0;
+        for t in &self.monitors {
+            let body = Conn::open(t).await?.ok("GET", "/varz", None).await?;
+            let varz: serde_json::Value =
+                serde_json::from_slice(&body).map_err(|e| format!("/varz: {e}"))?;
+            total += varz["in_msgs"].as_u64().ok_or("/varz without in_msgs")?;
+        }
+        Ok(total)
     }
 
     /// CPU time (user + system) of every server so far.

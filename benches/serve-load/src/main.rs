@@ -13,6 +13,7 @@
 
 mod client;
 mod cluster;
+mod replication;
 mod report;
 mod served;
 mod server;

@@ -545,6 +545,11 @@ pub(crate) struct NatsArgs {
     /// PEM file of the key of --nats-cert.
     #[arg(long, value_name = "FILE", requires = "nats_cert")]
     pub(crate) nats_key: Option<PathBuf>,
+    /// Copies NATS keeps of the cluster's state: 3 in a NATS cluster of three, 1 on a single
+    /// nats-server (default: `[cluster] replicas`, else 3, or 1 with a warning when NATS is a
+    /// single server).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=5))]
+    pub(crate) replicas: Option<u8>,
 }
 
 /// `penguin serve`.

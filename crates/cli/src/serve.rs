@@ -94,6 +94,8 @@ pub(crate) fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     if let Some(token) = token {
         opts.token = Some(token);
     }
+    // Unsaid, the replicas follow NATS: one on a single server, with a warning.
+    let replicas_given = nats.replicas.is_some() || agent.config.cluster.replicas.is_some();
     let cluster = cluster_config(
         &agent.config.cluster,
         cluster,
@@ -104,10 +106,11 @@ pub(crate) fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     with_runtime(async move {
         #[cfg(feature = "cluster")]
         if let Some(config) = cluster {
-            opts.cluster = Some(join(config).await?);
+            opts.cluster = Some(join(config, replicas_given).await?);
         }
         #[cfg(not(feature = "cluster"))]
         if cluster.is_some() {
+            let _ = replicas_given;
             return Err("this penguin was built without the `cluster` feature".to_owned());
         }
         penguin::server::serve(opts)
@@ -123,8 +126,12 @@ type ClusterConfig = penguin::cluster::ClusterConfig;
 type ClusterConfig = ();
 
 /// Joins the cluster, refusing a NATS that lets anyone in unless `--insecure-nats` said so.
+/// Replicas nobody asked for become one, with a warning, on a NATS that is a single server.
 #[cfg(feature = "cluster")]
-async fn join(config: ClusterConfig) -> Result<penguin::cluster::Cluster, String> {
+async fn join(
+    mut config: ClusterConfig,
+    replicas_given: bool,
+) -> Result<penguin::cluster::Cluster, String> {
     use penguin::cluster::ClusterError;
     let nats: Vec<String> = config
         .urls
@@ -133,20 +140,30 @@ async fn join(config: ClusterConfig) -> Result<penguin::cluster::Cluster, String
         .collect();
     let nats = nats.join(",");
     let insecure = config.allow_unauthenticated;
-    let joined = penguin::cluster::Cluster::connect(config)
-        .await
-        .map_err(|e| match e {
-            ClusterError::Unauthenticated { url } => format!(
-                "--cluster: NATS at {url} lets anyone connect without credentials, so whoever \
+    let joined = match penguin::cluster::Cluster::connect(config.clone()).await {
+        Err(ClusterError::Replicas { .. }) if !replicas_given => {
+            eprintln!(
+                "penguin: WARNING: NATS at {nats} is a single server, so the cluster's state \
+                 is kept once (one replica): a NATS cluster of three keeps it three times and \
+                 outlives one of them. Pass --replicas 1 (or [cluster] replicas = 1) to say so"
+            );
+            config.replicas = 1;
+            penguin::cluster::Cluster::connect(config).await
+        }
+        joined => joined,
+    };
+    let joined = joined.map_err(|e| match e {
+        ClusterError::Unauthenticated { url } => format!(
+            "--cluster: NATS at {url} lets anyone connect without credentials, so whoever \
                  can reach it reads every session's events and traces and can forge the \
                  cluster's state. Run nats-server with authorization and give this node its \
                  credentials (nats://user:password@host in --cluster or [cluster] nats; \
                  --nats-user with PENGUIN_NATS_PASSWORD; PENGUIN_NATS_TOKEN; --nats-nkey FILE; \
                  --nats-creds FILE), or pass --insecure-nats for a NATS nothing but the nodes \
                  can reach"
-            ),
-            e => format!("--cluster: {e}"),
-        })?;
+        ),
+        e => format!("--cluster: {e}"),
+    })?;
     if insecure && !joined.nats_authenticated() {
         eprintln!(
             "penguin: WARNING: NATS at {nats} asks no credentials (--insecure-nats): whoever \
@@ -265,7 +282,7 @@ fn cluster_config(
             }
             config.lease_ttl = std::time::Duration::from_secs(secs);
         }
-        if let Some(replicas) = entry.replicas {
+        if let Some(replicas) = nats.replicas.map(usize::from).or(entry.replicas) {
             config.replicas = replicas;
         }
         Ok(Some(config))

@@ -1354,3 +1354,65 @@ async fn serve_joins_only_an_authenticated_nats_with_the_secret() {
     assert!(!text.contains("WARNING"), "{text}");
     assert!(!text.contains("pw-of-node-a-0123"), "{text}");
 }
+
+/// l. One machine, one `nats-server -js` (not clustered), as docs/cluster.md's quick-start
+/// runs it: with replicas unsaid the node comes up at once on one replica and warns that the
+/// state is kept once; `--replicas 3` stops at once naming `--replicas 1` and
+/// `[cluster] replicas` (JetStream's refusal used to be tried again for 30 s, then shown raw);
+/// `--replicas 1` serves without a warning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_nats_server_gets_one_replica_at_once() {
+    if !cluster_nodes::available("a_single_nats_server_gets_one_replica_at_once") {
+        return;
+    }
+    // Well under the 30 s a refused stream was tried again for, well over a start.
+    const QUICK: Duration = Duration::from_secs(15);
+    let dir = tempfile::tempdir().unwrap();
+    let secret = cluster_nodes::write_secret(dir.path());
+    let nats = PasswordNats::start("node-a", "pw-of-node-a-0123").await;
+    let url = format!("nats://node-a:pw-of-node-a-0123@127.0.0.1:{}", nats.port);
+    let start = |args: &[&str]| {
+        let port = cluster_nodes::nats::free_port();
+        let (mut cmd, log) = cluster_nodes::serve_command(dir.path(), "a", port);
+        cmd.args(["--cluster", &url, "--node", "a"])
+            .args(args)
+            .env("PENGUIN_CLUSTER_SECRET_FILE", &secret);
+        let started = std::time::Instant::now();
+        (
+            cmd.spawn().expect("penguin serve starts"),
+            log,
+            port,
+            started,
+        )
+    };
+
+    let (mut child, log, port, started) = start(&[]);
+    let text = serves(&mut child, &log, port).await;
+    assert!(
+        started.elapsed() < QUICK,
+        "{:?}:\n{text}",
+        started.elapsed()
+    );
+    assert!(text.contains("WARNING"), "{text}");
+    assert!(text.contains("single server"), "{text}");
+    assert!(text.contains("--replicas 1"), "{text}");
+    assert!(text.contains("node a of the cluster"), "{text}");
+
+    let (mut child, log, _, started) = start(&["--replicas", "3"]);
+    let (ok, text) = exit_of(&mut child, &log).await;
+    assert!(!ok, "three replicas on one server are refused:\n{text}");
+    assert!(
+        started.elapsed() < QUICK,
+        "{:?}:\n{text}",
+        started.elapsed()
+    );
+    assert!(text.contains("single server"), "{text}");
+    assert!(text.contains("--replicas 1"), "{text}");
+    assert!(text.contains("[cluster]"), "{text}");
+    assert!(!text.contains("pw-of-node-a-0123"), "{text}");
+
+    let (mut child, log, port, _) = start(&["--replicas", "1"]);
+    let text = serves(&mut child, &log, port).await;
+    assert!(text.contains("node a of the cluster"), "{text}");
+    assert!(!text.contains("WARNING"), "{text}");
+}

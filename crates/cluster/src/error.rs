@@ -73,6 +73,20 @@ pub enum ClusterError {
         /// What was wrong with it (never its value).
         reason: String,
     },
+    /// More replicas were asked of a NATS that is a single server (not in a NATS cluster), which
+    /// keeps one copy of each stream and refuses more.
+    #[error(
+        "NATS at {url} is a single server, not a NATS cluster, so it keeps one replica of the \
+         cluster's state, and this node asked for {replicas}: set one replica (penguin serve \
+         --replicas 1, or replicas = 1 under [cluster] in config.toml), or run a NATS cluster \
+         of {replicas}"
+    )]
+    Replicas {
+        /// The URLs, without credentials.
+        url: String,
+        /// The replicas asked for.
+        replicas: usize,
+    },
     /// A stored value that does not parse.
     #[error("malformed {what} in the cluster: {reason}")]
     Malformed {
@@ -116,6 +130,7 @@ impl ClusterError {
             ClusterError::Malformed { .. }
             | ClusterError::Unauthenticated { .. }
             | ClusterError::Credentials { .. }
+            | ClusterError::Replicas { .. }
             | ClusterError::Secret { .. } => 500,
         }
     }

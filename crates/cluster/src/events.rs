@@ -16,11 +16,17 @@ use async_nats::HeaderMap;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 
+use crate::batch;
 use crate::error::check_session;
 use crate::{ClusterError, Lease, NODE_HEADER, SEQ_HEADER};
 
-/// The header naming an event's SSE `event:` (absent for the default event).
+/// The header naming an event's SSE `event:` (absent for the default event), or that of every
+/// event of a message holding several of one name.
 const EVENT_HEADER: &str = "Penguin-Event";
+
+/// The header naming each event's SSE `event:` in a message holding events of several names,
+/// comma-separated in order (empty for the default event).
+const EVENTS_HEADER: &str = "Penguin-Events";
 
 pub(crate) const PREFIX: &str = "penguin.events";
 
@@ -66,6 +72,31 @@ fn subject(session: &str) -> String {
 
 fn event_of(headers: Option<&HeaderMap>) -> Option<String> {
     Some(headers?.get(EVENT_HEADER)?.as_str().to_owned())
+}
+
+/// The SSE names of a message's `count` events.
+fn events_of(headers: Option<&HeaderMap>, count: u64) -> Result<Vec<Option<String>>, String> {
+    let Some(names) = headers.and_then(|h| h.get(EVENTS_HEADER)) else {
+        return Ok(vec![event_of(headers); count as usize]);
+    };
+    let names: Vec<Option<String>> = names
+        .as_str()
+        .split(',')
+        .map(|n| (!n.is_empty()).then(|| n.to_owned()))
+        .collect();
+    if names.len() as u64 != count {
+        return Err(format!(
+            "{EVENTS_HEADER} names {} events, the message holds {count}",
+            names.len()
+        ));
+    }
+    Ok(names)
+}
+
+/// Whether an event of this name may share a message with events of other names (its name
+/// fits in [`EVENTS_HEADER`]).
+fn listable(name: Option<&str>) -> bool {
+    name.is_none_or(|n| !n.is_empty() && !n.contains(','))
 }
 
 pub(crate) fn seq_of(headers: Option<&HeaderMap>) -> Option<u64> {
@@ -288,12 +319,18 @@ struct Follow {
     subject: String,
     after: u64,
     messages: Option<pull::Ordered>,
+    /// The events of the last message read that are still to be handed out (a message may
+    /// hold several); `after` already counts them.
+    pending: std::collections::VecDeque<ClusterEvent>,
     done: bool,
 }
 
 impl Follow {
     async fn next(&mut self) -> Option<Result<FeedItem, ClusterError>> {
         loop {
+            if let Some(e) = self.pending.pop_front() {
+                return Some(Ok(FeedItem::Event(e)));
+            }
             if self.done {
                 return None;
             }
@@ -341,17 +378,41 @@ impl Follow {
             if seq <= self.after {
                 continue;
             }
-            if seq > self.after + 1 {
+            let items = batch::count_of(message.headers.as_ref()).and_then(|count| {
+                let names = events_of(message.headers.as_ref(), count)?;
+                Ok((
+                    count,
+                    names
+                        .into_iter()
+                        .zip(batch::split(&message.payload, count)?),
+                ))
+            });
+            let (count, items) = match items {
+                Ok(v) => v,
+                Err(reason) => {
+                    self.done = true;
+                    return Some(Err(ClusterError::Malformed {
+                        what: format!("event {seq} on {}", message.subject),
+                        reason,
+                    }));
+                }
+            };
+            let first = (seq + 1).saturating_sub(count);
+            if first > self.after + 1 {
                 // The event right after `after` is gone: retention dropped it.
                 self.done = true;
                 return Some(Ok(FeedItem::Resync));
             }
+            let after = self.after;
+            self.pending
+                .extend((first..=seq).zip(items).filter(|(s, _)| *s > after).map(
+                    |(s, (event, data))| ClusterEvent {
+                        seq: s,
+                        event,
+                        data,
+                    },
+                ));
             self.after = seq;
-            return Some(Ok(FeedItem::Event(ClusterEvent {
-                seq,
-                event: event_of(message.headers.as_ref()),
-                data: message.payload.clone(),
-            })));
         }
     }
 
@@ -376,6 +437,7 @@ impl EventFeed {
             subject,
             after,
             messages: Some(messages),
+            pending: Default::default(),
             done: false,
         };
         let inner = futures::stream::unfold(follow, |mut f| async move {
@@ -434,10 +496,55 @@ impl EventPublisher {
         event: Option<&str>,
         data: Bytes,
     ) -> Result<u64, ClusterError> {
-        let seq = self.seq + 1;
-        let mut message = PublishMessage::build().payload(data);
-        if let Some(name) = event {
-            message = message.header(EVENT_HEADER, name);
+        self.publish_chunk(&[event], std::slice::from_ref(&data))
+            .await
+    }
+
+    /// Publishes `events` (each with its SSE `event:` name, `None` for the default) as the next
+    /// ones, in order, and returns the id of the last once JetStream stored them all. They
+    /// share messages (see the `batch` module; names go in `Penguin-Events` when they differ);
+    /// a follower still reads them one by one under their own ids and names. When one message
+    /// is not stored, neither is anything after it: the error says why, and
+    /// [`last_seq`](Self::last_seq) is the last event stored.
+    pub async fn publish_all(
+        &mut self,
+        events: &[(Option<String>, Bytes)],
+    ) -> Result<u64, ClusterError> {
+        let mut rest = events;
+        while !rest.is_empty() {
+            let n = batch::chunk_len(
+                rest,
+                |e| &e.1[..],
+                |a, b| a.0 == b.0 || (listable(a.0.as_deref()) && listable(b.0.as_deref())),
+            );
+            let (chunk, after) = rest.split_at(n);
+            rest = after;
+            let names: Vec<Option<&str>> = chunk.iter().map(|e| e.0.as_deref()).collect();
+            let data: Vec<Bytes> = chunk.iter().map(|e| e.1.clone()).collect();
+            self.publish_chunk(&names, &data).await?;
+        }
+        Ok(self.seq)
+    }
+
+    /// Publishes `data` (events named `names`, one each) as one message; returns the last
+    /// one's id.
+    async fn publish_chunk(
+        &mut self,
+        names: &[Option<&str>],
+        data: &[Bytes],
+    ) -> Result<u64, ClusterError> {
+        let seq = self.seq + data.len() as u64;
+        let mut message = PublishMessage::build().payload(batch::join(data));
+        if names.iter().all(|n| *n == names[0]) {
+            if let Some(name) = names[0] {
+                message = message.header(EVENT_HEADER, name);
+            }
+        } else {
+            let list: Vec<&str> = names.iter().map(|n| n.unwrap_or("")).collect();
+            message = message.header(EVENTS_HEADER, list.join(",").as_str());
+        }
+        if data.len() > 1 {
+            message = message.header(batch::COUNT_HEADER, data.len().to_string().as_str());
         }
         let message = message
             .header(SEQ_HEADER, seq.to_string().as_str())

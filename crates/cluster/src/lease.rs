@@ -1,29 +1,38 @@
-//! Session ownership: a lease per session in the [`LEASE_BUCKET`](crate::LEASE_BUCKET) KV
+//! Session ownership: an entry per session in the [`LEASE_BUCKET`](crate::LEASE_BUCKET) KV
 //! bucket, taken with create / compare-and-set on the entry's revision.
 //!
-//! The value names the holder and when the lease lapses (wall clock, milliseconds). The holder
-//! renews it (a compare-and-set on its own last revision) well inside the lease; a contender
-//! takes it only once that time has passed, again by compare-and-set, so of two contenders
-//! exactly one wins. The holder keeps its own deadline on the monotonic clock, counted from
-//! the moment it *sent* its last successful renewal and shortened by a margin, so it always
-//! believes its lease lapsed before any contender can: a holder that was paused (SIGSTOP, a
-//! long GC, a partition) finds on waking that its deadline passed and stands down
-//! ([`Lease::check`] fails with [`ClusterError::Fenced`]) before writing anything.
+//! The value names the holding node and the incarnation of the node's own lease it was taken
+//! under (`node_lease.rs`); it changes only when the session changes hands. The session is
+//! held while that node lease lives: one heartbeat per node renews every session it holds. A
+//! contender takes a session only once the holder's node lease lapsed (or the session was
+//! released), by compare-and-set, so of two contenders exactly one wins. The holder keeps its
+//! deadline on the monotonic clock, counted from the moment it *sent* its node's last
+//! successful heartbeat and shortened by a margin, so it always believes its leases lapsed
+//! before any contender can: a holder that was paused (SIGSTOP, a long GC, a partition) finds
+//! on waking that its deadline passed and stands down ([`Lease::check`] fails with
+//! [`ClusterError::Fenced`]) before writing anything.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_nats::jetstream::kv::{self, Operation};
 use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
 
 use crate::error::check_session;
+use crate::node_lease::{self, Incarnation, NodeLease};
 use crate::{now_ms, ClusterError};
 
 #[derive(Debug, Serialize, Deserialize)]
 struct LeaseValue {
     node: String,
-    /// Wall-clock milliseconds at which the lease lapses unless renewed.
+    /// Wall-clock milliseconds at which the lease lapses unless renewed: when the session was
+    /// taken plus a lease, for a reader; with an incarnation, the node's lease decides.
     expires_ms: u64,
+    /// The incarnation of the node's lease the session was taken under; absent in an entry
+    /// renewed on its own (as every lease once was).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    incarnation: Option<u64>,
 }
 
 /// Who holds a session's lease.
@@ -50,11 +59,22 @@ pub struct Leases {
     kv: kv::Store,
     node: String,
     ttl: Duration,
+    node_lease: Arc<NodeLease>,
 }
 
 impl Leases {
-    pub(crate) fn new(kv: kv::Store, node: String, ttl: Duration) -> Leases {
-        Leases { kv, node, ttl }
+    pub(crate) fn new(
+        kv: kv::Store,
+        node: String,
+        ttl: Duration,
+        node_lease: Arc<NodeLease>,
+    ) -> Leases {
+        Leases {
+            kv,
+            node,
+            ttl,
+            node_lease,
+        }
     }
 
     /// The lease's length.
@@ -91,17 +111,22 @@ impl Leases {
                 what: format!("lease of {session}"),
                 reason: e.to_string(),
             })?;
+        let expires_ms = match value.incarnation {
+            None => value.expires_ms,
+            Some(incarnation) => node_lease::expiry(&self.kv, &value.node, incarnation).await?,
+        };
         Ok(Some(Holder {
             node: value.node,
-            expires_ms: value.expires_ms,
+            expires_ms,
             revision: entry.revision,
         }))
     }
 
-    fn value(&self) -> bytes::Bytes {
+    fn value(&self, incarnation: u64) -> bytes::Bytes {
         let value = LeaseValue {
             node: self.node.clone(),
             expires_ms: now_ms() + self.ttl.as_millis() as u64,
+            incarnation: Some(incarnation),
         };
         serde_json::to_vec(&value)
             .expect("a lease value serializes")
@@ -113,16 +138,21 @@ impl Leases {
     /// [`ClusterError::Held`]; so is losing the race to a contender. A live lease of this
     /// node's own name is taken over (the node restarted: names are unique in a cluster).
     pub async fn acquire(&self, session: &str) -> Result<Lease, ClusterError> {
+        check_session(session)?;
+        let inc = self.node_lease.incarnation().await?;
         let current = self.entry(session).await?;
-        let sent = Instant::now();
         let result = match &current {
-            None => self.kv.create(session, self.value()).await.map_err(|e| {
-                if e.kind() == kv::CreateErrorKind::AlreadyExists {
-                    None
-                } else {
-                    Some(ClusterError::unavailable("taking a lease", e))
-                }
-            }),
+            None => self
+                .kv
+                .create(session, self.value(inc.id))
+                .await
+                .map_err(|e| {
+                    if e.kind() == kv::CreateErrorKind::AlreadyExists {
+                        None
+                    } else {
+                        Some(ClusterError::unavailable("taking a lease", e))
+                    }
+                }),
             Some(h) if h.live_at(now_ms()) && h.node != self.node => {
                 return Err(ClusterError::Held {
                     session: session.to_owned(),
@@ -131,7 +161,7 @@ impl Leases {
             }
             Some(h) => self
                 .kv
-                .update(session, self.value(), h.revision)
+                .update(session, self.value(inc.id), h.revision)
                 .await
                 .map_err(|e| {
                     if e.kind() == kv::UpdateErrorKind::WrongLastRevision {
@@ -147,11 +177,13 @@ impl Leases {
                 session: session.to_owned(),
                 node: self.node.clone(),
                 ttl: self.ttl,
+                node_lease: self.node_lease.clone(),
+                inc,
                 state: Arc::new(Mutex::new(State {
                     revision,
-                    renewed: sent,
                     fenced: None,
                 })),
+                stood_down: Arc::new(Notify::new()),
             }),
             Err(Some(e)) => Err(e),
             // Lost the race: whoever won holds it.
@@ -172,21 +204,26 @@ impl Leases {
 
 #[derive(Debug)]
 struct State {
+    /// The session entry's revision when taken.
     revision: u64,
-    /// When the last successful renewal (or the take) was sent.
-    renewed: Instant,
     fenced: Option<String>,
 }
 
-/// A held lease. Clones share it. Renew it ([`Lease::renew`], or [`Lease::keep_alive`]) well
-/// inside its length, and [`check`](Lease::check) it before every write.
+/// A held lease. Clones share it. Keep it alive ([`Lease::keep_alive`], or
+/// [`Lease::renew`] well inside its length: either renews the node's lease, which keeps every
+/// session of the node), and [`check`](Lease::check) it before every write.
 #[derive(Clone, Debug)]
 pub struct Lease {
     kv: kv::Store,
     session: String,
     node: String,
     ttl: Duration,
+    node_lease: Arc<NodeLease>,
+    /// The node lease's incarnation it was taken under: it lives as long as that.
+    inc: Arc<Incarnation>,
     state: Arc<Mutex<State>>,
+    /// Woken when this session's lease is fenced on its own (stood down, released).
+    stood_down: Arc<Notify>,
 }
 
 impl Lease {
@@ -200,7 +237,7 @@ impl Lease {
         &self.node
     }
 
-    /// The entry's revision of the last take or renewal: the fencing token.
+    /// The session entry's revision when it was taken: the fencing token.
     pub fn revision(&self) -> u64 {
         self.lock().revision
     }
@@ -209,18 +246,14 @@ impl Lease {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// How long before a contender could take it this node counts its lease lapsed: a fifth
-    /// of the lease, for clock skew between nodes and the renewal's own travel.
-    fn margin(&self) -> Duration {
-        self.ttl / 5
-    }
-
     /// Stops this node writing under the lease from now on, whatever its state in NATS: every
     /// later [`check`](Lease::check) fails with `reason` (the first reason given stays).
     /// Returns that error.
     pub fn fence(&self, reason: String) -> ClusterError {
         let mut state = self.lock();
         let reason = state.fenced.get_or_insert(reason).clone();
+        drop(state);
+        self.stood_down.notify_waiters();
         ClusterError::Fenced {
             session: self.session.clone(),
             reason,
@@ -228,7 +261,8 @@ impl Lease {
     }
 
     /// Whether this node may still write for the session, without asking NATS: not fenced,
-    /// and its last successful renewal was sent less than the lease (minus a margin) ago.
+    /// and its node's last successful heartbeat was sent less than the lease (minus a margin
+    /// of a fifth, for clock skew between nodes and the heartbeat's own travel) ago.
     /// Once it fails it fails for good: the node stands down and takes the lease again if it
     /// wants the session back.
     pub fn check(&self) -> Result<(), ClusterError> {
@@ -239,16 +273,10 @@ impl Lease {
                 reason: reason.clone(),
             });
         }
-        let age = state.renewed.elapsed();
         drop(state);
-        if age + self.margin() >= self.ttl {
-            return Err(self.fence(format!(
-                "the lease was last renewed {} ms ago and lapses after {} ms",
-                age.as_millis(),
-                self.ttl.as_millis()
-            )));
-        }
-        Ok(())
+        self.inc
+            .check(self.ttl)
+            .map_err(|reason| self.fence(reason))
     }
 
     /// [`check`](Lease::check), then asks NATS that the entry is still at this lease's
@@ -271,49 +299,42 @@ impl Lease {
         }
     }
 
-    /// Renews the lease by compare-and-set on its revision. A lease that lapsed locally
-    /// ([`check`](Lease::check)) or whose revision moved on is [`ClusterError::Fenced`]; NATS
-    /// not answering is [`ClusterError::Unavailable`] (the lease then lapses unless a later
-    /// renewal gets through in time).
+    /// Renews the node's lease (one compare-and-set for every session of the node). A lease
+    /// that lapsed locally ([`check`](Lease::check)), or a node lease another process took
+    /// or started again, is [`ClusterError::Fenced`]; NATS not answering is
+    /// [`ClusterError::Unavailable`] (the lease then lapses unless a later renewal gets
+    /// through in time).
     pub async fn renew(&self) -> Result<(), ClusterError> {
         self.check()?;
-        let revision = self.revision();
-        let sent = Instant::now();
-        let value = LeaseValue {
-            node: self.node.clone(),
-            expires_ms: now_ms() + self.ttl.as_millis() as u64,
-        };
-        let value = serde_json::to_vec(&value).expect("a lease value serializes");
-        match self.kv.update(&self.session, value.into(), revision).await {
-            Ok(next) => {
-                let mut state = self.lock();
-                if state.fenced.is_none() {
-                    state.revision = next;
-                    state.renewed = sent;
-                }
-                drop(state);
-                self.check()
-            }
-            Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => Err(self.fence(
-                format!("another node took the lease (it is past revision {revision})"),
-            )),
-            Err(e) => Err(ClusterError::unavailable("renewing a lease", e)),
+        match self.node_lease.renew(&self.inc).await {
+            Ok(()) => self.check(),
+            Err(ClusterError::Fenced { reason, .. }) => Err(self.fence(reason)),
+            Err(e) => Err(e),
         }
     }
 
-    /// Renews the lease every third of its length until it is fenced or `self` is released;
-    /// the task ends with the error that ended it.
+    /// Keeps the lease alive until it is fenced or released; the task ends with the error
+    /// that ended it. The node's one heartbeat (every third of the lease) does the renewing
+    /// while any keep-alive of the node runs; this task only watches, without a word to NATS.
     pub fn keep_alive(&self) -> tokio::task::JoinHandle<ClusterError> {
         let lease = self.clone();
+        let interest = self.node_lease.keep();
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(lease.ttl / 3);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let _interest = interest;
             loop {
-                tick.tick().await;
-                match lease.renew().await {
-                    Ok(()) => {}
-                    Err(e @ ClusterError::Fenced { .. }) => return e,
-                    Err(e) => tracing::warn!(session = %lease.session, "lease renewal: {e}"),
+                let stood_down = lease.stood_down.notified();
+                let node_fenced = lease.inc.fenced.notified();
+                tokio::pin!(stood_down, node_fenced);
+                stood_down.as_mut().enable();
+                node_fenced.as_mut().enable();
+                if let Err(e) = lease.check() {
+                    return e;
+                }
+                let deadline = lease.inc.deadline(lease.ttl);
+                tokio::select! {
+                    _ = stood_down => {}
+                    _ = node_fenced => {}
+                    _ = tokio::time::sleep_until(deadline.into()) => {}
                 }
             }
         })

@@ -2,10 +2,12 @@
 // On docs.rs (`--cfg docsrs`, nightly) every feature-gated item shows the feature it needs.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod batch;
 mod error;
 mod events;
 mod index;
 mod lease;
+mod node_lease;
 mod signing;
 mod traces;
 
@@ -168,6 +170,8 @@ pub struct Cluster {
     js: jetstream::Context,
     signer: Signer,
     leases: kv::Store,
+    /// This node's own lease, whose heartbeat keeps every session it holds.
+    node_lease: std::sync::Arc<node_lease::NodeLease>,
     nodes: kv::Store,
     sessions: kv::Store,
     events: stream::Stream,
@@ -190,12 +194,7 @@ impl Cluster {
             });
         }
         // Named in errors without the credentials a URL may carry.
-        let url = config
-            .urls
-            .iter()
-            .map(|u| redact(u))
-            .collect::<Vec<_>>()
-            .join(",");
+        let url = redacted_urls(&config);
         let addrs = config
             .urls
             .iter()
@@ -220,6 +219,15 @@ impl Cluster {
         if !client.server_info().auth_required && !config.allow_unauthenticated {
             return Err(ClusterError::Unauthenticated { url });
         }
+        // A lone nats-server refuses streams of more than one replica, and JetStream's refusal
+        // looks like any other, which `setup` would try again for `RETRY_FOR`: say so at once.
+        // A server routed to others names its cluster in its greeting.
+        if config.replicas > 1 && client.server_info().cluster.is_none() {
+            return Err(ClusterError::Replicas {
+                url,
+                replicas: config.replicas,
+            });
+        }
         let mut js = jetstream::new(client.clone());
         js.set_timeout(config.request_timeout);
         // Right after a nats-server died, JetStream answers nothing until the streams have
@@ -234,7 +242,13 @@ impl Cluster {
                 done => break done?,
             }
         };
+        let node_lease = std::sync::Arc::new(node_lease::NodeLease::new(
+            leases.clone(),
+            config.node.clone(),
+            config.lease_ttl,
+        ));
         Ok(Cluster {
+            node_lease,
             signer: Signer::new(config.secret.clone(), config.node.clone()),
             config,
             client,
@@ -295,6 +309,7 @@ impl Cluster {
             self.leases.clone(),
             self.config.node.clone(),
             self.config.lease_ttl,
+            self.node_lease.clone(),
         )
     }
 
@@ -399,6 +414,38 @@ async fn connect_options(
     Ok(options)
 }
 
+/// A stream JetStream did not create: [`ClusterError::Replicas`] when it refused the replicas
+/// (a server that named a cluster in its greeting but runs JetStream unclustered), which no
+/// retry mends; unavailable otherwise.
+fn not_created(
+    config: &ClusterConfig,
+    doing: &str,
+    e: jetstream::context::CreateStreamError,
+) -> ClusterError {
+    use jetstream::context::CreateStreamErrorKind;
+    match e.kind() {
+        CreateStreamErrorKind::JetStream(j)
+            if j.error_code() == jetstream::ErrorCode::STREAM_REPLICAS_NOT_SUPPORTED =>
+        {
+            ClusterError::Replicas {
+                url: redacted_urls(config),
+                replicas: config.replicas,
+            }
+        }
+        _ => ClusterError::unavailable(doing, e),
+    }
+}
+
+/// The URLs, without the credentials they may carry, as errors name them.
+fn redacted_urls(config: &ClusterConfig) -> String {
+    config
+        .urls
+        .iter()
+        .map(|u| redact(u))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// The buckets and streams a node needs, created when missing.
 async fn setup(
     js: &jetstream::Context,
@@ -420,9 +467,9 @@ async fn setup(
         storage: stream::StorageType::File,
         ..Default::default()
     };
-    let leases = key_value(js, bucket(LEASE_BUCKET, 1)).await?;
-    let nodes = key_value(js, bucket(NODE_BUCKET, 1)).await?;
-    let sessions = key_value(js, bucket(SESSION_BUCKET, 1)).await?;
+    let leases = key_value(js, config, bucket(LEASE_BUCKET, 1)).await?;
+    let nodes = key_value(js, config, bucket(NODE_BUCKET, 1)).await?;
+    let sessions = key_value(js, config, bucket(SESSION_BUCKET, 1)).await?;
     let events = js
         .get_or_create_stream(stream::Config {
             name: EVENT_STREAM.to_owned(),
@@ -435,7 +482,7 @@ async fn setup(
             ..Default::default()
         })
         .await
-        .map_err(|e| ClusterError::unavailable("creating the event stream", e))?;
+        .map_err(|e| not_created(config, "creating the event stream", e))?;
     let traces = js
         .get_or_create_stream(stream::Config {
             name: TRACE_STREAM.to_owned(),
@@ -446,11 +493,15 @@ async fn setup(
             ..Default::default()
         })
         .await
-        .map_err(|e| ClusterError::unavailable("creating the trace stream", e))?;
+        .map_err(|e| not_created(config, "creating the trace stream", e))?;
     Ok((leases, nodes, sessions, events, traces))
 }
 
-async fn key_value(js: &jetstream::Context, config: kv::Config) -> Result<kv::Store, ClusterError> {
+async fn key_value(
+    js: &jetstream::Context,
+    node: &ClusterConfig,
+    config: kv::Config,
+) -> Result<kv::Store, ClusterError> {
     if let Ok(store) = js.get_key_value(config.bucket.clone()).await {
         return Ok(store);
     }
@@ -480,7 +531,7 @@ async fn key_value(js: &jetstream::Context, config: kv::Config) -> Result<kv::St
     match js.get_key_value(name.clone()).await {
         Ok(store) => Ok(store),
         Err(e) => Err(match created {
-            Err(c) => ClusterError::unavailable(&format!("creating bucket {name}"), c),
+            Err(c) => not_created(node, &format!("creating bucket {name}"), c),
             Ok(_) => ClusterError::unavailable(&format!("opening bucket {name}"), e),
         }),
     }

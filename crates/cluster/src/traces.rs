@@ -16,6 +16,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::batch;
 use crate::error::check_session;
 use crate::events::{last_of, ordered, seq_of, RETRY_FOR};
 use crate::{ClusterError, Lease, NODE_HEADER, SEQ_HEADER};
@@ -126,26 +127,28 @@ impl TraceLog {
                 what: format!("record on {subject}"),
                 reason: format!("no {SEQ_HEADER} header"),
             })?;
-            if seq != expected {
+            let malformed = |reason: String| ClusterError::Malformed {
+                what: format!("record {seq} of {session}"),
+                reason,
+            };
+            let count = batch::count_of(m.headers.as_ref()).map_err(malformed)?;
+            let first = (seq + 1).saturating_sub(count);
+            if first != expected {
                 return Err(ClusterError::Malformed {
                     what: format!("records of {session}"),
-                    reason: format!("record {seq} where {expected} was due"),
+                    reason: format!("record {first} where {expected} was due"),
                 });
             }
-            expected += 1;
+            expected = seq + 1;
             let file = m
                 .headers
                 .as_ref()
                 .and_then(|h| h.get(FILE_HEADER))
                 .map_or(Ok(1), |f| f.as_str().parse::<u32>())
-                .map_err(|e| ClusterError::Malformed {
-                    what: format!("record {seq} of {session}"),
-                    reason: format!("{FILE_HEADER}: {e}"),
-                })?;
-            out.push(TraceRecord {
-                file,
-                line: m.payload.clone(),
-            });
+                .map_err(|e| malformed(format!("{FILE_HEADER}: {e}")))?;
+            for line in batch::split(&m.payload, count).map_err(malformed)? {
+                out.push(TraceRecord { file, line });
+            }
             if seq >= last {
                 break;
             }
@@ -284,65 +287,79 @@ impl Publisher {
                 .fetch_add(records.len() as u64, Ordering::Relaxed);
             return;
         }
-        // One at a time, each conditional on the subject's last sequence being the one this
-        // sink wrote last: records land in order even when a publish has to be tried again
-        // (a pipelined later record could overtake it), and a node that lost the session to
-        // another cannot append after the other's records.
-        for (file, line) in records {
+        // One message at a time, each conditional on the subject's last sequence being the one
+        // this sink wrote last (see `batch`): records land in order even when a publish has to
+        // be tried again, and a node that lost the session to another cannot append after the
+        // other's records. The records queued while one message was in flight go out together
+        // in the next, so a burst costs one quorum round trip, not one per record.
+        let mut rest = records;
+        while !rest.is_empty() {
+            let n = batch::chunk_len(rest, |r| &r.1[..], |a, b| a.0 == b.0);
+            let (chunk, after) = rest.split_at(n);
+            rest = after;
             if self.stopped.is_some() {
-                self.shared.failed.fetch_add(1, Ordering::Relaxed);
+                self.shared.failed.fetch_add(n as u64, Ordering::Relaxed);
                 continue;
             }
-            let seq = self.seq + 1;
-            let message = PublishMessage::build()
-                .payload(line.clone())
-                .header(SEQ_HEADER, seq.to_string().as_str())
-                .header(FILE_HEADER, file.to_string().as_str())
-                .header(NODE_HEADER, self.node.as_str())
-                .message_id(format!("{}:{seq}", self.session))
-                .expected_last_subject_sequence(self.last_stream_seq);
-            let start = std::time::Instant::now();
-            let mut pause = Duration::from_millis(50);
-            let result = loop {
-                if let Err(e) = self.lease.check() {
-                    break Err(e);
-                }
-                let ack = match self.send(message.clone()).await {
-                    Ok(ack) => ack.await.map_err(|e| (e.kind(), e.to_string())),
-                    Err(e) => Err((PublishErrorKind::Other, e.to_string())),
-                };
-                match ack {
-                    Ok(ack) => break Ok(ack.sequence),
-                    Err((PublishErrorKind::WrongLastSequence, _)) => {
-                        break Err(ClusterError::Fenced {
-                            session: self.session.clone(),
-                            reason: "another node appended to this session's trace".into(),
-                        })
-                    }
-                    Err((_, e)) if start.elapsed() + pause > RETRY_FOR => {
-                        tracing::error!(session = %self.session, seq, "trace record not stored: {e}");
-                        break Err(ClusterError::Unavailable {
-                            reason: format!(
-                                "trace record {seq} of {} not stored: {e}",
-                                self.session
-                            ),
-                        });
-                    }
-                    Err(_) => {
-                        tokio::time::sleep(pause).await;
-                        pause = (pause * 2).min(Duration::from_secs(1));
-                    }
-                }
-            };
-            match result {
-                Ok(stream_seq) => {
-                    self.last_stream_seq = stream_seq;
-                    self.seq = seq;
-                    self.shared.written.store(seq, Ordering::Relaxed);
-                }
+            match self.publish_chunk(chunk).await {
+                Ok(()) => self.shared.written.store(self.seq, Ordering::Relaxed),
                 Err(e) => {
+                    // The message and everything after it are not stored, as one record
+                    // refused was before.
                     self.stopped = Some(e);
-                    self.shared.failed.fetch_add(1, Ordering::Relaxed);
+                    self.shared.failed.fetch_add(n as u64, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Publishes `chunk` (records of one file) as one message, tried again while JetStream does
+    /// not answer, and counts it written once acknowledged.
+    async fn publish_chunk(&mut self, chunk: &[(u32, Bytes)]) -> Result<(), ClusterError> {
+        let first = self.seq + 1;
+        let last = self.seq + chunk.len() as u64;
+        let mut message = PublishMessage::build()
+            .payload(batch::join(chunk.iter().map(|r| &r.1)))
+            .header(SEQ_HEADER, last.to_string().as_str())
+            .header(FILE_HEADER, chunk[0].0.to_string().as_str())
+            .header(NODE_HEADER, self.node.as_str())
+            .message_id(format!("{}:{last}", self.session))
+            .expected_last_subject_sequence(self.last_stream_seq);
+        if chunk.len() > 1 {
+            message = message.header(batch::COUNT_HEADER, chunk.len().to_string().as_str());
+        }
+        let start = std::time::Instant::now();
+        let mut pause = Duration::from_millis(50);
+        loop {
+            self.lease.check()?;
+            let ack = match self.send(message.clone()).await {
+                Ok(ack) => ack.await.map_err(|e| (e.kind(), e.to_string())),
+                Err(e) => Err((PublishErrorKind::Other, e.to_string())),
+            };
+            match ack {
+                Ok(ack) => {
+                    self.last_stream_seq = ack.sequence;
+                    self.seq = last;
+                    return Ok(());
+                }
+                Err((PublishErrorKind::WrongLastSequence, _)) => {
+                    return Err(ClusterError::Fenced {
+                        session: self.session.clone(),
+                        reason: "another node appended to this session's trace".into(),
+                    })
+                }
+                Err((_, e)) if start.elapsed() + pause > RETRY_FOR => {
+                    tracing::error!(session = %self.session, first, last, "trace records not stored: {e}");
+                    return Err(ClusterError::Unavailable {
+                        reason: format!(
+                            "trace records {first}..={last} of {} not stored: {e}",
+                            self.session
+                        ),
+                    });
+                }
+                Err(_) => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(1));
                 }
             }
         }

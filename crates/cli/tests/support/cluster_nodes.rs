@@ -899,7 +899,7 @@ impl TestCluster {
     }
 
     /// Who published each of session `id`'s trace records (`Penguin-Node`), with the record's
-    /// number (`Penguin-Seq`) and its line, in stream order.
+    /// number and its line, in stream order (a message holding several gives each).
     pub async fn trace_writers(&self, id: &str) -> Vec<Written> {
         self.writers(
             penguin_cluster::TRACE_STREAM,
@@ -967,11 +967,24 @@ impl TestCluster {
                         .map(|v| v.as_str().to_owned())
                         .unwrap_or_default()
                 };
-                out.push(Written {
-                    node: header(penguin_cluster::NODE_HEADER),
-                    seq: header(penguin_cluster::SEQ_HEADER).parse().unwrap_or(0),
-                    payload: String::from_utf8_lossy(&m.payload).into_owned(),
-                });
+                // A message may hold several records (or events), one a line; `Penguin-Seq`
+                // numbers its last.
+                let last: u64 = header(penguin_cluster::SEQ_HEADER).parse().unwrap_or(0);
+                let count: u64 = header("Penguin-Count").parse().unwrap_or(1);
+                let payload = String::from_utf8_lossy(&m.payload).into_owned();
+                let items: Vec<&str> = if count == 1 {
+                    vec![payload.as_str()]
+                } else {
+                    payload.split('\n').collect()
+                };
+                assert_eq!(items.len() as u64, count, "{subject}: {payload}");
+                for (k, item) in items.into_iter().enumerate() {
+                    out.push(Written {
+                        node: header(penguin_cluster::NODE_HEADER),
+                        seq: last + 1 - count + k as u64,
+                        payload: item.to_owned(),
+                    });
+                }
                 let pending = m.info().map(|i| i.pending).unwrap_or(0);
                 if pending > 0 {
                     next = messages.next().await;
@@ -985,7 +998,7 @@ impl TestCluster {
     }
 }
 
-/// One message of a session's subject in NATS.
+/// One record or event of a session in NATS (a message may hold several).
 #[derive(Clone, Debug)]
 pub struct Written {
     /// The node that published it (`Penguin-Node`).
