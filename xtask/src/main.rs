@@ -4,6 +4,7 @@
 
 mod deps;
 mod resume_bench;
+mod testrun;
 mod tidy;
 mod workloads;
 
@@ -86,37 +87,6 @@ fn ci(root: &Path) -> Result<(), String> {
     let total = Instant::now();
     tidy_steps(root)?;
 
-    // Each provider feature must build alone, and the trait with none of them; the embedder's
-    // smallest builds (the facade and the session layer without server, built-in tools or
-    // TLS; the tools' light core) must build too, with the session layer's tests.
-    let mut features: Vec<(&str, Vec<&str>)> = vec![(
-        "penguin-llm-providers",
-        vec!["--lib", "--no-default-features"],
-    )];
-    for f in [
-        "openai-chat",
-        "anthropic-messages",
-        "openai-responses",
-        "gemini",
-        "ollama",
-    ] {
-        features.push((
-            "penguin-llm-providers",
-            vec!["--lib", "--no-default-features", "--features", f],
-        ));
-    }
-    features.push(("penguin-harness", vec!["--no-default-features"]));
-    features.push((
-        "penguin-agent",
-        vec!["--no-default-features", "--all-targets"],
-    ));
-    features.push(("penguin-tools", vec!["--lib", "--no-default-features"]));
-    for (package, args) in features {
-        let mut check = cargo();
-        check.args(["check", "-p", package]).args(&args);
-        run(root, &format!("{package} features"), check)?;
-    }
-
     let mut clippy = cargo();
     clippy.args([
         "clippy",
@@ -147,10 +117,23 @@ fn ci(root: &Path) -> Result<(), String> {
     nats.arg("scripts/install-nats.sh");
     run(root, "install nats-server", nats)?;
 
-    let mut test = cargo();
-    test.args(["test", "--workspace", "--all-features"])
+    // The test binaries run two at a time (`testrun.rs`); meanwhile cargo checks the
+    // smaller feature sets and runs the doc tests.
+    let mut build = cargo();
+    build.args(["test", "--workspace", "--all-features", "--no-run"]);
+    let mut doc_tests = cargo();
+    doc_tests
+        .args(["test", "--workspace", "--all-features", "--doc"])
         .env("PENGUIN_MCP_SERVERS", &mcp_servers);
-    run(root, "tests", test)?;
+    let mut alongside = feature_checks();
+    alongside.push(("doc tests".to_owned(), doc_tests));
+    testrun::run(
+        root,
+        build,
+        &[("PENGUIN_MCP_SERVERS", mcp_servers.as_os_str())],
+        2,
+        alongside,
+    )?;
 
     e2e(root)?;
     web(root)?;
@@ -188,6 +171,42 @@ fn ci(root: &Path) -> Result<(), String> {
         total.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// Each provider feature must build alone, and the trait with none of them; the embedder's
+/// smallest builds (the facade and the session layer without server, built-in tools or TLS;
+/// the tools' light core) must build too, with the session layer's tests.
+fn feature_checks() -> Vec<(String, Command)> {
+    let mut features: Vec<(&str, Vec<&str>)> = vec![(
+        "penguin-llm-providers",
+        vec!["--lib", "--no-default-features"],
+    )];
+    for f in [
+        "openai-chat",
+        "anthropic-messages",
+        "openai-responses",
+        "gemini",
+        "ollama",
+    ] {
+        features.push((
+            "penguin-llm-providers",
+            vec!["--lib", "--no-default-features", "--features", f],
+        ));
+    }
+    features.push(("penguin-harness", vec!["--no-default-features"]));
+    features.push((
+        "penguin-agent",
+        vec!["--no-default-features", "--all-targets"],
+    ));
+    features.push(("penguin-tools", vec!["--lib", "--no-default-features"]));
+    features
+        .into_iter()
+        .map(|(package, args)| {
+            let mut check = cargo();
+            check.args(["check", "-p", package]).args(&args);
+            (format!("{package} features"), check)
+        })
+        .collect()
 }
 
 /// The packages published: every workspace package but these (`publish = false`).
