@@ -376,7 +376,10 @@ pub(crate) async fn repl(
             },
             Some(Command::Diff) => {
                 let color = crate::render::color_for(std::io::stdout().is_terminal());
-                outln!("{}", crate::glance::diff(&workspace, color));
+                // Scripted tools have no sandbox: they run nothing, and git runs as penguin.
+                let off = penguin::tools::Sandbox::off();
+                let sandbox = session.sandbox().unwrap_or(&off);
+                outln!("{}", crate::glance::diff(&workspace, sandbox, color).await);
             }
             Some(Command::Cost) => match crate::glance::cost(agent, &session) {
                 Ok(table) => outln!("{table}"),

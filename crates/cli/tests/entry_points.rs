@@ -3,24 +3,15 @@
 //! bare `penguin skills` and `penguin memory` list, `memory show` with nothing saved says so,
 //! and `serve`'s log written to a file carries no colour codes.
 
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
+
+#[path = "support/penguin.rs"]
+mod run;
+use run::{penguin, said};
 
 #[path = "support/pty.rs"]
 mod pty;
 use pty::Pty;
-
-fn penguin(home: &Path, ws: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_penguin"))
-        .args(args)
-        .current_dir(ws)
-        .env("PENGUIN_HOME", home)
-        .env_remove("PENGUIN_MODEL")
-        .env_remove("PENGUIN_PROVIDER")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
 
 #[test]
 fn bare_penguin_in_a_terminal_opens_a_chat() {
@@ -149,11 +140,7 @@ fn retries_0_fails_at_the_first_refused_connection() {
         "hi",
     ];
     let out = penguin(home.path(), ws.path(), &args);
-    let shown = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let shown = said(&out);
     assert!(!out.status.success(), "{shown}");
     assert!(
         shown.contains("nothing is listening at the model's address"),

@@ -1,28 +1,9 @@
 //! A session taken away: `penguin export` on one machine, `penguin import` on another (checked
 //! first), and the session is there to show and resume; a broken or duplicate one is refused.
 
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
-
-fn penguin(home: &Path, ws: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_penguin"))
-        .args(args)
-        .current_dir(ws)
-        .env("PENGUIN_HOME", home)
-        .env_remove("PENGUIN_MODEL")
-        .env_remove("PENGUIN_PROVIDER")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
-fn said(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+#[path = "support/penguin.rs"]
+mod run;
+use run::{penguin, said};
 
 #[test]
 fn a_session_exported_here_imports_there_and_shows() {

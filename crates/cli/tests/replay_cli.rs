@@ -1,33 +1,15 @@
 //! `penguin replay`: a real session (the stub model, the real tools, an allowed command, a
 //! denied one, two tasks) replays to the same Trace; a record the engine would now write
-//! differently is named; a crash mid-stream is said, not guessed at.
+//! differently is named; a crash mid-stream is told, not guessed at.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+
+#[path = "support/penguin.rs"]
+mod run;
+use run::{penguin, said};
 
 #[path = "support/stub_model.rs"]
 mod stub_model;
-
-fn penguin(home: &Path, ws: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_penguin"))
-        .args(args)
-        .current_dir(ws)
-        .env("PENGUIN_HOME", home)
-        .env("PENGUIN_STUB_KEY", "k")
-        .env_remove("PENGUIN_MODEL")
-        .env_remove("PENGUIN_PROVIDER")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
 
 fn trace_file(home: &Path) -> std::path::PathBuf {
     let traces = home.join("default/agents/penguin/traces");
@@ -71,7 +53,7 @@ fn a_real_session_replays_to_the_same_trace_and_a_changed_record_is_named() {
         ws.path(),
         &["run", "--yes", "--sandbox", "off", "make a"],
     );
-    assert!(run.status.success(), "{}", text(&run));
+    assert!(run.status.success(), "{}", said(&run));
     let resume = penguin(
         home.path(),
         ws.path(),
@@ -85,7 +67,7 @@ fn a_real_session_replays_to_the_same_trace_and_a_changed_record_is_named() {
             "remove it",
         ],
     );
-    assert!(resume.status.success(), "{}", text(&resume));
+    assert!(resume.status.success(), "{}", said(&resume));
 
     let scenario = home.path().join("kept.json");
     let out = penguin(
@@ -99,16 +81,16 @@ fn a_real_session_replays_to_the_same_trace_and_a_changed_record_is_named() {
             scenario.to_str().unwrap(),
         ],
     );
-    let said = text(&out);
-    assert!(out.status.success(), "{said}");
-    assert!(said.contains("the same as the original"), "{said}");
+    let told = said(&out);
+    assert!(out.status.success(), "{told}");
+    assert!(told.contains("the same as the original"), "{told}");
     // The kept scenario runs as any scenario does.
     let kept = penguin(
         home.path(),
         ws.path(),
         &["scenario", "run", scenario.to_str().unwrap()],
     );
-    assert!(kept.status.success(), "{}", text(&kept));
+    assert!(kept.status.success(), "{}", said(&kept));
     assert!(String::from_utf8_lossy(&kept.stdout).contains("It was not removed."));
 
     // The trace says the engine once answered the denied call otherwise: today's engine does
@@ -122,25 +104,25 @@ fn a_real_session_replays_to_the_same_trace_and_a_changed_record_is_named() {
     )
     .unwrap();
     let out = penguin(home.path(), ws.path(), &["replay", "--last", "--check"]);
-    let said = text(&out);
-    assert!(!out.status.success(), "{said}");
-    let record = said
+    let told = said(&out);
+    assert!(!out.status.success(), "{told}");
+    let record = told
         .split("record ")
         .nth(1)
         .and_then(|r| r.split(' ').next())
         .unwrap_or_default()
         .to_owned();
     assert!(
-        said.contains("differs") && said.contains("Denied, long ago."),
-        "{said}"
+        told.contains("differs") && told.contains("Denied, long ago."),
+        "{told}"
     );
-    assert!(said.contains("Tool call denied by user."), "{said}");
-    assert!(record.parse::<usize>().is_ok_and(|n| n > 1), "{said}");
+    assert!(told.contains("Tool call denied by user."), "{told}");
+    assert!(record.parse::<usize>().is_ok_and(|n| n > 1), "{told}");
 
     // A crash mid-stream: a request that never ended.
     std::fs::write(&file, format!("{original}{{\"timestamp\":\"2026-01-01T00:00:00.000Z\",\"type\":\"event_msg\",\"payload\":{{\"type\":\"request_begin\"}}}}\n")).unwrap();
     let out = penguin(home.path(), ws.path(), &["replay", "--last", "--check"]);
-    let said = text(&out);
-    assert!(!out.status.success(), "{said}");
-    assert!(said.contains("cannot be replayed exactly"), "{said}");
+    let told = said(&out);
+    assert!(!out.status.success(), "{told}");
+    assert!(told.contains("cannot be replayed exactly"), "{told}");
 }

@@ -4,30 +4,17 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
+
+#[path = "support/penguin.rs"]
+mod run;
+use run::{penguin, said};
 
 #[path = "support/stub_model.rs"]
 mod stub_model;
 
-fn penguin(home: &Path, ws: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_penguin"))
-        .args(args)
-        .current_dir(ws)
-        .env("PENGUIN_HOME", home)
-        .env("PENGUIN_STUB_KEY", "k")
-        .env_remove("PENGUIN_MODEL")
-        .env_remove("PENGUIN_PROVIDER")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
 fn ok(out: &Output) -> String {
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = said(out);
     assert!(out.status.success(), "{text}");
     text
 }

@@ -391,29 +391,13 @@ pub(crate) async fn fork(
     let obj = read_object(&headers, body, &app.body).await?;
     let at = match obj.get("position") {
         None | Some(Value::Null) => ForkPoint::End,
-        Some(Value::Object(pos)) => {
-            let num = |k: &str| pos.get(k).and_then(Value::as_u64);
-            match (
-                num("fileIndex").and_then(|f| u32::try_from(f).ok()),
-                num("ordinal"),
-            ) {
-                (Some(file_index), Some(ordinal)) => ForkPoint::Position {
-                    file_index,
-                    ordinal,
-                },
-                _ => {
-                    return Err(ApiError::field(
-                        "position",
-                        "{\"fileIndex\": N, \"ordinal\": N} (a message's tracePosition)",
-                    ))
-                }
+        Some(pos) => {
+            let (file_index, ordinal) =
+                trace_position(pos, "position", "a message's tracePosition")?;
+            ForkPoint::Position {
+                file_index,
+                ordinal,
             }
-        }
-        Some(_) => {
-            return Err(ApiError::field(
-                "position",
-                "{\"fileIndex\": N, \"ordinal\": N} (a message's tracePosition)",
-            ))
         }
     };
     let forked = app.sessions.fork(&e, at).await?;
@@ -430,6 +414,22 @@ pub(crate) async fn fork(
             session: child.info(),
         },
     ))
+}
+
+/// A `tracePosition` in a body's `field`: `{"fileIndex": F, "ordinal": O}`, `what` saying
+/// whose in the error.
+fn trace_position(v: &Value, field: &str, what: &str) -> Result<(u32, u64), ApiError> {
+    let num = |k: &str| v.get(k).and_then(Value::as_u64);
+    match (
+        num("fileIndex").and_then(|f| u32::try_from(f).ok()),
+        num("ordinal"),
+    ) {
+        (Some(file), Some(ordinal)) => Ok((file, ordinal)),
+        _ => Err(ApiError::field(
+            field,
+            &format!("{{\"fileIndex\": N, \"ordinal\": N}} ({what})"),
+        )),
+    }
 }
 
 /// `POST /api/sessions/{id}/rewind` `{"to": N, "files"?: true, "conversation"?: true,
@@ -456,14 +456,9 @@ pub(crate) async fn rewind(
             .ok_or_else(|| ApiError::field("to", "a task number from 1 (as before task N ran)"))?,
         // A task's first input by its tracePosition: N is one more than the tasks completed
         // before it.
-        (None, Some(Value::Object(pos))) => {
-            let num = |k: &str| pos.get(k).and_then(Value::as_u64);
-            let (Some(file), Some(ordinal)) = (num("fileIndex"), num("ordinal")) else {
-                return Err(ApiError::field(
-                    "at",
-                    "{\"fileIndex\": N, \"ordinal\": N} (a task's first input's tracePosition)",
-                ));
-            };
+        (None, Some(pos)) => {
+            let (file, ordinal) =
+                trace_position(pos, "at", "a task's first input's tracePosition")?;
             let traces = app.sessions.cfg.location.traces_dir();
             let id = e.id.clone();
             let tasks = tokio::task::spawn_blocking(move || {
@@ -474,7 +469,7 @@ pub(crate) async fn rewind(
             .map_err(|err| ApiError::internal(err.to_string()))?;
             1 + tasks
                 .iter()
-                .filter(|t| (u64::from(t.file_index), t.ordinal) < (file, ordinal))
+                .filter(|t| (t.file_index, t.ordinal) < (file, ordinal))
                 .count()
         }
         _ => {
