@@ -125,29 +125,27 @@ pub(crate) async fn run_task(
 ) -> Result<TaskEnd, String> {
     let cancel = CancellationToken::new();
     let ctrl_c = interrupt_on_ctrl_c(cancel.clone(), session.writer().clone());
-    let options = RunOptions::new(approver)
+    let mut options = RunOptions::new(approver)
         .with_cancel(cancel.clone())
         .with_thinking_level(task.thinking);
     let budget = cost_budget(session, task)?;
+    if let Some(budget) = &budget {
+        // Each request's cost is added as the engine emits its token_usage, so the request
+        // that reaches the budget is the run's last (the rendered stream lags the engine).
+        let (budget, cancel) = (budget.clone(), cancel.clone());
+        options = options.with_observer(Arc::new(move |msg| {
+            let mut b = budget.lock().unwrap_or_else(|p| p.into_inner());
+            if !b.reached() && b.observe(msg) {
+                cancel.cancel();
+            }
+        }));
+    }
     let started = Instant::now();
     let mut stream = match &task.goal {
         Some(goal) => session.run_goal(input, goal.clone(), options),
         None => session.run(input, options).map_err(Into::into),
     }
     .map_err(|e| e.to_string())?;
-    if let Some(budget) = &budget {
-        // Each request's cost is added as its token_usage arrives; the one that reaches the
-        // budget stops the run.
-        let (budget, cancel) = (budget.clone(), cancel.clone());
-        stream = stream
-            .inspect(move |frame| {
-                let mut b = budget.lock().unwrap_or_else(|p| p.into_inner());
-                if !b.reached() && b.observe(frame.message()) {
-                    cancel.cancel();
-                }
-            })
-            .boxed();
-    }
     let control = quit.map(|quit| Control {
         lines: console.task_lines(),
         console: console.clone(),

@@ -41,7 +41,9 @@ pub use penguin_llm_providers::async_trait;
 /// at the top of this crate (`OmniMessage`, `build`, `StopReason`, `ToolDefinition`, …); the
 /// rest (`validator`, `markers`, `background`, every payload type) is here.
 pub use penguin_omni_protocol as protocol;
-pub use run::{Engine, EngineBusy, InitialState, Notifier, RunOptions, RunStream, Steered};
+pub use run::{
+    Engine, EngineBusy, InitialState, Notifier, Observer, RunOptions, RunStream, Steered,
+};
 pub use shared::{Counters, LlmFactory, SteerId};
 
 /// The exact texts the engine produces, in one place so tests and docs can refer to them.

@@ -44,7 +44,13 @@ pub struct RunOptions {
     pub cancel: CancellationToken,
     /// Thinking effort for this run's requests.
     pub thinking_level: Option<ThinkingLevel>,
+    /// Sees each message as the run emits it (before it is streamed), see
+    /// [`RunOptions::with_observer`].
+    pub observer: Option<Observer>,
 }
+
+/// A function that sees each message of a run as the engine emits it.
+pub type Observer = Arc<dyn Fn(&OmniMessage) + Send + Sync>;
 
 impl RunOptions {
     /// A run whose tool calls `approver` decides, with a fresh interrupt and the model's
@@ -54,6 +60,7 @@ impl RunOptions {
             approver,
             cancel: CancellationToken::new(),
             thinking_level: None,
+            observer: None,
         }
     }
 
@@ -68,6 +75,17 @@ impl RunOptions {
         self.thinking_level = level;
         self
     }
+
+    /// These options, with `observer` called on each message as the engine emits it, in
+    /// stream order and before the run goes on. A stream's consumer lags the engine: a
+    /// budget checked there can see a request's `token_usage` only after the engine has
+    /// started the next request. One checked here that cancels the run's token
+    /// ([`RunOptions::with_cancel`]) stops the run before anything after the message that
+    /// reached it. It runs while the run's queue is locked: keep it short and never block.
+    pub fn with_observer(mut self, observer: Observer) -> RunOptions {
+        self.observer = Some(observer);
+        self
+    }
 }
 
 impl fmt::Debug for RunOptions {
@@ -75,6 +93,7 @@ impl fmt::Debug for RunOptions {
         f.debug_struct("RunOptions")
             .field("cancelled", &self.cancel.is_cancelled())
             .field("thinking_level", &self.thinking_level)
+            .field("observer", &self.observer.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -222,24 +241,30 @@ impl Engine {
             approver,
             cancel,
             thinking_level,
+            observer,
         } = options;
-        self.start_task(cancel, true, move |shared, cancel, producer| async move {
-            run_to_completion(
-                &shared,
-                new_messages,
-                Some(approver),
-                cancel,
-                thinking_level,
-                &producer,
-            )
-            .await;
-        })
+        self.start_task(
+            cancel,
+            true,
+            observer,
+            move |shared, cancel, producer| async move {
+                run_to_completion(
+                    &shared,
+                    new_messages,
+                    Some(approver),
+                    cancel,
+                    thinking_level,
+                    &producer,
+                )
+                .await;
+            },
+        )
     }
 
     /// Compacts the context now (`compact()` of the reference), as a task with its own
     /// stream. Does nothing (an empty stream) unless [`Engine::compactability`] is `Ok`.
     pub fn compact(&self, cancel: CancellationToken) -> Result<RunStream, EngineBusy> {
-        self.start_task(cancel, false, |shared, cancel, producer| async move {
+        self.start_task(cancel, false, None, |shared, cancel, producer| async move {
             compaction::compact_manually(&shared, &producer, &cancel).await;
         })
     }
@@ -265,6 +290,7 @@ impl Engine {
         &self,
         cancel: CancellationToken,
         steerable: bool,
+        observer: Option<Observer>,
         body: F,
     ) -> Result<RunStream, EngineBusy>
     where
@@ -283,6 +309,9 @@ impl Engine {
         let (producer, consumer) = merge_queue_with_hook(move |(frame, record): &Item| {
             if *record {
                 hook_shared.write(frame);
+            }
+            if let Some(observe) = &observer {
+                observe(frame.message());
             }
         });
         // A child token: dropping the stream interrupts this run without touching the
