@@ -785,5 +785,7 @@ fn choose_model(
     }
 }
 
+pub mod edit;
+
 #[cfg(test)]
 mod tests;
