@@ -12,6 +12,9 @@ use penguin_llm_providers::scripted::{play, OpenSegments, Played, Step};
 use penguin_llm_providers::translate::ToolCallIdAllocator;
 use penguin_llm_providers::wire::{ModelConfig, WireProtocol};
 use penguin_llm_providers::{Llm, LlmOutcome, LlmRequest, MessageSink, ThinkingLevel};
+pub mod discover;
+pub mod probe;
+
 use penguin_omni_protocol::{
     build, ModelPayload, OmniMessage, StopReason, StreamEventType, TokenCounts, ToolDefinition,
 };
