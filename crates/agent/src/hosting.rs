@@ -357,6 +357,59 @@ fn mcp_entries(
         .collect()
 }
 
+/// How long each request of a model test may take.
+const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// How long an endpoint has to list its models.
+const DISCOVER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The spec an endpoint is asked for its models with: the fields checked as an add checks
+/// them, the protocol's default base URL when none is given.
+pub fn endpoint_spec(
+    fields: &penguin_server::api::ModelFields,
+) -> Result<ModelSpec, crate::config::edit::EditError> {
+    use crate::config::edit;
+    let protocol: crate::models::Protocol =
+        edit::check_protocol(fields.protocol.as_deref().unwrap_or(""))?
+            .parse()
+            .map_err(
+                |e: crate::models::UnknownProtocol| edit::EditError::Invalid {
+                    field: "protocol",
+                    reason: e.to_string(),
+                },
+            )?;
+    let base_url = match fields
+        .base_url
+        .as_deref()
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+    {
+        Some(url) => {
+            edit::check_base_url(url)?;
+            url.to_owned()
+        }
+        None => crate::models::default_base_url(&protocol),
+    };
+    let api_key_env = match fields
+        .api_key_env
+        .as_deref()
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+    {
+        Some(var) => {
+            edit::check_key_env(var)?;
+            Some(var.to_owned())
+        }
+        None => None,
+    };
+    Ok(ModelSpec {
+        protocol,
+        base_url,
+        api_key_env,
+        ..ModelSpec::demo()
+    })
+}
+
 /// Why the sandbox a request asks for cannot be given.
 enum SandboxRefused {
     /// The request's override does not parse (its field is named).
@@ -396,28 +449,143 @@ pub struct ModelFactory {
     /// The user's hooks (`config.toml`'s `[hooks]`, `docs/hooks.md`), run by every session
     /// with a workspace's trusted `.penguin/hooks.toml` (trusted under `data_root`).
     pub hooks: crate::hooks::HooksConfig,
+    /// The models as `config.toml` has them now, when the API may change them
+    /// (`POST/PUT/DELETE /api/models`): then they, not `spec` and `models`, are what requests
+    /// may name. `None`: `spec` and `models` as given, and the API's edits are refused.
+    pub live: Option<LiveModels>,
+}
+
+/// The models of a [`ModelFactory`] that follow `config.toml` as the API edits it
+/// ([`crate::config::edit`]). Clones share them.
+#[derive(Clone)]
+pub struct LiveModels {
+    root: PathBuf,
+    default_pinned: bool,
+    now: Arc<std::sync::RwLock<(ModelSpec, Vec<(String, ModelSpec)>)>>,
+    // Edits read, change and write the file: one at a time, so none is lost.
+    editing: Arc<std::sync::Mutex<()>>,
+}
+
+impl std::fmt::Debug for LiveModels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveModels")
+            .field("root", &self.root)
+            .field("default_pinned", &self.default_pinned)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LiveModels {
+    /// The models of `<root>/config.toml`, starting as `spec` (the default) and `models`.
+    /// `default_pinned`: the default was chosen by a flag or variable, so a change of
+    /// `default_model` does not move it (it does from the next start on).
+    pub fn new(
+        root: impl Into<PathBuf>,
+        spec: ModelSpec,
+        models: Vec<(String, ModelSpec)>,
+        default_pinned: bool,
+    ) -> LiveModels {
+        LiveModels {
+            root: root.into(),
+            default_pinned,
+            now: Arc::new(std::sync::RwLock::new((spec, models))),
+            editing: Arc::new(std::sync::Mutex::new(())),
+        }
+    }
+
+    fn get(&self) -> (ModelSpec, Vec<(String, ModelSpec)>) {
+        // Replaced whole under the lock, so a poisoned one still holds a whole list.
+        self.now.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Takes the models of `config` (sized for their windows, as at start); one that does not
+    /// resolve is logged and not offered.
+    fn reload(&self, config: &crate::config::Config) {
+        let mut models = Vec::new();
+        for (name, spec) in config.named_models() {
+            match spec {
+                Ok(spec) => models.push((name, crate::window::sized(spec).0)),
+                Err(e) => tracing::warn!("[models] {name} is not offered: {e}"),
+            }
+        }
+        let mut now = self.now.write().unwrap_or_else(|p| p.into_inner());
+        if !self.default_pinned {
+            let flags = crate::config::ModelFlags::default();
+            now.0 = crate::config::resolve_model(config, &flags, |_| None)
+                .map(|spec| {
+                    models
+                        .iter()
+                        .find(|(name, _)| config.default_model.as_deref() == Some(name))
+                        .map(|(_, sized)| sized.clone())
+                        .unwrap_or(spec)
+                })
+                .unwrap_or_else(|_| ModelSpec::demo());
+        }
+        now.1 = models;
+    }
+}
+
+/// An edit refused by `config.toml`'s editor, as the API answers it (fields in its spelling).
+fn models_error(e: crate::config::edit::EditError) -> penguin_server::ModelsError {
+    use crate::config::edit::EditError;
+    use penguin_server::ModelsError;
+    match e {
+        EditError::Invalid { field, reason } => ModelsError::Invalid {
+            field: api_field(field).to_owned(),
+            reason,
+        },
+        e @ EditError::NotFound { .. } => ModelsError::NotFound(e.to_string()),
+        e @ EditError::Exists(_) => ModelsError::Exists(e.to_string()),
+        e => ModelsError::Internal(Box::new(e)),
+    }
+}
+
+fn api_field(field: &str) -> &str {
+    match field {
+        "base_url" => "baseUrl",
+        "api_key_env" => "apiKeyEnv",
+        other => other,
+    }
+}
+
+fn edit_fields(f: &penguin_server::api::ModelFields) -> crate::config::edit::ModelFields {
+    crate::config::edit::ModelFields {
+        protocol: f.protocol.clone(),
+        base_url: f.base_url.clone(),
+        model: f.model.clone(),
+        api_key_env: f.api_key_env.clone(),
+    }
 }
 
 impl ModelFactory {
-    /// What a request may name: the default, then the configured models
-    /// ([`ModelChoices`](crate::models::ModelChoices)).
-    fn choices(&self) -> crate::models::ModelChoices<'_> {
-        crate::models::ModelChoices {
-            default: &self.spec,
-            named: &self.models,
+    /// The default model and the configured ones, as they are now ([`ModelFactory::live`]).
+    fn current(&self) -> (ModelSpec, Vec<(String, ModelSpec)>) {
+        match &self.live {
+            Some(live) => live.get(),
+            None => (self.spec.clone(), self.models.clone()),
         }
     }
 
     /// The models a request may name, the default first, then the configured ones by name,
     /// then the built-in `demo` (offline). Each appears once.
     pub fn models(&self) -> Vec<OfferedModel> {
-        self.choices().offered()
+        let (spec, models) = self.current();
+        crate::models::ModelChoices {
+            default: &spec,
+            named: &models,
+        }
+        .offered()
     }
 
     /// The model a request names: the default when it names none; a configured name, or the
     /// upstream id of an offered model; `demo`. Anything else is refused, with the list.
     fn model_for(&self, asked: Option<&str>) -> Result<ModelSpec, FactoryError> {
-        self.choices().pick(asked).map_err(|e| {
+        let (spec, models) = self.current();
+        let choices = crate::models::ModelChoices {
+            default: &spec,
+            named: &models,
+        };
+        choices.pick(asked).map_err(|e| {
             FactoryError::invalid_request(
                 "model",
                 format!(
@@ -459,9 +627,10 @@ impl ModelFactory {
     /// The prices of its models (the default and the named ones), over the table of
     /// well-known model ids ([`crate::pricing`]).
     pub fn prices(&self) -> crate::pricing::Prices {
+        let (spec, models) = self.current();
         crate::pricing::Prices::new(
-            std::iter::once(&self.spec)
-                .chain(self.models.iter().map(|(_, m)| m))
+            std::iter::once(&spec)
+                .chain(models.iter().map(|(_, m)| m))
                 .filter_map(|s| s.price.map(|p| (s.model_id.as_str(), p))),
         )
     }
@@ -508,15 +677,113 @@ impl SessionFactory for ModelFactory {
     }
 
     fn models(&self) -> Vec<penguin_server::api::ModelChoice> {
+        let (default, named) = self.current();
         ModelFactory::models(self)
             .into_iter()
-            .map(|m| penguin_server::api::ModelChoice {
-                name: m.name,
-                provider: m.provider,
-                model_id: m.model_id,
-                default: m.default,
+            .map(|m| {
+                let configured = named.iter().find(|(name, _)| *name == m.name);
+                let spec = match configured {
+                    Some((_, spec)) => spec.clone(),
+                    None if m.default => default.clone(),
+                    None => ModelSpec::demo(),
+                };
+                let demo = spec.protocol == crate::models::Protocol::DEMO;
+                let key_env = spec.key_env().filter(|_| !demo);
+                penguin_server::api::ModelChoice {
+                    key_set: key_env
+                        .as_ref()
+                        .map(|var| std::env::var(var).is_ok_and(|v| !v.trim().is_empty())),
+                    api_key_env: key_env,
+                    base_url: (!demo).then(|| spec.base_url.clone()),
+                    configured: self.live.is_some() && configured.is_some(),
+                    name: m.name,
+                    provider: m.provider,
+                    model_id: m.model_id,
+                    default: m.default,
+                }
             })
             .collect()
+    }
+
+    fn edit_models(
+        &self,
+        edit: &penguin_server::api::ModelEdit,
+    ) -> Result<(), penguin_server::ModelsError> {
+        use penguin_server::api::ModelEdit;
+        let Some(live) = &self.live else {
+            return Err(penguin_server::ModelsError::NotEditable);
+        };
+        let _one_at_a_time = live.editing.lock().unwrap_or_else(|p| p.into_inner());
+        let mut file = crate::config::edit::ConfigFile::open(&live.root).map_err(models_error)?;
+        match edit {
+            ModelEdit::Add {
+                name,
+                fields,
+                default,
+            } => {
+                file.add_model(name, &edit_fields(fields))
+                    .map_err(models_error)?;
+                if *default {
+                    file.set_default(name).map_err(models_error)?;
+                }
+            }
+            ModelEdit::Change {
+                name,
+                fields,
+                default,
+            } => {
+                file.change_model(name, &edit_fields(fields))
+                    .map_err(models_error)?;
+                if *default {
+                    file.set_default(name).map_err(models_error)?;
+                }
+            }
+            ModelEdit::Remove { name } => {
+                file.remove_model(name).map_err(models_error)?;
+            }
+            other => {
+                return Err(penguin_server::ModelsError::Invalid {
+                    field: "model".into(),
+                    reason: format!("{other:?} is not an edit this server knows"),
+                })
+            }
+        }
+        let config = file.save().map_err(models_error)?;
+        live.reload(&config);
+        Ok(())
+    }
+
+    fn test_model(
+        &self,
+        name: &str,
+    ) -> futures::future::BoxFuture<'static, Result<serde_json::Value, penguin_server::ModelsError>>
+    {
+        let (default, named) = self.current();
+        let choices = crate::models::ModelChoices {
+            default: &default,
+            named: &named,
+        };
+        let picked = choices.pick(Some(name));
+        let name = name.to_owned();
+        Box::pin(async move {
+            let spec = picked.map_err(|e| penguin_server::ModelsError::NotFound(e.to_string()))?;
+            let report = crate::models::probe::probe(&name, &spec, PROBE_TIMEOUT).await;
+            serde_json::to_value(report)
+                .map_err(|e| penguin_server::ModelsError::Internal(Box::new(e)))
+        })
+    }
+
+    fn endpoint_models(
+        &self,
+        fields: &penguin_server::api::ModelFields,
+    ) -> futures::future::BoxFuture<'static, Result<Vec<String>, penguin_server::ModelsError>> {
+        let spec = endpoint_spec(fields);
+        Box::pin(async move {
+            let spec = spec.map_err(models_error)?;
+            crate::models::discover::endpoint_models(&spec, DISCOVER_TIMEOUT)
+                .await
+                .map_err(penguin_server::ModelsError::Unreachable)
+        })
     }
 
     fn create(&self, req: &CreateSession) -> Result<Box<dyn HostedSession>, FactoryError> {
@@ -589,25 +856,25 @@ impl SessionFactory for ModelFactory {
         let meta = &resumed.meta;
         // The offered model the session was made with, else the default model's provider
         // with the recorded id (a session made before the list existed).
-        let offered = self
-            .models
+        let (default, models) = self.current();
+        let offered = models
             .iter()
             .map(|(_, m)| m)
-            .chain([&self.spec])
+            .chain([&default])
             .find(|m| m.protocol.as_str() == meta.provider && m.model_id == meta.model_id)
             .cloned()
             .or_else(|| (meta.provider == "demo").then(ModelSpec::demo));
         let spec = match offered {
             Some(spec) => spec,
-            None if meta.provider != self.spec.protocol.as_str() => {
+            None if meta.provider != default.protocol.as_str() => {
                 return Err(unrecoverable(HostingError::ProviderMismatch {
                     recorded: meta.provider.clone(),
-                    served: self.spec.protocol.as_str().to_owned(),
+                    served: default.protocol.as_str().to_owned(),
                 }))
             }
             None => ModelSpec {
                 model_id: meta.model_id.clone(),
-                ..self.spec.clone()
+                ..default.clone()
             },
         };
         let sandbox = self.sandbox(req.sandbox.as_ref()).map_err(|e| match e {
@@ -696,6 +963,7 @@ mod tests {
             sandbox: SandboxRequest::default(),
             data_root: None,
             hooks: Default::default(),
+            live: None,
         }
     }
 

@@ -686,7 +686,7 @@ impl Launcher {
         // the tools it calls for, and a prompt that cannot fit is refused when a session is
         // created.
         let (spec, _) = window::sized(spec);
-        let models = self
+        let models: Vec<(String, ModelSpec)> = self
             .named_models()
             .into_iter()
             .map(|(name, spec)| (name, window::sized(spec).0))
@@ -710,7 +710,20 @@ impl Launcher {
                     .map_err(|e| e.to_string())
             },
         );
+        // A default chosen by a flag or variable stays while the API edits default_model.
+        let env = |k: &str| std::env::var(k).ok();
+        let pinned = self.overrides.model.model.is_some()
+            || self.overrides.model.provider.is_some()
+            || env("PENGUIN_MODEL").is_some()
+            || env("PENGUIN_PROVIDER").is_some();
+        let live = crate::hosting::LiveModels::new(
+            self.agent.location.root.clone(),
+            spec.clone(),
+            models.clone(),
+            pinned,
+        );
         Ok(crate::hosting::ModelFactory {
+            live: Some(live),
             models,
             system_prompt: crate::agent::DEFAULT_SYSTEM_PROMPT.to_owned(),
             default_workspace: workspace,

@@ -47,7 +47,12 @@
 //! | `GET /api/sessions/{id}/processes` | none | 200 [`ProcessList`] | the session's background commands |
 //! | `POST /api/sessions/{id}/processes/{process}/kill` | none | 204 (404 `process_not_found`) | kill one |
 //! | `DELETE /api/sessions/{id}/processes/{process}` | none | 204 (404 `process_not_found`) | the same: kill it if it runs, and forget it (a finished one leaves the list) |
-//! | `GET /api/models` | none | 200 [`ModelList`] | the models a create may name, the default first |
+//! | `GET /api/models` | none | 200 [`ModelList`] | the models a create may name, the default first; each with `baseUrl`, `apiKeyEnv` (a variable's name, never a key), `keySet`, `configured` |
+//! | `POST /api/models` | `{"name": "local", "protocol": "openai-chat", "baseUrl": "http://127.0.0.1:8080/v1", "model": "qwen", "apiKeyEnv"?: "LOCAL_KEY", "default"?: true}` | 201 [`ModelList`] | add a `[models.NAME]` to `config.toml`, its comments and layout kept (400 `invalid_field` naming the field, 409 `model_exists`) |
+//! | `PUT /api/models/{name}` | [`ModelFields`], any of them, and `"default"?: true` | 200 [`ModelList`] | change a configured model, or make it the default (404 `model_not_found`) |
+//! | `DELETE /api/models/{name}` | none | 200 [`ModelList`] | remove a configured model (the default too: the default is then `demo`) |
+//! | `POST /api/models/test` | `{"model": "local"}` | 200 `{model, provider, modelId, ok, latencyMs, totalMs, reply, streaming, tools, vision, failure}` | one-line requests to the model: latency, streaming, tool calling and vision (each `{status: works\|fails\|skipped, detail}`), or the classified failure (`{kind, cause, hint}`) |
+//! | `POST /api/models/discover` | `{"protocol": "ollama", "baseUrl"?: "http://127.0.0.1:11434", "apiKeyEnv"?: "…"}` | 200 `{"models": ["qwen2.5-coder:7b", …]}` (502 `endpoint_unreachable`) | the model ids the endpoint itself lists (`GET {base}/models`, Ollama's `/api/tags`), offered when adding |
 //! | `GET /api/memory` | none | 200 `{"scopes": [...]}` | the agent's memory, by scope (the factory's) |
 //! | `GET /api/usage` | `?from=YYYY-MM-DD&to=YYYY-MM-DD&groupBy=day\|model\|session` (all optional; RFC 3339 times too) | 200 [`UsageReport`](crate::usage::UsageReport) | tokens and cost per day, model or session, added up from the traces ([`crate::usage`]) |
 //! | `GET /api/price` | `?provider=P&model=M` | 200 `{"price": {input, cachedInput, cacheWrite, output} \| null}` | a model's price, dollars per million tokens (the factory's) |
@@ -57,6 +62,7 @@
 //! | `GET /` | none | 200 HTML | the web app's page (the session list) |
 //! | `GET /sessions/{id}` | none | 200 HTML | the same page, opening one session |
 //! | `GET /usage` | none | 200 HTML | the same page, showing usage and cost (a chart per day, totals by model) |
+//! | `GET /models` | none | 200 HTML | the same page, showing the models: add, change, remove, test, set the default |
 //! | `GET /assets/{name}` | `If-None-Match` (optional) | 200 (or 304) with an `ETag` | the page's scripts, styles and icon, compiled in ([`crate::web::ASSETS`]) |
 //!
 //! Errors answer [`ErrorBody`]: `{"error": {"code": "invalid_field", "message": "approvalMode:
@@ -210,9 +216,70 @@ pub struct ModelChoice {
     pub model_id: String,
     /// Whether a session that names no model gets this one.
     pub default: bool,
+    /// Where its endpoint is (`null` for the built-in demo).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// The NAME of the environment variable its key is read from (never the key), when it
+    /// takes one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// Whether that variable is set where the server runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_set: Option<bool>,
+    /// Whether it is a `[models.NAME]` of `config.toml`, which `PUT` and `DELETE
+    /// /api/models/{name}` change (the built-in demo and a model given by flags are not).
+    #[serde(default)]
+    pub configured: bool,
 }
 
-/// `GET /api/models`.
+/// A model's fields as `POST /api/models` and `PUT /api/models/{name}` take them. In a `PUT`,
+/// an absent field is left as it is and `""` takes `baseUrl` or `apiKeyEnv` out (back to the
+/// protocol's default).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelFields {
+    /// The adapter: `openai-chat`, `openai-responses`, `anthropic-messages`, `gemini`,
+    /// `ollama`.
+    pub protocol: Option<String>,
+    /// The endpoint; absent: the protocol's default.
+    pub base_url: Option<String>,
+    /// The upstream model id.
+    pub model: Option<String>,
+    /// The NAME of the environment variable holding the key. The API takes no key.
+    pub api_key_env: Option<String>,
+}
+
+/// A change to the configured models, as the server hands it to its factory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ModelEdit {
+    /// `POST /api/models`: a new `[models.NAME]`; `default` makes it the default model.
+    Add {
+        /// Its name.
+        name: String,
+        /// Its fields (`protocol` and `model` required).
+        fields: ModelFields,
+        /// Whether it becomes the default.
+        default: bool,
+    },
+    /// `PUT /api/models/{name}`: the fields given changed; `default` makes it the default.
+    Change {
+        /// Its name.
+        name: String,
+        /// The fields to change.
+        fields: ModelFields,
+        /// Whether it becomes the default.
+        default: bool,
+    },
+    /// `DELETE /api/models/{name}`.
+    Remove {
+        /// Its name.
+        name: String,
+    },
+}
+
+/// `GET /api/models`; also what `POST`, `PUT` and `DELETE /api/models` answer (the list after
+/// the change).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelList {
     /// The default first; empty when the server's factory takes no model names.

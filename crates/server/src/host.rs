@@ -201,6 +201,37 @@ pub enum GoalRefusal {
     Invalid(String),
 }
 
+/// Why a change to the models, a test or a listing was refused: one variant per answer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelsError {
+    /// This factory's models are not configured in a file it may change (answered 501
+    /// `models_not_editable`).
+    #[error("this server's models are not read from a config.toml it can change")]
+    NotEditable,
+    /// A field's value cannot be used (answered 400 `invalid_field`).
+    #[error("{field}: {reason}")]
+    Invalid {
+        /// The field, as the API spells it (`name`, `protocol`, `baseUrl`, `model`,
+        /// `apiKeyEnv`).
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// No configured model of that name (answered 404 `model_not_found`).
+    #[error("{0}")]
+    NotFound(String),
+    /// `POST` of a name already configured (answered 409 `model_exists`).
+    #[error("{0}")]
+    Exists(String),
+    /// The endpoint could not be asked for its models (answered 502 `endpoint_unreachable`).
+    #[error("{0}")]
+    Unreachable(String),
+    /// Anything else, e.g. `config.toml` cannot be read or written (answered 500).
+    #[error(transparent)]
+    Internal(BoxError),
+}
+
 /// Builds the sessions a server hosts.
 pub trait SessionFactory: Send + Sync {
     /// A new session. Nothing needs to be written before its first run.
@@ -241,5 +272,30 @@ pub trait SessionFactory: Send + Sync {
     /// million tokens, `{input, cachedInput, cacheWrite, output}`); `None` by default.
     fn price(&self, _provider: &str, _model_id: &str) -> Option<serde_json::Value> {
         None
+    }
+
+    /// Changes the configured models (`POST`, `PUT`, `DELETE /api/models`); [`SessionFactory::models`]
+    /// answers with the change from then on. Called on a blocking thread: it may write files.
+    /// Refused ([`ModelsError::NotEditable`]) by default.
+    fn edit_models(&self, _edit: &crate::api::ModelEdit) -> Result<(), ModelsError> {
+        Err(ModelsError::NotEditable)
+    }
+
+    /// Tries the model named `name` with one-line requests (`POST /api/models/test`): the
+    /// report as the factory writes it. Refused by default.
+    fn test_model(
+        &self,
+        _name: &str,
+    ) -> futures::future::BoxFuture<'static, Result<serde_json::Value, ModelsError>> {
+        Box::pin(async { Err(ModelsError::NotEditable) })
+    }
+
+    /// The model ids the endpoint of `fields` lists (`POST /api/models/discover`). Refused by
+    /// default.
+    fn endpoint_models(
+        &self,
+        _fields: &crate::api::ModelFields,
+    ) -> futures::future::BoxFuture<'static, Result<Vec<String>, ModelsError>> {
+        Box::pin(async { Err(ModelsError::NotEditable) })
     }
 }

@@ -45,7 +45,8 @@ pub use auth::{
 };
 pub use error::ApiError;
 pub use host::{
-    BoxError, CreateSession, FactoryError, GoalRefusal, HostedSession, LoadSession, SessionFactory,
+    BoxError, CreateSession, FactoryError, GoalRefusal, HostedSession, LoadSession, ModelsError,
+    SessionFactory,
 };
 pub use listener::{open_file_limit, raise_open_file_limit, serve_with_limits, ConnectionLimits};
 pub use sessions::{valid_session_id, USER_CHANNEL};
@@ -336,6 +337,11 @@ fn api_routes() -> (Router<AppState>, &'static [(&'static str, &'static str)]) {
         post "/api/sessions/{id}/processes/{process}/kill" => routes::kill_process,
         delete "/api/sessions/{id}/processes/{process}" => routes::kill_process,
         get "/api/models" => catalog::models,
+        post "/api/models" => catalog::add_model,
+        post "/api/models/test" => catalog::test_model,
+        post "/api/models/discover" => catalog::discover_models,
+        put "/api/models/{name}" => catalog::change_model,
+        delete "/api/models/{name}" => catalog::remove_model,
         get "/api/memory" => catalog::memory,
         get "/api/usage" => catalog::usage,
         get "/api/price" => catalog::price,

@@ -415,12 +415,61 @@ impl ConfigFile {
         if !self.model_names().iter().any(|n| n == name) {
             return Err(self.not_found(name));
         }
-        self.models_mut()?.remove(name);
+        let removed = self.models_mut()?.remove(name);
+        if let Some(Item::Table(table)) = removed {
+            self.keep_file_comments(&table);
+        }
         let was_default = self.default_model().as_deref() == Some(name);
         if was_default {
             self.doc.remove("default_model");
         }
         Ok(was_default)
+    }
+
+    /// The comments above a removed table that were about the file, not the table: those
+    /// separated from its header by a blank line (the file's opening lines, above its first
+    /// table). They move to the table that came next, or to the end.
+    fn keep_file_comments(&mut self, removed: &Table) {
+        let prefix = removed
+            .decor()
+            .prefix()
+            .and_then(|p| p.as_str())
+            .unwrap_or("");
+        let Some(blank) = prefix.rfind("\n\n") else {
+            return;
+        };
+        let keep = &prefix[..blank + 2];
+        if !keep.contains('#') {
+            return;
+        }
+        let keep = keep.to_owned();
+        let Some(at) = removed.position() else {
+            return;
+        };
+        let mut next = None;
+        visit_tables(self.doc.as_table_mut(), &mut |t| {
+            if let Some(p) = t.position().filter(|p| *p > at) {
+                next = Some(next.map_or(p, |n: usize| n.min(p)));
+            }
+        });
+        match next {
+            Some(next) => visit_tables(self.doc.as_table_mut(), &mut |t| {
+                if t.position() == Some(next) {
+                    let old = t
+                        .decor()
+                        .prefix()
+                        .and_then(|p| p.as_str())
+                        .unwrap_or("")
+                        .to_owned();
+                    t.decor_mut()
+                        .set_prefix(format!("{keep}{}", old.trim_start_matches('\n')));
+                }
+            }),
+            None => {
+                let trailing = self.doc.trailing().as_str().unwrap_or("").to_owned();
+                self.doc.set_trailing(format!("{trailing}{keep}"));
+            }
+        }
     }
 
     /// Sets `default_model` to a configured model, or to `demo`.
@@ -459,6 +508,25 @@ impl ConfigFile {
             source,
         })?;
         Ok(config)
+    }
+}
+
+/// Calls `f` on every table under `table` (arrays of tables' too), depth first.
+fn visit_tables(table: &mut Table, f: &mut dyn FnMut(&mut Table)) {
+    for (_, item) in table.iter_mut() {
+        match item {
+            Item::Table(t) => {
+                f(t);
+                visit_tables(t, f);
+            }
+            Item::ArrayOfTables(a) => {
+                for t in a.iter_mut() {
+                    f(t);
+                    visit_tables(t, f);
+                }
+            }
+            _ => {}
+        }
     }
 }
 
@@ -701,6 +769,21 @@ mode    =   "discard"    # odd spacing, kept
             "no model named \"nope\" in config.toml (configured: local, big)"
         );
         assert_eq!(file.text(), COMMENTED, "refused edits change nothing");
+    }
+
+    #[test]
+    fn the_file_s_opening_comment_outlives_the_first_table() {
+        let text = "# About this file.\n\n# About local.\n[models.local]\nprotocol = \"ollama\"\nmodel = \"m\"\n\n[compaction]\nmode = \"discard\"\n";
+        let (_dir, mut file) = open(text);
+        file.remove_model("local").unwrap();
+        assert_eq!(
+            file.text(),
+            "# About this file.\n\n[compaction]\nmode = \"discard\"\n"
+        );
+        let (_dir, mut file) =
+            open("# About this file.\n\n[models.local]\nprotocol = \"ollama\"\nmodel = \"m\"\n");
+        file.remove_model("local").unwrap();
+        assert_eq!(file.text(), "# About this file.\n\n");
     }
 
     #[test]

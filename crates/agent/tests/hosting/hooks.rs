@@ -44,6 +44,7 @@ async fn a_served_sessions_pre_tool_use_hook_denies_with_its_reason() {
         },
         data_root: None,
         hooks,
+        live: None,
     };
     let srv = serve(dir, Arc::new(factory), |_| {}).await;
     let id = srv.create("allow-all").await;

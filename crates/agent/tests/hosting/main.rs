@@ -13,5 +13,6 @@ mod approvals;
 mod background;
 mod goal;
 mod hooks;
+mod model_edits;
 mod models;
 mod sandbox;

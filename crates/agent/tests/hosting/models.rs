@@ -178,6 +178,7 @@ async fn the_demo_model_runs_behind_a_model_factory() {
         sandbox: Default::default(),
         data_root: None,
         hooks: Default::default(),
+        live: None,
     };
     let srv = serve(dir, Arc::new(factory), |_| {}).await;
 
@@ -190,7 +191,7 @@ async fn the_demo_model_runs_behind_a_model_factory() {
     assert_eq!(models.status, 200);
     assert_eq!(
         models.body,
-        json!({"models": [{"name": "demo", "provider": "demo", "modelId": "demo", "default": true}]})
+        json!({"models": [{"name": "demo", "provider": "demo", "modelId": "demo", "default": true, "configured": false}]})
     );
     let id = srv.create("allow-all").await;
     let r = srv.get(&format!("/api/sessions/{id}")).await;
@@ -297,6 +298,7 @@ async fn a_session_brings_its_own_mcp_servers() {
             sandbox: Default::default(),
             data_root: None,
             hooks: Default::default(),
+            live: None,
         };
         // The data lives in `dir`, which outlives both servers.
         let data_root = root.join("data");
@@ -518,6 +520,7 @@ async fn skills_and_memory_are_listed_and_a_task_pins_a_skill() {
         sandbox: Default::default(),
         data_root: Some(data.clone()),
         hooks: Default::default(),
+        live: None,
     };
     let srv = serve(dir, Arc::new(factory), |_| {}).await;
     let id = srv.create("allow-all").await;
