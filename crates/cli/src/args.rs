@@ -336,6 +336,13 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: McpCommand,
     },
+    /// The models sessions run on: list (the default), add, test, default, remove. Edits
+    /// config.toml in place, its comments kept; a key is never written, only its variable's name.
+    Models {
+        /// What to do (default: list).
+        #[command(subcommand)]
+        command: Option<ModelsCommand>,
+    },
     /// Skills: instruction packages (a directory with a SKILL.md) the model reads on demand.
     Skills {
         /// What to do (default: list).
@@ -393,6 +400,60 @@ pub(crate) enum HooksCommand {
         /// Trust without asking.
         #[arg(long, short = 'y')]
         yes: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum ModelsCommand {
+    /// The configured models and the built-in demo, the default marked with *.
+    List {
+        /// Print them as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add a model to config.toml. In a terminal it asks for what the flags leave out, and
+    /// offers the endpoint's own list of models; elsewhere the flags must say it all.
+    Add {
+        /// Its name (`--model NAME` runs it).
+        name: Option<String>,
+        /// openai-chat, openai-responses, anthropic-messages, gemini or ollama.
+        #[arg(long)]
+        protocol: Option<String>,
+        /// The endpoint (default: the protocol's).
+        #[arg(long)]
+        base_url: Option<String>,
+        /// The upstream model id.
+        #[arg(long = "model", value_name = "ID")]
+        model_id: Option<String>,
+        /// The NAME of the environment variable holding the key (default: the protocol's,
+        /// e.g. OPENAI_API_KEY). The key itself is never written.
+        #[arg(long, value_name = "VAR")]
+        api_key_env: Option<String>,
+        /// Make it the default model.
+        #[arg(long)]
+        default: bool,
+        /// Ask nothing, even in a terminal: a missing flag is an error.
+        #[arg(long)]
+        no_input: bool,
+    },
+    /// Send a model one-line requests: how soon it answers, whether it streams, calls a tool
+    /// and takes an image, or why it fails.
+    Test {
+        /// The model (default: the default model).
+        name: Option<String>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make NAME the default model (config.toml's default_model; `demo` is allowed).
+    Default {
+        /// The model.
+        name: String,
+    },
+    /// Remove NAME from config.toml (with the comments right above it).
+    Remove {
+        /// The model.
+        name: String,
     },
 }
 

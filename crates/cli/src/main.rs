@@ -17,6 +17,7 @@ mod hooks;
 mod init;
 mod knowledge;
 mod markdown;
+mod models;
 mod render;
 mod replay;
 mod rewind;
@@ -35,7 +36,10 @@ mod watch;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use args::{Cli, Command, McpCommand, MemoryCommand, ScenarioCommand, SkillsCommand, TraceCommand};
+use args::{
+    Cli, Command, McpCommand, MemoryCommand, ModelsCommand, ScenarioCommand, SkillsCommand,
+    TraceCommand,
+};
 use clap::Parser;
 use untrusted::{errln, Untrusted};
 
@@ -122,6 +126,9 @@ fn main() -> ExitCode {
             // Neither or --both: both.
             let (files, talk) = (code || !conversation, conversation || !code);
             with_runtime(rewind::rewind(session_id, last, to, files, talk, yes))
+        }
+        Command::Models { command } => {
+            models::models(command.unwrap_or(ModelsCommand::List { json: false }))
         }
         Command::Skills { command } => knowledge::skills(command.unwrap_or(SkillsCommand::List {
             workspace: None,

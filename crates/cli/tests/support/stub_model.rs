@@ -18,12 +18,35 @@ pub enum Reply {
 
 /// Serves until the test process ends; returns the base URL (`http://127.0.0.1:PORT/v1`).
 pub fn serve(reply: impl Fn(&str) -> Reply + Send + 'static) -> String {
+    serve_listing(None, reply)
+}
+
+/// [`serve`], and `GET /v1/models` lists `models` as an OpenAI-compatible server does.
+pub fn serve_listing(
+    models: Option<Vec<&'static str>>,
+    reply: impl Fn(&str) -> Reply + Send + 'static,
+) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { continue };
             let (line, body) = read_request(&mut conn);
+            if let (Some(ids), true) = (&models, line.starts_with("GET /v1/models ")) {
+                let data: Vec<_> = ids
+                    .iter()
+                    .map(|id| serde_json::json!({"id": id, "object": "model"}))
+                    .collect();
+                let body = serde_json::json!({"object": "list", "data": data}).to_string();
+                let _ = conn.write_all(
+                    format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    )
+                    .as_bytes(),
+                );
+                continue;
+            }
             // Only the model's endpoint is the script's: anything else (penguin asking a local
             // server for its context window, GET /props, POST /api/show) is not found, as an
             // OpenAI-compatible server that is not llama.cpp or Ollama answers it.
