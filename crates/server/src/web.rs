@@ -95,6 +95,7 @@ pub static ASSETS: &[Asset] = &[
     asset!("transcript.js", "text/javascript; charset=utf-8"),
     asset!("markdown.js", "text/javascript; charset=utf-8"),
     asset!("usage.js", "text/javascript; charset=utf-8"),
+    asset!("models.js", "text/javascript; charset=utf-8"),
     asset!("style.css", "text/css; charset=utf-8"),
     asset!("favicon.svg", "image/svg+xml"),
 ];
@@ -161,6 +162,7 @@ pub(crate) fn routes<S: Clone + Send + Sync + 'static>(
         get "/" => page,
         get "/sessions/{id}" => session_page,
         get "/usage" => page,
+        get "/models" => page,
         get "/assets/{name}" => asset,
     }
 }

@@ -99,6 +99,17 @@ export const price = (provider, model) =>
 // The models a session may be created with, the default first.
 export const models = () => call("GET", "/api/models");
 
+// config.toml's models changed (each answers the list after the change), tested, and an
+// endpoint asked for its own list.
+export const modelAdmin = {
+  add: (body) => call("POST", "/api/models", body),
+  change: (name, body) => call("PUT", `/api/models/${enc(name)}`, body),
+  makeDefault: (name) => call("PUT", `/api/models/${enc(name)}`, { default: true }),
+  remove: (name) => call("DELETE", `/api/models/${enc(name)}`),
+  test: (name) => call("POST", "/api/models/test", { model: name }),
+  discover: (body) => call("POST", "/api/models/discover", body),
+};
+
 export const sessions = {
   list: (query) => call("GET", `/api/sessions${query ? `?${query}` : ""}`),
   get: (id) => call("GET", `/api/sessions/${enc(id)}`),

@@ -3,6 +3,7 @@
 // its own (nav.js routes between them).
 
 import { notFound } from "./chrome.js";
+import { modelsView } from "./models.js";
 import { startRouting } from "./nav.js";
 import { sessionList } from "./sessionlist.js";
 import { sessionView } from "./sessionview.js";
@@ -16,4 +17,4 @@ window.addEventListener("unhandledrejection", (e) =>
   window.penguinErrors.push(String((e.reason && e.reason.stack) || e.reason)),
 );
 
-startRouting({ signIn, list: sessionList, session: sessionView, usage: usageView, notFound });
+startRouting({ signIn, list: sessionList, session: sessionView, usage: usageView, models: modelsView, notFound });

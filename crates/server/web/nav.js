@@ -9,7 +9,7 @@ export const app = document.getElementById("app");
 let teardown = () => {};
 let views = null;
 
-// Starts routing with the page's views: `{ signIn, list, session, usage, notFound }`.
+// Starts routing with the page's views: `{ signIn, list, session, usage, models, notFound }`.
 export function startRouting(pageViews) {
   views = pageViews;
   window.addEventListener("popstate", () => route());
@@ -38,6 +38,7 @@ export function route(reason) {
   const m = path.match(/^\/sessions\/([^/]+)\/?$/);
   if (path === "/" || path === "") teardown = views.list();
   else if (path === "/usage") teardown = views.usage();
+  else if (path === "/models") teardown = views.models();
   else if (m) teardown = views.session(decodeURIComponent(m[1]));
   else views.notFound(`Nothing at ${path}.`);
 }

@@ -43,7 +43,7 @@ export function sessionList() {
 
   app.replaceChildren(
     header(),
-    h("main", { class: "list" }, h("h1", {}, "Sessions"), h("nav", { class: "crumbs" }, link("/usage", "Usage and cost")), createForm(), rows, moreBtn, empty, memoryPanel()),
+    h("main", { class: "list" }, h("h1", {}, "Sessions"), h("nav", { class: "crumbs" }, link("/usage", "Usage and cost"), " · ", link("/models", "Models")), createForm(), rows, moreBtn, empty, memoryPanel()),
   );
 
   // The user channel tells when any session starts, stops, appears or gets a title.

@@ -29,6 +29,7 @@ use penguin_omni_protocol::{
     StopReason, StreamEventType, TextSender, ToolCall, ToolDefinition,
 };
 use penguin_server::api::{SandboxInfo, SandboxSettings};
+use penguin_server::ModelsError;
 use penguin_server::{CreateSession, FactoryError, HostedSession, LoadSession, SessionFactory};
 use penguin_trace_store::{new_session_id, resume_session, Durability, TraceLocation, Writer};
 use serde_json::Value;
@@ -113,6 +114,26 @@ impl Script {
 // ---------------------------------------------------------------------------------------------
 // The factory
 
+fn fake_model(
+    name: &str,
+    provider: &str,
+    id: &str,
+    url: &str,
+    default: bool,
+) -> penguin_server::api::ModelChoice {
+    let demo = provider == "demo";
+    penguin_server::api::ModelChoice {
+        name: name.into(),
+        provider: provider.into(),
+        model_id: id.into(),
+        default,
+        base_url: (!demo).then(|| url.into()),
+        api_key_env: None,
+        key_set: None,
+        configured: !demo,
+    }
+}
+
 /// Calls granted a run outside the sandbox: (tool_call_id, arguments).
 pub type Grants = Arc<Mutex<Vec<(String, String)>>>;
 
@@ -130,6 +151,8 @@ pub struct FakeFactory {
     /// The sandbox and MCP servers of every load request, in order.
     pub loads: Mutex<Vec<(Option<SandboxSettings>, Vec<Value>)>>,
     work: Mutex<HashMap<String, Weak<FakeBackground>>>,
+    // The models `/api/models` edits (`with_models`); `None`: the trait's defaults.
+    models: Option<Mutex<Vec<penguin_server::api::ModelChoice>>>,
 }
 
 impl std::fmt::Debug for FakeFactory {
@@ -155,7 +178,22 @@ impl FakeFactory {
             knowledge: (Vec::new(), Vec::new()),
             loads: Mutex::default(),
             work: Mutex::default(),
+            models: None,
         }
+    }
+
+    /// Models the API may add, change, remove and test, kept in memory as a config file
+    /// would keep them: `(name, provider, model id, base URL)`, the first the default. A
+    /// model at `127.0.0.1:9` fails its test (nothing listens there), as does its endpoint's
+    /// list; the others answer.
+    pub fn with_models(mut self, models: &[(&str, &str, &str, &str)]) -> FakeFactory {
+        let list = models
+            .iter()
+            .enumerate()
+            .map(|(i, (name, provider, id, url))| fake_model(name, provider, id, url, i == 0))
+            .collect();
+        self.models = Some(Mutex::new(list));
+        self
     }
 
     /// Sessions whose commands run in a sandbox (a request's `sandbox` sets its mode and
@@ -333,6 +371,152 @@ impl SessionFactory for FakeFactory {
 
     fn skills(&self, _workspace: &Path) -> Vec<Value> {
         self.knowledge.0.clone()
+    }
+
+    fn models(&self) -> Vec<penguin_server::api::ModelChoice> {
+        self.models
+            .as_ref()
+            .map(|m| lock(m).clone())
+            .unwrap_or_default()
+    }
+
+    fn edit_models(&self, edit: &penguin_server::api::ModelEdit) -> Result<(), ModelsError> {
+        use penguin_server::api::ModelEdit;
+        let Some(models) = &self.models else {
+            return Err(ModelsError::NotEditable);
+        };
+        let mut models = lock(models);
+        let invalid = |field: &str, reason: &str| ModelsError::Invalid {
+            field: field.into(),
+            reason: reason.into(),
+        };
+        let find = |models: &[penguin_server::api::ModelChoice], name: &str| {
+            models
+                .iter()
+                .position(|m| m.name == name && m.configured)
+                .ok_or_else(|| ModelsError::NotFound(format!("no model named {name:?}")))
+        };
+        let make_default = |models: &mut Vec<penguin_server::api::ModelChoice>, name: &str| {
+            for m in models.iter_mut() {
+                m.default = m.name == name;
+            }
+            // The default comes first, as the factory's list has it.
+            models.sort_by_key(|m| !m.default);
+        };
+        match edit {
+            ModelEdit::Add {
+                name,
+                fields,
+                default,
+            } => {
+                if name.is_empty() || name.contains(' ') {
+                    return Err(invalid("name", "not a model name"));
+                }
+                if models.iter().any(|m| m.name == *name) {
+                    return Err(ModelsError::Exists(format!(
+                        "{name:?} is already configured"
+                    )));
+                }
+                let protocol = fields
+                    .protocol
+                    .as_deref()
+                    .filter(|p| !p.is_empty())
+                    .ok_or_else(|| invalid("protocol", "required"))?;
+                let id = fields
+                    .model
+                    .as_deref()
+                    .filter(|m| !m.is_empty())
+                    .ok_or_else(|| invalid("model", "required"))?;
+                let url = fields
+                    .base_url
+                    .as_deref()
+                    .filter(|u| !u.is_empty())
+                    .unwrap_or("http://127.0.0.1:11434");
+                let at = models
+                    .iter()
+                    .position(|m| m.name == "demo")
+                    .unwrap_or(models.len());
+                models.insert(at, fake_model(name, protocol, id, url, false));
+                if *default {
+                    make_default(&mut models, name);
+                }
+            }
+            ModelEdit::Change {
+                name,
+                fields,
+                default,
+            } => {
+                let i = find(&models, name)?;
+                let m = &mut models[i];
+                if let Some(p) = fields.protocol.clone() {
+                    m.provider = p;
+                }
+                if let Some(id) = fields.model.clone() {
+                    m.model_id = id;
+                }
+                if let Some(url) = fields.base_url.clone().filter(|u| !u.is_empty()) {
+                    m.base_url = Some(url);
+                }
+                if let Some(var) = fields.api_key_env.clone() {
+                    m.api_key_env = Some(var).filter(|v| !v.is_empty());
+                }
+                if *default {
+                    make_default(&mut models, name);
+                }
+            }
+            ModelEdit::Remove { name } => {
+                let i = find(&models, name)?;
+                let was_default = models.remove(i).default;
+                if was_default {
+                    make_default(&mut models, "demo");
+                }
+            }
+            other => return Err(invalid("model", &format!("{other:?}"))),
+        }
+        Ok(())
+    }
+
+    fn test_model(
+        &self,
+        name: &str,
+    ) -> futures::future::BoxFuture<'static, Result<Value, ModelsError>> {
+        let editable = self.models.is_some();
+        let found = self.models().into_iter().find(|m| m.name == name);
+        let name = name.to_owned();
+        Box::pin(async move {
+            if !editable {
+                return Err(ModelsError::NotEditable);
+            }
+            let m =
+                found.ok_or_else(|| ModelsError::NotFound(format!("no model named {name:?}")))?;
+            let url = m.base_url.clone().unwrap_or_default();
+            Ok(
+                if url.contains("127.0.0.1:9/") || url.ends_with("127.0.0.1:9") {
+                    serde_json::json!({"model": name, "ok": false, "failure": {"kind": "connection_refused", "cause": format!("connection refused ({url})"), "hint": "is the server running?"}})
+                } else {
+                    let works =
+                        |detail: &str| serde_json::json!({"status": "works", "detail": detail});
+                    serde_json::json!({"model": name, "ok": true, "latencyMs": 12, "totalMs": 40, "reply": format!("Hello from {}.", m.model_id),
+                    "streaming": works("3 pieces"), "tools": works("called ping({\"text\":\"hi\"})"),
+                    "vision": {"status": "skipped", "detail": "vision = false in config.toml"}})
+                },
+            )
+        })
+    }
+
+    fn endpoint_models(
+        &self,
+        fields: &penguin_server::api::ModelFields,
+    ) -> futures::future::BoxFuture<'static, Result<Vec<String>, ModelsError>> {
+        let url = fields.base_url.clone().unwrap_or_default();
+        Box::pin(async move {
+            if url.contains("127.0.0.1:9") {
+                return Err(ModelsError::Unreachable(format!(
+                    "{url}/models: connection refused"
+                )));
+            }
+            Ok(vec!["fake-large".into(), "fake-small".into()])
+        })
     }
 
     fn memory(&self) -> Vec<Value> {
