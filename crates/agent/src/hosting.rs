@@ -455,13 +455,16 @@ pub struct ModelFactory {
     pub live: Option<LiveModels>,
 }
 
+/// The default model and the configured ones, by name.
+type Models = (ModelSpec, Vec<(String, ModelSpec)>);
+
 /// The models of a [`ModelFactory`] that follow `config.toml` as the API edits it
 /// ([`crate::config::edit`]). Clones share them.
 #[derive(Clone)]
 pub struct LiveModels {
     root: PathBuf,
     default_pinned: bool,
-    now: Arc<std::sync::RwLock<(ModelSpec, Vec<(String, ModelSpec)>)>>,
+    now: Arc<std::sync::RwLock<Models>>,
     // Edits read, change and write the file: one at a time, so none is lost.
     editing: Arc<std::sync::Mutex<()>>,
 }
@@ -493,7 +496,7 @@ impl LiveModels {
         }
     }
 
-    fn get(&self) -> (ModelSpec, Vec<(String, ModelSpec)>) {
+    fn get(&self) -> Models {
         // Replaced whole under the lock, so a poisoned one still holds a whole list.
         self.now.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
@@ -559,7 +562,7 @@ fn edit_fields(f: &penguin_server::api::ModelFields) -> crate::config::edit::Mod
 
 impl ModelFactory {
     /// The default model and the configured ones, as they are now ([`ModelFactory::live`]).
-    fn current(&self) -> (ModelSpec, Vec<(String, ModelSpec)>) {
+    fn current(&self) -> Models {
         match &self.live {
             Some(live) => live.get(),
             None => (self.spec.clone(), self.models.clone()),

@@ -54,9 +54,15 @@ fn agent() -> Result<Agent, String> {
     Agent::from_env().map_err(|e| e.to_string())
 }
 
-/// The default model as a session started here gets it (flags aside), and the configured
-/// ones that resolve; one that does not is named with why.
-fn choices(agent: &Agent) -> (ModelSpec, Vec<(String, ModelSpec)>, Vec<(String, String)>) {
+/// The default model as a session started here gets it (flags aside), the configured ones
+/// that resolve, and those that do not with why.
+struct Configured {
+    default: ModelSpec,
+    named: Vec<(String, ModelSpec)>,
+    broken: Vec<(String, String)>,
+}
+
+fn choices(agent: &Agent) -> Configured {
     let default = resolve_model(&agent.config, &ModelFlags::default(), |k| {
         std::env::var(k).ok()
     })
@@ -68,7 +74,11 @@ fn choices(agent: &Agent) -> (ModelSpec, Vec<(String, ModelSpec)>, Vec<(String, 
             Err(e) => broken.push((name, e.to_string())),
         }
     }
-    (default, named, broken)
+    Configured {
+        default,
+        named,
+        broken,
+    }
 }
 
 fn key_state(spec: &ModelSpec) -> String {
@@ -86,7 +96,11 @@ fn key_state(spec: &ModelSpec) -> String {
 
 fn list(json: bool) -> Result<ExitCode, String> {
     let agent = agent()?;
-    let (default, named, broken) = choices(&agent);
+    let Configured {
+        default,
+        named,
+        broken,
+    } = choices(&agent);
     let offered = ModelChoices {
         default: &default,
         named: &named,
@@ -282,6 +296,11 @@ fn add(
                 .map_err(|e| e.to_string()),
         },
     )?;
+    // The protocol's own base URL is its default: written, it would say nothing more.
+    let base_url = match base_url == default_url {
+        true => String::new(),
+        false => base_url,
+    };
     let default_var = ModelSpec::default_key_env(&protocol_spec);
     if interactive && given.api_key_env.is_none() {
         errln!(
@@ -420,7 +439,11 @@ fn discover(spec: &ModelSpec, interactive: bool) -> Vec<String> {
 
 async fn test(name: Option<String>, json: bool) -> Result<ExitCode, String> {
     let agent = agent()?;
-    let (default, named, broken) = choices(&agent);
+    let Configured {
+        default,
+        named,
+        broken,
+    } = choices(&agent);
     if let Some((n, why)) = broken.iter().find(|(n, _)| Some(n) == name.as_ref()) {
         return Err(format!("{n} is not usable: {why}"));
     }

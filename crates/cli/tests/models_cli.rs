@@ -260,3 +260,84 @@ fn add_asks_in_a_terminal_and_offers_the_endpoint_s_models() {
         "{config}"
     );
 }
+
+/// `curl` with the token, a method and maybe a JSON body; the answer's status and body.
+fn curl(token: &str, method: &str, url: &str, body: Option<&str>) -> (u16, serde_json::Value) {
+    let mut cmd = Command::new("curl");
+    cmd.args(["-s", "-o", "-", "-w", "\n%{http_code}", "-X", method])
+        .args(["-H", &format!("Authorization: Bearer {token}")]);
+    if let Some(b) = body {
+        cmd.args(["-H", "Content-Type: application/json", "--data", b]);
+    }
+    let out = cmd.arg(url).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap();
+    (
+        code.trim().parse().unwrap(),
+        serde_json::from_str(body).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+#[test]
+fn penguin_serve_edits_the_same_config_toml_as_penguin_models() {
+    use std::io::BufRead;
+    let h = Home::new();
+    let token = "t".repeat(40);
+    let mut server = Command::new(env!("CARGO_BIN_EXE_penguin"))
+        .args(["serve", "--port", "0", "--token", &token])
+        .current_dir(&h.ws)
+        .env("PENGUIN_HOME", &h.home)
+        .env_remove("PENGUIN_MODEL")
+        .env_remove("PENGUIN_PROVIDER")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(server.stdout.take().unwrap()).lines();
+    let url = lines
+        .find_map(|l| {
+            l.unwrap()
+                .strip_prefix("penguin server listening on ")
+                .map(str::to_owned)
+        })
+        .expect("the server says where it listens");
+    let (status, list) = curl(
+        &token,
+        "POST",
+        &format!("{url}/api/models"),
+        Some(r#"{"name": "served", "protocol": "ollama", "model": "qwen3:4b", "default": true}"#),
+    );
+    let added = said(&h.penguin(&["models", "list"]));
+    let (_, after_cli) = {
+        // The CLI's edit, seen by the server on its next edit's read of the file.
+        let out = h.penguin(&[
+            "models",
+            "add",
+            "cli",
+            "--protocol",
+            "gemini",
+            "--model",
+            "gemini-2.5-flash",
+        ]);
+        assert!(out.status.success(), "{}", said(&out));
+        curl(&token, "DELETE", &format!("{url}/api/models/served"), None)
+    };
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(status, 201, "{list}");
+    assert_eq!(list["models"][0]["name"], "served");
+    assert_eq!(list["models"][0]["default"], true);
+    assert!(added.contains("* served  ollama"), "{added}");
+    let names: Vec<&str> = after_cli["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["demo", "cli"], "{after_cli}");
+    assert_eq!(
+        h.config(),
+        format!("{CONFIG}\n[models.cli]\nprotocol = \"gemini\"\nmodel = \"gemini-2.5-flash\"\n"),
+    );
+}
