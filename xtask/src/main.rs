@@ -453,15 +453,17 @@ fn web(root: &Path) -> Result<(), String> {
     nats.arg("scripts/install-nats.sh");
     run(root, "install nats-server", nats)?;
     let mut test = cargo();
-    // The web app against one server (web.rs) and against two nodes of a cluster over a
-    // 3-node nats-server cluster (web_cluster.rs, feature `cluster`). The tests step's flags,
-    // so its build serves this one too.
+    // The web app against one server (web.rs), its models page (web_models.rs), and against
+    // two nodes of a cluster over a 3-node nats-server cluster (web_cluster.rs, feature
+    // `cluster`). The tests step's flags, so its build serves this one too.
     test.args([
         "test",
         "--workspace",
         "--all-features",
         "--test",
         "web",
+        "--test",
+        "web_models",
         "--test",
         "web_cluster",
         "--",
