@@ -4,6 +4,9 @@
 //! model is used, so penguin runs offline on a fresh machine. Keys are never stored: a model
 //! names the environment variable that holds its key.
 //!
+//! The file is read here; its models are changed in place by [`edit`] (`penguin models`, the
+//! server's `/api/models`), which keeps the user's comments and layout.
+//!
 //! ```toml
 //! default_model = "local"
 //!

@@ -293,3 +293,35 @@ async fn an_endpoint_that_is_down_is_a_502_naming_it() {
         (400, true)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_default_chosen_at_start_stays_while_default_model_changes() {
+    let dir = TestDir::new();
+    let root = dir.data_root();
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("config.toml"), CONFIG).unwrap();
+    let mut f = factory(&root);
+    // As `penguin serve --model local` starts it: the default pinned by the flag.
+    let local = f.models[0].1.clone();
+    f.live = Some(LiveModels::new(
+        &root,
+        local.clone(),
+        f.models.clone(),
+        true,
+    ));
+    f.spec = local;
+    let srv = serve(dir, Arc::new(f), |_| {}).await;
+    let r = srv
+        .post(
+            "/api/models",
+            json!({"name": "other", "protocol": "ollama", "model": "m", "default": true}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(names(&r.body)[0], ("local".into(), true), "{}", r.body);
+    let text = std::fs::read_to_string(root.join("config.toml")).unwrap();
+    assert!(
+        text.starts_with("default_model = \"other\"\n"),
+        "the next start's default: {text}"
+    );
+}
