@@ -159,6 +159,12 @@ export function modelsView() {
         onsubmit: async (e) => {
           e.preventDefault();
           const body = { protocol: protocol.value, baseUrl: baseUrl.value.trim(), model: model.value.trim(), apiKeyEnv: keyEnv.value.trim() };
+          // An edit sends only what changed: the form shows the defaults in force (the
+          // protocol's base URL and key variable), which the file need not spell out.
+          if (m) {
+            const was = { protocol: m.provider, baseUrl: m.baseUrl || "", model: m.modelId, apiKeyEnv: m.apiKeyEnv || "" };
+            for (const k of Object.keys(body)) if (body[k] === was[k]) delete body[k];
+          }
           if (makeDefault.checked) body.default = true;
           const ok = editing
             ? await change(() => api.modelAdmin.change(editing, body))
