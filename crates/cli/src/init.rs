@@ -79,7 +79,7 @@ pub(crate) fn init(force: bool) -> Result<ExitCode, String> {
     std::fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
     std::fs::write(&path, STARTER_CONFIG).map_err(|e| format!("{}: {e}", path.display()))?;
     outln!("wrote {}", path.display());
-    outln!("uncomment a [models.*] section and set default_model to use it");
+    outln!("add a model with `penguin models add`, or uncomment a [models.*] section and set default_model");
     Ok(ExitCode::SUCCESS)
 }
 

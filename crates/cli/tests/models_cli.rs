@@ -341,3 +341,28 @@ fn penguin_serve_edits_the_same_config_toml_as_penguin_models() {
         format!("{CONFIG}\n[models.cli]\nprotocol = \"gemini\"\nmodel = \"gemini-2.5-flash\"\n"),
     );
 }
+
+#[test]
+fn penguin_init_s_commented_file_comes_back_byte_for_byte_after_an_add_and_a_remove() {
+    let h = Home::new();
+    std::fs::remove_file(h.home.join("config.toml")).unwrap();
+    assert!(h.penguin(&["init"]).status.success());
+    let starter = h.config();
+    let out = h.penguin(&[
+        "models",
+        "add",
+        "loc",
+        "--protocol",
+        "ollama",
+        "--model",
+        "qwen3:4b",
+        "--default",
+    ]);
+    assert!(out.status.success(), "{}", said(&out));
+    let added = h.config();
+    assert!(added.contains("default_model = \"loc\""), "{added}");
+    assert!(said(&h.penguin(&["models"])).contains("* loc"));
+    let out = h.penguin(&["models", "remove", "loc"]);
+    assert!(out.status.success(), "{}", said(&out));
+    assert_eq!(h.config(), starter);
+}

@@ -352,9 +352,13 @@ impl ConfigFile {
         // trailing text, which is written after every table: moved above the first table,
         // they stay where they were.
         let first_table = !self.doc.iter().any(|(_, item)| item.is_table());
+        // A blank line after them says they are the file's, not the table's
+        // ([`ConfigFile::remove_model`] gives them back).
         if first_table && !self.doc.trailing().as_str().unwrap_or("").trim().is_empty() {
             let trailing = self.doc.trailing().as_str().unwrap_or("").to_owned();
-            table.decor_mut().set_prefix(trailing);
+            table
+                .decor_mut()
+                .set_prefix(format!("{}\n\n", trailing.trim_end_matches('\n')));
             self.doc.set_trailing("");
         }
         self.models_mut()?.insert(name, Item::Table(table));
@@ -421,7 +425,25 @@ impl ConfigFile {
         }
         let was_default = self.default_model().as_deref() == Some(name);
         if was_default {
-            self.doc.remove("default_model");
+            // A line the user wrote (with their comments about it) stays, naming the demo,
+            // which is what no default_model gives too; one penguin added goes.
+            let commented = self.doc.key("default_model").is_some_and(|k| {
+                k.leaf_decor()
+                    .prefix()
+                    .and_then(|p| p.as_str())
+                    .is_some_and(|p| p.contains('#'))
+            }) || self
+                .doc
+                .get("default_model")
+                .and_then(Item::as_value)
+                .and_then(|v| v.decor().suffix())
+                .and_then(|s| s.as_str())
+                .is_some_and(|s| s.contains('#'));
+            if commented {
+                self.set_default("demo")?;
+            } else {
+                self.doc.remove("default_model");
+            }
         }
         Ok(was_default)
     }
@@ -466,8 +488,10 @@ impl ConfigFile {
                 }
             }),
             None => {
+                // At the end of the file the blank line that set them apart is not needed.
                 let trailing = self.doc.trailing().as_str().unwrap_or("").to_owned();
-                self.doc.set_trailing(format!("{trailing}{keep}"));
+                self.doc
+                    .set_trailing(format!("{trailing}{}\n", keep.trim_end_matches('\n')));
             }
         }
     }
@@ -783,7 +807,30 @@ mode    =   "discard"    # odd spacing, kept
         let (_dir, mut file) =
             open("# About this file.\n\n[models.local]\nprotocol = \"ollama\"\nmodel = \"m\"\n");
         file.remove_model("local").unwrap();
-        assert_eq!(file.text(), "# About this file.\n\n");
+        assert_eq!(file.text(), "# About this file.\n");
+    }
+
+    #[test]
+    fn penguin_init_s_file_survives_a_default_added_and_removed() {
+        // As `penguin init` writes it: the default's comments, and every table commented out.
+        let text = "# penguin configuration.\n\n# The default.\ndefault_model = \"demo\"\n\n# A local server:\n# [models.local]\n# protocol = \"openai-chat\"\n\n# [tools]\n# edit = \"classic\"\n";
+        let (dir, mut file) = open(text);
+        file.add_model("loc", &fields("ollama", "qwen", None, None))
+            .unwrap();
+        file.set_default("loc").unwrap();
+        file.save().unwrap();
+        let added = std::fs::read_to_string(dir.path().join("config.toml")).unwrap();
+        assert!(
+            added.contains("# edit = \"classic\"\n\n[models.loc]\n"),
+            "{added}"
+        );
+        assert!(
+            added.contains("# The default.\ndefault_model = \"loc\"\n"),
+            "{added}"
+        );
+        let mut file = ConfigFile::open(dir.path()).unwrap();
+        assert!(file.remove_model("loc").unwrap());
+        assert_eq!(file.text(), text);
     }
 
     #[test]
