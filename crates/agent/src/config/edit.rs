@@ -412,9 +412,11 @@ impl ConfigFile {
         Ok(())
     }
 
-    /// Takes `[models.NAME]` out, with the comments above it; when it was the default,
-    /// `default_model` goes too (so the file does not name a model it lacks) and `true` is
-    /// returned.
+    /// Takes `[models.NAME]` out, with the comments right above it (those set apart by a blank
+    /// line are the file's, and stay). When it was the default, `true` is returned and
+    /// `default_model` no longer names it (so the file names no model it lacks): a line with
+    /// the user's comments then names `demo`, one without goes; either way the demo is the
+    /// default.
     pub fn remove_model(&mut self, name: &str) -> Result<bool, EditError> {
         if !self.model_names().iter().any(|n| n == name) {
             return Err(self.not_found(name));
