@@ -737,6 +737,23 @@ impl Session {
         &self.meta
     }
 
+    /// Names `source` as the session this new one came from (`session_meta.forked_from`), as
+    /// a fork's is named: a counterfactual replay of a source's first task has no history to
+    /// fork, and is linked all the same. False (nothing changed) once the session's head is
+    /// written: a session's invariants never change after that.
+    pub fn set_forked_from(&mut self, source: &str) -> bool {
+        if self.meta_written || self.writer.started() {
+            return false;
+        }
+        self.session_meta.forked_from = Some(source.to_owned());
+        let mut meta = build::session_meta(self.session_meta.clone());
+        meta.timestamp = self.meta.timestamp.clone();
+        self.meta = meta;
+        self.engine
+            .set_context_head(self.meta.clone(), Some(lock(&self.tool_list).clone()));
+        true
+    }
+
     /// The session's invariants: the payload of [`Session::meta`].
     pub fn session_meta(&self) -> &SessionMeta {
         &self.session_meta

@@ -107,8 +107,29 @@ fn main() -> ExitCode {
         Command::Replay {
             session_id,
             last,
+            from: Some(from),
+            prompt,
+            model,
+            task,
+            sandbox,
+            ..
+        } => with_runtime(replay::counterfactual(
+            replay::Counterfactual {
+                id: session_id,
+                last,
+                from,
+                prompt,
+            },
+            model,
+            task,
+            sandbox,
+        )),
+        Command::Replay {
+            session_id,
+            last,
             check,
             out,
+            ..
         } => replay::replay(session_id, last, check, out),
         Command::Rewind {
             session_id,

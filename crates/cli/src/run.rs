@@ -505,17 +505,20 @@ pub(crate) async fn one_task(
     if let Some(said) = crate::attach::said(&images) {
         errln!("{}", Untrusted(&said));
     }
+    one_input(session, crate::attach::input(prompt, images), task).await
+}
+
+/// Runs `input` as the one task of `session`, then ends the session: what `run` and
+/// `resume PROMPT` do once the prompt is read, and a counterfactual replay with the recorded
+/// input.
+pub(crate) async fn one_input(
+    session: &mut Session,
+    input: Vec<OmniMessage>,
+    task: &TaskArgs,
+) -> Result<ExitCode, String> {
     let console = Console::stdin();
     let (approver, _) = approver(task, &console, session.environment().clone());
-    let end = run_task(
-        session,
-        crate::attach::input(prompt, images),
-        task,
-        approver,
-        &console,
-        None,
-    )
-    .await;
+    let end = run_task(session, input, task, approver, &console, None).await;
     end_background_work(session).await;
     session.end("exit").await;
     let end = end?;

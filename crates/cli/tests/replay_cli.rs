@@ -126,3 +126,147 @@ fn a_real_session_replays_to_the_same_trace_and_a_changed_record_is_named() {
     assert!(!out.status.success(), "{told}");
     assert!(told.contains("cannot be replayed exactly"), "{told}");
 }
+
+/// The latest `session_meta` of every session's trace under `home`, oldest session first:
+/// `(session_id, meta)` (a resume on another model records a new one).
+fn metas(home: &Path) -> Vec<(String, serde_json::Value)> {
+    let traces = home.join("default/agents/penguin/traces");
+    let mut out = std::collections::BTreeMap::new();
+    for day in std::fs::read_dir(&traces).unwrap().flatten() {
+        for file in std::fs::read_dir(day.path()).unwrap().flatten() {
+            let text = std::fs::read_to_string(file.path()).unwrap();
+            for line in text.lines() {
+                let record: serde_json::Value = serde_json::from_str(line).unwrap();
+                if record["type"] == "session_meta" {
+                    let meta = record["payload"].clone();
+                    out.insert(meta["session_id"].as_str().unwrap().to_owned(), meta);
+                }
+            }
+        }
+    }
+    out.into_iter().collect()
+}
+
+#[test]
+fn a_task_runs_again_live_on_another_model_after_the_recorded_history() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let read = stub_model::tool_call("read_file", r#"{"path": "notes.txt"}"#);
+    let (first_url, first) = stub_model::serve_script(vec![
+        stub_model::with_usage(read),
+        stub_model::with_usage(stub_model::text("The notes say hello.")),
+        stub_model::with_usage(stub_model::text("Answer two, from the first model.")),
+    ]);
+    let (other_url, other) = stub_model::serve_script(vec![
+        stub_model::with_usage(stub_model::text("Answer two, from the other model.")),
+        stub_model::with_usage(stub_model::text("Answer one, reworded.")),
+    ]);
+    std::fs::write(ws.path().join("notes.txt"), "hello\n").unwrap();
+    let model = |name: &str, url: &str| {
+        format!("[models.{name}]\nprotocol = \"openai-chat\"\nbase_url = \"{url}\"\nmodel = \"{name}-model\"\napi_key_env = \"PENGUIN_STUB_KEY\"\n")
+    };
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "default_model = \"first\"\n{}{}",
+            model("first", &first_url),
+            model("other", &other_url)
+        ),
+    )
+    .unwrap();
+    let ok = |out: std::process::Output| {
+        assert!(out.status.success(), "{}", said(&out));
+        out
+    };
+    ok(penguin(
+        home.path(),
+        ws.path(),
+        &["run", "-y", "read the notes"],
+    ));
+    ok(penguin(
+        home.path(),
+        ws.path(),
+        &["resume", "--last", "second question"],
+    ));
+    let original = metas(home.path())[0].0.clone();
+    // The notes change: the recorded read is history, never read again.
+    std::fs::write(ws.path().join("notes.txt"), "changed\n").unwrap();
+
+    let out = ok(penguin(
+        home.path(),
+        ws.path(),
+        &["replay", &original, "--from", "2", "--model", "other", "-y"],
+    ));
+    let told = said(&out);
+    assert!(told.contains("Answer two, from the other model."), "{told}");
+    assert!(
+        told.contains(&format!("runs task 2 of {original} again")),
+        "{told}"
+    );
+    let asked = other.all();
+    assert_eq!(asked.len(), 1, "one request, to the other model");
+    let body = asked[0].to_string();
+    assert!(body.contains("read the notes") && body.contains("The notes say hello."));
+    assert!(
+        body.contains("1\\thello") && !body.contains("\\tchanged"),
+        "{body}"
+    );
+    let users = stub_model::messages(&asked[0], "user");
+    assert_eq!(
+        users.last().unwrap()["content"],
+        "second question",
+        "{body}"
+    );
+    assert_eq!(first.all().len(), 3, "the first model is not asked again");
+
+    // From task 1 with another prompt: no history, the same workspace, linked all the same.
+    let out = ok(penguin(
+        home.path(),
+        tempfile::tempdir().unwrap().path(),
+        &[
+            "replay",
+            &original,
+            "--from",
+            "1",
+            "--model",
+            "other",
+            "--prompt",
+            "reword it",
+            "-y",
+        ],
+    ));
+    assert!(
+        said(&out).contains("Answer one, reworded."),
+        "{}",
+        said(&out)
+    );
+    let asked = other.all();
+    let users = stub_model::messages(&asked[1], "user");
+    assert_eq!(users.len(), 1, "{}", asked[1]);
+    assert_eq!(users[0]["content"], "reword it");
+
+    let metas = metas(home.path());
+    let replays: Vec<_> = metas.iter().filter(|(id, _)| *id != original).collect();
+    assert_eq!(replays.len(), 2, "{metas:?}");
+    for (_, meta) in replays {
+        assert_eq!(meta["forked_from"], original.as_str(), "{meta}");
+        assert_eq!(meta["model_id"], "other-model", "{meta}");
+        assert_eq!(
+            meta["workspace"],
+            ws.path().canonicalize().unwrap().to_str().unwrap(),
+            "{meta}"
+        );
+    }
+
+    let out = penguin(
+        home.path(),
+        ws.path(),
+        &["replay", &original, "--from", "3"],
+    );
+    assert!(!out.status.success());
+    assert!(
+        said(&out).contains("no task after its task 2"),
+        "{}",
+        said(&out)
+    );
+}

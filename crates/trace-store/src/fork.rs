@@ -16,7 +16,9 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use penguin_omni_protocol::{Body, EventPayload, ModelPayload, OmniMessage, Role, StopReason};
+use penguin_omni_protocol::{
+    Body, EventPayload, ModelPayload, OmniMessage, Role, SessionMeta, StopReason,
+};
 
 use crate::paths::{session_trace_files, LocatedTrace};
 use crate::{new_session_id, resume_trace, trace_file_path, TraceError, TraceLines};
@@ -91,6 +93,60 @@ pub fn completed_tasks(
                 .unwrap_or_default(),
         })
         .collect())
+}
+
+/// The input of the task that follows completed task `after` of `session_id` (0: the
+/// session's first task): the user's messages that started it, text and images, as the model
+/// got them. What a counterfactual replay sends again to a fork cut after task `after`.
+pub fn next_task_input(
+    traces_dir: &Path,
+    session_id: &str,
+    after: usize,
+) -> Result<Vec<OmniMessage>, ForkError> {
+    let located = session_trace_files(traces_dir, session_id)?;
+    if located.is_empty() {
+        return Err(ForkError::NotFound(session_id.to_owned()));
+    }
+    let files = located
+        .into_iter()
+        .map(read_file)
+        .collect::<Result<Vec<_>, _>>()?;
+    let ends = task_ends(&files);
+    let (first_file, first_record) = match after {
+        0 => (0, 0),
+        n => match ends.get(n - 1) {
+            Some((f, _, cut)) => (*f, *cut),
+            None => {
+                return Err(ForkError::InvalidPoint(format!(
+                    "session {session_id} has {} completed task(s); no task follows task {n}",
+                    ends.len()
+                )))
+            }
+        },
+    };
+    let mut input = Vec::new();
+    let later = files
+        .iter()
+        .enumerate()
+        .skip(first_file)
+        .flat_map(|(f, file)| {
+            let skip = if f == first_file { first_record } else { 0 };
+            file.records.iter().skip(skip)
+        });
+    for msg in later.filter_map(|r| r.msg.as_ref()) {
+        if starts_task(msg) {
+            input.push(msg.clone());
+        } else if !input.is_empty() && top_level(msg) {
+            break;
+        }
+    }
+    if input.is_empty() {
+        return Err(ForkError::InvalidPoint(match after {
+            0 => format!("session {session_id} has no task"),
+            n => format!("session {session_id} has no task after its task {n}"),
+        }));
+    }
+    Ok(input)
 }
 
 /// Why a fork was not made.
@@ -269,6 +325,18 @@ pub fn fork_session(
     source_id: &str,
     at: ForkPoint,
 ) -> Result<Forked, ForkError> {
+    fork_session_with(traces_dir, source_id, at, &|_| {})
+}
+
+/// [`fork_session`], with `edit` applied to the fork's `session_meta` (after its id and
+/// `forked_from` are set): a fork that goes on on another model records that model, as the
+/// session's invariants must name the model that runs it.
+pub fn fork_session_with(
+    traces_dir: &Path,
+    source_id: &str,
+    at: ForkPoint,
+    edit: &dyn Fn(&mut SessionMeta),
+) -> Result<Forked, ForkError> {
     let located = session_trace_files(traces_dir, source_id)?;
     if located.is_empty() {
         return Err(ForkError::NotFound(source_id.to_owned()));
@@ -348,7 +416,7 @@ pub fn fork_session(
                 &new_id,
                 file.located.index,
             );
-            write_file(&path, &file.records[..keep], source_id, &new_id)?;
+            write_file(&path, &file.records[..keep], source_id, &new_id, edit)?;
             written.push(path);
         }
         Ok(())
@@ -370,7 +438,12 @@ pub fn fork_session(
 
 /// The session_meta of a fork: the new id, the old one replaced in the prompt, no `source`,
 /// and `forked_from` naming the session it came from.
-fn rewritten_meta(msg: &OmniMessage, source_id: &str, new_id: &str) -> Option<String> {
+fn rewritten_meta(
+    msg: &OmniMessage,
+    source_id: &str,
+    new_id: &str,
+    edit: &dyn Fn(&mut SessionMeta),
+) -> Option<String> {
     let Body::SessionMeta(meta) = &msg.body else {
         return None;
     };
@@ -379,6 +452,7 @@ fn rewritten_meta(msg: &OmniMessage, source_id: &str, new_id: &str) -> Option<St
     meta.system_prompt = meta.system_prompt.replace(source_id, new_id);
     meta.source = None;
     meta.forked_from = Some(source_id.to_owned());
+    edit(&mut meta);
     let mut out = msg.clone();
     out.body = Body::SessionMeta(meta);
     Some(out.to_json())
@@ -389,6 +463,7 @@ fn write_file(
     records: &[Record],
     source_id: &str,
     new_id: &str,
+    edit: &dyn Fn(&mut SessionMeta),
 ) -> Result<(), ForkError> {
     let err = |source| ForkError::Write {
         path: path.to_path_buf(),
@@ -403,7 +478,7 @@ fn write_file(
             .msg
             .as_ref()
             .filter(|m| top_level(m))
-            .and_then(|m| rewritten_meta(m, source_id, new_id))
+            .and_then(|m| rewritten_meta(m, source_id, new_id, edit))
         {
             Some(meta) => body.extend_from_slice(meta.as_bytes()),
             None => body.extend_from_slice(&r.line),
