@@ -235,6 +235,9 @@ pub struct Session {
     next_llm: Arc<Mutex<Option<Box<dyn Llm>>>>,
     boot: Arc<Mutex<Boot>>,
     meta_written: bool,
+    /// The session goes on on another model than its Trace's head names: the next run
+    /// writes a `session_meta` naming it first.
+    meta_changed: bool,
     policy: CommandPolicy,
     env: Arc<dyn Environment>,
     // Called after a background notice was queued: an idle host starts a task for it.
@@ -433,6 +436,7 @@ impl Session {
         let mut session = Session::resume(resumed, writer, engine_config, llm, env)?;
         session.set_model_rebuild(rebuild);
         session.enable_compaction(spec);
+        session.go_on_with(spec);
         Ok(session)
     }
 
@@ -486,6 +490,7 @@ impl Session {
             next_llm,
             boot: Arc::new(Mutex::new(Boot::default())),
             meta_written,
+            meta_changed: false,
             policy: Default::default(),
             env,
             #[cfg(feature = "tools")]
@@ -527,10 +532,35 @@ impl Session {
     fn write_meta(&mut self) {
         // A writer that started before the first run was given the head by the host (a
         // server stores a session's head before it ever runs, to unload it or to replicate it).
-        if !self.meta_written && !self.writer.started() {
+        if self.meta_changed || (!self.meta_written && !self.writer.started()) {
             self.writer.record_message(self.meta.clone());
             self.meta_written = true;
+            self.meta_changed = false;
         }
+    }
+
+    /// The session goes on on `spec` where its head names another model (a resume with
+    /// `--model`, chat's `/model`): its Trace gets a `session_meta` naming that model before
+    /// the next run, so the requests from there are priced as that model's and a later resume
+    /// goes on with it, and files after a rotation start with it. Nothing else of the head
+    /// changes.
+    fn go_on_with(&mut self, spec: &crate::models::ModelSpec) {
+        let meta = &self.session_meta;
+        if meta.provider == spec.protocol.as_str() && meta.model_id == spec.model_id {
+            return;
+        }
+        let mut meta = meta.clone();
+        meta.provider = spec.protocol.as_str().to_owned();
+        meta.model_id = spec.model_id.clone();
+        meta.model_context_window = spec.context_window.map_or(
+            ContextWindow::Other("unknown".into()),
+            ContextWindow::Tokens,
+        );
+        self.meta = build::session_meta(meta.clone());
+        self.session_meta = meta;
+        self.meta_changed = true;
+        self.engine
+            .set_context_head(self.meta.clone(), Some(lock(&self.tool_list).clone()));
     }
 
     /// What starting a run needs, detached from `&mut self` (a goal starts its rounds with it).
@@ -649,9 +679,10 @@ impl Session {
             // Nothing to do: write nothing either (a fresh session keeps no empty trace file).
             return Ok(stream::empty().boxed());
         }
-        if !self.meta_written {
+        if !self.meta_written || self.meta_changed {
             self.writer.record_message(self.meta.clone());
             self.meta_written = true;
+            self.meta_changed = false;
         }
         #[cfg(feature = "tools")]
         if let Some(hooks) = self

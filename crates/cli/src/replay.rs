@@ -135,25 +135,11 @@ pub(crate) async fn counterfactual(
         session.set_forked_from(&id);
         (agent, session)
     } else {
-        // The fork's head names the model it goes on with, which the flags choose as they
-        // would for a resume of the source.
-        let spec = crate::setup::launcher(&model, &sandbox)?
-            .model_for_resume(&source)
+        // The fork goes on on the model the flags name; the session records it
+        // (`session_meta`) before the run.
+        let forked = agent
+            .fork_session(&id, penguin::session::ForkPoint::Task(before))
             .map_err(|e| e.to_string())?;
-        let forked = penguin::trace_store::fork_session_with(
-            &traces,
-            &id,
-            penguin::session::ForkPoint::Task(before),
-            &|meta| {
-                meta.provider = spec.protocol.as_str().to_owned();
-                meta.model_id = spec.model_id.clone();
-                meta.model_context_window = spec.context_window.map_or(
-                    penguin::omni_protocol::ContextWindow::Other("unknown".into()),
-                    penguin::omni_protocol::ContextWindow::Tokens,
-                );
-            },
-        )
-        .map_err(|e| e.to_string())?;
         ready(&model, &sandbox, Which::Stored(Some(forked.session_id)))?
     };
     let meta = session.session_meta();

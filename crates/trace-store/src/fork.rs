@@ -16,9 +16,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use penguin_omni_protocol::{
-    Body, EventPayload, ModelPayload, OmniMessage, Role, SessionMeta, StopReason,
-};
+use penguin_omni_protocol::{Body, EventPayload, ModelPayload, OmniMessage, Role, StopReason};
 
 use crate::paths::{session_trace_files, LocatedTrace};
 use crate::{new_session_id, resume_trace, trace_file_path, TraceError, TraceLines};
@@ -325,18 +323,6 @@ pub fn fork_session(
     source_id: &str,
     at: ForkPoint,
 ) -> Result<Forked, ForkError> {
-    fork_session_with(traces_dir, source_id, at, &|_| {})
-}
-
-/// [`fork_session`], with `edit` applied to the fork's `session_meta` (after its id and
-/// `forked_from` are set): a fork that goes on on another model records that model, as the
-/// session's invariants must name the model that runs it.
-pub fn fork_session_with(
-    traces_dir: &Path,
-    source_id: &str,
-    at: ForkPoint,
-    edit: &dyn Fn(&mut SessionMeta),
-) -> Result<Forked, ForkError> {
     let located = session_trace_files(traces_dir, source_id)?;
     if located.is_empty() {
         return Err(ForkError::NotFound(source_id.to_owned()));
@@ -416,7 +402,7 @@ pub fn fork_session_with(
                 &new_id,
                 file.located.index,
             );
-            write_file(&path, &file.records[..keep], source_id, &new_id, edit)?;
+            write_file(&path, &file.records[..keep], source_id, &new_id)?;
             written.push(path);
         }
         Ok(())
@@ -438,12 +424,7 @@ pub fn fork_session_with(
 
 /// The session_meta of a fork: the new id, the old one replaced in the prompt, no `source`,
 /// and `forked_from` naming the session it came from.
-fn rewritten_meta(
-    msg: &OmniMessage,
-    source_id: &str,
-    new_id: &str,
-    edit: &dyn Fn(&mut SessionMeta),
-) -> Option<String> {
+fn rewritten_meta(msg: &OmniMessage, source_id: &str, new_id: &str) -> Option<String> {
     let Body::SessionMeta(meta) = &msg.body else {
         return None;
     };
@@ -452,7 +433,6 @@ fn rewritten_meta(
     meta.system_prompt = meta.system_prompt.replace(source_id, new_id);
     meta.source = None;
     meta.forked_from = Some(source_id.to_owned());
-    edit(&mut meta);
     let mut out = msg.clone();
     out.body = Body::SessionMeta(meta);
     Some(out.to_json())
@@ -463,7 +443,6 @@ fn write_file(
     records: &[Record],
     source_id: &str,
     new_id: &str,
-    edit: &dyn Fn(&mut SessionMeta),
 ) -> Result<(), ForkError> {
     let err = |source| ForkError::Write {
         path: path.to_path_buf(),
@@ -478,7 +457,7 @@ fn write_file(
             .msg
             .as_ref()
             .filter(|m| top_level(m))
-            .and_then(|m| rewritten_meta(m, source_id, new_id, edit))
+            .and_then(|m| rewritten_meta(m, source_id, new_id))
         {
             Some(meta) => body.extend_from_slice(meta.as_bytes()),
             None => body.extend_from_slice(&r.line),

@@ -19,8 +19,7 @@ mod writer;
 pub use check::{check_trace, Problem, Severity, ROTATE_MARKER};
 pub use error::TraceError;
 pub use fork::{
-    completed_tasks, fork_session, fork_session_with, next_task_input, CompletedTask, ForkError,
-    ForkPoint, Forked,
+    completed_tasks, fork_session, next_task_input, CompletedTask, ForkError, ForkPoint, Forked,
 };
 pub use lines::TraceLines;
 pub use listing::{
