@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use penguin::agent::Agent;
 use penguin::omni_protocol::OmniMessage;
-use penguin::replay::{comparable, first_difference, scenario_of};
+use penguin::replay::{compare, scenario_of};
 use penguin::trace_store::{read_trace_tolerant, session_trace_files};
 
 use crate::setup::resolve_session_id;
@@ -46,16 +46,14 @@ pub(crate) fn replay(
     let output = penguin::scenario::run_scenario_blocking(parsed)
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     let replayed: Vec<OmniMessage> = output.trace.iter().map(|f| f.message().clone()).collect();
-    let (expected, got) = (comparable(&records), comparable(&replayed));
-    match first_difference(&expected, &got) {
-        None => {
+    match compare(&records, &replayed) {
+        Ok(compared) => {
             outln!(
-                "replayed {id}: {} records, the same as the original (timestamps aside)",
-                expected.len()
+                "replayed {id}: {compared} records, the same as the original (timestamps aside)"
             );
             Ok(ExitCode::SUCCESS)
         }
-        Some(d) => {
+        Err(d) => {
             let show = |v: &Option<serde_json::Value>| {
                 v.as_ref().map_or("(nothing)".to_owned(), |v| v.to_string())
             };

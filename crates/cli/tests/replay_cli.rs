@@ -11,6 +11,7 @@ use run::{penguin, said};
 #[path = "support/stub_model.rs"]
 mod stub_model;
 
+/// The trace of the session a person started (a subagent's has `"source":"subagent"`).
 fn trace_file(home: &Path) -> std::path::PathBuf {
     let traces = home.join("default/agents/penguin/traces");
     let day = std::fs::read_dir(&traces)
@@ -21,10 +22,17 @@ fn trace_file(home: &Path) -> std::path::PathBuf {
         .path();
     std::fs::read_dir(day)
         .unwrap()
-        .next()
+        .flatten()
+        .map(|f| f.path())
+        .find(|p| {
+            let text = std::fs::read_to_string(p).unwrap_or_default();
+            !text
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .contains("\"source\":\"subagent\"")
+        })
         .unwrap()
-        .unwrap()
-        .path()
 }
 
 #[test]
@@ -269,4 +277,101 @@ fn a_task_runs_again_live_on_another_model_after_the_recorded_history() {
         "{}",
         said(&out)
     );
+}
+
+#[test]
+fn a_session_with_a_subagent_and_a_background_command_replays_to_the_same_trace() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let (url, requests) = stub_model::serve_script(vec![
+        // The session asks a subagent; the subagent answers; the session goes on.
+        stub_model::with_usage(stub_model::tool_call(
+            "run_subagent",
+            r#"{"prompt": "Say three."}"#,
+        )),
+        stub_model::with_usage(stub_model::text("three")),
+        stub_model::with_usage(stub_model::text("The subagent said three.")),
+        // A background command, whose end arrives as a notice.
+        stub_model::with_usage(stub_model::tool_call(
+            "exec_command",
+            r#"{"cmd": "echo done > b.txt", "run_in_background": true}"#,
+        )),
+        stub_model::with_usage(stub_model::text("Started it.")),
+        stub_model::with_usage(stub_model::text("It finished.")),
+    ]);
+
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!("default_model = \"stub\"\n[models.stub]\nprotocol = \"openai-chat\"\nbase_url = \"{url}\"\nmodel = \"stub\"\napi_key_env = \"PENGUIN_STUB_KEY\"\n"),
+    )
+    .unwrap();
+    let run = penguin(
+        home.path(),
+        ws.path(),
+        &["run", "-y", "--sandbox", "off", "ask a subagent"],
+    );
+    assert!(run.status.success(), "{}", said(&run));
+    // A chat, so the command's end reaches the model whenever it comes (mid-task, or as a
+    // task of its own once the chat is idle); it stays open until the model has answered it.
+    let mut chat = std::process::Command::new(env!("CARGO_BIN_EXE_penguin"))
+        .args(["resume", "--last", "-y", "--sandbox", "off"])
+        .current_dir(ws.path())
+        .env("PENGUIN_HOME", home.path())
+        .env("PENGUIN_STUB_KEY", "k")
+        .env_remove("PENGUIN_MODEL")
+        .env_remove("PENGUIN_PROVIDER")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut input = chat.stdin.take().unwrap();
+    use std::io::Write as _;
+    input.write_all(b"run it in the background\n").unwrap();
+    // Once a request carries the notice, it was taken: the chat finishes that task before
+    // it reads the end of its input.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !requests
+        .all()
+        .iter()
+        .any(|r| r.to_string().contains("[background_task_done]"))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the notice never reached the model"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    drop(input);
+    assert!(chat.wait().unwrap().success());
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("b.txt")).unwrap(),
+        "done\n"
+    );
+    let trace = std::fs::read_to_string(trace_file(home.path())).unwrap();
+    for kept in [
+        "\"type\":\"subagent\"",
+        "\"output\":\"three\"",
+        "[background_task_done]",
+    ] {
+        assert!(trace.contains(kept), "{kept}: {trace}");
+    }
+    let kept = home.path().join("kept.json");
+    let out = penguin(
+        home.path(),
+        ws.path(),
+        &[
+            "replay",
+            "--last",
+            "--check",
+            "--out",
+            kept.to_str().unwrap(),
+        ],
+    );
+    let told = said(&out);
+    if !out.status.success() {
+        eprintln!("SCENARIO {}", std::fs::read_to_string(&kept).unwrap());
+    }
+    assert!(out.status.success(), "{told}\n{trace}");
+    assert!(told.contains("the same as the original"), "{told}");
 }
