@@ -338,8 +338,8 @@ impl Hooks {
     }
 
     /// `pre_compact` hooks before a compaction (`trigger`: `manual` or `auto`). Context they
-    /// add is for the model's next turn; a block is not honoured (a compaction the user asked
-    /// for runs), and said.
+    /// add is for the model's next turn; a block is not honoured (a compaction runs when the
+    /// user asks for it or the context is full).
     pub async fn pre_compact(&self, trigger: &str) {
         if !self.has(HookEvent::PreCompact) {
             return;
