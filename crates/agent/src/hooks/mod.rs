@@ -379,7 +379,8 @@ pub fn sample_fields(event: HookEvent, tool: &str, arguments: &str, prompt: &str
         }
         HookEvent::UserPromptSubmit => json!({"prompt": prompt}),
         HookEvent::SessionStart => json!({"source": "startup"}),
-        HookEvent::Stop | HookEvent::SubagentStop => json!({"stop_hook_active": false}),
+        HookEvent::Stop => json!({"stop_hook_active": false}),
+        HookEvent::SubagentStop => json!({"stop_hook_active": false, "subagent_output": ""}),
         HookEvent::PreCompact => json!({"trigger": "manual", "custom_instructions": ""}),
         HookEvent::SessionEnd => json!({"reason": "exit"}),
     }
