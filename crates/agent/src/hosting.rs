@@ -135,6 +135,16 @@ impl HostedSession for Session {
     fn goal(&self) -> Option<serde_json::Value> {
         Session::goal(self).and_then(|g| serde_json::to_value(g).ok())
     }
+
+    fn end(&self, reason: &str) -> futures::future::BoxFuture<'static, ()> {
+        let hooks = self.hooks().cloned();
+        let reason = reason.to_owned();
+        Box::pin(async move {
+            if let Some(hooks) = hooks {
+                hooks.session_end(&reason).await;
+            }
+        })
+    }
 }
 
 /// The API's view of a sandbox; `unsandboxed_tools`: see [`SandboxInfo::unsandboxed_tools`].

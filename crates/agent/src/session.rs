@@ -730,6 +730,15 @@ impl Session {
             resumed,
         );
         *lock(&self.hook_slot) = Some(hooks.clone());
+        if hooks.has(crate::hooks::HookEvent::PreCompact) {
+            // A compaction the engine starts on its own (a limit reached) gets the same
+            // pre_compact hooks as one the user asks for (`Session::compact`).
+            let before = hooks.clone();
+            self.engine.before_compaction(Arc::new(move |_reason| {
+                let hooks = before.clone();
+                Box::pin(async move { hooks.pre_compact("auto").await })
+            }));
+        }
         self.hooks = Some(hooks);
     }
 

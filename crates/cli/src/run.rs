@@ -31,6 +31,15 @@ pub(crate) fn approver(
     use penguin::config::ApprovalMode;
     let mode = task.approval();
     match mode {
+        // A hook may still ask about a call: at a terminal, the person there answers; without
+        // one, nobody can, and the call is denied (`docs/hooks.md`).
+        ApprovalMode::AllowAll if std::io::stdin().is_terminal() => {
+            let person = TerminalApprover::new(console.clone()).offering_unsandboxed(tools);
+            return (
+                Arc::new(crate::approve::AllowAllAsking(Arc::new(person))),
+                None,
+            );
+        }
         ApprovalMode::AllowAll => return (Arc::new(AllowAll), None),
         ApprovalMode::DenyAll => return (Arc::new(crate::approve::DenyAll), None),
         ApprovalMode::ReadOnly | ApprovalMode::AlwaysAsk => {}

@@ -83,6 +83,15 @@ pub trait HostedSession: Send + 'static {
         Err(GoalRefusal::Unsupported)
     }
 
+    /// What the session runs as it leaves this server (its `session_end` hooks), `reason`
+    /// saying why: `unload` (idle, unloaded; a later request loads it again), `delete`, or
+    /// `exit` (the server shuts down). The server asks once per load, after the session's last
+    /// task, and awaits the future (at shutdown, before the process ends). The default runs
+    /// nothing.
+    fn end(&self, _reason: &str) -> futures::future::BoxFuture<'static, ()> {
+        Box::pin(async {})
+    }
+
     /// The session's latest goal as `GET /api/sessions/{id}/goal` shows it (`objective`,
     /// `status`, `budget`, `used`, `rounds`, `updatedAt`), `None` when it never had one.
     fn goal(&self) -> Option<serde_json::Value> {
