@@ -146,3 +146,103 @@ fn files_and_conversation_go_back_to_before_a_task() {
         "{err:?}"
     );
 }
+
+#[test]
+fn a_session_killed_mid_task_and_resumed_rewinds_to_before_the_task_that_crashed() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Condvar, Mutex};
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let root = ws.path().canonicalize().unwrap();
+    // The stub answers in turn; the fourth request (task 2's answer after its command) is
+    // held until the test has killed penguin.
+    let replies = [
+        call("echo one > a.txt"),
+        stub_model::text("Wrote one."),
+        call("echo two > a.txt && echo made > b.txt"),
+    ];
+    let served = Arc::new(AtomicUsize::new(0));
+    let held = Arc::new((Mutex::new((false, false)), Condvar::new()));
+    let url = {
+        let (served, held) = (served.clone(), held.clone());
+        stub_model::serve(move |_| {
+            let n = served.fetch_add(1, Ordering::SeqCst);
+            if n == 3 {
+                let (lock, cv) = &*held;
+                let mut state = lock.lock().unwrap();
+                state.0 = true;
+                cv.notify_all();
+                while !state.1 {
+                    state = cv.wait(state).unwrap();
+                }
+            }
+            match n {
+                0..=2 => replies[n].clone(),
+                _ => stub_model::text("Went on."),
+            }
+        })
+    };
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!("default_model = \"stub\"\n[models.stub]\nprotocol = \"openai-chat\"\nbase_url = \"{url}\"\nmodel = \"stub\"\napi_key_env = \"PENGUIN_STUB_KEY\"\n"),
+    )
+    .unwrap();
+    ok(&penguin(
+        home.path(),
+        &root,
+        &["run", "--yes", "--sandbox", "off", "write one"],
+    ));
+    let mut crashed = std::process::Command::new(env!("CARGO_BIN_EXE_penguin"))
+        .args(["resume", "--last", "--yes", "--sandbox", "off", "write two"])
+        .current_dir(&root)
+        .env("PENGUIN_HOME", home.path())
+        .env("PENGUIN_STUB_KEY", "k")
+        .env_remove("PENGUIN_MODEL")
+        .env_remove("PENGUIN_PROVIDER")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    {
+        // Task 2's command ran; its next request is in flight: the process dies there.
+        let (lock, cv) = &*held;
+        let mut state = lock.lock().unwrap();
+        while !state.0 {
+            state = cv.wait(state).unwrap();
+        }
+        crashed.kill().unwrap();
+        crashed.wait().unwrap();
+        state.1 = true;
+        cv.notify_all();
+    }
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "two\n"
+    );
+    ok(&penguin(
+        home.path(),
+        &root,
+        &["resume", "--last", "--yes", "--sandbox", "off", "go on"],
+    ));
+
+    // Before task 2 (the one that crashed): a.txt as task 1 left it, b.txt gone.
+    let told = ok(&penguin(
+        home.path(),
+        &root,
+        &["rewind", "--last", "--to", "2", "--code", "--yes"],
+    ));
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "one\n",
+        "{told}"
+    );
+    assert!(!root.join("b.txt").exists(), "{told}");
+    // Before task 1: nothing of the session's.
+    ok(&penguin(
+        home.path(),
+        &root,
+        &["rewind", "--last", "--to", "1", "--code", "--yes"],
+    ));
+    assert!(!root.join("a.txt").exists());
+}
