@@ -526,7 +526,10 @@ impl Session {
         self.write_meta();
         #[cfg(feature = "tools")]
         self.take_checkpoint();
-        starter.start(input, options)
+        let stream = starter.start(input, options)?;
+        #[cfg(feature = "tools")]
+        let stream = self.checkpoint_after(stream);
+        Ok(stream)
     }
 
     fn write_meta(&mut self) {
@@ -619,7 +622,10 @@ impl Session {
         // interrupt.
         let runner: crate::goal::RoundRunner =
             Box::new(move |input| starter.start(input, options.clone()));
-        crate::goal::run_goal(run, runner)
+        let stream = crate::goal::run_goal(run, runner)?;
+        #[cfg(feature = "tools")]
+        let stream = self.checkpoint_after(stream);
+        Ok(stream)
     }
 
     /// Where this session's goals keep GOAL.yaml (and the model its PLAN.md):

@@ -251,6 +251,10 @@ pub(crate) enum Command {
         /// Rewind without asking (for a script).
         #[arg(long, short = 'y')]
         yes: bool,
+        /// Undo the changes made between the session's tasks too (by you, not by its tasks;
+        /// kept otherwise).
+        #[arg(long)]
+        with_yours: bool,
     },
     /// Replay a stored session through the engine on a paused clock: its Trace rebuilt as a
     /// scenario (the model's committed output, each tool's output, approvals, steering,

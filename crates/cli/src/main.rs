@@ -139,10 +139,13 @@ fn main() -> ExitCode {
             conversation,
             both: _,
             yes,
+            with_yours,
         } => {
             // Neither or --both: both.
             let (files, talk) = (code || !conversation, conversation || !code);
-            with_runtime(rewind::rewind(session_id, last, to, files, talk, yes))
+            with_runtime(rewind::rewind(
+                session_id, last, to, files, talk, yes, with_yours,
+            ))
         }
         Command::Skills { command } => knowledge::skills(command.unwrap_or(SkillsCommand::List {
             workspace: None,

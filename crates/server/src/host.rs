@@ -60,12 +60,14 @@ pub trait HostedSession: Send + 'static {
     }
 
     /// Its workspace's files as before task `to` (counted from 1 as a fork counts them):
-    /// what a rewind would change, and with `apply` the change made. `None` (the default):
+    /// what a rewind would change, and with `apply` the change made (the paths changed
+    /// between its tasks, `yours`, only `with_yours`). `None` (the default):
     /// the session keeps no checkpoints; `Some(Err)` says why this rewind cannot be made.
     fn rewind_files(
         &self,
         _to: usize,
         _apply: bool,
+        _with_yours: bool,
     ) -> Option<Result<crate::api::RewindFiles, String>> {
         None
     }
