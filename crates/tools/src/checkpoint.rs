@@ -41,7 +41,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use restore::{apply, plan, Plan};
-pub use store::Store;
+pub use store::{Pruned, Store};
 pub use walk::take;
 
 /// One path of a checkpoint.

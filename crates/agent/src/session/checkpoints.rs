@@ -10,6 +10,10 @@ use penguin_tools::checkpoint::{self, Limits, Manifest, Store};
 
 use super::Session;
 
+/// How much content the checkpoint store keeps at most (4 GiB): past it, the checkpoints of
+/// the sessions checkpointed least recently go first (`Store::prune`, docs/rewind.md).
+pub const CHECKPOINT_STORE_BYTES: u64 = 4 << 30;
+
 /// A session's checkpoints: where they go, and the last one taken by this load (which spares
 /// hashing unchanged files again).
 #[derive(Clone, Debug)]
@@ -43,7 +47,23 @@ impl Session {
     /// Takes a checkpoint of the workspace in `store` before each task, and another as it
     /// ends, from now on. A session whose tools do not touch the workspace (a scenario's
     /// scripted ones) needs none.
+    /// The store is kept within [`CHECKPOINT_STORE_BYTES`] as it is opened (off the caller's
+    /// thread: it reads every session's checkpoints).
     pub fn enable_checkpoints(&mut self, store: Store) {
+        let (pruning, id) = (store.clone(), self.id.clone());
+        let _ = std::thread::Builder::new()
+            .name("penguin-checkpoint-prune".into())
+            .spawn(move || match pruning.prune(CHECKPOINT_STORE_BYTES, &id) {
+                Ok(p) if !p.sessions.is_empty() || p.objects > 0 => tracing::info!(
+                    "[session] checkpoints pruned: {} session(s) dropped ({}), {} content(s), {} bytes",
+                    p.sessions.len(),
+                    p.sessions.join(", "),
+                    p.objects,
+                    p.bytes
+                ),
+                Ok(_) => {}
+                Err(e) => tracing::warn!("[session] pruning the checkpoints: {e}"),
+            });
         self.checkpoints = Some(Checkpoints {
             store,
             last: Arc::default(),
