@@ -151,6 +151,7 @@ fn compaction() {
             usage(total),
         ],
         outcome: LlmOutcome::completed(),
+        end_delay: std::time::Duration::ZERO,
     };
     let model = ScriptedModel::new(vec![
         turn("Done.", 140_000),

@@ -77,6 +77,8 @@ pub struct SessionSummary {
     pub files: Vec<PathBuf>,
     /// When its trace was last written (the newest file's modification time).
     pub updated: std::time::SystemTime,
+    /// A subagent's session (`session_meta.source`), which its parent session drives.
+    pub subagent: bool,
 }
 
 /// A session id that names no session, or more than one.
@@ -464,6 +466,7 @@ fn summarize(id: String, files: Vec<PathBuf>) -> SessionSummary {
             .map(|m| format!("{}/{}", m.provider, m.model_id))
             .unwrap_or_default(),
         workspace: meta.map(|m| m.workspace.clone()).unwrap_or_default(),
+        subagent: meta.is_some_and(|m| m.source.as_deref() == Some("subagent")),
         id,
         created,
         title,

@@ -55,12 +55,16 @@ impl HostedSession for Session {
         &self,
         to: usize,
         apply: bool,
+        with_yours: bool,
     ) -> Option<Result<penguin_server::api::RewindFiles, String>> {
         Some(
-            Session::rewind_files(self, to, apply)?.map(|(plan, failed)| {
+            Session::rewind_files(self, to, apply, with_yours)?.map(|(files, failed)| {
+                let yours = files.yours;
+                let plan = files.plan;
                 penguin_server::api::RewindFiles {
                     restore: plan.restore,
                     remove: plan.remove,
+                    yours,
                     left_alone: plan
                         .left_alone
                         .into_iter()
@@ -134,6 +138,16 @@ impl HostedSession for Session {
 
     fn goal(&self) -> Option<serde_json::Value> {
         Session::goal(self).and_then(|g| serde_json::to_value(g).ok())
+    }
+
+    fn end(&self, reason: &str) -> futures::future::BoxFuture<'static, ()> {
+        let hooks = self.hooks().cloned();
+        let reason = reason.to_owned();
+        Box::pin(async move {
+            if let Some(hooks) = hooks {
+                hooks.session_end(&reason).await;
+            }
+        })
     }
 }
 

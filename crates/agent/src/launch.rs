@@ -322,10 +322,20 @@ impl Launcher {
         workspace: &Path,
         confinement: &Confinement,
     ) -> Result<Option<crate::hooks::Hooks>, LaunchError> {
+        self.hooks_saying(workspace, confinement, true)
+    }
+
+    /// [`Launcher::hooks`], saying that a workspace's file is not trusted only when `say`.
+    fn hooks_saying(
+        &self,
+        workspace: &Path,
+        confinement: &Confinement,
+        say: bool,
+    ) -> Result<Option<crate::hooks::Hooks>, LaunchError> {
         let config = &self.agent.config.hooks;
         let store = crate::hooks::trust::TrustStore::new(&self.agent.location.root);
         let loaded = crate::hooks::trust::load(config, workspace, &store)?;
-        if let Some(notice) = loaded.untrusted_notice() {
+        if let Some(notice) = loaded.untrusted_notice().filter(|_| say) {
             (self.notices)(&notice);
         }
         if loaded.hooks.is_empty() {
@@ -792,9 +802,23 @@ impl SubagentSpawner for Spawner {
             .with_servers(ws, &self.confinement.sandbox, Arc::new(builtin));
         let prompt = self.launcher.system_prompt(&spec, ws, tools.tools());
         window::check_fit(window, &prompt, &tools.tools()).map_err(|e| invalid(e.to_string()))?;
-        self.launcher
-            .agent
-            .create_session(&spec, ws, tools, Some(prompt), Some("subagent".into()))
+        let mut child = self.launcher.agent.create_session(
+            &spec,
+            ws,
+            tools,
+            Some(prompt),
+            Some("subagent".into()),
+        )?;
+        // The parent's hooks, as the parent loaded them (its session said what was not
+        // trusted): their subagent_stop hooks are the child's stop hooks.
+        let hooks = self
+            .launcher
+            .hooks_saying(ws, &self.confinement, false)
+            .map_err(|e| invalid(e.to_string()))?;
+        if let Some(own) = hooks.and_then(|h| h.for_subagent()) {
+            child.set_hooks(own);
+        }
+        Ok(child)
     }
 
     fn models(&self) -> Vec<String> {

@@ -186,8 +186,19 @@ pub fn index_for_prompt(index: &str) -> String {
 }
 
 /// The system prompt's `# Memory` section: what memory is for, how notes are kept, what is
-/// never saved, then each scope's folder and index.
+/// never saved, then each scope's folder and index. With nothing saved yet the indexes and
+/// the rules for keeping them say nothing, and each request would pay for them: the section is
+/// then only where notes go and the one rule that matters before the first.
 pub fn prompt_section(memory: &SessionMemory) -> String {
+    if memory.user_index.trim().is_empty() && memory.workspace_index.trim().is_empty() {
+        return format!(
+            "# Memory
+Nothing is saved yet. When the user asks you to remember something, or states a preference or correction that outlives the task, save it as a Markdown note with the file tools (frontmatter `name`, `description`, `updated_at`; one file per fact) and list it in that folder's `{MEMORY_INDEX}` (`- [Title](file.md) — hook`): `{}` for what holds wherever you work, `{}` for this workspace. Never save credentials or secrets.
+",
+            memory.user_dir.display(),
+            memory.workspace_dir.display(),
+        );
+    }
     format!(
         "# Memory
 Your long-term record across sessions: Markdown notes you keep with the file tools, in the two folders below (they exist; only the file tools reach them, no command does). One file per fact, with frontmatter:
@@ -467,6 +478,27 @@ mod tests {
             SessionMemory::read(&root, &tmp.path().join("link")).workspace_dir,
             m.workspace_dir
         );
+    }
+
+    #[test]
+    fn with_nothing_saved_the_prompt_says_only_where_notes_go() {
+        let empty = SessionMemory {
+            user_dir: "/d/memory/user".into(),
+            user_index: "\n".into(),
+            workspace_dir: "/d/memory/ws-0123abcd".into(),
+            workspace_index: String::new(),
+        };
+        let p = prompt_section(&empty);
+        assert!(p.starts_with("# Memory\nNothing is saved yet."), "{p}");
+        assert!(p.contains("`/d/memory/user` for what holds wherever you work"));
+        assert!(p.contains("`/d/memory/ws-0123abcd` for this workspace"));
+        assert!(p.contains("Never save credentials or secrets"));
+        assert!(!p.contains("Index:"), "no empty indexes: {p}");
+        let full = prompt_section(&SessionMemory {
+            user_index: "- [Tabs](tabs.md) — tabs\n".into(),
+            ..empty
+        });
+        assert!(p.len() * 3 < full.len(), "{} vs {}", p.len(), full.len());
     }
 
     #[test]

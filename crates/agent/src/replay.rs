@@ -5,8 +5,9 @@
 //!
 //! A session becomes a regression test of the harness this way: keep the scenario
 //! (`--out FILE`) and the suite replays it from then on. What the Trace does not hold enough of
-//! to replay exactly (a compaction, a subagent, a goal round, a crash mid-stream) is named by
-//! its record, never guessed at.
+//! to replay exactly (a compaction, a goal round, a crash mid-stream) is named by its record,
+//! never guessed at. A subagent call replays as its tool: its output and the child session it
+//! started; the child replays from its own Trace.
 
 use penguin_omni_protocol::{EventPayload, ModelPayload, OmniMessage, Role};
 use serde_json::{json, Map, Value};
@@ -63,6 +64,7 @@ fn kind(msg: &OmniMessage) -> String {
 
 /// One run being rebuilt.
 struct Run {
+    /// When it starts, on the replay's clock (see `shift` in [`scenario_of`]).
     start_ms: i64,
     input: Vec<Value>,
     steer: Vec<Value>,
@@ -113,20 +115,40 @@ pub fn scenario_of(records: &[OmniMessage]) -> Result<Value, NotReplayable> {
     let mut in_run = false;
     // Whether the current run's first request has begun (its input is complete).
     let mut run_requested = false;
-    // When each call was dispatched (its approval, else its call), for its output's delay.
+    // When each call was made, for its output's delay (a replayed call runs from then).
     let mut dispatched: std::collections::HashMap<String, i64> = Default::default();
+    // The subagent calls not answered yet, in the order they were made, and the child
+    // sessions each started (the `subagent` pointers, with when they came).
+    let mut open_subagent_calls: Vec<String> = Vec::new();
+    // Whether the last request called tools (its run goes on with their outputs), and the
+    // calls still waiting for their output.
+    let mut turn_called = false;
+    // When the last request began, and when the record before this one was written.
+    let mut begun_at = i64::MIN;
+    let mut prev_at = i64::MIN;
+    // How far the replay's clock is behind the original's: a replayed run starts as soon as
+    // the one before ended, and a request as soon as its input is complete, so the waits
+    // before them (a person typing, the session starting) are not replayed. A record written
+    // at `at` comes at `at - shift` in the replay; runs' timers count from the run's start
+    // on that clock.
+    let mut shift: i64 = 0;
+    let mut waiting: std::collections::HashSet<String> = Default::default();
+    let mut children: std::collections::HashMap<String, Vec<(i64, String)>> = Default::default();
     for (i, msg) in records.iter().enumerate() {
+        // A record's time is never before the one written ahead of it: a message stamped as it
+        // was made can reach the Trace after later-stamped ones (a subagent's pointer).
+        let at = ms(msg).max(prev_at);
+        let before = std::mem::replace(&mut prev_at, at);
         if msg.has_origin() {
             return Err(stop(
                 i,
                 msg,
-                "a subagent's record: subagents are not replayed yet",
+                "a subagent's record in its parent's Trace, which never holds one",
             ));
         }
         if msg.session_meta().is_some() {
             continue;
         }
-        let at = ms(msg);
         if let Some(event) = msg.event() {
             match event {
                 EventPayload::ToolListReady { .. } => {}
@@ -135,6 +157,9 @@ pub fn scenario_of(records: &[OmniMessage]) -> Result<Value, NotReplayable> {
                         return Err(stop(i, msg, "a request outside any task"));
                     }
                     run_requested = true;
+                    turn_called = false;
+                    begun_at = at;
+                    shift += (at - before).max(0);
                     request = Some((Vec::new(), at));
                 }
                 EventPayload::RequestEnd {
@@ -142,12 +167,16 @@ pub fn scenario_of(records: &[OmniMessage]) -> Result<Value, NotReplayable> {
                     error_message,
                     ..
                 } => {
-                    let Some((steps, _)) = request.take() else {
+                    let Some((steps, last)) = request.take() else {
                         return Err(stop(i, msg, "a request's end without its beginning"));
                     };
                     let mut outcome = json!({ "status": status });
                     if let Some(m) = error_message {
                         outcome["message"] = json!(m);
+                    }
+                    // The stream's end can lag its last message (a tool's output between).
+                    if at > last {
+                        outcome["delay_ms"] = json!(at - last);
                     }
                     llm.push(json!({ "stream": steps, "outcome": outcome }));
                 }
@@ -165,21 +194,47 @@ pub fn scenario_of(records: &[OmniMessage]) -> Result<Value, NotReplayable> {
                     tool_call_id,
                     ..
                 } => {
-                    by_id.insert(
-                        tool_call_id.clone(),
-                        serde_json::to_value(decision).unwrap_or_default(),
-                    );
+                    // The approval comes as long after its call as it did (a person takes
+                    // time; a rule answers in the same millisecond), and the call runs from
+                    // then.
+                    let decision = serde_json::to_value(decision).unwrap_or_default();
+                    let called = dispatched.get(tool_call_id).copied().unwrap_or(at);
+                    let answer = match at - called {
+                        0 => decision,
+                        wait => json!({ "decision": decision, "delay_ms": wait }),
+                    };
+                    by_id.insert(tool_call_id.clone(), answer);
                     dispatched.insert(tool_call_id.clone(), at);
                 }
                 EventPayload::Abort { reason } => {
                     let user = reason.as_deref().is_some_and(|r| r.starts_with("aborted"));
                     if let (true, Some(run)) = (user, runs.last_mut()) {
-                        run.abort_after_ms = Some(at - run.start_ms);
+                        run.abort_after_ms = Some(at - shift - run.start_ms);
                     }
                     in_run = false;
                 }
                 EventPayload::CompactionBegin { .. } | EventPayload::CompactionEnd { .. } => {
                     return Err(stop(i, msg, "a compaction: its replay is not built yet"));
+                }
+                EventPayload::Subagent { session_id } => {
+                    // The child's session_meta reached the call's tool, which left this
+                    // pointer: the replayed tool streams one again, and the engine leaves the
+                    // same pointer. A call made earlier starts its child first.
+                    let Some(call) = open_subagent_calls
+                        .iter()
+                        .find(|c| !children.contains_key(*c))
+                        .cloned()
+                    else {
+                        return Err(stop(
+                            i,
+                            msg,
+                            "a subagent pointer with no subagent call waiting for it",
+                        ));
+                    };
+                    children
+                        .entry(call)
+                        .or_default()
+                        .push((at, session_id.clone()));
                 }
                 _ if kind(msg).starts_with("goal") => {
                     return Err(stop(i, msg, "a goal round: goal runs are not replayed yet"));
@@ -198,22 +253,44 @@ pub fn scenario_of(records: &[OmniMessage]) -> Result<Value, NotReplayable> {
                     .flatten()
                 {
                     run.steer.push(json!({
-                        "after_ms": (at - run.start_ms).max(0),
+                        "after_ms": (at - shift - run.start_ms).max(0),
                         "input": [{"type": "model_msg", "payload": {"type": "text", "role": "user", "text": inner}}],
                     }));
                 } else if ENGINE_MARKERS.iter().any(|m| text.starts_with(m)) {
                     // The engine writes these itself (carry-over, a retried turn).
+                } else if t.sender.is_some()
+                    && request.is_none()
+                    && run_requested
+                    && !turn_called
+                    && waiting.is_empty()
+                {
+                    // A harness notice after the run's last answer: it came once the session
+                    // was idle, and its host started a run for it (the engine writes the same
+                    // records when a notice waiting at a run's end keeps the run going).
+                    shift += (at - before).max(0);
+                    let mut idle = Run::starting(at - shift, Value::Null);
+                    idle.input.clear();
+                    idle.notices
+                        .push(json!({ "after_ms": 0, "message": scripted(msg) }));
+                    runs.push(idle);
+                    run_requested = false;
                 } else if t.sender.is_some() {
-                    // A harness notice (a background task's end) delivered mid-task.
+                    // A harness notice (a background task's end) delivered mid-task, with the
+                    // input of the request after it: it was waiting when that input was put
+                    // together, right after the record before it (the last tool output). On a
+                    // paused clock it must be due before that instant, and after the input of
+                    // the request before was put together.
+                    let due = at.min(before - 1).max(begun_at + 1);
                     run.notices.push(
-                        json!({ "after_ms": (at - run.start_ms).max(0), "message": scripted(msg) }),
+                        json!({ "after_ms": (due - shift - run.start_ms).max(0), "message": scripted(msg) }),
                     );
                 } else if !run_requested {
                     // More of the task's input (an image, a second part).
                     run.input.push(scripted(msg));
                 } else {
                     // A new task: the engine adds no plain text of the person's mid-run.
-                    runs.push(Run::starting(at, scripted(msg)));
+                    shift += (at - before).max(0);
+                    runs.push(Run::starting(at - shift, scripted(msg)));
                     run_requested = false;
                 }
             }
@@ -227,7 +304,8 @@ pub fn scenario_of(records: &[OmniMessage]) -> Result<Value, NotReplayable> {
                 match runs.last_mut().filter(|_| in_run && !run_requested) {
                     Some(run) => run.input.push(scripted(msg)),
                     None => {
-                        runs.push(Run::starting(at, scripted(msg)));
+                        shift += (at - before).max(0);
+                        runs.push(Run::starting(at - shift, scripted(msg)));
                         in_run = true;
                         run_requested = false;
                     }
@@ -235,19 +313,34 @@ pub fn scenario_of(records: &[OmniMessage]) -> Result<Value, NotReplayable> {
             }
             Some(ModelPayload::ToolCallOutput(o)) => {
                 // A denied or forbidden call's output is the engine's own.
-                if by_id.get(&o.tool_call_id).is_some_and(|d| d != "allow") {
+                let decision = by_id
+                    .get(&o.tool_call_id)
+                    .map(|d| d.get("decision").unwrap_or(d));
+                if decision.is_some_and(|d| d != "allow") {
                     continue;
                 }
-                let from = dispatched.get(&o.tool_call_id).copied().unwrap_or(at);
-                tools.insert(
-                    o.tool_call_id.clone(),
-                    json!({ "stream": [{ "delay_ms": (at - from).max(0), "message": scripted(msg) }] }),
-                );
+                waiting.remove(&o.tool_call_id);
+                let mut last = dispatched.get(&o.tool_call_id).copied().unwrap_or(at);
+                open_subagent_calls.retain(|c| *c != o.tool_call_id);
+                let mut stream = Vec::new();
+                for (when, child) in children.remove(&o.tool_call_id).unwrap_or_default() {
+                    stream.push(
+                        json!({ "delay_ms": (when - last).max(0), "message": child_head(&child) }),
+                    );
+                    last = when;
+                }
+                stream.push(json!({ "delay_ms": (at - last).max(0), "message": scripted(msg) }));
+                tools.insert(o.tool_call_id.clone(), json!({ "stream": stream }));
             }
             Some(_) => match &mut request {
                 Some((steps, last)) => {
                     if let Some(ModelPayload::ToolCall(c)) = msg.model() {
                         dispatched.insert(c.tool_call_id.clone(), at);
+                        turn_called = true;
+                        waiting.insert(c.tool_call_id.clone());
+                        if c.name == SUBAGENT_TOOL {
+                            open_subagent_calls.push(c.tool_call_id.clone());
+                        }
                     }
                     steps
                         .push(json!({ "delay_ms": (at - *last).max(0), "message": scripted(msg) }));
@@ -278,39 +371,113 @@ pub fn scenario_of(records: &[OmniMessage]) -> Result<Value, NotReplayable> {
     }))
 }
 
+/// The tool that starts a child session (its pointer is in the parent's Trace).
+const SUBAGENT_TOOL: &str = "run_subagent";
+
+/// What a child session's stream starts with, as its parent's tool forwards it: its
+/// `session_meta`, one hop of origin. Only its id reaches the parent's Trace (the pointer).
+fn child_head(session_id: &str) -> Value {
+    let mut head = penguin_omni_protocol::build::session_meta(penguin_omni_protocol::SessionMeta {
+        session_id: session_id.to_owned(),
+        provider: "scripted".into(),
+        model_id: "replayed".into(),
+        model_context_window: penguin_omni_protocol::ContextWindow::Other("unknown".into()),
+        system_prompt: String::new(),
+        agent_state: String::new(),
+        workspace: String::new(),
+        source: Some("subagent".into()),
+        forked_from: None,
+    });
+    head.origin = Some(vec![session_id.to_owned()]);
+    scripted(&head)
+}
+
 /// User texts the engine writes itself: replayed by the engine, never scripted.
 const ENGINE_MARKERS: [&str; 2] = ["[turn_aborted]", "[turn_retried]"];
 
 /// `records` as they are compared: timestamps, `session_meta` and `tool_list_ready` aside, an
 /// absent `stop_reason` counted as `completed` (as scenario observables are compared).
-pub fn comparable(records: &[OmniMessage]) -> Vec<Value> {
+fn comparable(records: &[OmniMessage]) -> Vec<&OmniMessage> {
     records
         .iter()
         .filter(|m| m.session_meta().is_none())
         .filter(|m| !matches!(m.event(), Some(EventPayload::ToolListReady { .. })))
-        .map(|m| {
-            let mut v = scripted(m);
-            if let Some(p) = v.get_mut("payload").and_then(Value::as_object_mut) {
-                if p.get("type").and_then(Value::as_str).is_some_and(|t| {
-                    matches!(t, "text" | "thinking" | "tool_call" | "tool_call_output")
-                }) && !p.contains_key("stop_reason")
-                {
-                    p.insert("stop_reason".into(), json!("completed"));
-                }
-            }
-            v
-        })
         .collect()
 }
 
-/// The first difference between two comparable record lists, if any.
-pub fn first_difference(expected: &[Value], got: &[Value]) -> Option<Difference> {
-    let n = expected.len().max(got.len());
-    (0..n)
-        .find(|&i| expected.get(i) != got.get(i))
-        .map(|i| Difference {
-            record: i + 1,
-            expected: expected.get(i).cloned(),
-            got: got.get(i).cloned(),
+fn compared(m: &OmniMessage) -> Value {
+    let mut v = scripted(m);
+    if let Some(p) = v.get_mut("payload").and_then(Value::as_object_mut) {
+        if p.get("type")
+            .and_then(Value::as_str)
+            .is_some_and(|t| matches!(t, "text" | "thinking" | "tool_call" | "tool_call_output"))
+            && !p.contains_key("stop_reason")
+        {
+            p.insert("stop_reason".into(), json!("completed"));
+        }
+    }
+    v
+}
+
+/// Who wrote a record: the engine (`None`, first), or the tool of a call (its id, or the
+/// child session a subagent call started).
+fn producer(msg: &OmniMessage) -> Option<String> {
+    match (msg.model(), msg.event()) {
+        (Some(ModelPayload::ToolCallOutput(o)), _) => Some(o.tool_call_id.clone()),
+        (Some(ModelPayload::PartialToolCallOutput(p)), _) => Some(p.tool_call_id.clone()),
+        (_, Some(EventPayload::Subagent { session_id })) => Some(session_id.clone()),
+        _ => None,
+    }
+}
+
+/// A session's records against its replay's: how many were compared, or the first that
+/// differs. In order, timestamps, `session_meta` and `tool_list_ready` aside (see
+/// [`comparable`]).
+///
+/// Within one millisecond of the original the order of records from different producers (the
+/// engine's own, each tool's) was a race on a real clock, where the replay's paused clock
+/// follows the engine's rule: the records the original wrote in one millisecond are compared,
+/// as a group, with as many of the replay's, both in one order (the engine's first, then each
+/// tool's by call, each producer's own order kept). Across milliseconds, and within one
+/// producer, the order is compared as written.
+pub fn compare(original: &[OmniMessage], replayed: &[OmniMessage]) -> Result<usize, Difference> {
+    let (expected, got) = (comparable(original), comparable(replayed));
+    // Each record's millisecond, never before the one written ahead of it (see `scenario_of`).
+    let mut latest = i64::MIN;
+    let stamped: Vec<(i64, &OmniMessage)> = expected
+        .iter()
+        .map(|m| {
+            latest = latest.max(ms(m));
+            (latest, *m)
         })
+        .collect();
+    let mut at = 0;
+    for group in stamped.chunk_by(|a, b| a.0 == b.0) {
+        let group: Vec<&OmniMessage> = group.iter().map(|(_, m)| *m).collect();
+        let theirs = got
+            .get(at..(at + group.len()).min(got.len()))
+            .unwrap_or_default();
+        let (mut ours, mut theirs) = (group.clone(), theirs.to_vec());
+        ours.sort_by_key(|m| producer(m));
+        theirs.sort_by_key(|m| producer(m));
+        for k in 0..group.len() {
+            let (e, g) = (compared(ours[k]), theirs.get(k).map(|m| compared(m)));
+            if Some(&e) != g.as_ref() {
+                return Err(Difference {
+                    record: at + k + 1,
+                    expected: Some(e),
+                    got: g,
+                });
+            }
+        }
+        at += group.len();
+    }
+    match got.get(at) {
+        None => Ok(at),
+        Some(extra) => Err(Difference {
+            record: at + 1,
+            expected: None,
+            got: Some(compared(extra)),
+        }),
+    }
 }

@@ -3,7 +3,10 @@
 //! `penguin fork --at` counts them (completed tasks), and "to N" means "as before task N ran":
 //! the files as right after task N-1's reply, the conversation forked at N-1.
 
-use penguin_tools::checkpoint::{Manifest, Store};
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use penguin_tools::checkpoint::{self, Manifest, Plan, Store};
 use penguin_trace_store::{completed_tasks, ForkError, TraceLocation};
 
 /// Why a session cannot be rewound to a task.
@@ -75,9 +78,17 @@ pub fn checkpoint_before(
         n => timestamp_ms(&tasks[n - 2].timestamp),
     };
     let (checkpoints, damaged) = store.list(id)?;
-    checkpoints
-        .into_iter()
-        .find(|m| m.taken_at_ms >= after_ms)
+    let since = || checkpoints.iter().filter(|m| m.taken_at_ms >= after_ms);
+    // The one taken as task N began; for the task after the last, the one taken as the last
+    // ended (or as a rewind left the files since).
+    since()
+        .find(|m| !m.after_task && !m.before_rewind)
+        .or_else(|| {
+            (task == tasks.len() + 1)
+                .then(|| since().filter(|m| m.after_task).last())
+                .flatten()
+        })
+        .cloned()
         .map(|m| (m, damaged))
         .ok_or(RewindError::NoCheckpoint {
             session: id.to_owned(),
@@ -91,4 +102,100 @@ fn timestamp_ms(ts: &str) -> u64 {
     chrono::DateTime::parse_from_rfc3339(ts)
         .map(|t| u64::try_from(t.timestamp_millis()).unwrap_or(0))
         .unwrap_or(0)
+}
+
+/// A rewind of a session's files, planned: nothing is changed yet.
+#[derive(Clone, Debug)]
+pub struct FilesPlan {
+    /// The checkpoint the files go back to.
+    pub target: Manifest,
+    /// Everything that differs from it now.
+    pub plan: Plan,
+    /// Of those, the paths changed between the session's tasks (by a person, or anything
+    /// else that was not one of its tasks), from the checkpoints taken as each task ended
+    /// and as the next began: kept unless asked for.
+    pub yours: Vec<String>,
+    /// Checkpoints that could not be read (passed over).
+    pub damaged: Vec<String>,
+    /// The session.
+    pub session: String,
+}
+
+impl FilesPlan {
+    /// The changes to make: everything, or everything but [`FilesPlan::yours`].
+    pub fn changes(&self, with_yours: bool) -> Plan {
+        let mut plan = self.plan.clone();
+        if !with_yours {
+            let yours: BTreeSet<&String> = self.yours.iter().collect();
+            plan.restore.retain(|p| !yours.contains(p));
+            plan.remove.retain(|p| !yours.contains(p));
+        }
+        plan
+    }
+
+    /// Makes the changes; the paths that failed. The files as the rewind leaves them count
+    /// as the session's from then on (a checkpoint as after a task), so a later rewind does not
+    /// take what this one put back for someone else's change.
+    pub fn apply(
+        &self,
+        workspace: &Path,
+        store: &Store,
+        with_yours: bool,
+    ) -> std::io::Result<Vec<String>> {
+        // Like a task, the rewind is framed by two checkpoints: what changed before it since
+        // the last task is someone else's, what it leaves counts as the session's.
+        let limits = checkpoint::Limits::default();
+        let mut before = checkpoint::take(workspace, store, Some(&self.target), &limits)?;
+        before.before_rewind = true;
+        store.save(&self.session, &before)?;
+        let failed = checkpoint::apply(workspace, store, &self.target, &self.changes(with_yours))?;
+        let mut after = checkpoint::take(workspace, store, Some(&before), &limits)?;
+        after.after_task = true;
+        store.save(&self.session, &after)?;
+        Ok(failed)
+    }
+}
+
+/// What putting session `id`'s `workspace` back as before task `to` changes, with the paths
+/// someone else changed between its tasks apart ([`FilesPlan::yours`]).
+pub fn plan_files(
+    store: &Store,
+    traces_dir: &Path,
+    id: &str,
+    to: usize,
+    workspace: &Path,
+) -> Result<FilesPlan, RewindError> {
+    let (target, damaged) = checkpoint_before(store, traces_dir, id, to)?;
+    let plan = checkpoint::plan(workspace, store, &target)?;
+    let (all, _) = store.list(id)?;
+    let since: Vec<&Manifest> = all
+        .iter()
+        .filter(|m| m.taken_at_ms >= target.taken_at_ms)
+        .collect();
+    let mut between = BTreeSet::new();
+    for pair in since.windows(2) {
+        if pair[0].after_task && !pair[1].after_task {
+            between.extend(pair[0].changed_in(pair[1]));
+        }
+    }
+    // Since the last task ended (none running: its checkpoint is the last).
+    if let Some(last) = since.last().filter(|m| m.after_task) {
+        let now = checkpoint::plan(workspace, store, last)?;
+        between.extend(now.restore);
+        between.extend(now.remove);
+    }
+    let yours = plan
+        .restore
+        .iter()
+        .chain(&plan.remove)
+        .filter(|p| between.contains(*p))
+        .cloned()
+        .collect();
+    Ok(FilesPlan {
+        target,
+        plan,
+        yours,
+        damaged,
+        session: id.to_owned(),
+    })
 }

@@ -235,6 +235,9 @@ pub struct Session {
     next_llm: Arc<Mutex<Option<Box<dyn Llm>>>>,
     boot: Arc<Mutex<Boot>>,
     meta_written: bool,
+    /// The session goes on on another model than its Trace's head names: the next run
+    /// writes a `session_meta` naming it first.
+    meta_changed: bool,
     policy: CommandPolicy,
     env: Arc<dyn Environment>,
     // Called after a background notice was queued: an idle host starts a task for it.
@@ -433,6 +436,7 @@ impl Session {
         let mut session = Session::resume(resumed, writer, engine_config, llm, env)?;
         session.set_model_rebuild(rebuild);
         session.enable_compaction(spec);
+        session.go_on_with(spec);
         Ok(session)
     }
 
@@ -486,6 +490,7 @@ impl Session {
             next_llm,
             boot: Arc::new(Mutex::new(Boot::default())),
             meta_written,
+            meta_changed: false,
             policy: Default::default(),
             env,
             #[cfg(feature = "tools")]
@@ -521,16 +526,44 @@ impl Session {
         self.write_meta();
         #[cfg(feature = "tools")]
         self.take_checkpoint();
-        starter.start(input, options)
+        let stream = starter.start(input, options)?;
+        #[cfg(feature = "tools")]
+        let stream = self.checkpoint_after(stream);
+        Ok(stream)
     }
 
     fn write_meta(&mut self) {
         // A writer that started before the first run was given the head by the host (a
         // server stores a session's head before it ever runs, to unload it or to replicate it).
-        if !self.meta_written && !self.writer.started() {
+        if self.meta_changed || (!self.meta_written && !self.writer.started()) {
             self.writer.record_message(self.meta.clone());
             self.meta_written = true;
+            self.meta_changed = false;
         }
+    }
+
+    /// The session goes on on `spec` where its head names another model (a resume with
+    /// `--model`, chat's `/model`): its Trace gets a `session_meta` naming that model before
+    /// the next run, so the requests from there are priced as that model's and a later resume
+    /// goes on with it, and files after a rotation start with it. Nothing else of the head
+    /// changes.
+    fn go_on_with(&mut self, spec: &crate::models::ModelSpec) {
+        let meta = &self.session_meta;
+        if meta.provider == spec.protocol.as_str() && meta.model_id == spec.model_id {
+            return;
+        }
+        let mut meta = meta.clone();
+        meta.provider = spec.protocol.as_str().to_owned();
+        meta.model_id = spec.model_id.clone();
+        meta.model_context_window = spec.context_window.map_or(
+            ContextWindow::Other("unknown".into()),
+            ContextWindow::Tokens,
+        );
+        self.meta = build::session_meta(meta.clone());
+        self.session_meta = meta;
+        self.meta_changed = true;
+        self.engine
+            .set_context_head(self.meta.clone(), Some(lock(&self.tool_list).clone()));
     }
 
     /// What starting a run needs, detached from `&mut self` (a goal starts its rounds with it).
@@ -589,7 +622,10 @@ impl Session {
         // interrupt.
         let runner: crate::goal::RoundRunner =
             Box::new(move |input| starter.start(input, options.clone()));
-        crate::goal::run_goal(run, runner)
+        let stream = crate::goal::run_goal(run, runner)?;
+        #[cfg(feature = "tools")]
+        let stream = self.checkpoint_after(stream);
+        Ok(stream)
     }
 
     /// Where this session's goals keep GOAL.yaml (and the model its PLAN.md):
@@ -649,9 +685,10 @@ impl Session {
             // Nothing to do: write nothing either (a fresh session keeps no empty trace file).
             return Ok(stream::empty().boxed());
         }
-        if !self.meta_written {
+        if !self.meta_written || self.meta_changed {
             self.writer.record_message(self.meta.clone());
             self.meta_written = true;
+            self.meta_changed = false;
         }
         #[cfg(feature = "tools")]
         if let Some(hooks) = self
@@ -699,6 +736,15 @@ impl Session {
             resumed,
         );
         *lock(&self.hook_slot) = Some(hooks.clone());
+        if hooks.has(crate::hooks::HookEvent::PreCompact) {
+            // A compaction the engine starts on its own (a limit reached) gets the same
+            // pre_compact hooks as one the user asks for (`Session::compact`).
+            let before = hooks.clone();
+            self.engine.before_compaction(Arc::new(move |_reason| {
+                let hooks = before.clone();
+                Box::pin(async move { hooks.pre_compact("auto").await })
+            }));
+        }
         self.hooks = Some(hooks);
     }
 
@@ -735,6 +781,23 @@ impl Session {
     /// The session's `session_meta` message.
     pub fn meta(&self) -> &OmniMessage {
         &self.meta
+    }
+
+    /// Names `source` as the session this new one came from (`session_meta.forked_from`), as
+    /// a fork's is named: a counterfactual replay of a source's first task has no history to
+    /// fork, and is linked all the same. False (nothing changed) once the session's head is
+    /// written: a session's invariants never change after that.
+    pub fn set_forked_from(&mut self, source: &str) -> bool {
+        if self.meta_written || self.writer.started() {
+            return false;
+        }
+        self.session_meta.forked_from = Some(source.to_owned());
+        let mut meta = build::session_meta(self.session_meta.clone());
+        meta.timestamp = self.meta.timestamp.clone();
+        self.meta = meta;
+        self.engine
+            .set_context_head(self.meta.clone(), Some(lock(&self.tool_list).clone()));
+        true
     }
 
     /// The session's invariants: the payload of [`Session::meta`].

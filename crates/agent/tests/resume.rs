@@ -72,6 +72,7 @@ async fn an_interrupted_session_resumes_with_its_carry_over_first() {
         vec![ScriptedRequest {
             stream: vec![step(1, call), usage()],
             outcome: LlmOutcome::completed(),
+            end_delay: std::time::Duration::ZERO,
         }],
         "m",
     );
@@ -116,6 +117,7 @@ async fn an_interrupted_session_resumes_with_its_carry_over_first() {
             usage(),
         ],
         outcome: LlmOutcome::completed(),
+        end_delay: std::time::Duration::ZERO,
     };
     let (model, log) = scripted(vec![ok], "m");
     let mut resumed = agent
@@ -172,6 +174,7 @@ async fn a_call_left_open_by_a_crash_gets_the_exited_placeholder() {
         vec![ScriptedRequest {
             stream: vec![step(1, call), usage()],
             outcome: LlmOutcome::completed(),
+            end_delay: std::time::Duration::ZERO,
         }],
         "m",
     );
@@ -206,6 +209,7 @@ async fn a_call_left_open_by_a_crash_gets_the_exited_placeholder() {
         vec![ScriptedRequest {
             stream: vec![usage()],
             outcome: LlmOutcome::completed(),
+            end_delay: std::time::Duration::ZERO,
         }],
         "m",
     );

@@ -71,6 +71,7 @@ fn text_turn(text: &str) -> ScriptedRequest {
             usage(),
         ],
         outcome: LlmOutcome::completed(),
+        end_delay: std::time::Duration::ZERO,
     }
 }
 
@@ -87,6 +88,7 @@ fn call_turn(name: &str, args: Value, id: &str) -> ScriptedRequest {
             usage(),
         ],
         outcome: LlmOutcome::completed(),
+        end_delay: std::time::Duration::ZERO,
     }
 }
 
@@ -369,6 +371,7 @@ async fn subagent_messages_are_forwarded_with_origin_and_only_the_pointer_is_rec
         ScriptedRequest {
             stream: vec![step(call), usage()],
             outcome: LlmOutcome::completed(),
+            end_delay: std::time::Duration::ZERO,
         },
         text_turn("The child said hi."),
     ]);
@@ -915,6 +918,7 @@ async fn a_foreground_subagent_that_outlives_its_window_is_polled_and_prompted_a
                         usage(),
                     ],
                     outcome: LlmOutcome::completed(),
+                    end_delay: std::time::Duration::ZERO,
                 },
                 text_turn("Done reading."),
                 text_turn("Tests pass."),

@@ -151,6 +151,25 @@ fn bypass_prompt(call: &OmniMessage, more: usize) -> String {
 #[async_trait]
 impl Approver for TerminalApprover {
     async fn approve(&self, call: &OmniMessage) -> Result<ApprovalDecision, ApprovalError> {
+        self.ask_about(call, true).await
+    }
+
+    async fn ask_person(
+        &self,
+        call: &OmniMessage,
+    ) -> Option<Result<ApprovalDecision, ApprovalError>> {
+        // A hook wanted this very call seen: an earlier "always" does not answer for it.
+        Some(self.ask_about(call, false).await)
+    }
+}
+
+impl TerminalApprover {
+    /// Asks about `call`; `always` lets an earlier "always" answer allow it unasked.
+    async fn ask_about(
+        &self,
+        call: &OmniMessage,
+        always: bool,
+    ) -> Result<ApprovalDecision, ApprovalError> {
         let tool_call = match call.model() {
             Some(ModelPayload::ToolCall(c)) => Some(c),
             _ => None,
@@ -158,7 +177,7 @@ impl Approver for TerminalApprover {
         let (id, name, args) = tool_call
             .map(|c| (c.tool_call_id.clone(), c.name.clone(), c.arguments.clone()))
             .unwrap_or_default();
-        if self.scopes().iter().any(|s| s.covers(&name, &args)) {
+        if always && self.scopes().iter().any(|s| s.covers(&name, &args)) {
             return Ok(ApprovalDecision::Allow);
         }
         self.console.until_shown(&id).await;
@@ -253,6 +272,32 @@ impl Approver for DenyAll {
     async fn approve(&self, _call: &OmniMessage) -> Result<ApprovalDecision, ApprovalError> {
         Ok(ApprovalDecision::Deny)
     }
+
+    async fn ask_person(
+        &self,
+        _call: &OmniMessage,
+    ) -> Option<Result<ApprovalDecision, ApprovalError>> {
+        // The user denied every call beforehand: that is their answer to this one too.
+        Some(Ok(ApprovalDecision::Deny))
+    }
+}
+
+/// `--approve allow-all` (`--yes`) at a terminal: every call is allowed unasked, except one a
+/// hook asks about, which the person at the terminal answers.
+pub struct AllowAllAsking(pub Arc<TerminalApprover>);
+
+#[async_trait]
+impl Approver for AllowAllAsking {
+    async fn approve(&self, _call: &OmniMessage) -> Result<ApprovalDecision, ApprovalError> {
+        Ok(ApprovalDecision::Allow)
+    }
+
+    async fn ask_person(
+        &self,
+        call: &OmniMessage,
+    ) -> Option<Result<ApprovalDecision, ApprovalError>> {
+        self.0.ask_person(call).await
+    }
 }
 
 /// `--approve read-only`: a call of a read-only tool (the session's tools say which) runs
@@ -273,6 +318,13 @@ impl Approver for ReadOnly {
             }
         }
         self.ask.approve(call).await
+    }
+
+    async fn ask_person(
+        &self,
+        call: &OmniMessage,
+    ) -> Option<Result<ApprovalDecision, ApprovalError>> {
+        self.ask.ask_person(call).await
     }
 }
 

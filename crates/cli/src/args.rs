@@ -251,6 +251,10 @@ pub(crate) enum Command {
         /// Rewind without asking (for a script).
         #[arg(long, short = 'y')]
         yes: bool,
+        /// Undo the changes made between the session's tasks too (by you, not by its tasks;
+        /// kept otherwise).
+        #[arg(long)]
+        with_yours: bool,
     },
     /// Replay a stored session through the engine on a paused clock: its Trace rebuilt as a
     /// scenario (the model's committed output, each tool's output, approvals, steering,
@@ -268,6 +272,20 @@ pub(crate) enum Command {
         /// Keep the scenario in FILE (a regression test of the harness from then on).
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
+        /// Counterfactual: keep the recorded history before task N (from 1, as `fork --at`
+        /// counts) and run task N again live, with --model (or --prompt), as a new session
+        /// linked to this one.
+        #[arg(long, value_name = "N", conflicts_with_all = ["check", "out"])]
+        from: Option<usize>,
+        /// With --from: send this instead of task N's recorded prompt.
+        #[arg(long, value_name = "TEXT", requires = "from")]
+        prompt: Option<String>,
+        #[command(flatten)]
+        model: ModelArgs,
+        #[command(flatten)]
+        task: TaskArgs,
+        #[command(flatten)]
+        sandbox: SandboxArgs,
     },
     /// Write a session's Trace as one file to take away (its files in order, a
     /// `{"type":"trace_rotate"}` line between them): to another machine, or a bug report.

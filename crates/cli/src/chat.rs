@@ -416,7 +416,18 @@ pub(crate) async fn repl(
                                 errln!("nothing was changed");
                                 continue;
                             }
-                            if let Err(e) = files.apply() {
+                            let with_yours = files.has_yours() && {
+                                let q = crate::rewind::YOURS_QUESTION;
+                                let answer = match editor.as_mut() {
+                                    Some(ed) => match ed.read(q, None).await {
+                                        Input::Line(line) => Some(line),
+                                        _ => None,
+                                    },
+                                    None => console.ask(q).await,
+                                };
+                                crate::rewind::yes(answer.as_deref())
+                            };
+                            if let Err(e) = files.apply(with_yours) {
                                 errln!("{}", Untrusted(&e));
                                 continue;
                             }

@@ -111,8 +111,29 @@ fn main() -> ExitCode {
         Command::Replay {
             session_id,
             last,
+            from: Some(from),
+            prompt,
+            model,
+            task,
+            sandbox,
+            ..
+        } => with_runtime(replay::counterfactual(
+            replay::Counterfactual {
+                id: session_id,
+                last,
+                from,
+                prompt,
+            },
+            model,
+            task,
+            sandbox,
+        )),
+        Command::Replay {
+            session_id,
+            last,
             check,
             out,
+            ..
         } => replay::replay(session_id, last, check, out),
         Command::Rewind {
             session_id,
@@ -122,10 +143,13 @@ fn main() -> ExitCode {
             conversation,
             both: _,
             yes,
+            with_yours,
         } => {
             // Neither or --both: both.
             let (files, talk) = (code || !conversation, conversation || !code);
-            with_runtime(rewind::rewind(session_id, last, to, files, talk, yes))
+            with_runtime(rewind::rewind(
+                session_id, last, to, files, talk, yes, with_yours,
+            ))
         }
         Command::Models { command } => {
             models::models(command.unwrap_or(ModelsCommand::List { json: false }))

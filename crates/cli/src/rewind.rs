@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use penguin::agent::Agent;
-use penguin::tools::checkpoint::{self, Manifest, Plan, Store};
+use penguin::rewind::FilesPlan;
+use penguin::tools::checkpoint::Store;
 
 use crate::console::Console;
 use crate::setup::resolve_session_id;
@@ -16,12 +17,15 @@ use crate::untrusted::{errln, outln, Untrusted};
 /// The question a rewind asks before it changes files.
 pub(crate) const QUESTION: &str = "Rewind the files? [y]es / [n]o: ";
 
+/// The question it asks when someone else changed files between the session's tasks.
+pub(crate) const YOURS_QUESTION: &str =
+    "Undo the changes made between its tasks too (marked yours)? [y]es / [n]o: ";
+
 /// A rewind of a session's files, planned: what it changes is known, nothing is changed yet.
 pub(crate) struct FilesRewind {
     workspace: PathBuf,
     store: Store,
-    target: Manifest,
-    plan: Plan,
+    files: FilesPlan,
     to: usize,
 }
 
@@ -29,29 +33,34 @@ impl FilesRewind {
     /// Plans putting session `id`'s workspace back as it was before task `to`.
     pub(crate) fn plan(agent: &Agent, id: &str, to: usize) -> Result<FilesRewind, String> {
         let workspace = workspace_of(agent, id)?;
-        let (target, damaged) = agent.checkpoint_before(id, to).map_err(|e| e.to_string())?;
-        for d in damaged {
-            errln!("penguin: passed over {}", Untrusted(&d));
-        }
         let store = agent.checkpoint_store();
-        let plan = checkpoint::plan(&workspace, &store, &target).map_err(|e| {
-            format!(
-                "cannot compare {} with its checkpoint: {e}",
-                workspace.display()
-            )
-        })?;
+        let files =
+            penguin::rewind::plan_files(&store, &agent.location.traces_dir(), id, to, &workspace)
+                .map_err(|e| {
+                format!(
+                    "cannot compare {} with its checkpoint: {e}",
+                    workspace.display()
+                )
+            })?;
+        for d in &files.damaged {
+            errln!("penguin: passed over {}", Untrusted(d));
+        }
         Ok(FilesRewind {
             workspace,
             store,
-            target,
-            plan,
+            files,
             to,
         })
     }
 
     /// Whether the files already are as they were.
     pub(crate) fn is_empty(&self) -> bool {
-        self.plan.is_empty()
+        self.files.plan.is_empty()
+    }
+
+    /// Whether someone else changed some of them between the session's tasks.
+    pub(crate) fn has_yours(&self) -> bool {
+        !self.files.yours.is_empty()
     }
 
     /// The lines a person reads before saying yes.
@@ -59,36 +68,59 @@ impl FilesRewind {
         if self.is_empty() {
             return format!("the files are already as they were before task {}", self.to);
         }
+        let plan = &self.files.plan;
+        let yours = |p: &String| self.files.yours.contains(p);
         let mut out = format!(
             "to put {} back as it was before task {}:",
             self.workspace.display(),
             self.to
         );
-        for p in &self.plan.restore {
-            out.push_str(&format!("\n  restore {p}"));
+        for p in &plan.restore {
+            match yours(p) {
+                true => out.push_str(&format!("\n  restore {p} (yours: changed between tasks)")),
+                false => out.push_str(&format!("\n  restore {p}")),
+            }
         }
-        for p in &self.plan.remove {
-            out.push_str(&format!("\n  remove  {p} (made since)"));
+        for p in &plan.remove {
+            match yours(p) {
+                true => out.push_str(&format!("\n  remove  {p} (yours: made between tasks)")),
+                false => out.push_str(&format!("\n  remove  {p} (made since)")),
+            }
         }
-        for s in &self.plan.left_alone {
+        for s in &plan.left_alone {
             out.push_str(&format!(
                 "\n  leave   {} ({}; not in the checkpoint)",
                 s.path, s.why
             ));
         }
+        if self.has_yours() {
+            out.push_str(&format!(
+                "\n{} path(s) marked yours were changed between the session's tasks, not by them: kept unless you say so",
+                self.files.yours.len()
+            ));
+        }
         out
     }
 
-    /// Changes the files as planned, and says how it went.
-    pub(crate) fn apply(self) -> Result<(), String> {
-        let failed = checkpoint::apply(&self.workspace, &self.store, &self.target, &self.plan)
+    /// Changes the files as planned (those marked yours only `with_yours`), and says how it
+    /// went.
+    pub(crate) fn apply(self, with_yours: bool) -> Result<(), String> {
+        let failed = self
+            .files
+            .apply(&self.workspace, &self.store, with_yours)
             .map_err(|e| format!("cannot rewind {}: {e}", self.workspace.display()))?;
         for f in &failed {
             errln!("penguin: not rewound: {}", Untrusted(f));
         }
-        let changed =
-            (self.plan.restore.len() + self.plan.remove.len()).saturating_sub(failed.len());
+        let planned = self.files.changes(with_yours);
+        let changed = (planned.restore.len() + planned.remove.len()).saturating_sub(failed.len());
         errln!("rewound {changed} path(s) of {}", self.workspace.display());
+        if !with_yours && self.has_yours() {
+            errln!(
+                "kept {} path(s) changed between the session's tasks",
+                self.files.yours.len()
+            );
+        }
         Ok(())
     }
 }
@@ -131,6 +163,7 @@ pub(crate) async fn rewind(
     code: bool,
     conversation: bool,
     yes: bool,
+    with_yours: bool,
 ) -> Result<ExitCode, String> {
     let agent = Agent::from_env().map_err(|e| e.to_string())?;
     let id = resolve_session_id(&agent, id.as_deref(), last)?;
@@ -138,7 +171,8 @@ pub(crate) async fn rewind(
         let files = FilesRewind::plan(&agent, &id, to)?;
         errln!("{}", Untrusted(&files.describe()));
         if !files.is_empty() {
-            let go = match (yes, std::io::stdin().is_terminal()) {
+            let terminal = std::io::stdin().is_terminal();
+            let go = match (yes, terminal) {
                 (true, _) => true,
                 (false, true) => self::yes(Console::stdin().ask(QUESTION).await.as_deref()),
                 (false, false) => {
@@ -148,7 +182,14 @@ pub(crate) async fn rewind(
             if !go {
                 return Err("nothing was changed".into());
             }
-            files.apply()?;
+            // Changes made between the session's tasks are someone's own work: undone only
+            // when asked for (--with-yours), or agreed to at a terminal.
+            let with_yours = with_yours
+                || (!yes
+                    && terminal
+                    && files.has_yours()
+                    && self::yes(Console::stdin().ask(YOURS_QUESTION).await.as_deref()));
+            files.apply(with_yours)?;
         }
     }
     if conversation {

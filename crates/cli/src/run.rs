@@ -31,6 +31,15 @@ pub(crate) fn approver(
     use penguin::config::ApprovalMode;
     let mode = task.approval();
     match mode {
+        // A hook may still ask about a call: at a terminal, the person there answers; without
+        // one, nobody can, and the call is denied (`docs/hooks.md`).
+        ApprovalMode::AllowAll if std::io::stdin().is_terminal() => {
+            let person = TerminalApprover::new(console.clone()).offering_unsandboxed(tools);
+            return (
+                Arc::new(crate::approve::AllowAllAsking(Arc::new(person))),
+                None,
+            );
+        }
         ApprovalMode::AllowAll => return (Arc::new(AllowAll), None),
         ApprovalMode::DenyAll => return (Arc::new(crate::approve::DenyAll), None),
         ApprovalMode::ReadOnly | ApprovalMode::AlwaysAsk => {}
@@ -505,17 +514,20 @@ pub(crate) async fn one_task(
     if let Some(said) = crate::attach::said(&images) {
         errln!("{}", Untrusted(&said));
     }
+    one_input(session, crate::attach::input(prompt, images), task).await
+}
+
+/// Runs `input` as the one task of `session`, then ends the session: what `run` and
+/// `resume PROMPT` do once the prompt is read, and a counterfactual replay with the recorded
+/// input.
+pub(crate) async fn one_input(
+    session: &mut Session,
+    input: Vec<OmniMessage>,
+    task: &TaskArgs,
+) -> Result<ExitCode, String> {
     let console = Console::stdin();
     let (approver, _) = approver(task, &console, session.environment().clone());
-    let end = run_task(
-        session,
-        crate::attach::input(prompt, images),
-        task,
-        approver,
-        &console,
-        None,
-    )
-    .await;
+    let end = run_task(session, input, task, approver, &console, None).await;
     end_background_work(session).await;
     session.end("exit").await;
     let end = end?;

@@ -53,8 +53,9 @@ pub(crate) fn resolve_session_id(
     let list = agent
         .sessions()
         .map_err(|e| format!("cannot list the sessions: {e}"))?;
+    // The person's newest session here: a subagent's is its parent's to drive.
     list.into_iter()
-        .find(|s| Path::new(&s.workspace) == here)
+        .find(|s| Path::new(&s.workspace) == here && !s.subagent)
         .map(|s| s.id)
         .ok_or_else(|| {
             format!(

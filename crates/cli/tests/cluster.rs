@@ -126,6 +126,41 @@ async fn any_node_lists_drives_and_streams_a_session_of_another() {
     for w in cl.trace_writers(&id).await {
         assert_eq!(w.node, "a", "only the owner writes the trace: {w:?}");
     }
+
+    // Usage is the cluster's, the same on every node: the others read the owner's requests
+    // from the replicated traces. A deleted session's no longer count anywhere.
+    let requests = cl.trace_text(A, &id).matches("\"token_usage\"").count();
+    let owners = usage_of(&cl, A, &id).await;
+    assert_eq!(owners["requests"], requests, "{owners}");
+    assert_eq!(owners["tokens"]["total"], 10 + 20 + 30, "{owners}");
+    for node in [B, C] {
+        assert_eq!(usage_of(&cl, node, &id).await, owners, "node {node}");
+    }
+    let (status, body) = cl
+        .call(B, "DELETE", &format!("/api/sessions/{id}"), None)
+        .await;
+    assert!(status < 300, "{status} {body}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while usage_of(&cl, C, &id).await != serde_json::Value::Null {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "deleted, still counted"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Session `id`'s row of node `node`'s `GET /api/usage?groupBy=session` (null: none).
+async fn usage_of(cl: &TestCluster, node: usize, id: &str) -> serde_json::Value {
+    let (status, report) = cl
+        .call(node, "GET", "/api/usage?groupBy=session", None)
+        .await;
+    assert_eq!(status, 200, "{report}");
+    let rows = report["rows"].as_array().expect("rows");
+    rows.iter()
+        .find(|r| r["group"] == id)
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// b. A client reading a task's stream from node a moves to node b in the middle of the

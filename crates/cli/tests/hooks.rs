@@ -656,39 +656,163 @@ fn hooks_test_feeds_a_sample_payload_and_prints_each_answer() {
 }
 
 #[test]
-fn a_subagent_stop_hook_tells_the_parent_its_child_is_not_done() {
+fn a_subagent_stop_hook_keeps_the_child_going_until_its_work_is_done() {
     let hooks = r#"
 [[hooks.subagent_stop]]
-command = "cat > subagent_stop.json; echo 'the child did not run the tests' >&2; exit 2"
+command = "cat > subagent_stop.json; [ -f tests-ran ] || { echo 'the child did not run the tests' >&2; exit 2; }"
 "#;
-    // The parent launches a child (same stub model), which answers; then the parent ends.
+    // The parent launches a child (same stub model); the child answers, is sent back to work
+    // by the hook, runs the tests, answers again; then the parent ends.
     let s = setup(
         vec![
             stub_model::tool_call("run_subagent", &json!({"prompt": "help"}).to_string()),
             stub_model::text("child done"),
+            exec("touch tests-ran"),
+            stub_model::text("tests ran"),
             stub_model::text("ok"),
         ],
         hooks,
     );
     let r = run(&s, "off", "delegate");
     assert!(r.out.status.success(), "{}\n{}", r.stream, r.stderr);
+    assert!(s.ws.join("tests-ran").exists(), "the child went on");
     let requests = s.requests.all();
-    assert_eq!(requests.len(), 3, "{}", r.stream);
+    assert_eq!(requests.len(), 5, "{}", r.stream);
+    // The child's next input is the hook's reason.
     let texts = user_texts(&requests[2]).join("\n");
     assert!(
-        texts.contains("[hook_feedback]") && texts.contains("the child did not run the tests"),
+        texts.contains("[hook_stop]") && texts.contains("the child did not run the tests"),
         "{texts}"
     );
     let payload: Value =
         serde_json::from_str(&std::fs::read_to_string(s.ws.join("subagent_stop.json")).unwrap())
             .unwrap();
     assert_eq!(payload["hook_event_name"], "SubagentStop");
+    assert_eq!(payload["stop_hook_active"], true);
+    assert_eq!(payload["subagent_output"], "tests ran", "{payload}");
+    // The parent gets the child's whole answer once its work is done.
+    let tool = messages(&requests[4], "tool");
+    let output = tool[0]["content"].as_str().unwrap();
     assert!(
-        payload["subagent_output"]
-            .as_str()
-            .unwrap()
-            .contains("child done"),
-        "{payload}"
+        output.contains("child done") && output.contains("tests ran"),
+        "{output}"
+    );
+}
+
+#[test]
+fn a_subagent_stop_hook_that_always_blocks_is_bounded() {
+    let hooks = r#"
+[hooks]
+max_stop_continuations = 1
+
+[[hooks.subagent_stop]]
+command = "echo '{\"decision\": \"block\", \"reason\": \"again\"}'"
+"#;
+    let s = setup(
+        vec![
+            stub_model::tool_call("run_subagent", &json!({"prompt": "help"}).to_string()),
+            stub_model::text("child"),
+            stub_model::text("child again"),
+            stub_model::text("ok"),
+        ],
+        hooks,
+    );
+    let r = run(&s, "off", "delegate");
+    assert!(r.out.status.success(), "{}\n{}", r.stream, r.stderr);
+    assert_eq!(
+        s.requests.all().len(),
+        4,
+        "the child's run and one continuation, then the parent's second request"
+    );
+    assert!(r.stderr.contains("max_stop_continuations"), "{}", r.stderr);
+}
+
+#[test]
+fn a_subagents_own_calls_meet_the_parents_pre_tool_use_hooks() {
+    let hooks = format!(
+        "[[hooks.pre_tool_use]]\nmatcher = \"Bash\"\ncommand = {}\n",
+        toml_string(NO_RM)
+    );
+    let s = setup(
+        vec![
+            stub_model::tool_call("run_subagent", &json!({"prompt": "clean up"}).to_string()),
+            exec("rm -rf build"),
+            stub_model::text("could not"),
+            stub_model::text("ok"),
+        ],
+        &hooks,
+    );
+    std::fs::create_dir(s.ws.join("build")).unwrap();
+    let r = run(&s, "off", "delegate");
+    assert!(r.out.status.success(), "{}\n{}", r.stream, r.stderr);
+    assert!(s.ws.join("build").exists(), "the child's rm -rf never ran");
+    let name = format!("hook:{NO_RM}");
+    let requests = s.requests.all();
+    assert_eq!(requests.len(), 4, "{}", r.stream);
+    // The child's model reads the hook's reason.
+    let tool = messages(&requests[2], "tool");
+    assert_eq!(
+        tool[0]["content"],
+        format!("Tool call denied by {name}: rm -rf is not allowed here; remove files one by one")
+    );
+    // The child's decision names the hook, on the parent's stream under the child's origin.
+    let decision = r
+        .events("approval_decision")
+        .into_iter()
+        .find(|d| d["origin"].as_array().is_some_and(|o| !o.is_empty()))
+        .expect("the child's approval_decision");
+    assert_eq!(decision["payload"]["decision"], "deny");
+    assert_eq!(decision["payload"]["decided_by"], name.as_str());
+}
+
+#[test]
+fn a_hooks_ask_reaches_a_person_even_under_yes_and_is_denied_where_nobody_can_answer() {
+    let ask = r#"cat >/dev/null; echo '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "ask", "permissionDecisionReason": "check this one"}}'"#;
+    let hooks = format!("[[hooks.pre_tool_use]]\ncommand = {}\n", toml_string(ask));
+    let replies = vec![exec("echo ran > ran.txt"), stub_model::text("ok")];
+    let s = setup([replies.clone(), replies].concat(), &hooks);
+    // `--yes` without a terminal: nobody can answer, so the call is denied, saying so.
+    let r = run(&s, "off", "go");
+    assert!(r.out.status.success(), "{}\n{}", r.stream, r.stderr);
+    assert!(!s.ws.join("ran.txt").exists(), "not allowed by --yes");
+    let decision = &r.events("approval_decision")[0]["payload"];
+    assert_eq!(decision["decision"], "deny");
+    assert_eq!(decision["decided_by"], format!("hook:{ask}").as_str());
+    let reason = decision["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("the hook asked") && reason.contains("nobody can answer"),
+        "{reason}"
+    );
+    // Where someone answers (here, stdin's lines), the person decides.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_penguin"))
+        .env("PENGUIN_HOME", &s.home)
+        .env("STUB_KEY", "k")
+        .env("TMPDIR", &s.tmp)
+        .env_remove("PENGUIN_MODEL")
+        .env_remove("PENGUIN_PROVIDER")
+        .args([
+            "run",
+            "--approve",
+            "always-ask",
+            "--sandbox",
+            "off",
+            "--workspace",
+        ])
+        .arg(&s.ws)
+        .arg("go")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    writeln!(child.stdin.take().unwrap(), "y").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(s.ws.join("ran.txt")).unwrap(),
+        "ran\n",
+        "the person allowed it"
     );
 }
 
@@ -800,4 +924,147 @@ fn an_interrupt_while_a_prompt_hook_runs_ends_the_run_at_once_and_keeps_the_prom
     assert!(trace(&s)
         .iter()
         .any(|m| m["payload"]["text"] == "a prompt to keep"));
+}
+
+#[test]
+fn pre_compact_runs_before_an_automatic_compaction_too() {
+    // One turn is the context's limit: the engine compacts on its own after the first.
+    let hooks = r#"
+[compaction]
+max_session_turns = 1
+
+[[hooks.pre_compact]]
+command = "cat > pre_compact.json"
+"#;
+    let s = setup(
+        vec![
+            stub_model::text("hello to you"),
+            stub_model::text("[summary]we said hello[/summary]"),
+        ],
+        hooks,
+    );
+    let r = run(&s, "off", "hello");
+    assert!(r.out.status.success(), "{}\n{}", r.stream, r.stderr);
+    assert_eq!(r.events("compaction_begin").len(), 1, "{}", r.stream);
+    assert_eq!(
+        r.events("compaction_begin")[0]["payload"]["reason"],
+        "turns"
+    );
+    let payload: Value =
+        serde_json::from_str(&std::fs::read_to_string(s.ws.join("pre_compact.json")).unwrap())
+            .unwrap();
+    assert_eq!(payload["hook_event_name"], "PreCompact");
+    assert_eq!(payload["trigger"], "auto");
+}
+
+/// `curl` with the server's token: the answer's body.
+fn api(url: &str, token: &str, method: &str, path: &str, body: &str) -> Value {
+    let out = Command::new("curl")
+        .args([
+            "-sf",
+            "-X",
+            method,
+            "-H",
+            &format!("Authorization: Bearer {token}"),
+        ])
+        .args(["-H", "Content-Type: application/json", "--data", body])
+        .arg(format!("{url}{path}"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{method} {path}: {out:?}");
+    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+}
+
+#[test]
+fn session_end_runs_when_penguin_serve_unloads_deletes_or_shuts_down_a_session() {
+    let s = setup(vec![stub_model::text("ok")], "");
+    // The unload's end runs beside the request that caused it: the hook says when it ran.
+    let unloaded = s.ws.join("unloaded.fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&unloaded)
+        .status()
+        .unwrap()
+        .success());
+    let hook = format!(
+        r#"r=$(cat); printf '%s\n' "$r" >> ended.jsonl; case "$r" in *'"reason":"unload"'*) echo > {};; esac"#,
+        unloaded.display()
+    );
+    s.set_hooks(&format!(
+        "[[hooks.session_end]]\ncommand = {}\n",
+        toml_string(&hook)
+    ));
+    let token = "t".repeat(40);
+    let mut server = Command::new(env!("CARGO_BIN_EXE_penguin"))
+        .args([
+            "serve",
+            "--port",
+            "0",
+            "--token",
+            &token,
+            "--sandbox",
+            "off",
+        ])
+        .args(["--idle-sessions", "0", "--workspace"])
+        .arg(&s.ws)
+        .current_dir(&s.ws)
+        .env("PENGUIN_HOME", &s.home)
+        .env("STUB_KEY", "k")
+        .env("TMPDIR", &s.tmp)
+        .env_remove("PENGUIN_MODEL")
+        .env_remove("PENGUIN_PROVIDER")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(server.stdout.take().unwrap()));
+    let url = lines
+        .find_map(|l| {
+            l.unwrap()
+                .strip_prefix("penguin server listening on ")
+                .map(str::to_owned)
+        })
+        .expect("the server says where it listens");
+    let ended = || -> Vec<Value> {
+        std::fs::read_to_string(s.ws.join("ended.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let first = api(&url, &token, "POST", "/api/sessions", "{}")["session"]["id"].clone();
+    // No idle session is kept: making a second one unloads the first.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let fifo = unloaded.clone();
+    std::thread::spawn(move || tx.send(std::fs::read(fifo).is_ok()));
+    let second = api(&url, &token, "POST", "/api/sessions", "{}")["session"]["id"].clone();
+    assert_eq!(
+        rx.recv_timeout(std::time::Duration::from_secs(60)),
+        Ok(true),
+        "the unloaded session's end ran"
+    );
+    let said = ended();
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert_eq!(said[0]["hook_event_name"], "SessionEnd");
+    assert_eq!(said[0]["session_id"], first);
+    assert_eq!(said[0]["reason"], "unload");
+    // A deletion answers once the session's end ran.
+    let path = format!("/api/sessions/{}", second.as_str().unwrap());
+    api(&url, &token, "DELETE", &path, "");
+    let said = ended();
+    assert_eq!(said.len(), 2, "{said:?}");
+    assert_eq!(said[1]["session_id"], second);
+    assert_eq!(said[1]["reason"], "delete");
+    // At shutdown, every session still loaded ends, once.
+    let third = api(&url, &token, "POST", "/api/sessions", "{}")["session"]["id"].clone();
+    let interrupt = Command::new("kill")
+        .args(["-INT", &server.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(interrupt.success());
+    assert!(server.wait().unwrap().success());
+    let said = ended();
+    assert_eq!(said.len(), 3, "{said:?}");
+    assert_eq!(said[2]["session_id"], third);
+    assert_eq!(said[2]["reason"], "exit");
 }

@@ -146,3 +146,220 @@ fn files_and_conversation_go_back_to_before_a_task() {
         "{err:?}"
     );
 }
+
+#[test]
+fn a_session_killed_mid_task_and_resumed_rewinds_to_before_the_task_that_crashed() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Condvar, Mutex};
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let root = ws.path().canonicalize().unwrap();
+    // The stub answers in turn; the fourth request (task 2's answer after its command) is
+    // held until the test has killed penguin.
+    let replies = [
+        call("echo one > a.txt"),
+        stub_model::text("Wrote one."),
+        call("echo two > a.txt && echo made > b.txt"),
+    ];
+    let served = Arc::new(AtomicUsize::new(0));
+    let held = Arc::new((Mutex::new((false, false)), Condvar::new()));
+    let url = {
+        let (served, held) = (served.clone(), held.clone());
+        stub_model::serve(move |_| {
+            let n = served.fetch_add(1, Ordering::SeqCst);
+            if n == 3 {
+                let (lock, cv) = &*held;
+                let mut state = lock.lock().unwrap();
+                state.0 = true;
+                cv.notify_all();
+                while !state.1 {
+                    state = cv.wait(state).unwrap();
+                }
+            }
+            match n {
+                0..=2 => replies[n].clone(),
+                _ => stub_model::text("Went on."),
+            }
+        })
+    };
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!("default_model = \"stub\"\n[models.stub]\nprotocol = \"openai-chat\"\nbase_url = \"{url}\"\nmodel = \"stub\"\napi_key_env = \"PENGUIN_STUB_KEY\"\n"),
+    )
+    .unwrap();
+    ok(&penguin(
+        home.path(),
+        &root,
+        &["run", "--yes", "--sandbox", "off", "write one"],
+    ));
+    let mut crashed = std::process::Command::new(env!("CARGO_BIN_EXE_penguin"))
+        .args(["resume", "--last", "--yes", "--sandbox", "off", "write two"])
+        .current_dir(&root)
+        .env("PENGUIN_HOME", home.path())
+        .env("PENGUIN_STUB_KEY", "k")
+        .env_remove("PENGUIN_MODEL")
+        .env_remove("PENGUIN_PROVIDER")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    {
+        // Task 2's command ran; its next request is in flight: the process dies there.
+        let (lock, cv) = &*held;
+        let mut state = lock.lock().unwrap();
+        while !state.0 {
+            state = cv.wait(state).unwrap();
+        }
+        crashed.kill().unwrap();
+        crashed.wait().unwrap();
+        state.1 = true;
+        cv.notify_all();
+    }
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "two\n"
+    );
+    ok(&penguin(
+        home.path(),
+        &root,
+        &["resume", "--last", "--yes", "--sandbox", "off", "go on"],
+    ));
+
+    // Before task 2 (the one that crashed): a.txt as task 1 left it, b.txt gone.
+    let told = ok(&penguin(
+        home.path(),
+        &root,
+        &["rewind", "--last", "--to", "2", "--code", "--yes"],
+    ));
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "one\n",
+        "{told}"
+    );
+    assert!(!root.join("b.txt").exists(), "{told}");
+    // Before task 1: nothing of the session's.
+    ok(&penguin(
+        home.path(),
+        &root,
+        &["rewind", "--last", "--to", "1", "--code", "--yes"],
+    ));
+    assert!(!root.join("a.txt").exists());
+}
+
+#[test]
+fn changes_made_between_the_sessions_tasks_are_kept_unless_asked_for() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let root = ws.path().canonicalize().unwrap();
+    std::fs::write(root.join("k.txt"), "as found\n").unwrap();
+    let (url, _) = stub_model::serve_script(vec![
+        call("echo one > a.txt"),
+        stub_model::text("One."),
+        call("echo two > a.txt"),
+        stub_model::text("Two."),
+        call("echo three > c.txt"),
+        stub_model::text("Three."),
+    ]);
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!("default_model = \"stub\"\n[models.stub]\nprotocol = \"openai-chat\"\nbase_url = \"{url}\"\nmodel = \"stub\"\napi_key_env = \"PENGUIN_STUB_KEY\"\n"),
+    )
+    .unwrap();
+    let run = |prompt: &str| {
+        ok(&penguin(
+            home.path(),
+            &root,
+            &["run", "--yes", "--sandbox", "off", prompt],
+        ))
+    };
+    run("one");
+    ok(&penguin(
+        home.path(),
+        &root,
+        &["resume", "--last", "--yes", "--sandbox", "off", "two"],
+    ));
+    // The person works between tasks 2 and 3, and after task 3.
+    std::fs::write(root.join("u.txt"), "mine\n").unwrap();
+    std::fs::write(root.join("k.txt"), "edited by me\n").unwrap();
+    ok(&penguin(
+        home.path(),
+        &root,
+        &["resume", "--last", "--yes", "--sandbox", "off", "three"],
+    ));
+    std::fs::write(root.join("v.txt"), "later\n").unwrap();
+
+    let told = ok(&penguin(
+        home.path(),
+        &root,
+        &["rewind", "--last", "--to", "2", "--code", "--yes"],
+    ));
+    assert!(
+        told.contains("remove  u.txt (yours: made between tasks)"),
+        "{told}"
+    );
+    assert!(
+        told.contains("restore k.txt (yours: changed between tasks)"),
+        "{told}"
+    );
+    assert!(
+        told.contains("remove  v.txt (yours: made between tasks)"),
+        "{told}"
+    );
+    assert!(told.contains("remove  c.txt (made since)"), "{told}");
+    assert!(
+        told.contains("kept 3 path(s) changed between the session's tasks"),
+        "{told}"
+    );
+    // The session's work is undone, the person's kept.
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "one\n"
+    );
+    assert!(!root.join("c.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(root.join("u.txt")).unwrap(),
+        "mine\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("k.txt")).unwrap(),
+        "edited by me\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("v.txt")).unwrap(),
+        "later\n"
+    );
+
+    // A second rewind still tells them apart: the first one's changes count as the
+    // session's, the person's edits stay theirs.
+    let told = ok(&penguin(
+        home.path(),
+        &root,
+        &["rewind", "--last", "--to", "2", "--code", "--yes"],
+    ));
+    assert!(told.contains("remove  u.txt (yours"), "{told}");
+    assert!(told.contains("remove  v.txt (yours"), "{told}");
+    assert!(told.contains("kept 3 path(s)"), "{told}");
+    assert!(root.join("u.txt").exists() && root.join("v.txt").exists());
+
+    // Asked for, they go too.
+    ok(&penguin(
+        home.path(),
+        &root,
+        &[
+            "rewind",
+            "--last",
+            "--to",
+            "2",
+            "--code",
+            "--yes",
+            "--with-yours",
+        ],
+    ));
+    assert!(!root.join("u.txt").exists());
+    assert!(!root.join("v.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(root.join("k.txt")).unwrap(),
+        "as found\n"
+    );
+}

@@ -180,3 +180,71 @@ fn max_cost_stops_the_run_when_a_request_reaches_it() {
         "the run stopped after the first request"
     );
 }
+
+#[test]
+fn a_session_resumed_on_another_model_is_priced_as_that_model_from_there() {
+    let (url, _) = stub_model::serve_script(vec![
+        with_usage(stub_model::text("one")),
+        with_usage(stub_model::text("two")),
+        with_usage(stub_model::text("three")),
+    ]);
+    // The same server under a second name, model id `dear`, at ten times the price.
+    let other = format!(
+        "[models.dear]\nprotocol = \"openai-chat\"\nbase_url = \"{url}\"\nmodel = \"dear\"\napi_key_env = \"STUB_KEY\"\n[models.dear.price]\ninput = 30.0\ncached_input = 3.0\ncache_write = 37.5\noutput = 150.0\n"
+    );
+    let h = home(&url, &format!("{PRICE}{other}"));
+    let ok = |out: Output| {
+        let (_, err) = text(&out);
+        assert!(out.status.success(), "{err}");
+        err
+    };
+    ok(penguin(&h, &["run", "-y", "first"]));
+    let err = ok(penguin(
+        &h,
+        &["resume", "--last", "--model", "dear", "second"],
+    ));
+    assert!(
+        err.contains("openai-chat/dear") && err.contains("$0.0456"),
+        "{err}"
+    );
+    // A later resume without --model goes on with the model the session went on with.
+    let err = ok(penguin(&h, &["resume", "--last", "third"]));
+    assert!(
+        err.contains("openai-chat/dear") && err.contains("$0.0456"),
+        "{err}"
+    );
+    let (table, _) = text(&penguin(&h, &["usage", "--by", "model"]));
+    let row = |model: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(model))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .unwrap_or_else(|| panic!("{model}: {table}"))
+    };
+    assert_eq!(row("openai-chat/stub")[1], "1", "{table}");
+    assert_eq!(row("openai-chat/dear")[1..3], ["2", "2000"], "{table}");
+    assert_eq!(row("openai-chat/dear")[5], "$0.0912", "{table}");
+    // The trace names the model where it changed, once, and stays a clean trace.
+    let traces = h.home.join("default/agents/penguin/traces");
+    let day = std::fs::read_dir(&traces).unwrap().next().unwrap().unwrap();
+    let file = std::fs::read_dir(day.path())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap();
+    let trace = std::fs::read_to_string(file.path()).unwrap();
+    let models: Vec<&str> = trace
+        .lines()
+        .filter(|l| l.contains("\"type\":\"session_meta\""))
+        .map(|l| {
+            if l.contains("\"model_id\":\"dear\"") {
+                "dear"
+            } else {
+                "stub"
+            }
+        })
+        .collect();
+    assert_eq!(models, ["stub", "dear"], "{trace}");
+    let check = penguin(&h, &["trace", "check", file.path().to_str().unwrap()]);
+    assert!(check.status.success(), "{:?}", text(&check));
+}

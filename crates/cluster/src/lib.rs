@@ -23,7 +23,7 @@ pub use lease::{Holder, Lease, Leases};
 pub use signing::{
     ClusterSecret, Refusal, Signer, NONCE_HEADER, SIGNATURE_HEADER, SIGNATURE_WINDOW, TIME_HEADER,
 };
-pub use traces::{ReplicatedTrace, TraceLog, TraceRecord};
+pub use traces::{RecordsSince, ReplicatedTrace, TraceLog, TraceRecord};
 
 /// The KV bucket of session leases.
 pub const LEASE_BUCKET: &str = "penguin_leases";

@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::batch;
 use crate::error::check_session;
-use crate::events::{last_of, ordered, seq_of, RETRY_FOR};
+use crate::events::{last_of, ordered, retrying, seq_of, RETRY_FOR};
 use crate::{ClusterError, Lease, NODE_HEADER, SEQ_HEADER};
 
 pub(crate) const PREFIX: &str = "penguin.traces";
@@ -33,6 +33,16 @@ pub struct TraceRecord {
     pub file: u32,
     /// The record's JSON line, without its newline.
     pub line: Bytes,
+}
+
+/// What [`TraceLog::read_since`] read: `(session, record)` in stream order, and the stream
+/// position to read on from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecordsSince {
+    /// The records, each with its session.
+    pub records: Vec<(String, TraceRecord)>,
+    /// The stream position of the last record read (or `after`, when there was none).
+    pub next: u64,
 }
 
 fn subject(session: &str) -> String {
@@ -150,6 +160,84 @@ impl TraceLog {
                 out.push(TraceRecord { file, line });
             }
             if seq >= last {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every session's records published after stream position `after` (0: all of them),
+    /// in the order they were stored, with the position to read on from next time: what a
+    /// node adds up the whole cluster's usage from without reading what it read before.
+    /// Records of a session purged since are not there.
+    pub async fn read_since(&self, after: u64) -> Result<RecordsSince, ClusterError> {
+        use async_nats::jetstream::consumer::{pull, AckPolicy};
+        let mut out = RecordsSince {
+            records: Vec::new(),
+            next: after,
+        };
+        // A pull consumer's fetch ends when nothing more is there (an ordered consumer waits
+        // for more), and its pending count at creation says how much to read: records purged
+        // since (a session deleted) are simply not delivered.
+        let consumer = retrying("reading the trace stream", || async {
+            self.stream
+                .create_consumer(pull::Config {
+                    filter_subject: format!("{PREFIX}.>"),
+                    deliver_policy: DeliverPolicy::ByStartSequence {
+                        start_sequence: after + 1,
+                    },
+                    ack_policy: AckPolicy::None,
+                    inactive_threshold: Duration::from_secs(30),
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| e.to_string())
+        })
+        .await?;
+        let mut pending = consumer.cached_info().num_pending;
+        let failed = |e: &dyn std::fmt::Display| {
+            ClusterError::unavailable("reading the trace stream", e.to_string())
+        };
+        while pending > 0 {
+            let mut fetched = consumer
+                .fetch()
+                .max_messages(pending.min(512) as usize)
+                .messages()
+                .await
+                .map_err(|e| failed(&e))?;
+            let mut got = 0;
+            while let Some(m) = fetched.next().await {
+                let m = m.map_err(|e| failed(&e))?;
+                let info = m.info().map_err(|e| failed(&e))?;
+                let (at, left) = (info.stream_sequence, info.pending);
+                got += 1;
+                let session = m
+                    .subject
+                    .as_str()
+                    .strip_prefix(PREFIX)
+                    .and_then(|s| s.strip_prefix('.'))
+                    .unwrap_or_default()
+                    .to_owned();
+                let malformed = |reason: String| ClusterError::Malformed {
+                    what: format!("message {at} of the trace stream"),
+                    reason,
+                };
+                let count = batch::count_of(m.headers.as_ref()).map_err(malformed)?;
+                let file = m
+                    .headers
+                    .as_ref()
+                    .and_then(|h| h.get(FILE_HEADER))
+                    .map_or(Ok(1), |f| f.as_str().parse::<u32>())
+                    .map_err(|e| malformed(format!("{FILE_HEADER}: {e}")))?;
+                for line in batch::split(&m.payload, count).map_err(malformed)? {
+                    out.records
+                        .push((session.clone(), TraceRecord { file, line }));
+                }
+                out.next = at;
+                pending = left;
+            }
+            if got == 0 {
+                // Nothing came although some was pending: purged meanwhile.
                 break;
             }
         }

@@ -391,3 +391,61 @@ async fn credentials_in_the_url_are_used_and_never_named() {
     );
     assert!(!text.contains("wrong-pass"), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_sessions_records_read_on_from_a_position() {
+    if !nats_available("every_sessions_records_read_on_from_a_position") {
+        return;
+    }
+    let nats = NatsCluster::start(1).await;
+    let a = nats.join("a").await;
+    let write = |session: &'static str, lines: &'static [&'static str]| {
+        let a = &a;
+        async move {
+            let lease = a.leases().acquire(session).await.unwrap();
+            let sink = a.traces().sink(session, lease.clone()).await.unwrap();
+            for line in lines {
+                sink.record(bytes::Bytes::from_static(line.as_bytes()));
+            }
+            sink.flush().await.unwrap();
+            lease.release().await.unwrap();
+        }
+    };
+    let read = |since: penguin_cluster::RecordsSince| {
+        since
+            .records
+            .into_iter()
+            .map(|(s, r)| format!("{s}:{}", std::str::from_utf8(&r.line).unwrap()))
+            .collect::<Vec<_>>()
+    };
+    write("u1", &[r#"{"n":1}"#, r#"{"n":2}"#]).await;
+    write("u2", &[r#"{"n":3}"#]).await;
+    let all = a.traces().read_since(0).await.unwrap();
+    let next = all.next;
+    assert_eq!(
+        read(all),
+        [r#"u1:{"n":1}"#, r#"u1:{"n":2}"#, r#"u2:{"n":3}"#]
+    );
+    write("u1", &[r#"{"n":4}"#]).await;
+    let more = a.traces().read_since(next).await.unwrap();
+    let end = more.next;
+    assert!(end > next);
+    assert_eq!(read(more), [r#"u1:{"n":4}"#]);
+    // A deleted session's records are gone from every read, and a read with nothing after
+    // its position (here: only purged records) ends at once where it was.
+    a.traces().purge("u1").await.unwrap();
+    assert_eq!(
+        read(a.traces().read_since(0).await.unwrap()),
+        [r#"u2:{"n":3}"#]
+    );
+    let none = tokio::time::timeout(Duration::from_secs(10), a.traces().read_since(next))
+        .await
+        .expect("a read past the last record ends");
+    assert_eq!(
+        none.unwrap(),
+        penguin_cluster::RecordsSince {
+            records: Vec::new(),
+            next
+        }
+    );
+}

@@ -61,11 +61,13 @@ fn main() {
                 TokenCounts::default(),
             ))],
             outcome: LlmOutcome::completed(),
+            end_delay: std::time::Duration::ZERO,
         };
         let model = ScriptedModel::new(vec![
             ScriptedRequest {
                 stream,
                 outcome: LlmOutcome::completed(),
+                end_delay: std::time::Duration::ZERO,
             },
             done,
         ]);

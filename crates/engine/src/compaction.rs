@@ -125,9 +125,11 @@ pub(crate) async fn checkpoint(
         if !at_boundary(shared, mid_task) {
             return Checkpoint::Proceed;
         }
+        before_compaction(shared, reason, cancel).await;
         discard_context(shared, producer, reason).await;
         return Checkpoint::EndRun;
     }
+    before_compaction(shared, reason, cancel).await;
     let folded = if mid_task {
         turn.tool_outputs.clone()
     } else {
@@ -164,6 +166,19 @@ pub(crate) async fn checkpoint(
         }
         (StopReason::Aborted, _) => Checkpoint::EndRun,
         _ => Checkpoint::Proceed,
+    }
+}
+
+/// The host's [`BeforeCompaction`](crate::BeforeCompaction), if any, until it is done or
+/// the run is interrupted (the compaction then sees the interrupt itself).
+async fn before_compaction(shared: &Shared, reason: CompactionReason, cancel: &CancellationToken) {
+    let Some(before) = shared.state().before_compaction.clone() else {
+        return;
+    };
+    tokio::select! {
+        biased;
+        () = cancel.cancelled() => {}
+        () = before(reason) => {}
     }
 }
 

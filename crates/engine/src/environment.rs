@@ -250,6 +250,18 @@ pub trait Approver: Send + Sync {
     async fn verdict(&self, call: &OmniMessage) -> Result<Verdict, ApprovalError> {
         self.approve(call).await.map(Verdict::from)
     }
+
+    /// Asks a person about `call` whatever the approval mode would answer: a hook asked for
+    /// one (`permissionDecision: "ask"`), which an allow-all mode must not answer in their
+    /// place. `None` when nobody can answer here (a run without a terminal): the default, so
+    /// only an approver that reaches a person says otherwise. An approver that wraps another
+    /// forwards it.
+    async fn ask_person(
+        &self,
+        _call: &OmniMessage,
+    ) -> Option<Result<ApprovalDecision, ApprovalError>> {
+        None
+    }
 }
 
 /// An approver's whole answer for one call ([`Approver::verdict`]), streamed and written as

@@ -44,7 +44,7 @@ pub use penguin_omni_protocol as protocol;
 pub use run::{
     Engine, EngineBusy, InitialState, Notifier, Observer, RunOptions, RunStream, Steered,
 };
-pub use shared::{Counters, LlmFactory, SteerId};
+pub use shared::{BeforeCompaction, Counters, LlmFactory, SteerId};
 
 /// The exact texts the engine produces, in one place so tests and docs can refer to them.
 pub mod texts {

@@ -16,7 +16,7 @@ use penguin_omni_protocol::{Frame, ModelPayload, OmniMessage};
 use crate::compaction::{self, Compactability};
 use crate::config::EngineConfig;
 use crate::environment::{Approver, Environment, TraceSink};
-use crate::shared::{Counters, Item, LlmFactory, Shared, State, SteerId};
+use crate::shared::{BeforeCompaction, Counters, Item, LlmFactory, Shared, State, SteerId};
 use crate::task::run_to_completion;
 
 /// Options of one run.
@@ -278,6 +278,13 @@ impl Engine {
     /// the session's cumulative token counts. Compaction also needs `EngineConfig::compaction`.
     pub fn enable_compaction(&self, create_llm: LlmFactory) {
         self.shared.state().create_llm = Some(create_llm);
+    }
+
+    /// Runs `before` ahead of every compaction the engine starts on its own (not of
+    /// [`Engine::compact`], whose caller runs what it wants first); an interrupt stops waiting
+    /// for it. Replaces an earlier one.
+    pub fn before_compaction(&self, before: BeforeCompaction) {
+        self.shared.state().before_compaction = Some(before);
     }
 
     /// The records rewritten at the head of every file after a rotation: the session's

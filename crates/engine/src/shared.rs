@@ -35,6 +35,15 @@ pub struct Counters {
 /// Builds the model of a new context from the session's cumulative token counts.
 pub type LlmFactory = Arc<dyn Fn(TokenCounts) -> Box<dyn Llm> + Send + Sync>;
 
+/// Runs before the engine compacts a context on its own (a size or turn limit reached), with
+/// the limit that triggered it; the compaction waits for it. A host's place for what the user
+/// runs before any compaction (its hooks), which the engine knows nothing of.
+pub type BeforeCompaction = Arc<
+    dyn Fn(penguin_omni_protocol::CompactionReason) -> futures::future::BoxFuture<'static, ()>
+        + Send
+        + Sync,
+>;
+
 #[derive(Default)]
 pub(crate) struct State {
     pub(crate) pending_carry_over: Vec<OmniMessage>,
@@ -51,6 +60,7 @@ pub(crate) struct State {
     pub(crate) backoff_wake: Option<oneshot::Sender<()>>,
     pub(crate) from_compaction: bool,
     pub(crate) create_llm: Option<LlmFactory>,
+    pub(crate) before_compaction: Option<BeforeCompaction>,
 }
 
 impl State {

@@ -77,6 +77,7 @@ fn text(t: &str, total: u64) -> ScriptedRequest {
     ScriptedRequest {
         stream,
         outcome: LlmOutcome::completed(),
+        end_delay: std::time::Duration::ZERO,
     }
 }
 
@@ -269,6 +270,7 @@ async fn mid_task_compaction_folds_the_outputs_and_continues() {
     let first_turn = ScriptedRequest {
         stream: vec![step(call), usage(150)],
         outcome: LlmOutcome::completed(),
+        end_delay: std::time::Duration::ZERO,
     };
     let s = setup(
         vec![

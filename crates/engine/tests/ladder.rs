@@ -33,6 +33,7 @@ fn ok(steps: Vec<Step>) -> ScriptedRequest {
     ScriptedRequest {
         stream: steps,
         outcome: LlmOutcome::completed(),
+        end_delay: std::time::Duration::ZERO,
     }
 }
 
@@ -44,6 +45,7 @@ fn fail(status: StopReason, msg: Option<&str>) -> ScriptedRequest {
             error_message: msg.map(Into::into),
             permanent: false,
         },
+        end_delay: std::time::Duration::ZERO,
     }
 }
 
@@ -155,6 +157,7 @@ async fn auth_and_permanent_failures_stop_at_once() {
             error_message: None,
             permanent: true,
         },
+        end_delay: std::time::Duration::ZERO,
     };
     let (e, model) = engine(vec![permanent, ok(vec![])], quick());
     let ev = events(&collect(&e, RunOptions::new(Arc::new(DenyAll))).await);
@@ -236,6 +239,7 @@ async fn steering_keeps_the_task_alive_and_is_streamed_and_sent() {
             usage(),
         ],
         outcome: LlmOutcome::completed(),
+        end_delay: std::time::Duration::ZERO,
     };
     let (e, model) = engine(vec![slow, ok(vec![text("second"), usage()])], quick());
     assert_eq!(e.steer(vec![build::user_text("x")]), Steered::NotRunning);

@@ -71,6 +71,7 @@ async fn a_run_cancelled_by_its_observer_makes_no_request_after_the_usage_that_d
                 usage(50),
             ],
             outcome: LlmOutcome::completed(),
+            end_delay: std::time::Duration::ZERO,
         },
         ScriptedRequest {
             stream: vec![
@@ -81,6 +82,7 @@ async fn a_run_cancelled_by_its_observer_makes_no_request_after_the_usage_that_d
                 usage(1),
             ],
             outcome: LlmOutcome::completed(),
+            end_delay: std::time::Duration::ZERO,
         },
     ]);
     let engine = Engine::new(

@@ -104,10 +104,12 @@ async fn run(tool: Unanswering) -> (Vec<OmniMessage>, OmniMessage, Vec<OmniMessa
                 usage(),
             ],
             outcome: LlmOutcome::completed(),
+            end_delay: std::time::Duration::ZERO,
         },
         ScriptedRequest {
             stream: vec![usage()],
             outcome: LlmOutcome::completed(),
+            end_delay: std::time::Duration::ZERO,
         },
     ]);
     let engine = Engine::new(

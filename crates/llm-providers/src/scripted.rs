@@ -40,6 +40,9 @@ pub struct ScriptedRequest {
     pub stream: Vec<Step>,
     /// How the request ends (default: completed).
     pub outcome: LlmOutcome,
+    /// How long after its last step the request ends (`outcome.delay_ms`; default none): a
+    /// real stream's end can lag its last message, and a replayed session keeps that.
+    pub end_delay: Duration,
 }
 
 /// A scenario value that is not what the format says, with the path of the offending field.
@@ -144,17 +147,22 @@ fn request(
     path: impl Fn() -> String,
 ) -> Result<ScriptedRequest, ScriptError> {
     let stream = steps(&raw.stream, || format!("{}.stream", path()))?;
-    let outcome = outcome(raw.outcome, path)?;
-    Ok(ScriptedRequest { stream, outcome })
+    let (outcome, end_delay) = outcome(raw.outcome, path)?;
+    Ok(ScriptedRequest {
+        stream,
+        outcome,
+        end_delay,
+    })
 }
 
-/// An entry's `outcome`: completed when absent.
+/// An entry's `outcome` and how long after the last step it comes: completed, at once, when
+/// absent.
 fn outcome(
     raw: Option<&serde_json::value::RawValue>,
     path: impl Fn() -> String,
-) -> Result<LlmOutcome, ScriptError> {
+) -> Result<(LlmOutcome, Duration), ScriptError> {
     match raw {
-        None => Ok(LlmOutcome::completed()),
+        None => Ok((LlmOutcome::completed(), Duration::ZERO)),
         Some(o) => {
             let path = format!("{}.outcome", path());
             parse_outcome(&json_tree(o.get(), &path)?, &path)
@@ -206,10 +214,11 @@ pub fn parse_steps_json(text: &str, path: &str) -> Result<Vec<Step>, ScriptError
 pub fn parse_request_json(text: &str, path: &str) -> Result<ScriptedRequest, ScriptError> {
     // The common request in one pass; anything else step by step, for the error that names it.
     if let Some(raw) = exact_in_place::<InPlaceScript<'_>>(text) {
-        let outcome = outcome(raw.outcome, || path.to_owned())?;
+        let (outcome, end_delay) = outcome(raw.outcome, || path.to_owned())?;
         return Ok(ScriptedRequest {
             stream: raw.steps(),
             outcome,
+            end_delay,
         });
     }
     match serde_json::from_str::<RawRequest<'_>>(text) {
@@ -337,18 +346,34 @@ pub fn parse_request(value: &Value, path: &str) -> Result<ScriptedRequest, Scrip
         Some(s) => parse_steps(s, &format!("{path}.stream"))?,
         None => Vec::new(),
     };
-    let outcome = match obj.get("outcome") {
-        None | Some(Value::Null) => LlmOutcome::completed(),
+    let (outcome, end_delay) = match obj.get("outcome") {
+        None | Some(Value::Null) => (LlmOutcome::completed(), Duration::ZERO),
         Some(o) => parse_outcome(o, &format!("{path}.outcome"))?,
     };
-    Ok(ScriptedRequest { stream, outcome })
+    Ok(ScriptedRequest {
+        stream,
+        outcome,
+        end_delay,
+    })
 }
 
-fn parse_outcome(value: &Value, path: &str) -> Result<LlmOutcome, ScriptError> {
+fn parse_outcome(value: &Value, path: &str) -> Result<(LlmOutcome, Duration), ScriptError> {
     let obj = value.as_object().ok_or_else(|| {
-        ScriptError::new(path, "expected an object {status, message?, permanent?}")
+        ScriptError::new(
+            path,
+            "expected an object {status, message?, permanent?, delay_ms?}",
+        )
     })?;
-    check_keys(obj, path, &["status", "message", "permanent"])?;
+    check_keys(obj, path, &["status", "message", "permanent", "delay_ms"])?;
+    let delay = match obj.get("delay_ms") {
+        None | Some(Value::Null) => Duration::ZERO,
+        Some(v) => Duration::from_millis(v.as_u64().ok_or_else(|| {
+            ScriptError::new(
+                format!("{path}.delay_ms"),
+                "expected a whole number of milliseconds",
+            )
+        })?),
+    };
     let status = obj
         .get("status")
         .ok_or_else(|| ScriptError::new(format!("{path}.status"), "missing"))?
@@ -376,11 +401,14 @@ fn parse_outcome(value: &Value, path: &str) -> Result<LlmOutcome, ScriptError> {
             ))
         }
     };
-    Ok(LlmOutcome {
-        status,
-        error_message,
-        permanent,
-    })
+    Ok((
+        LlmOutcome {
+            status,
+            error_message,
+            permanent,
+        },
+        delay,
+    ))
 }
 
 #[derive(Debug)]
@@ -634,6 +662,18 @@ impl Llm for ScriptedModel {
         // on an approval there) still ends the request as aborted.
         let played = match played {
             Played::Finished if request.cancel.is_cancelled() => Played::Aborted,
+            other => other,
+        };
+        // A stream whose end lagged its last message ends that much later (an interrupt
+        // meanwhile ends it as aborted).
+        let played = match played {
+            Played::Finished if !script.end_delay.is_zero() => {
+                tokio::select! {
+                    biased;
+                    () = request.cancel.cancelled() => Played::Aborted,
+                    () = tokio::time::sleep(script.end_delay) => Played::Finished,
+                }
+            }
             other => other,
         };
         match played {

@@ -456,6 +456,10 @@ pub struct RewindFiles {
     pub restore: Vec<String>,
     /// Paths made since, removed.
     pub remove: Vec<String>,
+    /// Of `restore` and `remove`, the paths changed between the session's tasks (by a
+    /// person, not by its tasks): kept unless the request says `"yours": true`.
+    #[serde(default)]
+    pub yours: Vec<String>,
     /// Paths the checkpoint left out, each with why: left as they are.
     pub left_alone: Vec<String>,
     /// Paths that could not be rewound, each with why (only once applied).

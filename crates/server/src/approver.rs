@@ -41,18 +41,44 @@ impl Approver for ServerApprover {
             }
             ApprovalMode::AlwaysAsk => {}
         }
+        self.ask(call, true).await
+    }
+
+    async fn ask_person(
+        &self,
+        call: &OmniMessage,
+    ) -> Option<Result<ApprovalDecision, ApprovalError>> {
+        // A hook asked: the session's clients answer whatever the mode, unless it denies
+        // everything (the user's answer given beforehand). A served session always has
+        // someone to ask: a client may come and answer at any time.
+        if self.entry.rt().approval_mode == ApprovalMode::DenyAll {
+            return Some(Ok(ApprovalDecision::Deny));
+        }
+        Some(self.ask(call, false).await)
+    }
+}
+
+impl ServerApprover {
+    /// Registers `call` with the session's pending approvals and waits for a client's answer;
+    /// `always` lets an earlier "always" answer allow it unasked.
+    async fn ask(
+        &self,
+        call: &OmniMessage,
+        always: bool,
+    ) -> Result<ApprovalDecision, ApprovalError> {
         let id = call
             .tool_call_id()
             .ok_or(ApprovalError::MissingToolCallId)?
             .to_owned();
         let scope = match call.model() {
             Some(ModelPayload::ToolCall(tc)) => {
-                if self
-                    .entry
-                    .rt()
-                    .always
-                    .iter()
-                    .any(|s| s.covers(&tc.name, &tc.arguments))
+                if always
+                    && self
+                        .entry
+                        .rt()
+                        .always
+                        .iter()
+                        .any(|s| s.covers(&tc.name, &tc.arguments))
                 {
                     return Ok(ApprovalDecision::Allow);
                 }

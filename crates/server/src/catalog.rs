@@ -110,9 +110,18 @@ pub(crate) async fn usage(State(app): State<AppState>, uri: axum::http::Uri) -> 
         }
     }
     let factory = app.sessions.cfg.factory.clone();
+    // A cluster's usage is in its replicated traces; a node's own files hold only the
+    // sessions it ran.
+    let cluster = match &app.sessions.cfg.cluster {
+        Some(placement) => Some(placement.usage().await?),
+        None => None,
+    };
     let traces = app.sessions.cfg.location.traces_dir();
     let report = tokio::task::spawn_blocking(move || {
-        let requests = crate::usage::read_requests(&traces)?;
+        let requests = match cluster {
+            Some(requests) => requests,
+            None => crate::usage::read_requests(&traces)?,
+        };
         Ok::<_, std::io::Error>(crate::usage::summarize(
             &requests,
             &query,

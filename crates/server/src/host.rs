@@ -60,12 +60,14 @@ pub trait HostedSession: Send + 'static {
     }
 
     /// Its workspace's files as before task `to` (counted from 1 as a fork counts them):
-    /// what a rewind would change, and with `apply` the change made. `None` (the default):
+    /// what a rewind would change, and with `apply` the change made (the paths changed
+    /// between its tasks, `yours`, only `with_yours`). `None` (the default):
     /// the session keeps no checkpoints; `Some(Err)` says why this rewind cannot be made.
     fn rewind_files(
         &self,
         _to: usize,
         _apply: bool,
+        _with_yours: bool,
     ) -> Option<Result<crate::api::RewindFiles, String>> {
         None
     }
@@ -81,6 +83,15 @@ pub trait HostedSession: Send + 'static {
         _options: RunOptions,
     ) -> Result<BoxStream<'static, Frame>, GoalRefusal> {
         Err(GoalRefusal::Unsupported)
+    }
+
+    /// What the session runs as it leaves this server (its `session_end` hooks), `reason`
+    /// saying why: `unload` (idle, unloaded; a later request loads it again), `delete`, or
+    /// `exit` (the server shuts down). The server asks once per load, after the session's last
+    /// task, and awaits the future (at shutdown, before the process ends). The default runs
+    /// nothing.
+    fn end(&self, _reason: &str) -> futures::future::BoxFuture<'static, ()> {
+        Box::pin(async {})
     }
 
     /// The session's latest goal as `GET /api/sessions/{id}/goal` shows it (`objective`,

@@ -565,6 +565,7 @@ impl Server {
             // another node takes the sessions over at once instead of a lease later.
             c.leave(&state.sessions.loaded()).await;
         }
+        state.sessions.end_all().await;
         Ok(())
     }
 }

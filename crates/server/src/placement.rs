@@ -100,6 +100,11 @@ pub(crate) trait Placement: Send + Sync {
 
     /// Answers the requests other nodes forward to this one by running them through `router`.
     fn serve_forwarded(&self, router: axum::Router);
+
+    /// Every request of every session of the cluster (deleted ones aside), from the
+    /// replicated traces: `GET /api/usage` is the same on every node, whichever node ran
+    /// a session and whether it still lives.
+    async fn usage(&self) -> Result<Vec<crate::usage::RequestUsage>, ApiError>;
 }
 
 /// What a request another node forwarded carries on the owner, as a request extension (which

@@ -433,9 +433,10 @@ fn trace_position(v: &Value, field: &str, what: &str) -> Result<(u32, u64), ApiE
 }
 
 /// `POST /api/sessions/{id}/rewind` `{"to": N, "files"?: true, "conversation"?: true,
-/// "apply"?: false}` (or `"at"`: the tracePosition of the task's first input in place of
-/// `"to"`): the session as before task N. Without `apply`, what the files' rewind
-/// would change (`{"files": RewindFiles}`), nothing changed; with it, the files put back and
+/// "apply"?: false, "yours"?: false}` (or `"at"`: the tracePosition of the task's first input
+/// in place of `"to"`): the session as before task N. Without `apply`, what the files' rewind
+/// would change (`{"files": RewindFiles}`, its `yours` the paths changed between the
+/// session's tasks, kept unless `"yours": true`), nothing changed; with it, the files put back and
 /// the conversation forked after task N-1 (`{"files": …, "session": the fork}`; before task 1
 /// there is no conversation to fork). 409 while a task runs; 409 `no_checkpoints` when the
 /// session keeps none and the files were asked for.
@@ -482,6 +483,7 @@ pub(crate) async fn rewind(
     let files = opt_bool(&obj, "files")?.unwrap_or(true);
     let conversation = opt_bool(&obj, "conversation")?.unwrap_or(true);
     let apply = opt_bool(&obj, "apply")?.unwrap_or(false);
+    let with_yours = opt_bool(&obj, "yours")?.unwrap_or(false);
     let status = e.rt().status;
     if status != penguin_sse_transport::SessionStatus::Idle {
         return Err(crate::tasks::busy_error(status));
@@ -490,10 +492,11 @@ pub(crate) async fn rewind(
     out.insert("to".into(), Value::from(to));
     if files {
         let session = e.clone();
-        let rewound =
-            tokio::task::spawn_blocking(move || session.session().rewind_files(to, apply))
-                .await
-                .map_err(|err| ApiError::internal(format!("the rewind failed: {err}")))?;
+        let rewound = tokio::task::spawn_blocking(move || {
+            session.session().rewind_files(to, apply, with_yours)
+        })
+        .await
+        .map_err(|err| ApiError::internal(format!("the rewind failed: {err}")))?;
         let plan = match rewound {
             None => {
                 return Err(ApiError::conflict(

@@ -66,6 +66,9 @@ pub(crate) struct Sessions {
     // Loading a session from disk opens a trace writer: two concurrent loads of one id must not
     // both do it. One lock per id, so loads of different sessions run side by side.
     loading: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// The ends of unloaded sessions still running ([`HostedSession::end`]): shutdown waits
+    /// for them.
+    ending: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl Sessions {
@@ -77,6 +80,7 @@ impl Sessions {
             entries: Mutex::new(HashMap::new()),
             clock: AtomicU64::new(0),
             loading: Mutex::new(HashMap::new()),
+            ending: Mutex::new(Vec::new()),
         }
     }
 
@@ -163,6 +167,8 @@ impl Sessions {
         let now = std::time::SystemTime::now();
         for e in &unloaded {
             self.forget_unloaded(e, now);
+            let end = e.session().end("unload");
+            self.end_later(end);
         }
         let me = self.clone();
         let release = move || {
@@ -183,6 +189,8 @@ impl Sessions {
                     entries.remove(&e.id);
                     drop(entries);
                     me.forget_unloaded(&e, std::time::SystemTime::now());
+                    let end = e.session().end("unload");
+                    me.end_later(end);
                     gone.push(e.id.clone());
                 }
             }
@@ -201,6 +209,35 @@ impl Sessions {
                 rt.spawn_blocking(release);
             }
             Err(_) => release(),
+        }
+    }
+
+    /// Runs an unloaded session's end on its own, so the unload never waits for the user's
+    /// programs; shutdown waits for it ([`Sessions::end_all`]).
+    fn end_later(&self, end: futures::future::BoxFuture<'static, ()>) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            // Hooks run on the runtime's processes: without one there is nothing to run them.
+            tracing::warn!("[server] a session unloaded outside the runtime: its end is not run");
+            return;
+        };
+        let task = rt.spawn(end);
+        let mut ending = lock(&self.ending);
+        ending.retain(|t| !t.is_finished());
+        ending.push(task);
+    }
+
+    /// Ends every loaded session (`exit`) and waits for the ends of unloaded ones: the last
+    /// thing a server does (after [`Sessions::shutdown`] interrupted their tasks).
+    pub(crate) async fn end_all(&self) {
+        let ends: Vec<_> = self
+            .loaded()
+            .iter()
+            .map(|e| e.session().end("exit"))
+            .collect();
+        let unloaded: Vec<_> = lock(&self.ending).drain(..).collect();
+        futures::future::join_all(ends).await;
+        for task in unloaded {
+            let _ = task.await;
         }
     }
 
@@ -540,6 +577,9 @@ impl Sessions {
         if let Some(background) = entry.env.background() {
             background.kill_all();
         }
+        // Before the answer: a client that deleted a session sees its end hooks done.
+        let end = entry.session().end("delete");
+        end.await;
         self.cfg.hub.reclaim(&entry.id);
         // Every file goes, the one its writer started since the last lookup too.
         self.index

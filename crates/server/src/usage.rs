@@ -182,68 +182,79 @@ pub fn read_requests(traces_dir: &Path) -> std::io::Result<Vec<RequestUsage>> {
             }
         }
     }
-    let mut seen = HashSet::new();
-    let mut out = Vec::new();
+    let mut ledger = Ledger::default();
     for (id, mut files) in sessions {
         files.sort();
-        let mut model = (String::new(), String::new());
         for (_, path) in files {
             // A file that vanished or cannot be opened (deleted meanwhile) counts nothing.
             let Ok(file) = penguin_trace_store::open_trace(&path) else {
                 continue;
             };
-            read_file(file, &id, &mut model, &mut seen, &mut out)?;
+            let mut reader = std::io::BufReader::new(file);
+            let mut line = Vec::new();
+            while reader.read_until(b'\n', &mut line)? > 0 {
+                ledger.line(&id, &line);
+                line.clear();
+            }
         }
     }
-    Ok(out)
+    Ok(ledger.requests)
 }
 
-/// Adds the requests of one trace file.
-fn read_file(
-    file: std::fs::File,
-    session_id: &str,
-    model: &mut (String, String),
-    seen: &mut HashSet<(String, [u64; 6])>,
-    out: &mut Vec<RequestUsage>,
-) -> std::io::Result<()> {
-    let mut reader = std::io::BufReader::new(file);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line)? == 0 {
-            return Ok(());
-        }
-        let wanted = |key: &[u8]| memchr::memmem::find(&line, key).is_some();
+/// The requests found so far, fed one trace line at a time, each session's lines in order
+/// (a session's model is the `session_meta` before its `token_usage`). A cluster node keeps
+/// one across usage reads and feeds it only the records replicated since the last.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    /// The model of each session's latest `session_meta`.
+    models: std::collections::HashMap<String, (String, String)>,
+    /// Requests seen, by timestamp and counts: a fork's copy of its source's is not counted.
+    seen: HashSet<(String, [u64; 6])>,
+    /// Every request, in the order its line came.
+    pub requests: Vec<RequestUsage>,
+}
+
+impl Ledger {
+    /// Adds `line` of `session`'s Trace: its request, when it is a `token_usage`.
+    pub fn line(&mut self, session: &str, line: &[u8]) {
+        let wanted = |key: &[u8]| memchr::memmem::find(line, key).is_some();
         if !wanted(b"\"token_usage\"") && !wanted(b"\"session_meta\"") {
-            continue;
+            return;
         }
-        let Ok(text) = std::str::from_utf8(&line) else {
-            continue;
-        };
         // A torn or malformed line counts nothing.
-        let Ok(msg) = OmniMessage::from_json(text.trim_end()) else {
-            continue;
+        let Some(msg) = std::str::from_utf8(line)
+            .ok()
+            .and_then(|text| OmniMessage::from_json(text.trim_end()).ok())
+        else {
+            return;
         };
         match &msg.body {
             Body::SessionMeta(meta) => {
-                *model = (meta.provider.clone(), meta.model_id.clone());
+                self.models.insert(
+                    session.to_owned(),
+                    (meta.provider.clone(), meta.model_id.clone()),
+                );
             }
-            Body::Event(EventPayload::TokenUsage { session, request }) if !msg.has_origin() => {
+            Body::Event(EventPayload::TokenUsage {
+                session: sofar,
+                request,
+            }) if !msg.has_origin() => {
                 let stamp = msg.timestamp.as_str().to_owned();
                 let Ok(at) = DateTime::parse_from_rfc3339(&stamp) else {
-                    continue;
+                    return;
                 };
                 let counts = |t: &TokenCounts| [t.cache_read, t.uncached_prompt, t.output];
-                let [a, b, c] = counts(session);
+                let [a, b, c] = counts(sofar);
                 let [d, e, f] = counts(request);
-                if !seen.insert((stamp, [a, b, c, d, e, f])) {
-                    continue;
+                if !self.seen.insert((stamp, [a, b, c, d, e, f])) {
+                    return;
                 }
-                out.push(RequestUsage {
-                    session_id: session_id.to_owned(),
+                let (provider, model_id) = self.models.get(session).cloned().unwrap_or_default();
+                self.requests.push(RequestUsage {
+                    session_id: session.to_owned(),
                     at: at.with_timezone(&Utc),
-                    provider: model.0.clone(),
-                    model_id: model.1.clone(),
+                    provider,
+                    model_id,
                     tokens: *request,
                 });
             }

@@ -698,6 +698,12 @@ async fn rewind_to_here_shows_the_plan_and_goes_on_in_the_fork() {
         "{plan}"
     );
     assert!(plan.contains("a fork holding tasks 1 to 1"), "{plan}");
+    // What someone changed between the tasks is marked, and kept unless ticked.
+    assert!(
+        plan.contains("remove mine.txt (yours: changed between tasks, kept)")
+            && plan.contains("Also undo the 1 change(s) made between tasks"),
+        "{plan}"
+    );
     b.shot("rewind-plan").await;
     b.c().set_window_size(390, 844).await.unwrap();
     b.shot("phone-rewind-plan").await;

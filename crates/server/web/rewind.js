@@ -22,8 +22,14 @@ export function rewindPanel(ctx) {
       toast(err.message);
       return;
     }
-    const files = plan.files || { restore: [], remove: [], leftAlone: [] };
-    const line = (what, p) => h("li", { dataset: { what } }, `${what} ${p}`);
+    const files = plan.files || { restore: [], remove: [], leftAlone: [], yours: [] };
+    // Paths changed between the session's tasks are someone's own work: kept unless ticked.
+    const yours = new Set(files.yours || []);
+    const line = (what, p) =>
+      yours.has(p)
+        ? h("li", { dataset: { what, yours: "" } }, `${what} ${p} (yours: changed between tasks, kept)`)
+        : h("li", { dataset: { what } }, `${what} ${p}`);
+    const undoYours = h("input", { type: "checkbox", dataset: { action: "rewind-yours" } });
     const list = h(
       "ul",
       {},
@@ -35,7 +41,7 @@ export function rewindPanel(ctx) {
     go.addEventListener("click", async () => {
       go.disabled = true;
       try {
-        const done = await api.sessions.rewind(ctx.id, { ...which, apply: true });
+        const done = await api.sessions.rewind(ctx.id, { ...which, apply: true, yours: undoYours.checked });
         const failed = done.files?.failed || [];
         if (failed.length) toast(`not rewound: ${failed.join(", ")}`);
         close();
@@ -50,6 +56,7 @@ export function rewindPanel(ctx) {
     el.replaceChildren(
       h("div", { class: "rewind-head" }, nothing ? `The files are already as before task ${plan.to}.` : `To put the files back as before task ${plan.to}:`),
       list,
+      yours.size ? h("label", { class: "rewind-yours" }, undoYours, ` Also undo the ${yours.size} change(s) made between tasks`) : "",
       h("p", { class: "muted" }, plan.to > 1 ? `The conversation goes on from a fork holding tasks 1 to ${plan.to - 1}.` : "Before task 1 there is no conversation: the files alone go back."),
       h("div", { class: "rewind-actions" }, go, h("button", { class: "quiet", onclick: close }, "Cancel")),
     );

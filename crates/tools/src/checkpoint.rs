@@ -41,7 +41,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use restore::{apply, plan, Plan};
-pub use store::Store;
+pub use store::{Pruned, Store};
 pub use walk::take;
 
 /// One path of a checkpoint.
@@ -91,6 +91,45 @@ pub struct Manifest {
     /// What was left out though not ignored.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<Skipped>,
+    /// Taken as a task ended (a session's others are taken as one starts): what differs
+    /// between it and the next task's first is what someone else changed in between.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub after_task: bool,
+    /// Taken as a rewind began: what differs between the checkpoint before it and this one is
+    /// someone else's change too, and it is no task's start.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub before_rewind: bool,
+}
+
+impl Manifest {
+    /// The paths that differ between `self` and `later`: content, permission bits, kind, a
+    /// link's target, made or gone (modification times aside).
+    pub fn changed_in(&self, later: &Manifest) -> Vec<String> {
+        let same = |a: &Entry, b: &Entry| match (a, b) {
+            (
+                Entry::File { hash, mode, .. },
+                Entry::File {
+                    hash: h2, mode: m2, ..
+                },
+            ) => hash == h2 && mode == m2,
+            (a, b) => a == b,
+        };
+        let mut out: Vec<String> = self
+            .entries
+            .iter()
+            .filter(|(path, entry)| !later.entries.get(*path).is_some_and(|e| same(entry, e)))
+            .map(|(path, _)| path.clone())
+            .collect();
+        out.extend(
+            later
+                .entries
+                .keys()
+                .filter(|path| !self.entries.contains_key(*path))
+                .cloned(),
+        );
+        out.sort();
+        out
+    }
 }
 
 /// The bounds of a checkpoint.

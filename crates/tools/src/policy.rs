@@ -88,6 +88,16 @@ impl Approver for PolicyApprover {
         // The host's whole answer: a hook behind the policy keeps its name and reason.
         self.host.verdict(call).await
     }
+
+    async fn ask_person(
+        &self,
+        call: &OmniMessage,
+    ) -> Option<Result<ApprovalDecision, ApprovalError>> {
+        if self.policy.veto(call).is_some() {
+            return Some(Ok(ApprovalDecision::Forbidden));
+        }
+        self.host.ask_person(call).await
+    }
 }
 
 #[cfg(test)]

@@ -201,3 +201,55 @@ fn a_store_inside_the_workspace_is_neither_kept_nor_removed() {
         "{plan:?} {failed:?}"
     );
 }
+
+/// Every stored content, made `hours` old.
+fn age_objects(store: &Path, hours: u64) {
+    let then = std::time::SystemTime::now() - std::time::Duration::from_secs(hours * 3600);
+    for shard in std::fs::read_dir(store.join("objects")).unwrap() {
+        for f in std::fs::read_dir(shard.unwrap().path()).unwrap() {
+            let f = std::fs::File::options()
+                .write(true)
+                .open(f.unwrap().path())
+                .unwrap();
+            f.set_modified(then).unwrap();
+        }
+    }
+}
+
+fn objects(store: &Path) -> usize {
+    std::fs::read_dir(store.join("objects"))
+        .unwrap()
+        .map(|s| std::fs::read_dir(s.unwrap().path()).unwrap().count())
+        .sum()
+}
+
+#[test]
+fn a_store_past_its_bound_drops_the_oldest_sessions_checkpoints_first() {
+    let ws = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let store = Store::new(data.path());
+    // Three sessions, oldest first, each checkpointing its own 1 KiB file.
+    for (n, session) in ["s-old", "s-mid", "s-now"].iter().enumerate() {
+        std::fs::write(ws.path().join("f.txt"), vec![b'a' + n as u8; 1024]).unwrap();
+        let m = checkpoint::take(ws.path(), &store, None, &Limits::default()).unwrap();
+        store.save(session, &m).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    assert_eq!(objects(data.path()), 3);
+    // Within the bound: nothing goes.
+    assert_eq!(store.prune(1 << 20, "s-now").unwrap(), Default::default());
+    // Contents just stored stay while a checkpoint may still be naming them...
+    let pruned = store.prune(2048, "s-now").unwrap();
+    assert_eq!(pruned.sessions, ["s-old"]);
+    assert_eq!((pruned.objects, objects(data.path())), (0, 3));
+    assert!(store.list("s-old").unwrap().0.is_empty());
+    // ...and go once they are old and nothing names them.
+    age_objects(data.path(), 2);
+    let pruned = store.prune(1024, "s-now").unwrap();
+    assert_eq!(pruned.sessions, ["s-mid"], "the running session's are kept");
+    assert_eq!((pruned.objects, pruned.bytes), (2, 2048));
+    assert_eq!(objects(data.path()), 1);
+    assert_eq!(store.list("s-now").unwrap().0.len(), 1);
+    // Even over the bound, the running session keeps its checkpoints.
+    assert!(store.prune(0, "s-now").unwrap().sessions.is_empty());
+}

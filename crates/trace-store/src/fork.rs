@@ -93,6 +93,60 @@ pub fn completed_tasks(
         .collect())
 }
 
+/// The input of the task that follows completed task `after` of `session_id` (0: the
+/// session's first task): the user's messages that started it, text and images, as the model
+/// got them. What a counterfactual replay sends again to a fork cut after task `after`.
+pub fn next_task_input(
+    traces_dir: &Path,
+    session_id: &str,
+    after: usize,
+) -> Result<Vec<OmniMessage>, ForkError> {
+    let located = session_trace_files(traces_dir, session_id)?;
+    if located.is_empty() {
+        return Err(ForkError::NotFound(session_id.to_owned()));
+    }
+    let files = located
+        .into_iter()
+        .map(read_file)
+        .collect::<Result<Vec<_>, _>>()?;
+    let ends = task_ends(&files);
+    let (first_file, first_record) = match after {
+        0 => (0, 0),
+        n => match ends.get(n - 1) {
+            Some((f, _, cut)) => (*f, *cut),
+            None => {
+                return Err(ForkError::InvalidPoint(format!(
+                    "session {session_id} has {} completed task(s); no task follows task {n}",
+                    ends.len()
+                )))
+            }
+        },
+    };
+    let mut input = Vec::new();
+    let later = files
+        .iter()
+        .enumerate()
+        .skip(first_file)
+        .flat_map(|(f, file)| {
+            let skip = if f == first_file { first_record } else { 0 };
+            file.records.iter().skip(skip)
+        });
+    for msg in later.filter_map(|r| r.msg.as_ref()) {
+        if starts_task(msg) {
+            input.push(msg.clone());
+        } else if !input.is_empty() && top_level(msg) {
+            break;
+        }
+    }
+    if input.is_empty() {
+        return Err(ForkError::InvalidPoint(match after {
+            0 => format!("session {session_id} has no task"),
+            n => format!("session {session_id} has no task after its task {n}"),
+        }));
+    }
+    Ok(input)
+}
+
 /// Why a fork was not made.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -18,7 +18,9 @@ mod writer;
 
 pub use check::{check_trace, Problem, Severity, ROTATE_MARKER};
 pub use error::TraceError;
-pub use fork::{completed_tasks, fork_session, CompletedTask, ForkError, ForkPoint, Forked};
+pub use fork::{
+    completed_tasks, fork_session, next_task_input, CompletedTask, ForkError, ForkPoint, Forked,
+};
 pub use lines::TraceLines;
 pub use listing::{
     find_last_record, read_session_head, read_trace_head, session_title, SessionHead, FORK_MARK,

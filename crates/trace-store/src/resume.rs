@@ -279,7 +279,9 @@ impl Resumer {
                 self.session_tokens = *session;
                 self.last_request_total = request.total;
             }
-            Body::SessionMeta(sm) if self.meta.is_none() => {
+            // The head, then the session's own later ones: a session that went on on another
+            // model names it from there (a subagent's, with an origin, never replaces it).
+            Body::SessionMeta(sm) if self.meta.is_none() || !m.has_origin() => {
                 self.meta = Some(SessionMeta::clone(sm))
             }
             Body::Event(EventPayload::CompactionEnd {

@@ -15,8 +15,9 @@ use super::payload::{arguments_from, command_of, tool_fields};
 use super::{context_notice, HookEvent, Hooks};
 
 /// The run's approver with `pre_tool_use` hooks in front of it: a hook that denies (or fails)
-/// decides; one that allows spares the host's question; one that asks, or none that answers,
-/// leaves it to the host. A rewrite (`updatedInput`) is held to the command policy again.
+/// decides; one that asks has a person answer (the host's [`Approver::ask_person`], whatever
+/// its approval mode; denied where nobody can); one that allows spares the host's question;
+/// none that answers leaves it to the host. A rewrite (`updatedInput`) is held to the command policy again.
 pub struct HookApprover {
     hooks: Hooks,
     policy: CommandPolicy,
@@ -55,21 +56,36 @@ impl Approver for HookApprover {
         self.verdict(call).await.map(|v| v.decision)
     }
 
+    async fn ask_person(
+        &self,
+        call: &OmniMessage,
+    ) -> Option<Result<ApprovalDecision, ApprovalError>> {
+        self.host.ask_person(call).await
+    }
+
     async fn verdict(&self, call: &OmniMessage) -> Result<Verdict, ApprovalError> {
-        // A child session's calls are its own session's business.
+        // A subagent's calls (origin-tagged, asked here through its parent's call) are put to
+        // the same hooks: a guard that stops `rm -rf` stops it in a child too.
         let tc = match call.model() {
-            Some(ModelPayload::ToolCall(tc)) if !call.has_origin() => tc,
+            Some(ModelPayload::ToolCall(tc)) => tc,
             _ => return self.host.verdict(call).await,
         };
         let command = command_of(&tc.name, &tc.arguments);
-        let fields = Value::Object(tool_fields(&tc.name, &tc.arguments, &tc.tool_call_id));
+        let mut fields = tool_fields(&tc.name, &tc.arguments, &tc.tool_call_id);
+        if let Some(child) = call.origin.as_ref().and_then(|o| o.first()) {
+            fields.insert(
+                "penguin_subagent_session".into(),
+                Value::from(child.as_str()),
+            );
+        }
+        let fields = Value::Object(fields);
         let results = self
             .hooks
             .run(HookEvent::PreToolUse, fields, |h| {
                 h.matches(&tc.name, command.as_deref())
             })
             .await;
-        let mut asked = false;
+        let mut asked: Option<String> = None;
         let mut allowed: Option<(String, Option<String>)> = None;
         let mut updated: Option<String> = None;
         for r in results {
@@ -97,7 +113,7 @@ impl Approver for HookApprover {
                 return Ok(Verdict::by(ApprovalDecision::Deny, r.hook.name(), reason));
             }
             match answer.permission {
-                Some(Permission::Ask) => asked = true,
+                Some(Permission::Ask) => asked = asked.or(Some(r.hook.name())),
                 Some(Permission::Allow) => allowed = Some((r.hook.name(), answer.reason)),
                 _ => {}
             }
@@ -113,9 +129,15 @@ impl Approver for HookApprover {
         if updated.is_some() && self.policy.veto(&judged).is_some() {
             return Ok(ApprovalDecision::Forbidden.into());
         }
-        let verdict = match allowed {
-            Some((by, reason)) if !asked => Verdict::by(ApprovalDecision::Allow, by, reason),
-            _ => self.host.verdict(&judged).await?,
+        let verdict = match (asked, allowed) {
+            // A hook's ask is a person's to answer, never the approval mode's: `--yes` must
+            // not wave through what a hook wanted a human to see.
+            (Some(by), _) => match self.host.ask_person(&judged).await {
+                Some(decision) => Verdict::from(decision?),
+                None => Verdict::by(ApprovalDecision::Deny, by, Some(NOBODY_TO_ASK.to_owned())),
+            },
+            (None, Some((by, reason))) => Verdict::by(ApprovalDecision::Allow, by, reason),
+            (None, None) => self.host.verdict(&judged).await?,
         };
         Ok(match verdict.decision {
             ApprovalDecision::Allow => verdict.with_updated_arguments(updated),
@@ -123,6 +145,9 @@ impl Approver for HookApprover {
         })
     }
 }
+
+/// Why a call a hook asked about is denied where nobody can answer.
+pub const NOBODY_TO_ASK: &str = "the hook asked for a person's approval of this call and nobody can answer here (no terminal, or the approval mode has nobody to ask)";
 
 fn with_arguments(call: &OmniMessage, arguments: &str) -> OmniMessage {
     let mut call = call.clone();

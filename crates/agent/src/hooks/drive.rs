@@ -17,7 +17,7 @@ use futures::SinkExt;
 use penguin_engine::{EngineBusy, RunOptions};
 use penguin_omni_protocol::markers::marker_block;
 use penguin_omni_protocol::{
-    build, Body, EventPayload, Frame, ModelPayload, OmniMessage, Role, TextSender,
+    build, Body, EventPayload, Frame, ModelPayload, OmniMessage, Role, StreamEventType, TextSender,
 };
 use serde_json::json;
 
@@ -81,11 +81,17 @@ pub(crate) fn drive(
         let mut continued = 0;
         loop {
             let mut aborted = false;
+            // What the model answered in this run: a subagent's `subagent_output`.
+            let mut answered = String::new();
             while let Some(frame) = run.next().await {
-                aborted = matches!(
-                    frame.message().body,
-                    Body::Event(EventPayload::Abort { .. })
-                );
+                let msg = frame.message();
+                aborted = matches!(msg.body, Body::Event(EventPayload::Abort { .. }));
+                if let Some(ModelPayload::PartialText(t)) = msg.model() {
+                    let own = !msg.has_origin() && t.role == Role::Assistant;
+                    if own && t.event_type == StreamEventType::Delta {
+                        answered.push_str(&t.text);
+                    }
+                }
                 if tx.send(frame).await.is_err() {
                     // The reader is gone: dropping `run` interrupts the engine.
                     return;
@@ -97,7 +103,7 @@ pub(crate) fn drive(
             let verdict = tokio::select! {
                 biased;
                 () = options.cancel.cancelled() => None,
-                verdict = stop(&hooks, continued) => verdict,
+                verdict = stop(&hooks, continued, &answered) => verdict,
             };
             let Some(reason) = verdict else {
                 return;
@@ -106,7 +112,10 @@ pub(crate) fn drive(
             hooks.notify(build::user_text_from(
                 marker_block(
                     "hook_stop",
-                    &format!("The user's stop hook keeps the task going:\n{reason}"),
+                    &format!(
+                        "The user's {} hook keeps the task going:\n{reason}",
+                        hooks.stop_event()
+                    ),
                 ),
                 TextSender::Harness,
             ));
@@ -180,19 +189,18 @@ fn prompt_of(input: &[OmniMessage]) -> String {
         .join("\n\n")
 }
 
-/// The `stop` hooks' verdict after a run: the reason to keep going, if one blocks and the
-/// bound allows it.
-async fn stop(hooks: &Hooks, continued: u32) -> Option<String> {
-    if !hooks.has(HookEvent::Stop) {
+/// The `stop` hooks' verdict after a run (a subagent's `subagent_stop` hooks, given what it
+/// `answered`): the reason to keep going, if one blocks and the bound allows it.
+async fn stop(hooks: &Hooks, continued: u32, answered: &str) -> Option<String> {
+    let event = hooks.stop_event();
+    if !hooks.has(event) {
         return None;
     }
-    let results = hooks
-        .run(
-            HookEvent::Stop,
-            json!({"stop_hook_active": continued > 0}),
-            |_| true,
-        )
-        .await;
+    let mut fields = json!({"stop_hook_active": continued > 0});
+    if event == HookEvent::SubagentStop {
+        fields["subagent_output"] = json!(answered);
+    }
+    let results = hooks.run(event, fields, |_| true).await;
     for r in results {
         let answer = match r.answer {
             Ok(answer) => answer,
@@ -210,7 +218,7 @@ async fn stop(hooks: &Hooks, continued: u32) -> Option<String> {
         if continued >= hooks.inner.max_stop {
             // Bounded: a hook that always says "keep going" cannot loop for ever.
             hooks.tell(&format!(
-                "stop hook `{}` asked to keep going again ({reason}); the task stops after {continued} continuation(s) (hooks.max_stop_continuations)",
+                "{event} hook `{}` asked to keep going again ({reason}); the task stops after {continued} continuation(s) (hooks.max_stop_continuations)",
                 r.hook.command
             ));
             return None;

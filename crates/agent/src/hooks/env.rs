@@ -3,9 +3,8 @@
 //! an output its hooks have not seen. Context they add follows the turn as a notice
 //! ([§2.11](penguin_omni_protocol::spec#s2.11) *Steering and notices*).
 //!
-//! `subagent_stop` hooks run here too, after a `run_subagent` or `input_subagent` call whose
-//! child ended its round: a hook that blocks tells the parent's model, in a notice, why the
-//! child's work is not done (it may continue it with `input_subagent`).
+//! (`subagent_stop` hooks run in the subagent itself, as its `stop` hooks:
+//! [`Hooks::for_subagent`].)
 
 use std::sync::{Arc, Mutex};
 
@@ -46,7 +45,7 @@ impl HookedEnv {
 
     fn hooks(&self) -> Option<Hooks> {
         let hooks = self.hooks.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        hooks.filter(|h| h.has(HookEvent::PostToolUse) || h.has(HookEvent::SubagentStop))
+        hooks.filter(|h| h.has(HookEvent::PostToolUse))
     }
 }
 
@@ -67,13 +66,7 @@ impl Environment for HookedEnv {
             // The engine answers a call its tool left without output.
             return;
         };
-        let output = match hooks.has(HookEvent::PostToolUse) {
-            true => post_tool_use(&hooks, &call, output).await,
-            false => output,
-        };
-        if hooks.has(HookEvent::SubagentStop) {
-            subagent_stop(&hooks, &call, &output).await;
-        }
+        let output = post_tool_use(&hooks, &call, output).await;
         held.sink.emit(output).await;
     }
 
@@ -193,46 +186,4 @@ async fn post_tool_use(hooks: &Hooks, call: &ToolCall, mut output: OmniMessage) 
         }
     }
     output
-}
-
-/// The subagent tools whose call waits for the child's round.
-const SUBAGENT_TOOLS: [&str; 2] = ["run_subagent", "input_subagent"];
-
-/// Runs the `subagent_stop` hooks when `output` ends a child's round: a subagent tool's output
-/// that does not say the child runs on (a launch in the background, or a window that closed
-/// while it worked, both say `[subagent running …`).
-async fn subagent_stop(hooks: &Hooks, call: &ToolCall, output: &OmniMessage) {
-    let Some(ModelPayload::ToolCallOutput(out)) = output.model() else {
-        return;
-    };
-    if !SUBAGENT_TOOLS.contains(&call.name.as_str()) || out.output.contains("[subagent running") {
-        return;
-    }
-    let mut fields = tool_fields(&call.name, &call.arguments, &call.tool_call_id);
-    fields.insert("stop_hook_active".into(), json!(false));
-    fields.insert("subagent_output".into(), json!(out.output));
-    let results = hooks
-        .run(HookEvent::SubagentStop, Value::Object(fields), |_| true)
-        .await;
-    for r in results {
-        let answer = match r.answer {
-            Ok(answer) => answer,
-            Err(failure) => {
-                hooks.failed(&r.hook, &failure);
-                continue;
-            }
-        };
-        if let Some(reason) = answer.block.or(answer.halt) {
-            hooks.notify(build::user_text_from(
-                marker_block(
-                    "hook_feedback",
-                    &format!(
-                        "The user's subagent_stop hook `{}` says the subagent's work ({}) is not done; continue it with input_subagent:\n{reason}",
-                        r.hook.command, call.tool_call_id
-                    ),
-                ),
-                TextSender::Harness,
-            ));
-        }
-    }
 }

@@ -20,7 +20,14 @@
 //!   and `user_prompt_submit` (written with it, never streamed), as a notice after the turn
 //!   for `post_tool_use` ([§2.11](penguin_omni_protocol::spec#s2.11)).
 //! - `stop` keeps a task going by a `[hook_stop]` notice that starts one more run on the
-//!   same stream, at most `max_stop_continuations` times in a row.
+//!   same stream, at most `max_stop_continuations` times in a row; `subagent_stop` does the
+//!   same in a subagent ([`Hooks::for_subagent`]).
+//! - `pre_tool_use` sees a subagent's calls too: they are approved through the parent's
+//!   approver. A hook's `ask` goes to a person ([`Approver::ask_person`](penguin_engine::Approver::ask_person)),
+//!   never to the approval mode.
+//! - `pre_compact` runs before a compaction the user asks for and before one the engine starts
+//!   ([`Engine::before_compaction`](penguin_engine::Engine::before_compaction)); `session_end`
+//!   once per load, when the host ends the session.
 //! - every other failure fails open, and the user is told once per session per hook.
 
 pub mod answer;
@@ -84,6 +91,12 @@ struct Inner {
     started: AtomicBool,
     /// The session was resumed (`session_start`'s `source`).
     resumed: AtomicBool,
+    /// A subagent's hooks: its `subagent_stop` hooks are what `stop` hooks are to a session
+    /// ([`Hooks::for_subagent`]).
+    subagent: bool,
+    /// `session_end` ran: a host that ends a session twice (an unload racing a shutdown)
+    /// runs it once.
+    ended: AtomicBool,
 }
 
 impl std::fmt::Debug for Hooks {
@@ -109,6 +122,42 @@ impl Hooks {
     /// under), at most `max_stop` continuations by `stop` hooks in a row; failures are
     /// logged until [`Hooks::with_notices`].
     pub fn new(hooks: Vec<Hook>, workspace: &Path, sandbox: Sandbox, max_stop: u32) -> Hooks {
+        Hooks::build(hooks, workspace, sandbox, max_stop, false)
+    }
+
+    /// The hooks of a subagent of a session with these: its `subagent_stop` hooks, run when
+    /// the subagent ends a run and able to keep it going as `stop` hooks keep a session going
+    /// (bounded alike). `None` when there are none. The subagent's calls meet the session's
+    /// `pre_tool_use` hooks where they are approved, through the session's approver.
+    pub fn for_subagent(&self) -> Option<Hooks> {
+        let own: Vec<Hook> = self
+            .inner
+            .hooks
+            .iter()
+            .filter(|h| h.event == HookEvent::SubagentStop)
+            .cloned()
+            .collect();
+        if own.is_empty() {
+            return None;
+        }
+        let inner = &self.inner;
+        let hooks = Hooks::build(
+            own,
+            &inner.workspace,
+            inner.sandbox.clone(),
+            inner.max_stop,
+            true,
+        );
+        Some(hooks.with_notices(lock(&inner.notices).clone()))
+    }
+
+    fn build(
+        hooks: Vec<Hook>,
+        workspace: &Path,
+        sandbox: Sandbox,
+        max_stop: u32,
+        subagent: bool,
+    ) -> Hooks {
         Hooks {
             inner: Arc::new(Inner {
                 hooks,
@@ -125,6 +174,8 @@ impl Hooks {
                 busy: AtomicBool::new(false),
                 started: AtomicBool::new(false),
                 resumed: AtomicBool::new(false),
+                subagent,
+                ended: AtomicBool::new(false),
             }),
         }
     }
@@ -176,10 +227,18 @@ impl Hooks {
         [
             HookEvent::SessionStart,
             HookEvent::UserPromptSubmit,
-            HookEvent::Stop,
+            self.stop_event(),
         ]
         .into_iter()
         .any(|e| self.has(e))
+    }
+
+    /// The event that may keep a run going: `stop`, or a subagent's `subagent_stop`.
+    pub(crate) fn stop_event(&self) -> HookEvent {
+        match self.inner.subagent {
+            true => HookEvent::SubagentStop,
+            false => HookEvent::Stop,
+        }
     }
 
     pub(crate) fn busy(&self) -> bool {
@@ -262,10 +321,10 @@ impl Hooks {
             .is_some_and(|n| n.notify(notice))
     }
 
-    /// `session_end` hooks (`reason`: `exit`, `clear`, `logout`, `other`); failures are said
-    /// and otherwise ignored.
+    /// `session_end` hooks (`reason`: `exit`, or a server's `unload`, `delete`), at most once;
+    /// failures are said and otherwise ignored.
     pub async fn session_end(&self, reason: &str) {
-        if !self.has(HookEvent::SessionEnd) {
+        if !self.has(HookEvent::SessionEnd) || self.inner.ended.swap(true, Ordering::AcqRel) {
             return;
         }
         let results = self
@@ -279,8 +338,8 @@ impl Hooks {
     }
 
     /// `pre_compact` hooks before a compaction (`trigger`: `manual` or `auto`). Context they
-    /// add is for the model's next turn; a block is not honoured (a compaction the user asked
-    /// for runs), and said.
+    /// add is for the model's next turn; a block is not honoured (a compaction runs when the
+    /// user asks for it or the context is full).
     pub async fn pre_compact(&self, trigger: &str) {
         if !self.has(HookEvent::PreCompact) {
             return;
@@ -320,7 +379,8 @@ pub fn sample_fields(event: HookEvent, tool: &str, arguments: &str, prompt: &str
         }
         HookEvent::UserPromptSubmit => json!({"prompt": prompt}),
         HookEvent::SessionStart => json!({"source": "startup"}),
-        HookEvent::Stop | HookEvent::SubagentStop => json!({"stop_hook_active": false}),
+        HookEvent::Stop => json!({"stop_hook_active": false}),
+        HookEvent::SubagentStop => json!({"stop_hook_active": false, "subagent_output": ""}),
         HookEvent::PreCompact => json!({"trigger": "manual", "custom_instructions": ""}),
         HookEvent::SessionEnd => json!({"reason": "exit"}),
     }

@@ -1,66 +1,119 @@
 //! A checkpoint of the workspace before each task ([`Session::enable_checkpoints`]), so a
 //! rewind can put the files back as they were (`crate::rewind`, `docs/rewind.md`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
-use penguin_tools::checkpoint::{self, Limits, Manifest, Plan, Store};
+use futures::stream::{BoxStream, StreamExt};
+use penguin_omni_protocol::Frame;
+use penguin_tools::checkpoint::{self, Limits, Manifest, Store};
 
 use super::Session;
 
+/// How much content the checkpoint store keeps at most (4 GiB): past it, the checkpoints of
+/// the sessions checkpointed least recently go first (`Store::prune`, docs/rewind.md).
+pub const CHECKPOINT_STORE_BYTES: u64 = 4 << 30;
+
 /// A session's checkpoints: where they go, and the last one taken by this load (which spares
 /// hashing unchanged files again).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct Checkpoints {
     store: Store,
-    last: Option<Manifest>,
+    last: Arc<Mutex<Option<Manifest>>>,
 }
 
-impl Session {
-    /// Takes a checkpoint of the workspace in `store` before each task from now on. A session
-    /// whose tools do not touch the workspace (a scenario's scripted ones) needs none.
-    pub fn enable_checkpoints(&mut self, store: Store) {
-        self.checkpoints = Some(Checkpoints { store, last: None });
-    }
-
-    /// The workspace as it is now, kept as this session's next checkpoint. A failure is
+impl Checkpoints {
+    /// The workspace as it is now, kept as one of session `id`'s checkpoints. A failure is
     /// logged and the task runs: a missing checkpoint costs a rewind, not the work.
-    pub(super) fn take_checkpoint(&mut self) {
-        let Some(cp) = &mut self.checkpoints else {
-            return;
-        };
-        let workspace = Path::new(&self.session_meta.workspace);
-        let taken = checkpoint::take(workspace, &cp.store, cp.last.as_ref(), &Limits::default())
-            .and_then(|m| cp.store.save(&self.id, &m).map(|_| m));
+    fn take(&self, id: &str, workspace: &Path, after_task: bool) {
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        let taken = checkpoint::take(workspace, &self.store, last.as_ref(), &Limits::default())
+            .and_then(|mut m| {
+                m.after_task = after_task;
+                self.store.save(id, &m).map(|_| m)
+            });
         match taken {
-            Ok(m) => cp.last = Some(m),
+            Ok(m) => *last = Some(m),
             Err(e) => tracing::warn!(
-                "[session] {}: no checkpoint of {} before this task: {e}",
-                self.id,
-                workspace.display()
+                "[session] {id}: no checkpoint of {} {} this task: {e}",
+                workspace.display(),
+                if after_task { "after" } else { "before" }
             ),
         }
     }
+}
+
+impl Session {
+    /// Takes a checkpoint of the workspace in `store` before each task, and another as it
+    /// ends, from now on. A session whose tools do not touch the workspace (a scenario's
+    /// scripted ones) needs none.
+    /// The store is kept within [`CHECKPOINT_STORE_BYTES`] as it is opened (off the caller's
+    /// thread: it reads every session's checkpoints).
+    pub fn enable_checkpoints(&mut self, store: Store) {
+        let (pruning, id) = (store.clone(), self.id.clone());
+        let _ = std::thread::Builder::new()
+            .name("penguin-checkpoint-prune".into())
+            .spawn(move || match pruning.prune(CHECKPOINT_STORE_BYTES, &id) {
+                Ok(p) if !p.sessions.is_empty() || p.objects > 0 => tracing::info!(
+                    "[session] checkpoints pruned: {} session(s) dropped ({}), {} content(s), {} bytes",
+                    p.sessions.len(),
+                    p.sessions.join(", "),
+                    p.objects,
+                    p.bytes
+                ),
+                Ok(_) => {}
+                Err(e) => tracing::warn!("[session] pruning the checkpoints: {e}"),
+            });
+        self.checkpoints = Some(Checkpoints {
+            store,
+            last: Arc::default(),
+        });
+    }
+
+    /// The checkpoint before a task.
+    pub(super) fn take_checkpoint(&mut self) {
+        if let Some(cp) = &self.checkpoints {
+            cp.take(&self.id, Path::new(&self.session_meta.workspace), false);
+        }
+    }
+
+    /// A task's stream, ending once the checkpoint after the task is taken: what changed
+    /// between it and the next task's is someone else's doing, which a rewind keeps.
+    pub(super) fn checkpoint_after(
+        &self,
+        stream: BoxStream<'static, Frame>,
+    ) -> BoxStream<'static, Frame> {
+        let Some(cp) = self.checkpoints.clone() else {
+            return stream;
+        };
+        let (id, workspace) = (self.id.clone(), PathBuf::from(&self.session_meta.workspace));
+        let after = futures::stream::once(async move {
+            let _ = tokio::task::spawn_blocking(move || cp.take(&id, &workspace, true)).await;
+        })
+        .filter_map(|()| async { None });
+        stream.chain(after).boxed()
+    }
 
     /// Its workspace's files as before task `to` (see `crate::rewind`): the plan, and with
-    /// `apply` the paths that failed once it was carried out. `None` when it keeps no
-    /// checkpoints.
+    /// `apply` the paths that failed once it was carried out (the paths changed between its
+    /// tasks, `yours`, only `with_yours`). `None` when it keeps no checkpoints.
     pub fn rewind_files(
         &self,
         to: usize,
         apply: bool,
-    ) -> Option<Result<(Plan, Vec<String>), String>> {
+        with_yours: bool,
+    ) -> Option<Result<(crate::rewind::FilesPlan, Vec<String>), String>> {
         let cp = self.checkpoints.as_ref()?;
         let workspace = Path::new(&self.session_meta.workspace);
-        let rewind = || -> Result<(Plan, Vec<String>), String> {
+        let rewind = || -> Result<(crate::rewind::FilesPlan, Vec<String>), String> {
             // What the writer holds is on disk before the trace is read for its tasks.
             self.writer.flush().map_err(|e| format!("the trace: {e}"))?;
-            let (target, _damaged) =
-                crate::rewind::checkpoint_before(&cp.store, &self.traces_dir(), &self.id, to)
-                    .map_err(|e| e.to_string())?;
             let plan =
-                checkpoint::plan(workspace, &cp.store, &target).map_err(|e| e.to_string())?;
+                crate::rewind::plan_files(&cp.store, &self.traces_dir(), &self.id, to, workspace)
+                    .map_err(|e| e.to_string())?;
             let failed = match apply {
-                true => checkpoint::apply(workspace, &cp.store, &target, &plan)
+                true => plan
+                    .apply(workspace, &cp.store, with_yours)
                     .map_err(|e| e.to_string())?,
                 false => Vec::new(),
             };

@@ -20,7 +20,7 @@ use futures::stream::BoxStream;
 use futures::StreamExt;
 use penguin_engine::{
     ApprovalError, Approver, BackgroundForward, BackgroundListener, CancellationToken, DenyAll,
-    Frame, RunOptions, ThinkingLevel,
+    Frame, RunOptions, ThinkingLevel, Verdict,
 };
 use penguin_omni_protocol::background::{
     report_label, report_tail, BackgroundKind, BackgroundTaskDone,
@@ -80,7 +80,8 @@ impl Exit {
 
 struct PendingApproval {
     call: OmniMessage,
-    answer: Mutex<Option<oneshot::Sender<ApprovalDecision>>>,
+    // The whole verdict: a parent's hook that decided is named in the child's stream too.
+    answer: Mutex<Option<oneshot::Sender<Verdict>>>,
     // Cancelled once answered, so a consultation still asking a human stops asking.
     settled: CancellationToken,
 }
@@ -407,7 +408,7 @@ impl Child {
         };
         // Requests of an interrupted run that nobody will wait for any more.
         for req in leftover {
-            settle(&req, ApprovalDecision::Deny);
+            settle(&req, ApprovalDecision::Deny.into());
         }
         if let Some(session) = released {
             release(session);
@@ -476,7 +477,7 @@ impl Child {
         };
         self.cancel.cancel();
         for req in pending {
-            settle(&req, ApprovalDecision::Deny);
+            settle(&req, ApprovalDecision::Deny.into());
         }
         if let Some(session) = released {
             release(session);
@@ -484,10 +485,7 @@ impl Child {
         self.wake.notify_waiters();
     }
 
-    fn queue_approval(
-        self: &Arc<Self>,
-        call: OmniMessage,
-    ) -> Option<oneshot::Receiver<ApprovalDecision>> {
+    fn queue_approval(self: &Arc<Self>, call: OmniMessage) -> Option<oneshot::Receiver<Verdict>> {
         let (tx, rx) = oneshot::channel();
         {
             let mut st = self.state();
@@ -505,7 +503,7 @@ impl Child {
         Some(rx)
     }
 
-    fn answer(&self, req: &Arc<PendingApproval>, decision: ApprovalDecision) {
+    fn answer(&self, req: &Arc<PendingApproval>, decision: Verdict) {
         self.state().approvals.retain(|r| !Arc::ptr_eq(r, req));
         settle(req, decision);
         self.wake.notify_waiters();
@@ -547,9 +545,9 @@ impl Child {
             // Once asked, a request is answered by whoever was asked, even after that
             // window closed: a late decision still counts, and nobody is asked twice.
             let decision = tokio::select! {
-                d = sink.approve(&req.call) => d.unwrap_or_else(|e| {
+                d = sink.verdict(&req.call) => d.unwrap_or_else(|e| {
                     tracing::warn!("subagent {}: approval failed, denying: {e}", self.hop);
-                    ApprovalDecision::Deny
+                    ApprovalDecision::Deny.into()
                 }),
                 () = req.settled.cancelled() => continue,
             };
@@ -558,7 +556,7 @@ impl Child {
     }
 }
 
-fn settle(req: &PendingApproval, decision: ApprovalDecision) {
+fn settle(req: &PendingApproval, decision: Verdict) {
     if let Some(tx) = lock(&req.answer).take() {
         let _ = tx.send(decision);
     }
@@ -588,13 +586,18 @@ struct ChildApprover(Weak<Child>);
 #[async_trait]
 impl Approver for ChildApprover {
     async fn approve(&self, call: &OmniMessage) -> Result<ApprovalDecision, ApprovalError> {
+        self.verdict(call).await.map(|v| v.decision)
+    }
+
+    async fn verdict(&self, call: &OmniMessage) -> Result<Verdict, ApprovalError> {
         let rx = match self.0.upgrade() {
             Some(child) => child.queue_approval(call.clone().with_origin(child.hop.clone())),
             None => None,
         };
+        let denied = || Verdict::from(ApprovalDecision::Deny);
         Ok(match rx {
-            Some(rx) => rx.await.unwrap_or(ApprovalDecision::Deny),
-            None => ApprovalDecision::Deny,
+            Some(rx) => rx.await.unwrap_or_else(|_| denied()),
+            None => denied(),
         })
     }
 }

@@ -189,6 +189,7 @@ impl ScriptedRequestBuilder {
         ScriptedRequest {
             stream: self.steps,
             outcome: self.outcome,
+            end_delay: Duration::ZERO,
         }
     }
 }

@@ -129,6 +129,8 @@ const RETRY: Duration = Duration::from_secs(1);
 #[derive(Default)]
 pub(super) struct Listed {
     rows: Mutex<HashMap<String, SessionInfo>>,
+    /// Sessions removed from the index (deleted): their usage no longer counts.
+    gone: Mutex<HashSet<String>>,
 }
 
 impl Listed {
@@ -153,6 +155,12 @@ impl Listed {
     /// `id` left the index.
     pub(super) fn remove(&self, id: &str) {
         lock(&self.rows).remove(id);
+        lock(&self.gone).insert(id.to_owned());
+    }
+
+    /// Whether `id` was removed from the index.
+    pub(super) fn is_gone(&self, id: &str) -> bool {
+        lock(&self.gone).contains(id)
     }
 
     /// Every session listed, a session loaded here as it is now (the index has it as its

@@ -129,6 +129,9 @@ pub(crate) struct Node {
     returning: Arc<Mutex<HashMap<String, tokio::sync::watch::Receiver<bool>>>>,
     /// Set when the server stops: every stream served from the cluster ends.
     stopping: tokio::sync::watch::Sender<bool>,
+    /// The cluster's usage as far as the replicated traces were read (their stream
+    /// position), so each `GET /api/usage` reads only what was replicated since.
+    usage: tokio::sync::Mutex<(u64, crate::usage::Ledger)>,
     me: Weak<Node>,
 }
 
@@ -156,6 +159,7 @@ impl Node {
             forwarding: Default::default(),
             stopping: tokio::sync::watch::Sender::new(false),
             returning: Arc::default(),
+            usage: Default::default(),
             me: me.clone(),
             cluster,
         });
@@ -560,6 +564,20 @@ impl Placement for Node {
 
     async fn forward(&self, node: &str, req: Request) -> Result<Response, ForwardError> {
         forward::send(&self.cluster, node, req).await
+    }
+
+    async fn usage(&self) -> Result<Vec<crate::usage::RequestUsage>, ApiError> {
+        let mut usage = self.usage.lock().await;
+        let (after, ledger) = &mut *usage;
+        let read = self.traces.read_since(*after).await.map_err(api_error)?;
+        for (session, record) in &read.records {
+            ledger.line(session, &record.line);
+        }
+        *after = read.next;
+        ledger
+            .requests
+            .retain(|r| !self.listed.is_gone(&r.session_id));
+        Ok(ledger.requests.clone())
     }
 
     async fn last_event(&self, id: &str) -> Result<u64, ApiError> {

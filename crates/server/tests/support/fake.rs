@@ -821,10 +821,12 @@ impl HostedSession for FakeSession {
         &self,
         to: usize,
         _apply: bool,
+        _with_yours: bool,
     ) -> Option<Result<penguin_server::api::RewindFiles, String>> {
         Some(Ok(penguin_server::api::RewindFiles {
             restore: vec![format!("notes-{to}.md")],
-            remove: vec!["made.txt".into()],
+            remove: vec!["made.txt".into(), "mine.txt".into()],
+            yours: vec!["mine.txt".into()],
             ..Default::default()
         }))
     }

@@ -137,3 +137,111 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     f.sync_all()?;
     std::fs::rename(&tmp, path)
 }
+
+/// What [`Store::prune`] removed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Pruned {
+    /// Sessions whose checkpoints went, oldest first.
+    pub sessions: Vec<String>,
+    /// Stored contents removed (no checkpoint left names them).
+    pub objects: usize,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+/// A stored content younger than this is never removed: a checkpoint being taken has stored
+/// it and not yet saved the manifest that names it.
+const IN_FLIGHT: std::time::Duration = std::time::Duration::from_secs(3600);
+
+impl Store {
+    /// Keeps the store within `max_bytes` of contents: while the contents the sessions'
+    /// checkpoints name come to more, the checkpoints of the session checkpointed least
+    /// recently go first (never `keep`'s, the session now running), then every content no
+    /// checkpoint names any more (an hour old at least, so one a checkpoint being taken
+    /// has just stored stays).
+    pub fn prune(&self, max_bytes: u64, keep: &str) -> io::Result<Pruned> {
+        let mut pruned = Pruned::default();
+        let objects = self.objects()?;
+        let total: u64 = objects.iter().map(|o| o.1).sum();
+        if total <= max_bytes {
+            return Ok(pruned);
+        }
+        // Each session's checkpoints: when it was last checkpointed, and what they name.
+        let mut sessions = Vec::new();
+        let dir = self.root.join("sessions");
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Ok((manifests, _)) = self.list(&name) else {
+                continue;
+            };
+            let last = manifests.iter().map(|m| m.taken_at_ms).max().unwrap_or(0);
+            let named: std::collections::HashSet<String> = manifests
+                .iter()
+                .flat_map(|m| m.entries.values())
+                .filter_map(|e| match e {
+                    super::Entry::File { hash, .. } => Some(hash.clone()),
+                    _ => None,
+                })
+                .collect();
+            sessions.push((last, name, named));
+        }
+        sessions.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        let size: std::collections::HashMap<&str, u64> =
+            objects.iter().map(|(h, s, _)| (h.as_str(), *s)).collect();
+        let named_bytes = |sessions: &[(u64, String, std::collections::HashSet<String>)]| {
+            let all: std::collections::HashSet<&String> =
+                sessions.iter().flat_map(|s| s.2.iter()).collect();
+            all.iter()
+                .map(|h| size.get(h.as_str()).copied().unwrap_or(0))
+                .sum::<u64>()
+        };
+        while named_bytes(&sessions) > max_bytes {
+            let Some(i) = sessions.iter().position(|s| s.1 != keep) else {
+                break;
+            };
+            let (_, name, _) = sessions.remove(i);
+            std::fs::remove_dir_all(dir.join(&name))?;
+            pruned.sessions.push(name);
+        }
+        let named: std::collections::HashSet<&String> =
+            sessions.iter().flat_map(|s| s.2.iter()).collect();
+        let now = std::time::SystemTime::now();
+        for (hash, bytes, modified) in &objects {
+            let young = now.duration_since(*modified).unwrap_or_default() < IN_FLIGHT;
+            if named.contains(hash) || young {
+                continue;
+            }
+            if std::fs::remove_file(self.object(hash)?).is_ok() {
+                pruned.objects += 1;
+                pruned.bytes += bytes;
+            }
+        }
+        Ok(pruned)
+    }
+
+    /// Every stored content: its hash, size and modification time.
+    fn objects(&self) -> io::Result<Vec<(String, u64, std::time::SystemTime)>> {
+        let mut out = Vec::new();
+        let root = self.root.join("objects");
+        let shards = match std::fs::read_dir(&root) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
+            Err(e) => return Err(e),
+        };
+        for shard in shards.flatten() {
+            for file in std::fs::read_dir(shard.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let Ok(meta) = file.metadata() else { continue };
+                let name = file.file_name().to_string_lossy().into_owned();
+                if meta.is_file() && self.object(&name).is_ok() {
+                    let modified = meta.modified().unwrap_or(std::time::UNIX_EPOCH);
+                    out.push((name, meta.len(), modified));
+                }
+            }
+        }
+        Ok(out)
+    }
+}
