@@ -440,7 +440,10 @@ fn producer(msg: &OmniMessage) -> Option<String> {
 /// as a group, with as many of the replay's, both in one order (the engine's first, then each
 /// tool's by call, each producer's own order kept). Across milliseconds, and within one
 /// producer, the order is compared as written.
-pub fn compare(original: &[OmniMessage], replayed: &[OmniMessage]) -> Result<usize, Difference> {
+pub fn compare(
+    original: &[OmniMessage],
+    replayed: &[OmniMessage],
+) -> Result<usize, Box<Difference>> {
     let (expected, got) = (comparable(original), comparable(replayed));
     // Each record's millisecond, never before the one written ahead of it (see `scenario_of`).
     let mut latest = i64::MIN;
@@ -460,24 +463,24 @@ pub fn compare(original: &[OmniMessage], replayed: &[OmniMessage]) -> Result<usi
         let (mut ours, mut theirs) = (group.clone(), theirs.to_vec());
         ours.sort_by_key(|m| producer(m));
         theirs.sort_by_key(|m| producer(m));
-        for k in 0..group.len() {
-            let (e, g) = (compared(ours[k]), theirs.get(k).map(|m| compared(m)));
+        for (k, ours) in ours.iter().enumerate() {
+            let (e, g) = (compared(ours), theirs.get(k).map(|m| compared(m)));
             if Some(&e) != g.as_ref() {
-                return Err(Difference {
+                return Err(Box::new(Difference {
                     record: at + k + 1,
                     expected: Some(e),
                     got: g,
-                });
+                }));
             }
         }
         at += group.len();
     }
     match got.get(at) {
         None => Ok(at),
-        Some(extra) => Err(Difference {
+        Some(extra) => Err(Box::new(Difference {
             record: at + 1,
             expected: None,
             got: Some(compared(extra)),
-        }),
+        })),
     }
 }

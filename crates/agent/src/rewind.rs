@@ -85,7 +85,7 @@ pub fn checkpoint_before(
         .find(|m| !m.after_task && !m.before_rewind)
         .or_else(|| {
             (task == tasks.len() + 1)
-                .then(|| since().filter(|m| m.after_task).last())
+                .then(|| since().rfind(|m| m.after_task))
                 .flatten()
         })
         .cloned()
