@@ -453,7 +453,8 @@ fn web(root: &Path) -> Result<(), String> {
     nats.arg("scripts/install-nats.sh");
     run(root, "install nats-server", nats)?;
     let mut test = cargo();
-    // The web app against one server (web.rs), its models page (web_models.rs), and against
+    // The web app against one server (web.rs), its models and usage pages (web_models.rs,
+    // web_usage.rs), and against
     // two nodes of a cluster over a 3-node nats-server cluster (web_cluster.rs, feature
     // `cluster`). The tests step's flags, so its build serves this one too.
     test.args([
@@ -464,6 +465,8 @@ fn web(root: &Path) -> Result<(), String> {
         "web",
         "--test",
         "web_models",
+        "--test",
+        "web_usage",
         "--test",
         "web_cluster",
         "--",
