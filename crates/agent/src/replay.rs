@@ -192,17 +192,38 @@ pub fn scenario_of(records: &[OmniMessage]) -> Result<Value, NotReplayable> {
                 EventPayload::ApprovalDecision {
                     decision,
                     tool_call_id,
-                    ..
+                    decided_by,
+                    reason,
+                    updated_arguments,
                 } => {
                     // The approval comes as long after its call as it did (a person takes
                     // time; a rule answers in the same millisecond), and the call runs from
-                    // then.
+                    // then; a hook's decision names the hook, its reason and the arguments it
+                    // rewrote, as the scenario's approver gives them back.
                     let decision = serde_json::to_value(decision).unwrap_or_default();
                     let called = dispatched.get(tool_call_id).copied().unwrap_or(at);
-                    let answer = match at - called {
-                        0 => decision,
-                        wait => json!({ "decision": decision, "delay_ms": wait }),
-                    };
+                    let mut answer = json!({ "decision": decision });
+                    if at > called {
+                        answer["delay_ms"] = json!(at - called);
+                    }
+                    match decided_by.as_deref().map(|by| by.strip_prefix("hook:")) {
+                        None => {}
+                        Some(Some(hook)) => {
+                            answer["hook"] = json!(hook);
+                            if let Some(r) = reason {
+                                answer["reason"] = json!(r);
+                            }
+                            if let Some(a) = updated_arguments {
+                                answer["updated_arguments"] = json!(a);
+                            }
+                        }
+                        Some(None) => {
+                            return Err(stop(i, msg, "a decision by something a scenario cannot name (only a person's or a hook's replay)"));
+                        }
+                    }
+                    if answer.as_object().is_some_and(|o| o.len() == 1) {
+                        answer = decision;
+                    }
                     by_id.insert(tool_call_id.clone(), answer);
                     dispatched.insert(tool_call_id.clone(), at);
                 }

@@ -375,3 +375,37 @@ fn a_session_with_a_subagent_and_a_background_command_replays_to_the_same_trace(
     assert!(out.status.success(), "{told}\n{trace}");
     assert!(told.contains("the same as the original"), "{told}");
 }
+
+#[test]
+fn a_hooks_decisions_replay_as_the_hook_made_them() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let (url, _) = stub_model::serve_script(vec![
+        stub_model::with_usage(stub_model::tool_call(
+            "exec_command",
+            r#"{"cmd": "rm -rf build"}"#,
+        )),
+        stub_model::with_usage(stub_model::text("The hook said no.")),
+    ]);
+    // A hook of the user's own that refuses every command, with its reason on stderr.
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!("default_model = \"stub\"\n[models.stub]\nprotocol = \"openai-chat\"\nbase_url = \"{url}\"\nmodel = \"stub\"\napi_key_env = \"PENGUIN_STUB_KEY\"\n\n[[hooks.pre_tool_use]]\nmatcher = \"exec_command\"\ncommand = \"echo 'no commands here' >&2; exit 2\"\n"),
+    )
+    .unwrap();
+    let run = penguin(
+        home.path(),
+        ws.path(),
+        &["run", "-y", "--sandbox", "off", "clean up"],
+    );
+    assert!(run.status.success(), "{}", said(&run));
+    let trace = std::fs::read_to_string(trace_file(home.path())).unwrap();
+    assert!(
+        trace.contains("\"decided_by\":\"hook:") && trace.contains("no commands here"),
+        "{trace}"
+    );
+    let out = penguin(home.path(), ws.path(), &["replay", "--last", "--check"]);
+    let told = said(&out);
+    assert!(out.status.success(), "{told}");
+    assert!(told.contains("the same as the original"), "{told}");
+}

@@ -36,7 +36,8 @@
 //!         message: build::assistant_text(text, StopReason::Completed),
 //!     }],
 //!     outcome: LlmOutcome::completed(),
-//!, end_delay: std::time::Duration::ZERO, };
+//!     end_delay: Duration::ZERO,
+//! };
 //! let env = Arc::new(ScriptedEnvironment::new(Default::default()));
 //! let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
 //! let _inside = runtime.enter(); // Engine::run spawns on the current runtime
