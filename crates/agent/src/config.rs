@@ -120,6 +120,56 @@ pub struct Config {
     #[cfg(feature = "tools")]
     #[serde(default)]
     pub hooks: crate::hooks::HooksConfig,
+    /// What the checkpoints before and after each task keep (`docs/rewind.md`).
+    #[serde(default)]
+    pub checkpoints: CheckpointsEntry,
+}
+
+/// `[checkpoints]` in `config.toml`: whether sessions take checkpoints of their workspace, and
+/// what they keep.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CheckpointsEntry {
+    /// `false`: no checkpoints (and no rewind of the files). Default on.
+    pub enabled: Option<bool>,
+    /// Keep what the workspace's ignore files exclude too (build output, dependencies).
+    /// Default off.
+    pub include_ignored: bool,
+    /// A larger file is left out, in MiB (default 16).
+    pub max_file_mb: Option<u64>,
+    /// New content one checkpoint stores at most, in MiB (default 256).
+    pub max_new_mb: Option<u64>,
+    /// The whole store's bound, in GiB (default 4): past it, the checkpoints of the sessions
+    /// checkpointed least recently go first.
+    pub store_max_gb: Option<u64>,
+}
+
+impl CheckpointsEntry {
+    /// Whether sessions take checkpoints.
+    pub fn enabled(&self) -> bool {
+        self.enabled.unwrap_or(true)
+    }
+
+    /// What one checkpoint keeps.
+    #[cfg(feature = "tools")]
+    pub fn limits(&self) -> penguin_tools::checkpoint::Limits {
+        let defaults = penguin_tools::checkpoint::Limits::default();
+        penguin_tools::checkpoint::Limits {
+            max_file_bytes: self
+                .max_file_mb
+                .map_or(defaults.max_file_bytes, |mb| mb.saturating_mul(1 << 20)),
+            max_new_bytes: self
+                .max_new_mb
+                .map_or(defaults.max_new_bytes, |mb| mb.saturating_mul(1 << 20)),
+            include_ignored: self.include_ignored,
+        }
+    }
+
+    /// The store's bound, in bytes.
+    pub fn store_max_bytes(&self) -> u64 {
+        self.store_max_gb
+            .map_or(4 << 30, |gb| gb.saturating_mul(1 << 30))
+    }
 }
 
 /// `[cluster]` in `config.toml`: the NATS servers and this node's name (`--cluster` and

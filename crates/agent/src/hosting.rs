@@ -467,6 +467,8 @@ pub struct ModelFactory {
     /// (`POST/PUT/DELETE /api/models`): then they, not `spec` and `models`, are what requests
     /// may name. `None`: `spec` and `models` as given, and the API's edits are refused.
     pub live: Option<LiveModels>,
+    /// What sessions' checkpoints keep (`config.toml`'s `[checkpoints]`).
+    pub checkpoints: crate::config::CheckpointsEntry,
 }
 
 /// The default model and the configured ones, by name.
@@ -864,7 +866,10 @@ impl SessionFactory for ModelFactory {
         session.set_command_policy(self.policy.clone());
         self.set_hooks(&mut session, &sandbox)?;
         session.set_sandbox(sandbox);
-        session.enable_checkpoints(crate::rewind::checkpoint_store(&req.location));
+        session.enable_checkpoints_as(
+            crate::rewind::checkpoint_store(&req.location),
+            &self.checkpoints,
+        );
         Ok(Box::new(session))
     }
 
@@ -910,7 +915,10 @@ impl SessionFactory for ModelFactory {
         session.set_command_policy(self.policy.clone());
         self.set_hooks(&mut session, &sandbox)?;
         session.set_sandbox(sandbox);
-        session.enable_checkpoints(crate::rewind::checkpoint_store(&req.location));
+        session.enable_checkpoints_as(
+            crate::rewind::checkpoint_store(&req.location),
+            &self.checkpoints,
+        );
         Ok(Box::new(session))
     }
 }
@@ -980,6 +988,7 @@ mod tests {
             sandbox: SandboxRequest::default(),
             data_root: None,
             hooks: Default::default(),
+            checkpoints: Default::default(),
             live: None,
         }
     }

@@ -385,7 +385,10 @@ impl Launcher {
                     let _ = self.agent.record_model(session.id(), &asked);
                 }
                 session.set_sandbox(confinement.sandbox.clone());
-                session.enable_checkpoints(self.agent.checkpoint_store());
+                session.enable_checkpoints_as(
+                    self.agent.checkpoint_store(),
+                    &self.agent.config.checkpoints,
+                );
                 Ok(session)
             }
             Source::Scenario {
@@ -405,7 +408,10 @@ impl Launcher {
                     .create_session_with(model, workspace, tools, None, None)?;
                 if real_tools {
                     session.set_sandbox(confinement.sandbox.clone());
-                    session.enable_checkpoints(self.agent.checkpoint_store());
+                    session.enable_checkpoints_as(
+                        self.agent.checkpoint_store(),
+                        &self.agent.config.checkpoints,
+                    );
                 }
                 Ok(session)
             }
@@ -443,7 +449,10 @@ impl Launcher {
             })?;
             if real_tools {
                 session.set_sandbox(confinement.sandbox.clone());
-                session.enable_checkpoints(self.agent.checkpoint_store());
+                session.enable_checkpoints_as(
+                    self.agent.checkpoint_store(),
+                    &self.agent.config.checkpoints,
+                );
             }
             return Ok(session);
         }
@@ -467,7 +476,10 @@ impl Launcher {
             &session.environment().tools(),
         )?;
         session.set_sandbox(confinement.sandbox.clone());
-        session.enable_checkpoints(self.agent.checkpoint_store());
+        session.enable_checkpoints_as(
+            self.agent.checkpoint_store(),
+            &self.agent.config.checkpoints,
+        );
         Ok(session)
     }
 
@@ -733,6 +745,7 @@ impl Launcher {
             pinned,
         );
         Ok(crate::hosting::ModelFactory {
+            checkpoints: self.agent.config.checkpoints.clone(),
             live: Some(live),
             models,
             system_prompt: crate::agent::DEFAULT_SYSTEM_PROMPT.to_owned(),

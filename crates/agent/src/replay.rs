@@ -120,9 +120,11 @@ pub fn scenario_of(records: &[OmniMessage]) -> Result<Value, NotReplayable> {
     // The subagent calls not answered yet, in the order they were made, and the child
     // sessions each started (the `subagent` pointers, with when they came).
     let mut open_subagent_calls: Vec<String> = Vec::new();
+    let mut children: std::collections::HashMap<String, Vec<(i64, String)>> = Default::default();
     // Whether the last request called tools (its run goes on with their outputs), and the
     // calls still waiting for their output.
     let mut turn_called = false;
+    let mut waiting: std::collections::HashSet<String> = Default::default();
     // When the last request began, and when the record before this one was written.
     let mut begun_at = i64::MIN;
     let mut prev_at = i64::MIN;
@@ -132,8 +134,6 @@ pub fn scenario_of(records: &[OmniMessage]) -> Result<Value, NotReplayable> {
     // at `at` comes at `at - shift` in the replay; runs' timers count from the run's start
     // on that clock.
     let mut shift: i64 = 0;
-    let mut waiting: std::collections::HashSet<String> = Default::default();
-    let mut children: std::collections::HashMap<String, Vec<(i64, String)>> = Default::default();
     for (i, msg) in records.iter().enumerate() {
         // A record's time is never before the one written ahead of it: a message stamped as it
         // was made can reach the Trace after later-stamped ones (a subagent's pointer).
@@ -453,7 +453,7 @@ fn producer(msg: &OmniMessage) -> Option<String> {
 
 /// A session's records against its replay's: how many were compared, or the first that
 /// differs. In order, timestamps, `session_meta` and `tool_list_ready` aside (see
-/// [`comparable`]).
+/// `comparable`).
 ///
 /// Within one millisecond of the original the order of records from different producers (the
 /// engine's own, each tool's) was a race on a real clock, where the replay's paused clock

@@ -49,7 +49,7 @@ default_model = "demo"
 # flag says (--approve MODE, --yes):
 # [session]
 # max_turns = 50                        # default -1: no cap
-# approval = "read-only"                # always-ask (or ask; the default) | read-only | deny-all | allow-all
+# approval = "read-only"                # read-only (the default) | always-ask (or ask) | deny-all | allow-all
 
 # Commands that are never run, whatever is approved:
 # [policy]
@@ -65,6 +65,15 @@ default_model = "demo"
 # The edit tools offered (default: apply_patch for openai-responses, classic for the others):
 # [tools]
 # edit = "classic"                      # classic (write_file + edit_file) | apply_patch | both
+
+# The workspace's checkpoints before and after each task, which `penguin rewind` goes back to
+# (docs/rewind.md; these are the defaults):
+# [checkpoints]
+# enabled = true
+# include_ignored = false               # true: keep what .gitignore excludes too
+# max_file_mb = 16                      # a larger file is left out
+# max_new_mb = 256                      # new content one checkpoint stores at most
+# store_max_gb = 4                      # past it, the oldest sessions' checkpoints go
 "#;
 
 pub(crate) fn init(force: bool) -> Result<ExitCode, String> {

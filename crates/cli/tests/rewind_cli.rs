@@ -363,3 +363,48 @@ fn changes_made_between_the_sessions_tasks_are_kept_unless_asked_for() {
         "as found\n"
     );
 }
+
+#[test]
+fn checkpoints_keep_ignored_trees_only_when_configured_and_can_be_turned_off() {
+    let run_twice = |extra: &str| {
+        let home = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let root = ws.path().canonicalize().unwrap();
+        std::fs::write(root.join(".gitignore"), "build/\n").unwrap();
+        let (url, _) = stub_model::serve_script(vec![
+            call("mkdir -p build && echo out > build/out.txt && echo src > src.txt"),
+            stub_model::text("Built."),
+        ]);
+        std::fs::write(
+            home.path().join("config.toml"),
+            format!("default_model = \"stub\"\n[models.stub]\nprotocol = \"openai-chat\"\nbase_url = \"{url}\"\nmodel = \"stub\"\napi_key_env = \"PENGUIN_STUB_KEY\"\n{extra}"),
+        )
+        .unwrap();
+        ok(&penguin(
+            home.path(),
+            &root,
+            &["run", "--yes", "--sandbox", "off", "build"],
+        ));
+        let out = penguin(
+            home.path(),
+            &root,
+            &["rewind", "--last", "--to", "1", "--code", "--yes"],
+        );
+        (home, ws, root, out)
+    };
+    // By default an ignored tree is neither kept nor rewound.
+    let (_h, _w, root, out) = run_twice("");
+    ok(&out);
+    assert!(!root.join("src.txt").exists());
+    assert!(root.join("build/out.txt").exists(), "ignored: left alone");
+    // Configured, it is kept and rewound like the rest.
+    let (_h, _w, root, out) = run_twice("[checkpoints]\ninclude_ignored = true\n");
+    ok(&out);
+    assert!(!root.join("src.txt").exists());
+    assert!(!root.join("build").exists(), "{}", said(&out));
+    // Turned off, there is nothing to rewind to, and the rewind says why.
+    let (_h, _w, root, out) = run_twice("[checkpoints]\nenabled = false\n");
+    assert!(!out.status.success());
+    assert!(said(&out).contains("no checkpoint"), "{}", said(&out));
+    assert!(root.join("src.txt").exists());
+}

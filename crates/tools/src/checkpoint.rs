@@ -99,6 +99,10 @@ pub struct Manifest {
     /// someone else's change too, and it is no task's start.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub before_rewind: bool,
+    /// It kept what the workspace's ignore files exclude too ([`Limits::include_ignored`]):
+    /// a rewind to it then covers those paths as well.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub include_ignored: bool,
 }
 
 impl Manifest {
@@ -140,6 +144,9 @@ pub struct Limits {
     /// New content stored by one checkpoint at most; files past it are left out. Default
     /// 256 MiB.
     pub max_new_bytes: u64,
+    /// Keep what the workspace's ignore files exclude too (build output, dependencies: large,
+    /// and usually rebuilt rather than kept). Default off.
+    pub include_ignored: bool,
 }
 
 impl Default for Limits {
@@ -147,6 +154,7 @@ impl Default for Limits {
         Limits {
             max_file_bytes: 16 << 20,
             max_new_bytes: 256 << 20,
+            include_ignored: false,
         }
     }
 }

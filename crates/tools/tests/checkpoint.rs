@@ -253,3 +253,37 @@ fn a_store_past_its_bound_drops_the_oldest_sessions_checkpoints_first() {
     // Even over the bound, the running session keeps its checkpoints.
     assert!(store.prune(0, "s-now").unwrap().sessions.is_empty());
 }
+
+#[test]
+fn ignored_trees_are_kept_and_rewound_only_by_a_checkpoint_that_keeps_them() {
+    let ws = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let store = Store::new(data.path());
+    std::fs::write(ws.path().join(".gitignore"), "build/\n").unwrap();
+    std::fs::create_dir(ws.path().join("build")).unwrap();
+    std::fs::write(ws.path().join("build/a.o"), "old").unwrap();
+    let plain = checkpoint::take(ws.path(), &store, None, &Limits::default()).unwrap();
+    assert!(!plain.include_ignored);
+    assert!(!plain.entries.contains_key("build/a.o"));
+    let all = Limits {
+        include_ignored: true,
+        ..Limits::default()
+    };
+    let kept = checkpoint::take(ws.path(), &store, None, &all).unwrap();
+    assert!(kept.include_ignored && kept.entries.contains_key("build/a.o"));
+    // The build changes: only the checkpoint that kept it rewinds it.
+    std::fs::write(ws.path().join("build/a.o"), "new").unwrap();
+    std::fs::write(ws.path().join("build/b.o"), "made").unwrap();
+    assert!(checkpoint::plan(ws.path(), &store, &plain)
+        .unwrap()
+        .is_empty());
+    let plan = checkpoint::plan(ws.path(), &store, &kept).unwrap();
+    assert_eq!(plan.restore, ["build/a.o"]);
+    assert_eq!(plan.remove, ["build/b.o"]);
+    checkpoint::apply(ws.path(), &store, &kept, &plan).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("build/a.o")).unwrap(),
+        "old"
+    );
+    assert!(!ws.path().join("build/b.o").exists());
+}

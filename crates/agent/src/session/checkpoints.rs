@@ -10,15 +10,12 @@ use penguin_tools::checkpoint::{self, Limits, Manifest, Store};
 
 use super::Session;
 
-/// How much content the checkpoint store keeps at most (4 GiB): past it, the checkpoints of
-/// the sessions checkpointed least recently go first (`Store::prune`, docs/rewind.md).
-pub const CHECKPOINT_STORE_BYTES: u64 = 4 << 30;
-
 /// A session's checkpoints: where they go, and the last one taken by this load (which spares
 /// hashing unchanged files again).
 #[derive(Clone, Debug)]
 pub(super) struct Checkpoints {
     store: Store,
+    limits: Limits,
     last: Arc<Mutex<Option<Manifest>>>,
 }
 
@@ -27,11 +24,12 @@ impl Checkpoints {
     /// logged and the task runs: a missing checkpoint costs a rewind, not the work.
     fn take(&self, id: &str, workspace: &Path, after_task: bool) {
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
-        let taken = checkpoint::take(workspace, &self.store, last.as_ref(), &Limits::default())
-            .and_then(|mut m| {
+        let taken = checkpoint::take(workspace, &self.store, last.as_ref(), &self.limits).and_then(
+            |mut m| {
                 m.after_task = after_task;
                 self.store.save(id, &m).map(|_| m)
-            });
+            },
+        );
         match taken {
             Ok(m) => *last = Some(m),
             Err(e) => tracing::warn!(
@@ -45,15 +43,27 @@ impl Checkpoints {
 
 impl Session {
     /// Takes a checkpoint of the workspace in `store` before each task, and another as it
-    /// ends, from now on. A session whose tools do not touch the workspace (a scenario's
-    /// scripted ones) needs none.
-    /// The store is kept within [`CHECKPOINT_STORE_BYTES`] as it is opened (off the caller's
-    /// thread: it reads every session's checkpoints).
+    /// ends, from now on, as `config.toml`'s `[checkpoints]` defaults have them. A session
+    /// whose tools do not touch the workspace (a scenario's scripted ones) needs none.
     pub fn enable_checkpoints(&mut self, store: Store) {
-        let (pruning, id) = (store.clone(), self.id.clone());
+        self.enable_checkpoints_as(store, &crate::config::CheckpointsEntry::default());
+    }
+
+    /// [`Session::enable_checkpoints`] as `[checkpoints]` says (none when it turns them
+    /// off). The store is kept within its bound as it is opened (off the caller's thread: it
+    /// reads every session's checkpoints).
+    pub fn enable_checkpoints_as(
+        &mut self,
+        store: Store,
+        config: &crate::config::CheckpointsEntry,
+    ) {
+        if !config.enabled() {
+            return;
+        }
+        let (pruning, id, bound) = (store.clone(), self.id.clone(), config.store_max_bytes());
         let _ = std::thread::Builder::new()
             .name("penguin-checkpoint-prune".into())
-            .spawn(move || match pruning.prune(CHECKPOINT_STORE_BYTES, &id) {
+            .spawn(move || match pruning.prune(bound, &id) {
                 Ok(p) if !p.sessions.is_empty() || p.objects > 0 => tracing::info!(
                     "[session] checkpoints pruned: {} session(s) dropped ({}), {} content(s), {} bytes",
                     p.sessions.len(),
@@ -66,6 +76,7 @@ impl Session {
             });
         self.checkpoints = Some(Checkpoints {
             store,
+            limits: config.limits(),
             last: Arc::default(),
         });
     }

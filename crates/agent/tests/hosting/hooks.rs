@@ -37,6 +37,7 @@ fn factory(dir: &TestDir, hooks: HooksConfig) -> ModelFactory {
         },
         data_root: None,
         hooks,
+        checkpoints: Default::default(),
         live: None,
     }
 }

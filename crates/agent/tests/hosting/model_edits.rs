@@ -32,6 +32,7 @@ fn factory(root: &std::path::Path) -> ModelFactory {
         .map(|(n, s)| (n, s.unwrap()))
         .collect();
     ModelFactory {
+        checkpoints: Default::default(),
         live: Some(LiveModels::new(
             root,
             ModelSpec::demo(),

@@ -178,6 +178,7 @@ async fn the_demo_model_runs_behind_a_model_factory() {
         sandbox: Default::default(),
         data_root: None,
         hooks: Default::default(),
+        checkpoints: Default::default(),
         live: None,
     };
     let srv = serve(dir, Arc::new(factory), |_| {}).await;
@@ -298,6 +299,7 @@ async fn a_session_brings_its_own_mcp_servers() {
             sandbox: Default::default(),
             data_root: None,
             hooks: Default::default(),
+            checkpoints: Default::default(),
             live: None,
         };
         // The data lives in `dir`, which outlives both servers.
@@ -520,6 +522,7 @@ async fn skills_and_memory_are_listed_and_a_task_pins_a_skill() {
         sandbox: Default::default(),
         data_root: Some(data.clone()),
         hooks: Default::default(),
+        checkpoints: Default::default(),
         live: None,
     };
     let srv = serve(dir, Arc::new(factory), |_| {}).await;

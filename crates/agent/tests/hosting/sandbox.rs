@@ -87,6 +87,7 @@ async fn start_recording(root: &std::path::Path, network: bool, grants: Grants) 
         },
         data_root: None,
         hooks: Default::default(),
+        checkpoints: Default::default(),
         live: None,
     };
     let data_root = root.join("data");

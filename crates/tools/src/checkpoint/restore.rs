@@ -41,7 +41,7 @@ enum Now {
 /// changed.
 pub fn plan(workspace: &Path, store: &Store, target: &Manifest) -> io::Result<Plan> {
     let dir = Dir::open(workspace)?;
-    let now: BTreeMap<String, Now> = listing(workspace, store)?
+    let now: BTreeMap<String, Now> = listing(workspace, store, target.include_ignored)?
         .into_iter()
         .filter_map(|(rel, meta)| {
             let t = meta.file_type();

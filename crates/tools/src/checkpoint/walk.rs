@@ -20,10 +20,11 @@ pub fn take(
     let dir = Dir::open(workspace)?;
     let mut manifest = Manifest {
         taken_at_ms: now_ms(),
+        include_ignored: limits.include_ignored,
         ..Manifest::default()
     };
     let mut new_bytes = 0u64;
-    for (rel, meta) in listing(workspace, store)? {
+    for (rel, meta) in listing(workspace, store, limits.include_ignored)? {
         let kind = meta.file_type();
         let entry = if kind.is_dir() {
             Entry::Dir {
@@ -101,15 +102,18 @@ pub fn take(
 }
 
 /// Every path of `workspace` a checkpoint covers, with what it is (links not followed), in
-/// no particular order. The same listing decides what a rewind may remove. The store itself
-/// is never listed, should it lie in the workspace.
+/// no particular order: what the ignore files exclude only `with_ignored`. The same listing
+/// decides what a rewind may remove. The store itself is never listed, should it lie in the
+/// workspace.
 pub(super) fn listing(
     workspace: &Path,
     store: &Store,
+    with_ignored: bool,
 ) -> io::Result<Vec<(String, std::fs::Metadata)>> {
     let own = store.root().canonicalize().ok();
     let mut walk = ignore::WalkBuilder::new(workspace);
-    walk.hidden(false)
+    walk.standard_filters(!with_ignored)
+        .hidden(false)
         .follow_links(false)
         .require_git(false)
         .git_global(false)
