@@ -1,5 +1,7 @@
-//! A checkpoint of the workspace before each task ([`Session::enable_checkpoints`]), so a
-//! rewind can put the files back as they were (`crate::rewind`, `docs/rewind.md`).
+//! Checkpoints of the workspace as each task starts and as it ends
+//! ([`Session::enable_checkpoints`]), so a rewind can put the files back as they were and tell
+//! the session's changes from those made between its tasks (`crate::rewind`,
+//! `docs/rewind.md`).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
