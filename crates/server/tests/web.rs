@@ -683,6 +683,11 @@ async fn rewind_to_here_shows_the_plan_and_goes_on_in_the_fork() {
         "return !!window.__saved && window.__saved.split('\\n')[0].includes('session_meta') && window.__saved.includes('Second answer.')",
     )
     .await;
+    // The first task has nothing before it to fork from; the second has.
+    let forks = b
+        .js("return document.querySelectorAll('.msg.user button[data-action=fork-here]').length")
+        .await;
+    assert_eq!(forks, serde_json::json!(1), "one fork button, on task 2");
     // The second task's button: "as before task 2".
     b.js("document.querySelectorAll('.msg.user button[data-action=rewind-here]')[1].click(); return true").await;
     b.until(
@@ -717,6 +722,24 @@ async fn rewind_to_here_shows_the_plan_and_goes_on_in_the_fork() {
     let text = b.text_of("#transcript").await;
     assert!(!text.contains("Second answer."), "{text}");
     b.shot("rewound-fork").await;
+
+    // "Fork from here" on the source's second task: a fork with the conversation before it,
+    // the files left alone.
+    b.open_session(&srv, &id).await;
+    b.until(
+        "the source again",
+        "return document.body.innerText.includes('Second answer.') && !!document.querySelector('button[data-action=fork-here]')",
+    )
+    .await;
+    b.click(".msg.user button[data-action=fork-here]").await;
+    b.until("another fork", &format!("return location.pathname.startsWith('/sessions/') && !location.pathname.includes('{id}')")).await;
+    b.until(
+        "its transcript",
+        "return document.body.innerText.includes('First answer.')",
+    )
+    .await;
+    let text = b.text_of("#transcript").await;
+    assert!(!text.contains("Second answer."), "{text}");
     b.close().await;
 }
 

@@ -62,5 +62,15 @@ export function rewindPanel(ctx) {
     );
     el.hidden = false;
   }
-  return { el, offer };
+  // "Fork from here": a new session holding the conversation before that task, the files
+  // untouched, so the task can be asked differently there.
+  async function forkBefore({ at, to }) {
+    try {
+      const done = await api.sessions.rewind(ctx.id, { ...(at ? { at } : { to }), files: false, conversation: true, apply: true });
+      if (done.session) navigate(`/sessions/${encodeURIComponent(done.session.id)}`);
+    } catch (err) {
+      toast(err.message);
+    }
+  }
+  return { el, offer, forkBefore };
 }

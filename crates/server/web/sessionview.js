@@ -28,7 +28,7 @@ export function sessionView(id) {
   const head = sessionHead(ctx, { traceWarning: trace.warn });
   const rewind = rewindPanel(ctx);
   const processes = processesPanel(ctx);
-  const pane = transcriptPane(ctx, { decide, canRunUnsandboxed: unsandboxable(ctx), rewind: rewind.offer });
+  const pane = transcriptPane(ctx, { decide, canRunUnsandboxed: unsandboxable(ctx), rewind: rewind.offer, forkBefore: rewind.forkBefore });
   const approvals = approvalsPanel(ctx, decide);
   const input = composer(ctx);
   const pending = pendingPanel(ctx, input.recallInto);

@@ -575,6 +575,14 @@ export class Transcript {
       b.title = "Put the files and the conversation back as they were before this task";
       b.addEventListener("click", () => this.actions.rewind({ at, to }));
       e.append(b);
+      // From the second task on there is a conversation before it to go on from.
+      if (to > 1 && this.actions.forkBefore) {
+        const f = h("button", "quiet fork-here", "Fork from here");
+        f.dataset.action = "fork-here";
+        f.title = "A new session holding the conversation before this task (the files untouched), to ask it differently";
+        f.addEventListener("click", () => this.actions.forkBefore({ at, to }));
+        e.append(f);
+      }
     }
     scope.append(e);
   }

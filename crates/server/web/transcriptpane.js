@@ -8,7 +8,7 @@ import { Transcript } from "./transcript.js";
 
 // `decide` answers an approval from a tool card; `canRunUnsandboxed(name)` says whether a card
 // offers a run outside the sandbox.
-export function transcriptPane(ctx, { decide, canRunUnsandboxed, rewind }) {
+export function transcriptPane(ctx, { decide, canRunUnsandboxed, rewind, forkBefore }) {
   const { id } = ctx;
   const el = h("div", { class: "pane" });
   const olderBtn = h("button", { class: "quiet older", hidden: true, dataset: { action: "load-earlier" } }, "Load earlier messages");
@@ -27,6 +27,7 @@ export function transcriptPane(ctx, { decide, canRunUnsandboxed, rewind }) {
     decide,
     canRunUnsandboxed,
     rewind,
+    forkBefore,
     explain: (failure) => api.explain(failure),
     // The session model's price and name, asked once: `{price, model}`.
     price: () =>
