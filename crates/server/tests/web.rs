@@ -2120,3 +2120,53 @@ async fn memory_is_shown_a_skill_is_pinned_and_a_session_forks() {
     assert_eq!(texts(srv.history(&child).await), texts(history));
     b.close().await;
 }
+
+/// The composer's thinking-level picker: the level picked goes with the next task, the head
+/// shows it, and this browser keeps it for the session across a reload; back to the model's
+/// default, nothing is sent and the head says nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium: scripts/install-browser.sh, then --ignored"]
+async fn the_thinking_level_picked_goes_with_the_next_task_and_shows_in_the_head() {
+    let scenario = json!({
+        "llm": [text_request("Thought hard.", 100), text_request("Thought as usual.", 200)],
+        "tools": {},
+        "runs": []
+    });
+    let srv = start(Setup::new(scenario)).await;
+    let id = srv.create("allow-all").await;
+    let mut b = Browser::start("thinking").await;
+    b.open_session(&srv, &id).await;
+    // What the page sends, caught on its way.
+    let catch = "window.__sent = []; const f = window.fetch; window.fetch = (u, o) => { if (o && o.body && String(u).includes('/tasks')) window.__sent.push(JSON.parse(o.body)); return f(u, o); }; return true";
+    b.js(catch).await;
+    b.js("const s = document.querySelector('select[name=thinkingLevel]'); s.value = 'high'; s.dispatchEvent(new Event('change')); return true").await;
+    assert_eq!(
+        b.text_of(".session-head .thinking-level").await,
+        "thinking: high"
+    );
+    b.send("think hard").await;
+    b.until("the answer", "return document.body.innerText.includes('Thought hard.') && document.getElementById('app').dataset.state === 'idle'").await;
+    let sent = b.js("return window.__sent").await;
+    assert_eq!(sent[0]["thinkingLevel"], "high", "{sent}");
+    b.shot("thinking-high").await;
+    b.c().set_window_size(390, 844).await.unwrap();
+    b.shot("phone-thinking-high").await;
+    // Kept for this session across a reload; then back to the model's default.
+    b.open_session(&srv, &id).await;
+    b.until(
+        "the picker as left",
+        "return document.querySelector('select[name=thinkingLevel]').value === 'high'",
+    )
+    .await;
+    b.js(catch).await;
+    b.js("const s = document.querySelector('select[name=thinkingLevel]'); s.value = ''; s.dispatchEvent(new Event('change')); return true").await;
+    let head = b
+        .js("return document.querySelector('.session-head .thinking-level').hidden")
+        .await;
+    assert_eq!(head, json!(true));
+    b.send("as usual").await;
+    b.until("the second answer", "return document.body.innerText.includes('Thought as usual.') && document.getElementById('app').dataset.state === 'idle'").await;
+    let sent = b.js("return window.__sent").await;
+    assert!(sent[0].get("thinkingLevel").is_none(), "{sent}");
+    b.close().await;
+}

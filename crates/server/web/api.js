@@ -117,7 +117,7 @@ export const sessions = {
   patch: (id, body) => call("PATCH", `/api/sessions/${enc(id)}`, body),
   remove: (id) => call("DELETE", `/api/sessions/${enc(id)}`),
   messages: (id, query) => call("GET", `/api/sessions/${enc(id)}/messages${query ? `?${query}` : ""}`),
-  task: (id, text, queueIfBusy, images, skills) =>
+  task: (id, text, queueIfBusy, images, skills, thinkingLevel) =>
     call("POST", `/api/sessions/${enc(id)}/tasks`, {
       input: [
         ...(text.trim() ? [{ type: "text", text }] : []),
@@ -125,14 +125,19 @@ export const sessions = {
       ],
       queueIfBusy: !!queueIfBusy,
       ...(skills && skills.length ? { skills } : {}),
+      ...(thinkingLevel ? { thinkingLevel } : {}),
     }),
   skills: (id) => call("GET", `/api/sessions/${enc(id)}/skills`),
   fork: (id) => call("POST", `/api/sessions/${enc(id)}/fork`, {}),
   rewind: (id, body) => call("POST", `/api/sessions/${enc(id)}/rewind`, body),
   processes: (id) => call("GET", `/api/sessions/${enc(id)}/processes`),
   removeProcess: (id, process) => call("DELETE", `/api/sessions/${enc(id)}/processes/${enc(process)}`),
-  goal: (id, text, budget) =>
-    call("POST", `/api/sessions/${enc(id)}/tasks`, { input: [{ type: "text", text }], goal: budget ? { budget } : true }),
+  goal: (id, text, budget, thinkingLevel) =>
+    call("POST", `/api/sessions/${enc(id)}/tasks`, {
+      input: [{ type: "text", text }],
+      goal: budget ? { budget } : true,
+      ...(thinkingLevel ? { thinkingLevel } : {}),
+    }),
   goalState: (id) => call("GET", `/api/sessions/${enc(id)}/goal`),
   steer: (id, text) => call("POST", `/api/sessions/${enc(id)}/steer`, { text }),
   unsteer: (id, steerId) => call("DELETE", `/api/sessions/${enc(id)}/steer/${enc(steerId)}`),

@@ -16,6 +16,7 @@ export function composer(ctx) {
   const queueBtn = h("button", { dataset: { action: "queue" }, hidden: true }, "Queue as follow-up");
   const abortBtn = h("button", { class: "danger", dataset: { action: "abort" }, hidden: true }, "Abort");
   const goal = goalOption();
+  const thinking = thinkingOption(ctx);
   const running = () => ctx.taskState.state !== "idle";
 
   const submit = async (queue) => {
@@ -25,10 +26,10 @@ export function composer(ctx) {
       if (running() && !queue) {
         await api.sessions.steer(id, text);
       } else if (goal.checked() && !running()) {
-        await api.sessions.goal(id, text, goal.budget());
+        await api.sessions.goal(id, text, goal.budget(), ctx.thinking);
         goal.clear();
       } else {
-        await api.sessions.task(id, text, queue || running(), images.list().map((a) => a.url), skills.pinned());
+        await api.sessions.task(id, text, queue || running(), images.list().map((a) => a.url), skills.pinned(), ctx.thinking);
         images.clear();
         skills.clear();
       }
@@ -66,7 +67,7 @@ export function composer(ctx) {
   return {
     attachments: images.el,
     el: h("div", { class: "composer" }, input, h("div", { class: "buttons" }, sendBtn, queueBtn, abortBtn)),
-    options: h("div", { class: "composer-options" }, goal.el, skills.el),
+    options: h("div", { class: "composer-options" }, goal.el, thinking.el, skills.el),
     // The buttons and the prompt follow the run state.
     showState: (s) => {
       sendBtn.textContent = s === "running" ? "Steer" : s === "compacting" ? "Queue" : "Send";
@@ -168,6 +169,31 @@ function skillPicker(id) {
 
 // Goal mode: the input is an objective the session works on round after round until the
 // model declares it complete or blocked (or the token budget runs out).
+const THINKING_LEVELS = ["none", "low", "medium", "high", "xhigh", "max"];
+
+// How hard the model thinks for this session's next tasks: the model's default, or a level,
+// kept per session in this browser. `ctx.thinking` is what tasks are sent with;
+// `ctx.onThinking(level)` lets the head show it.
+function thinkingOption(ctx) {
+  const key = `penguin.thinking.${ctx.id}`;
+  const saved = localStorage.getItem(key);
+  ctx.thinking = THINKING_LEVELS.includes(saved) ? saved : null;
+  const sel = h(
+    "select",
+    { name: "thinkingLevel", title: "How hard the model thinks for the next tasks" },
+    h("option", { value: "" }, "model's default"),
+    ...THINKING_LEVELS.map((l) => h("option", { value: l }, l)),
+  );
+  sel.value = ctx.thinking || "";
+  sel.addEventListener("change", () => {
+    ctx.thinking = sel.value || null;
+    if (ctx.thinking) localStorage.setItem(key, ctx.thinking);
+    else localStorage.removeItem(key);
+    ctx.onThinking?.(ctx.thinking);
+  });
+  return { el: h("label", { class: "thinking-option" }, "thinking ", sel) };
+}
+
 function goalOption() {
   const box = h("input", { type: "checkbox", name: "goal" });
   const budgetIn = h("input", { name: "budget", type: "number", min: "0", step: "1000", placeholder: "token budget", class: "budget" });

@@ -14,6 +14,8 @@ export function sessionHead(ctx, { traceWarning }) {
   const titleEl = h("h1", { class: "session-title" }, id);
   const metaEl = h("div", { class: "session-meta" });
   const stateEl = h("span", { class: "state idle" }, "idle");
+  // The thinking level the composer sends tasks with, when not the model's default.
+  const thinkingEl = h("span", { class: "thinking-level", hidden: true });
   const modeSel = h(
     "select",
     {
@@ -48,11 +50,15 @@ export function sessionHead(ctx, { traceWarning }) {
     { class: "session-head" },
     h("div", { class: "crumbs" }, link("/", "← Sessions")),
     h("div", { class: "title-row" }, titleEl, stateEl, headActions),
-    h("div", { class: "meta-row" }, metaEl, h("label", {}, "approvals ", modeSel)),
+    h("div", { class: "meta-row" }, metaEl, thinkingEl, h("label", {}, "approvals ", modeSel)),
   );
   return {
     el,
     showInfo,
+    showThinking: (level) => {
+      thinkingEl.hidden = !level;
+      thinkingEl.textContent = level ? `thinking: ${level}` : "";
+    },
     showTitle: (t) => {
       if (ctx.info) ctx.info.title = t;
       titleEl.textContent = t;

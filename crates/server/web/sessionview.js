@@ -31,6 +31,8 @@ export function sessionView(id) {
   const pane = transcriptPane(ctx, { decide, canRunUnsandboxed: unsandboxable(ctx), rewind: rewind.offer, forkBefore: rewind.forkBefore });
   const approvals = approvalsPanel(ctx, decide);
   const input = composer(ctx);
+  ctx.onThinking = head.showThinking;
+  head.showThinking(ctx.thinking);
   const pending = pendingPanel(ctx, input.recallInto);
   const { transcript } = pane;
 
