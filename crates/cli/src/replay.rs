@@ -6,12 +6,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use penguin::agent::Agent;
+#[cfg(feature = "scenario")]
 use penguin::omni_protocol::OmniMessage;
-use penguin::replay::{compare, scenario_of};
-use penguin::trace_store::{read_trace_tolerant, session_trace_files};
 
 use crate::setup::resolve_session_id;
-use crate::untrusted::{errln, outln, Untrusted};
+use crate::untrusted::{errln, Untrusted};
 
 #[cfg(not(feature = "scenario"))]
 pub(crate) fn replay(
@@ -30,6 +29,8 @@ pub(crate) fn replay(
     check: bool,
     out: Option<PathBuf>,
 ) -> Result<ExitCode, String> {
+    use crate::untrusted::outln;
+    use penguin::replay::{compare, scenario_of};
     let agent = Agent::from_env().map_err(|e| e.to_string())?;
     let id = resolve_session_id(&agent, id.as_deref(), last)?;
     let records = records_of(&agent, &id)?;
@@ -73,7 +74,9 @@ pub(crate) fn replay(
 }
 
 /// Every record of session `id`, its files in order.
+#[cfg(feature = "scenario")]
 fn records_of(agent: &Agent, id: &str) -> Result<Vec<OmniMessage>, String> {
+    use penguin::trace_store::{read_trace_tolerant, session_trace_files};
     let files = session_trace_files(&agent.location.traces_dir(), id)
         .map_err(|e| format!("cannot list session {id}'s trace: {e}"))?;
     let mut out = Vec::new();
@@ -120,16 +123,9 @@ pub(crate) async fn counterfactual(
         Some(text) => vec![penguin::omni_protocol::build::user_text(text)],
         None => recorded,
     };
-    let source = records_of(&agent, &id)?
-        .into_iter()
-        .find_map(|m| match m.body {
-            penguin::omni_protocol::Body::SessionMeta(meta) => Some(meta),
-            _ => None,
-        })
-        .ok_or_else(|| format!("session {id} has no session_meta"))?;
     let (agent, mut session) = if before == 0 {
-        let workspace = Some(PathBuf::from(&source.workspace));
-        let (agent, mut session) = ready(&model, &sandbox, Which::New(workspace))?;
+        let workspace = crate::rewind::workspace_of(&agent, &id)?;
+        let (agent, mut session) = ready(&model, &sandbox, Which::New(Some(workspace)))?;
         session.set_forked_from(&id);
         (agent, session)
     } else {

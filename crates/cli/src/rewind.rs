@@ -200,7 +200,8 @@ pub(crate) async fn rewind(
     Ok(ExitCode::SUCCESS)
 }
 
-fn workspace_of(agent: &Agent, id: &str) -> Result<PathBuf, String> {
+/// The workspace a stored session's trace names.
+pub(crate) fn workspace_of(agent: &Agent, id: &str) -> Result<PathBuf, String> {
     let head = agent
         .sessions()
         .map_err(|e| format!("cannot list the sessions: {e}"))?

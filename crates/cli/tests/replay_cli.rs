@@ -51,11 +51,7 @@ fn a_real_session_replays_to_the_same_trace_and_a_changed_record_is_named() {
         stub_model::with_usage(call("rm a.txt")),
         stub_model::with_usage(stub_model::text("It was not removed.")),
     ]);
-    std::fs::write(
-        home.path().join("config.toml"),
-        format!("default_model = \"stub\"\n[models.stub]\nprotocol = \"openai-chat\"\nbase_url = \"{url}\"\nmodel = \"stub\"\napi_key_env = \"PENGUIN_STUB_KEY\"\n"),
-    )
-    .unwrap();
+    run::stub_config(home.path(), &url, "");
     let run = penguin(
         home.path(),
         ws.path(),
@@ -300,11 +296,7 @@ fn a_session_with_a_subagent_and_a_background_command_replays_to_the_same_trace(
         stub_model::with_usage(stub_model::text("It finished.")),
     ]);
 
-    std::fs::write(
-        home.path().join("config.toml"),
-        format!("default_model = \"stub\"\n[models.stub]\nprotocol = \"openai-chat\"\nbase_url = \"{url}\"\nmodel = \"stub\"\napi_key_env = \"PENGUIN_STUB_KEY\"\n"),
-    )
-    .unwrap();
+    run::stub_config(home.path(), &url, "");
     let run = penguin(
         home.path(),
         ws.path(),
@@ -313,18 +305,16 @@ fn a_session_with_a_subagent_and_a_background_command_replays_to_the_same_trace(
     assert!(run.status.success(), "{}", said(&run));
     // A chat, so the command's end reaches the model whenever it comes (mid-task, or as a
     // task of its own once the chat is idle); it stays open until the model has answered it.
-    let mut chat = std::process::Command::new(env!("CARGO_BIN_EXE_penguin"))
-        .args(["resume", "--last", "-y", "--sandbox", "off"])
-        .current_dir(ws.path())
-        .env("PENGUIN_HOME", home.path())
-        .env("PENGUIN_STUB_KEY", "k")
-        .env_remove("PENGUIN_MODEL")
-        .env_remove("PENGUIN_PROVIDER")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut chat = run::command(
+        home.path(),
+        ws.path(),
+        &["resume", "--last", "-y", "--sandbox", "off"],
+    )
+    .stdin(std::process::Stdio::piped())
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
     let mut input = chat.stdin.take().unwrap();
     use std::io::Write as _;
     input.write_all(b"run it in the background\n").unwrap();
@@ -388,11 +378,7 @@ fn a_hooks_decisions_replay_as_the_hook_made_them() {
         stub_model::with_usage(stub_model::text("The hook said no.")),
     ]);
     // A hook of the user's own that refuses every command, with its reason on stderr.
-    std::fs::write(
-        home.path().join("config.toml"),
-        format!("default_model = \"stub\"\n[models.stub]\nprotocol = \"openai-chat\"\nbase_url = \"{url}\"\nmodel = \"stub\"\napi_key_env = \"PENGUIN_STUB_KEY\"\n\n[[hooks.pre_tool_use]]\nmatcher = \"exec_command\"\ncommand = \"echo 'no commands here' >&2; exit 2\"\n"),
-    )
-    .unwrap();
+    run::stub_config(home.path(), &url, "\n[[hooks.pre_tool_use]]\nmatcher = \"exec_command\"\ncommand = \"echo 'no commands here' >&2; exit 2\"\n");
     let run = penguin(
         home.path(),
         ws.path(),

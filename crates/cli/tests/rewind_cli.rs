@@ -38,11 +38,7 @@ fn files_and_conversation_go_back_to_before_a_task() {
         call("echo two > d/a.txt && rm l && echo new > n.txt && rm keep.txt"),
         stub_model::text("Changed them."),
     ]);
-    std::fs::write(
-        home.path().join("config.toml"),
-        format!("default_model = \"stub\"\n[models.stub]\nprotocol = \"openai-chat\"\nbase_url = \"{url}\"\nmodel = \"stub\"\napi_key_env = \"PENGUIN_STUB_KEY\"\n"),
-    )
-    .unwrap();
+    run::stub_config(home.path(), &url, "");
     ok(&penguin(
         home.path(),
         &root,
@@ -182,28 +178,22 @@ fn a_session_killed_mid_task_and_resumed_rewinds_to_before_the_task_that_crashed
             }
         })
     };
-    std::fs::write(
-        home.path().join("config.toml"),
-        format!("default_model = \"stub\"\n[models.stub]\nprotocol = \"openai-chat\"\nbase_url = \"{url}\"\nmodel = \"stub\"\napi_key_env = \"PENGUIN_STUB_KEY\"\n"),
-    )
-    .unwrap();
+    run::stub_config(home.path(), &url, "");
     ok(&penguin(
         home.path(),
         &root,
         &["run", "--yes", "--sandbox", "off", "write one"],
     ));
-    let mut crashed = std::process::Command::new(env!("CARGO_BIN_EXE_penguin"))
-        .args(["resume", "--last", "--yes", "--sandbox", "off", "write two"])
-        .current_dir(&root)
-        .env("PENGUIN_HOME", home.path())
-        .env("PENGUIN_STUB_KEY", "k")
-        .env_remove("PENGUIN_MODEL")
-        .env_remove("PENGUIN_PROVIDER")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut crashed = run::command(
+        home.path(),
+        &root,
+        &["resume", "--last", "--yes", "--sandbox", "off", "write two"],
+    )
+    .stdin(std::process::Stdio::null())
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
     {
         // Task 2's command ran; its next request is in flight: the process dies there.
         let (lock, cv) = &*held;
@@ -261,11 +251,7 @@ fn changes_made_between_the_sessions_tasks_are_kept_unless_asked_for() {
         call("echo three > c.txt"),
         stub_model::text("Three."),
     ]);
-    std::fs::write(
-        home.path().join("config.toml"),
-        format!("default_model = \"stub\"\n[models.stub]\nprotocol = \"openai-chat\"\nbase_url = \"{url}\"\nmodel = \"stub\"\napi_key_env = \"PENGUIN_STUB_KEY\"\n"),
-    )
-    .unwrap();
+    run::stub_config(home.path(), &url, "");
     let run = |prompt: &str| {
         ok(&penguin(
             home.path(),
@@ -375,11 +361,7 @@ fn checkpoints_keep_ignored_trees_only_when_configured_and_can_be_turned_off() {
             call("mkdir -p build && echo out > build/out.txt && echo src > src.txt"),
             stub_model::text("Built."),
         ]);
-        std::fs::write(
-            home.path().join("config.toml"),
-            format!("default_model = \"stub\"\n[models.stub]\nprotocol = \"openai-chat\"\nbase_url = \"{url}\"\nmodel = \"stub\"\napi_key_env = \"PENGUIN_STUB_KEY\"\n{extra}"),
-        )
-        .unwrap();
+        run::stub_config(home.path(), &url, extra);
         ok(&penguin(
             home.path(),
             &root,

@@ -71,14 +71,7 @@ pub fn completed_tasks(
     traces_dir: &Path,
     session_id: &str,
 ) -> Result<Vec<CompletedTask>, ForkError> {
-    let located = session_trace_files(traces_dir, session_id)?;
-    if located.is_empty() {
-        return Err(ForkError::NotFound(session_id.to_owned()));
-    }
-    let files = located
-        .into_iter()
-        .map(read_file)
-        .collect::<Result<Vec<_>, _>>()?;
+    let files = read_session(traces_dir, session_id)?;
     Ok(task_ends(&files)
         .into_iter()
         .map(|(f, i, _)| CompletedTask {
@@ -101,14 +94,7 @@ pub fn next_task_input(
     session_id: &str,
     after: usize,
 ) -> Result<Vec<OmniMessage>, ForkError> {
-    let located = session_trace_files(traces_dir, session_id)?;
-    if located.is_empty() {
-        return Err(ForkError::NotFound(session_id.to_owned()));
-    }
-    let files = located
-        .into_iter()
-        .map(read_file)
-        .collect::<Result<Vec<_>, _>>()?;
+    let files = read_session(traces_dir, session_id)?;
     let ends = task_ends(&files);
     let (first_file, first_record) = match after {
         0 => (0, 0),
@@ -184,6 +170,18 @@ struct Record {
 struct SourceFile {
     located: LocatedTrace,
     records: Vec<Record>,
+}
+
+/// Every file of `session_id`, read; a session without any is `NotFound`.
+fn read_session(traces_dir: &Path, session_id: &str) -> Result<Vec<SourceFile>, ForkError> {
+    let located = session_trace_files(traces_dir, session_id)?;
+    if located.is_empty() {
+        return Err(ForkError::NotFound(session_id.to_owned()));
+    }
+    Ok(located
+        .into_iter()
+        .map(read_file)
+        .collect::<Result<Vec<_>, _>>()?)
 }
 
 fn read_file(located: LocatedTrace) -> Result<SourceFile, TraceError> {
@@ -323,14 +321,7 @@ pub fn fork_session(
     source_id: &str,
     at: ForkPoint,
 ) -> Result<Forked, ForkError> {
-    let located = session_trace_files(traces_dir, source_id)?;
-    if located.is_empty() {
-        return Err(ForkError::NotFound(source_id.to_owned()));
-    }
-    let files = located
-        .into_iter()
-        .map(read_file)
-        .collect::<Result<Vec<_>, _>>()?;
+    let files = read_session(traces_dir, source_id)?;
     let ends = task_ends(&files);
     let chosen = match at {
         ForkPoint::End => ends.last().copied().ok_or_else(|| {
