@@ -1099,6 +1099,55 @@ async fn a_listener_on_nats_never_hears_the_token() {
     }
 }
 
+/// k. A node's streams of one session share one feed. On the owner they read its events as
+/// JetStream acknowledged them, fed by the owner's own publishes: opening them asks JetStream
+/// for nothing. On another node, its streams share one consumer. Every stream reads the same
+/// events under the same ids.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nodes_streams_of_a_session_share_one_feed() {
+    if !cluster_nodes::available("a_nodes_streams_of_a_session_share_one_feed") {
+        return;
+    }
+    let cl = TestCluster::start().await;
+    let id = cl.create_session(A).await;
+    cl.wait_listed(B, &id).await;
+    let ears = Eavesdropper::start(&cl).await;
+    let mut streams = Vec::new();
+    for node in [A, A, A, B, B] {
+        let mut sse = cl.stream(node, &id, None).await;
+        assert!(sse.next().await.is_state("idle"));
+        streams.push(sse);
+    }
+    let task = first_task(&cl, &mut streams[0], &id, A).await;
+    assert_contiguous(&task);
+    for (k, sse) in streams.iter_mut().enumerate().skip(1) {
+        let mut read = Vec::new();
+        while read.len() < task.len() {
+            read.push(sse.next().await);
+        }
+        let same = |evs: &[Ev]| -> Vec<(String, Option<String>, String)> {
+            evs.iter()
+                .map(|e| (e.id.clone(), e.event.clone(), e.data.clone()))
+                .collect()
+        };
+        assert_eq!(same(&read), same(&task), "stream {k} read other events");
+    }
+    let subject = format!("penguin.events.{id}");
+    // Every eavesdropper hears each request once: the same request is counted once.
+    let creates: std::collections::HashSet<(String, Vec<u8>)> = ears
+        .heard()
+        .into_iter()
+        .filter(|m| m.subject.starts_with("$JS.API.CONSUMER.CREATE") && carries(m, &subject))
+        .map(|m| (m.subject.to_string(), m.payload.to_vec()))
+        .collect();
+    assert_eq!(
+        creates.len(),
+        1,
+        "one consumer of the session's events, node b's: {:?}",
+        creates.iter().map(|c| &c.0).collect::<Vec<_>>()
+    );
+}
+
 /// j. Requests put on the bus by something that is not a node do nothing. A process with NATS
 /// credentials (and the token, stolen elsewhere) asks node a on `penguin.http.a` to create a
 /// session: unsigned, then signed under another secret; then it replays a request b really

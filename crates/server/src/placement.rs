@@ -83,6 +83,11 @@ pub(crate) trait Placement: Send + Sync {
     /// Runs `req` on `node` and returns its answer.
     async fn forward(&self, node: &str, req: Request) -> Result<Response, ForwardError>;
 
+    /// The stream of `id` as this node, its owner, stored its events, while it is: a stream
+    /// of it here reads this (with the session's snapshot taken as it connects), and needs
+    /// nothing from the cluster.
+    fn stream_here(&self, id: &str) -> Option<Arc<penguin_sse_transport::Channel>>;
+
     /// The id of the last event of `id` the cluster stored.
     async fn last_event(&self, id: &str) -> Result<u64, ApiError>;
 

@@ -90,6 +90,14 @@ pub(crate) async fn subscribe(
         // The same answer as everywhere else.
         app.sessions.get(id).await?;
     }
+    if let Some(channel) = cluster.stream_here(id) {
+        // Taken under the stream's lock, so it describes the session at least as far as the
+        // events before it, and the stored events after it come after it.
+        let e = app.sessions.get(id).await?;
+        if let Some(sub) = channel.connect_mirror(last_event_id, None, || e.snapshot_events()) {
+            return Ok(sub);
+        }
+    }
     // Read before the snapshot is taken, so the snapshot is never older than the events
     // replayed before it.
     let upto = cluster.last_event(id).await?;

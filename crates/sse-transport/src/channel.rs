@@ -294,8 +294,14 @@ impl Channel {
         event: Option<&'static str>,
     ) -> EventId {
         let id = st.number(self.epoch);
+        self.push_locked(st, SseEvent::new(id, event, data));
+        id
+    }
+
+    // Buffers an event numbered already and wakes its readers.
+    fn push_locked(&self, mut st: MutexGuard<'_, State>, ev: SseEvent) {
+        let id = ev.id;
         st.last_activity = Instant::now();
-        let ev = SseEvent::new(id, event, data);
         if let Some(observer) = self.observer.get() {
             observer(&ev);
         }
@@ -317,7 +323,6 @@ impl Channel {
         // Woken after the lock is released, so the readers do not wake into a held lock.
         drop(st);
         wakers.into_iter().for_each(Waker::wake);
-        id
     }
 
     /// Unicast: numbers an event and queues it for one subscriber only (not buffered).
@@ -441,6 +446,114 @@ impl Channel {
             replay,
             ended: false,
         }
+    }
+
+    /// [`connect`](Self::connect) for a mirror that may not hold what a subscriber needs,
+    /// because it started after its source or lags it (a cluster node's shared view of a
+    /// session's replicated events). `initial` describes the source as of its event `at`
+    /// (`None`: this channel's newest), so it comes after the events up to `at` and before
+    /// the ones after it; events up to `at` that reach the channel later are not sent.
+    ///
+    /// `None`, and `initial` is not run, when the subscriber must be served from the source
+    /// instead: the channel is closed, it no longer holds the first event the subscriber needs,
+    /// or `last_event_id` names an event before `at` while the channel has not reached `at`
+    /// yet (the replay could not come before `initial`). An id of another epoch, or after
+    /// `at`, is a miss, as in `connect`: `resync_required` first.
+    pub fn connect_mirror(
+        self: &Arc<Self>,
+        last_event_id: Option<&str>,
+        at: Option<u64>,
+        initial: impl FnOnce() -> Vec<ServerEvent>,
+    ) -> Option<Subscription> {
+        let mut st = self.lock();
+        if st.closed {
+            return None;
+        }
+        let head = st.next_seq - 1;
+        let at = at.unwrap_or(head);
+        let epoch = self.epoch.to_string();
+        let hit =
+            last_event_id.map(|last| split_id(last).filter(|(e, seq)| *e == epoch && *seq <= at));
+        let (after, replay) = match hit {
+            None => (at, ReplayOutcome::Fresh),
+            Some(Some((_, seq))) => {
+                if seq < at && at > head {
+                    return None;
+                }
+                let n = st
+                    .buffer
+                    .iter()
+                    .filter(|ev| (seq + 1..=at).contains(&ev.id.seq));
+                (seq, ReplayOutcome::Replayed(n.count()))
+            }
+            Some(None) => (at, ReplayOutcome::ResyncRequired),
+        };
+        if after < st.last_evicted_seq {
+            return None;
+        }
+        let id = st.next_subscriber;
+        st.next_subscriber += 1;
+        st.last_activity = Instant::now();
+        // Numbered as the source's event `at`, so they sort after the events up to it.
+        let unicast_id = EventId {
+            epoch: self.epoch,
+            seq: at,
+        };
+        let mut unicast = VecDeque::new();
+        if replay == ReplayOutcome::ResyncRequired {
+            unicast.push_back(SseEvent::new(
+                unicast_id,
+                Some(SERVER_EVENT),
+                EventData::from(&ServerEvent::ResyncRequired),
+            ));
+        }
+        for ev in initial() {
+            unicast.push_back(SseEvent::new(
+                unicast_id,
+                Some(SERVER_EVENT),
+                EventData::from(&ev),
+            ));
+        }
+        st.readers.insert(
+            id,
+            Reader {
+                cursor: after + 1,
+                unicast,
+                waker: None,
+            },
+        );
+        drop(st);
+        Some(Subscription {
+            id: SubscriberId(id),
+            channel: self.clone(),
+            local: VecDeque::new(),
+            replay,
+            ended: false,
+        })
+    }
+
+    /// Closes the channel if nobody reads it, atomically with [`connect_mirror`]
+    /// (Self::connect_mirror): whoever feeds a shared mirror stops only when no subscriber can
+    /// be left waiting on it.
+    pub fn close_if_unwatched(&self) -> bool {
+        let mut st = self.lock();
+        if st.readers.is_empty() {
+            st.closed = true;
+        }
+        st.closed
+    }
+
+    /// Re-broadcasts `ev`, an event of the source this mirror follows, under its own id and
+    /// with its wire form already encoded. Returns false, broadcasting nothing, when it is not
+    /// the source's next event.
+    pub fn relay(&self, ev: &SseEvent) -> bool {
+        let mut st = self.lock();
+        if ev.id.epoch != self.epoch || ev.id.seq != st.next_seq {
+            return false;
+        }
+        st.next_seq += 1;
+        self.push_locked(st, ev.clone());
+        true
     }
 
     /// The `live` part of a `/messages` answer: the last event id and the fragments open at it,

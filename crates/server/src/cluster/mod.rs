@@ -77,6 +77,8 @@ pub(crate) fn api_error(e: ClusterError) -> ApiError {
 struct Held {
     lease: Lease,
     mirror: Arc<Mirror>,
+    /// Its events as JetStream acknowledged them: the streams of it on this node read this.
+    stream: Arc<Channel>,
     // Renews the lease; stands the session down when it is lost. Aborted with the hold.
     watch: tokio::task::JoinHandle<()>,
     // Publishes the session's events; ends once told to (`None`), every event before it
@@ -129,6 +131,8 @@ pub(crate) struct Node {
     returning: Arc<Mutex<HashMap<String, tokio::sync::watch::Receiver<bool>>>>,
     /// Set when the server stops: every stream served from the cluster ends.
     stopping: tokio::sync::watch::Sender<bool>,
+    /// Each session's mirror that this node's streams of it share.
+    shared: stream::Shared,
     /// The cluster's usage as far as the replicated traces were read (their stream
     /// position), so each `GET /api/usage` reads only what was replicated since.
     usage: tokio::sync::Mutex<(u64, crate::usage::Ledger)>,
@@ -158,6 +162,7 @@ impl Node {
             sessions: OnceLock::new(),
             forwarding: Default::default(),
             stopping: tokio::sync::watch::Sender::new(false),
+            shared: Default::default(),
             returning: Arc::default(),
             usage: Default::default(),
             me: me.clone(),
@@ -227,9 +232,12 @@ impl Node {
             let _ = tx.send(Some(ev.clone()));
         }));
         sessions.cfg.hub.install(id, channel);
+        let stream = Channel::mirror(epoch_of(id), publisher.last_seq(), self.channel.clone());
+        self.shared.set(id, &stream);
         let weak = Arc::downgrade(sessions);
         let events = tokio::spawn(publish_events(
             publisher,
+            stream.clone(),
             rx,
             weak.clone(),
             self.me.clone(),
@@ -258,6 +266,7 @@ impl Node {
             Held {
                 lease,
                 mirror,
+                stream,
                 watch,
                 events: Some(events),
                 done,
@@ -265,6 +274,21 @@ impl Node {
         );
         drop(old);
         Ok(())
+    }
+
+    /// Feeds a session's stream here from the replicated events once this node no longer
+    /// publishes them (its streams go on, whoever runs the session next).
+    fn follow_on(
+        &self,
+        id: &str,
+        stream: Arc<Channel>,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        stream::follow_on(
+            self.events.clone(),
+            id.to_owned(),
+            stream,
+            self.stopping.subscribe(),
+        )
     }
 
     /// The lease of `id` is lost (or its events could not be stored): the session leaves this
@@ -276,8 +300,10 @@ impl Node {
             // Nothing more is written under it (the interrupted run's last records included),
             // and it is given back if it is still ours, so a successor need not wait it out.
             held.lease.fence(format!("stood down: {reason}"));
+            let follow = self.follow_on(id, held.stream.clone());
             tokio::spawn(async move {
                 let _ = held.lease.release().await;
+                follow.await;
             });
         }
         if let Some(sessions) = sessions.upgrade() {
@@ -299,6 +325,7 @@ const LINGER: Duration = Duration::from_millis(5);
 /// stream does not hold.
 async fn publish_events(
     mut publisher: EventPublisher,
+    stream: Arc<Channel>,
     mut rx: mpsc::UnboundedReceiver<Option<SseEvent>>,
     sessions: Weak<Sessions>,
     node: Weak<Node>,
@@ -308,6 +335,7 @@ async fn publish_events(
     // answer in one message): a burst costs one round trip to NATS, not one per event.
     let mut queued = Vec::new();
     let mut batch = Vec::new();
+    let mut sent = Vec::new();
     loop {
         if rx.recv_many(&mut queued, 1024).await == 0 {
             return;
@@ -325,10 +353,12 @@ async fn publish_events(
         let ended = queued.iter().any(Option::is_none);
         let mut last_id = None;
         batch.clear();
+        sent.clear();
         for ev in queued.drain(..).map_while(|ev| ev) {
             last_id = Some(ev.id.seq);
             let data = Bytes::copy_from_slice(ev.data.as_str().as_bytes());
             batch.push((ev.event.map(str::to_owned), data));
+            sent.push(ev);
         }
         if let Some(last_id) = last_id {
             let failed = match publisher.publish_all(&batch).await {
@@ -341,6 +371,13 @@ async fn publish_events(
                     node.stand_down(&sessions, &id, &failed);
                 }
                 return;
+            }
+            // Stored: now this node's streams may show them.
+            if !sent.iter().all(|ev| stream.relay(ev)) {
+                tracing::error!(
+                    "[cluster] {id}'s stream here lost its order; its readers reconnect"
+                );
+                stream.close();
             }
         }
         if ended {
@@ -493,11 +530,13 @@ impl Placement for Node {
         };
         let (done, returned) = tokio::sync::watch::channel(false);
         lock(&self.returning).insert(id.to_owned(), returned);
+        let follow = self.follow_on(id, held.stream.clone());
         let (id, returning) = (id.to_owned(), self.returning.clone());
         tokio::spawn(async move {
             held.give_back(&id).await;
             lock(&returning).remove(&id);
             done.send_replace(true);
+            follow.await;
         });
     }
 
@@ -529,7 +568,10 @@ impl Placement for Node {
             }
             let held = lock(&self.held).remove(&e.id);
             if let Some(held) = held {
+                let stream = held.stream.clone();
                 held.give_back(&e.id).await;
+                // Its readers go to whichever node runs it next.
+                stream.close();
             }
         }
         if let Err(e) = self.cluster.registry().leave(self.name()).await {
@@ -544,6 +586,7 @@ impl Placement for Node {
         self.index.remove(id).await.map_err(api_error)?;
         self.listed.remove(id);
         if let Some(held) = held {
+            held.stream.close();
             let _ = held.lease.release().await;
         }
         Ok(())
@@ -580,6 +623,13 @@ impl Placement for Node {
         Ok(ledger.requests.clone())
     }
 
+    fn stream_here(&self, id: &str) -> Option<Arc<Channel>> {
+        if !self.holds(id) {
+            return None;
+        }
+        lock(&self.held).get(id).map(|h| h.stream.clone())
+    }
+
     async fn last_event(&self, id: &str) -> Result<u64, ApiError> {
         self.events.last_seq(id).await.map_err(api_error)
     }
@@ -595,6 +645,7 @@ impl Placement for Node {
         stream::subscribe(
             &self.events,
             &self.channel,
+            &self.shared,
             id,
             last_event_id,
             upto,

@@ -1,13 +1,18 @@
-//! A session's stream on any node, from the replicated events: each connection gets a mirror
-//! channel of its own ([`Channel::mirror`]) fed from the session's JetStream subject, so the
-//! SSE and WebSocket routes serve it exactly as they serve a local channel (replay, the
-//! snapshot after it, heartbeats, limits) with the ids the owner gave.
+//! A session's stream on any node, from the replicated events: the SSE and WebSocket routes
+//! serve a mirror channel ([`Channel::mirror`]) exactly as they serve a local channel
+//! (replay, the snapshot after it, heartbeats, limits) with the ids the owner gave.
 //!
-//! Every node, the owner included, serves streams this way: a client only ever sees events
-//! the cluster stored, so an id it names after moving to another node (or after the owner
-//! died) is one every node knows.
+//! A client only ever sees events the cluster stored, so an id it names after moving to
+//! another node (or after the owner died) is one every node knows. Each node keeps one such
+//! mirror per session, shared by every stream of it there ([`Shared`]): on the owner, fed by
+//! the event publisher with each event once JetStream acknowledged it (no JetStream request
+//! per stream at all); elsewhere, or once the session left the owner, by one JetStream
+//! consumer ([`follow_on`]). A stream the shared mirror cannot serve in order (it needs events
+//! from before the mirror started) gets a mirror and a consumer of its own, which then
+//! becomes the shared one.
 
-use std::sync::{Arc, Weak};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -18,6 +23,24 @@ use penguin_sse_transport::{
 
 use super::{api_error, epoch_of};
 use crate::error::ApiError;
+use crate::sync::lock;
+
+/// Each session's shared mirror on this node.
+#[derive(Default)]
+pub(super) struct Shared(Mutex<HashMap<String, Weak<Channel>>>);
+
+impl Shared {
+    fn get(&self, id: &str) -> Option<Arc<Channel>> {
+        lock(&self.0).get(id).and_then(Weak::upgrade)
+    }
+
+    pub(super) fn set(&self, id: &str, channel: &Arc<Channel>) {
+        let mut map = lock(&self.0);
+        // Mirrors nobody reads any more are gone already: their entries go too.
+        map.retain(|_, c| c.strong_count() > 0);
+        map.insert(id.to_owned(), Arc::downgrade(channel));
+    }
+}
 
 fn publish(channel: &Channel, e: &ClusterEvent) {
     let data = EventData::Text(Arc::from(String::from_utf8_lossy(&e.data).as_ref()));
@@ -28,15 +51,23 @@ fn publish(channel: &Channel, e: &ClusterEvent) {
 /// The subscription of a client that saw `last_event_id` (none: a fresh one): the events
 /// after it up to `upto` (the session's last event when `snapshot` was taken), then
 /// `snapshot`, then the events as they are published.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn subscribe(
     events: &EventLog,
     config: &ChannelConfig,
+    shared: &Shared,
     id: &str,
     last_event_id: Option<&str>,
     upto: u64,
     snapshot: Vec<ServerEvent>,
     stopping: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Subscription, ApiError> {
+    if let Some(channel) = shared.get(id) {
+        let initial = snapshot.clone();
+        if let Some(sub) = channel.connect_mirror(last_event_id, Some(upto), || initial) {
+            return Ok(sub);
+        }
+    }
     let epoch = epoch_of(id);
     // The id the client names, when it is one of this session's that the stream can reach.
     let after = match last_event_id {
@@ -98,8 +129,38 @@ pub(super) async fn subscribe(
         None => "resync".to_owned(),
     });
     let sub = channel.connect(replay.as_deref(), move || snapshot);
+    shared.set(id, &channel);
     tokio::spawn(pump(Arc::downgrade(&channel), feed, stopping));
     Ok(sub)
+}
+
+/// Keeps `channel` (a session's mirror the owner fed until the session left it) fed from the
+/// replicated events, after the last one it has, while anybody reads it.
+pub(super) async fn follow_on(
+    events: EventLog,
+    id: String,
+    channel: Arc<Channel>,
+    stopping: tokio::sync::watch::Receiver<bool>,
+) {
+    if *stopping.borrow() {
+        channel.close();
+        return;
+    }
+    if channel.close_if_unwatched() {
+        return;
+    }
+    match events.follow(&id, Some(channel.last_event_id().seq)).await {
+        Ok(feed) => {
+            let weak = Arc::downgrade(&channel);
+            drop(channel);
+            pump(weak, feed, stopping).await;
+        }
+        Err(e) => {
+            // Its readers reconnect, and are served from the cluster as it is then.
+            tracing::warn!("[cluster] following {id}'s events after it left this node: {e}");
+            channel.close();
+        }
+    }
 }
 
 /// Feeds the channel until nobody listens any more, or the feed ends or the server stops
@@ -124,7 +185,7 @@ async fn pump(
                 }
             }
             _ = check.tick() => {
-                if channel.upgrade().is_none_or(|c| c.subscriber_count() == 0) {
+                if channel.upgrade().is_none_or(|c| c.close_if_unwatched()) {
                     return;
                 }
             }

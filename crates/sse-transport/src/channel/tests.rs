@@ -257,3 +257,136 @@ fn a_mirror_keeps_its_sources_ids_and_gives_unicast_events_the_id_before_them() 
     let resync = missed.try_next().unwrap();
     assert_eq!((resync.id.seq, resync.event), (13, Some(SERVER_EVENT)));
 }
+
+fn drain(sub: &mut Subscription) -> Vec<(u64, String)> {
+    std::iter::from_fn(|| sub.try_next())
+        .map(|e| (e.id.seq, e.data.as_str().to_owned()))
+        .collect()
+}
+
+fn hello() -> Vec<ServerEvent> {
+    vec![ServerEvent::Hello]
+}
+
+#[test]
+fn a_shared_mirror_places_a_snapshot_at_the_sources_event_it_describes() {
+    let epoch = Epoch::from_u32(7);
+    let ch = Channel::mirror(epoch, 10, ChannelConfig::default());
+    for i in 11..=13 {
+        ch.publish(text(&i.to_string()), None);
+    }
+    let hello = EventData::from(&ServerEvent::Hello).as_str().to_owned();
+    // Fresh, the snapshot describing event 12: then 13 and what follows; 11 and 12 not sent.
+    let mut fresh = ch.connect_mirror(None, Some(12), self::hello).unwrap();
+    assert_eq!(fresh.replay(), ReplayOutcome::Fresh);
+    ch.publish(text("14"), None);
+    assert_eq!(
+        drain(&mut fresh),
+        [(12, hello.clone()), (13, "13".into()), (14, "14".into())]
+    );
+    // Back from 11 with the snapshot at 13: 12 and 13 first, then the snapshot, then 14.
+    let mut back = ch
+        .connect_mirror(Some("00000007-11"), Some(13), self::hello)
+        .unwrap();
+    assert_eq!(back.replay(), ReplayOutcome::Replayed(2));
+    assert_eq!(
+        drain(&mut back),
+        [
+            (12, "12".into()),
+            (13, "13".into()),
+            (13, hello.clone()),
+            (14, "14".into())
+        ]
+    );
+    // No `at`: the snapshot describes the channel's newest event.
+    let mut newest = ch
+        .connect_mirror(Some("00000007-14"), None, self::hello)
+        .unwrap();
+    assert_eq!(drain(&mut newest), [(14, hello.clone())]);
+    // Another epoch, or an id after `at`: resync_required, then the snapshot.
+    for miss in ["cafebabe-12", "00000007-14"] {
+        let mut sub = ch
+            .connect_mirror(Some(miss), Some(13), self::hello)
+            .unwrap();
+        assert_eq!(sub.replay(), ReplayOutcome::ResyncRequired, "{miss}");
+        let got = drain(&mut sub);
+        assert_eq!(got[0].0, 13);
+        assert!(got[0].1.contains("resync_required"), "{miss}: {got:?}");
+        assert_eq!(got[1], (13, hello.clone()));
+        assert_eq!(got[2], (14, "14".into()));
+    }
+}
+
+#[test]
+fn a_shared_mirror_sends_a_subscriber_elsewhere_when_it_cannot_serve_it_in_order() {
+    let epoch = Epoch::from_u32(7);
+    let config = ChannelConfig {
+        max_events: 2,
+        ..ChannelConfig::default()
+    };
+    let ch = Channel::mirror(epoch, 10, config);
+    // Started at 10: what came before is not here.
+    assert!(ch
+        .connect_mirror(Some("00000007-9"), Some(10), Vec::new)
+        .is_none());
+    assert!(ch.connect_mirror(None, Some(9), Vec::new).is_none());
+    for i in 11..=14 {
+        ch.publish(text(&i.to_string()), None);
+    }
+    // 11 and 12 were evicted: a replay from 11 cannot be served here.
+    assert!(ch
+        .connect_mirror(Some("00000007-11"), Some(14), Vec::new)
+        .is_none());
+    assert!(ch
+        .connect_mirror(Some("00000007-12"), Some(14), Vec::new)
+        .is_some());
+    // The snapshot describes event 16, which has not arrived: a replay from 13 would have to
+    // wait for 15 and 16 before the snapshot.
+    assert!(ch
+        .connect_mirror(Some("00000007-13"), Some(16), Vec::new)
+        .is_none());
+    // A fresh one is fine: 15 and 16 are in its snapshot, and skipped when they come.
+    let mut fresh = ch.connect_mirror(None, Some(16), self::hello).unwrap();
+    for i in 15..=17 {
+        ch.publish(text(&i.to_string()), None);
+    }
+    let got: Vec<u64> = drain(&mut fresh).into_iter().map(|e| e.0).collect();
+    assert_eq!(got, [16, 17]);
+    // Closed: nobody is served here any more.
+    ch.close();
+    assert!(ch.connect_mirror(None, None, Vec::new).is_none());
+}
+
+#[test]
+fn a_mirror_closes_only_when_nobody_reads_it() {
+    let ch = Channel::mirror(Epoch::from_u32(7), 0, ChannelConfig::default());
+    let sub = ch.connect_mirror(None, None, Vec::new).unwrap();
+    assert!(!ch.close_if_unwatched());
+    drop(sub);
+    assert!(ch.close_if_unwatched());
+    assert!(ch.connect_mirror(None, None, Vec::new).is_none());
+}
+
+#[test]
+fn a_relayed_event_keeps_its_id_and_must_be_the_next() {
+    let source = Channel::with_epoch(Epoch::from_u32(7), ChannelConfig::default());
+    let mirror = Channel::mirror(Epoch::from_u32(7), 0, ChannelConfig::default());
+    let mut sub = mirror.connect_mirror(None, None, Vec::new).unwrap();
+    let first = SseEvent::new(source.publish(text("a"), None), None, text("a"));
+    let second = SseEvent::new(source.publish(text("b"), None), None, text("b"));
+    assert!(!mirror.relay(&second), "1 comes first");
+    assert!(mirror.relay(&first));
+    assert!(mirror.relay(&second));
+    assert!(!mirror.relay(&second), "not twice");
+    let other = SseEvent::new(
+        EventId {
+            epoch: Epoch::from_u32(8),
+            seq: 3,
+        },
+        None,
+        text("c"),
+    );
+    assert!(!mirror.relay(&other), "another epoch");
+    assert_eq!(drain(&mut sub), [(1, "a".into()), (2, "b".into())]);
+    assert_eq!(mirror.last_event_id().seq, 2);
+}
