@@ -5,11 +5,16 @@
 //!
 //! A session becomes a regression test of the harness this way: keep the scenario
 //! (`--out FILE`) and the suite replays it from then on. What the Trace does not hold enough of
-//! to replay exactly (a compaction, a goal round, a crash mid-stream) is named by its record,
-//! never guessed at. A subagent call replays as its tool: its output and the child session it
+//! to replay exactly (a crash mid-stream, a goal file changed with no call) is named by its
+//! record, never guessed at. Settings the Trace does not hold are read from what they did: a
+//! compaction's mode, prompt and threshold from its records, a goal run's file, budget and
+//! round limit from its rounds and how it ended, the turn limit from the text that reached it. A subagent call replays as its tool: its output and the child session it
 //! started; the child replays from its own Trace.
 
-use penguin_omni_protocol::{EventPayload, ModelPayload, OmniMessage, Role};
+use penguin_omni_protocol::{
+    CompactionMode, CompactionReason, EventPayload, GoalOutcomeStatus, ModelPayload, OmniMessage,
+    Role,
+};
 use serde_json::{json, Map, Value};
 
 /// Why a Trace cannot be replayed exactly.
@@ -70,6 +75,10 @@ struct Run {
     steer: Vec<Value>,
     notices: Vec<Value>,
     abort_after_ms: Option<i64>,
+    /// A compaction by hand between tasks, which takes no input.
+    compact: bool,
+    /// A goal run's `goal` (its input is the objective).
+    goal: Option<Map<String, Value>>,
 }
 
 impl Run {
@@ -80,11 +89,17 @@ impl Run {
             steer: Vec::new(),
             notices: Vec::new(),
             abort_after_ms: None,
+            compact: false,
+            goal: None,
         }
     }
 
     fn into_value(self) -> Value {
         let mut run = Map::new();
+        if self.compact {
+            run.insert("compact".into(), json!(true));
+            return Value::Object(run);
+        }
         run.insert("input".into(), Value::Array(self.input));
         if !self.steer.is_empty() {
             run.insert("steer".into(), Value::Array(self.steer));
@@ -95,8 +110,93 @@ impl Run {
         if let Some(after) = self.abort_after_ms {
             run.insert("abort_after_ms".into(), json!(after.max(0)));
         }
+        if let Some(goal) = self.goal {
+            run.insert("goal".into(), Value::Object(goal));
+        }
         Value::Object(run)
     }
+}
+
+/// The compaction settings a session's compactions show.
+#[derive(Default)]
+struct Compactions {
+    mode: Option<CompactionMode>,
+    prompt: Option<String>,
+    /// The smallest context size, and number of requests, that set one off.
+    context: Option<u64>,
+    turns: Option<u64>,
+    /// The one in progress: its reason, and whether its prompt was read.
+    open: Option<(CompactionReason, bool)>,
+}
+
+impl Compactions {
+    fn into_value(self) -> Option<Value> {
+        let mode = self.mode?;
+        let mut c = json!({ "mode": mode });
+        if let Some(p) = self.prompt {
+            c["prompt"] = json!(p);
+        }
+        // Absent, a trigger is off: no compaction of that kind happened.
+        if let Some(n) = self.context {
+            c["max_context_length"] = json!(n);
+        }
+        if let Some(n) = self.turns {
+            c["max_session_turns"] = json!(n);
+        }
+        Some(c)
+    }
+}
+
+/// What a goal round's message says: its round, the goal file's path, its content as the
+/// round saw it, the budget (`None`: unbounded), and the text after the block.
+struct GoalRound<'a> {
+    round: u64,
+    file: &'a str,
+    content: &'a str,
+    budget: Option<u64>,
+    body: &'a str,
+}
+
+fn goal_round(text: &str) -> Option<GoalRound<'_>> {
+    let rest = text.strip_prefix("[goal]\nround: ")?;
+    let (block, body) = rest.split_once("\n[/goal]\n\n")?;
+    let round = block.lines().next()?.parse().ok()?;
+    let file = block.lines().find_map(|l| l.strip_prefix("Goal file: "))?;
+    let content = block.split_once("```yaml\n")?.1.split_once("\n```")?.0;
+    let budget = block.lines().find_map(|l| l.strip_prefix("Budget: "))?;
+    let budget = match budget.strip_prefix("none") {
+        Some(_) => None,
+        None => Some(
+            budget
+                .split_once(" / ")?
+                .1
+                .split_once(' ')?
+                .0
+                .parse()
+                .ok()?,
+        ),
+    };
+    Some(GoalRound {
+        round,
+        file,
+        content,
+        budget,
+        body,
+    })
+}
+
+/// The text the engine writes when a run reached its turn limit, and that limit.
+fn max_turns_reached(text: &str) -> Option<i64> {
+    text.strip_prefix("[reached max turns (")?
+        .strip_suffix("); stopping]")?
+        .parse()
+        .ok()
+}
+
+/// The goal run being rebuilt: the content its rounds showed, and the calls of its last round.
+struct OpenGoal {
+    content: String,
+    calls: Vec<String>,
 }
 
 /// The scenario that replays `records` (a session's records, every file in order).
@@ -134,11 +234,17 @@ pub fn scenario_of(records: &[OmniMessage]) -> Result<Value, NotReplayable> {
     // at `at` comes at `at - shift` in the replay; runs' timers count from the run's start
     // on that clock.
     let mut shift: i64 = 0;
+    let mut compactions = Compactions::default();
+    let mut goal: Option<OpenGoal> = None;
+    let mut max_turns: Option<i64> = None;
     for (i, msg) in records.iter().enumerate() {
         // A record's time is never before the one written ahead of it: a message stamped as it
         // was made can reach the Trace after later-stamped ones (a subagent's pointer).
         let at = ms(msg).max(prev_at);
-        let before = std::mem::replace(&mut prev_at, at);
+        // The first record waits for nothing before it.
+        let before = Some(std::mem::replace(&mut prev_at, at))
+            .filter(|b| *b != i64::MIN)
+            .unwrap_or(at);
         if msg.has_origin() {
             return Err(stop(
                 i,
@@ -149,9 +255,75 @@ pub fn scenario_of(records: &[OmniMessage]) -> Result<Value, NotReplayable> {
         if msg.session_meta().is_some() {
             continue;
         }
+        if let Some(ModelPayload::Text(t)) = msg.model() {
+            if t.role == Role::User && t.text.starts_with("[context_summary]") {
+                // A compaction's summary, which the engine writes itself.
+                continue;
+            }
+            if let Some(n) = max_turns_reached(&t.text).filter(|_| t.role == Role::Assistant) {
+                // The engine's own, when a run reached the turn limit: the limit it had.
+                if max_turns.is_some_and(|m| m != n) {
+                    return Err(stop(i, msg, "another turn limit than the one before (the settings changed during the session)"));
+                }
+                max_turns = Some(n);
+                continue;
+            }
+            if let (Role::User, Some(r)) = (t.role, goal_round(&t.text)) {
+                if r.round > 1 {
+                    // The engine's next round, from the same objective.
+                    if let Some(g) = &mut goal {
+                        g.calls.clear();
+                    }
+                    continue;
+                }
+                // A goal run starts: its input is the objective after the block.
+                let mut spec = Map::new();
+                spec.insert("file".into(), json!(r.file));
+                if let Some(b) = r.budget {
+                    spec.insert("budget".into(), json!(b));
+                }
+                let mut input = scripted(msg);
+                input["payload"]["text"] = json!(r.body);
+                shift += (at - before).max(0);
+                let mut run = Run::starting(at - shift, input);
+                run.goal = Some(spec);
+                runs.push(run);
+                in_run = true;
+                run_requested = false;
+                goal = Some(OpenGoal {
+                    content: r.content.to_owned(),
+                    calls: Vec::new(),
+                });
+                continue;
+            }
+            if let Some((_, prompted)) = &mut compactions.open {
+                if t.role == Role::User {
+                    // Its prompt, then after an unusable attempt the engine's guidance.
+                    if !*prompted && request.is_none() {
+                        *prompted = true;
+                        match &compactions.prompt {
+                            Some(p) if *p != t.text => {
+                                return Err(stop(
+                                    i,
+                                    msg,
+                                    "a compaction prompt unlike the one before (the settings changed during the session)",
+                                ))
+                            }
+                            _ => compactions.prompt = Some(t.text.clone()),
+                        }
+                    }
+                    continue;
+                }
+            }
+        }
         if let Some(event) = msg.event() {
             match event {
                 EventPayload::ToolListReady { .. } => {}
+                EventPayload::RequestBegin if compactions.open.is_some() => {
+                    // The compaction's request: scripted as any other, no turn of the task.
+                    shift += (at - before).max(0);
+                    request = Some((Vec::new(), at));
+                }
                 EventPayload::RequestBegin => {
                     if !in_run {
                         return Err(stop(i, msg, "a request outside any task"));
@@ -234,8 +406,44 @@ pub fn scenario_of(records: &[OmniMessage]) -> Result<Value, NotReplayable> {
                     }
                     in_run = false;
                 }
-                EventPayload::CompactionBegin { .. } | EventPayload::CompactionEnd { .. } => {
-                    return Err(stop(i, msg, "a compaction: its replay is not built yet"));
+                EventPayload::CompactionBegin {
+                    reason,
+                    mode,
+                    context,
+                    turns,
+                } => {
+                    if compactions.mode.is_some_and(|m| m != *mode) {
+                        return Err(stop(
+                            i,
+                            msg,
+                            "a compaction in another mode than the one before (the settings changed during the session)",
+                        ));
+                    }
+                    compactions.mode = Some(*mode);
+                    match reason {
+                        CompactionReason::Context => {
+                            compactions.context =
+                                Some(compactions.context.map_or(*context, |c| c.min(*context)));
+                        }
+                        CompactionReason::Turns => {
+                            compactions.turns =
+                                Some(compactions.turns.map_or(*turns, |t| t.min(*turns)));
+                        }
+                        CompactionReason::Manual => {
+                            // Between tasks (the engine compacts by hand only then), as a
+                            // run of its own.
+                            shift += (at - before).max(0);
+                            let mut run = Run::starting(at - shift, Value::Null);
+                            run.input.clear();
+                            run.compact = true;
+                            runs.push(run);
+                        }
+                    }
+                    // Discard writes no prompt.
+                    compactions.open = Some((*reason, *mode == CompactionMode::Discard));
+                }
+                EventPayload::CompactionEnd { .. } if compactions.open.take().is_none() => {
+                    return Err(stop(i, msg, "a compaction's end without its beginning"));
                 }
                 EventPayload::Subagent { session_id } => {
                     // The child's session_meta reached the call's tool, which left this
@@ -257,8 +465,38 @@ pub fn scenario_of(records: &[OmniMessage]) -> Result<Value, NotReplayable> {
                         .or_default()
                         .push((at, session_id.clone()));
                 }
-                _ if kind(msg).starts_with("goal") => {
-                    return Err(stop(i, msg, "a goal round: goal runs are not replayed yet"));
+                EventPayload::GoalFinished {
+                    outcome, rounds, ..
+                } => {
+                    let Some(open) = goal.take() else {
+                        return Err(stop(i, msg, "a goal's end without its first round"));
+                    };
+                    let aborted = runs.last().is_some_and(|r| r.abort_after_ms.is_some());
+                    let Some(spec) = runs.last_mut().and_then(|r| r.goal.as_mut()) else {
+                        return Err(stop(i, msg, "a goal's end in a run that is not its own"));
+                    };
+                    match outcome {
+                        GoalOutcomeStatus::Complete | GoalOutcomeStatus::Blocked => {
+                            // The last round set the status (or broke or removed the file,
+                            // which reads as blocked): through its last call.
+                            let Some(call) = open.calls.last() else {
+                                return Err(stop(i, msg, "a goal file that changed with no call in the goal's last round (by hand?)"));
+                            };
+                            let status = serde_json::to_value(outcome).unwrap_or_default();
+                            let status = status.as_str().unwrap_or("blocked");
+                            let text = match open.content.rsplit_once("status: ") {
+                                Some((head, _)) => format!("{head}status: {status}\n"),
+                                None => format!("{}\nstatus: {status}\n", open.content),
+                            };
+                            spec.insert("writes".into(), json!({ call.clone(): text }));
+                        }
+                        // Ended by a person's abort, or by the turn limit (`max_turns`), or
+                        // else by the round limit, which it reached.
+                        GoalOutcomeStatus::Aborted if !aborted && max_turns.is_none() => {
+                            spec.insert("max_rounds".into(), json!(rounds));
+                        }
+                        GoalOutcomeStatus::Aborted | GoalOutcomeStatus::BudgetLimited => {}
+                    }
                 }
                 _ => {}
             }
@@ -332,6 +570,9 @@ pub fn scenario_of(records: &[OmniMessage]) -> Result<Value, NotReplayable> {
                     }
                 }
             }
+            Some(ModelPayload::ToolCallOutput(_)) if compactions.open.is_some() => {
+                // The engine's repair of a call a compaction attempt made.
+            }
             Some(ModelPayload::ToolCallOutput(o)) => {
                 // A denied or forbidden call's output is the engine's own.
                 let decision = by_id
@@ -355,7 +596,12 @@ pub fn scenario_of(records: &[OmniMessage]) -> Result<Value, NotReplayable> {
             }
             Some(_) => match &mut request {
                 Some((steps, last)) => {
-                    if let Some(ModelPayload::ToolCall(c)) = msg.model() {
+                    if let Some(ModelPayload::ToolCall(c)) =
+                        msg.model().filter(|_| compactions.open.is_none())
+                    {
+                        if let Some(g) = &mut goal {
+                            g.calls.push(c.tool_call_id.clone());
+                        }
                         dispatched.insert(c.tool_call_id.clone(), at);
                         turn_called = true;
                         waiting.insert(c.tool_call_id.clone());
@@ -383,13 +629,20 @@ pub fn scenario_of(records: &[OmniMessage]) -> Result<Value, NotReplayable> {
             why: "the last request never ended (a crash mid-stream)".into(),
         });
     }
-    Ok(json!({
+    let mut scenario = json!({
         "description": "replayed from a session's trace (penguin replay)",
         "approvals": { "default": "allow", "by_id": by_id },
         "llm": llm,
         "tools": tools,
         "runs": runs.into_iter().map(Run::into_value).collect::<Vec<_>>(),
-    }))
+    });
+    if let Some(c) = compactions.into_value() {
+        scenario["engine"]["compaction"] = c;
+    }
+    if let Some(n) = max_turns {
+        scenario["engine"]["max_turns"] = json!(n);
+    }
+    Ok(scenario)
 }
 
 /// The tool that starts a child session (its pointer is in the parent's Trace).

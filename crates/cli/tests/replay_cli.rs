@@ -395,3 +395,91 @@ fn a_hooks_decisions_replay_as_the_hook_made_them() {
     assert!(out.status.success(), "{told}");
     assert!(told.contains("the same as the original"), "{told}");
 }
+
+/// A session whose context was compacted mid-task (the size a request reached set it off) and
+/// a goal run the model completed through a real command replay to the same Trace: the
+/// compaction's settings and the goal's file come back from what their records say.
+#[test]
+fn a_compacted_session_and_a_goal_run_replay_to_the_same_trace() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let call = |cmd: &str| {
+        stub_model::tool_call(
+            "exec_command",
+            &serde_json::json!({ "cmd": cmd }).to_string(),
+        )
+    };
+    let (url, _) = stub_model::serve_script(vec![
+        // The task's first request reaches 1,100 tokens, over the 1,000 configured.
+        stub_model::with_usage(call("echo made > a.txt")),
+        // The compaction's request.
+        stub_model::text("[summary]a.txt was made.[/summary]"),
+        stub_model::text("Made it."),
+        // The goal's one round sets its status through a command.
+        call("sed -i 's/^status: active$/status: complete/' .penguin/scratchpad/*/GOAL.yaml"),
+        stub_model::text("Complete."),
+    ]);
+    run::stub_config(
+        home.path(),
+        &url,
+        "[compaction]\nmax_context_length = 1000\nprompt = \"Summarize, briefly.\"\n",
+    );
+    let run = penguin(
+        home.path(),
+        ws.path(),
+        &["run", "--yes", "--sandbox", "off", "make a"],
+    );
+    assert!(run.status.success(), "{}", said(&run));
+    let trace = std::fs::read_to_string(trace_file(home.path())).unwrap();
+    assert!(trace.contains("\"compaction_end\""), "{trace}");
+    let out = penguin(home.path(), ws.path(), &["replay", "--last", "--check"]);
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(
+        said(&out).contains("the same as the original"),
+        "{}",
+        said(&out)
+    );
+
+    let goal = penguin(
+        home.path(),
+        ws.path(),
+        &[
+            "run",
+            "--yes",
+            "--sandbox",
+            "off",
+            "--goal",
+            "make it complete",
+        ],
+    );
+    assert!(goal.status.success(), "{}", said(&goal));
+    let scenario = home.path().join("goal.json");
+    let out = penguin(
+        home.path(),
+        ws.path(),
+        &[
+            "replay",
+            "--last",
+            "--check",
+            "--out",
+            scenario.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(
+        said(&out).contains("the same as the original"),
+        "{}",
+        said(&out)
+    );
+    let kept: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&scenario).unwrap()).unwrap();
+    let goal = &kept["runs"][0]["goal"];
+    assert!(
+        goal["file"].as_str().unwrap().ends_with("GOAL.yaml"),
+        "{goal}"
+    );
+    assert!(
+        goal["writes"].to_string().contains("status: complete"),
+        "{goal}"
+    );
+}
