@@ -100,6 +100,16 @@ impl WorkspaceFiles for SessionFiles {
                 self.id
             )));
         };
+        // A session that ran no task yet has no trace to count tasks in either.
+        let (taken, _) = store
+            .list(&self.id)
+            .map_err(|e| FilesError::Internal(format!("the checkpoints: {e}")))?;
+        if taken.is_empty() {
+            return Err(FilesError::NoCheckpoints(format!(
+                "session {} has no checkpoint of its workspace yet (one is taken as each task starts)",
+                self.id
+            )));
+        }
         let plan =
             crate::rewind::plan_files(store, traces, &self.id, 1, browse.root()).map_err(|e| {
                 match e {
