@@ -277,6 +277,10 @@ async fn the_files_panel_browses_previews_downloads_and_shows_changes_at_desktop
         .collect();
     assert!(lines.contains(&"del:-    41"), "{lines:?}");
     assert!(lines.contains(&"add:+    42"), "{lines:?}");
+    let shown = b
+        .js("return document.querySelector('.files-panel .files-body').innerText;")
+        .await;
+    assert!(!shown.as_str().unwrap().contains("null"), "{shown}");
     let state = layout(&b).await;
     assert_eq!(state["overflow"], false, "{state}");
     assert_eq!(state["errors"], json!([]), "{state}");
@@ -284,7 +288,16 @@ async fn the_files_panel_browses_previews_downloads_and_shows_changes_at_desktop
 
     // A phone's width: the panel fits, nothing scrolls sideways; the browser still works.
     b.c().set_window_size(390, 844).await.unwrap();
+    // Browse comes back to the file last previewed; its crumbs lead back to the root.
     b.click(".files-panel .files-tabs button[data-tab=browse]")
+        .await;
+    b.until(
+        "the image again",
+        "return !!document.querySelector('.files-panel img.file-image')",
+    )
+    .await;
+    b.shot("phone-image").await;
+    b.click(".files-panel .files-crumbs a[data-path=\"\"]")
         .await;
     b.until(
         "the listing at phone width",

@@ -267,11 +267,13 @@ export function filesPanel(ctx) {
         pre,
       );
     });
-    body.replaceChildren(
+    // `replaceChildren` writes a `null` child as the text "null": absent parts are left out.
+    const parts = [
       h("p", { class: "muted" }, `Since before this session's first task${answer.sinceMs ? ` (${new Date(answer.sinceMs).toLocaleString()})` : ""}.`),
       items.length ? h("div", { class: "changed-list" }, items) : h("p", { class: "muted" }, "No file changed."),
       answer.unknown && answer.unknown.length ? h("p", { class: "muted" }, `Not compared: ${answer.unknown.join(", ")}`) : null,
-    );
+    ];
+    body.replaceChildren(...parts.filter(Boolean));
   }
 
   el.addEventListener("toggle", () => {
