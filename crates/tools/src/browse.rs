@@ -4,9 +4,9 @@
 //! Every path goes the way the file tools' paths go: checked by the same confinement
 //! (`path.rs`: no `..` or absolute path out of the workspace, no link out of it, nothing in
 //! penguin's own state, its data root, wherever that lies), then used only through the
-//! workspace's [`Dir`](crate::confined::Dir), so a link swapped in after the check is refused
-//! rather than followed. A listing honours the ignore files as `list_files` does and leaves
-//! out `.git` and penguin's state.
+//! workspace's [`confined::Dir`](crate::confined::Dir), so a link swapped in after the check
+//! is refused rather than followed. A listing honours the ignore files as `list_files` does
+//! and leaves out `.git` and penguin's state.
 //!
 //! ```
 //! use penguin_tools::browse::{Browse, EntryKind};
