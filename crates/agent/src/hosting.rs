@@ -76,6 +76,10 @@ impl HostedSession for Session {
         )
     }
 
+    fn files(&self, data_root: &Path) -> Option<Arc<dyn penguin_server::WorkspaceFiles>> {
+        Some(Arc::new(self.workspace_files(data_root)))
+    }
+
     fn meta(&self) -> &SessionMeta {
         self.session_meta()
     }

@@ -24,6 +24,8 @@
 #[cfg(feature = "tools")]
 mod checkpoints;
 mod connect;
+#[cfg(feature = "server")]
+mod files;
 mod fork;
 
 pub use penguin_trace_store::{ForkError, ForkPoint, Forked};

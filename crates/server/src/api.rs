@@ -47,6 +47,9 @@
 //! | `GET /api/sessions/{id}/processes` | none | 200 [`ProcessList`] | the session's background commands |
 //! | `POST /api/sessions/{id}/processes/{process}/kill` | none | 204 (404 `process_not_found`) | kill one |
 //! | `DELETE /api/sessions/{id}/processes/{process}` | none | 204 (404 `process_not_found`) | the same: kill it if it runs, and forget it (a finished one leaves the list) |
+//! | `GET /api/sessions/{id}/files` | `?path=DIR` (relative to the workspace; absent: its root) | 200 [`FileListing`] | one folder of the session's workspace, through the file tools' confinement: ignored files, `.git` and penguin's data root left out (400 `path_refused` for a path out of the workspace or into the data root, by `..`, absolute or through a link; 404 `file_not_found`; 400 `not_a_directory`) |
+//! | `GET /api/sessions/{id}/files/content` | `?path=FILE[&download=1]` | 200 the bytes | a file of the workspace, read through the file tools' door: text as `text/plain` (never HTML), PNG, JPEG, GIF and WebP images as themselves, anything else and every download as an `attachment`; always `nosniff` and a sandboxing `Content-Security-Policy` (400 `path_refused`, `not_a_file` for a folder, FIFO or device; 404 `file_not_found`; 413 `file_too_large` past 2 MiB unless downloaded) |
+//! | `GET /api/sessions/{id}/files/changes` | none | 200 [`FileChanges`] | the files the session changed: the workspace now against its checkpoint from before its first task, with unified diffs (409 `no_checkpoints` when it keeps none) |
 //! | `GET /api/models` | none | 200 [`ModelList`] | the models a create may name, the default first; each with `baseUrl`, `apiKeyEnv` (a variable's name, never a key), `keySet`, `configured` |
 //! | `POST /api/models` | `{"name": "local", "protocol": "openai-chat", "baseUrl": "http://127.0.0.1:8080/v1", "model": "qwen", "apiKeyEnv"?: "LOCAL_KEY", "default"?: true}` | 201 [`ModelList`] | add a `[models.NAME]` to `config.toml`, its comments and layout kept (400 `invalid_field` naming the field, 409 `model_exists`) |
 //! | `PUT /api/models/{name}` | [`ModelFields`], any of them, and `"default"?: true` | 200 [`ModelList`] | change a configured model, or make it the default (404 `model_not_found`) |
@@ -599,6 +602,74 @@ pub struct ProcessInfo {
 pub struct ProcessList {
     /// Oldest first.
     pub processes: Vec<ProcessInfo>,
+}
+
+/// One entry of a listed folder of a session's workspace.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileEntry {
+    /// Its name in the folder.
+    pub name: String,
+    /// `file`, `dir`, `symlink` (never followed in a listing) or `other` (a FIFO, socket or
+    /// device).
+    pub kind: String,
+    /// Bytes (a link's own size).
+    pub size: u64,
+    /// Last modified, milliseconds since the epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtime_ms: Option<u64>,
+    /// Where a link points, as written in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+}
+
+/// `GET /api/sessions/{id}/files?path=DIR`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FileListing {
+    /// The folder, relative to the workspace (`""` for its root).
+    pub path: String,
+    /// Folders first, then by name; what the ignore files exclude, `.git` and penguin's own
+    /// state are left out.
+    pub entries: Vec<FileEntry>,
+}
+
+/// One file a session changed, with its diff.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChangedFile {
+    /// Relative to the workspace.
+    pub path: String,
+    /// `added`, `modified` or `deleted`.
+    pub status: String,
+    /// Lines added.
+    pub added: usize,
+    /// Lines removed.
+    pub removed: usize,
+    /// The unified diff (`--- a/P`, `+++ b/P`, `/dev/null` for a side that does not exist).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+    /// Why there is no diff (a binary file, a diff too large to show).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The file changed between the session's tasks too (by a person, or anything that was
+    /// not one of its tasks): the diff holds their change as well.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub others: bool,
+}
+
+/// `GET /api/sessions/{id}/files/changes`: the workspace now against its checkpoint from
+/// before the session's first task.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileChanges {
+    /// When that checkpoint was taken, milliseconds since the epoch.
+    pub since_ms: u64,
+    /// By path.
+    pub files: Vec<ChangedFile>,
+    /// Paths the checkpoint left out (too large, unreadable), `path (why)`: their changes are
+    /// not known.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknown: Vec<String>,
 }
 
 #[cfg(test)]

@@ -72,6 +72,14 @@ pub trait HostedSession: Send + 'static {
         None
     }
 
+    /// Its workspace's files as a person browses them (`GET …/files`, `…/files/content`,
+    /// `…/files/changes`), every path confined as the session's file tools confine theirs
+    /// and `data_root` (the server's: traces, token) never shown, wherever it lies. `None`
+    /// (the default): this session offers no files.
+    fn files(&self, _data_root: &std::path::Path) -> Option<Arc<dyn WorkspaceFiles>> {
+        None
+    }
+
     /// Runs `input` in goal mode: rounds on this session until the model declares the
     /// objective complete or blocked (or a `budget` of tokens, a round limit or an abort ends
     /// it). The stream carries each round's input itself and ends with one `goal_finished`.
@@ -99,6 +107,56 @@ pub trait HostedSession: Send + 'static {
     fn goal(&self) -> Option<serde_json::Value> {
         None
     }
+}
+
+/// A session's workspace, read for a person ([`HostedSession::files`]). Called on a blocking
+/// thread. Every path is relative to the workspace (or absolute within it) and must be
+/// confined as the file tools confine theirs: no `..`, absolute path, link or race may lead
+/// out of the workspace or into penguin's data root.
+pub trait WorkspaceFiles: Send + Sync {
+    /// The entries of the folder `path` (`""`: the workspace's root).
+    fn list(&self, path: &str) -> Result<crate::api::FileListing, FilesError>;
+
+    /// The regular file `path`, opened to be read (its handle is what is served).
+    fn open(&self, path: &str) -> Result<OpenFile, FilesError>;
+
+    /// The files the session changed, with their diffs.
+    fn changes(&self) -> Result<crate::api::FileChanges, FilesError>;
+}
+
+/// A file of a workspace, opened by [`WorkspaceFiles::open`].
+#[derive(Debug)]
+pub struct OpenFile {
+    /// Relative to the workspace, links resolved.
+    pub path: String,
+    /// Open to read.
+    pub file: std::fs::File,
+    /// Bytes, when opened.
+    pub size: u64,
+}
+
+/// Why a workspace's file cannot be shown: one variant per answer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FilesError {
+    /// The path leads out of the workspace or into penguin's own state (answered 400
+    /// `path_refused`); the message says which, and how.
+    #[error("{0}")]
+    Refused(String),
+    /// Nothing is there (answered 404 `file_not_found`).
+    #[error("{0}")]
+    NotFound(String),
+    /// Something is there but not what was asked (answered 400 `not_a_directory` or
+    /// `not_a_file`).
+    #[error("{0}")]
+    WrongKind(String),
+    /// The session keeps no checkpoints, so what it changed is not known (answered 409
+    /// `no_checkpoints`).
+    #[error("{0}")]
+    NoCheckpoints(String),
+    /// Anything else (answered 500).
+    #[error("{0}")]
+    Internal(String),
 }
 
 /// The body of `POST /api/sessions`, after validation, plus where the trace must live.

@@ -11,6 +11,7 @@ mod catalog;
 mod cluster;
 mod entry;
 mod error;
+mod files;
 mod history;
 mod host;
 mod index;
@@ -45,8 +46,8 @@ pub use auth::{
 };
 pub use error::ApiError;
 pub use host::{
-    BoxError, CreateSession, FactoryError, GoalRefusal, HostedSession, LoadSession, ModelsError,
-    SessionFactory,
+    BoxError, CreateSession, FactoryError, FilesError, GoalRefusal, HostedSession, LoadSession,
+    ModelsError, OpenFile, SessionFactory, WorkspaceFiles,
 };
 pub use listener::{open_file_limit, raise_open_file_limit, serve_with_limits, ConnectionLimits};
 pub use sessions::{valid_session_id, USER_CHANNEL};
@@ -336,6 +337,9 @@ fn api_routes() -> (Router<AppState>, &'static [(&'static str, &'static str)]) {
         get "/api/sessions/{id}/processes" => routes::processes,
         post "/api/sessions/{id}/processes/{process}/kill" => routes::kill_process,
         delete "/api/sessions/{id}/processes/{process}" => routes::kill_process,
+        get "/api/sessions/{id}/files" => files::list,
+        get "/api/sessions/{id}/files/content" => files::content,
+        get "/api/sessions/{id}/files/changes" => files::changes,
         get "/api/models" => catalog::models,
         post "/api/models" => catalog::add_model,
         post "/api/models/test" => catalog::test_model,

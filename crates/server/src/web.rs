@@ -85,6 +85,7 @@ pub static ASSETS: &[Asset] = &[
     asset!("approvals.js", "text/javascript; charset=utf-8"),
     asset!("rewind.js", "text/javascript; charset=utf-8"),
     asset!("processes.js", "text/javascript; charset=utf-8"),
+    asset!("files.js", "text/javascript; charset=utf-8"),
     asset!("pending.js", "text/javascript; charset=utf-8"),
     asset!("banners.js", "text/javascript; charset=utf-8"),
     asset!("composer.js", "text/javascript; charset=utf-8"),
@@ -101,9 +102,10 @@ pub static ASSETS: &[Asset] = &[
 ];
 
 /// The page's policy: scripts, styles and connections only from this server (no CDN, no
-/// inline script), images also from `data:` URLs and the web (a task may carry image URLs).
+/// inline script), images also from `data:` URLs and the web (a task may carry image URLs),
+/// and from `blob:` URLs (a workspace's image, fetched with the token, then shown).
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
-     img-src 'self' data: https: http:; connect-src 'self'; base-uri 'none'; \
+     img-src 'self' data: blob: https: http:; connect-src 'self'; base-uri 'none'; \
      form-action 'none'; frame-ancestors 'none'";
 
 fn serve(asset: &'static Asset, headers: &HeaderMap) -> Response {

@@ -169,3 +169,42 @@ export async function downloadTrace(id) {
   a.remove();
   setTimeout(() => URL.revokeObjectURL(url), 10000);
 }
+
+// A session's workspace files: a folder's entries, what the session changed, and a file's
+// bytes (a raw Response: text, an image, or an attachment), previewed or saved.
+async function fileResponse(id, path, download) {
+  const url = `/api/sessions/${enc(id)}/files/content?path=${enc(path)}${download ? "&download=1" : ""}`;
+  let res;
+  try {
+    res = await fetch(url, { headers: { Authorization: `Bearer ${token() || ""}` }, cache: "no-store" });
+  } catch (err) {
+    throw new ApiError(0, "network", `cannot reach the server (${err.message})`);
+  }
+  if (!res.ok) {
+    let e = { code: `http_${res.status}`, message: res.statusText };
+    try {
+      e = (await res.json()).error || e;
+    } catch {
+      // Not the API's JSON: the status says it.
+    }
+    throw new ApiError(res.status, e.code, e.message);
+  }
+  return res;
+}
+
+export const files = {
+  list: (id, path) => call("GET", `/api/sessions/${enc(id)}/files?path=${enc(path || "")}`),
+  changes: (id) => call("GET", `/api/sessions/${enc(id)}/files/changes`),
+  content: (id, path) => fileResponse(id, path, false),
+  download: async (id, path) => {
+    const res = await fileResponse(id, path, true);
+    const url = URL.createObjectURL(await res.blob());
+    const a = document.createElement("a");
+    a.href = url;
+    a.download = path.split("/").pop() || "file";
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
+  },
+};

@@ -15,6 +15,7 @@ import { connectionBanner, goalBanner, traceBanner } from "./banners.js";
 import { composer } from "./composer.js";
 import { rewindPanel } from "./rewind.js";
 import { processesPanel } from "./processes.js";
+import { filesPanel } from "./files.js";
 
 export function sessionView(id) {
   document.title = "penguin · session";
@@ -28,6 +29,7 @@ export function sessionView(id) {
   const head = sessionHead(ctx, { traceWarning: trace.warn });
   const rewind = rewindPanel(ctx);
   const processes = processesPanel(ctx);
+  const files = filesPanel(ctx);
   const pane = transcriptPane(ctx, { decide, canRunUnsandboxed: unsandboxable(ctx), rewind: rewind.offer, forkBefore: rewind.forkBefore });
   const approvals = approvalsPanel(ctx, decide);
   const input = composer(ctx);
@@ -57,6 +59,7 @@ export function sessionView(id) {
       "main",
       { class: "session" },
       head.el,
+      files.el,
       pane.el,
       h("div", { class: "dock" }, goal.el, connection.el, trace.el, processes.el, rewind.el, approvals.el, pending.el, input.attachments, input.el, input.options),
     ),
@@ -83,6 +86,7 @@ export function sessionView(id) {
           ctx.taskState = ts;
           showState();
           processes.refresh();
+          if (ts.state === "idle") files.refresh();
         }
       },
       approvals: (list) => {
@@ -116,5 +120,6 @@ export function sessionView(id) {
     stream.close();
     transcript.destroy();
     processes.close();
+    files.close();
   };
 }

@@ -11,6 +11,9 @@
 // the command buffer's stream decoder only tools this crate runs; they are compiled either
 // way (one code path), so the cut-down build allows them to go unused.
 #[cfg(feature = "builtin")]
+#[cfg_attr(docsrs, doc(cfg(feature = "builtin")))]
+pub mod browse;
+#[cfg(feature = "builtin")]
 mod builtin;
 #[cfg_attr(not(feature = "builtin"), allow(dead_code))]
 mod call_output;

@@ -4,7 +4,7 @@
 
 mod grep;
 mod list;
-mod walk;
+pub(crate) mod walk;
 
 use std::path::{Path, PathBuf};
 

@@ -22,6 +22,11 @@ pub(super) struct Checkpoints {
 }
 
 impl Checkpoints {
+    /// Where they are kept.
+    pub(super) fn store(&self) -> &Store {
+        &self.store
+    }
+
     /// The workspace as it is now, kept as one of session `id`'s checkpoints. A failure is
     /// logged and the task runs: a missing checkpoint costs a rewind, not the work.
     fn take(&self, id: &str, workspace: &Path, after_task: bool) {

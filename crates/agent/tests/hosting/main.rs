@@ -11,6 +11,7 @@
 
 mod approvals;
 mod background;
+mod files;
 mod goal;
 mod hooks;
 mod model_edits;

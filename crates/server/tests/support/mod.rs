@@ -9,6 +9,7 @@
 
 pub mod browser;
 pub mod fake;
+pub mod files;
 pub mod script;
 
 use std::sync::Arc;

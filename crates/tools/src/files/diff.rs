@@ -26,19 +26,7 @@ pub(crate) fn counts(old: &str, new: &str) -> (usize, usize) {
 /// `old` → `new` as a unified diff between `from` and `to` (workspace-relative paths, or
 /// [`NO_FILE`]), or a line saying how large it is when it is past the bounds; no final newline.
 pub(crate) fn unified(from: &str, to: &str, old: &str, new: &str) -> String {
-    let label = |p: &str, side: &str| {
-        if p == NO_FILE {
-            NO_FILE.to_owned()
-        } else {
-            format!("{side}/{p}")
-        }
-    };
-    let diff = TextDiff::from_lines(old, new);
-    let text = diff
-        .unified_diff()
-        .context_radius(3)
-        .header(&label(from, "a"), &label(to, "b"))
-        .to_string();
+    let text = render(from, to, old, new);
     let lines = text.lines().count();
     if lines > MAX_LINES || text.len() > MAX_CHARS {
         let (add, del) = counts(old, new);
@@ -47,4 +35,34 @@ pub(crate) fn unified(from: &str, to: &str, old: &str, new: &str) -> String {
         );
     }
     text.trim_end_matches('\n').to_owned()
+}
+
+/// [`unified`] within `max_lines` and `max_chars` (a person's view may show more than a
+/// model's answer); `None` past them.
+pub(crate) fn unified_within(
+    from: &str,
+    to: &str,
+    old: &str,
+    new: &str,
+    max_lines: usize,
+    max_chars: usize,
+) -> Option<String> {
+    let text = render(from, to, old, new);
+    (text.lines().count() <= max_lines && text.len() <= max_chars)
+        .then(|| text.trim_end_matches('\n').to_owned())
+}
+
+fn render(from: &str, to: &str, old: &str, new: &str) -> String {
+    let label = |p: &str, side: &str| {
+        if p == NO_FILE {
+            NO_FILE.to_owned()
+        } else {
+            format!("{side}/{p}")
+        }
+    };
+    TextDiff::from_lines(old, new)
+        .unified_diff()
+        .context_radius(3)
+        .header(&label(from, "a"), &label(to, "b"))
+        .to_string()
 }

@@ -33,7 +33,7 @@ pub(super) struct Found<'a> {
 
 /// The ignore rules of one folder: `.ignore` first, then `.gitignore`, then (at a
 /// repository's root) `.git/info/exclude`; deeper folders are asked before shallower ones.
-struct Rules {
+pub(crate) struct Rules {
     layers: Vec<Gitignore>,
 }
 
@@ -56,7 +56,7 @@ impl Rules {
         Rules { layers }
     }
 
-    fn decide(&self, path: &Path, is_dir: bool) -> Option<bool> {
+    pub(crate) fn decide(&self, path: &Path, is_dir: bool) -> Option<bool> {
         self.layers
             .iter()
             .find_map(|rules| match rules.matched(path, is_dir) {
@@ -65,6 +65,30 @@ impl Rules {
                 Match::Whitelist(_) => Some(false),
             })
     }
+}
+
+/// The rules of the folders from `root` (at `root.path()`) down to its folder `rel`,
+/// outermost first: all that applies to `rel`'s entries.
+pub(crate) fn rules_down_to(root: &Dir, rel: &Path) -> std::io::Result<Vec<Rules>> {
+    let mut stack = Vec::new();
+    let mut at = PathBuf::new();
+    let mut path = root.path().to_path_buf();
+    stack.push(Rules::of(root, &path));
+    for name in rel.iter() {
+        at.push(name);
+        path.push(name);
+        stack.push(Rules::of(&root.open_dir(&at)?, &path));
+    }
+    Ok(stack)
+}
+
+/// Whether the innermost rule of `stack` (outermost first) that matches `path` ignores it.
+pub(crate) fn ignored(stack: &[Rules], path: &Path, is_dir: bool) -> bool {
+    stack
+        .iter()
+        .rev()
+        .find_map(|rules| rules.decide(path, is_dir))
+        .unwrap_or(false)
 }
 
 /// Calls `visit` for every entry beneath `from` (a folder or a file of the workspace,
@@ -95,15 +119,7 @@ pub(super) fn walk(
         return Ok(());
     }
     // The rules of the folders from the workspace root down to `from` apply too.
-    let mut stack = Vec::new();
-    let mut at = PathBuf::new();
-    let mut path = root.path().to_path_buf();
-    stack.push(Rules::of(&root, &path));
-    for name in rel.iter() {
-        at.push(name);
-        path.push(name);
-        stack.push(Rules::of(&root.open_dir(&at)?, &path));
-    }
+    let mut stack = rules_down_to(&root, &rel)?;
     let dir = root.open_dir(&rel)?;
     // The innermost folder's rules are on top; `from` itself was pushed last.
     let own = stack.pop().unwrap_or(Rules { layers: Vec::new() });
@@ -128,12 +144,7 @@ fn descend(
             continue;
         }
         let is_dir = entry.kind == Kind::Dir;
-        let ignored = stack
-            .iter()
-            .rev()
-            .find_map(|rules| rules.decide(&path, is_dir))
-            .unwrap_or(false);
-        if ignored {
+        if ignored(stack, &path, is_dir) {
             continue;
         }
         crate::path::checked(&path);
