@@ -78,7 +78,7 @@ fn sessions_are_archived_pinned_and_searched() {
     );
     assert_eq!(
         listed(home, ws, &["sessions", "--archived"]),
-        [watch.clone()]
+        std::slice::from_ref(&watch)
     );
     // Pinned first, however old, and said so in its title.
     mark(home, ws, "pin", &count);
@@ -92,13 +92,13 @@ fn sessions_are_archived_pinned_and_searched() {
     // Even past the page: the pinned one is read first.
     assert_eq!(
         listed(home, ws, &["sessions", "--limit", "1"]),
-        [count.clone()]
+        std::slice::from_ref(&count)
     );
 
     // A search reads titles and prompts, whatever the case; archived ones with --archived.
     assert_eq!(
         listed(home, ws, &["sessions", "--search", "puffins"]),
-        [feed.clone()]
+        std::slice::from_ref(&feed)
     );
     assert_eq!(
         listed(home, ws, &["sessions", "--search", "the"]),
@@ -112,7 +112,7 @@ fn sessions_are_archived_pinned_and_searched() {
     );
     assert_eq!(
         listed(home, ws, &["sessions", "--search", "WALRUS", "--archived"]),
-        [watch.clone()]
+        std::slice::from_ref(&watch)
     );
 
     // Written where the server reads them: one rule for both.

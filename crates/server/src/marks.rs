@@ -19,19 +19,8 @@ use std::collections::HashMap;
 
 use penguin_trace_store::TraceLocation;
 
+pub use crate::settings::Marks;
 use crate::settings::SettingsStore;
-
-/// A session's marks.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Marks {
-    /// The title given with `PATCH` (the first prompt's stands in when there is none).
-    pub title: Option<String>,
-    /// Left out of the default listing.
-    pub archived: bool,
-    /// Listed before the others.
-    pub pinned: bool,
-}
 
 /// Which sessions a listing shows by their `archived` mark.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -204,7 +204,7 @@ pub(crate) async fn patch_session(
         pinned: opt_bool(&obj, "pinned")?,
     };
     let session = match app.sessions.patch_stored(&id, &patch).await? {
-        Some(info) => info,
+        Some(stored) => crate::list::on_disk_info(&app.sessions, id, stored),
         None => {
             let e = app.sessions.get(&id).await?;
             app.sessions.update(&e, patch);

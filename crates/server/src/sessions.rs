@@ -8,12 +8,12 @@ use std::time::Duration;
 use penguin_sse_transport::{Channel, ChannelHub, LiveSnapshot, ServerEvent, SessionStatus};
 use penguin_trace_store::{Durability, TraceLocation};
 
-use crate::api::{ApprovalMode, SessionInfo};
+use crate::api::ApprovalMode;
 use crate::entry::{Entry, Runtime};
 use crate::error::ApiError;
 use crate::history::TraceFile;
 use crate::host::{CreateSession, FactoryError, HostedSession, LoadSession, SessionFactory};
-use crate::index::SessionIndex;
+use crate::index::{Indexed, SessionIndex};
 use crate::placement::Placement;
 use crate::settings::{Settings, SettingsStore};
 use crate::sync::lock;
@@ -566,14 +566,14 @@ impl Sessions {
     }
 
     /// `PATCH` of a session this process has not loaded: its settings are changed on disk and
-    /// it stays unloaded. Archiving must not need a session that can load (its workspace may
+    /// it stays unloaded (its row as the index has it is returned). Archiving must not need a session that can load (its workspace may
     /// be gone: that is when people archive), nor cost one. `None` when it is loaded (or
     /// loading), or on a cluster node, where the owner writes the index: patch its entry.
     pub(crate) async fn patch_stored(
         self: &Arc<Self>,
         id: &str,
         patch: &Patch,
-    ) -> Result<Option<SessionInfo>, ApiError> {
+    ) -> Result<Option<Indexed>, ApiError> {
         if self.cfg.cluster.is_some() || !valid_session_id(id) || self.loaded_entry(id).is_some() {
             return Ok(None);
         }
@@ -594,7 +594,7 @@ impl Sessions {
         if let Some(title) = patch.title.clone() {
             self.publish_title(id, title);
         }
-        Ok(Some(crate::list::on_disk_info(self, id.to_owned(), stored)))
+        Ok(Some(stored))
     }
 
     /// `DELETE`: interrupts a running task, waits (bounded) for it to settle, forgets the

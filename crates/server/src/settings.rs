@@ -17,7 +17,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::{ApprovalMode, SandboxSettings};
 use crate::index::SETTLED;
-use crate::marks::Marks;
 use crate::sync::lock;
 
 /// What is kept of a session across restarts.
@@ -56,6 +55,18 @@ impl Settings {
             pinned: self.pinned,
         }
     }
+}
+
+/// A session's marks (`crate::marks` says what a listing does with them).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Marks {
+    /// The title given with `PATCH` (the first prompt's stands in when there is none).
+    pub title: Option<String>,
+    /// Left out of the default listing.
+    pub archived: bool,
+    /// Listed before the others.
+    pub pinned: bool,
 }
 
 /// Where the settings of one agent's sessions live.

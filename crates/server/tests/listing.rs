@@ -347,7 +347,10 @@ async fn a_search_finds_titles_and_first_prompts_whatever_the_case_in_pages() {
     let id = srv.create("allow-all").await;
     assert_eq!(srv.task(&id, "Feed the puffins").await.status, 202);
     user.until(|e| e.kind() == "session_title").await;
-    assert_eq!(ids(&srv, "?search=puffins").await.0, [id.clone()]);
+    assert_eq!(
+        ids(&srv, "?search=puffins").await.0,
+        std::slice::from_ref(&id)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
