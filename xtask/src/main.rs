@@ -454,7 +454,8 @@ fn web(root: &Path) -> Result<(), String> {
     run(root, "install nats-server", nats)?;
     let mut test = cargo();
     // The web app against one server (web.rs), its models and usage pages (web_models.rs,
-    // web_usage.rs), its files panel (web_files.rs), and against
+    // web_usage.rs), its files panel (web_files.rs), its session list (web_sessions.rs), and
+    // against
     // two nodes of a cluster over a 3-node nats-server cluster (web_cluster.rs, feature
     // `cluster`). The tests step's flags, so its build serves this one too.
     test.args([
@@ -469,6 +470,8 @@ fn web(root: &Path) -> Result<(), String> {
         "web_usage",
         "--test",
         "web_files",
+        "--test",
+        "web_sessions",
         "--test",
         "web_cluster",
         "--",

@@ -69,6 +69,9 @@ pub struct SessionSummary {
     pub model: String,
     /// The first user text, shortened.
     pub title: String,
+    /// The first user text as a search reads it (whitespace collapsed, bounded:
+    /// `penguin_trace_store::PROMPT_CHARS`).
+    pub prompt: String,
     /// How the last run ended: `completed`, `aborted`, `failed`, `running or interrupted`, `empty`.
     pub state: String,
     /// The workspace its tools act on (empty when the trace has no `session_meta`).
@@ -362,12 +365,14 @@ impl Agent {
     }
 
     /// Every session with a trace, most recently active first.
-    /// The `limit` most recently written sessions that `keep` accepts, newest first, and how
-    /// many older sessions were not read. Only the sessions looked at are read (a stat of each
-    /// file is all the others cost), so the first page of thousands of sessions is quick.
+    /// The `limit` most recently written sessions that `keep` accepts, those whose id `first`
+    /// accepts (pinned ones) before the others, newest first, and how many more sessions were
+    /// not read. Only the sessions looked at are read (a stat of each file is all the others
+    /// cost), so the first page of thousands of sessions is quick.
     pub fn recent_sessions(
         &self,
         limit: usize,
+        first: impl Fn(&str) -> bool,
         keep: impl Fn(&SessionSummary) -> bool,
     ) -> std::io::Result<(Vec<SessionSummary>, usize)> {
         let newest = |paths: &[PathBuf]| {
@@ -382,7 +387,13 @@ impl Agent {
             .into_iter()
             .map(|(id, paths)| (newest(&paths), id, paths))
             .collect();
-        all.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| b.1.cmp(&a.1)));
+        all.sort_by_cached_key(|(time, id, _)| {
+            (
+                std::cmp::Reverse(first(id)),
+                std::cmp::Reverse(*time),
+                std::cmp::Reverse(id.clone()),
+            )
+        });
         let total = all.len();
         let mut out = Vec::new();
         let mut read = 0;
@@ -425,6 +436,7 @@ fn summarize(id: String, files: Vec<PathBuf>) -> SessionSummary {
         .unwrap_or_default();
     let meta = head.meta.as_ref();
     let title = head.title.clone().unwrap_or_default();
+    let prompt = head.prompt.clone().unwrap_or_default();
     let state = files
         .last()
         .and_then(|last| {
@@ -470,6 +482,7 @@ fn summarize(id: String, files: Vec<PathBuf>) -> SessionSummary {
         id,
         created,
         title,
+        prompt,
         state,
         files,
     }

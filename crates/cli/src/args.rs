@@ -186,8 +186,13 @@ pub(crate) enum Command {
         #[arg(long, value_name = "GROUP", default_value = "day", value_parser = ["day", "model", "session"])]
         by: String,
     },
-    /// List sessions, the current workspace's first, each newest first.
+    /// List sessions, pinned ones first, then the current workspace's, each newest first
+    /// (archived ones only with --archived); or archive, unarchive, pin or unpin one.
+    #[command(args_conflicts_with_subcommands = true)]
     Sessions {
+        /// Mark a session instead of listing.
+        #[command(subcommand)]
+        mark: Option<SessionMark>,
         /// Only the current workspace's sessions.
         #[arg(long)]
         here: bool,
@@ -197,6 +202,13 @@ pub(crate) enum Command {
         /// Show every session.
         #[arg(long, conflicts_with = "limit")]
         all: bool,
+        /// Only the archived sessions (the list leaves them out otherwise).
+        #[arg(long)]
+        archived: bool,
+        /// Only the sessions whose title or first prompt holds every word of TEXT, whatever
+        /// the case.
+        #[arg(long, value_name = "TEXT")]
+        search: Option<String>,
     },
     /// Show a stored session as it happened, from its trace (no model needed).
     Show {
@@ -418,6 +430,31 @@ pub(crate) enum HooksCommand {
         /// Trust without asking.
         #[arg(long, short = 'y')]
         yes: bool,
+    },
+}
+
+/// `penguin sessions archive|unarchive|pin|unpin ID`: the marks the web app sets too.
+#[derive(Subcommand, Debug)]
+pub(crate) enum SessionMark {
+    /// Archive a session: the list leaves it out (`penguin sessions --archived` shows it).
+    Archive {
+        /// The session id, or a unique part of it.
+        session_id: String,
+    },
+    /// Bring an archived session back to the list.
+    Unarchive {
+        /// The session id, or a unique part of it.
+        session_id: String,
+    },
+    /// Pin a session: listed before the others.
+    Pin {
+        /// The session id, or a unique part of it.
+        session_id: String,
+    },
+    /// Unpin a session.
+    Unpin {
+        /// The session id, or a unique part of it.
+        session_id: String,
     },
 }
 

@@ -87,9 +87,22 @@ fn main() -> ExitCode {
             command: TraceCommand::Check { files },
         } => checks::trace_check(&files),
         Command::Usage { since, by } => usage::usage(since, by),
-        Command::Sessions { here, limit, all } => {
-            setup::sessions(here, if all { usize::MAX } else { limit })
-        }
+        Command::Sessions {
+            mark: Some(mark), ..
+        } => setup::mark_session(mark),
+        Command::Sessions {
+            mark: None,
+            here,
+            limit,
+            all,
+            archived,
+            search,
+        } => setup::sessions(
+            here,
+            if all { usize::MAX } else { limit },
+            archived,
+            search.as_deref(),
+        ),
         Command::Show {
             session_id,
             last,

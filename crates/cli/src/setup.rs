@@ -10,7 +10,7 @@ use penguin::config::ModelFlags;
 use penguin::launch::{Launcher, Overrides};
 use penguin::session::Session;
 
-use crate::args::{ModelArgs, SandboxArgs};
+use crate::args::{ModelArgs, SandboxArgs, SessionMark};
 use crate::untrusted::{errln, out, outln, Untrusted};
 
 /// The launcher of this command: `config.toml` with the command line's model, scenario, MCP
@@ -268,30 +268,72 @@ fn sandbox_line(session: &Session, head: String) -> String {
     }
 }
 
-pub(crate) fn sessions(here_only: bool, limit: usize) -> Result<ExitCode, String> {
+/// `penguin sessions`: a page of the list, by the server's rule (`penguin::server::marks`):
+/// archived ones left out (or only they, with `--archived`), a search of titles and first
+/// prompts, pinned ones first.
+pub(crate) fn sessions(
+    here_only: bool,
+    limit: usize,
+    archived: bool,
+    search: Option<&str>,
+) -> Result<ExitCode, String> {
+    use penguin::server::marks::{read_marks, Archived, SessionFilter};
     let agent = Agent::from_env().map_err(|e| e.to_string())?;
     let here = current_workspace()?;
     let here_str = here.display().to_string();
-    let (shown, unread) = agent
-        .recent_sessions(limit, |s| !here_only || s.workspace == here_str)
+    let marks = read_marks(&agent.location);
+    let filter = SessionFilter::new(
+        if archived {
+            Archived::Only
+        } else {
+            Archived::Hidden
+        },
+        search,
+    );
+    let pinned = |id: &str| marks.get(id).is_some_and(|m| m.pinned);
+    let (mut shown, unread) = agent
+        .recent_sessions(limit, pinned, |s| {
+            let m = marks.get(&s.id);
+            let given = m.and_then(|m| m.title.as_deref());
+            (!here_only || s.workspace == here_str)
+                && filter.keeps(
+                    m.is_some_and(|m| m.archived),
+                    given
+                        .into_iter()
+                        .chain([s.title.as_str(), s.prompt.as_str()]),
+                )
+        })
         .map_err(|e| format!("cannot list {}: {e}", agent.location.traces_dir().display()))?;
     if shown.is_empty() && unread == 0 {
-        match here_only {
-            true => outln!("no sessions in {here_str} yet (`penguin sessions` lists all)"),
-            false => outln!(
-                "no sessions yet under {}",
-                agent.location.traces_dir().display()
-            ),
+        let traces = agent.location.traces_dir();
+        let traces = traces.display();
+        match (archived || filter.searches(), here_only) {
+            (false, true) => outln!("no sessions in {here_str} yet (`penguin sessions` lists all)"),
+            (false, false) => outln!("no sessions yet under {traces}"),
+            (true, true) => outln!("no {} in {here_str}", unmatched(archived)),
+            (true, false) => outln!("no {} under {traces}", unmatched(archived)),
         }
         return Ok(ExitCode::SUCCESS);
     }
-    // Of the page, the current workspace's sessions come first.
-    let (mine, others): (Vec<_>, Vec<_>) = shown.into_iter().partition(|s| s.workspace == here_str);
-    let shown: Vec<_> = mine.into_iter().chain(others).collect();
+    // The title a person gave (over the API) names the session here too.
+    for s in &mut shown {
+        if let Some(m) = marks.get(&s.id) {
+            if let Some(t) = &m.title {
+                s.title.clone_from(t);
+            }
+            if m.pinned {
+                s.title.insert_str(0, "[pinned] ");
+            }
+        }
+    }
+    // Of the page, the pinned sessions come first, then the current workspace's.
+    let (pins, rest): (Vec<_>, Vec<_>) = shown.into_iter().partition(|s| pinned(&s.id));
+    let (mine, others): (Vec<_>, Vec<_>) = rest.into_iter().partition(|s| s.workspace == here_str);
+    let shown: Vec<_> = pins.into_iter().chain(mine).chain(others).collect();
     out!("{}", sessions_table(&shown, &here_str));
     if unread > 0 {
         let s = if unread == 1 { "" } else { "s" };
-        let what = match here_only {
+        let what = match here_only || archived || filter.searches() {
             true => "not searched",
             false => "not shown",
         };
@@ -300,6 +342,30 @@ pub(crate) fn sessions(here_only: bool, limit: usize) -> Result<ExitCode, String
             limit.saturating_mul(2)
         );
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+// What an empty filtered list had none of.
+fn unmatched(archived: bool) -> &'static str {
+    match archived {
+        true => "archived sessions that match",
+        false => "sessions that match",
+    }
+}
+
+/// `penguin sessions archive|unarchive|pin|unpin ID`.
+pub(crate) fn mark_session(mark: SessionMark) -> Result<ExitCode, String> {
+    let agent = Agent::from_env().map_err(|e| e.to_string())?;
+    let (query, archived, pinned, done) = match &mark {
+        SessionMark::Archive { session_id } => (session_id, Some(true), None, "archived"),
+        SessionMark::Unarchive { session_id } => (session_id, Some(false), None, "unarchived"),
+        SessionMark::Pin { session_id } => (session_id, None, Some(true), "pinned"),
+        SessionMark::Unpin { session_id } => (session_id, None, Some(false), "unpinned"),
+    };
+    let id = agent.resolve_id(query).map_err(|e| e.to_string())?;
+    penguin::server::marks::set_marks(&agent.location, &id, archived, pinned)
+        .map_err(|e| format!("cannot mark session {id}: {e}"))?;
+    outln!("{done} {id}");
     Ok(ExitCode::SUCCESS)
 }
 

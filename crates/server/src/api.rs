@@ -22,9 +22,9 @@
 //! | route | body or query | answer | what |
 //! |---|---|---|---|
 //! | `POST /api/sessions` | [`CreateSessionRequest`]: `{"workspace": "/src/app", "approvalMode": "always-ask"}` (every field optional: `{}` is fine) | 201 [`SessionEnvelope`] | create a session |
-//! | `GET /api/sessions` | `?limit=N[&before=CURSOR]` (both optional) | 200 [`SessionList`] | the sessions on disk and in memory, most recently active first; with `limit`, `page: {hasMore, before?}` and `before=<page.before>` gives the next page |
+//! | `GET /api/sessions` | `?limit=N[&before=CURSOR][&archived=true\|all][&search=TEXT]` (all optional) | 200 [`SessionList`] | the sessions on disk and in memory, pinned first, then most recently active first; with `limit`, `page: {hasMore, before?}` and `before=<page.before>` gives the next page (same `archived` and `search`); archived sessions only with `archived=true` (`all`: both); `search` keeps those whose title or first prompt holds every word of it, whatever the case; each row has its `workspace`, to group by |
 //! | `GET /api/sessions/{id}` | none | 200 [`SessionEnvelope`] | one session, loaded from its trace when it is not in memory; `plan` is the model's latest `update_plan` |
-//! | `PATCH /api/sessions/{id}` | [`PatchSessionRequest`]: `{"title": "refactor"}`, `{"approvalMode": "read-only"}` or both | 200 [`SessionEnvelope`] | rename, change the approval mode (from the next approval on) |
+//! | `PATCH /api/sessions/{id}` | [`PatchSessionRequest`]: any of `{"title": "refactor", "approvalMode": "read-only", "archived": true, "pinned": true}` | 200 [`SessionEnvelope`] | rename, change the approval mode (from the next approval on), archive or bring back, pin or unpin |
 //! | `DELETE /api/sessions/{id}` | none | 204 | delete the session and its trace |
 //! | `GET /api/sessions/{id}/messages` | none, `?tailLimit=N`, or `?before=F:O[&limit=N]` | 200 [`MessagesPage`] | the history: records with `tracePosition`, subagent runs expanded, pending inputs, the `live` tail to join a stream at |
 //! | `GET /api/sessions/{id}/stream` | `Last-Event-ID` header (optional; `?access_token=` may carry the token) | 200 SSE | replay after that id (or `resync_required`), then `task_state` and pending `approval_request`s, then live |
@@ -154,6 +154,12 @@ pub struct SessionInfo {
     /// `{explanation?, plan: [{step, status}]}`), when it keeps one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<serde_json::Value>,
+    /// Archived: left out of `GET /api/sessions` unless `?archived=true` (or `all`).
+    #[serde(default)]
+    pub archived: bool,
+    /// Pinned: listed before the sessions that are not.
+    #[serde(default)]
+    pub pinned: bool,
 }
 
 /// The sandbox a session's commands run under, as this host's kernel enforces it.
@@ -352,6 +358,12 @@ pub struct PatchSessionRequest {
     pub approval_mode: Option<ApprovalMode>,
     /// A new title.
     pub title: Option<String>,
+    /// Archive it (`true`) or bring it back (`false`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archived: Option<bool>,
+    /// Pin it (`true`) or unpin it (`false`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<bool>,
 }
 
 /// One part of a task's input, tagged by `type`:

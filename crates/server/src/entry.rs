@@ -65,6 +65,9 @@ pub(crate) struct Runtime {
     pub(crate) first_prompt: Option<String>,
     /// The configured name of its model (see `Settings::model_name`).
     pub(crate) model_name: Option<String>,
+    /// Its marks (see `Settings::archived`, `Settings::pinned`).
+    pub(crate) archived: bool,
+    pub(crate) pinned: bool,
     /// What `allow_always` answers allowed: later calls they cover run unasked (this load).
     pub(crate) always: Vec<penguin_engine::always::Scope>,
     /// The running task is a goal (its state is published as it changes).
@@ -94,6 +97,8 @@ impl Runtime {
             title,
             first_prompt: None,
             model_name: None,
+            archived: false,
+            pinned: false,
             always: Vec::new(),
             goal_run: false,
             published_goal: None,
@@ -305,6 +310,8 @@ impl Entry {
             trace_write_failures: failures,
             sandbox,
             plan: rt.plan.clone(),
+            archived: rt.archived,
+            pinned: rt.pinned,
         }
     }
 

@@ -36,7 +36,8 @@ use crate::history::TraceFile;
 use crate::sync::lock;
 
 /// What a listing shows of a session nobody has loaded: its `session_meta` and its title
-/// (the first prompt, by the trace store's one rule).
+/// (the first prompt, by the trace store's one rule), and what a search reads of its first
+/// prompt (bounded: see `penguin_trace_store::PROMPT_CHARS`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Head {
     pub(crate) created_at: Option<String>,
@@ -45,6 +46,7 @@ pub(crate) struct Head {
     pub(crate) workspace: Option<String>,
     pub(crate) source: Option<String>,
     pub(crate) title: Option<String>,
+    pub(crate) prompt: Option<String>,
 }
 
 impl Head {
@@ -60,6 +62,7 @@ impl Head {
             workspace: meta.map(|m| m.workspace.clone()),
             source: meta.and_then(|m| m.source.clone()),
             title: head.title,
+            prompt: head.prompt,
         }
     }
 }
@@ -216,7 +219,7 @@ pub(crate) struct SessionIndex {
 
 // A directory changed this recently may change again within the same timestamp: read it again
 // next time rather than trust its time.
-const SETTLED: Duration = Duration::from_secs(2);
+pub(crate) const SETTLED: Duration = Duration::from_secs(2);
 
 impl SessionIndex {
     pub(crate) fn new(traces: PathBuf) -> SessionIndex {
@@ -281,6 +284,17 @@ impl SessionIndex {
                 })
                 .collect()
         }))
+    }
+
+    /// `id` as the listing shows it (its head read now if the index has not read it yet),
+    /// `None` when it has no files.
+    pub(crate) fn indexed(&self, id: &str) -> std::io::Result<Option<Indexed>> {
+        if self.files(id)?.is_empty() {
+            return Ok(None);
+        }
+        let head = self.head(id);
+        let written = lock(&self.state).sessions.get(id).and_then(|k| k.written);
+        Ok(Some(Indexed { head, written }))
     }
 
     /// What `id`'s first file says, read now if the index has not read it yet.

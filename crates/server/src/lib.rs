@@ -17,6 +17,7 @@ mod host;
 mod index;
 mod list;
 mod listener;
+pub mod marks;
 mod placement;
 mod requests;
 mod routes;

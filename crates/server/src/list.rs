@@ -1,6 +1,8 @@
-//! `GET /api/sessions`: the loaded sessions and those on disk (from the index), most recently
-//! active first, one page at a time.
+//! `GET /api/sessions`: the loaded sessions and those on disk (from the index), pinned first,
+//! then most recently active first, one page at a time; archived ones left out unless asked for,
+//! and a search of titles and first prompts (`crate::marks`'s rule) done here, before paging.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -11,6 +13,7 @@ use penguin_sse_transport::SessionStatus;
 use crate::api::{PageInfo, SessionInfo, SessionList};
 use crate::error::ApiError;
 use crate::index::Indexed;
+use crate::marks::{Archived, SessionFilter};
 use crate::requests::query_pairs;
 use crate::sessions::Sessions;
 
@@ -19,21 +22,32 @@ use crate::sessions::Sessions;
 /// skips a session that kept its place.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Cursor {
+    /// First in the order: pinned sessions come before all others.
+    pinned: bool,
     active: String,
     id: String,
 }
 
+// What a pinned session's cursor starts with (a time never does).
+const PINNED: &str = "pinned~";
+
 impl Cursor {
     fn parse(s: &str) -> Option<Cursor> {
-        let (active, id) = s.rsplit_once('~')?;
+        let (pinned, rest) = match s.strip_prefix(PINNED) {
+            Some(rest) => (true, rest),
+            None => (false, s),
+        };
+        let (active, id) = rest.rsplit_once('~')?;
         Some(Cursor {
+            pinned,
             active: active.to_owned(),
             id: id.to_owned(),
         })
     }
 
     fn render(&self) -> String {
-        format!("{}~{}", self.active, self.id)
+        let pin = if self.pinned { PINNED } else { "" };
+        format!("{pin}{}~{}", self.active, self.id)
     }
 }
 
@@ -42,10 +56,12 @@ impl Cursor {
 pub(crate) struct ListQuery {
     limit: Option<usize>,
     before: Option<Cursor>,
+    filter: SessionFilter,
 }
 
 pub(crate) fn parse_list_query(uri: &Uri) -> Result<ListQuery, ApiError> {
     let mut q = ListQuery::default();
+    let (mut archived, mut search) = (Archived::default(), None);
     let bad = |msg: String| ApiError::bad_request("invalid_query", msg);
     for (k, v) in query_pairs(uri) {
         match k {
@@ -62,10 +78,17 @@ pub(crate) fn parse_list_query(uri: &Uri) -> Result<ListQuery, ApiError> {
                     ))
                 })?);
             }
+            "archived" => {
+                archived = Archived::parse(&v).ok_or_else(|| {
+                    bad(format!("archived: expected true, false or all, got {v:?}"))
+                })?;
+            }
+            "search" => search = Some(v),
             "access_token" => {}
             other => return Err(bad(format!("unknown query parameter {other:?}"))),
         }
     }
+    q.filter = SessionFilter::new(archived, search.as_deref());
     if q.before.is_some() && q.limit.is_none() {
         return Err(bad("before is only allowed together with limit".into()));
     }
@@ -89,6 +112,7 @@ fn timestamp(t: SystemTime) -> Option<String> {
 impl Cursor {
     fn of(info: &SessionInfo) -> Cursor {
         Cursor {
+            pinned: info.pinned,
             active: sort_key(info.last_active_at.as_deref(), info.created_at.as_deref()),
             id: info.id.clone(),
         }
@@ -96,9 +120,13 @@ impl Cursor {
 }
 
 /// One page of `sessions` (or all), newest first: a cluster's listing, whose rows are all
-/// known already.
+/// known already (a search reads their titles: the index holds no prompt).
 pub(crate) fn paginate(sessions: Vec<SessionInfo>, q: &ListQuery) -> SessionList {
-    let rows = sessions.into_iter().map(|i| (Cursor::of(&i), i)).collect();
+    let rows = sessions
+        .into_iter()
+        .filter(|i| q.filter.keeps(i.archived, i.title.as_deref()))
+        .map(|i| (Cursor::of(&i), i))
+        .collect();
     page(rows, q, |_, info| info)
 }
 
@@ -138,39 +166,70 @@ enum Row {
     OnDisk(Indexed),
 }
 
-/// One page (or all) of the sessions. The index is read off the async workers; only the
-/// sessions on the page have their settings read.
+/// One page (or all) of the sessions. The index and the marks are read off the async workers;
+/// only the sessions on the page have their settings read.
 pub(crate) async fn list(sessions: &Arc<Sessions>, q: ListQuery) -> Result<SessionList, ApiError> {
     let me = sessions.clone();
-    let on_disk = tokio::task::spawn_blocking(move || me.index.sessions())
-        .await
-        .map_err(|e| ApiError::internal(format!("the trace index failed: {e}")))?
-        .map_err(|e| ApiError::internal(format!("cannot list the traces: {e}")))?;
-    let mut rows: Vec<(Cursor, Row)> = sessions
+    let (on_disk, marks) = tokio::task::spawn_blocking(move || {
+        Ok::<_, std::io::Error>((me.index.sessions()?, me.settings.marks()))
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("the trace index failed: {e}")))?
+    .map_err(|e| ApiError::internal(format!("cannot list the traces: {e}")))?;
+    let mut loaded: HashMap<String, SessionInfo> = sessions
         .loaded()
         .into_iter()
-        .map(|e| {
-            let info = e.info();
-            (Cursor::of(&info), Row::Loaded(Box::new(info)))
-        })
+        .map(|e| (e.id.clone(), e.info()))
         .collect();
+    let mut rows: Vec<(Cursor, Row)> = Vec::new();
+    let mut keep_loaded = |info: SessionInfo, prompt: Option<&str>| {
+        if q.filter.keeps(
+            info.archived,
+            info.title.as_deref().into_iter().chain(prompt),
+        ) {
+            rows.push((Cursor::of(&info), Row::Loaded(Box::new(info))));
+        }
+    };
+    let mut on_disk_rows = Vec::new();
     for (id, s) in on_disk {
+        let head = s.head.as_deref();
+        let prompt = head.and_then(|h| h.prompt.as_deref());
         // A loaded session is listed as it is now, not as its files were.
-        if sessions.is_loaded(&id) {
+        if let Some(info) = loaded.remove(&id) {
+            keep_loaded(info, prompt);
+            continue;
+        }
+        let m = marks.get(&id);
+        let texts = [
+            m.and_then(|m| m.title.as_deref()),
+            head.and_then(|h| h.title.as_deref()),
+            prompt,
+        ];
+        if !q
+            .filter
+            .keeps(m.is_some_and(|m| m.archived), texts.into_iter().flatten())
+        {
             continue;
         }
         let written = s.written.and_then(timestamp);
-        let created = s.head.as_ref().and_then(|h| h.created_at.as_deref());
+        let created = head.and_then(|h| h.created_at.as_deref());
         let active = sort_key(written.as_deref(), created);
-        rows.push((Cursor { active, id }, Row::OnDisk(s)));
+        let pinned = m.is_some_and(|m| m.pinned);
+        on_disk_rows.push((Cursor { pinned, active, id }, Row::OnDisk(s)));
     }
+    // Loaded and never written: no trace, so nothing on disk to search but its title.
+    for info in loaded.into_values() {
+        keep_loaded(info, None);
+    }
+    rows.append(&mut on_disk_rows);
     Ok(page(rows, &q, |cursor, row| match row {
         Row::Loaded(info) => *info,
         Row::OnDisk(s) => on_disk_info(sessions, cursor.id, s),
     }))
 }
 
-fn on_disk_info(sessions: &Sessions, id: String, s: Indexed) -> SessionInfo {
+/// A session nobody has loaded, as its files and settings describe it.
+pub(crate) fn on_disk_info(sessions: &Sessions, id: String, s: Indexed) -> SessionInfo {
     let head = s.head.map(Arc::unwrap_or_clone).unwrap_or_default();
     let settings = sessions.settings.load(&id);
     SessionInfo {
@@ -189,6 +248,8 @@ fn on_disk_info(sessions: &Sessions, id: String, s: Indexed) -> SessionInfo {
         trace_write_failures: 0,
         sandbox: None,
         plan: None,
+        archived: settings.archived,
+        pinned: settings.pinned,
         id,
     }
 }
@@ -205,6 +266,7 @@ mod tests {
     fn the_query_is_checked_and_the_cursor_round_trips() {
         assert_eq!(q("").unwrap(), ListQuery::default());
         let c = Cursor {
+            pinned: false,
             active: "2026-01-01T00:00:00.000Z".into(),
             id: "s-1".into(),
         };
@@ -215,6 +277,17 @@ mod tests {
         .unwrap();
         assert_eq!(parsed.limit, Some(5));
         assert_eq!(parsed.before, Some(c));
+        let pinned = Cursor {
+            pinned: true,
+            active: "2026-01-01T00:00:00.000Z".into(),
+            id: "s-2".into(),
+        };
+        assert_eq!(Cursor::parse(&pinned.render()), Some(pinned));
+        let searched = q("archived=all&search=Fix%20parser").unwrap();
+        assert_eq!(
+            searched.filter,
+            SessionFilter::new(Archived::All, Some("fix PARSER"))
+        );
         for (bad, why) in [
             ("limit=0", "limit: expected a positive integer"),
             ("limit=x", "limit: expected a positive integer"),
@@ -224,6 +297,10 @@ mod tests {
                 "before: expected the page.before",
             ),
             ("page=2", "unknown query parameter \"page\""),
+            (
+                "archived=yes",
+                "archived: expected true, false or all, got \"yes\"",
+            ),
         ] {
             let err = q(bad).unwrap_err();
             assert!(err.message.contains(why), "{bad}: {err:?}");

@@ -30,7 +30,7 @@ use crate::list::parse_list_query;
 use crate::requests::{
     parse_goal, parse_input, parse_mcp_servers, parse_mode, parse_query, parse_sandbox, pin_skills,
 };
-use crate::sessions::USER_CHANNEL;
+use crate::sessions::{Patch, USER_CHANNEL};
 use crate::tasks::TaskInput;
 use crate::AppState;
 use tokio::sync::OwnedSemaphorePermit;
@@ -195,15 +195,23 @@ pub(crate) async fn patch_session(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult {
-    let e = entry(&app, p).await?;
+    let id = path_id(p)?;
     let obj = read_object(&headers, body, &app.body).await?;
-    let mode = parse_mode(&obj)?;
-    let title = opt_str(&obj, "title")?.map(str::to_owned);
-    app.sessions.update(&e, mode, title);
-    Ok(json_response(
-        StatusCode::OK,
-        &SessionEnvelope { session: e.info() },
-    ))
+    let patch = Patch {
+        mode: parse_mode(&obj)?,
+        title: opt_str(&obj, "title")?.map(str::to_owned),
+        archived: opt_bool(&obj, "archived")?,
+        pinned: opt_bool(&obj, "pinned")?,
+    };
+    let session = match app.sessions.patch_stored(&id, &patch).await? {
+        Some(stored) => crate::list::on_disk_info(&app.sessions, id, stored),
+        None => {
+            let e = app.sessions.get(&id).await?;
+            app.sessions.update(&e, patch);
+            e.info()
+        }
+    };
+    Ok(json_response(StatusCode::OK, &SessionEnvelope { session }))
 }
 
 pub(crate) async fn delete_session(

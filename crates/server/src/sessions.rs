@@ -13,7 +13,7 @@ use crate::entry::{Entry, Runtime};
 use crate::error::ApiError;
 use crate::history::TraceFile;
 use crate::host::{CreateSession, FactoryError, HostedSession, LoadSession, SessionFactory};
-use crate::index::SessionIndex;
+use crate::index::{Indexed, SessionIndex};
 use crate::placement::Placement;
 use crate::settings::{Settings, SettingsStore};
 use crate::sync::lock;
@@ -37,6 +37,32 @@ pub(crate) struct HistorySnapshot {
     pub(crate) live: Option<LiveSnapshot>,
     pub(crate) pending: Vec<Frame>,
     pub(crate) flush: penguin_trace_store::FlushHandle,
+}
+
+/// What a `PATCH` changes; `None` leaves it as it is.
+#[derive(Debug, Default)]
+pub(crate) struct Patch {
+    pub(crate) mode: Option<ApprovalMode>,
+    pub(crate) title: Option<String>,
+    pub(crate) archived: Option<bool>,
+    pub(crate) pinned: Option<bool>,
+}
+
+impl Patch {
+    fn apply(&self, s: &mut Settings) {
+        if let Some(m) = self.mode {
+            s.approval_mode = Some(m);
+        }
+        if let Some(t) = &self.title {
+            s.title = Some(t.clone());
+        }
+        if let Some(a) = self.archived {
+            s.archived = a;
+        }
+        if let Some(p) = self.pinned {
+            s.pinned = p;
+        }
+    }
 }
 
 /// Settings of the runtime.
@@ -94,11 +120,15 @@ impl Sessions {
             approval_mode,
             title,
             model_name,
+            archived,
+            pinned,
             ..
         } = self.settings.load(session.id());
         let approval_mode = approval_mode.unwrap_or(self.cfg.approval_mode);
         let mut rt = Runtime::new(approval_mode, title, has_trace);
         rt.model_name = model_name;
+        rt.archived = archived;
+        rt.pinned = pinned;
         let entry = Arc::new(Entry::new(session, rt));
         self.touch(&entry);
         // Weak both ways: the hook lives inside the session the entry holds.
@@ -314,6 +344,8 @@ impl Sessions {
                 title: None,
                 sandbox: req.sandbox,
                 mcp_servers: req.mcp_servers,
+                archived: false,
+                pinned: false,
             };
             self.settings.save(&entry.id, &settings);
         }
@@ -487,28 +519,8 @@ impl Sessions {
         v
     }
 
-    /// Whether this process hosts `id`.
-    pub(crate) fn is_loaded(&self, id: &str) -> bool {
-        lock(&self.entries).contains_key(id)
-    }
-
-    fn save_settings(&self, entry: &Entry) {
-        // What the session was created with is fixed; only what the API can change is
-        // rewritten.
-        let kept = self.settings.load(&entry.id);
-        let settings = {
-            let rt = entry.rt();
-            Settings {
-                approval_mode: Some(rt.approval_mode),
-                title: rt.title.clone(),
-                ..kept
-            }
-        };
-        self.settings.save(&entry.id, &settings);
-    }
-
-    /// `PATCH`: new mode and/or title.
-    pub(crate) fn update(&self, entry: &Entry, mode: Option<ApprovalMode>, title: Option<String>) {
+    /// `PATCH`: what `patch` names changes, the rest stays.
+    pub(crate) fn update(&self, entry: &Entry, patch: Patch) {
         let _p = lock(&entry.publish);
         {
             let mut rt = entry.rt();
@@ -516,25 +528,73 @@ impl Sessions {
                 // Being deleted: writing its settings back would resurrect them.
                 return;
             }
-            if let Some(m) = mode {
+            if let Some(m) = patch.mode {
                 rt.approval_mode = m;
             }
-            if let Some(t) = &title {
+            if let Some(t) = &patch.title {
                 rt.title = Some(t.clone());
             }
+            if let Some(a) = patch.archived {
+                rt.archived = a;
+            }
+            if let Some(p) = patch.pinned {
+                rt.pinned = p;
+            }
         }
-        self.save_settings(entry);
+        // Only what was patched is written: the CLI may have marked the file meanwhile.
+        if let Err(e) = self.settings.change(&entry.id, |s| patch.apply(s)) {
+            tracing::warn!(
+                "[server] cannot save the settings of session {}: {e}",
+                entry.id
+            );
+        }
         if let Some(c) = &self.cfg.cluster {
             c.changed(&entry.id);
         }
-        if let Some(title) = title {
-            let ev = ServerEvent::SessionTitle {
-                session_id: entry.id.clone(),
-                title,
-            };
-            self.channel(&entry.id).publish_server_event(&ev);
-            self.channel(USER_CHANNEL).publish_server_event(&ev);
+        if let Some(title) = patch.title {
+            self.publish_title(&entry.id, title);
         }
+    }
+
+    fn publish_title(&self, id: &str, title: String) {
+        let ev = ServerEvent::SessionTitle {
+            session_id: id.to_owned(),
+            title,
+        };
+        self.channel(id).publish_server_event(&ev);
+        self.channel(USER_CHANNEL).publish_server_event(&ev);
+    }
+
+    /// `PATCH` of a session this process has not loaded: its settings are changed on disk and
+    /// it stays unloaded (its row as the index has it is returned). Archiving must not need a session that can load (its workspace may
+    /// be gone: that is when people archive), nor cost one. `None` when it is loaded (or
+    /// loading), or on a cluster node, where the owner writes the index: patch its entry.
+    pub(crate) async fn patch_stored(
+        self: &Arc<Self>,
+        id: &str,
+        patch: &Patch,
+    ) -> Result<Option<Indexed>, ApiError> {
+        if self.cfg.cluster.is_some() || !valid_session_id(id) || self.loaded_entry(id).is_some() {
+            return Ok(None);
+        }
+        // A load that starts meanwhile reads the settings after they are written.
+        let _loading = self.load_lock(id).lock_owned().await;
+        if self.loaded_entry(id).is_some() {
+            return Ok(None);
+        }
+        let (me, owned) = (self.clone(), id.to_owned());
+        let stored = tokio::task::spawn_blocking(move || me.index.indexed(&owned))
+            .await
+            .map_err(|e| ApiError::internal(format!("the trace index failed: {e}")))?
+            .map_err(|e| ApiError::internal(format!("cannot look for session {id}: {e}")))?
+            .ok_or_else(|| ApiError::session_not_found(id))?;
+        self.settings
+            .change(id, |s| patch.apply(s))
+            .map_err(|e| ApiError::internal(format!("cannot save session {id}'s settings: {e}")))?;
+        if let Some(title) = patch.title.clone() {
+            self.publish_title(id, title);
+        }
+        Ok(Some(stored))
     }
 
     /// `DELETE`: interrupts a running task, waits (bounded) for it to settle, forgets the
@@ -649,6 +709,9 @@ impl Sessions {
                     true => t,
                     false => format!("{t}{}", penguin_trace_store::FORK_MARK),
                 }),
+                // A fork is a new session in the list: neither archived nor pinned.
+                archived: false,
+                pinned: false,
                 ..self.settings.load(&entry.id)
             },
         );

@@ -1,38 +1,50 @@
-//! `GET /api/sessions` from the index: every session on disk and in memory, most recently
-//! active first, in pages that neither repeat nor skip a session while others are created.
+//! `GET /api/sessions` from the index: every session on disk and in memory, pinned first, then
+//! most recently active first, in pages that neither repeat nor skip a session while others are
+//! created; archived sessions only when asked for; a search of titles and first prompts.
 #![cfg(feature = "testing")]
 
 mod support;
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use serde_json::{json, Value};
-use support::{serve_script, TestServer};
+use support::script::text_turn;
+use support::{serve_script, FakeFactory, TestDir, TestServer};
 
 fn script() -> Value {
     json!({"description": "listing", "llm": [], "tools": {}, "runs": []})
 }
 
-/// Writes `n` sessions' traces as another process would (the CLI on the same data root).
+/// Writes `n` sessions' traces as another process would (the CLI on the same data root), in a
+/// workspace that no longer exists (they cannot be loaded).
 fn write_on_disk(srv: &TestServer, n: usize) -> Vec<String> {
+    let prompts: Vec<String> = (0..n).map(|i| format!("Count   penguins\n #{i}")).collect();
+    write_prompts(srv, &prompts, "/w")
+}
+
+/// [`write_on_disk`], one session per first prompt, the last the most recently active.
+fn write_prompts(srv: &TestServer, prompts: &[String], workspace: &str) -> Vec<String> {
     let day = srv
         .data_root
         .join("default/agents/penguin/traces/2026-01-01");
     std::fs::create_dir_all(&day).unwrap();
-    (0..n)
-        .map(|i| {
+    prompts
+        .iter()
+        .enumerate()
+        .map(|(i, text)| {
             let id = format!("session-2026-01-01-00-00-00-{i:08x}");
             let meta = json!({
                 "timestamp": format!("2026-01-01T00:{:02}:{:02}.000Z", i / 60, i % 60),
                 "type": "session_meta",
                 "payload": {"session_id": id, "provider": "p", "model_id": "m",
                     "model_context_window": "unknown", "system_prompt": "", "agent_state": "",
-                    "workspace": "/w"}
+                    "workspace": workspace}
             });
             let prompt = json!({
                 "timestamp": "2026-01-01T01:00:00.000Z",
                 "type": "model_msg",
-                "payload": {"type": "text", "role": "user", "text": format!("Count   penguins\n #{i}")}
+                "payload": {"type": "text", "role": "user", "text": text}
             });
             std::fs::write(
                 day.join(format!("{id}_000.jsonl")),
@@ -178,4 +190,184 @@ async fn a_session_is_titled_by_its_first_prompt_until_it_is_given_a_title() {
 
 async fn info(srv: &TestServer, id: &str) -> Value {
     srv.get(&format!("/api/sessions/{id}")).await.body["session"].clone()
+}
+
+/// The default list, the archived ones, and both.
+async fn listed(srv: &TestServer) -> (Vec<String>, Vec<String>, Vec<String>) {
+    (
+        ids(srv, "").await.0,
+        ids(srv, "?archived=true").await.0,
+        ids(srv, "?archived=all").await.0,
+    )
+}
+
+async fn patch(srv: &TestServer, id: &str, body: Value) -> Value {
+    let r = srv.patch(&format!("/api/sessions/{id}"), body).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body["session"].clone()
+}
+
+/// Every page of `query` (with `limit`), in order.
+async fn paged(srv: &TestServer, query: &str, limit: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut next = format!("?limit={limit}{query}");
+    loop {
+        let (page_ids, page) = ids(srv, &next).await;
+        assert!(page_ids.len() <= limit);
+        out.extend(page_ids);
+        if page["hasMore"] != true {
+            return out;
+        }
+        let before = page["before"].as_str().unwrap().replace(':', "%3A");
+        next = format!("?limit={limit}{query}&before={before}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn archived_sessions_leave_the_list_pinned_ones_lead_it_and_a_restart_keeps_both() {
+    let srv = serve_script(script()).await;
+    // d[4] is the most recently active.
+    let d = write_on_disk(&srv, 5);
+    let (before, _) = ids(&srv, "").await;
+    assert_eq!(
+        before,
+        [
+            d[4].clone(),
+            d[3].clone(),
+            d[2].clone(),
+            d[1].clone(),
+            d[0].clone()
+        ]
+    );
+
+    let archived = patch(&srv, &d[3], json!({"archived": true})).await;
+    assert_eq!(
+        (&archived["archived"], &archived["pinned"]),
+        (&json!(true), &json!(false))
+    );
+    let pinned = patch(&srv, &d[1], json!({"pinned": true})).await;
+    assert_eq!(pinned["pinned"], true);
+    // Both at once, and unpinned again: a mark can be taken back.
+    patch(&srv, &d[0], json!({"pinned": true, "archived": true})).await;
+    patch(&srv, &d[0], json!({"pinned": false})).await;
+
+    let expected = (
+        vec![d[1].clone(), d[4].clone(), d[2].clone()],
+        vec![d[3].clone(), d[0].clone()],
+        vec![
+            d[1].clone(),
+            d[4].clone(),
+            d[3].clone(),
+            d[2].clone(),
+            d[0].clone(),
+        ],
+    );
+    assert_eq!(listed(&srv).await, expected);
+    assert_eq!(ids(&srv, "?archived=false").await.0, expected.0);
+    // Pages follow the same order, the pinned session's cursor included.
+    assert_eq!(paged(&srv, "&archived=all", 1).await, expected.2);
+    let one = srv.get("/api/sessions?limit=1").await.body;
+    assert!(one["page"]["before"]
+        .as_str()
+        .unwrap()
+        .starts_with("pinned~"));
+
+    // Bad marks are refused by name, and change nothing.
+    for (body, why) in [
+        (
+            json!({"archived": "yes"}),
+            "archived: expected a boolean, got a string",
+        ),
+        (
+            json!({"pinned": 1}),
+            "pinned: expected a boolean, got a number",
+        ),
+    ] {
+        let r = srv.patch(&format!("/api/sessions/{}", d[2]), body).await;
+        assert_eq!(r.status, 400);
+        assert_eq!(r.body["error"]["code"], "invalid_field");
+        assert_eq!(r.body["error"]["message"], why);
+    }
+    assert_eq!(listed(&srv).await, expected);
+
+    // A restarted server lists them from disk with the same marks.
+    let data = srv.data_root.clone();
+    let _kept = srv.stop();
+    let dir = TestDir::new();
+    let factory = Arc::new(FakeFactory::new(script(), dir.workspace()));
+    let again = support::serve(dir, factory, |o| o.data_root = data).await;
+    assert_eq!(listed(&again).await, expected);
+    let archived = &again.get("/api/sessions?archived=true").await.body["sessions"][0];
+    assert_eq!(
+        (&archived["id"], &archived["archived"], &archived["pinned"]),
+        (&json!(d[3]), &json!(true), &json!(false))
+    );
+    patch(&again, &d[3], json!({"archived": false})).await;
+    assert_eq!(
+        ids(&again, "").await.0,
+        [d[1].clone(), d[4].clone(), d[3].clone(), d[2].clone()]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_finds_titles_and_first_prompts_whatever_the_case_in_pages() {
+    let srv = serve_script(script()).await;
+    let mut prompts: Vec<String> = (0..30).map(|i| format!("Count penguins #{i}")).collect();
+    // Past the 60 characters of a title: only the prompt has it.
+    prompts.push(format!(
+        "{} then look for the Walrus",
+        "and so on ".repeat(8)
+    ));
+    let d = write_prompts(&srv, &prompts, "/w");
+
+    assert_eq!(
+        ids(&srv, "?search=penguins%20%2317").await.0,
+        [d[17].clone()]
+    );
+    assert_eq!(ids(&srv, "?search=WALRUS").await.0, [d[30].clone()]);
+    assert!(ids(&srv, "?search=narwhal").await.0.is_empty());
+    let all_counts: Vec<String> = d[..30].iter().rev().cloned().collect();
+    assert_eq!(paged(&srv, "&search=count", 7).await, all_counts);
+    // A blank search is no search.
+    assert_eq!(ids(&srv, "?search=%20").await.0.len(), 31);
+
+    // A given title is searched, and the first prompt still is.
+    patch(&srv, &d[3], json!({"title": "Census of the birds"})).await;
+    assert_eq!(ids(&srv, "?search=census").await.0, [d[3].clone()]);
+    assert_eq!(ids(&srv, "?search=count%20%233").await.0, [d[3].clone()]);
+    // Archived sessions are searched only when asked for.
+    patch(&srv, &d[3], json!({"archived": true})).await;
+    assert!(ids(&srv, "?search=census").await.0.is_empty());
+    assert_eq!(
+        ids(&srv, "?search=census&archived=true").await.0,
+        [d[3].clone()]
+    );
+    // A session this server created and ran is found by its first prompt too.
+    let mut user = srv.sse("/api/events", None).await;
+    let id = srv.create("allow-all").await;
+    assert_eq!(srv.task(&id, "Feed the puffins").await.status, 202);
+    user.until(|e| e.kind() == "session_title").await;
+    assert_eq!(
+        ids(&srv, "?search=puffins").await.0,
+        std::slice::from_ref(&id)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_is_neither_archived_nor_pinned() {
+    let srv = serve_script(json!({"llm": [text_turn("Counted.")], "tools": {}})).await;
+    let id = srv.create("allow-all").await;
+    assert_eq!(srv.task(&id, "Count").await.status, 202);
+    srv.until_idle(&id).await;
+    patch(&srv, &id, json!({"archived": true, "pinned": true})).await;
+    let r = srv
+        .post(&format!("/api/sessions/{id}/fork"), json!({}))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let fork = &r.body["session"];
+    assert_eq!(
+        (&fork["archived"], &fork["pinned"]),
+        (&json!(false), &json!(false))
+    );
+    assert_eq!(ids(&srv, "").await.0, [fork["id"].as_str().unwrap()]);
 }

@@ -1,5 +1,7 @@
 // The session list (`/`): a chat list of the sessions, live through the user channel and
-// paged with "Show more"; the form that creates one; the agent's memory, read-only.
+// paged with "Show more", searched and filtered by the server (`?search=`, `?archived=true`),
+// pinned ones first, grouped by workspace; the form that creates one; the agent's memory,
+// read-only.
 
 import * as api from "./api.js";
 import { h, placeChildren, toast } from "./dom.js";
@@ -11,29 +13,43 @@ import { SocketSource } from "./socket.js";
 // One page at first; "Show more" asks for the next (the server pages the list).
 const PAGE = 50;
 
+// Workspaces whose group the reader folded: kept while the page lives, across redraws.
+const folded = new Set();
+
 export function sessionList() {
   document.title = "penguin · sessions";
-  const rows = h("ul", { class: "session-list" });
+  const groups = h("div", { class: "session-groups" });
   const empty = h("p", { class: "muted", hidden: true }, "No sessions yet: create one above.");
   let shown = PAGE;
   const moreBtn = h("button", { class: "quiet more", hidden: true, dataset: { action: "more" } }, "Show more");
+  const search = h("input", { type: "search", name: "search", placeholder: "Search titles and prompts", "aria-label": "search sessions" });
+  const archivedBtn = h("button", { type: "button", class: "quiet toggle", dataset: { action: "archived" }, "aria-pressed": "false" }, "Archived");
+  let archived = false;
 
   let stale = false;
+  // Only the newest answer is drawn: a slow one for an older search must not replace it.
+  let asked = 0;
   const refresh = async () => {
     if (stale) return;
+    const ask = ++asked;
+    const query = new URLSearchParams({ limit: String(shown) });
+    if (archived) query.set("archived", "true");
+    if (search.value.trim()) query.set("search", search.value.trim());
     try {
-      const { sessions, page } = await api.sessions.list(`limit=${shown}`);
-      if (stale) return;
+      const { sessions, page } = await api.sessions.list(query.toString());
+      if (stale || ask !== asked) return;
       moreBtn.hidden = !(page && page.hasMore);
       // A row being renamed or confirming a delete stays as it is: an update elsewhere must
       // not throw away what the reader is typing.
       // An unchanged row is kept too, so a click aimed at it is not lost to a redraw.
       const kept = new Map(
-        [...rows.children]
+        [...groups.querySelectorAll("li.session-item")]
           .filter((tr) => tr.dataset.editing || sessions.some((s) => tr.dataset.info === JSON.stringify(s)))
           .map((tr) => [tr.dataset.session, tr]),
       );
-      placeChildren(rows, sessions.map((s) => kept.get(s.id) || sessionRow(s, refresh)));
+      const rows = sessions.map((s) => [s, kept.get(s.id) || sessionRow(s, refresh)]);
+      placeChildren(groups, grouped(rows, groups));
+      empty.textContent = search.value.trim() ? "No sessions match." : archived ? "No archived sessions." : "No sessions yet: create one above.";
       empty.hidden = sessions.length > 0;
       app.dataset.loaded = "true";
     } catch (err) {
@@ -43,15 +59,38 @@ export function sessionList() {
 
   app.replaceChildren(
     header(),
-    h("main", { class: "list" }, h("h1", {}, "Sessions"), h("nav", { class: "crumbs" }, link("/usage", "Usage and cost"), " · ", link("/models", "Models")), createForm(), rows, moreBtn, empty, memoryPanel()),
+    h(
+      "main",
+      { class: "list" },
+      h("h1", {}, "Sessions"),
+      h("nav", { class: "crumbs" }, link("/usage", "Usage and cost"), " · ", link("/models", "Models")),
+      createForm(),
+      h("div", { class: "list-tools" }, search, archivedBtn),
+      groups,
+      moreBtn,
+      empty,
+      memoryPanel(),
+    ),
   );
 
   // The user channel tells when any session starts, stops, appears or gets a title.
   const events = new SocketSource(api.streamUrl("/api/events/socket"));
   let timer = null;
-  events.addEventListener("server_event", () => {
+  const soon = (ms) => {
     clearTimeout(timer);
-    timer = setTimeout(refresh, 150);
+    timer = setTimeout(refresh, ms);
+  };
+  events.addEventListener("server_event", () => soon(150));
+  // The server searches: one request once the reader pauses, not one per key.
+  search.addEventListener("input", () => {
+    shown = PAGE;
+    soon(250);
+  });
+  archivedBtn.addEventListener("click", () => {
+    archived = !archived;
+    archivedBtn.setAttribute("aria-pressed", String(archived));
+    shown = PAGE;
+    refresh();
   });
   moreBtn.addEventListener("click", () => {
     shown += PAGE;
@@ -63,6 +102,56 @@ export function sessionList() {
     clearTimeout(timer);
     events.close();
   };
+}
+
+// The rows in groups, in the server's order: the pinned sessions first, then one group per
+// workspace, the most recently active first. A group is foldable; its element is reused from
+// `parent` so a redraw keeps it (and the reader's focus) in place.
+function grouped(rows, parent) {
+  const order = [];
+  const byKey = new Map();
+  for (const [s, tr] of rows) {
+    const key = s.pinned ? "\u0000pinned" : s.workspace || "";
+    if (!byKey.has(key)) {
+      byKey.set(key, []);
+      order.push(key);
+    }
+    byKey.get(key).push(tr);
+  }
+  const existing = new Map([...parent.children].map((g) => [g.dataset.group, g]));
+  return order.map((key) => {
+    const items = byKey.get(key);
+    let group = existing.get(key);
+    if (!group) {
+      const pinned = key === "\u0000pinned";
+      const label = pinned ? "Pinned" : shortPath(key) || "no workspace";
+      const toggle = h("button", { type: "button", class: "group-toggle", title: pinned ? "" : key, "aria-expanded": "true" }, h("span", { class: "chevron" }, "▾"), h("span", { class: "group-name" }, label), h("span", { class: "count muted" }));
+      const list = h("ul", { class: "session-list" });
+      group = h("section", { class: "session-group", dataset: { group: key } }, toggle, list);
+      toggle.addEventListener("click", () => {
+        if (folded.has(key)) folded.delete(key);
+        else folded.add(key);
+        fold(group, key);
+      });
+    }
+    group.querySelector(".count").textContent = ` ${items.length}`;
+    placeChildren(group.querySelector("ul"), items);
+    fold(group, key);
+    return group;
+  });
+}
+
+function fold(group, key) {
+  const open = !folded.has(key);
+  group.querySelector("ul").hidden = !open;
+  group.querySelector(".group-toggle").setAttribute("aria-expanded", String(open));
+  group.dataset.folded = String(!open);
+}
+
+// A workspace as a person tells it apart: its last two folders.
+function shortPath(path) {
+  const parts = path.split("/").filter(Boolean);
+  return parts.length > 2 ? `…/${parts.slice(-2).join("/")}` : path;
 }
 
 // What the agent remembers, by scope (the user's, each workspace's): read-only here.
@@ -156,7 +245,13 @@ function createForm() {
 function sessionRow(s, refresh) {
   const title = s.title || s.id;
   const path = `/sessions/${encodeURIComponent(s.id)}`;
-  const titleCell = h("div", { class: "title" }, link(path, title), s.source ? h("span", { class: "badge" }, s.source) : null);
+  const titleCell = h(
+    "div",
+    { class: "title" },
+    link(path, title),
+    s.source ? h("span", { class: "badge" }, s.source) : null,
+    s.archived ? h("span", { class: "badge" }, "archived") : null,
+  );
   const actions = h("div", { class: "actions" });
   const tr = h(
     "li",
@@ -226,7 +321,18 @@ function sessionRow(s, refresh) {
       h("button", { class: "quiet", onclick: done }, "Keep"),
     );
   };
+  // Pin and archive change one mark and redraw: the server orders and filters the list.
+  const mark = (body) => async () => {
+    try {
+      await api.sessions.patch(s.id, body);
+    } catch (err) {
+      toast(err.message);
+    }
+    refresh();
+  };
   actions.replaceChildren(
+    h("button", { class: "quiet", dataset: { action: s.pinned ? "unpin" : "pin" }, onclick: mark({ pinned: !s.pinned }) }, s.pinned ? "Unpin" : "Pin"),
+    h("button", { class: "quiet", dataset: { action: s.archived ? "unarchive" : "archive" }, onclick: mark({ archived: !s.archived }) }, s.archived ? "Unarchive" : "Archive"),
     h("button", { class: "quiet", dataset: { action: "rename" }, onclick: rename }, "Rename"),
     h("button", { class: "quiet danger", dataset: { action: "delete" }, onclick: confirmDelete }, "Delete"),
   );

@@ -24,7 +24,7 @@ pub use fork::{
 pub use lines::TraceLines;
 pub use listing::{
     find_last_record, read_session_head, read_trace_head, session_title, SessionHead, FORK_MARK,
-    LIST_HEAD_BYTES, LIST_TAIL_BYTES,
+    LIST_HEAD_BYTES, LIST_TAIL_BYTES, PROMPT_CHARS,
 };
 pub use open::{is_regular_entry, open_trace, MAX_RECORD_BYTES};
 pub use paths::{

@@ -106,7 +106,13 @@ pub struct SessionHead {
     /// Its title by [`session_title`]: from the first user text of its own (a subagent's does
     /// not count), with [`FORK_MARK`] after it for a fork.
     pub title: Option<String>,
+    /// The same first prompt for a search: its own text, whitespace collapsed, its first
+    /// [`PROMPT_CHARS`] characters (a listing keeps it for every session, so it is bounded).
+    pub prompt: Option<String>,
 }
+
+/// How much of a session's first prompt [`SessionHead::prompt`] keeps.
+pub const PROMPT_CHARS: usize = 2000;
 
 /// What a fork's title ends with (see [`read_session_head`]).
 pub const FORK_MARK: &str = " (fork)";
@@ -135,6 +141,25 @@ pub fn session_title(prompt: &str) -> String {
     }
 }
 
+// The first prompt as a search sees it: the text `session_title` is cut from, uncut up to the
+// bound.
+fn prompt_text(prompt: &str) -> String {
+    let own = penguin_omni_protocol::markers::strip_leading_marker_blocks(prompt);
+    let prompt = if own.trim().is_empty() { prompt } else { own };
+    let mut out = String::new();
+    let mut chars = 0;
+    for word in prompt.split_whitespace() {
+        for c in (chars > 0).then_some(' ').into_iter().chain(word.chars()) {
+            if chars == PROMPT_CHARS {
+                return out;
+            }
+            out.push(c);
+            chars += 1;
+        }
+    }
+    out
+}
+
 /// Reads the [`SessionHead`] of `path` within its first [`LIST_HEAD_BYTES`], stopping as soon
 /// as it has both the `session_meta` and the first prompt.
 pub fn read_session_head(path: &Path) -> Result<SessionHead, TraceError> {
@@ -150,6 +175,7 @@ pub fn read_session_head(path: &Path) -> Result<SessionHead, TraceError> {
             if let Some(ModelPayload::Text(t)) = m.model() {
                 if t.role == Role::User {
                     head.title = Some(session_title(&t.text));
+                    head.prompt = Some(prompt_text(&t.text));
                 }
             }
         }
@@ -171,6 +197,17 @@ pub fn read_session_head(path: &Path) -> Result<SessionHead, TraceError> {
 mod tests {
     use super::*;
     use penguin_omni_protocol::build;
+
+    #[test]
+    fn the_search_prompt_is_the_titles_text_uncut_and_bounded() {
+        assert_eq!(prompt_text("fix   the\nparser"), "fix the parser");
+        let goal = "[goal]\nround: 1\n[/goal]\n\nShip  the parser";
+        assert_eq!(prompt_text(goal), "Ship the parser");
+        let long = "word ".repeat(1000);
+        let kept = prompt_text(&long);
+        assert_eq!(kept.chars().count(), PROMPT_CHARS);
+        assert!(long.starts_with(&kept));
+    }
 
     fn texts(lines: &[String]) -> String {
         lines.iter().map(|l| format!("{l}\n")).collect()
