@@ -1,5 +1,5 @@
 //! `penguin rewind` end to end: two real tasks through the stub model and the real tools
-//! (commands that create, change, chmod, link and delete), then the files put back as before
+//! (commands that create, change, chmod, link, rename and delete), then the files put back as before
 //! each task, byte for byte with modes and links, and the conversation forked where asked.
 
 use std::os::unix::fs::PermissionsExt;
@@ -35,7 +35,7 @@ fn files_and_conversation_go_back_to_before_a_task() {
     let (url, _) = stub_model::serve_script(vec![
         call("mkdir d && echo one > d/a.txt && chmod 755 d/a.txt && ln -s d/a.txt l"),
         stub_model::text("Made them."),
-        call("echo two > d/a.txt && rm l && echo new > n.txt && rm keep.txt"),
+        call("echo two > d/a.txt && rm l && echo new > n.txt && mv keep.txt kept.txt"),
         stub_model::text("Changed them."),
     ]);
     run::stub_config(home.path(), &url, "");
@@ -98,10 +98,12 @@ fn files_and_conversation_go_back_to_before_a_task() {
         Path::new("d/a.txt")
     );
     assert!(!root.join("n.txt").exists());
+    // The rename undone: the old name back, the new one gone.
     assert_eq!(
         std::fs::read_to_string(root.join("keep.txt")).unwrap(),
         "here before\n"
     );
+    assert!(!root.join("kept.txt").exists());
 
     // As before task 1: only what was there; the conversation was empty then.
     let said = ok(&penguin(
