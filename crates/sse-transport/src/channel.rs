@@ -532,9 +532,9 @@ impl Channel {
         })
     }
 
-    /// Closes the channel if nobody reads it, atomically with [`connect_mirror`]
-    /// (Self::connect_mirror): whoever feeds a shared mirror stops only when no subscriber can
-    /// be left waiting on it.
+    /// Closes the channel if nobody reads it, atomically with
+    /// [`connect_mirror`](Self::connect_mirror): whoever feeds a shared mirror stops only when
+    /// no subscriber can be left waiting on it.
     pub fn close_if_unwatched(&self) -> bool {
         let mut st = self.lock();
         if st.readers.is_empty() {
