@@ -117,16 +117,23 @@ fn ci(root: &Path) -> Result<(), String> {
     nats.arg("scripts/install-nats.sh");
     run(root, "install nats-server", nats)?;
 
+    // The browser tests run among the test binaries (`testrun.rs` gives them their flags).
+    install_browser(root)?;
+
     // The test binaries run two at a time (`testrun.rs`); meanwhile cargo checks the
-    // smaller feature sets and runs the doc tests.
+    // smaller feature sets, runs the doc tests and builds the docs.
     let mut build = cargo();
     build.args(["test", "--workspace", "--all-features", "--no-run"]);
     let mut doc_tests = cargo();
     doc_tests
         .args(["test", "--workspace", "--all-features", "--doc"])
         .env("PENGUIN_MCP_SERVERS", &mcp_servers);
+    let mut doc = cargo();
+    doc.args(["doc", "--workspace", "--no-deps", "--all-features"])
+        .env("RUSTDOCFLAGS", "-D warnings");
     let mut alongside = feature_checks();
     alongside.push(("doc tests".to_owned(), doc_tests));
+    alongside.push(("docs".to_owned(), doc));
     testrun::run(
         root,
         build,
@@ -136,12 +143,6 @@ fn ci(root: &Path) -> Result<(), String> {
     )?;
 
     e2e(root)?;
-    web(root)?;
-
-    let mut doc = cargo();
-    doc.args(["doc", "--workspace", "--no-deps", "--all-features"])
-        .env("RUSTDOCFLAGS", "-D warnings");
-    run(root, "docs", doc)?;
 
     package(root)?;
 
@@ -441,43 +442,42 @@ fn e2e(root: &Path) -> Result<(), String> {
     run(root, "e2e tests", test)
 }
 
-/// The web app in a real headless Chromium: installs Debian's chromium and chromedriver (and
-/// nats-server, for the cluster's page) when missing, then runs the browser tests (ignored by
-/// a plain `cargo test`). One test at a time: each drives its own browser, and two cores are
-/// better spent on one.
-fn web(root: &Path) -> Result<(), String> {
+/// The browser tests of the server's web app (ignored by a plain `cargo test`): against one
+/// server (`web`), its models, usage, files and session-list pages, and against two nodes of a
+/// cluster over a 3-node nats-server cluster (`web_cluster`, feature `cluster`).
+pub(crate) const WEB_TESTS: [&str; 6] = [
+    "web",
+    "web_models",
+    "web_usage",
+    "web_files",
+    "web_sessions",
+    "web_cluster",
+];
+
+/// Installs what the browser tests need: Debian's chromium and chromedriver, and nats-server
+/// for the cluster's page.
+fn install_browser(root: &Path) -> Result<(), String> {
     let mut install = Command::new("bash");
     install.arg("scripts/install-browser.sh");
     run(root, "install browser", install)?;
     let mut nats = Command::new("bash");
     nats.arg("scripts/install-nats.sh");
-    run(root, "install nats-server", nats)?;
+    run(root, "install nats-server", nats)
+}
+
+/// The web app in a real headless Chromium: installs Debian's chromium and chromedriver (and
+/// nats-server, for the cluster's page) when missing, then runs the browser tests (ignored by
+/// a plain `cargo test`). One test at a time: each drives its own browser, and two cores are
+/// better spent on one.
+fn web(root: &Path) -> Result<(), String> {
+    install_browser(root)?;
     let mut test = cargo();
-    // The web app against one server (web.rs), its models and usage pages (web_models.rs,
-    // web_usage.rs), its files panel (web_files.rs), its session list (web_sessions.rs), and
-    // against
-    // two nodes of a cluster over a 3-node nats-server cluster (web_cluster.rs, feature
-    // `cluster`). The tests step's flags, so its build serves this one too.
-    test.args([
-        "test",
-        "--workspace",
-        "--all-features",
-        "--test",
-        "web",
-        "--test",
-        "web_models",
-        "--test",
-        "web_usage",
-        "--test",
-        "web_files",
-        "--test",
-        "web_sessions",
-        "--test",
-        "web_cluster",
-        "--",
-        "--ignored",
-        "--test-threads=1",
-    ]);
+    // The tests step's flags, so its build serves this one too.
+    test.args(["test", "--workspace", "--all-features"]);
+    for name in WEB_TESTS {
+        test.args(["--test", name]);
+    }
+    test.args(["--", "--ignored", "--test-threads=1"]);
     run(root, "web app in Chromium", test)
 }
 

@@ -1,5 +1,6 @@
 //! The tests step of `cargo xtask ci`: every test binary built once by cargo, then run two at
-//! a time by this module, while the feature checks and the doc tests use the cores.
+//! a time by this module (the browser tests among them), while the feature checks, the doc
+//! tests and the docs use the cores.
 //!
 //! `cargo test` runs its binaries one after another; the cluster's (a third of the run) spend
 //! their time waiting on leases and on nats-servers, not on the CPU. Running the binaries here,
@@ -19,6 +20,16 @@ struct TestBinary {
     name: String,
     executable: PathBuf,
     package_dir: PathBuf,
+}
+
+impl TestBinary {
+    /// A browser test of the web app: its ignored tests run too, one at a time (each drives
+    /// its own Chromium).
+    fn drives_a_browser(&self) -> bool {
+        crate::WEB_TESTS
+            .iter()
+            .any(|t| self.name == format!("server/{t}"))
+    }
 }
 
 /// The value of the string field `key` in one line of cargo's JSON (`"key":"…"`), unescaped.
@@ -67,9 +78,16 @@ fn test_binaries(json: &str) -> Vec<TestBinary> {
         .collect()
 }
 
-/// Whether a binary is one of the long ones that wait on nats-servers: started first.
-fn long(b: &TestBinary) -> bool {
-    b.name.starts_with("cluster/") || b.name == "cli/cluster"
+/// The order binaries start in: the long ones that wait on nats-servers first, then the
+/// browser tests, then the rest.
+fn order(b: &TestBinary) -> u8 {
+    if b.name.starts_with("cluster/") || b.name == "cli/cluster" {
+        0
+    } else if b.drives_a_browser() {
+        1
+    } else {
+        2
+    }
 }
 
 /// Builds the workspace's test binaries with `build` (a `cargo test --no-run` command), then
@@ -99,7 +117,7 @@ pub(crate) fn run(
     if binaries.is_empty() {
         return Err("tests: cargo reported no test binary".into());
     }
-    binaries.sort_by_key(|b| !long(b));
+    binaries.sort_by_key(order);
     println!(
         "    built {} test binaries in {:.1}s",
         binaries.len(),
@@ -119,7 +137,12 @@ pub(crate) fn run(
                     return;
                 };
                 let t = Instant::now();
+                let browser: &[&str] = match b.drives_a_browser() {
+                    true => &["--include-ignored", "--test-threads=1"],
+                    false => &[],
+                };
                 let result = Command::new(&b.executable)
+                    .args(browser)
                     .current_dir(&b.package_dir)
                     .env("CARGO_MANIFEST_DIR", &b.package_dir)
                     .envs(env.iter().map(|(k, v)| (k, v)))
@@ -188,6 +211,22 @@ mod tests {
         assert_eq!(found[0].name, "cli/cluster");
         assert_eq!(found[0].executable, PathBuf::from("/t/cluster-1"));
         assert_eq!(found[0].package_dir, PathBuf::from("/w/crates/cli"));
-        assert!(long(&found[0]));
+        assert_eq!(order(&found[0]), 0, "the cluster's binary starts first");
+    }
+
+    #[test]
+    fn the_browser_tests_run_with_their_ignored_tests_one_at_a_time() {
+        let binary = |name: &str| TestBinary {
+            name: name.to_owned(),
+            executable: PathBuf::from("/t/x"),
+            package_dir: PathBuf::from("/w/crates/server"),
+        };
+        for name in crate::WEB_TESTS {
+            let b = binary(&format!("server/{name}"));
+            assert!(b.drives_a_browser(), "{name}");
+            assert_eq!(order(&b), 1);
+        }
+        assert!(!binary("server/bounded").drives_a_browser());
+        assert_eq!(order(&binary("server/bounded")), 2);
     }
 }
