@@ -762,7 +762,9 @@ async fn nats_lost_answers_503_and_the_node_recovers() {
 
 /// g. A page open on node b (`GET /api/events`, the user channel) hears of a session created
 /// on node a (`session_created`), and of a task on it, sent through node c and run on a
-/// (`session_title`, then `session_state` running, then idle); so does one open on c.
+/// (`session_title`, then `session_state` running, then idle); so does one open on c. Both hear
+/// it archived through b (`session_marked`), after which no node lists it unless asked for the
+/// archived sessions.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_node_hears_of_every_session() {
     if !cluster_nodes::available("every_node_hears_of_every_session") {
@@ -823,6 +825,45 @@ async fn every_node_hears_of_every_session() {
         messages.to_string().contains(&ready_text("a")),
         "{messages}"
     );
+
+    // Archived through b (the owner, a, writes it): every page hears it, and every node's
+    // list leaves it out unless asked for the archived ones.
+    let (status, patched) = cl
+        .call(
+            B,
+            "PATCH",
+            &format!("/api/sessions/{id}"),
+            Some(serde_json::json!({"archived": true})),
+        )
+        .await;
+    assert_eq!(status, 200, "{patched}");
+    assert_eq!(patched["session"]["archived"], true, "{patched}");
+    for page in &mut pages {
+        let node = page.node.clone();
+        let seen = page
+            .until_within(wait, |e| about(e, "session_marked"))
+            .await;
+        let marked = seen.last().unwrap().json();
+        assert_eq!(
+            (&marked["archived"], &marked["pinned"]),
+            (&serde_json::json!(true), &serde_json::json!(false)),
+            "on {node}: {marked}"
+        );
+    }
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        let listed = cl.list(C).await.contains(&id);
+        let (_, archived) = cl.call(C, "GET", "/api/sessions?archived=true", None).await;
+        let in_archive = archived.to_string().contains(&id);
+        if !listed && in_archive {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "c still lists {id} ({listed}) or not as archived ({in_archive})"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// h. The owner is stopped gracefully (SIGINT) after a task completed: it releases its

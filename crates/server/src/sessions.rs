@@ -551,9 +551,25 @@ impl Sessions {
         if let Some(c) = &self.cfg.cluster {
             c.changed(&entry.id);
         }
+        if patch.archived.is_some() || patch.pinned.is_some() {
+            let (archived, pinned) = {
+                let rt = entry.rt();
+                (rt.archived, rt.pinned)
+            };
+            self.publish_marks(&entry.id, archived, pinned);
+        }
         if let Some(title) = patch.title {
             self.publish_title(&entry.id, title);
         }
+    }
+
+    fn publish_marks(&self, id: &str, archived: bool, pinned: bool) {
+        let ev = ServerEvent::SessionMarked {
+            session_id: id.to_owned(),
+            archived,
+            pinned,
+        };
+        self.channel(USER_CHANNEL).publish_server_event(&ev);
     }
 
     fn publish_title(&self, id: &str, title: String) {
@@ -588,9 +604,16 @@ impl Sessions {
             .map_err(|e| ApiError::internal(format!("the trace index failed: {e}")))?
             .map_err(|e| ApiError::internal(format!("cannot look for session {id}: {e}")))?
             .ok_or_else(|| ApiError::session_not_found(id))?;
+        let mut marks = (false, false);
         self.settings
-            .change(id, |s| patch.apply(s))
+            .change(id, |s| {
+                patch.apply(s);
+                marks = (s.archived, s.pinned);
+            })
             .map_err(|e| ApiError::internal(format!("cannot save session {id}'s settings: {e}")))?;
+        if patch.archived.is_some() || patch.pinned.is_some() {
+            self.publish_marks(id, marks.0, marks.1);
+        }
         if let Some(title) = patch.title.clone() {
             self.publish_title(id, title);
         }

@@ -371,3 +371,59 @@ async fn a_fork_is_neither_archived_nor_pinned() {
     );
     assert_eq!(ids(&srv, "").await.0, [fork["id"].as_str().unwrap()]);
 }
+
+/// Every open list hears of a mark: `session_marked` on the user channel, with both marks as
+/// they are now, for a session on disk and for one loaded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mark_reaches_every_list_on_the_user_channel() {
+    let srv = serve_script(script()).await;
+    let on_disk = write_on_disk(&srv, 1).remove(0);
+    let loaded = srv.create("always-ask").await;
+    let mut events = srv.sse("/api/events", None).await;
+    assert_eq!(events.next().await.kind(), "hello");
+    let marked = |id: &str, archived: bool, pinned: bool| json!({"type": "session_marked", "sessionId": id, "archived": archived, "pinned": pinned});
+    let mut heard = Vec::new();
+    for (id, body, then) in [
+        (
+            &on_disk,
+            json!({"archived": true}),
+            marked(&on_disk, true, false),
+        ),
+        (
+            &on_disk,
+            json!({"pinned": true}),
+            marked(&on_disk, true, true),
+        ),
+        (
+            &loaded,
+            json!({"pinned": true}),
+            marked(&loaded, false, true),
+        ),
+        (
+            &loaded,
+            json!({"archived": true, "pinned": false}),
+            marked(&loaded, true, false),
+        ),
+    ] {
+        patch(&srv, id, body).await;
+        // Other user events (a session created, its state) may come between.
+        loop {
+            let ev = events.next().await;
+            if ev.kind() == "session_marked" {
+                assert_eq!(ev.json(), then);
+                heard.push(ev.json());
+                break;
+            }
+        }
+    }
+    assert_eq!(heard.len(), 4);
+    // A title alone marks nothing.
+    patch(&srv, &loaded, json!({"title": "named"})).await;
+    loop {
+        let ev = events.next().await;
+        assert_ne!(ev.kind(), "session_marked", "{}", ev.data);
+        if ev.kind() == "session_title" {
+            break;
+        }
+    }
+}

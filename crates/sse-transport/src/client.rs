@@ -335,6 +335,7 @@ impl ClientReducer {
             ServerEvent::TraceWriteFailed { message, .. } => self.trace_warning = Some(message),
             ServerEvent::ResyncRequired
             | ServerEvent::SessionState { .. }
+            | ServerEvent::SessionMarked { .. }
             | ServerEvent::Hello
             | ServerEvent::SessionCreated { .. }
             | ServerEvent::CredentialsUpdated

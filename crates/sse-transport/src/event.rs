@@ -287,6 +287,17 @@ pub enum ServerEvent {
         /// The title.
         title: String,
     },
+    /// A session was archived, pinned, or brought back (user channels; penguin's own), so
+    /// every open list moves it.
+    #[serde(rename_all = "camelCase")]
+    SessionMarked {
+        /// The session.
+        session_id: String,
+        /// Whether it is archived now.
+        archived: bool,
+        /// Whether it is pinned now.
+        pinned: bool,
+    },
     /// A session's run state flipped (user channels).
     #[serde(rename_all = "camelCase")]
     SessionState {
@@ -443,6 +454,15 @@ mod tests {
         assert_eq!(
             created.to_json(),
             r#"{"type":"session_created","projectId":"p","agentId":"a","sessionId":"c","source":"subagent"}"#
+        );
+        let marked = ServerEvent::SessionMarked {
+            session_id: "s".into(),
+            archived: true,
+            pinned: false,
+        };
+        assert_eq!(
+            marked.to_json(),
+            r#"{"type":"session_marked","sessionId":"s","archived":true,"pinned":false}"#
         );
         let title = ServerEvent::SessionTitle {
             session_id: "s".into(),
