@@ -18,7 +18,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use penguin_cluster::{ClusterEvent, EventFeed, EventLog, FeedItem};
 use penguin_sse_transport::{
-    Channel, ChannelConfig, EventData, EventId, ServerEvent, Subscription, SERVER_EVENT,
+    Channel, ChannelConfig, EventData, EventId, ServerEvent, SseEvent, Subscription, SERVER_EVENT,
 };
 
 use super::{api_error, epoch_of};
@@ -42,10 +42,27 @@ impl Shared {
     }
 }
 
-fn publish(channel: &Channel, e: &ClusterEvent) {
+/// Puts a stored event into a mirror under its own id. One it has already is skipped: as a
+/// session leaves its owner, the owner's publisher may still relay an event its successor's
+/// consumer then delivers too. A gap closes the mirror (its readers reconnect, and are served
+/// in order); false then.
+fn publish(channel: &Channel, e: &ClusterEvent) -> bool {
     let data = EventData::Text(Arc::from(String::from_utf8_lossy(&e.data).as_ref()));
     let name = e.event.as_deref().map(|_| SERVER_EVENT);
-    channel.publish(data, name);
+    let id = EventId {
+        epoch: channel.epoch(),
+        seq: e.seq,
+    };
+    if channel.relay(&SseEvent::new(id, name, data)) || e.seq <= channel.last_event_id().seq {
+        return true;
+    }
+    tracing::warn!(
+        "[cluster] event {} of a stream came after {}: its readers reconnect",
+        e.seq,
+        channel.last_event_id().seq
+    );
+    channel.close();
+    false
 }
 
 /// The subscription of a client that saw `last_event_id` (none: a fresh one): the events
@@ -92,7 +109,9 @@ pub(super) async fn subscribe(
                 match feed.next().await {
                     Some(Ok(FeedItem::Event(e))) => {
                         reached = e.seq;
-                        publish(&channel, &e);
+                        if !publish(&channel, &e) {
+                            break;
+                        }
                     }
                     Some(Ok(FeedItem::Resync)) => {
                         resync = true;
@@ -177,7 +196,11 @@ async fn pump(
             item = feed.next() => {
                 let Some(channel) = channel.upgrade() else { return };
                 match item {
-                    Some(Ok(FeedItem::Event(e))) => publish(&channel, &e),
+                    Some(Ok(FeedItem::Event(e))) => {
+                        if !publish(&channel, &e) {
+                            return;
+                        }
+                    }
                     Some(Ok(FeedItem::Resync)) | Some(Err(_)) | None => {
                         channel.close();
                         return;
