@@ -35,6 +35,19 @@ fn trace_file(home: &Path) -> std::path::PathBuf {
         .unwrap()
 }
 
+/// `penguin replay --last --check` (keeping the scenario in `out`, when given) says the last
+/// session replayed to the same Trace; `context` is shown when it does not.
+fn replays_the_same(home: &Path, ws: &Path, out: Option<&Path>, context: &str) {
+    let mut args = vec!["replay", "--last", "--check"];
+    if let Some(out) = out {
+        args.extend(["--out", out.to_str().unwrap()]);
+    }
+    let replayed = penguin(home, ws, &args);
+    let told = said(&replayed);
+    assert!(replayed.status.success(), "{told}\n{context}");
+    assert!(told.contains("the same as the original"), "{told}");
+}
+
 #[test]
 fn a_real_session_replays_to_the_same_trace_and_a_changed_record_is_named() {
     let home = tempfile::tempdir().unwrap();
@@ -74,20 +87,7 @@ fn a_real_session_replays_to_the_same_trace_and_a_changed_record_is_named() {
     assert!(resume.status.success(), "{}", said(&resume));
 
     let scenario = home.path().join("kept.json");
-    let out = penguin(
-        home.path(),
-        ws.path(),
-        &[
-            "replay",
-            "--last",
-            "--check",
-            "--out",
-            scenario.to_str().unwrap(),
-        ],
-    );
-    let told = said(&out);
-    assert!(out.status.success(), "{told}");
-    assert!(told.contains("the same as the original"), "{told}");
+    replays_the_same(home.path(), ws.path(), Some(&scenario), "");
     // The kept scenario runs as any scenario does.
     let kept = penguin(
         home.path(),
@@ -347,23 +347,7 @@ fn a_session_with_a_subagent_and_a_background_command_replays_to_the_same_trace(
         assert!(trace.contains(kept), "{kept}: {trace}");
     }
     let kept = home.path().join("kept.json");
-    let out = penguin(
-        home.path(),
-        ws.path(),
-        &[
-            "replay",
-            "--last",
-            "--check",
-            "--out",
-            kept.to_str().unwrap(),
-        ],
-    );
-    let told = said(&out);
-    if !out.status.success() {
-        eprintln!("SCENARIO {}", std::fs::read_to_string(&kept).unwrap());
-    }
-    assert!(out.status.success(), "{told}\n{trace}");
-    assert!(told.contains("the same as the original"), "{told}");
+    replays_the_same(home.path(), ws.path(), Some(&kept), &trace);
 }
 
 #[test]
@@ -390,10 +374,7 @@ fn a_hooks_decisions_replay_as_the_hook_made_them() {
         trace.contains("\"decided_by\":\"hook:") && trace.contains("no commands here"),
         "{trace}"
     );
-    let out = penguin(home.path(), ws.path(), &["replay", "--last", "--check"]);
-    let told = said(&out);
-    assert!(out.status.success(), "{told}");
-    assert!(told.contains("the same as the original"), "{told}");
+    replays_the_same(home.path(), ws.path(), None, &trace);
 }
 
 /// A session whose context was compacted mid-task (the size a request reached set it off) and
@@ -437,13 +418,7 @@ fn a_compacted_session_and_a_goal_run_replay_to_the_same_trace() {
         .map(|f| std::fs::read_to_string(f.unwrap().path()).unwrap())
         .collect();
     assert!(trace.contains("\"compaction_end\""), "{trace}");
-    let out = penguin(home.path(), ws.path(), &["replay", "--last", "--check"]);
-    assert!(out.status.success(), "{}", said(&out));
-    assert!(
-        said(&out).contains("the same as the original"),
-        "{}",
-        said(&out)
-    );
+    replays_the_same(home.path(), ws.path(), None, &trace);
 
     let goal = penguin(
         home.path(),
@@ -459,23 +434,7 @@ fn a_compacted_session_and_a_goal_run_replay_to_the_same_trace() {
     );
     assert!(goal.status.success(), "{}", said(&goal));
     let scenario = home.path().join("goal.json");
-    let out = penguin(
-        home.path(),
-        ws.path(),
-        &[
-            "replay",
-            "--last",
-            "--check",
-            "--out",
-            scenario.to_str().unwrap(),
-        ],
-    );
-    assert!(out.status.success(), "{}", said(&out));
-    assert!(
-        said(&out).contains("the same as the original"),
-        "{}",
-        said(&out)
-    );
+    replays_the_same(home.path(), ws.path(), Some(&scenario), "");
     let kept: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&scenario).unwrap()).unwrap();
     let goal = &kept["runs"][0]["goal"];
